@@ -1,0 +1,1 @@
+"""deepactors: a deep agent harness on an async actor runtime."""

@@ -1,0 +1,187 @@
+"""The exceptions deepactors raises, in one small tree.
+
+Where a builtin means the same thing, the error subclasses it too, so
+``except FileNotFoundError`` keeps working for code that does not know us::
+
+    DeepActorsError
+    ├── InputError (ValueError)            invalid input to a run, raised before any work
+    ├── ConfigurationError (ValueError)    a bad argument to create_deep_agent & co.
+    ├── StepLimitExceeded (RuntimeError)   the agent loop ran more model turns than allowed
+    ├── SyncInAsyncError (RuntimeError)    a sync call where only the async one can work
+    ├── ToolError                          raise inside a tool: the model sees the message
+    ├── ModelError                         a model could not answer
+    │   ├── ModelAPIError                  the provider rejected or failed a request
+    │   │   ├── RateLimitError             429: retryable
+    │   │   ├── OverloadedError            529 / 5xx: retryable
+    │   │   └── ContextWindowExceeded      the prompt does not fit the model's window
+    │   └── ScriptExhausted                a ScriptedModel ran out of answers
+    ├── BackendError                       a file backend refused or failed an operation
+    │   ├── FileNotFound (FileNotFoundError)
+    │   ├── IsADirectory (IsADirectoryError)
+    │   ├── NotADirectory (NotADirectoryError)
+    │   ├── InvalidPath (ValueError)       malformed path: "..", "~", a host path, NUL, ...
+    │   ├── PathOutsideRoot (PermissionError)  resolves outside the backend's root
+    │   ├── FileTooLarge                   over a backend's size limit
+    │   ├── BinaryFile                     not text; the file tools cannot show it
+    │   ├── EditError                      the edit's old string is missing or not unique
+    │   ├── ReadBeforeWrite                changing a file this agent has not read (since it changed)
+    │   └── UnsupportedOperation (NotImplementedError)  e.g. execute on a plain file backend
+    └── CheckpointError                    a stored thread cannot be read
+        └── CheckpointCorrupt              the file or a row is damaged or of another schema
+
+anyio's cancellation exception is never caught and turned into one of these.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BackendError",
+    "BinaryFile",
+    "CheckpointCorrupt",
+    "CheckpointError",
+    "ConfigurationError",
+    "ContextWindowExceeded",
+    "DeepActorsError",
+    "EditError",
+    "FileNotFound",
+    "FileTooLarge",
+    "InputError",
+    "InvalidPath",
+    "IsADirectory",
+    "ModelAPIError",
+    "ModelError",
+    "NotADirectory",
+    "OverloadedError",
+    "PathOutsideRoot",
+    "RateLimitError",
+    "ReadBeforeWrite",
+    "ScriptExhausted",
+    "StepLimitExceeded",
+    "SyncInAsyncError",
+    "ToolError",
+    "UnsupportedOperation",
+]
+
+
+class DeepActorsError(Exception):
+    """Base class of every error deepactors raises on purpose."""
+
+
+class InputError(DeepActorsError, ValueError):
+    """The input of a run is invalid. Raised before any model call."""
+
+
+class ConfigurationError(DeepActorsError, ValueError):
+    """An agent, middleware or backend was configured with a bad argument."""
+
+
+class StepLimitExceeded(DeepActorsError, RuntimeError):
+    """The agent loop made more model calls than its ``max_steps`` allows."""
+
+
+class SyncInAsyncError(DeepActorsError, RuntimeError):
+    """A blocking call was made where it cannot work; use the async form."""
+
+
+class ToolError(DeepActorsError):
+    """Raise inside a tool to hand the model an error message.
+
+    Any exception a tool raises becomes an error ``ToolMessage``; raising this one
+    says the message is meant for the model as is, so no type name is prefixed.
+    """
+
+
+class ModelError(DeepActorsError):
+    """A model could not produce an answer."""
+
+
+class ModelAPIError(ModelError):
+    """A model provider rejected or failed a request.
+
+    Attributes:
+        status_code: The HTTP status, when there was one.
+        retry_after: Seconds the server asked us to wait, when it said.
+    """
+
+    def __init__(
+        self, message: str, *, status_code: int | None = None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.retry_after = retry_after
+
+
+class RateLimitError(ModelAPIError):
+    """The provider said "too many requests" (HTTP 429). Worth retrying later."""
+
+
+class OverloadedError(ModelAPIError):
+    """The provider is overloaded or failed on its side (529, 5xx). Worth retrying."""
+
+
+class ContextWindowExceeded(ModelAPIError):
+    """The request does not fit in the model's context window."""
+
+
+class ScriptExhausted(ModelError):
+    """A :class:`~deepactors.models.ScriptedModel` was called after its last answer."""
+
+
+class BackendError(DeepActorsError):
+    """A file backend refused or failed an operation.
+
+    Attributes:
+        path: The agent-visible path the operation was about, when there is one.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class FileNotFound(BackendError, FileNotFoundError):
+    """No file or folder at that path."""
+
+
+class IsADirectory(BackendError, IsADirectoryError):
+    """The path is a folder where a file was expected."""
+
+
+class NotADirectory(BackendError, NotADirectoryError):
+    """The path is a file where a folder was expected."""
+
+
+class InvalidPath(BackendError, ValueError):
+    """The path is malformed: ``..`` components, ``~``, a host path, NUL bytes, ..."""
+
+
+class PathOutsideRoot(BackendError, PermissionError):
+    """The path (or a symlink on it) resolves outside the backend's root."""
+
+
+class FileTooLarge(BackendError):
+    """The file or the content is over the backend's size limit."""
+
+
+class BinaryFile(BackendError):
+    """The file is not text, so it cannot be read or edited as lines."""
+
+
+class EditError(BackendError):
+    """An edit's ``old_string`` was not found, or is not unique without ``replace_all``."""
+
+
+class ReadBeforeWrite(BackendError):
+    """A file is changed by an agent that has not read it since it last changed."""
+
+
+class UnsupportedOperation(BackendError, NotImplementedError):
+    """The backend cannot do this operation (for example ``execute``)."""
+
+
+class CheckpointError(DeepActorsError):
+    """A thread's checkpoints cannot be read or written."""
+
+
+class CheckpointCorrupt(CheckpointError):
+    """A checkpoint file or row is damaged, or was written with another schema."""

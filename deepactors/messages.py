@@ -1,0 +1,235 @@
+"""Message and content types: pydantic models that round-trip through JSON.
+
+The four roles are ``system``, ``user``, ``assistant`` and ``tool``. Messages are
+frozen values: a parent's history may be shared with snapshots and checkpoints, so
+nothing may change one in place. Plain ``{"role": "user", "content": "..."}`` dicts
+are accepted wherever a message is, and validated by :func:`to_message`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from .errors import InputError
+
+__all__ = [
+    "AssistantMessage",
+    "Content",
+    "ContentBlock",
+    "ImageBlock",
+    "Message",
+    "RedactedThinkingBlock",
+    "SystemMessage",
+    "TextBlock",
+    "ThinkingBlock",
+    "ToolCall",
+    "ToolMessage",
+    "Usage",
+    "UserMessage",
+    "content_text",
+    "new_id",
+    "to_message",
+    "to_messages",
+]
+
+
+def new_id() -> str:
+    """A fresh random id, 32 hex characters."""
+    return uuid.uuid4().hex
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class TextBlock(_Frozen):
+    """Plain text."""
+
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ImageBlock(_Frozen):
+    """An image, either ``{"type": "base64", "media_type": ..., "data": ...}`` or a URL."""
+
+    type: Literal["image"] = "image"
+    source: dict[str, str]
+
+
+class ThinkingBlock(_Frozen):
+    """A model's visible reasoning, with the signature the provider needs back verbatim."""
+
+    type: Literal["thinking"] = "thinking"
+    thinking: str
+    signature: str = ""
+
+
+class RedactedThinkingBlock(_Frozen):
+    """Reasoning the provider encrypted; passed back unchanged on the next turn."""
+
+    type: Literal["redacted_thinking"] = "redacted_thinking"
+    data: str
+
+
+ContentBlock: TypeAlias = Annotated[
+    TextBlock | ImageBlock | ThinkingBlock | RedactedThinkingBlock, Field(discriminator="type")
+]
+Content: TypeAlias = str | list[ContentBlock]
+
+
+def content_text(content: Content) -> str:
+    """The text of a content value: the string itself, or its text blocks joined."""
+    if isinstance(content, str):
+        return content
+    return "".join(block.text for block in content if isinstance(block, TextBlock))
+
+
+class ToolCall(_Frozen):
+    """One tool call requested by the model.
+
+    Attributes:
+        id: The provider's id for the call; a tool result answers it by this id.
+        name: The tool to run.
+        args: The arguments, as the model gave them (validated only when the tool runs).
+        error: Set when the model's arguments could not even be parsed (for example
+            invalid JSON); the call then gets an error result without running.
+    """
+
+    id: str = Field(default_factory=lambda: "call_" + uuid.uuid4().hex[:24])
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    error: str | None = None
+
+
+class Usage(_Frozen):
+    """Token counts of one model call, or a sum of several (``a + b``)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    requests: int = 1
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            requests=self.requests + other.requests,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        """Input, output and cache tokens together."""
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_read_tokens
+            + self.cache_write_tokens
+        )
+
+
+class _Message(_Frozen):
+    id: str = Field(default_factory=new_id)
+
+    @property
+    def text(self) -> str:
+        """The message's text content (text blocks joined)."""
+        return content_text(self.content)  # type: ignore[attr-defined]
+
+
+class SystemMessage(_Message):
+    """Instructions for the model. Usually given as ``system_prompt=`` instead."""
+
+    role: Literal["system"] = "system"
+    content: Content
+
+
+class UserMessage(_Message):
+    """What the user said."""
+
+    role: Literal["user"] = "user"
+    content: Content
+
+
+class AssistantMessage(_Message):
+    """A model's answer: text and/or tool calls.
+
+    Attributes:
+        stop_reason: Why the model stopped (``end_turn``, ``tool_use``, ``max_tokens``, ...).
+        usage: Token counts of the call that produced this message.
+        model: The model id that answered.
+    """
+
+    role: Literal["assistant"] = "assistant"
+    content: Content = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    usage: Usage | None = None
+    stop_reason: str | None = None
+    model: str | None = None
+
+
+class ToolMessage(_Message):
+    """The result of one tool call, sent back to the model."""
+
+    role: Literal["tool"] = "tool"
+    tool_call_id: str
+    name: str
+    content: Content
+    status: Literal["success", "error"] = "success"
+
+
+Message: TypeAlias = Annotated[
+    SystemMessage | UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")
+]
+_MESSAGE = TypeAdapter[Message](Message)
+MESSAGE_TYPES = (SystemMessage, UserMessage, AssistantMessage, ToolMessage)
+
+
+def to_message(value: Message | Mapping[str, Any]) -> Message:
+    """Validate one message given as a model or a plain dict.
+
+    Raises:
+        InputError: The value is not a valid message; the error says which field.
+    """
+    if isinstance(value, MESSAGE_TYPES):
+        return value
+    if not isinstance(value, Mapping):
+        raise InputError(
+            f"a message must be a dict with 'role' and 'content' or a message object, "
+            f"not {type(value).__name__}"
+        )
+    data = dict(value)
+    # "human"/"ai" are LangChain's role names; accept them so ported scripts run.
+    role = data.get("role", data.get("type"))
+    data.pop("type", None)
+    data["role"] = {"human": "user", "ai": "assistant"}.get(role, role)  # type: ignore[arg-type]
+    try:
+        return _MESSAGE.validate_python(data)
+    except ValidationError as exc:
+        raise InputError(f"invalid message {_short(value)}: {_first_error(exc)}") from exc
+
+
+def to_messages(values: Iterable[Message | Mapping[str, Any]] | str) -> list[Message]:
+    """Validate a list of messages; a bare string is one user message."""
+    if isinstance(values, str):
+        return [UserMessage(content=values)]
+    if isinstance(values, Mapping) or not isinstance(values, Iterable):
+        raise InputError("'messages' must be a list of messages")
+    return [to_message(v) for v in values]
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"])
+    return f"{where}: {err['msg']}" if where else str(err["msg"])
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
