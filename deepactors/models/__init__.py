@@ -1,0 +1,52 @@
+"""Models: the :class:`ChatModel` seam, Claude, and deterministic test models."""
+
+from __future__ import annotations
+
+from ..errors import ConfigurationError
+from ._base import ChatModel as ChatModel
+from ._base import ModelRequest as ModelRequest
+from ._base import StreamDelta as StreamDelta
+from ._base import StreamPart as StreamPart
+from .testing import FunctionModel as FunctionModel
+from .testing import ScriptedModel as ScriptedModel
+
+__all__ = [
+    "ChatModel",
+    "FunctionModel",
+    "ModelRequest",
+    "ScriptedModel",
+    "StreamDelta",
+    "StreamPart",
+    "resolve_model",
+]
+
+PROVIDERS = ("anthropic",)
+
+
+def resolve_model(model: str | ChatModel | None) -> ChatModel:
+    """A model instance from ``"provider:model-id"``, a model, or None (the default).
+
+    Raises:
+        ConfigurationError: Unknown provider or a value that is not a model.
+    """
+    if model is None:
+        from .anthropic import DEFAULT_MODEL
+
+        model = f"anthropic:{DEFAULT_MODEL}"
+    if isinstance(model, str):
+        provider, sep, model_id = model.partition(":")
+        if not sep or not model_id:
+            raise ConfigurationError(
+                f"model string {model!r} must look like 'anthropic:claude-sonnet-4-5'"
+            )
+        if provider == "anthropic":
+            from .anthropic import AnthropicModel
+
+            return AnthropicModel(model_id)
+        raise ConfigurationError(
+            f"unknown model provider {provider!r} in {model!r}; known: {', '.join(PROVIDERS)} "
+            "(or pass a ChatModel instance)"
+        )
+    if isinstance(model, ChatModel):
+        return model
+    raise ConfigurationError(f"not a model: {model!r}")

@@ -1,0 +1,227 @@
+"""Typed events a run streams to its listeners (``agent.astream``).
+
+Every event carries the ``path`` of the actor it comes from (``main``,
+``main/task-2:researcher``), so a consumer can tell a subagent's model call from
+the main agent's while both run. Events are built only when someone listens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .messages import AssistantMessage, ToolCall, ToolMessage, Usage
+from .state import Todo
+
+__all__ = [
+    "CustomEvent",
+    "Event",
+    "FileChanged",
+    "Interrupted",
+    "ModelCallFinished",
+    "ModelCallStarted",
+    "ModelDelta",
+    "RunFinished",
+    "RunStarted",
+    "SubagentCancelled",
+    "SubagentFailed",
+    "SubagentFinished",
+    "SubagentSpawned",
+    "TodosUpdated",
+    "ToolCallFinished",
+    "ToolCallStarted",
+    "describe",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """Base of every event.
+
+    Attributes:
+        path: The actor the event comes from.
+        run_id: The run of that actor.
+    """
+
+    path: str
+    run_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStarted(Event):
+    """An actor began a run."""
+
+    thread_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFinished(Event):
+    """An actor's run ended.
+
+    Attributes:
+        outcome: ``completed``, ``interrupted``, ``failed``, ``cancelled`` or ``timed_out``.
+        usage: Tokens spent by this actor and everything under it.
+    """
+
+    outcome: Literal["completed", "interrupted", "failed", "cancelled", "timed_out"]
+    usage: Usage | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelCallStarted(Event):
+    """A model call is about to be made (after any queueing for a request slot)."""
+
+    step: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelDelta(Event):
+    """A piece of a streaming answer.
+
+    Attributes:
+        kind: ``text``, ``thinking`` or ``tool_input`` (partial JSON of a tool call).
+        index: Which content block of the answer the piece belongs to.
+    """
+
+    kind: Literal["text", "thinking", "tool_input"]
+    text: str
+    index: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelCallFinished(Event):
+    """A model answered."""
+
+    step: int
+    message: AssistantMessage
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallStarted(Event):
+    """A tool call began running."""
+
+    call: ToolCall
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallFinished(Event):
+    """A tool call produced its result."""
+
+    call: ToolCall
+    result: ToolMessage
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TodosUpdated(Event):
+    """The plan changed."""
+
+    todos: Sequence[Todo]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FileChanged(Event):
+    """A file in agent state was created, changed or deleted."""
+
+    file_path: str
+    change: Literal["created", "modified", "deleted"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubagentSpawned(Event):
+    """A child actor started; ``child`` is its path."""
+
+    child: str
+    subagent_type: str
+    description: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubagentFinished(Event):
+    """A child finished and its result was merged."""
+
+    child: str
+    conflicts: Sequence[str] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubagentFailed(Event):
+    """A child raised; its error became the tool result. Nothing of it was merged."""
+
+    child: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubagentCancelled(Event):
+    """A child was cancelled or passed its deadline. Nothing of it was merged."""
+
+    child: str
+    timed_out: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Interrupted(Event):
+    """The run stopped to wait for human decisions."""
+
+    requests: Sequence[Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CustomEvent(Event):
+    """Anything a tool wrote with ``runtime.write(...)``."""
+
+    data: Any
+
+
+def describe(event: Event) -> str:
+    """A one-line human-readable rendering of an event (used by the CLI)."""
+    match event:
+        case RunStarted():
+            return "run started"
+        case RunFinished(outcome=outcome, error=error):
+            return f"run {outcome}" + (f": {error}" if error else "")
+        case ModelCallStarted(step=step):
+            return f"model call #{step}"
+        case ModelCallFinished(message=msg):
+            calls = ", ".join(f"{c.name}({_args(c.args)})" for c in msg.tool_calls)
+            text = _clip(msg.text)
+            if calls and text:
+                return f"model: {text} -> {calls}"
+            return f"model -> {calls}" if calls else f"model: {text}"
+        case ModelDelta(text=text):
+            return text
+        case ToolCallStarted(call=call):
+            return f"tool {call.name}({_args(call.args)})"
+        case ToolCallFinished(call=call, result=result):
+            mark = "ok" if result.status == "success" else "ERROR"
+            return f"tool {call.name} {mark}: {_clip(result.text)}"
+        case TodosUpdated(todos=todos):
+            marks = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
+            return "plan: " + "  ".join(f"{marks[t.status]} {t.content}" for t in todos)
+        case FileChanged(file_path=fp, change=change):
+            return f"file {change}: {fp}"
+        case SubagentSpawned(child=child, description=d):
+            return f"spawned {child}: {_clip(d)}"
+        case SubagentFinished(child=child, conflicts=conflicts):
+            extra = f" ({len(conflicts)} conflict(s) kept beside)" if conflicts else ""
+            return f"finished {child}{extra}"
+        case SubagentFailed(child=child, error=error):
+            return f"failed {child}: {error}"
+        case SubagentCancelled(child=child, timed_out=timed_out):
+            return f"{'timed out' if timed_out else 'cancelled'} {child}"
+        case Interrupted(requests=reqs):
+            return f"interrupted: {len(reqs)} decision(s) needed"
+        case CustomEvent(data=data):
+            return f"custom: {_clip(str(data))}"
+    return type(event).__name__
+
+
+def _args(args: Mapping[str, Any]) -> str:
+    return _clip(", ".join(f"{k}={v!r}" for k, v in args.items()), 60)
+
+
+def _clip(text: str, n: int = 100) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 3] + "..."

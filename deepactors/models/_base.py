@@ -1,0 +1,82 @@
+"""The model seam: :class:`ChatModel` and the request it answers."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+from ..messages import AssistantMessage, Message
+
+if TYPE_CHECKING:
+    from ..context import RunContext
+    from ..state import State
+    from ..tools import Tool
+
+__all__ = ["ChatModel", "ModelRequest", "StreamDelta", "StreamPart"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelRequest:
+    """Everything one model call gets.
+
+    ``wrap_model_call`` middleware change a request with :meth:`replace`.
+
+    Attributes:
+        messages: The conversation, oldest first (no system message: see
+            ``system_prompt``).
+        system_prompt: The full system prompt of this call.
+        tools: The tools the model may call (each has ``.name``,
+            ``.description``, ``.parameters``).
+        settings: Model options for this call (``max_tokens``, ``temperature``,
+            provider extras such as cache hints); the model decides what it honours.
+        state: The calling actor's state (read-only by convention).
+        run: The calling actor's run context.
+    """
+
+    messages: Sequence[Message]
+    system_prompt: str | None = None
+    tools: Sequence[Tool] = ()
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    state: State | None = field(default=None, compare=False, repr=False)
+    run: RunContext | None = field(default=None, compare=False, repr=False)
+
+    def replace(self, **changes: Any) -> ModelRequest:
+        """A copy with some fields changed."""
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamDelta:
+    """A piece of a streaming answer (see :class:`~deepactors.events.ModelDelta`)."""
+
+    kind: Literal["text", "thinking", "tool_input"]
+    text: str
+    index: int = 0
+
+
+StreamPart = StreamDelta | AssistantMessage
+"""What :meth:`ChatModel.stream` yields: deltas, then the whole message last."""
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """A model the agent loop can call.
+
+    Implementations must work on asyncio and trio (use anyio, or libraries that
+    do) and must let cancellation through.
+    """
+
+    @property
+    def model_name(self) -> str:
+        """An id of the model, for logs and usage records."""
+        ...
+
+    async def generate(self, request: ModelRequest) -> AssistantMessage:
+        """Answer one request."""
+        ...
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        """Answer one request piece by piece; the last item is the whole message."""
+        ...

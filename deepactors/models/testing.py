@@ -1,0 +1,148 @@
+"""Deterministic models for tests, demos and benchmarks.
+
+:class:`FunctionModel` answers with a function of the request; :class:`ScriptedModel`
+replays a list of answers. Both can simulate latency with ``anyio.sleep``, so
+timing behaviour (timeouts, parallelism) is real but the answers are fixed.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import TypeAlias
+
+import anyio
+
+from ..errors import ConfigurationError, ScriptExhausted
+from ..messages import AssistantMessage, TextBlock, content_text
+from ._base import ModelRequest, StreamDelta, StreamPart
+
+__all__ = ["Answer", "FunctionModel", "ScriptedModel"]
+
+Answer: TypeAlias = AssistantMessage | str
+AnswerFn: TypeAlias = Callable[[ModelRequest], Answer | Awaitable[Answer]]
+
+
+def _as_message(answer: object, model_name: str) -> AssistantMessage:
+    if isinstance(answer, AssistantMessage):
+        if answer.model is None:
+            return answer.model_copy(update={"model": model_name})
+        return answer
+    if isinstance(answer, str):
+        return AssistantMessage(content=answer, model=model_name)
+    raise ConfigurationError(
+        f"a test model's answer must be an AssistantMessage or a str, not {type(answer).__name__}"
+    )
+
+
+class FunctionModel:
+    """A model whose answer is ``fn(request)``.
+
+    Args:
+        fn: Sync or async; gets a :class:`ModelRequest` and returns an
+            :class:`~deepactors.messages.AssistantMessage` or a ``str``.
+        latency: Seconds to ``anyio.sleep`` before each answer.
+        name: The model name reported in messages and logs.
+        stream_chunk: When streaming, the text is sent in pieces of this many
+            characters.
+
+    Attributes:
+        calls: How many requests this model has answered or is answering.
+    """
+
+    def __init__(
+        self,
+        fn: AnswerFn,
+        *,
+        latency: float = 0.0,
+        name: str = "function-model",
+        stream_chunk: int = 8,
+    ) -> None:
+        if latency < 0:
+            raise ConfigurationError("latency must be >= 0")
+        self._fn = fn
+        self._is_async = inspect.iscoroutinefunction(fn)
+        self.latency = latency
+        self._name = name
+        self._chunk = max(1, stream_chunk)
+        self.calls = 0
+
+    @property
+    def model_name(self) -> str:
+        """The name given at construction."""
+        return self._name
+
+    async def generate(self, request: ModelRequest) -> AssistantMessage:
+        """Sleep ``latency`` seconds, then answer with ``fn(request)``."""
+        self.calls += 1
+        if self.latency:
+            await anyio.sleep(self.latency)
+        answer = self._fn(request)
+        if self._is_async or inspect.isawaitable(answer):
+            answer = await answer  # type: ignore[misc]
+        return _as_message(answer, self._name)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        """The same answer as :meth:`generate`, its text sent in small pieces first."""
+        message = await self.generate(request)
+        index = 0
+        if isinstance(message.content, str):
+            blocks = [message.content] if message.content else []
+        else:
+            blocks = [b.text for b in message.content if isinstance(b, TextBlock)]
+        for text in blocks:
+            for start in range(0, len(text), self._chunk):
+                yield StreamDelta(kind="text", text=text[start : start + self._chunk], index=index)
+            index += 1
+        yield message
+
+
+class ScriptedModel(FunctionModel):
+    """A model that replays answers in order, one per call.
+
+    Args:
+        answers: :class:`~deepactors.messages.AssistantMessage`, ``str``, or a
+            function of the request for an answer that depends on it.
+        latency: Seconds to sleep before each answer.
+        name: The model name.
+
+    Raises (at call time):
+        ScriptExhausted: When called after the last answer, naming the call number.
+    """
+
+    def __init__(
+        self,
+        answers: Iterable[Answer | AnswerFn],
+        *,
+        latency: float = 0.0,
+        name: str = "scripted-model",
+    ) -> None:
+        self._answers = list(answers)
+        self._next = 0
+        # One script may be shared by subagents whose sync tools run in threads.
+        self._lock = threading.Lock()
+        self.requests: list[ModelRequest] = []
+        super().__init__(self._replay, latency=latency, name=name)
+
+    def _replay(self, request: ModelRequest) -> Answer | Awaitable[Answer]:
+        with self._lock:
+            i = self._next
+            if i >= len(self._answers):
+                last = content_text(request.messages[-1].content) if request.messages else ""
+                raise ScriptExhausted(
+                    f"{self.model_name} has {len(self._answers)} answer(s) and was called a "
+                    f"{i + 1}th time (last message: {last[:80]!r})"
+                )
+            self._next = i + 1
+            self.requests.append(request)
+        answer = self._answers[i]
+        if callable(answer):
+            return answer(request)
+        return answer
+
+    @property
+    def remaining(self) -> int:
+        """Answers not used yet."""
+        return len(self._answers) - self._next
+

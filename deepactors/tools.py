@@ -1,0 +1,298 @@
+"""Tools: plain Python functions the model can call.
+
+Any sync or async function with type hints is a tool. Its JSON schema is built
+once, by pydantic, from the signature; the descriptions of its arguments come
+from the docstring's ``Args:`` section (Google style). The model's arguments are
+validated against the same model before the function runs, and anything that
+goes wrong (bad arguments, an exception) becomes an error result the model can
+read, never a crash of the run.
+
+A parameter annotated :class:`~deepactors.context.ToolRuntime` is filled in by
+the runtime and hidden from the model. Sync functions run in a worker thread, so
+a slow one never blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast, get_type_hints, overload
+
+import anyio.to_thread
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic.fields import FieldInfo
+
+from .context import ToolRuntime
+from .errors import ConfigurationError, ToolError
+from .messages import (
+    ContentBlock,
+    ImageBlock,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+    ToolMessage,
+)
+
+__all__ = ["Command", "Tool", "ToolArgumentsError", "as_tool", "tool", "tool_result_message"]
+
+_BLOCK_TYPES = (TextBlock, ImageBlock, ThinkingBlock, RedactedThinkingBlock)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Command:
+    """An instruction to the runtime instead of a plain result.
+
+    From a tool: ``Command(update={...})`` writes state channels. If the update's
+    ``messages`` holds no :class:`ToolMessage` answering the call, one is added with
+    ``result`` as its content.
+
+    As a run's input: ``Command(resume=[...])`` continues an interrupted thread
+    with the human's decisions.
+    """
+
+    update: Mapping[str, Any] | None = None
+    result: str = "OK"
+    resume: Any = None
+
+
+class ToolArgumentsError(ToolError, ValueError):
+    """The model's arguments do not fit the tool's parameters."""
+
+
+@dataclass(slots=True, kw_only=True, eq=False)
+class Tool:
+    """A callable the model can use, with its schema.
+
+    Build one with :func:`tool` or :func:`as_tool` rather than directly.
+
+    Attributes:
+        name: What the model calls it.
+        description: What the model is told it does.
+        parameters: JSON schema of the arguments (``{"type": "object", ...}``).
+        fn: The function.
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    fn: Callable[..., Any]
+    args_model: type[BaseModel]
+    runtime_param: str | None = None
+    is_async: bool = False
+    # Names of the model's fields, precomputed so a call does no introspection.
+    _fields: tuple[str, ...] = field(default=())
+
+    def validate(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Check the model's arguments; return them converted to Python values.
+
+        Raises:
+            ToolArgumentsError: With a message the model can act on.
+        """
+        try:
+            parsed = self.args_model.model_validate(args)
+        except ValidationError as exc:
+            raise ToolArgumentsError(_describe_validation(exc)) from None
+        values = parsed.__dict__
+        return {name: values[name] for name in self._fields}
+
+    async def call(self, args: Mapping[str, Any], runtime: ToolRuntime | None = None) -> Any:
+        """Validate ``args`` and run the function; return what it returned."""
+        kwargs = self.validate(args)
+        if self.runtime_param is not None:
+            if runtime is None:
+                raise ConfigurationError(f"tool {self.name!r} needs a ToolRuntime")
+            kwargs[self.runtime_param] = runtime
+        if self.is_async:
+            return await self.fn(**kwargs)
+        return await anyio.to_thread.run_sync(functools.partial(self.fn, **kwargs))
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Turn a function into a :class:`Tool`; usable bare or with overrides.
+
+    Example::
+
+        @tool(name="search")
+        async def internet_search(query: str, max_results: int = 5) -> str:
+            '''Search the web.
+
+            Args:
+                query: What to look for.
+                max_results: How many results to return.
+            '''
+    """
+
+    def build(f: Callable[..., Any]) -> Tool:
+        return _build_tool(f, name=name, description=description)
+
+    return build(fn) if fn is not None else build
+
+
+def as_tool(obj: Tool | Callable[..., Any]) -> Tool:
+    """A :class:`Tool` as is, or a function made into one."""
+    if isinstance(obj, Tool):
+        return obj
+    if callable(obj):
+        return _build_tool(obj, name=None, description=None)
+    raise ConfigurationError(f"not a tool: {obj!r} (pass a function or a Tool)")
+
+
+_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def _build_tool(fn: Callable[..., Any], *, name: str | None, description: str | None) -> Tool:
+    tool_name = name or getattr(fn, "__name__", None)
+    if not tool_name or not _NAME_RE.match(tool_name):
+        raise ConfigurationError(
+            f"tool name {tool_name!r} must be 1-64 letters, digits, '_' or '-'"
+        )
+    summary, arg_docs = _parse_docstring(inspect.getdoc(fn) or "")
+    try:
+        hints = get_type_hints(fn, include_extras=True)
+    except Exception as exc:
+        raise ConfigurationError(f"cannot read the type hints of tool {tool_name!r}: {exc}") from exc
+    fields: dict[str, Any] = {}
+    runtime_param = None
+    for pname, param in inspect.signature(fn).parameters.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise ConfigurationError(f"tool {tool_name!r}: *args/**kwargs cannot be described")
+        annotation = hints.get(pname, Any)
+        if annotation is ToolRuntime:
+            runtime_param = pname
+            continue
+        default = ... if param.default is param.empty else param.default
+        fields[pname] = (annotation, FieldInfo(default=default, description=arg_docs.get(pname)))
+    args_model = create_model(  # type: ignore[call-overload]
+        f"{tool_name}_args", __config__=ConfigDict(extra="forbid"), **fields
+    )
+    parameters = _clean_schema(args_model.model_json_schema())
+    return Tool(
+        name=tool_name,
+        description=description or summary or tool_name,
+        parameters=parameters,
+        fn=fn,
+        args_model=args_model,
+        runtime_param=runtime_param,
+        is_async=inspect.iscoroutinefunction(fn),
+        _fields=tuple(fields),
+    )
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """Split a Google-style docstring into its text and its ``Args:`` descriptions."""
+    summary_lines: list[str] = []
+    args: dict[str, str] = {}
+    section: str | None = None
+    current: str | None = None
+    for line in doc.splitlines():
+        stripped = line.strip()
+        if re.fullmatch(r"[A-Z][A-Za-z ]*:", stripped):
+            section = stripped[:-1].lower()
+            current = None
+            continue
+        if section is None:
+            summary_lines.append(line)
+        elif section in ("args", "arguments", "parameters"):
+            m = re.match(r"^(\*{0,2}\w+)(?:\s*\([^)]*\))?:\s*(.*)$", stripped)
+            if m and not line.startswith(" " * 8):
+                current = m.group(1).lstrip("*")
+                args[current] = m.group(2)
+            elif current and stripped:
+                args[current] = f"{args[current]} {stripped}".strip()
+    return "\n".join(summary_lines).strip(), args
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Drop pydantic's generated titles: noise in the model's context, every turn."""
+
+    def walk(node: Any, *, in_properties: bool = False) -> Any:
+        if isinstance(node, dict):
+            return {
+                k: walk(v, in_properties=(k == "properties"))
+                for k, v in node.items()
+                if in_properties or k != "title"
+            }
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    cleaned = cast(dict[str, Any], walk(schema))
+    cleaned.setdefault("properties", {})
+    return cleaned
+
+
+def _describe_validation(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err["loc"]) or "arguments"
+        if err["type"] == "extra_forbidden":
+            parts.append(f"unexpected argument {where!r}")
+        elif err["type"] == "missing":
+            parts.append(f"missing required argument {where!r}")
+        else:
+            parts.append(f"{where}: {err['msg']}")
+    return "invalid arguments: " + "; ".join(parts)
+
+
+def tool_result_message(call: ToolCall, value: Any) -> ToolMessage:
+    """Turn what a tool returned into the :class:`ToolMessage` the model sees.
+
+    Text stays text; content blocks stay blocks; ``None`` becomes an empty result;
+    anything else is shown as JSON (pydantic models included).
+    """
+    content: str | list[ContentBlock]
+    if isinstance(value, str):
+        content = value
+    elif isinstance(value, _BLOCK_TYPES):
+        content = [value]
+    elif isinstance(value, list) and value and all(isinstance(v, _BLOCK_TYPES) for v in value):
+        content = list(value)
+    elif value is None:
+        content = ""
+    elif isinstance(value, BaseModel):
+        content = value.model_dump_json()
+    else:
+        try:
+            content = json.dumps(value, default=_json_default, ensure_ascii=False)
+        except (TypeError, ValueError):
+            content = str(value)
+    return ToolMessage(tool_call_id=call.id, name=call.name, content=content)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return str(value)
+
+
+ToolLike = Tool | Callable[..., Any] | Callable[..., Awaitable[Any]]
+
+
+def as_tools(items: Sequence[ToolLike] | None) -> list[Tool]:
+    """Tools from a list of tools and functions, refusing duplicate names."""
+    tools = [as_tool(t) for t in items or ()]
+    seen: set[str] = set()
+    for t in tools:
+        if t.name in seen:
+            raise ConfigurationError(f"two tools are named {t.name!r}")
+        seen.add(t.name)
+    return tools
