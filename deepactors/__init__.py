@@ -1,1 +1,75 @@
-"""deepactors: a deep agent harness on an async actor runtime."""
+"""deepactors: a deep agent harness on an async actor runtime, for asyncio and trio.
+
+Everyday use needs only this module::
+
+    from deepactors import create_deep_agent
+
+    agent = create_deep_agent(model="anthropic:claude-sonnet-4-5", tools=[search])
+    result = await agent.ainvoke({"messages": [{"role": "user", "content": "..."}]})
+"""
+
+from __future__ import annotations
+
+from . import events as events
+from .actors import EventStream as EventStream
+from .actors import RunHandle as RunHandle
+from .actors import Runtime as Runtime
+from .actors import open_runtime as open_runtime
+from .agent import DeepAgent as DeepAgent
+from .agent import create_deep_agent as create_deep_agent
+from .context import RunContext as RunContext
+from .context import ToolRuntime as ToolRuntime
+from .errors import DeepActorsError as DeepActorsError
+from .errors import InputError as InputError
+from .errors import StepLimitExceeded as StepLimitExceeded
+from .errors import ToolError as ToolError
+from .messages import AssistantMessage as AssistantMessage
+from .messages import SystemMessage as SystemMessage
+from .messages import TextBlock as TextBlock
+from .messages import ToolCall as ToolCall
+from .messages import ToolMessage as ToolMessage
+from .messages import Usage as Usage
+from .messages import UserMessage as UserMessage
+from .middleware import AgentMiddleware as AgentMiddleware
+from .models import ChatModel as ChatModel
+from .models import FunctionModel as FunctionModel
+from .models import ModelRequest as ModelRequest
+from .models import ScriptedModel as ScriptedModel
+from .state import FileRecord as FileRecord
+from .state import Todo as Todo
+from .tools import Command as Command
+from .tools import Tool as Tool
+from .tools import tool as tool
+
+__all__ = [
+    "AgentMiddleware",
+    "AssistantMessage",
+    "ChatModel",
+    "Command",
+    "DeepActorsError",
+    "DeepAgent",
+    "EventStream",
+    "FileRecord",
+    "FunctionModel",
+    "InputError",
+    "ModelRequest",
+    "RunContext",
+    "RunHandle",
+    "Runtime",
+    "ScriptedModel",
+    "StepLimitExceeded",
+    "SystemMessage",
+    "TextBlock",
+    "Todo",
+    "Tool",
+    "ToolCall",
+    "ToolError",
+    "ToolMessage",
+    "ToolRuntime",
+    "Usage",
+    "UserMessage",
+    "create_deep_agent",
+    "events",
+    "open_runtime",
+    "tool",
+]

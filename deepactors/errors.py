@@ -8,6 +8,8 @@ Where a builtin means the same thing, the error subclasses it too, so
     ├── ConfigurationError (ValueError)    a bad argument to create_deep_agent & co.
     ├── StepLimitExceeded (RuntimeError)   the agent loop ran more model turns than allowed
     ├── SyncInAsyncError (RuntimeError)    a sync call where only the async one can work
+    ├── RunCancelled                       the run was cancelled through its handle
+    ├── RuntimeClosed (RuntimeError)       a run was started on a runtime that has closed
     ├── ToolError                          raise inside a tool: the model sees the message
     ├── ModelError                         a model could not answer
     │   ├── ModelAPIError                  the provider rejected or failed a request
@@ -20,6 +22,7 @@ Where a builtin means the same thing, the error subclasses it too, so
     │   ├── IsADirectory (IsADirectoryError)
     │   ├── NotADirectory (NotADirectoryError)
     │   ├── InvalidPath (ValueError)       malformed path: "..", "~", a host path, NUL, ...
+    │   ├── InvalidPattern (ValueError)    a grep regular expression that does not compile
     │   ├── PathOutsideRoot (PermissionError)  resolves outside the backend's root
     │   ├── FileTooLarge                   over a backend's size limit
     │   ├── BinaryFile                     not text; the file tools cannot show it
@@ -47,6 +50,7 @@ __all__ = [
     "FileTooLarge",
     "InputError",
     "InvalidPath",
+    "InvalidPattern",
     "IsADirectory",
     "ModelAPIError",
     "ModelError",
@@ -55,6 +59,8 @@ __all__ = [
     "PathOutsideRoot",
     "RateLimitError",
     "ReadBeforeWrite",
+    "RunCancelled",
+    "RuntimeClosed",
     "ScriptExhausted",
     "StepLimitExceeded",
     "SyncInAsyncError",
@@ -81,6 +87,14 @@ class StepLimitExceeded(DeepActorsError, RuntimeError):
 
 class SyncInAsyncError(DeepActorsError, RuntimeError):
     """A blocking call was made where it cannot work; use the async form."""
+
+
+class RunCancelled(DeepActorsError):
+    """The run was cancelled through its handle (``RunHandle.cancel()``)."""
+
+
+class RuntimeClosed(DeepActorsError, RuntimeError):
+    """A run was started on a runtime that is closing or closed."""
 
 
 class ToolError(DeepActorsError):
@@ -153,6 +167,10 @@ class NotADirectory(BackendError, NotADirectoryError):
 
 class InvalidPath(BackendError, ValueError):
     """The path is malformed: ``..`` components, ``~``, a host path, NUL bytes, ..."""
+
+
+class InvalidPattern(BackendError, ValueError):
+    """A search pattern (a grep regular expression) does not compile."""
 
 
 class PathOutsideRoot(BackendError, PermissionError):

@@ -1,0 +1,63 @@
+"""The sync API: thin blocking wrappers over the async core."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
+
+import anyio
+import anyio.from_thread
+import sniffio
+
+from ..events import Event
+from ._stream import EventStream
+
+__all__ = ["run_sync", "stream_sync"]
+
+T = TypeVar("T")
+
+_BACKENDS = ("asyncio", "trio")
+
+
+def _check_backend(backend: str) -> None:
+    if backend not in _BACKENDS:
+        raise ValueError(f"backend must be 'asyncio' or 'trio', not {backend!r}")
+
+
+def _loop_running_here() -> bool:
+    try:
+        sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        return False
+    return True
+
+
+def run_sync(fn: Callable[..., Awaitable[T]], *args: Any, backend: str, **kwargs: Any) -> T:
+    """Run ``fn(*args, **kwargs)`` to completion on a fresh event loop.
+
+    In a thread whose loop is already running (a notebook cell, or sync code
+    called from async code), a fresh loop cannot start here, so the call runs on a
+    loop in a worker thread and this thread waits for it.
+    """
+    _check_backend(backend)
+    call = functools.partial(fn, *args, **kwargs)
+    if not _loop_running_here():
+        return anyio.run(call, backend=backend)
+    with anyio.from_thread.start_blocking_portal(backend) as portal:
+        return portal.call(call)
+
+
+def stream_sync(make: Callable[[], EventStream], *, backend: str) -> Iterator[Event]:
+    """Iterate an :class:`EventStream` from sync code, on a loop in a worker thread."""
+    _check_backend(backend)
+    with (
+        anyio.from_thread.start_blocking_portal(backend) as portal,
+        portal.wrap_async_context_manager(make()) as stream,
+    ):
+        while True:
+            try:
+                event = portal.call(stream.__anext__)
+            except StopAsyncIteration:
+                return
+            yield event

@@ -1,0 +1,337 @@
+"""``create_deep_agent`` and the agent object it returns."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from anyio.streams.memory import MemoryObjectSendStream
+
+from .actors._loop import CompiledAgent, run_loop
+from .actors._runtime import RunHandle, Runtime, open_runtime
+from .actors._stream import EventStream
+from .actors._sync import run_sync, stream_sync
+from .context import RunContext
+from .errors import ConfigurationError, InputError
+from .events import Event, FileChanged, RunStarted
+from .middleware._base import AgentMiddleware
+from .middleware._patch import PatchToolCallsMiddleware
+from .middleware._todo import TodoListMiddleware
+from .models import ChatModel, resolve_model
+from .state import Channel, FileRecord, State, default_channels, validate_input
+from .tools import Command, ToolLike, as_tools
+
+if TYPE_CHECKING:
+    from .backends import Backend
+    from .persistence.store import Store
+
+__all__ = ["DeepAgent", "create_deep_agent"]
+
+DEFAULT_PROMPT = (
+    "You are a capable assistant that works step by step: plan longer tasks, use your "
+    "tools to do the work rather than guessing, and finish with a clear answer."
+)
+
+
+class DeepAgent:
+    """An agent made by :func:`create_deep_agent`. Run it with :meth:`ainvoke`.
+
+    The object is immutable and shareable: any number of runs, on any number of
+    threads and event loops, may use one agent at once.
+    """
+
+    def __init__(
+        self,
+        compiled: CompiledAgent,
+        *,
+        backend: Backend | None = None,
+        store: Store | None = None,
+    ) -> None:
+        self._compiled = compiled
+        self.backend = backend
+        self.store = store
+
+    @property
+    def name(self) -> str:
+        """The agent's name, also the root of its actor paths."""
+        return self._compiled.name
+
+    @property
+    def model(self) -> ChatModel:
+        """The model the agent calls."""
+        return self._compiled.model
+
+    @property
+    def tools(self) -> Mapping[str, Any]:
+        """Every tool the model sees, by name."""
+        return self._compiled.tools
+
+    @property
+    def system_prompt(self) -> str | None:
+        """The full system prompt, middleware sections included."""
+        return self._compiled.system_prompt
+
+    @property
+    def middleware(self) -> Sequence[AgentMiddleware]:
+        """The middleware stack, outermost first."""
+        return self._compiled.middleware
+
+    # -- running -------------------------------------------------------------------
+
+    async def ainvoke(
+        self,
+        input: Mapping[str, Any] | str | Command,
+        *,
+        thread_id: str | None = None,
+        timeout: float | None = None,
+        context: Mapping[str, Any] | None = None,
+        runtime: Runtime | None = None,
+    ) -> dict[str, Any]:
+        """Run the agent to completion and return its final state.
+
+        Args:
+            input: ``{"messages": [...], "files": {...}}``, or a plain string as one
+                user message.
+            thread_id: The conversation to continue. Runs on one thread queue, one
+                after the other.
+            timeout: Seconds for the whole run, every subagent included. Past it,
+                everything the run started is cancelled and ``TimeoutError`` raised.
+            context: Values hooks and tools can read as ``run.context``.
+            runtime: A runtime from :func:`open_runtime` to run under; without one,
+                the run opens its own task group inside the caller's task.
+
+        Returns:
+            The state: ``messages``, ``todos``, ``files``, ``structured_response``,
+            and ``usage`` (tokens of this run, or ``None``).
+
+        Raises:
+            InputError: Invalid input, before any model call.
+            TimeoutError: The run passed ``timeout``.
+            StepLimitExceeded: The model kept calling tools past ``max_steps``.
+        """
+        kwargs: dict[str, Any] = {"thread_id": thread_id, "timeout": timeout, "context": context}
+        if runtime is not None:
+            return await runtime.ainvoke(self, input, **kwargs)
+        self._prepare_input(input)  # fail before opening anything
+        async with open_runtime() as rt:
+            handle = await rt.start(self, input, **kwargs)
+            await handle.wait()
+        # Raised outside the task group, so callers get the run's own exception
+        # rather than an ExceptionGroup around it.
+        return await handle.result()
+
+    def astream(
+        self,
+        input: Mapping[str, Any] | str | Command,
+        *,
+        thread_id: str | None = None,
+        timeout: float | None = None,
+        context: Mapping[str, Any] | None = None,
+        runtime: Runtime | None = None,
+    ) -> EventStream:
+        """Run the agent and stream its events as they happen.
+
+        Use it as ``async with agent.astream(...) as events: async for e in events``
+        (the form that is safe to leave early, for example in a server whose
+        client went away), or directly as ``async for e in agent.astream(...)``
+        when you read to the end. ``stream.result`` holds the final state after.
+
+        Raises:
+            InputError: Invalid input (when the stream is entered).
+        """
+        kwargs: dict[str, Any] = {"thread_id": thread_id, "timeout": timeout, "context": context}
+
+        async def start(rt: Runtime) -> RunHandle:
+            return await rt.start(self, input, stream=True, **kwargs)
+
+        return EventStream(start, runtime=runtime)
+
+    def invoke(
+        self,
+        input: Mapping[str, Any] | str | Command,
+        *,
+        backend: str = "asyncio",
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """Blocking :meth:`ainvoke`, on a fresh event loop of ``backend``.
+
+        Works in a plain script and also from a thread whose event loop is already
+        running (a notebook cell): the run then gets a loop in a worker thread.
+        """
+        return run_sync(self.ainvoke, input, backend=backend, **kwargs)
+
+    def stream(
+        self,
+        input: Mapping[str, Any] | str | Command,
+        *,
+        backend: str = "asyncio",
+        **kwargs: Any,
+    ) -> Iterator[Event]:
+        """Blocking :meth:`astream`: yields events as the run produces them."""
+        return stream_sync(lambda: self.astream(input, **kwargs), backend=backend)
+
+    # -- what the runtime calls ----------------------------------------------------------
+
+    def _prepare_input(self, input: Any) -> dict[str, Any]:
+        if isinstance(input, Command):
+            raise InputError(
+                "Command(resume=...) continues an interrupted run; this agent has no "
+                "interrupt_on configured and no checkpointer"
+            )
+        return validate_input(self._compiled.channels, input)
+
+    async def _run_order(
+        self,
+        state: State | None,
+        values: Mapping[str, Any],
+        handle: RunHandle,
+        options: Mapping[str, Any],
+        emit_stream: MemoryObjectSendStream[Event] | None,
+    ) -> tuple[dict[str, Any], State]:
+        compiled = self._compiled
+        if state is None:
+            state = State(compiled.channels)
+        emit = emit_stream.send_nowait if emit_stream is not None else None
+        backend = self.backend
+        bind = getattr(backend, "bind", None)
+        run = RunContext(
+            path=compiled.name,
+            run_id=handle.run_id,
+            thread_id=handle.thread_id,
+            agent_name=compiled.name,
+            backend=bind(state) if bind is not None else backend,
+            store=self.store,
+            emit=emit,
+            context=options.get("context") or {},
+        )
+        run.services["deadline"] = handle.deadline
+        if emit is not None:
+            emit(RunStarted(path=run.path, run_id=run.run_id, thread_id=run.thread_id))
+            state.listener = _file_events(run)
+        try:
+            if values:
+                state.apply(values)
+            usage = await run_loop(compiled, state, run)
+        finally:
+            state.listener = None
+        result = state.to_dict()
+        result["usage"] = usage
+        return result, state
+
+
+def _file_events(run: RunContext) -> Any:
+    emit = run.emit
+    assert emit is not None
+
+    def listener(update: Mapping[str, Any]) -> None:
+        files = update.get("files")
+        if files:
+            for path, record in files.items():
+                if record is None:
+                    change = "deleted"
+                elif isinstance(record, FileRecord) and record.version > 1:
+                    change = "modified"
+                else:
+                    change = "created"
+                emit(FileChanged(path=run.path, run_id=run.run_id, file_path=path, change=change))
+
+    return listener
+
+
+def create_deep_agent(
+    model: str | ChatModel | None = None,
+    tools: Sequence[ToolLike] | None = None,
+    *,
+    system_prompt: str | None = None,
+    middleware: Sequence[AgentMiddleware] = (),
+    subagents: Sequence[Mapping[str, Any]] | None = None,
+    skills: Sequence[str] | None = None,
+    memory: Sequence[str] | None = None,
+    backend: Backend | None = None,
+    checkpointer: Any = None,
+    store: Store | None = None,
+    interrupt_on: Mapping[str, Any] | None = None,
+    response_format: Any = None,
+    debug: bool = False,
+    name: str | None = None,
+    max_steps: int = 1000,
+) -> DeepAgent:
+    """Build a deep agent: a model, tools, and the default middleware stack.
+
+    The parameters follow LangChain's ``deepagents`` so a script ports by changing
+    imports. The default stack: ``TodoListMiddleware`` (planning),
+    ``PatchToolCallsMiddleware`` (repairs interrupted histories), then ``middleware``.
+    A middleware of yours with the same ``name`` as a default one replaces it in
+    place.
+
+    Args:
+        model: ``"anthropic:<model id>"`` or a :class:`~deepactors.models.ChatModel`.
+        tools: Functions (sync or async, with type hints) or :class:`Tool` objects.
+        system_prompt: Your instructions; middleware sections are appended.
+        middleware: Extra middleware, after the default stack.
+        backend: Where the file tools keep files.
+        store: Long-term key-value store for backends and memory.
+        debug: Log every hook and model call through structlog.
+        name: The agent's name and the root of its actor paths (default ``main``).
+        max_steps: Model calls allowed per run before ``StepLimitExceeded``.
+
+    Raises:
+        ConfigurationError: A bad argument, or one whose feature is not available.
+    """
+    for param, value in (
+        ("subagents", subagents),
+        ("skills", skills),
+        ("memory", memory),
+        ("checkpointer", checkpointer),
+        ("interrupt_on", interrupt_on),
+        ("response_format", response_format),
+    ):
+        if value:
+            raise ConfigurationError(f"{param}= is not available in this version of deepactors")
+    agent_name = name or "main"
+    if "/" in agent_name or not agent_name:
+        raise ConfigurationError(f"agent name {agent_name!r} must be non-empty and contain no '/'")
+    stack = _merge_middleware([TodoListMiddleware(), PatchToolCallsMiddleware()], middleware)
+    user_tools = as_tools(tools)
+    all_tools = {t.name: t for t in user_tools}
+    channels: dict[str, Channel] = default_channels()
+    prompt_parts = [system_prompt or DEFAULT_PROMPT]
+    for mw in stack:
+        for t in mw.tools:
+            if t.name in all_tools:
+                raise ConfigurationError(
+                    f"tool {t.name!r} of {mw.name} clashes with another tool of that name"
+                )
+            all_tools[t.name] = t
+        for key, ch in mw.channels.items():
+            channels.setdefault(key, ch)
+        if mw.system_prompt:
+            prompt_parts.append(mw.system_prompt)
+    compiled = CompiledAgent(
+        name=agent_name,
+        model=resolve_model(model),
+        tools=all_tools,
+        system_prompt="\n\n".join(prompt_parts),
+        middleware=stack,
+        channels=channels,
+        max_steps=max_steps,
+        debug=debug,
+    )
+    return DeepAgent(compiled, backend=backend, store=store)
+
+
+def _merge_middleware(
+    defaults: list[AgentMiddleware], extra: Sequence[AgentMiddleware]
+) -> list[AgentMiddleware]:
+    stack = list(defaults)
+    names = [mw.name for mw in stack]
+    for mw in extra:
+        if not isinstance(mw, AgentMiddleware):
+            raise ConfigurationError(f"not a middleware: {mw!r} (subclass AgentMiddleware)")
+        if mw.name in names:
+            stack[names.index(mw.name)] = mw
+        else:
+            stack.append(mw)
+            names.append(mw.name)
+    return stack
+

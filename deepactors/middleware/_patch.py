@@ -1,0 +1,49 @@
+"""Repairs a history whose tool calls lost their results (a run cancelled mid-step)."""
+
+from __future__ import annotations
+
+from ..context import RunContext
+from ..messages import AssistantMessage, Message, ToolMessage
+from ..state import REMOVE_ALL_MESSAGES, RemoveMessage, State
+from ._base import AgentMiddleware, HookResult
+
+__all__ = ["PatchToolCallsMiddleware"]
+
+CANCELLED_TEXT = (
+    "This tool call was cancelled before it produced a result (the run was interrupted). "
+    "Call it again if you still need it."
+)
+
+
+class PatchToolCallsMiddleware(AgentMiddleware):
+    """Gives every dangling tool call a "cancelled" result before the model sees it.
+
+    Providers reject a history in which a tool call has no result. A call is
+    dangling when a later user message follows it without its result; calls of the
+    newest assistant message with nothing after it are not dangling: the loop runs
+    them (that is how an interrupted run continues).
+    """
+
+    async def before_agent(self, state: State, run: RunContext) -> HookResult:
+        messages = state.messages
+        answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+        patched: list[Message] = []
+        changed = False
+        for i, m in enumerate(messages):
+            patched.append(m)
+            if not isinstance(m, AssistantMessage) or i == len(messages) - 1:
+                continue
+            for call in m.tool_calls:
+                if call.id not in answered:
+                    changed = True
+                    patched.append(
+                        ToolMessage(
+                            tool_call_id=call.id,
+                            name=call.name,
+                            content=CANCELLED_TEXT,
+                            status="error",
+                        )
+                    )
+        if not changed:
+            return None
+        return {"messages": [RemoveMessage(REMOVE_ALL_MESSAGES), *patched]}
