@@ -1,0 +1,46 @@
+"""File backends: where an agent's files live.
+
+* :class:`StateBackend` (the default): in the agent's ``files`` state channel.
+* :class:`FilesystemBackend`: real files under a root folder.
+* :class:`StoreBackend`: values in a long-term :class:`~deepactors.persistence.Store`.
+* :class:`CompositeBackend`: several of these mounted at path prefixes.
+* :class:`LocalShellBackend`: a disk folder that can also run shell commands
+  (not a sandbox).
+
+All of them follow the :class:`Backend` protocol and accept the same virtual
+paths (:func:`normalize_path`).
+"""
+
+from ._composite import CompositeBackend as CompositeBackend
+from ._filesystem import FilesystemBackend as FilesystemBackend
+from ._paths import normalize_path as normalize_path
+from ._protocol import DEFAULT_MAX_MATCHES as DEFAULT_MAX_MATCHES
+from ._protocol import Backend as Backend
+from ._protocol import EditResult as EditResult
+from ._protocol import ExecuteResult as ExecuteResult
+from ._protocol import FileInfo as FileInfo
+from ._protocol import GrepMatch as GrepMatch
+from ._protocol import GrepResult as GrepResult
+from ._protocol import ReadWindow as ReadWindow
+from ._protocol import WriteResult as WriteResult
+from ._shell import LocalShellBackend as LocalShellBackend
+from ._state import StateBackend as StateBackend
+from ._store import StoreBackend as StoreBackend
+
+__all__ = [
+    "DEFAULT_MAX_MATCHES",
+    "Backend",
+    "CompositeBackend",
+    "EditResult",
+    "ExecuteResult",
+    "FileInfo",
+    "FilesystemBackend",
+    "GrepMatch",
+    "GrepResult",
+    "LocalShellBackend",
+    "ReadWindow",
+    "StateBackend",
+    "StoreBackend",
+    "WriteResult",
+    "normalize_path",
+]

@@ -1,0 +1,340 @@
+"""The ``Backend`` protocol and the records its operations return.
+
+A backend stores the agent's files somewhere (agent state, a disk folder, a
+store) and exposes them through virtual absolute paths (see
+:func:`~deepactors.backends.normalize_path`). Every operation is async; a failure
+is raised as a :class:`~deepactors.errors.BackendError` subclass carrying the
+agent-visible path, never returned as a string.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from deepactors.state import State
+
+__all__ = [
+    "DEFAULT_MAX_MATCHES",
+    "Backend",
+    "EditResult",
+    "ExecuteResult",
+    "FileInfo",
+    "GrepMatch",
+    "GrepResult",
+    "ReadWindow",
+    "WriteResult",
+]
+
+DEFAULT_MAX_MATCHES = 1000
+"""How many grep matches a backend returns before it stops and sets ``truncated``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FileInfo:
+    """One file or folder.
+
+    Attributes:
+        path: Its virtual absolute path.
+        is_dir: True for a folder.
+        size: Size in bytes of the UTF-8 content (0 for folders).
+        modified: Time of the last change, seconds since the epoch, when known.
+        version: The content's version token (as in :attr:`ReadWindow.version`);
+            None for folders.
+    """
+
+    path: str
+    is_dir: bool
+    size: int = 0
+    modified: float | None = None
+    version: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReadWindow:
+    """A page of a text file's lines.
+
+    Lines are split on ``\\n`` only; each line is given without its ``\\n`` or
+    ``\\r\\n`` ending. A file ending in a newline has no extra empty last line.
+
+    Attributes:
+        path: The file's virtual path.
+        lines: The lines of this page.
+        start_line: 1-based number of the first line of the page (``offset + 1``).
+        end_line: 1-based number of the last line; ``start_line - 1`` when the
+            page is empty (``limit=0``, an empty file, or an offset past the end).
+        total_lines: How many lines the whole file has.
+        next_offset: The ``offset`` that reads the next page, or None at the end.
+        version: Opaque token that changes whenever the content changes; the
+            file tools use it to enforce "read before write".
+    """
+
+    path: str
+    lines: tuple[str, ...]
+    start_line: int
+    end_line: int
+    total_lines: int
+    next_offset: int | None
+    version: str
+
+    @property
+    def text(self) -> str:
+        """The page's lines joined with ``\\n``."""
+        return "\n".join(self.lines)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WriteResult:
+    """What :meth:`Backend.write` did.
+
+    Attributes:
+        path: The file's virtual path.
+        version: The new content's version token.
+        created: True when the file did not exist before.
+    """
+
+    path: str
+    version: str
+    created: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EditResult:
+    """What :meth:`Backend.edit` did.
+
+    Attributes:
+        path: The file's virtual path.
+        version: The new content's version token.
+        replacements: How many occurrences were replaced (1 unless ``replace_all``).
+    """
+
+    path: str
+    version: str
+    replacements: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GrepMatch:
+    """One line matching a grep pattern.
+
+    Attributes:
+        path: The file's virtual path.
+        line_number: 1-based line number.
+        line: The whole line, without its line ending.
+    """
+
+    path: str
+    line_number: int
+    line: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GrepResult:
+    """Matches of a grep, ordered by path (tree-walk order), then line number.
+
+    Attributes:
+        matches: At most ``max_matches`` matches.
+        truncated: True when more matches exist than were returned.
+    """
+
+    matches: tuple[GrepMatch, ...]
+    truncated: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExecuteResult:
+    """The outcome of a shell command.
+
+    Attributes:
+        output: stdout and stderr, interleaved as the command wrote them, decoded
+            as UTF-8 (undecodable bytes replaced), with a note appended when cut.
+        exit_code: The exit status; negative for a signal (POSIX); None when the
+            command was killed for running past its timeout.
+        truncated: True when the output was cut at the backend's cap.
+        timed_out: True when the command ran past its timeout and was killed.
+    """
+
+    output: str
+    exit_code: int | None
+    truncated: bool
+    timed_out: bool
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Where an agent's files live.
+
+    Paths are virtual and absolute (``/notes/a.md``); relative paths are taken
+    from ``/``. Every method raises a :class:`~deepactors.errors.BackendError`
+    subclass on failure: ``InvalidPath`` for a malformed path, ``FileNotFound``,
+    ``IsADirectory``, ``NotADirectory``, and so on.
+
+    Glob patterns (:meth:`glob`, and :meth:`grep`'s ``glob`` filter) match whole
+    path segments: ``*`` and ``?`` never cross ``/``, ``[abc]`` is a class, and a
+    segment ``**`` matches any number of folders (also none). Like a shell, a
+    wildcard does not match a leading dot: ``*`` skips ``.env`` and ``**`` does
+    not enter ``.git/``; a pattern segment that itself starts with ``.`` (``.*``,
+    ``.github``) matches dot-names. There is no brace expansion.
+    """
+
+    @property
+    def can_execute(self) -> bool:
+        """Whether :meth:`execute` runs commands (otherwise it raises)."""
+        ...
+
+    def bind(self, state: State, *, name: str = "main") -> Backend:
+        """The backend to use for one agent's run.
+
+        Args:
+            state: The agent's state (``StateBackend`` keeps files in it).
+            name: The agent's name (``StoreBackend`` may derive its namespace from it).
+
+        Returns:
+            A backend bound to that agent; backends that do not depend on the
+            agent return themselves.
+        """
+        ...
+
+    async def ls(self, path: str = "/") -> list[FileInfo]:
+        """The entries directly inside a folder, sorted by name.
+
+        Raises:
+            FileNotFound: No such folder.
+            NotADirectory: ``path`` is a file.
+        """
+        ...
+
+    async def read(self, path: str, *, offset: int = 0, limit: int | None = None) -> ReadWindow:
+        """A window of a text file's lines.
+
+        Args:
+            path: The file.
+            offset: 0-based index of the first line to return.
+            limit: Most lines to return; None for all the rest.
+
+        Raises:
+            FileNotFound, IsADirectory, BinaryFile, FileTooLarge: As named.
+            ValueError: A negative ``offset`` or ``limit``.
+        """
+        ...
+
+    async def write(self, path: str, content: str) -> WriteResult:
+        """Create or replace a file, creating missing parent folders.
+
+        Raises:
+            IsADirectory: ``path`` is a folder.
+            NotADirectory: A parent on the path is a file.
+            FileTooLarge: Over the backend's write limit.
+        """
+        ...
+
+    async def edit(self, path: str, old: str, new: str, *, replace_all: bool = False) -> EditResult:
+        """Replace an exact string in a file.
+
+        The file's line endings are kept: in a CRLF file, ``old`` and ``new``
+        written with ``\\n`` match and are written back with ``\\r\\n``. Nothing
+        else in the file changes, so its final newline (or its lack) stays.
+
+        Raises:
+            EditError: ``old`` is empty, equal to ``new``, not found, or found more
+                than once without ``replace_all``.
+            FileNotFound, IsADirectory, BinaryFile: As named.
+        """
+        ...
+
+    async def delete(self, path: str) -> None:
+        """Delete a file, or a folder with everything in it.
+
+        Raises:
+            FileNotFound: Nothing at ``path``.
+            InvalidPath: ``path`` is ``/`` (a root is never deleted).
+        """
+        ...
+
+    async def glob(self, pattern: str, path: str = "/") -> list[FileInfo]:
+        """Files (not folders) under ``path`` that match ``pattern``, in tree order.
+
+        A relative pattern is matched against paths relative to ``path``; an
+        absolute one against the full virtual path.
+
+        Raises:
+            InvalidPath: A pattern with ``..`` segments, or a malformed ``path``.
+        """
+        ...
+
+    async def grep(
+        self,
+        pattern: str,
+        *,
+        path: str = "/",
+        glob: str | None = None,
+        max_matches: int = DEFAULT_MAX_MATCHES,
+    ) -> GrepResult:
+        """Lines matching a Python regular expression, searched line by line.
+
+        Args:
+            pattern: A :mod:`re` pattern, matched with ``re.search`` on each line.
+            path: A folder to search under, or a single file.
+            glob: Only files matching this; a pattern without ``/`` matches file
+                names at any depth (``*.py``), one with ``/`` matches paths
+                relative to ``path``.
+            max_matches: Stop after this many matches (``truncated`` is then set).
+
+        Binary files and files over the backend's read limit are skipped.
+
+        Raises:
+            InvalidPattern: The regular expression does not compile.
+            FileNotFound: Nothing at ``path``.
+        """
+        ...
+
+    async def stat(self, path: str) -> FileInfo:
+        """Facts about one file or folder.
+
+        Raises:
+            FileNotFound: Nothing at ``path``.
+        """
+        ...
+
+    async def execute(
+        self,
+        command: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - the command's limit, not the call's
+    ) -> ExecuteResult:
+        """Run a shell command, when :attr:`can_execute` is true.
+
+        Raises:
+            UnsupportedOperation: This backend cannot run commands.
+        """
+        ...
+
+
+def _check_window(offset: int, limit: int | None) -> None:
+    if offset < 0:
+        raise ValueError(f"offset must be >= 0, not {offset}")
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be >= 0, not {limit}")
+
+
+def make_window(
+    path: str, lines: Sequence[str], offset: int, limit: int | None, version: str
+) -> ReadWindow:
+    """Cut a :class:`ReadWindow` out of a file's lines."""
+    _check_window(offset, limit)
+    total = len(lines)
+    stop = total if limit is None else min(total, offset + limit)
+    page = tuple(lines[offset:stop]) if offset < total else ()
+    start = offset + 1
+    end_offset = offset + len(page)
+    return ReadWindow(
+        path=path,
+        lines=page,
+        start_line=start,
+        end_line=start + len(page) - 1,
+        total_lines=total,
+        next_offset=end_offset if end_offset < total else None,
+        version=version,
+    )

@@ -1,0 +1,151 @@
+"""``LocalShellBackend``: a disk folder plus shell commands run in it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Mapping
+
+import anyio
+
+from deepactors.backends._filesystem import MIB, FilesystemBackend
+from deepactors.backends._protocol import ExecuteResult
+
+__all__ = ["LocalShellBackend"]
+
+_DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def _kill_group(pid: int) -> None:
+    # The child leads its own session, so its pid is the process group's id: one
+    # signal reaches every process it started, however deeply nested.
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # all gone already
+        os.killpg(pid, signal.SIGKILL)
+
+
+class LocalShellBackend(FilesystemBackend):
+    """A :class:`FilesystemBackend` that also runs shell commands in its root.
+
+    **This is not a security sandbox.** Commands run as the current user with
+    ``sh -c``, can read and write anything that user can (``cd /`` works), use the
+    network, and start programs. Only the *file* operations are confined to the
+    root. Use it for trusted agents on a trusted machine, or inside a container.
+
+    Each command runs in a new session (so a new process group) with its working
+    folder at the root and stdin closed. When it runs past its timeout, or the
+    caller is cancelled, the whole process group is killed with ``SIGKILL``, so no
+    child or grandchild it started survives. A command that exits normally is not
+    followed further: background processes it started and detached from its
+    output keep running.
+
+    Args:
+        root: The folder that is ``/`` and the commands' working folder.
+        timeout: Default seconds a command may run.
+        max_output_bytes: Output beyond this is dropped (still drained, so the
+            command never blocks on a full pipe) and a note says so.
+        env: Variables for the commands, on top of the base environment.
+        inherit_env: Base the environment on this process's (secrets included!);
+            by default it is only ``PATH``, ``HOME`` (the root) and ``LANG``.
+        max_read_bytes: See :class:`FilesystemBackend`.
+        max_write_bytes: See :class:`FilesystemBackend`.
+        use_ripgrep: See :class:`FilesystemBackend`.
+    """
+
+    can_execute = True
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        timeout: float = 120,
+        max_output_bytes: int = 100_000,
+        env: Mapping[str, str] | None = None,
+        inherit_env: bool = False,
+        max_read_bytes: int = 10 * MIB,
+        max_write_bytes: int = 10 * MIB,
+        use_ripgrep: bool | None = None,
+    ) -> None:
+        super().__init__(
+            root,
+            max_read_bytes=max_read_bytes,
+            max_write_bytes=max_write_bytes,
+            use_ripgrep=use_ripgrep,
+        )
+        self.timeout = timeout
+        self.max_output_bytes = max_output_bytes
+        base = (
+            dict(os.environ)
+            if inherit_env
+            else {
+                "PATH": os.environ.get("PATH", _DEFAULT_PATH),
+                "HOME": self.root,
+                "LANG": "C.UTF-8",
+            }
+        )
+        self._env = {**base, **(env or {})}
+
+    async def execute(
+        self,
+        command: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - the command's limit, not the call's
+    ) -> ExecuteResult:
+        """Run ``command`` with ``sh -c`` in the root folder.
+
+        Args:
+            command: A shell command line.
+            timeout: Seconds before the process group is killed; the backend's
+                default when None.
+
+        Returns:
+            The merged stdout and stderr, the exit code, and whether the output was
+            truncated or the command timed out.
+        """
+        limit = self.timeout if timeout is None else timeout
+        await anyio.to_thread.run_sync(os.makedirs, self.root, 0o777, True)
+        process = await anyio.open_process(
+            ["sh", "-c", command],
+            cwd=self.root,
+            env=self._env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        kept = bytearray()
+        total = 0
+        timed_out = False
+        try:
+            assert process.stdout is not None
+            with anyio.move_on_after(limit) as scope:
+                async for chunk in process.stdout:
+                    total += len(chunk)
+                    room = self.max_output_bytes - len(kept)
+                    if room > 0:
+                        kept += chunk[:room]
+                await process.wait()
+            timed_out = scope.cancelled_caught
+        finally:
+            if timed_out or process.returncode is None:
+                _kill_group(process.pid)
+            # Reap the child even when our caller is being cancelled, briefly:
+            # after SIGKILL, wait() returns at once.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                await process.aclose()
+        truncated = total > len(kept)
+        output = kept.decode("utf-8", errors="replace")
+        if truncated:
+            output += (
+                f"\n[output truncated: showing the first {len(kept)} of {total} bytes; "
+                "redirect to a file and read or grep it for the rest]"
+            )
+        if timed_out:
+            output += f"\n[command timed out after {limit:g} seconds and was killed]"
+        return ExecuteResult(
+            output=output,
+            exit_code=None if timed_out else process.returncode,
+            truncated=truncated,
+            timed_out=timed_out,
+        )

@@ -1,0 +1,234 @@
+"""``StoreBackend``: files as values in a long-term :class:`Store`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from deepactors.errors import (
+    BackendError,
+    FileNotFound,
+    InvalidPath,
+    IsADirectory,
+    UnsupportedOperation,
+)
+from deepactors.persistence.store import Namespace, Store, StoreItem, check_namespace
+
+from ._paths import normalize_path
+from ._protocol import (
+    DEFAULT_MAX_MATCHES,
+    EditResult,
+    ExecuteResult,
+    FileInfo,
+    GrepResult,
+    ReadWindow,
+    WriteResult,
+    make_window,
+)
+from ._text import apply_edit, split_lines
+from ._tree import check_writable, glob_paths, grep_contents, is_folder, list_folder, paths_under
+
+if TYPE_CHECKING:
+    from deepactors.state import State
+
+__all__ = ["StoreBackend"]
+
+NamespaceFactory = Callable[[str], Sequence[str]]
+
+
+def _content(item: StoreItem) -> str:
+    content = item.value.get("content")
+    if not isinstance(content, str):
+        raise BackendError(f"store item {item.key!r} is not a file (no text 'content')")
+    return content
+
+
+def _version(item: StoreItem) -> int:
+    version = item.value.get("version", 1)
+    return version if isinstance(version, int) else 1
+
+
+def _info(path: str, item: StoreItem) -> FileInfo:
+    return FileInfo(
+        path=path,
+        is_dir=False,
+        size=len(_content(item).encode()),
+        modified=item.updated_at,
+        version=str(_version(item)),
+    )
+
+
+class StoreBackend:
+    """Files kept in a :class:`~deepactors.persistence.Store`, one key per path.
+
+    Each file is a value ``{"content": str, "version": int, "created_at": float,
+    "modified_at": float}`` under its virtual path as key, in one namespace. The
+    backend reads and lists that namespace only: never another, nor namespaces
+    below it that share its prefix.
+
+    Changes are serialised by a lock shared by this backend and the backends
+    :meth:`bind` makes from it, so concurrent edits through them never lose an
+    update. (Writers using the same store and namespace through an unrelated
+    backend object are not covered: a store has no compare-and-set.)
+
+    Args:
+        store: Where the files live.
+        namespace: A tuple of strings, or a function from the agent's name to one
+            (``lambda name: ("files", name)``), called by :meth:`bind`.
+    """
+
+    can_execute = False
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        namespace: Sequence[str] | NamespaceFactory = ("files",),
+    ) -> None:
+        self._store = store
+        self._factory: NamespaceFactory | None = None
+        self._namespace: Namespace | None = None
+        if callable(namespace):
+            self._factory = namespace
+        else:
+            self._namespace = check_namespace(namespace)
+        self._lock = anyio.Lock()
+
+    def __repr__(self) -> str:
+        return f"StoreBackend({self._store!r}, namespace={self._namespace or self._factory!r})"
+
+    @property
+    def namespace(self) -> Namespace | None:
+        """The namespace in use; None until :meth:`bind` when it is derived."""
+        return self._namespace
+
+    def bind(self, state: State, *, name: str = "main") -> StoreBackend:
+        """This backend, or for a namespace function one on ``namespace(name)``."""
+        if self._factory is None:
+            return self
+        bound = StoreBackend(self._store, namespace=check_namespace(self._factory(name)))
+        bound._lock = self._lock
+        return bound
+
+    def _ns(self) -> Namespace:
+        if self._namespace is None:
+            raise UnsupportedOperation(
+                "this StoreBackend derives its namespace from the agent's name; "
+                "call backend.bind(state, name=...) first"
+            )
+        return self._namespace
+
+    async def _all(self) -> dict[str, StoreItem]:
+        # Keys in a file namespace are normalised virtual paths; anything else put
+        # there by other code is not a file and is left out.
+        items = await self._store.list(self._ns())
+        return {i.key: i for i in items if i.key.startswith("/") and "content" in i.value}
+
+    async def _get(self, path: str) -> StoreItem:
+        item = await self._store.get(self._ns(), path)
+        if item is None:
+            if is_folder(await self._all(), path):
+                raise IsADirectory(f"{path} is a folder", path=path)
+            raise FileNotFound(f"no file at {path}", path=path)
+        return item
+
+    async def _put(self, path: str, content: str, old: StoreItem | None) -> int:
+        now = time.time()
+        value: dict[str, Any] = {
+            "content": content,
+            "version": 1 if old is None else _version(old) + 1,
+            "created_at": now if old is None else old.value.get("created_at", old.created_at),
+            "modified_at": now,
+        }
+        await self._store.put(self._ns(), path, value)
+        return int(value["version"])
+
+    async def ls(self, path: str = "/") -> list[FileInfo]:
+        """See :meth:`Backend.ls`."""
+        path = normalize_path(path)
+        return list_folder(await self._all(), path, _info)
+
+    async def read(self, path: str, *, offset: int = 0, limit: int | None = None) -> ReadWindow:
+        """See :meth:`Backend.read`."""
+        path = normalize_path(path)
+        item = await self._get(path)
+        lines = split_lines(_content(item))
+        return make_window(path, lines, offset, limit, str(_version(item)))
+
+    async def write(self, path: str, content: str) -> WriteResult:
+        """See :meth:`Backend.write`."""
+        path = normalize_path(path)
+        async with self._lock:
+            files = await self._all()
+            check_writable(files, path)
+            old = files.get(path)
+            version = await self._put(path, content, old)
+        return WriteResult(path=path, version=str(version), created=old is None)
+
+    async def edit(self, path: str, old: str, new: str, *, replace_all: bool = False) -> EditResult:
+        """See :meth:`Backend.edit`."""
+        path = normalize_path(path)
+        async with self._lock:
+            item = await self._get(path)
+            content, count = apply_edit(
+                _content(item), old, new, replace_all=replace_all, path=path
+            )
+            version = await self._put(path, content, item)
+        return EditResult(path=path, version=str(version), replacements=count)
+
+    async def delete(self, path: str) -> None:
+        """See :meth:`Backend.delete`."""
+        path = normalize_path(path)
+        if path == "/":
+            raise InvalidPath("the root folder '/' cannot be deleted", path=path)
+        async with self._lock:
+            doomed = paths_under(await self._all(), path)
+            if not doomed:
+                raise FileNotFound(f"nothing at {path}", path=path)
+            for p in doomed:
+                await self._store.delete(self._ns(), p)
+
+    async def glob(self, pattern: str, path: str = "/") -> list[FileInfo]:
+        """See :meth:`Backend.glob`."""
+        path = normalize_path(path)
+        files = await self._all()
+        return [_info(p, files[p]) for p in glob_paths(files, pattern, path)]
+
+    async def grep(
+        self,
+        pattern: str,
+        *,
+        path: str = "/",
+        glob: str | None = None,
+        max_matches: int = DEFAULT_MAX_MATCHES,
+    ) -> GrepResult:
+        """See :meth:`Backend.grep`."""
+        path = normalize_path(path)
+        contents = {p: _content(i) for p, i in (await self._all()).items()}
+        return grep_contents(contents, pattern, path=path, glob=glob, max_matches=max_matches)
+
+    async def stat(self, path: str) -> FileInfo:
+        """See :meth:`Backend.stat`."""
+        path = normalize_path(path)
+        item = await self._store.get(self._ns(), path)
+        if item is not None and "content" in item.value:
+            return _info(path, item)
+        if is_folder(await self._all(), path):
+            return FileInfo(path=path, is_dir=True)
+        raise FileNotFound(f"nothing at {path}", path=path)
+
+    async def execute(
+        self,
+        command: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - the command's limit, not the call's
+    ) -> ExecuteResult:
+        """Always raises: a store cannot run commands.
+
+        Raises:
+            UnsupportedOperation: Always.
+        """
+        raise UnsupportedOperation("StoreBackend cannot run commands")
