@@ -21,6 +21,7 @@ from .context import RunContext as RunContext
 from .context import ToolRuntime as ToolRuntime
 from .errors import DeepActorsError as DeepActorsError
 from .errors import InputError as InputError
+from .errors import RunCancelled as RunCancelled
 from .errors import StepLimitExceeded as StepLimitExceeded
 from .errors import ToolError as ToolError
 from .messages import AssistantMessage as AssistantMessage
@@ -53,6 +54,7 @@ __all__ = [
     "FunctionModel",
     "InputError",
     "ModelRequest",
+    "RunCancelled",
     "RunContext",
     "RunHandle",
     "Runtime",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from anyio.streams.memory import MemoryObjectSendStream
 
@@ -227,6 +227,7 @@ def _file_events(run: RunContext) -> Any:
         files = update.get("files")
         if files:
             for path, record in files.items():
+                change: Literal["created", "modified", "deleted"]
                 if record is None:
                     change = "deleted"
                 elif isinstance(record, FileRecord) and record.version > 1:
@@ -334,4 +335,3 @@ def _merge_middleware(
             stack.append(mw)
             names.append(mw.name)
     return stack
-

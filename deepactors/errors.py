@@ -27,8 +27,8 @@ Where a builtin means the same thing, the error subclasses it too, so
     │   ├── FileTooLarge                   over a backend's size limit
     │   ├── BinaryFile                     not text; the file tools cannot show it
     │   ├── EditError                      the edit's old string is missing or not unique
-    │   ├── ReadBeforeWrite                changing a file this agent has not read (since it changed)
-    │   └── UnsupportedOperation (NotImplementedError)  e.g. execute on a plain file backend
+    │   ├── ReadBeforeWrite                changing a file not read since it last changed
+    │   └── UnsupportedOperation (NotImplementedError)  e.g. execute on a file-only backend
     └── CheckpointError                    a stored thread cannot be read
         └── CheckpointCorrupt              the file or a row is damaged or of another schema
 

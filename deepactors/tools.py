@@ -169,7 +169,9 @@ def _build_tool(fn: Callable[..., Any], *, name: str | None, description: str | 
     try:
         hints = get_type_hints(fn, include_extras=True)
     except Exception as exc:
-        raise ConfigurationError(f"cannot read the type hints of tool {tool_name!r}: {exc}") from exc
+        raise ConfigurationError(
+            f"cannot read the type hints of tool {tool_name!r}: {exc}"
+        ) from exc
     fields: dict[str, Any] = {}
     runtime_param = None
     for pname, param in inspect.signature(fn).parameters.items():
@@ -181,7 +183,7 @@ def _build_tool(fn: Callable[..., Any], *, name: str | None, description: str | 
             continue
         default = ... if param.default is param.empty else param.default
         fields[pname] = (annotation, FieldInfo(default=default, description=arg_docs.get(pname)))
-    args_model = create_model(  # type: ignore[call-overload]
+    args_model = create_model(
         f"{tool_name}_args", __config__=ConfigDict(extra="forbid"), **fields
     )
     parameters = _clean_schema(args_model.model_json_schema())

@@ -9,4 +9,11 @@ from ._runtime import Runtime as Runtime
 from ._runtime import open_runtime as open_runtime
 from ._stream import EventStream as EventStream
 
-__all__ = ["ActorStatistics", "CompiledAgent", "EventStream", "RunHandle", "Runtime", "open_runtime"]
+__all__ = [
+    "ActorStatistics",
+    "CompiledAgent",
+    "EventStream",
+    "RunHandle",
+    "Runtime",
+    "open_runtime",
+]

@@ -116,7 +116,7 @@ class CompiledAgent:
         assert run is not None
         # Someone listens: stream, so token deltas reach them as they arrive.
         final: AssistantMessage | None = None
-        async with aclosing(self.model.stream(request)) as parts:
+        async with aclosing(self.model.stream(request)) as parts:  # type: ignore[type-var]
             async for part in parts:
                 if isinstance(part, AssistantMessage):
                     final = part
@@ -131,7 +131,9 @@ class CompiledAgent:
                         )
                     )
         if final is None:
-            raise RuntimeError(f"model {self.model.model_name!r} ended its stream without a message")
+            raise RuntimeError(
+                f"model {self.model.model_name!r} ended its stream without a message"
+            )
         return final
 
 
@@ -179,7 +181,9 @@ def _command_message(call: ToolCall, command: Command) -> tuple[ToolMessage, dic
     return found, update
 
 
-async def _apply_hooks(hooks: Sequence[Hook], state: State, run: RunContext, debug: bool) -> str | None:
+async def _apply_hooks(
+    hooks: Sequence[Hook], state: State, run: RunContext, debug: bool
+) -> str | None:
     """Run hooks in order; return the first jump any of them asked for."""
     jump: str | None = None
     for hook in hooks:
@@ -259,7 +263,11 @@ async def run_loop(agent: CompiledAgent, state: State, run: RunContext) -> Usage
                     usage = message.usage if usage is None else usage + message.usage
                 state.add_message(message)
                 if emit is not None:
-                    emit(ModelCallFinished(path=run.path, run_id=run.run_id, step=step, message=message))
+                    emit(
+                        ModelCallFinished(
+                            path=run.path, run_id=run.run_id, step=step, message=message
+                        )
+                    )
                 jump = await _apply_hooks(agent.after_model, state, run, debug)
                 if jump == "end":
                     break
@@ -294,13 +302,10 @@ async def run_tools(
             out = await agent.call_tool(request)
         except Exception as exc:  # a wrap_tool_call middleware raised
             out = error_result(call, f"{type(exc).__name__}: {exc}")
-        if isinstance(out, Command):
-            message, update = _command_message(call, out)
-            results[i] = (message, update)
-        else:
-            results[i] = (out, None)
+        message, update = _command_message(call, out) if isinstance(out, Command) else (out, None)
+        results[i] = (message, update)
         if emit is not None:
-            emit(ToolCallFinished(path=run.path, run_id=run.run_id, call=call, result=results[i][0]))  # type: ignore[index]
+            emit(ToolCallFinished(path=run.path, run_id=run.run_id, call=call, result=message))
 
     if len(calls) == 1:
         await one(0, calls[0])

@@ -354,4 +354,3 @@ async def open_runtime(*, idle_timeout: float = 300.0) -> AsyncIterator[Runtime]
             yield rt
         finally:
             rt._close()
-

@@ -133,7 +133,7 @@ class _FunctionMiddleware(AgentMiddleware):
     def __init__(self, hook: str, fn: Callable[..., Any], name: str | None) -> None:
         self._fn = fn
         self._hook = hook
-        self._name = name or getattr(fn, "__name__", hook)
+        self._name: str = name or str(getattr(fn, "__name__", hook))
         self._is_async = inspect.iscoroutinefunction(fn)
 
     @property

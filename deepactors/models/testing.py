@@ -86,15 +86,13 @@ class FunctionModel:
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
         """The same answer as :meth:`generate`, its text sent in small pieces first."""
         message = await self.generate(request)
-        index = 0
         if isinstance(message.content, str):
             blocks = [message.content] if message.content else []
         else:
             blocks = [b.text for b in message.content if isinstance(b, TextBlock)]
-        for text in blocks:
+        for index, text in enumerate(blocks):
             for start in range(0, len(text), self._chunk):
                 yield StreamDelta(kind="text", text=text[start : start + self._chunk], index=index)
-            index += 1
         yield message
 
 
@@ -145,4 +143,3 @@ class ScriptedModel(FunctionModel):
     def remaining(self) -> int:
         """Answers not used yet."""
         return len(self._answers) - self._next
-

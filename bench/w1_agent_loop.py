@@ -1,0 +1,126 @@
+"""W1: CPU per model turn of the agent loop, beside a framework-free floor.
+
+One agent, K model turns, each calling one trivial async tool, on a
+FunctionModel with no latency, with the default middleware stack. The floor is
+the same loop as plain coroutines: pydantic messages, one model call and one
+tool call per turn, a task group per tool step, run in the same process.
+
+    python bench/w1_agent_loop.py [--turns 200] [--repeats 7]
+
+Prints CPU ms per turn for both, and the ratio, on asyncio and trio (median of
+the repeats; the first run of each is a discarded warm-up). The issue's shape is
+one tool call per turn; the loop skips the task group for a lone call, so a
+second row with 3 concurrent calls per turn shows the cost with a task group on
+both sides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+
+import anyio
+
+from deepactors import AssistantMessage, ToolCall, ToolMessage, UserMessage, create_deep_agent
+from deepactors.messages import Message
+from deepactors.models import FunctionModel, ModelRequest
+
+
+def make_answer(
+    turns: int, calls: int
+) -> Callable[[list[Message] | ModelRequest], AssistantMessage]:
+    def answer(request: list[Message] | ModelRequest) -> AssistantMessage:
+        messages = request if isinstance(request, list) else request.messages
+        n = len(messages)
+        if n >= (calls + 1) * turns + 1:
+            return AssistantMessage(content="done")
+        return AssistantMessage(
+            tool_calls=[ToolCall(name="noop", args={"i": n + k}) for k in range(calls)]
+        )
+
+    return answer
+
+
+async def noop(i: int) -> str:
+    """Do nothing.
+
+    Args:
+        i: Any number.
+    """
+    return "ok"
+
+
+async def floor_run(turns: int, calls_per_turn: int) -> int:
+    """The floor: the same loop with no framework at all."""
+    answer = make_answer(turns, calls_per_turn)
+    messages: list[Message] = [UserMessage(content="go")]
+
+    async def model(msgs: list[Message]) -> AssistantMessage:
+        return answer(msgs)
+
+    calls = 0
+    while True:
+        msg = await model(messages)
+        calls += 1
+        messages.append(msg)
+        if not msg.tool_calls:
+            break
+        results: list[ToolMessage] = []
+
+        async def run_tool(call: ToolCall, out: list[ToolMessage]) -> None:
+            text = await noop(**call.args)
+            out.append(ToolMessage(tool_call_id=call.id, name=call.name, content=text))
+
+        async with anyio.create_task_group() as tg:
+            for call in msg.tool_calls:
+                tg.start_soon(run_tool, call, results)
+        messages.extend(results)
+    return calls
+
+
+def agent_runner(turns: int, calls_per_turn: int) -> Callable[[], Awaitable[int]]:
+    agent = create_deep_agent(FunctionModel(make_answer(turns, calls_per_turn)), tools=[noop])
+
+    async def run() -> int:
+        result = await agent.ainvoke({"messages": [{"role": "user", "content": "go"}]})
+        return sum(1 for m in result["messages"] if m.role == "assistant")
+
+    return run
+
+
+def cpu_per_turn(run: Callable[[], Awaitable[int]], backend: str, repeats: int) -> float:
+    samples = []
+    for i in range(repeats + 1):
+        t0 = time.process_time()
+        calls = anyio.run(run, backend=backend)
+        dt = time.process_time() - t0
+        if i:  # the first run warms caches and imports
+            samples.append(dt / calls * 1000)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+    print(f"W1: {args.turns} model turns on a FunctionModel (latency 0), default middleware")
+    header = f"{'loop':8} {'calls/turn':>10} {'floor ms/turn':>14} {'deepactors ms/turn':>19}"
+    print(f"{header} {'ratio':>6}")
+    for calls in (1, 3):
+        for backend in ("asyncio", "trio"):
+            floor_ms = cpu_per_turn(
+                functools.partial(floor_run, args.turns, calls), backend, args.repeats
+            )
+            ours_ms = cpu_per_turn(agent_runner(args.turns, calls), backend, args.repeats)
+            print(
+                f"{backend:8} {calls:10} {floor_ms:14.4f} {ours_ms:19.4f} "
+                f"{ours_ms / floor_ms:5.2f}x"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,153 @@
+"""A fair limit on concurrent model requests, shared by every actor using one model.
+
+A thousand subagents over one API key that all call the model at once buy
+nothing but 429s. :class:`RequestLimiter` lets at most ``max_in_flight``
+requests through at a time and queues the rest first come, first served. Waiting
+is an ordinary ``await``, so a run's deadline (``anyio.fail_after``) counts the
+time spent in the queue and cancels a waiter cleanly.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from types import TracebackType
+
+import anyio
+import anyio.lowlevel
+
+from deepactors.errors import ConfigurationError
+
+__all__ = ["RequestLimiter", "RequestLimiterStatistics"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestLimiterStatistics:
+    """A snapshot of a :class:`RequestLimiter`.
+
+    Attributes:
+        max_in_flight: The limit.
+        in_flight: Requests holding a slot now.
+        waiting: Requests queued for a slot now.
+        peak_in_flight: The most requests that ever held a slot at once.
+        peak_waiting: The longest the queue has been.
+        total_acquired: Slots handed out so far.
+        total_wait_seconds: Time all requests together spent queued.
+    """
+
+    max_in_flight: int
+    in_flight: int
+    waiting: int
+    peak_in_flight: int
+    peak_waiting: int
+    total_acquired: int
+    total_wait_seconds: float
+
+
+class RequestLimiter:
+    """At most ``max_in_flight`` holders at once; the others wait in FIFO order.
+
+    Use it as ``async with limiter:`` around one request. A freed slot is handed
+    straight to the oldest waiter, so a newcomer can never overtake the queue.
+
+    Unlike an ``anyio.Semaphore`` made outside an event loop, nothing here is bound
+    to a loop: a waiter's event is created when it starts waiting, so one limiter
+    (and the model owning it) can serve successive ``anyio.run`` calls, on asyncio
+    or trio.
+
+    Args:
+        max_in_flight: How many holders may run at once (>= 1).
+
+    Raises:
+        ConfigurationError: ``max_in_flight`` is below 1.
+    """
+
+    def __init__(self, max_in_flight: int) -> None:
+        if max_in_flight < 1:
+            raise ConfigurationError(f"max_in_flight must be >= 1, not {max_in_flight}")
+        self._max = max_in_flight
+        self._in_flight = 0
+        self._waiters: deque[anyio.Event] = deque()
+        self._peak_in_flight = 0
+        self._peak_waiting = 0
+        self._total_acquired = 0
+        self._total_wait = 0.0
+
+    @property
+    def max_in_flight(self) -> int:
+        """The limit given at construction."""
+        return self._max
+
+    async def acquire(self) -> None:
+        """Wait for a slot (FIFO) and take it. Cancellation while waiting takes nothing."""
+        await anyio.lowlevel.checkpoint()
+        if self._in_flight < self._max and not self._waiters:
+            self._took_slot()
+            return
+        event = anyio.Event()
+        self._waiters.append(event)
+        self._peak_waiting = max(self._peak_waiting, len(self._waiters))
+        started = anyio.current_time()
+        try:
+            await event.wait()
+        except BaseException:
+            if event.is_set():
+                # release() handed us the slot just as we were cancelled: pass it on,
+                # or it would be lost for good.
+                self.release()
+            else:
+                self._waiters.remove(event)
+            raise
+        finally:
+            self._total_wait += anyio.current_time() - started
+        # The slot was transferred by release() without ever becoming free, which is
+        # what keeps the order fair; count it here.
+        self._total_acquired += 1
+
+    def release(self) -> None:
+        """Give the slot back: to the oldest waiter if there is one.
+
+        Raises:
+            RuntimeError: More releases than acquisitions.
+        """
+        if self._in_flight <= 0:
+            raise RuntimeError("RequestLimiter released more often than acquired")
+        if self._waiters:
+            # Hand over without decrementing: in_flight stays the same.
+            self._waiters.popleft().set()
+        else:
+            self._in_flight -= 1
+
+    def _took_slot(self) -> None:
+        self._in_flight += 1
+        self._total_acquired += 1
+        self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
+
+    def statistics(self) -> RequestLimiterStatistics:
+        """A frozen snapshot of the limiter's counters."""
+        return RequestLimiterStatistics(
+            max_in_flight=self._max,
+            in_flight=self._in_flight,
+            waiting=len(self._waiters),
+            peak_in_flight=self._peak_in_flight,
+            peak_waiting=self._peak_waiting,
+            total_acquired=self._total_acquired,
+            total_wait_seconds=self._total_wait,
+        )
+
+    async def __aenter__(self) -> None:
+        await self.acquire()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        return (
+            f"RequestLimiter(max_in_flight={self._max}, in_flight={self._in_flight}, "
+            f"waiting={len(self._waiters)})"
+        )

@@ -1,0 +1,506 @@
+"""Claude over the Anthropic Python SDK (``anthropic.AsyncAnthropic``).
+
+:class:`AnthropicModel` implements :class:`~deepactors.models.ChatModel`. The SDK
+runs on asyncio and trio alike (its HTTP stack is built on anyio), and so does
+everything here.
+
+Default model
+    :data:`DEFAULT_MODEL` is ``"claude-sonnet-5-5"``: the newest Sonnet in the
+    installed SDK's model list (``anthropic.types.Model``), the model the SDK's own
+    helpers use, and not on its deprecation list. Sonnet is the balance of
+    capability, speed and price an agent harness wants by default; pass
+    ``"anthropic:claude-opus-5-5"`` (or any id) to choose another.
+
+How a request is built, lowest precedence first:
+    1. The model's own options: ``model_id``, ``max_tokens``, ``temperature``.
+    2. ``**request_options`` given to the constructor: any Messages API body field
+       (``thinking``, ``top_k``, ``metadata``, ``tool_choice``, ...), sent
+       verbatim. Two are SDK options instead of body fields: ``extra_headers``
+       and ``timeout``.
+    3. ``ModelRequest.settings`` of the call, where only these keys are read
+       (anything else is meant for another model or middleware and ignored):
+       ``max_tokens``, ``temperature``, ``top_p``, ``top_k``,
+       ``stop_sequences``, ``thinking``, ``tool_choice``, ``metadata``,
+       ``service_tier``, ``output_config``; ``"anthropic_options"``: a mapping of
+       further body fields sent verbatim; and ``"anthropic_cache"``
+       (:data:`CACHE_SETTING`): a :class:`CacheSettings` that asks for prompt
+       cache breakpoints. :class:`~deepactors.middleware.AnthropicPromptCachingMiddleware`
+       writes that key; because no other model reads it, the middleware is a
+       no-op for them. Breakpoints are placed when the body is built (our message
+       types carry no ``cache_control``), on the last tool, the system prompt and
+       the newest user turns, never more than the API's limit of 4.
+
+Errors
+    SDK errors become deepactors errors: 429 -> :class:`~deepactors.errors.RateLimitError`
+    and 529/5xx (or a connection failure, or an ``overloaded_error`` event in a
+    stream) -> :class:`~deepactors.errors.OverloadedError`, both with
+    ``retry_after`` from the ``retry-after`` header; a 400 that says the prompt is
+    too long -> :class:`~deepactors.errors.ContextWindowExceeded`; any other
+    rejection -> :class:`~deepactors.errors.ModelAPIError` quoting the API's
+    message. The SDK's own retries are off (``max_retries=0``) so that retrying
+    is done, visibly, by :class:`~deepactors.middleware.ModelRetryMiddleware`.
+
+Concurrency
+    Every request holds a slot of the model's :class:`RequestLimiter` (16 by
+    default, ``max_concurrent_requests=``), shared by every actor that uses this
+    model instance; pass ``limiter=`` to share one across instances.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import re
+import time
+from collections.abc import AsyncIterator, Mapping
+from types import TracebackType
+from typing import Any, Final, cast
+
+import anthropic
+import anyio.lowlevel
+import anyio.to_thread
+from anthropic.types import (
+    InputJSONDelta,
+    RawContentBlockDeltaEvent,
+    RawContentBlockStartEvent,
+    RawContentBlockStopEvent,
+    RawMessageDeltaEvent,
+    RawMessageStartEvent,
+    RawMessageStopEvent,
+    RawMessageStreamEvent,
+    SignatureDelta,
+    TextDelta,
+    ThinkingDelta,
+)
+
+from deepactors.errors import (
+    ConfigurationError,
+    ContextWindowExceeded,
+    ModelAPIError,
+    OverloadedError,
+    RateLimitError,
+)
+from deepactors.messages import AssistantMessage
+
+from ._anthropic_convert import (
+    CACHE_SETTING,
+    MAX_CACHE_BREAKPOINTS,
+    CacheSettings,
+    apply_cache_breakpoints,
+    message_from_api,
+    messages_to_api,
+    parse_tool_input,
+    system_to_api,
+    tools_to_api,
+)
+from ._base import ModelRequest, StreamDelta, StreamPart
+from ._limiter import RequestLimiter, RequestLimiterStatistics
+
+__all__ = [
+    "CACHE_SETTING",
+    "DEFAULT_MAX_CONCURRENT_REQUESTS",
+    "DEFAULT_MAX_TOKENS",
+    "DEFAULT_MODEL",
+    "MAX_CACHE_BREAKPOINTS",
+    "AnthropicModel",
+    "CacheSettings",
+    "RequestLimiter",
+    "RequestLimiterStatistics",
+]
+
+DEFAULT_MODEL: Final = "claude-sonnet-5-5"
+"""The model id used when none is given (see the module docstring for why)."""
+
+DEFAULT_MAX_TOKENS: Final = 16_384
+"""Output limit per call. Kept below the ~21k at which the SDK refuses a plain
+(non-streaming) request without an explicit ``timeout``."""
+
+DEFAULT_MAX_CONCURRENT_REQUESTS: Final = 16
+
+SETTINGS_KEYS: Final = frozenset(
+    {
+        "max_tokens",
+        "temperature",
+        "top_p",
+        "top_k",
+        "stop_sequences",
+        "thinking",
+        "tool_choice",
+        "metadata",
+        "service_tier",
+        "output_config",
+    }
+)
+"""The ``ModelRequest.settings`` keys that go into the request body as they are."""
+
+_SDK_OPTIONS: Final = ("extra_headers", "timeout")
+
+# How the API words a prompt that does not fit ("prompt is too long: 215000 tokens >
+# 200000 maximum", "input length and `max_tokens` exceed context limit: ...").
+_CONTEXT_OVERFLOW = re.compile(
+    r"prompt is too long|context (window|limit|length)|exceeds? .*context|too many (input )?tokens",
+    re.IGNORECASE,
+)
+
+
+class AnthropicModel:
+    """Claude through ``anthropic.AsyncAnthropic``.
+
+    Args:
+        model_id: A Claude model id (``"claude-sonnet-5-5"``, ...).
+        max_tokens: Output limit per call, unless a request's settings say otherwise.
+        temperature: Sampling temperature; ``None`` leaves the API's default.
+        client: A ready SDK client to use (then ``api_key``, ``base_url``,
+            ``timeout`` and ``max_retries`` are ignored, and closing it is yours).
+            Like every httpx client it belongs to the event loop it is first used in.
+        api_key: The API key; default: ``ANTHROPIC_API_KEY`` from the environment.
+        base_url: Another endpoint (a proxy, a test server); default:
+            ``ANTHROPIC_BASE_URL`` or the public API.
+        timeout: Seconds per HTTP request; default: the SDK's (10 minutes).
+        max_retries: Retries inside the SDK. 0 by default: retries belong to
+            :class:`~deepactors.middleware.ModelRetryMiddleware`, where they are
+            visible and honour deadlines.
+        limiter: A :class:`RequestLimiter` to share with other models.
+        max_concurrent_requests: The size of this model's own limiter when
+            ``limiter`` is not given.
+        **request_options: Further Messages API fields sent with every request
+            (``thinking={...}``, ``top_k=...``), plus the SDK options
+            ``extra_headers`` and ``timeout``.
+
+    The client this model makes itself is made lazily, once per event loop, so one
+    model can serve successive ``anyio.run`` calls (the sync ``invoke``); close it
+    with :meth:`aclose` or ``async with model:``.
+    """
+
+    def __init__(
+        self,
+        model_id: str = DEFAULT_MODEL,
+        *,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        temperature: float | None = None,
+        client: anthropic.AsyncAnthropic | None = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float | None = None,
+        max_retries: int = 0,
+        limiter: RequestLimiter | None = None,
+        max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
+        **request_options: Any,
+    ) -> None:
+        if not model_id:
+            raise ConfigurationError("model_id must not be empty")
+        if max_tokens < 1:
+            raise ConfigurationError(f"max_tokens must be >= 1, not {max_tokens}")
+        self._model_id = model_id
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self._user_client = client
+        self._client_args: dict[str, Any] = {"max_retries": max_retries}
+        if api_key is not None:
+            self._client_args["api_key"] = api_key
+        if base_url is not None:
+            self._client_args["base_url"] = base_url
+        if timeout is not None:
+            self._client_args["timeout"] = timeout
+        # (native event loop token, client): the client made for that loop.
+        self._own_client: tuple[object, anthropic.AsyncAnthropic] | None = None
+        self.limiter = limiter if limiter is not None else RequestLimiter(max_concurrent_requests)
+        self._sdk_options = {
+            k: request_options.pop(k) for k in _SDK_OPTIONS if k in request_options
+        }
+        self.request_options: dict[str, Any] = request_options
+
+    @property
+    def model_name(self) -> str:
+        """The model id, as sent to the API."""
+        return self._model_id
+
+    def __repr__(self) -> str:
+        return f"AnthropicModel({self._model_id!r})"
+
+    # -- the ChatModel protocol ------------------------------------------------
+
+    async def generate(self, request: ModelRequest) -> AssistantMessage:
+        """Answer one request with a plain (non-streaming) API call.
+
+        Raises:
+            RateLimitError, OverloadedError: Worth retrying (see ``retry_after``).
+            ContextWindowExceeded: The conversation does not fit the model.
+            ModelAPIError: The API rejected the request; the message says why.
+            ConfigurationError: No API key could be found.
+        """
+        client = await self._client()
+        body = self.build_body(request)
+        async with self.limiter:
+            try:
+                response = await client.messages.create(
+                    model=body.pop("model"),
+                    max_tokens=body.pop("max_tokens"),
+                    messages=body.pop("messages"),
+                    stream=False,
+                    extra_body=body,
+                    **self._sdk_options,
+                )
+            except anthropic.APIError as exc:
+                raise _map_error(exc) from exc
+        return message_from_api(cast("dict[str, Any]", response.to_dict(mode="json")))
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        """Answer one request over the API's server-sent events.
+
+        Yields a :class:`StreamDelta` per piece of text, thinking or tool-input
+        JSON as it arrives (``index`` is the content block), then the whole
+        :class:`AssistantMessage`. The request slot is held until the last delta
+        has been consumed; close the iterator (``aclose``) if you stop early.
+
+        Raises:
+            The same errors as :meth:`generate`; a stream that breaks off or
+            reports an error event raises :class:`OverloadedError`.
+        """
+        client = await self._client()
+        body = self.build_body(request)
+        acc = _StreamAccumulator()
+        async with self.limiter:
+            try:
+                events = await client.messages.create(
+                    model=body.pop("model"),
+                    max_tokens=body.pop("max_tokens"),
+                    messages=body.pop("messages"),
+                    stream=True,
+                    extra_body=body,
+                    **self._sdk_options,
+                )
+                async with events:
+                    async for event in events:
+                        delta = acc.feed(event)
+                        if delta is not None:
+                            yield delta
+            except anthropic.APIError as exc:
+                raise _map_error(exc) from exc
+        yield acc.result()
+
+    # -- building requests -----------------------------------------------------
+
+    def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body this model sends for ``request`` (see the module docstring).
+
+        Public so that tests and debugging can see exactly what would be sent.
+        """
+        settings = request.settings
+        body: dict[str, Any] = {"model": self._model_id, "max_tokens": self.max_tokens}
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
+        body.update(self.request_options)
+        body.update({k: v for k, v in settings.items() if k in SETTINGS_KEYS and v is not None})
+        body.update(settings.get("anthropic_options") or {})
+        system = system_to_api(request.system_prompt, request.messages)
+        if system:
+            body["system"] = system
+        if request.tools:
+            body["tools"] = tools_to_api(request.tools)
+        body["messages"] = messages_to_api(request.messages)
+        cache: CacheSettings | None = settings.get(CACHE_SETTING)
+        if cache:
+            apply_cache_breakpoints(body, cache, already_used=_count_breakpoints(body))
+        return body
+
+    # -- the client ------------------------------------------------------------
+
+    async def _client(self) -> anthropic.AsyncAnthropic:
+        if self._user_client is not None:
+            return self._user_client
+        loop = anyio.lowlevel.current_token().native_token
+        if self._own_client is not None and self._own_client[0] is loop:
+            return self._own_client[1]
+        # Building the client reads credential files and loads CA certificates:
+        # blocking work, so it happens in a thread.
+        client = await anyio.to_thread.run_sync(self._new_client)
+        if self._own_client is not None and self._own_client[0] is loop:
+            # Another task of this loop made one meanwhile; keep theirs.
+            await client.close()
+            return self._own_client[1]
+        # A client from an earlier loop cannot be closed from this one (its
+        # connections belong to that loop); dropping it is all we can do.
+        self._own_client = (loop, client)
+        return client
+
+    def _new_client(self) -> anthropic.AsyncAnthropic:
+        client = anthropic.AsyncAnthropic(**self._client_args)
+        if client.api_key is None and client.auth_token is None and client.credentials is None:
+            raise ConfigurationError(
+                "no Anthropic API key: set ANTHROPIC_API_KEY or pass "
+                "AnthropicModel(api_key=...); `deepactors demo` runs without one"
+            )
+        return client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client this model made for the current event loop, if any."""
+        own, self._own_client = self._own_client, None
+        if own is None:
+            return
+        loop = anyio.lowlevel.current_token().native_token
+        if own[0] is loop:
+            await own[1].close()
+
+    async def __aenter__(self) -> AnthropicModel:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+def _count_breakpoints(body: Mapping[str, Any]) -> int:
+    """Breakpoints already present (from ``anthropic_options`` or a top-level field)."""
+    count = 1 if body.get("cache_control") else 0
+    for key in ("tools", "system"):
+        count += sum(1 for block in body.get(key) or () if "cache_control" in block)
+    return count
+
+
+class _StreamAccumulator:
+    """Builds the final message from raw stream events, and says which are deltas.
+
+    The SDK has its own accumulator, but it parses tool input with a partial-JSON
+    parser that raises on malformed input and accepts truncated input; a tool call
+    the model botched must become a call with ``error`` set instead.
+    """
+
+    def __init__(self) -> None:
+        self.message: dict[str, Any] | None = None
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.tool_json: dict[int, list[str]] = {}
+        self.stopped = False
+
+    def feed(self, event: RawMessageStreamEvent) -> StreamDelta | None:
+        if isinstance(event, RawMessageStartEvent):
+            self.message = cast("dict[str, Any]", event.message.to_dict(mode="json"))
+        elif isinstance(event, RawContentBlockStartEvent):
+            block = cast("dict[str, Any]", event.content_block.to_dict(mode="json"))
+            if block.get("type") == "tool_use":
+                self.tool_json[event.index] = []
+            self.blocks[event.index] = block
+        elif isinstance(event, RawContentBlockDeltaEvent):
+            return self._delta(event)
+        elif isinstance(event, RawContentBlockStopEvent):
+            self._finish_block(event.index)
+        elif isinstance(event, RawMessageDeltaEvent):
+            message = self._started()
+            message["stop_reason"] = event.delta.stop_reason
+            usage = message.setdefault("usage", {})
+            # message_delta usage counts are running totals: overwrite, and keep the
+            # message_start values the delta leaves out.
+            for key, value in event.usage.to_dict(mode="json").items():
+                if value is not None:
+                    usage[key] = value
+        elif isinstance(event, RawMessageStopEvent):
+            self.stopped = True
+        return None
+
+    def _delta(self, event: RawContentBlockDeltaEvent) -> StreamDelta | None:
+        index, delta = event.index, event.delta
+        block = self.blocks.setdefault(index, {"type": "text", "text": ""})
+        if isinstance(delta, TextDelta):
+            block["text"] = block.get("text", "") + delta.text
+            return StreamDelta(kind="text", text=delta.text, index=index) if delta.text else None
+        if isinstance(delta, ThinkingDelta):
+            block["thinking"] = block.get("thinking", "") + delta.thinking
+            if delta.thinking:
+                return StreamDelta(kind="thinking", text=delta.thinking, index=index)
+            return None
+        if isinstance(delta, SignatureDelta):
+            block["signature"] = delta.signature
+        elif isinstance(delta, InputJSONDelta):
+            self.tool_json.setdefault(index, []).append(delta.partial_json)
+            if delta.partial_json:
+                return StreamDelta(kind="tool_input", text=delta.partial_json, index=index)
+        return None
+
+    def _finish_block(self, index: int) -> None:
+        parts = self.tool_json.pop(index, None)
+        block = self.blocks.get(index)
+        if parts is None or block is None:
+            return
+        args, error = parse_tool_input("".join(parts))
+        block["input"] = args
+        if error is not None:
+            block["_input_error"] = error
+
+    def _started(self) -> dict[str, Any]:
+        if self.message is None:
+            raise OverloadedError("the Anthropic API stream did not begin with message_start")
+        return self.message
+
+    def result(self) -> AssistantMessage:
+        message = self._started()
+        if not self.stopped:
+            raise OverloadedError("the Anthropic API stream ended before message_stop")
+        for index in list(self.tool_json):
+            self._finish_block(index)
+        message["content"] = [self.blocks[i] for i in sorted(self.blocks)]
+        return message_from_api(message)
+
+
+# -- errors --------------------------------------------------------------------
+
+
+def _map_error(exc: anthropic.APIError) -> ModelAPIError:
+    """The deepactors error for an SDK error, naming the API's own explanation."""
+    if isinstance(exc, anthropic.APIConnectionError):
+        kind = "timed out" if isinstance(exc, anthropic.APITimeoutError) else "failed"
+        return OverloadedError(f"connection to the Anthropic API {kind}: {exc}")
+    if not isinstance(exc, anthropic.APIStatusError):
+        return ModelAPIError(f"unexpected answer from the Anthropic API: {exc}")
+    status = exc.status_code
+    error_type = exc.type or ""
+    detail = exc.api_message or exc.message
+    retry_after = _retry_after(exc.response.headers)
+    where = f" (request {exc.request_id})" if exc.request_id else ""
+    # An error event inside a stream arrives on a 200 response: its body's type
+    # says what went wrong.
+    if status == 429 or error_type == "rate_limit_error":
+        return RateLimitError(
+            f"Anthropic API rate limit (429): {detail}{where}",
+            status_code=status,
+            retry_after=retry_after,
+        )
+    if status >= 500 or error_type in ("overloaded_error", "api_error"):
+        return OverloadedError(
+            f"Anthropic API overloaded or failing ({status} {error_type}): {detail}{where}",
+            status_code=status,
+            retry_after=retry_after,
+        )
+    if status in (400, 413) and _CONTEXT_OVERFLOW.search(detail):
+        return ContextWindowExceeded(
+            f"the conversation does not fit the model's context window: {detail}{where}",
+            status_code=status,
+        )
+    return ModelAPIError(
+        f"the Anthropic API rejected the request ({status} {error_type or 'error'}): "
+        f"{detail}{where}",
+        status_code=status,
+    )
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
+    if (ms := headers.get("retry-after-ms")) is not None:
+        try:
+            return max(float(ms) / 1000, 0.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - time.time(), 0.0)

@@ -1,0 +1,212 @@
+"""The runtime: deadlines, cancellation, thread actors, event streams, the sync API."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from typing import Any
+
+import anyio
+import pytest
+
+from deepactors import (
+    AssistantMessage,
+    RunCancelled,
+    ScriptedModel,
+    ToolCall,
+    ToolRuntime,
+    create_deep_agent,
+    events,
+    open_runtime,
+)
+from deepactors.models import FunctionModel, ModelRequest
+
+pytestmark = pytest.mark.anyio
+
+
+class Sleeper:
+    """A tool that sleeps "forever" and records whether its cleanup ran."""
+
+    def __init__(self) -> None:
+        self.started = anyio.Event()
+        self.cleaned_up = False
+
+    async def __call__(self) -> str:
+        """Wait for a long time."""
+        self.started.set()
+        try:
+            await anyio.sleep(3600)
+        finally:
+            self.cleaned_up = True
+        return "woke"
+
+    def agent(self, **kwargs: Any) -> Any:
+        from deepactors import tool
+
+        model = ScriptedModel([AssistantMessage(tool_calls=[ToolCall(name="wait", args={})])])
+        return create_deep_agent(model, tools=[tool(name="wait")(self.__call__)], **kwargs)
+
+
+async def test_timeout_raises_timeout_error_after_cancelling_everything() -> None:
+    sleeper = Sleeper()
+    with anyio.fail_after(5):
+        with pytest.raises(TimeoutError):
+            await sleeper.agent().ainvoke("go", timeout=0.2)
+    assert sleeper.cleaned_up  # nothing of the run is alive once ainvoke returns
+
+
+async def test_cancelling_the_callers_scope_cancels_the_run() -> None:
+    sleeper = Sleeper()
+    with anyio.move_on_after(0.2) as scope:
+        await sleeper.agent().ainvoke("go")
+    assert scope.cancelled_caught
+    assert sleeper.cleaned_up
+
+
+async def test_cancelling_a_handle_stops_only_that_run() -> None:
+    sleeper = Sleeper()
+    agent = sleeper.agent()
+    other = create_deep_agent(FunctionModel(lambda r: "fine", latency=0.3))
+    with anyio.fail_after(5):
+        async with open_runtime() as rt:
+            doomed = await rt.start(agent, "go", thread_id="a")
+            survivor = await rt.start(other, "go", thread_id="b")
+            await sleeper.started.wait()
+            doomed.cancel()
+            with pytest.raises(RunCancelled):
+                await doomed.result()
+            assert sleeper.cleaned_up
+            assert (await survivor.result())["messages"][-1].text == "fine"
+
+
+async def test_runs_on_one_thread_queue_and_share_the_conversation() -> None:
+    active = 0
+    overlap = False
+
+    async def answer(request: ModelRequest) -> str:
+        nonlocal active, overlap
+        active += 1
+        overlap = overlap or active > 1
+        await anyio.sleep(0.05)
+        active -= 1
+        return f"seen {len(request.messages)}"
+
+    agent = create_deep_agent(FunctionModel(answer))
+    async with open_runtime() as rt:
+        async with anyio.create_task_group() as tg:
+            results: list[dict[str, Any]] = []
+
+            async def ask(text: str) -> None:
+                results.append(await rt.ainvoke(agent, text, thread_id="t1"))
+
+            tg.start_soon(ask, "one")
+            await anyio.wait_all_tasks_blocked()
+            tg.start_soon(ask, "two")
+        assert rt.statistics().actors == 1
+    assert not overlap
+    # The second run saw the whole first exchange: same actor, same state.
+    assert [m.text for m in results[1]["messages"]] == ["one", "seen 1", "two", "seen 3"]
+
+
+async def test_a_failing_run_does_not_disturb_its_siblings() -> None:
+    def explode(request: ModelRequest) -> str:
+        raise ValueError("model broke")
+
+    bad = create_deep_agent(FunctionModel(explode))
+    good = create_deep_agent(FunctionModel(lambda r: "ok", latency=0.1))
+    async with open_runtime() as rt:
+        h_bad = await rt.start(bad, "go")
+        h_good = await rt.start(good, "go")
+        with pytest.raises(ValueError, match="model broke"):
+            await h_bad.result()
+        assert (await h_good.result())["messages"][-1].text == "ok"
+
+
+async def test_astream_yields_typed_events_tagged_with_the_actor_path() -> None:
+    model = ScriptedModel(
+        [
+            AssistantMessage(
+                tool_calls=[
+                    ToolCall(name="write_todos", args={"todos": [{"content": "look"}]}),
+                    ToolCall(name="shout", args={"text": "hi"}),
+                ]
+            ),
+            "all done",
+        ]
+    )
+
+    def shout(text: str, runtime: ToolRuntime) -> str:
+        """Shout (a sync tool that streams a custom event from its thread)."""
+        runtime.write({"progress": text})
+        return text.upper()
+
+    stream = create_deep_agent(model, tools=[shout]).astream("go")
+    seen = [e async for e in stream]
+    kinds = [type(e).__name__ for e in seen]
+    assert kinds[0] == "RunStarted"
+    assert kinds[-1] == "RunFinished"
+    assert {e.path for e in seen} == {"main"}
+    assert "ModelDelta" in kinds
+    assert "TodosUpdated" in kinds
+    custom = [e for e in seen if isinstance(e, events.CustomEvent)]
+    assert [c.data for c in custom] == [{"progress": "hi"}]
+    finished = [e for e in seen if isinstance(e, events.ToolCallFinished)]
+    assert sorted(e.result.text for e in finished if e.call.name == "shout") == ["HI"]
+    assert seen[-1].outcome == "completed"  # type: ignore[attr-defined]
+    assert stream.result is not None
+    assert stream.result["messages"][-1].text == "all done"
+
+
+async def test_leaving_an_event_stream_early_cancels_the_run() -> None:
+    sleeper = Sleeper()
+    with anyio.fail_after(5):
+        async with sleeper.agent().astream("go") as stream:
+            async for event in stream:
+                if isinstance(event, events.ToolCallStarted):
+                    break
+    assert sleeper.cleaned_up
+
+
+async def test_a_failed_run_raises_its_error_from_the_stream() -> None:
+    def explode(request: ModelRequest) -> str:
+        raise ValueError("model broke")
+
+    seen: list[Any] = []
+
+    async def consume() -> None:
+        async with create_deep_agent(FunctionModel(explode)).astream("go") as stream:
+            async for event in stream:
+                seen.append(event)
+
+    with pytest.raises(ValueError, match="model broke"):
+        await consume()
+    assert isinstance(seen[-1], events.RunFinished)
+    assert seen[-1].outcome == "failed"
+
+
+async def test_the_sync_api_works_inside_a_running_event_loop() -> None:
+    agent = create_deep_agent(ScriptedModel(["from a notebook"]))
+    # A notebook cell is sync code on a thread whose loop is running.
+    result = agent.invoke("go")
+    assert result["messages"][-1].text == "from a notebook"
+
+
+def test_the_sync_api_works_in_a_plain_script(tmp_path: Any) -> None:
+    script = tmp_path / "script.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            from deepactors import create_deep_agent, ScriptedModel
+            for backend in ("asyncio", "trio"):
+                agent = create_deep_agent(ScriptedModel(["hello " + backend]))
+                print(agent.invoke("hi", backend=backend)["messages"][-1].text)
+                agent = create_deep_agent(ScriptedModel(["streamed"]))
+                print(sum(1 for _ in agent.stream("hi", backend=backend)) > 3)
+            """
+        )
+    )
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.split("\n")[:4] == ["hello asyncio", "True", "hello trio", "True"]
