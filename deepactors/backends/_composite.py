@@ -238,7 +238,7 @@ class CompositeBackend:
         self,
         command: str,
         *,
-        timeout: float | None = None,  # noqa: ASYNC109 - the command's limit, not the call's
+        timeout: float | None = None,
     ) -> ExecuteResult:
         """Run the command on the default backend (see :meth:`Backend.execute`)."""
         return await self.default.execute(command, timeout=timeout)

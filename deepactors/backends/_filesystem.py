@@ -105,9 +105,11 @@ class FilesystemBackend:
         max_write_bytes: int = 10 * MIB,
         use_ripgrep: bool | None = None,
     ) -> None:
-        # No disk access here (constructors may run on the event loop): the root
-        # is resolved in the worker thread of each operation.
-        self.root = os.path.abspath(os.fspath(root))
+        # No disk access for an absolute root (constructors may run on the event
+        # loop); symlinks in it are resolved in each operation's worker thread.
+        # A relative root needs the working folder (one getcwd) to pin it now.
+        root = os.fspath(root)
+        self.root = os.path.normpath(root) if os.path.isabs(root) else os.path.abspath(root)
         self.max_read_bytes = max_read_bytes
         self.max_write_bytes = max_write_bytes
         self._use_ripgrep = use_ripgrep
@@ -156,9 +158,13 @@ class FilesystemBackend:
 
     def _virtual(self, host: str, root: str) -> str | None:
         """The virtual path of a host path under ``root``; None when unusable."""
-        rel = os.path.relpath(host, root)
-        if rel == ".":
+        # Plain string work (no relpath: it calls getcwd), so it may run on the loop.
+        if host == root:
             return "/"
+        prefix = root.rstrip(os.sep) + os.sep
+        if not host.startswith(prefix):
+            return None
+        rel = host[len(prefix) :]
         try:
             rel.encode("utf-8")
         except UnicodeEncodeError:
@@ -426,7 +432,7 @@ class FilesystemBackend:
         self,
         command: str,
         *,
-        timeout: float | None = None,  # noqa: ASYNC109 - the command's limit, not the call's
+        timeout: float | None = None,
     ) -> ExecuteResult:
         """Always raises: use :class:`LocalShellBackend` to run commands.
 

@@ -302,7 +302,7 @@ class Backend(Protocol):
         self,
         command: str,
         *,
-        timeout: float | None = None,  # noqa: ASYNC109 - the command's limit, not the call's
+        timeout: float | None = None,
     ) -> ExecuteResult:
         """Run a shell command, when :attr:`can_execute` is true.
 

@@ -90,7 +90,7 @@ class LocalShellBackend(FilesystemBackend):
         self,
         command: str,
         *,
-        timeout: float | None = None,  # noqa: ASYNC109 - the command's limit, not the call's
+        timeout: float | None = None,
     ) -> ExecuteResult:
         """Run ``command`` with ``sh -c`` in the root folder.
 

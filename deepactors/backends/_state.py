@@ -168,7 +168,7 @@ class StateBackend:
         self,
         command: str,
         *,
-        timeout: float | None = None,  # noqa: ASYNC109 - the command's limit, not the call's
+        timeout: float | None = None,
     ) -> ExecuteResult:
         """Always raises: files in state cannot run commands.
 

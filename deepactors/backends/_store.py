@@ -224,7 +224,7 @@ class StoreBackend:
         self,
         command: str,
         *,
-        timeout: float | None = None,  # noqa: ASYNC109 - the command's limit, not the call's
+        timeout: float | None = None,
     ) -> ExecuteResult:
         """Always raises: a store cannot run commands.
 
