@@ -242,7 +242,9 @@ class AnthropicModel:
                 )
             except anthropic.APIError as exc:
                 raise _map_error(exc) from exc
-        return message_from_api(cast("dict[str, Any]", response.to_dict(mode="json")))
+        return message_from_api(
+            cast("dict[str, Any]", response.to_dict(mode="json", warnings=False))
+        )
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
         """Answer one request over the API's server-sent events.
@@ -324,7 +326,10 @@ class AnthropicModel:
         return client
 
     def _new_client(self) -> anthropic.AsyncAnthropic:
-        client = anthropic.AsyncAnthropic(**self._client_args)
+        try:
+            client = anthropic.AsyncAnthropic(**self._client_args)
+        except anthropic.CredentialsError as exc:
+            raise ConfigurationError(f"Anthropic credentials could not be loaded: {exc}") from exc
         if client.api_key is None and client.auth_token is None and client.credentials is None:
             raise ConfigurationError(
                 "no Anthropic API key: set ANTHROPIC_API_KEY or pass "
@@ -377,9 +382,11 @@ class _StreamAccumulator:
 
     def feed(self, event: RawMessageStreamEvent) -> StreamDelta | None:
         if isinstance(event, RawMessageStartEvent):
-            self.message = cast("dict[str, Any]", event.message.to_dict(mode="json"))
+            self.message = cast(
+                "dict[str, Any]", event.message.to_dict(mode="json", warnings=False)
+            )
         elif isinstance(event, RawContentBlockStartEvent):
-            block = cast("dict[str, Any]", event.content_block.to_dict(mode="json"))
+            block = cast("dict[str, Any]", event.content_block.to_dict(mode="json", warnings=False))
             if block.get("type") == "tool_use":
                 self.tool_json[event.index] = []
             self.blocks[event.index] = block
@@ -393,7 +400,7 @@ class _StreamAccumulator:
             usage = message.setdefault("usage", {})
             # message_delta usage counts are running totals: overwrite, and keep the
             # message_start values the delta leaves out.
-            for key, value in event.usage.to_dict(mode="json").items():
+            for key, value in event.usage.to_dict(mode="json", warnings=False).items():
                 if value is not None:
                     usage[key] = value
         elif isinstance(event, RawMessageStopEvent):

@@ -20,6 +20,7 @@ body) answers.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections import deque
@@ -67,7 +68,12 @@ _tool_ids = iter(range(1, 1_000_000))
 
 def tool_use(name: str, input: Any, id: str | None = None) -> JSON:
     """A tool_use block; ``input`` may be anything, to test malformed input."""
-    return {"type": "tool_use", "id": id or f"toolu_{next(_tool_ids):04d}", "name": name, "input": input}
+    return {
+        "type": "tool_use",
+        "id": id or f"toolu_{next(_tool_ids):04d}",
+        "name": name,
+        "input": input,
+    }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,11 +96,14 @@ class Reply:
         raw_tool_json: For a streamed answer: the exact ``partial_json`` text of
             each tool_use block by index (to send malformed JSON).
         chunk: Size of the text/JSON pieces of a streamed answer.
+        event_delay: Seconds between two events of a streamed answer.
     """
 
     content: tuple[JSON, ...] = ()
     stop_reason: str | None = None
-    usage: Mapping[str, int] = field(default_factory=lambda: {"input_tokens": 10, "output_tokens": 5})
+    usage: Mapping[str, int] = field(
+        default_factory=lambda: {"input_tokens": 10, "output_tokens": 5}
+    )
     status: int = 200
     error_type: str = ""
     error_message: str = ""
@@ -103,6 +112,7 @@ class Reply:
     stream_error: JSON | None = None
     raw_tool_json: Mapping[int, str] = field(default_factory=dict)
     chunk: int = 4
+    event_delay: float = 0.0
 
 
 def message(*content: JSON, **kwargs: Any) -> Reply:
@@ -182,11 +192,13 @@ class FakeAnthropicAPI:
         class Handler(_Handler):
             owner = api
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         # Keep-alive connections the client never closed must not block shutdown.
         self._server.block_on_close = False
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
         self._thread.start()
 
     def close(self) -> None:
@@ -230,6 +242,14 @@ class FakeAnthropicAPI:
     def _leave(self) -> None:
         with self._lock:
             self.in_flight -= 1
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hangs up mid-answer (a cancelled stream) is expected here;
+        # anything else is printed as usual.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -288,6 +308,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(key, value)
         self.end_headers()
         for name, data in _stream_events(reply, body):
+            if reply.event_delay:
+                time.sleep(reply.event_delay)
             chunk = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
             self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
             self.wfile.flush()
@@ -344,7 +366,10 @@ def _stream_events(reply: Reply, body: JSON) -> Iterator[tuple[str, JSON]]:
             opening = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
         else:
             opening = block
-        yield "content_block_start", {"type": "content_block_start", "index": index, "content_block": opening}
+        yield (
+            "content_block_start",
+            {"type": "content_block_start", "index": index, "content_block": opening},
+        )
         if kind == "text":
             for piece in _pieces(block["text"], reply.chunk):
                 yield _delta(index, {"type": "text_delta", "text": piece})
@@ -362,11 +387,14 @@ def _stream_events(reply: Reply, body: JSON) -> Iterator[tuple[str, JSON]]:
             yield "error", {"type": "error", "error": reply.stream_error}
             return
         yield "content_block_stop", {"type": "content_block_stop", "index": index}
-    yield "message_delta", {
-        "type": "message_delta",
-        "delta": {"stop_reason": _stop_reason(reply), "stop_sequence": None},
-        "usage": {"output_tokens": usage.get("output_tokens", 0)},
-    }
+    yield (
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": _stop_reason(reply), "stop_sequence": None},
+            "usage": {"output_tokens": usage.get("output_tokens", 0)},
+        },
+    )
     yield "message_stop", {"type": "message_stop"}
 
 
