@@ -3,23 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from anyio.streams.memory import MemoryObjectSendStream
 
+from .actors._filewatch import file_events
 from .actors._loop import CompiledAgent, run_loop
 from .actors._runtime import RunHandle, Runtime, open_runtime
 from .actors._stream import EventStream
 from .actors._sync import run_sync, stream_sync
+from .backends import StateBackend
 from .context import RunContext
 from .errors import ConfigurationError, InputError
-from .events import Event, FileChanged, RunStarted
+from .events import Event, RunStarted
 from .middleware._base import AgentMiddleware
 from .middleware._patch import PatchToolCallsMiddleware
+from .middleware._subagents import (
+    GENERAL_PURPOSE,
+    GENERAL_PURPOSE_DESCRIPTION,
+    GENERAL_PURPOSE_PROMPT,
+    SubAgentMiddleware,
+    SubAgentSpec,
+)
 from .middleware._todo import TodoListMiddleware
 from .models import ChatModel, resolve_model
-from .state import Channel, FileRecord, State, default_channels, validate_input
-from .tools import Command, ToolLike, as_tools
+from .state import Channel, State, default_channels, validate_input
+from .tools import Command, Tool, ToolLike, as_tools
 
 if TYPE_CHECKING:
     from .backends import Backend
@@ -199,7 +208,7 @@ class DeepAgent:
             run_id=handle.run_id,
             thread_id=handle.thread_id,
             agent_name=compiled.name,
-            backend=bind(state) if bind is not None else backend,
+            backend=bind(state, name=compiled.name) if bind is not None else backend,
             store=self.store,
             emit=emit,
             context=options.get("context") or {},
@@ -207,7 +216,7 @@ class DeepAgent:
         run.services["deadline"] = handle.deadline
         if emit is not None:
             emit(RunStarted(path=run.path, run_id=run.run_id, thread_id=run.thread_id))
-            state.listener = _file_events(run)
+            state.listener = file_events(run, state)
         try:
             if values:
                 state.apply(values)
@@ -219,24 +228,7 @@ class DeepAgent:
         return result, state
 
 
-def _file_events(run: RunContext) -> Any:
-    emit = run.emit
-    assert emit is not None
-
-    def listener(update: Mapping[str, Any]) -> None:
-        files = update.get("files")
-        if files:
-            for path, record in files.items():
-                change: Literal["created", "modified", "deleted"]
-                if record is None:
-                    change = "deleted"
-                elif isinstance(record, FileRecord) and record.version > 1:
-                    change = "modified"
-                else:
-                    change = "created"
-                emit(FileChanged(path=run.path, run_id=run.run_id, file_path=path, change=change))
-
-    return listener
+SubAgentLike = Mapping[str, Any] | SubAgentSpec
 
 
 def create_deep_agent(
@@ -245,7 +237,7 @@ def create_deep_agent(
     *,
     system_prompt: str | None = None,
     middleware: Sequence[AgentMiddleware] = (),
-    subagents: Sequence[Mapping[str, Any]] | None = None,
+    subagents: Sequence[SubAgentLike] | None = None,
     skills: Sequence[str] | None = None,
     memory: Sequence[str] | None = None,
     backend: Backend | None = None,
@@ -256,31 +248,40 @@ def create_deep_agent(
     debug: bool = False,
     name: str | None = None,
     max_steps: int = 1000,
+    max_concurrent_subagents: int | None = None,
+    max_concurrent_subagents_total: int | None = None,
 ) -> DeepAgent:
     """Build a deep agent: a model, tools, and the default middleware stack.
 
     The parameters follow LangChain's ``deepagents`` so a script ports by changing
-    imports. The default stack: ``TodoListMiddleware`` (planning),
-    ``PatchToolCallsMiddleware`` (repairs interrupted histories), then ``middleware``.
-    A middleware of yours with the same ``name`` as a default one replaces it in
-    place.
+    imports. The default stack, outermost first: ``TodoListMiddleware`` (planning),
+    ``SubAgentMiddleware`` (the ``task`` tool), ``PatchToolCallsMiddleware``
+    (repairs interrupted histories), then ``middleware``. A middleware of yours with
+    the same ``name`` as a default one replaces it in place.
 
     Args:
         model: ``"anthropic:<model id>"`` or a :class:`~deepactors.models.ChatModel`.
         tools: Functions (sync or async, with type hints) or :class:`Tool` objects.
         system_prompt: Your instructions; middleware sections are appended.
         middleware: Extra middleware, after the default stack.
-        backend: Where the file tools keep files.
+        subagents: What ``task`` can start besides ``general-purpose``: dicts with
+            ``name``, ``description``, ``system_prompt`` and optionally ``tools``,
+            ``model``, ``middleware``, ``timeout`` (seconds); or a prebuilt agent as
+            ``{"name", "description", "agent": <DeepAgent>}``. A dict named
+            ``general-purpose`` replaces the built-in one.
+        backend: Where the file tools keep files (default: in agent state).
         store: Long-term key-value store for backends and memory.
         debug: Log every hook and model call through structlog.
         name: The agent's name and the root of its actor paths (default ``main``).
         max_steps: Model calls allowed per run before ``StepLimitExceeded``.
+        max_concurrent_subagents: Subagents one run may have working at once.
+        max_concurrent_subagents_total: Subagents the whole tree may have working
+            at once.
 
     Raises:
         ConfigurationError: A bad argument, or one whose feature is not available.
     """
     for param, value in (
-        ("subagents", subagents),
         ("skills", skills),
         ("memory", memory),
         ("checkpointer", checkpointer),
@@ -289,12 +290,56 @@ def create_deep_agent(
     ):
         if value:
             raise ConfigurationError(f"{param}= is not available in this version of deepactors")
+    resolved = resolve_model(model)
+    user_tools = as_tools(tools)
+    backend = backend if backend is not None else StateBackend()
+    specs = _subagent_specs(
+        subagents or (),
+        model=resolved,
+        tools=user_tools,
+        backend=backend,
+        store=store,
+        debug=debug,
+        max_steps=max_steps,
+    )
+    defaults: list[AgentMiddleware] = [
+        TodoListMiddleware(),
+        SubAgentMiddleware(
+            specs,
+            max_concurrent=max_concurrent_subagents,
+            max_concurrent_total=max_concurrent_subagents_total,
+        ),
+        PatchToolCallsMiddleware(),
+    ]
+    return _build_agent(
+        model=resolved,
+        tools=user_tools,
+        system_prompt=system_prompt,
+        stack=_merge_middleware(defaults, middleware),
+        backend=backend,
+        store=store,
+        debug=debug,
+        name=name,
+        max_steps=max_steps,
+    )
+
+
+def _build_agent(
+    *,
+    model: ChatModel,
+    tools: Sequence[Tool],
+    system_prompt: str | None,
+    stack: Sequence[AgentMiddleware],
+    backend: Backend | None,
+    store: Store | None,
+    debug: bool,
+    name: str | None,
+    max_steps: int,
+) -> DeepAgent:
     agent_name = name or "main"
     if "/" in agent_name or not agent_name:
         raise ConfigurationError(f"agent name {agent_name!r} must be non-empty and contain no '/'")
-    stack = _merge_middleware([TodoListMiddleware(), PatchToolCallsMiddleware()], middleware)
-    user_tools = as_tools(tools)
-    all_tools = {t.name: t for t in user_tools}
+    all_tools = {t.name: t for t in tools}
     channels: dict[str, Channel] = default_channels()
     prompt_parts = [system_prompt or DEFAULT_PROMPT]
     for mw in stack:
@@ -310,15 +355,100 @@ def create_deep_agent(
             prompt_parts.append(mw.system_prompt)
     compiled = CompiledAgent(
         name=agent_name,
-        model=resolve_model(model),
+        model=model,
         tools=all_tools,
         system_prompt="\n\n".join(prompt_parts),
-        middleware=stack,
+        middleware=list(stack),
         channels=channels,
         max_steps=max_steps,
         debug=debug,
     )
     return DeepAgent(compiled, backend=backend, store=store)
+
+
+_SUBAGENT_KEYS = frozenset(
+    {"name", "description", "system_prompt", "tools", "model", "middleware", "timeout", "agent"}
+)
+
+
+def _subagent_specs(
+    items: Sequence[SubAgentLike],
+    *,
+    model: ChatModel,
+    tools: Sequence[Tool],
+    backend: Backend,
+    store: Store | None,
+    debug: bool,
+    max_steps: int,
+) -> list[SubAgentSpec]:
+    """Subagent specs from the user's dicts, plus ``general-purpose`` unless replaced."""
+
+    def child(
+        child_name: str,
+        prompt: str,
+        child_model: str | ChatModel | None,
+        child_tools: Sequence[ToolLike] | None,
+        extra: Sequence[AgentMiddleware],
+    ) -> DeepAgent:
+        # Declarative subagents get the default stack minus `task`: one level of
+        # delegation, as in deepagents. A prebuilt agent may bring its own.
+        stack = _merge_middleware([TodoListMiddleware(), PatchToolCallsMiddleware()], extra)
+        return _build_agent(
+            model=model if child_model is None else resolve_model(child_model),
+            tools=tools if child_tools is None else as_tools(child_tools),
+            system_prompt=prompt,
+            stack=stack,
+            backend=backend,
+            store=store,
+            debug=debug,
+            name=child_name,
+            max_steps=max_steps,
+        )
+
+    specs: list[SubAgentSpec] = []
+    for item in items:
+        if isinstance(item, SubAgentSpec):
+            specs.append(item)
+            continue
+        if not isinstance(item, Mapping):
+            raise ConfigurationError(f"a subagent must be a dict, not {type(item).__name__}")
+        unknown = set(item) - _SUBAGENT_KEYS
+        if unknown:
+            raise ConfigurationError(
+                f"unknown subagent key(s) {sorted(unknown)}; known: {sorted(_SUBAGENT_KEYS)}"
+            )
+        for key in ("name", "description"):
+            if not isinstance(item.get(key), str) or not item[key]:
+                raise ConfigurationError(f"every subagent needs a non-empty {key!r}")
+        timeout = item.get("timeout")
+        if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
+            raise ConfigurationError(f"subagent {item['name']!r}: timeout must be > 0 seconds")
+        prebuilt = item.get("agent")
+        if prebuilt is not None:
+            if not isinstance(prebuilt, DeepAgent):
+                raise ConfigurationError(f"subagent {item['name']!r}: 'agent' must be a DeepAgent")
+            agent = prebuilt
+        else:
+            if not isinstance(item.get("system_prompt"), str):
+                raise ConfigurationError(f"subagent {item['name']!r} needs a 'system_prompt'")
+            agent = child(
+                item["name"],
+                item["system_prompt"],
+                item.get("model"),
+                item.get("tools"),
+                item.get("middleware", ()),
+            )
+        specs.append(
+            SubAgentSpec(
+                name=item["name"], description=item["description"], agent=agent, timeout=timeout
+            )
+        )
+    if not any(s.name == GENERAL_PURPOSE for s in specs):
+        gp = child(GENERAL_PURPOSE, GENERAL_PURPOSE_PROMPT, None, None, ())
+        specs.insert(
+            0, SubAgentSpec(name=GENERAL_PURPOSE, description=GENERAL_PURPOSE_DESCRIPTION, agent=gp)
+        )
+    return specs
 
 
 def _merge_middleware(

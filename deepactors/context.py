@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import anyio.from_thread
 
 from .events import CustomEvent, Event
+from .messages import Usage
 
 if TYPE_CHECKING:
     from .backends import Backend
@@ -35,6 +36,8 @@ class RunContext:
             so callers test it before building an event.
         context: Free-form values the caller passed with ``context=``.
         services: Middleware-private per-run objects, keyed by middleware name.
+        parent: The run of the parent actor, for a subagent.
+        usage: Tokens spent by this run and every subagent under it, so far.
     """
 
     path: str
@@ -47,7 +50,22 @@ class RunContext:
     emit: Callable[[Event], None] | None = None
     context: Mapping[str, Any] = field(default_factory=dict)
     services: dict[str, Any] = field(default_factory=dict)
+    parent: RunContext | None = None
+    usage: Usage | None = None
     loop_thread: int = field(default_factory=threading.get_ident)
+
+    @property
+    def root(self) -> RunContext:
+        """The top-level run of this actor tree."""
+        run = self
+        while run.parent is not None:
+            run = run.parent
+        return run
+
+    def add_usage(self, usage: Usage | None) -> None:
+        """Count tokens spent by this run or a subagent under it."""
+        if usage is not None:
+            self.usage = usage if self.usage is None else self.usage + usage
 
 
 @dataclass(slots=True, kw_only=True)

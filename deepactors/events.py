@@ -139,10 +139,9 @@ class SubagentSpawned(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SubagentFinished(Event):
-    """A child finished and its result was merged."""
+    """A child finished; its answer and files merge when its parent's tool step ends."""
 
     child: str
-    conflicts: Sequence[str] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -204,9 +203,8 @@ def describe(event: Event) -> str:
             return f"file {change}: {fp}"
         case SubagentSpawned(child=child, description=d):
             return f"spawned {child}: {_clip(d)}"
-        case SubagentFinished(child=child, conflicts=conflicts):
-            extra = f" ({len(conflicts)} conflict(s) kept beside)" if conflicts else ""
-            return f"finished {child}{extra}"
+        case SubagentFinished(child=child):
+            return f"finished {child}"
         case SubagentFailed(child=child, error=error):
             return f"failed {child}: {error}"
         case SubagentCancelled(child=child, timed_out=timed_out):

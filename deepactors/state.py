@@ -136,9 +136,15 @@ def add_messages(current: MessageList, update: Iterable[Message | RemoveMessage]
 
 
 def merge_files(
-    current: dict[str, FileRecord], update: Mapping[str, FileRecord | None]
+    current: dict[str, FileRecord], update: Mapping[str, FileRecord | None] | Any
 ) -> dict[str, FileRecord]:
-    """The ``files`` reducer: set each path to its new record, or delete it on ``None``."""
+    """The ``files`` reducer: set each path to its new record, or delete it on ``None``.
+
+    A subagent's :class:`~deepactors.filediff.FileDiff` is merged against the
+    versions the subagent started from instead (see :mod:`deepactors.filediff`).
+    """
+    if not isinstance(update, Mapping):
+        return update.merge_into(current)  # type: ignore[no-any-return]
     for path, record in update.items():
         if record is None:
             current.pop(path, None)

@@ -183,9 +183,7 @@ def _build_tool(fn: Callable[..., Any], *, name: str | None, description: str | 
             continue
         default = ... if param.default is param.empty else param.default
         fields[pname] = (annotation, FieldInfo(default=default, description=arg_docs.get(pname)))
-    args_model = create_model(
-        f"{tool_name}_args", __config__=ConfigDict(extra="forbid"), **fields
-    )
+    args_model = create_model(f"{tool_name}_args", __config__=ConfigDict(extra="forbid"), **fields)
     parameters = _clean_schema(args_model.model_json_schema())
     return Tool(
         name=tool_name,

@@ -32,6 +32,7 @@ from ..events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from ..filediff import FileDiff
 from ..messages import AssistantMessage, Message, ToolCall, ToolMessage, Usage
 from ..middleware._base import (
     AgentMiddleware,
@@ -220,14 +221,13 @@ async def run_loop(agent: CompiledAgent, state: State, run: RunContext) -> Usage
     """Run the agent loop on ``state`` until the model is done.
 
     Returns:
-        The tokens the model calls of this run spent, if the model reports usage.
+        The tokens spent by this run and its subagents, if the model reports usage.
 
     Raises:
         StepLimitExceeded: More than ``agent.max_steps`` model calls.
     """
     debug = agent.debug
     run.services["tool_names"] = agent.tools.keys()
-    usage: Usage | None = None
     jump = await _apply_hooks(agent.before_agent, state, run, debug)
     if jump is None and _unanswered(state.messages)[1]:
         # The history ends with tool calls that have no results (an interrupted
@@ -259,8 +259,7 @@ async def run_loop(agent: CompiledAgent, state: State, run: RunContext) -> Usage
                     run=run,
                 )
                 message = await agent.call_model(request)
-                if message.usage is not None:
-                    usage = message.usage if usage is None else usage + message.usage
+                run.add_usage(message.usage)
                 state.add_message(message)
                 if emit is not None:
                     emit(
@@ -279,7 +278,7 @@ async def run_loop(agent: CompiledAgent, state: State, run: RunContext) -> Usage
             break
         await run_tools(agent, state, run, pending)
     await _apply_hooks(agent.after_agent, state, run, debug)
-    return usage
+    return run.usage
 
 
 async def run_tools(
@@ -318,6 +317,11 @@ async def run_tools(
         message, update = item
         if update:
             state.apply(update)
+            files = update.get("files")
+            if isinstance(files, FileDiff) and files.outcomes:
+                # The merge outcome (conflicts above all) is for the model to read.
+                note = files.report()
+                message = message.model_copy(update={"content": f"{message.text}\n\n{note}"})
             if "todos" in update and run.emit is not None:
                 run.emit(TodosUpdated(path=run.path, run_id=run.run_id, todos=state["todos"]))
         state.add_message(message)

@@ -1,0 +1,179 @@
+"""Child actors: a subagent run in a task group owned by its parent's tool call.
+
+:func:`run_child` opens a task group inside the calling tool, starts the child
+actor in it (returning once the actor's mailbox is open), sends it the run order
+and waits for its reply message. The task group closes before ``run_child``
+returns, so a child can never outlive the call that made it, and cancelling the
+parent's scope cancels the child's whole subtree with it.
+
+The child's reply is a message: its final answer and its file diff, or a failure
+or cancellation notice. Exceptions never escape into the shared task group, so a
+failing child cannot cancel its siblings.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectSendStream
+
+from ..context import RunContext
+from ..filediff import FileDiff, diff_files
+from ..messages import AssistantMessage, UserMessage, new_id
+from ..state import State
+from ._filewatch import file_events
+from ._loop import run_loop
+
+if TYPE_CHECKING:
+    from ..agent import DeepAgent
+
+__all__ = ["ChildOutcome", "run_child"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChildOutcome:
+    """A child's reply to its parent.
+
+    Attributes:
+        status: ``completed``, ``failed``, ``timed_out`` or ``cancelled``.
+        answer: The child's final answer (completed), or why it did not finish.
+        diff: Its file changes; None unless it completed (all or nothing).
+        path: The child's actor path.
+    """
+
+    status: Literal["completed", "failed", "timed_out", "cancelled"]
+    answer: str
+    diff: FileDiff | None
+    path: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _RunOrder:
+    description: str
+    reply: MemoryObjectSendStream[ChildOutcome]
+
+
+class _ChildActor:
+    """Owns one subagent's state for the length of one ``task`` call."""
+
+    def __init__(
+        self,
+        *,
+        agent: DeepAgent,
+        path: str,
+        label: str,
+        parent: RunContext,
+        files: Mapping[str, Any],
+    ) -> None:
+        self.agent = agent
+        self.path = path
+        self.label = label
+        self.parent = parent
+        self.base_files = dict(files)  # the snapshot the diff is taken against
+
+    async def serve(self, *, task_status: TaskStatus[MemoryObjectSendStream[_RunOrder]]) -> None:
+        # A mailbox, not a plain call: later messages (resume decisions, updates
+        # to a background subagent) reach a running child the same way.
+        send, receive = anyio.create_memory_object_stream[_RunOrder](4)
+        task_status.started(send)
+        async with receive:
+            async for order in receive:
+                order.reply.send_nowait(await self._run(order.description))
+
+    async def _run(self, description: str) -> ChildOutcome:
+        compiled = self.agent._compiled
+        state = State(compiled.channels)
+        state.files.update(self.base_files)  # copy-on-write: records are immutable
+        state.add_message(UserMessage(content=description))
+        parent = self.parent
+        backend = self.agent.backend
+        bind = getattr(backend, "bind", None)
+        run = RunContext(
+            path=self.path,
+            run_id=new_id(),
+            thread_id=parent.thread_id,
+            agent_name=compiled.name,
+            depth=parent.depth + 1,
+            backend=bind(state, name=compiled.name) if bind is not None else backend,
+            store=self.agent.store or parent.store,
+            emit=parent.emit,
+            context=parent.context,
+            parent=parent,
+        )
+        if run.emit is not None:
+            state.listener = file_events(run, state)
+        try:
+            await run_loop(compiled, state, run)
+        except Exception as exc:
+            return ChildOutcome(
+                status="failed", answer=f"{type(exc).__name__}: {exc}", diff=None, path=self.path
+            )
+        finally:
+            parent.add_usage(run.usage)
+        diff = FileDiff(changes=diff_files(self.base_files, state.files), label=self.label)
+        return ChildOutcome(
+            status="completed", answer=_final_answer(state), diff=diff, path=self.path
+        )
+
+
+def _final_answer(state: State) -> str:
+    structured = state.get("structured_response")
+    if structured is not None:
+        if hasattr(structured, "model_dump_json"):
+            return str(structured.model_dump_json())
+        return json.dumps(structured, default=str)
+    for message in reversed(state.messages):
+        if isinstance(message, AssistantMessage) and message.text.strip():
+            return message.text
+    return "(the subagent finished without a final message)"
+
+
+async def run_child(
+    agent: DeepAgent,
+    *,
+    description: str,
+    path: str,
+    label: str,
+    parent: RunContext,
+    files: Mapping[str, Any],
+    timeout: float | None,
+    limiters: tuple[anyio.Semaphore, ...] = (),
+) -> ChildOutcome:
+    """Run ``agent`` as a child actor of ``parent`` and return its reply.
+
+    ``timeout`` covers the wait for a fan-out slot too. Past it, the child and
+    everything under it are cancelled and the outcome is ``timed_out``; its file
+    changes are dropped whole.
+    """
+    outcome: ChildOutcome | None = None
+    with anyio.move_on_after(math.inf if timeout is None else timeout) as scope:
+        for limiter in limiters:
+            await limiter.acquire()
+        try:
+            actor = _ChildActor(agent=agent, path=path, label=label, parent=parent, files=files)
+            reply_send, reply_receive = anyio.create_memory_object_stream[ChildOutcome](1)
+            with reply_send, reply_receive:
+                async with anyio.create_task_group() as tg:
+                    mailbox = await tg.start(actor.serve)
+                    with mailbox:
+                        mailbox.send_nowait(_RunOrder(description=description, reply=reply_send))
+                    outcome = await reply_receive.receive()
+        finally:
+            for limiter in limiters:
+                limiter.release()
+    if outcome is None:
+        assert scope.cancelled_caught
+        return ChildOutcome(
+            status="timed_out",
+            answer=f"The subagent did not finish within its {timeout:g} s timeout; it was "
+            "cancelled and none of its file changes were kept.",
+            diff=None,
+            path=path,
+        )
+    return outcome
