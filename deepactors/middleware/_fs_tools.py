@@ -1,0 +1,322 @@
+"""The file tools: ls, read_file, write_file, edit_file, delete, glob, grep, execute.
+
+Each tool turns a backend's typed errors into a :class:`~deepactors.errors.ToolError`
+whose message the model reads, so a refused path or a missing file never ends a
+run. Read-before-write is enforced here, against a per-actor record of versions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Literal
+
+from ..backends import Backend, normalize_path
+from ..context import RunContext, ToolRuntime
+from ..errors import BackendError, FileNotFound, ReadBeforeWrite, ToolError
+from ..tools import Tool, tool
+from ._fs_format import (
+    clip_lines,
+    format_entries,
+    format_execute,
+    format_grep,
+    format_read,
+)
+
+__all__ = ["GLOB_DESCRIPTION", "FileToolLimits", "make_file_tools", "read_versions"]
+
+GLOB_DESCRIPTION = """\
+Find files whose paths match a glob pattern, such as `**/*.py` or `/docs/*.md`.
+
+A relative pattern is matched against paths relative to `path`; an absolute one
+against the whole path. `*` and `?` match within one path segment (never `/`),
+`[abc]` is a character class, and a `**` segment matches any number of folders,
+none included. There is no brace expansion (`{a,b}`). Dotfiles: as in a shell,
+wildcards do not match a leading dot, so `*` skips `.env` and `**` does not enter
+`.git/`; write the dot to match them (`.*`, `**/.env`, `.github/**`)."""
+
+_READS = "FilesystemMiddleware.read_versions"  # private key in run.services
+
+
+@contextmanager
+def _tool_errors() -> Iterator[None]:
+    """Turn backend refusals into the error result the model reads."""
+    try:
+        yield
+    except BackendError as exc:
+        raise ToolError(str(exc)) from exc
+    except ValueError as exc:  # bad offsets and the like, from a backend's own checks
+        raise ToolError(f"invalid argument: {exc}") from exc
+
+
+def read_versions(run: RunContext) -> dict[str, str]:
+    """This actor's record of the version of each file it read (or wrote) last.
+
+    Kept in ``run.services``, so it is per run of one actor: a subagent has its
+    own, and reads never leak between agents.
+    """
+    reads: dict[str, str] | None = run.services.get(_READS)
+    if reads is None:
+        reads = run.services[_READS] = {}
+    return reads
+
+
+async def _require_read(
+    backend: Backend, path: str, reads: dict[str, str], *, new_ok: bool
+) -> None:
+    """Refuse to change ``path`` unless its current version is the one last read.
+
+    Raises:
+        ReadBeforeWrite: The file exists and was not read, or changed since.
+        FileNotFound: No file, and ``new_ok`` is false.
+    """
+    try:
+        info = await backend.stat(path)
+    except FileNotFound:
+        if new_ok:
+            return
+        raise
+    if info.is_dir:
+        return  # the write itself refuses a folder, with a clearer message
+    seen = reads.get(path)
+    if seen is None:
+        raise ReadBeforeWrite(
+            f"{path} already exists and you have not read it: call read_file on it first, "
+            "then retry (this keeps you from overwriting what you have not seen)",
+            path=path,
+        )
+    # A backend without version tokens can only tell "read at all".
+    if info.version is not None and seen != info.version:
+        raise ReadBeforeWrite(
+            f"{path} has changed since you last read it (someone else wrote to it): call "
+            "read_file on it again, then retry with the current content",
+            path=path,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FileToolLimits:
+    """The limits the file tools apply (see :class:`FilesystemMiddleware`)."""
+
+    read_limit_default: int
+    max_line_chars: int
+    max_chars: int | None
+    grep_max_matches: int
+    max_entries: int
+
+
+def make_file_tools(
+    resolve: Callable[[ToolRuntime], Backend], limits: FileToolLimits, *, with_execute: bool
+) -> tuple[Tool, ...]:
+    """The file tools, as closures over one middleware's backend and limits.
+
+    Closures rather than module-level tools: the limits are per middleware, and a
+    signature default (read_file's ``limit``) is what the model sees in the schema.
+
+    Args:
+        resolve: The backend for a tool call (raises ToolError when there is none).
+        limits: The middleware's limits.
+        with_execute: Whether to add the ``execute`` tool.
+    """
+
+    async def ls(path: str = "/", *, runtime: ToolRuntime) -> str:
+        """List the files and folders directly inside a folder, with file sizes.
+
+        Args:
+            path: Absolute path of the folder; "/" is the top.
+        """
+        backend = resolve(runtime)
+        with _tool_errors():
+            entries = await backend.ls(path)
+        if not entries:
+            return f"{normalize_path(path)} is empty."
+        lines = format_entries(entries, limit=limits.max_entries)
+        return clip_lines(lines, max_chars=limits.max_chars, what="the path")
+
+    async def read_file(
+        file_path: str,
+        offset: int = 0,
+        limit: int = limits.read_limit_default,
+        *,
+        runtime: ToolRuntime,
+    ) -> str:
+        """Read a text file as numbered lines ("<number><tab><line>"), a page at a time.
+
+        The numbers are not part of the file: leave them out of edit_file strings.
+        Very long lines are clipped. When more lines follow, the last line of the
+        result says which offset to read next.
+
+        Args:
+            file_path: Absolute path of the file.
+            offset: Number of lines to skip (0 starts at line 1).
+            limit: Most lines to show.
+        """
+        if offset < 0 or limit < 0:
+            raise ToolError("offset and limit must be 0 or more")
+        backend = resolve(runtime)
+        with _tool_errors():
+            path = normalize_path(file_path)
+            window = await backend.read(path, offset=offset, limit=limit)
+        total = window.total_lines
+        if total == 0:
+            read_versions(runtime.run)[path] = window.version
+            return f"{path} exists but is empty (0 lines)."
+        if limit == 0:
+            return f"No lines shown (limit=0). {path} has {total} lines."
+        if not window.lines:
+            raise ToolError(
+                f"offset={offset} is past the end of {path}, which has {total} lines; "
+                f"use an offset from 0 to {total - 1}"
+            )
+        read_versions(runtime.run)[path] = window.version
+        return format_read(window, max_line_chars=limits.max_line_chars, max_chars=limits.max_chars)
+
+    async def write_file(file_path: str, content: str, *, runtime: ToolRuntime) -> str:
+        """Create a file, or replace one you have read, with this content.
+
+        Missing parent folders are created. To change part of a file, prefer edit_file.
+
+        Args:
+            file_path: Absolute path of the file.
+            content: The whole new content.
+        """
+        backend = resolve(runtime)
+        reads = read_versions(runtime.run)
+        with _tool_errors():
+            path = normalize_path(file_path)
+            await _require_read(backend, path, reads, new_ok=True)
+            result = await backend.write(path, content)
+        reads[path] = result.version
+        lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
+        verb = "Created" if result.created else "Replaced"
+        return f"{verb} {path} ({lines} lines)."
+
+    async def edit_file(
+        file_path: str,
+        old_string: str,
+        new_string: str,
+        replace_all: bool = False,
+        *,
+        runtime: ToolRuntime,
+    ) -> str:
+        """Replace an exact string in a file you have read.
+
+        old_string must match the file exactly (indentation included, without the
+        line numbers read_file shows) and occur once, unless replace_all is set.
+        The file's line endings and final newline are kept as they are.
+
+        Args:
+            file_path: Absolute path of the file.
+            old_string: The exact text to replace.
+            new_string: The text to put in its place.
+            replace_all: Replace every occurrence instead of exactly one.
+        """
+        backend = resolve(runtime)
+        reads = read_versions(runtime.run)
+        with _tool_errors():
+            path = normalize_path(file_path)
+            try:
+                await _require_read(backend, path, reads, new_ok=False)
+            except FileNotFound:
+                raise ToolError(f"no file at {path}; use write_file to create a new file") from None
+            result = await backend.edit(path, old_string, new_string, replace_all=replace_all)
+        reads[path] = result.version
+        n = result.replacements
+        return f"Edited {path}: {n} replacement{'s' if n != 1 else ''}."
+
+    async def delete(file_path: str, *, runtime: ToolRuntime) -> str:
+        """Delete a file, or a folder with everything in it.
+
+        Args:
+            file_path: Absolute path of the file or folder.
+        """
+        backend = resolve(runtime)
+        with _tool_errors():
+            path = normalize_path(file_path)
+            await backend.delete(path)
+        reads = read_versions(runtime.run)
+        inside = path.rstrip("/") + "/"
+        for seen in [p for p in reads if p == path or p.startswith(inside)]:
+            del reads[seen]
+        return f"Deleted {path}."
+
+    async def glob(pattern: str, path: str = "/", *, runtime: ToolRuntime) -> str:
+        """Find files matching a glob pattern (the model reads GLOB_DESCRIPTION).
+
+        Args:
+            pattern: The glob pattern.
+            path: Absolute path of the folder to search under.
+        """
+        backend = resolve(runtime)
+        with _tool_errors():
+            found = await backend.glob(pattern, path)
+        if not found:
+            return f"No files match {pattern!r} under {normalize_path(path)}."
+        lines = format_entries(found, limit=limits.max_entries)
+        return clip_lines(lines, max_chars=limits.max_chars, what="the pattern or path")
+
+    async def grep(
+        pattern: str,
+        path: str = "/",
+        glob: str | None = None,
+        output_mode: Literal["files_with_matches", "content", "count"] = "files_with_matches",
+        *,
+        runtime: ToolRuntime,
+    ) -> str:
+        """Search file contents for a regular expression, line by line.
+
+        Binary files and files too large to read are skipped.
+
+        Args:
+            pattern: A Python regular expression, searched in each line.
+            path: Absolute path of a folder to search under, or of one file.
+            glob: Only search files matching this glob ("*.py" matches names at
+                any depth; a pattern with "/" matches paths relative to path).
+            output_mode: "files_with_matches" lists the files; "content" shows
+                each matching line as path:line_number:text; "count" gives the
+                number of matching lines per file.
+        """
+        backend = resolve(runtime)
+        with _tool_errors():
+            result = await backend.grep(
+                pattern, path=path, glob=glob, max_matches=limits.grep_max_matches
+            )
+        if not result.matches:
+            where = normalize_path(path) + (f" in files matching {glob!r}" if glob else "")
+            return f"No matches for {pattern!r} under {where}."
+        lines = format_grep(result, mode=output_mode, max_line_chars=limits.max_line_chars)
+        return clip_lines(lines, max_chars=limits.max_chars, what="the pattern, path or glob")
+
+    async def execute(command: str, timeout: float | None = None, *, runtime: ToolRuntime) -> str:
+        """Run a shell command in the workspace folder; returns its output and exit code.
+
+        The workspace folder is the file tools' "/". stdout and stderr come back
+        together; very long output is cut with a note. The command is killed
+        (with every process it started) when it runs past the timeout. Commands
+        cannot read input: use non-interactive flags.
+
+        Args:
+            command: A shell command line, run with `sh -c`.
+            timeout: Seconds before it is killed; the workspace default when omitted.
+        """
+        if timeout is not None and timeout <= 0:
+            raise ToolError("timeout must be more than 0 seconds")
+        backend = resolve(runtime)
+        with _tool_errors():
+            result = await backend.execute(command, timeout=timeout)
+        limit = timeout if timeout is not None else getattr(backend, "timeout", None)
+        return format_execute(result, timeout=limit)
+
+    made = [
+        tool(ls),
+        tool(read_file),
+        tool(write_file),
+        tool(edit_file),
+        tool(delete),
+        tool(description=GLOB_DESCRIPTION)(glob),
+        tool(grep),
+    ]
+    if with_execute:
+        made.append(tool(execute))
+    return tuple(made)
