@@ -8,7 +8,8 @@ are accepted wherever a message is, and validated by :func:`to_message`.
 
 from __future__ import annotations
 
-import uuid
+import itertools
+import os
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Literal, TypeAlias
 
@@ -37,9 +38,15 @@ __all__ = [
 ]
 
 
+# A random per-process prefix plus a counter: unique across processes (and
+# restarts) like a uuid4, without a system call per id on the hot path.
+_ID_PREFIX = os.urandom(8).hex()
+_ID_COUNTER = itertools.count(1)
+
+
 def new_id() -> str:
-    """A fresh random id, 32 hex characters."""
-    return uuid.uuid4().hex
+    """A fresh id, unique across processes: 16 random hex digits and a counter."""
+    return f"{_ID_PREFIX}{next(_ID_COUNTER):08x}"
 
 
 class _Frozen(BaseModel):
@@ -99,7 +106,7 @@ class ToolCall(_Frozen):
             invalid JSON); the call then gets an error result without running.
     """
 
-    id: str = Field(default_factory=lambda: "call_" + uuid.uuid4().hex[:24])
+    id: str = Field(default_factory=lambda: "call_" + new_id())
     name: str
     args: dict[str, Any] = Field(default_factory=dict)
     error: str | None = None

@@ -1,10 +1,10 @@
 """Child actors: a subagent run in a task group owned by its parent's tool call.
 
-:func:`run_child` opens a task group inside the calling tool, starts the child
-actor in it (returning once the actor's mailbox is open), sends it the run order
-and waits for its reply message. The task group closes before ``run_child``
-returns, so a child can never outlive the call that made it, and cancelling the
-parent's scope cancels the child's whole subtree with it.
+:func:`run_child` opens a task group inside the calling tool and starts the
+child actor in it with its run order already in its mailbox; the child answers
+with a reply message, read once the task group has closed. So a child can never
+outlive the call that made it, and cancelling the parent's scope cancels the
+child's whole subtree with it.
 
 The child's reply is a message: its final answer and its file diff, or a failure
 or cancellation notice. Exceptions never escape into the shared task group, so a
@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
-from anyio.abc import TaskStatus
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..context import RunContext
 from ..filediff import FileDiff, diff_files
@@ -77,13 +76,11 @@ class _ChildActor:
         self.parent = parent
         self.base_files = dict(files)  # the snapshot the diff is taken against
 
-    async def serve(self, *, task_status: TaskStatus[MemoryObjectSendStream[_RunOrder]]) -> None:
+    async def serve(self, mailbox: MemoryObjectReceiveStream[_RunOrder]) -> None:
         # A mailbox, not a plain call: later messages (resume decisions, updates
         # to a background subagent) reach a running child the same way.
-        send, receive = anyio.create_memory_object_stream[_RunOrder](4)
-        task_status.started(send)
-        async with receive:
-            async for order in receive:
+        async with mailbox:
+            async for order in mailbox:
                 order.reply.send_nowait(await self._run(order.description))
 
     async def _run(self, description: str) -> ChildOutcome:
@@ -158,12 +155,16 @@ async def run_child(
         try:
             actor = _ChildActor(agent=agent, path=path, label=label, parent=parent, files=files)
             reply_send, reply_receive = anyio.create_memory_object_stream[ChildOutcome](1)
+            mailbox_send, mailbox = anyio.create_memory_object_stream[_RunOrder](4)
             with reply_send, reply_receive:
+                # The order is queued before the actor starts, so the actor is ready
+                # the moment it runs, and neither side parks on an empty stream: the
+                # reply is read once the actor's task group has closed.
+                with mailbox_send:
+                    mailbox_send.send_nowait(_RunOrder(description=description, reply=reply_send))
                 async with anyio.create_task_group() as tg:
-                    mailbox = await tg.start(actor.serve)
-                    with mailbox:
-                        mailbox.send_nowait(_RunOrder(description=description, reply=reply_send))
-                    outcome = await reply_receive.receive()
+                    tg.start_soon(actor.serve, mailbox)
+                outcome = reply_receive.receive_nowait()
         finally:
             for limiter in limiters:
                 limiter.release()

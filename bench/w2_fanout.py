@@ -1,0 +1,166 @@
+"""W2: fan-out of N subagents, beside a framework-free floor of the same shape.
+
+One main turn emits N ``task`` calls; each child does 3 model turns (two calls of
+a trivial tool, then an answer) at 50 ms simulated latency per model call; one
+final main turn. The critical path is 5 x 50 ms. The floor is the same tree as
+plain coroutines: pydantic messages, a task group per tool step.
+
+    python bench/w2_fanout.py [--sizes 10 100 1000] [--loops asyncio trio]
+
+Prints, for the floor and deepactors side by side: wall time over the critical
+path, CPU ms per subagent, the worst lateness of a 5 ms timer running beside it,
+and the process's peak RSS after the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from _common import Measured, measure, peak_rss_mb  # noqa: E402
+
+from deepactors import (  # noqa: E402
+    AssistantMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+    create_deep_agent,
+)
+from deepactors.messages import Message  # noqa: E402
+from deepactors.models import FunctionModel, ModelRequest  # noqa: E402
+
+LATENCY = 0.05
+CRITICAL_PATH = 5 * LATENCY
+
+
+async def lookup(key: str) -> str:
+    """Look a key up (trivially).
+
+    Args:
+        key: The key.
+    """
+    return f"value of {key}"
+
+
+def child_turn(messages: list[Message] | Any) -> AssistantMessage:
+    done = sum(1 for m in messages if isinstance(m, ToolMessage))
+    if done < 2:
+        return AssistantMessage(tool_calls=[ToolCall(name="lookup", args={"key": f"k{done}"})])
+    return AssistantMessage(content=f"finding for {messages[0].text}")
+
+
+def main_turn(n: int, messages: list[Message] | Any) -> AssistantMessage:
+    if len(messages) == 1:
+        return AssistantMessage(
+            tool_calls=[
+                ToolCall(name="task", args={"description": f"topic {i}", "subagent_type": "r"})
+                for i in range(n)
+            ]
+        )
+    return AssistantMessage(content=f"report from {len(messages) - 2} findings")
+
+
+# -- the floor: plain coroutines -------------------------------------------------------
+
+
+async def floor_agent(messages: list[Message], turn: Any, tools: dict[str, Any]) -> str:
+    while True:
+        await anyio.sleep(LATENCY)
+        msg = turn(messages)
+        messages.append(msg)
+        if not msg.tool_calls:
+            return msg.text
+        results: list[ToolMessage | None] = [None] * len(msg.tool_calls)
+
+        async def run(i: int, call: ToolCall) -> None:
+            text = await tools[call.name](**call.args)
+            results[i] = ToolMessage(tool_call_id=call.id, name=call.name, content=text)
+
+        async with anyio.create_task_group() as tg:
+            for i, call in enumerate(msg.tool_calls):
+                tg.start_soon(run, i, call)
+        messages.extend(r for r in results if r is not None)
+
+
+async def floor_run(n: int) -> int:
+    async def task(description: str, subagent_type: str) -> str:
+        return await floor_agent([UserMessage(content=description)], child_turn, {"lookup": lookup})
+
+    answer = await floor_agent(
+        [UserMessage(content="go")], lambda m: main_turn(n, m), {"task": task}
+    )
+    return int(answer.split()[2])
+
+
+# -- deepactors ------------------------------------------------------------------------
+
+
+def ours(n: int) -> Any:
+    child = {
+        "name": "r",
+        "description": "researches one topic",
+        "system_prompt": "Research the topic.",
+        "tools": [lookup],
+        "model": FunctionModel(lambda r: child_turn(r.messages), latency=LATENCY),
+    }
+
+    def main_answer(request: ModelRequest) -> AssistantMessage:
+        return main_turn(n, request.messages)
+
+    agent = create_deep_agent(
+        FunctionModel(main_answer, latency=LATENCY), tools=[lookup], subagents=[child]
+    )
+
+    async def run() -> int:
+        result = await agent.ainvoke("go")
+        return int(result["messages"][-1].text.split()[2])
+
+    return run
+
+
+def row(name: str, n: int, m: Measured) -> str:
+    assert m.value == n, f"{name} returned {m.value} findings, expected {n}"
+    return (
+        f"  {name:11} wall {m.wall:6.3f} s = {m.wall / CRITICAL_PATH:5.2f}x critical path | "
+        f"CPU {m.cpu / n * 1000:6.3f} ms/subagent | timer late {m.timer_late * 1000:7.1f} ms | "
+        f"peak RSS {peak_rss_mb():6.0f} MiB"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
+    parser.add_argument("--loops", nargs="+", default=["asyncio", "trio"])
+    parser.add_argument("--repeats", type=int, default=3, help="best of this many runs")
+    args = parser.parse_args()
+    print(
+        f"W2 fan-out: 3 model turns per child at {LATENCY * 1000:.0f} ms, critical path "
+        f"{CRITICAL_PATH * 1000:.0f} ms"
+    )
+    for backend in args.loops:
+        for n in args.sizes:
+            print(f"{backend}, N={n}:")
+            for name, make in (
+                ("floor", lambda: lambda: floor_run(n)),
+                ("deepactors", lambda: ours(n)),
+            ):
+                best: Measured | None = None
+                for _ in range(args.repeats):
+                    gc.collect()
+                    work = make()
+                    m = anyio.run(measure, work, backend=backend)
+                    if best is None or m.wall < best.wall:
+                        best = m
+                assert best is not None
+                print(row(name, n, best))
+
+
+if __name__ == "__main__":
+    main()
