@@ -15,6 +15,7 @@ and the process's peak RSS after the run.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import sys
 from pathlib import Path
@@ -24,17 +25,17 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import Measured, measure, peak_rss_mb  # noqa: E402
+from _common import Measured, measure, peak_rss_mb
 
-from deepactors import (  # noqa: E402
+from deepactors import (
     AssistantMessage,
     ToolCall,
     ToolMessage,
     UserMessage,
     create_deep_agent,
 )
-from deepactors.messages import Message  # noqa: E402
-from deepactors.models import FunctionModel, ModelRequest  # noqa: E402
+from deepactors.messages import Message
+from deepactors.models import FunctionModel, ModelRequest
 
 LATENCY = 0.05
 CRITICAL_PATH = 5 * LATENCY
@@ -79,13 +80,13 @@ async def floor_agent(messages: list[Message], turn: Any, tools: dict[str, Any])
             return msg.text
         results: list[ToolMessage | None] = [None] * len(msg.tool_calls)
 
-        async def run(i: int, call: ToolCall) -> None:
+        async def run(i: int, call: ToolCall, out: list[ToolMessage | None]) -> None:
             text = await tools[call.name](**call.args)
-            results[i] = ToolMessage(tool_call_id=call.id, name=call.name, content=text)
+            out[i] = ToolMessage(tool_call_id=call.id, name=call.name, content=text)
 
         async with anyio.create_task_group() as tg:
             for i, call in enumerate(msg.tool_calls):
-                tg.start_soon(run, i, call)
+                tg.start_soon(run, i, call, results)
         messages.extend(r for r in results if r is not None)
 
 
@@ -125,6 +126,10 @@ def ours(n: int) -> Any:
     return run
 
 
+def floor_work(n: int) -> Any:
+    return functools.partial(floor_run, n)
+
+
 def row(name: str, n: int, m: Measured) -> str:
     assert m.value == n, f"{name} returned {m.value} findings, expected {n}"
     return (
@@ -147,10 +152,11 @@ def main() -> None:
     for backend in args.loops:
         for n in args.sizes:
             print(f"{backend}, N={n}:")
-            for name, make in (
-                ("floor", lambda: lambda: floor_run(n)),
-                ("deepactors", lambda: ours(n)),
-            ):
+            makers = (
+                ("floor", functools.partial(floor_work, n)),
+                ("deepactors", functools.partial(ours, n)),
+            )
+            for name, make in makers:
                 best: Measured | None = None
                 for _ in range(args.repeats):
                     gc.collect()
