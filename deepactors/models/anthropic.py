@@ -56,6 +56,7 @@ from types import TracebackType
 from typing import Any, Final, cast
 
 import anthropic
+import anyio
 import anyio.lowlevel
 import anyio.to_thread
 from anthropic.types import (
@@ -203,6 +204,7 @@ class AnthropicModel:
             self._client_args["timeout"] = timeout
         # (native event loop token, client): the client made for that loop.
         self._own_client: tuple[object, anthropic.AsyncAnthropic] | None = None
+        self._making_client: tuple[object, anyio.Event] | None = None
         self.limiter = limiter if limiter is not None else RequestLimiter(max_concurrent_requests)
         self._sdk_options = {
             k: request_options.pop(k) for k in _SDK_OPTIONS if k in request_options
@@ -311,18 +313,28 @@ class AnthropicModel:
         if self._user_client is not None:
             return self._user_client
         loop = anyio.lowlevel.current_token().native_token
-        if self._own_client is not None and self._own_client[0] is loop:
-            return self._own_client[1]
-        # Building the client reads credential files and loads CA certificates:
-        # blocking work, so it happens in a thread.
-        client = await anyio.to_thread.run_sync(self._new_client)
-        if self._own_client is not None and self._own_client[0] is loop:
-            # Another task of this loop made one meanwhile; keep theirs.
-            await client.close()
-            return self._own_client[1]
-        # A client from an earlier loop cannot be closed from this one (its
-        # connections belong to that loop); dropping it is all we can do.
-        self._own_client = (loop, client)
+        while True:
+            own = self._own_client
+            if own is not None and own[0] is loop:
+                return own[1]
+            making = self._making_client
+            if making is None or making[0] is not loop:
+                break
+            # Another task of this loop is making the client: wait for it rather
+            # than have a burst of first calls each build (and drop) its own.
+            await making[1].wait()
+        done = anyio.Event()
+        self._making_client = (loop, done)
+        try:
+            # Building the client reads credential files and loads CA certificates:
+            # blocking work, so it happens in a thread.
+            client = await anyio.to_thread.run_sync(self._new_client)
+            # A client from an earlier loop cannot be closed from this one (its
+            # connections belong to that loop); dropping it is all we can do.
+            self._own_client = (loop, client)
+        finally:
+            self._making_client = None
+            done.set()
         return client
 
     def _new_client(self) -> anthropic.AsyncAnthropic:

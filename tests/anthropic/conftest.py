@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from tests.anthropic.fake_api import FakeAnthropicAPI
 
 from deepactors.models.anthropic import AnthropicModel
+from tests.anthropic.fake_api import FakeAnthropicAPI
 
 MODEL_ID = "claude-sonnet-5-5"
 

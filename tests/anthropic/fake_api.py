@@ -245,6 +245,10 @@ class FakeAnthropicAPI:
 
 
 class _Server(ThreadingHTTPServer):
+    # The default backlog of 5 drops connections when many clients connect at once,
+    # and a dropped SYN costs the client a 1 s retransmit.
+    request_queue_size = 256
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that hangs up mid-answer (a cancelled stream) is expected here;
         # anything else is printed as usual.
@@ -256,6 +260,9 @@ class _Handler(BaseHTTPRequestHandler):
     owner: FakeAnthropicAPI
     protocol_version = "HTTP/1.1"  # keep-alive, like the real API
     timeout = 10  # a handler thread never waits forever for a client that left
+    # Headers and body go out in separate writes; with Nagle's algorithm the body
+    # would wait for the client's delayed ACK (~40 ms a request).
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # keep test output clean
