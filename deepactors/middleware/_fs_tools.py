@@ -190,7 +190,7 @@ def make_file_tools(
         reads[path] = result.version
         lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
         verb = "Created" if result.created else "Replaced"
-        return f"{verb} {path} ({lines} lines)."
+        return f"{verb} {path} ({lines} line{'s' if lines != 1 else ''})."
 
     async def edit_file(
         file_path: str,
@@ -266,7 +266,8 @@ def make_file_tools(
     ) -> str:
         """Search file contents for a regular expression, line by line.
 
-        Binary files and files too large to read are skipped.
+        Dotfiles and dot-folders are searched too; binary files and files too large
+        to read are skipped.
 
         Args:
             pattern: A Python regular expression, searched in each line.
