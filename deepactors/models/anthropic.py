@@ -51,7 +51,7 @@ from __future__ import annotations
 import email.utils
 import re
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from types import TracebackType
 from typing import Any, Final, cast
 
@@ -248,7 +248,7 @@ class AnthropicModel:
             cast("dict[str, Any]", response.to_dict(mode="json", warnings=False))
         )
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[StreamPart, None]:
         """Answer one request over the API's server-sent events.
 
         Yields a :class:`StreamDelta` per piece of text, thinking or tool-input
