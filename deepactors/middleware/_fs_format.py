@@ -145,14 +145,16 @@ def format_grep(result: GrepResult, *, mode: str, max_line_chars: int) -> list[s
     return lines
 
 
-def format_execute(result: ExecuteResult, *, timeout: float | None) -> str:
+def format_execute(result: ExecuteResult) -> str:
     """A command's output with its exit status on a last line."""
     output = result.output.rstrip("\n")
-    if result.timed_out:
-        limit = f" after {timeout:g} s" if timeout is not None else ""
-        status = f"[timed out{limit}: the command and its child processes were killed]"
-    else:
-        status = f"[exit code {result.exit_code}]"
+    # The backend's output already carries its own notes (truncation, timeout);
+    # the status line only adds what the output cannot say.
+    status = (
+        "[no exit code: the command timed out]"
+        if result.timed_out
+        else f"[exit code {result.exit_code}]"
+    )
     return f"{output}\n{status}" if output else f"(no output)\n{status}"
 
 

@@ -306,8 +306,7 @@ def make_file_tools(
         backend = resolve(runtime)
         with _tool_errors():
             result = await backend.execute(command, timeout=timeout)
-        limit = timeout if timeout is not None else getattr(backend, "timeout", None)
-        return format_execute(result, timeout=limit)
+        return format_execute(result)
 
     made = [
         tool(ls),

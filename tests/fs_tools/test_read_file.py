@@ -64,8 +64,7 @@ async def test_offset_past_the_end_is_an_error_naming_the_length(env: Env) -> No
     env.seed({"/big.txt": LINES_250})
     out = await run_turns(env, [call("read_file", file_path="/big.txt", offset=250)])
     assert out.error(0) == (
-        "offset=250 is past the end of /big.txt, which has 250 lines; "
-        "use an offset from 0 to 249"
+        "offset=250 is past the end of /big.txt, which has 250 lines; use an offset from 0 to 249"
     )
 
 
