@@ -10,7 +10,7 @@ import pytest
 import trio
 from blockbuster import blockbuster_ctx
 
-from deepactors.messages import UserMessage
+from deepactors.messages import AssistantMessage, UserMessage
 from deepactors.models import ModelRequest
 from deepactors.models.anthropic import AnthropicModel
 from tests.anthropic.conftest import MODEL_ID
@@ -47,4 +47,6 @@ async def test_first_and_later_calls_do_not_block_the_loop(
         await model.generate(request)
         await model.generate(request)
         parts = [p async for p in model.stream(request)]
-    assert parts[-1].tool_calls[0].args == {"a": 1}
+    final = parts[-1]
+    assert isinstance(final, AssistantMessage)
+    assert final.tool_calls[0].args == {"a": 1}
