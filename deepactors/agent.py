@@ -17,6 +17,7 @@ from .context import RunContext
 from .errors import ConfigurationError, InputError
 from .events import Event, RunStarted
 from .middleware._base import AgentMiddleware
+from .middleware._filesystem import FilesystemMiddleware
 from .middleware._patch import PatchToolCallsMiddleware
 from .middleware._subagents import (
     GENERAL_PURPOSE,
@@ -255,7 +256,9 @@ def create_deep_agent(
 
     The parameters follow LangChain's ``deepagents`` so a script ports by changing
     imports. The default stack, outermost first: ``TodoListMiddleware`` (planning),
-    ``SubAgentMiddleware`` (the ``task`` tool), ``PatchToolCallsMiddleware``
+    ``FilesystemMiddleware`` (file tools over ``backend``, ``execute`` when the
+    backend can run commands), ``SubAgentMiddleware`` (the ``task`` tool),
+    ``PatchToolCallsMiddleware``
     (repairs interrupted histories), then ``middleware``. A middleware of yours with
     the same ``name`` as a default one replaces it in place.
 
@@ -304,6 +307,7 @@ def create_deep_agent(
     )
     defaults: list[AgentMiddleware] = [
         TodoListMiddleware(),
+        FilesystemMiddleware(execute=_can_execute(backend)),
         SubAgentMiddleware(
             specs,
             max_concurrent=max_concurrent_subagents,
@@ -392,7 +396,12 @@ def _subagent_specs(
     ) -> DeepAgent:
         # Declarative subagents get the default stack minus `task`: one level of
         # delegation, as in deepagents. A prebuilt agent may bring its own.
-        stack = _merge_middleware([TodoListMiddleware(), PatchToolCallsMiddleware()], extra)
+        defaults = [
+            TodoListMiddleware(),
+            FilesystemMiddleware(execute=_can_execute(backend)),
+            PatchToolCallsMiddleware(),
+        ]
+        stack = _merge_middleware(defaults, extra)
         return _build_agent(
             model=model if child_model is None else resolve_model(child_model),
             tools=tools if child_tools is None else as_tools(child_tools),
@@ -449,6 +458,10 @@ def _subagent_specs(
             0, SubAgentSpec(name=GENERAL_PURPOSE, description=GENERAL_PURPOSE_DESCRIPTION, agent=gp)
         )
     return specs
+
+
+def _can_execute(backend: Backend | None) -> bool:
+    return bool(getattr(backend, "can_execute", False))
 
 
 def _merge_middleware(

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from ..actors._child import run_child
 from ..context import RunContext, ToolRuntime
 from ..errors import ConfigurationError, ToolError
 from ..events import SubagentCancelled, SubagentFailed, SubagentFinished, SubagentSpawned
@@ -197,6 +196,9 @@ class SubAgentMiddleware(AgentMiddleware):
                     description=description,
                 )
             )
+        # Imported here: the actor runtime imports the middleware package.
+        from ..actors._child import run_child
+
         outcome = await run_child(
             spec.agent,
             description=description,

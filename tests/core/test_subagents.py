@@ -18,6 +18,7 @@ from deepactors import (
     create_deep_agent,
     events,
 )
+from deepactors.middleware import SubAgentMiddleware
 from deepactors.models import FunctionModel, ModelRequest
 
 pytestmark = pytest.mark.anyio
@@ -338,7 +339,8 @@ async def test_general_purpose_uses_the_parents_model_and_tools() -> None:
     result = await agent.ainvoke("top")
     assert result["files"]["/gp.md"].content == "hi\n"
     assert seen.count("sub") == 2
-    gp = agent.middleware[1].specs["general-purpose"].agent  # type: ignore[attr-defined]
+    (subagents,) = [mw for mw in agent.middleware if isinstance(mw, SubAgentMiddleware)]
+    gp = subagents.specs["general-purpose"].agent
     assert "task" not in gp.tools  # one level of delegation for declarative subagents
 
 
