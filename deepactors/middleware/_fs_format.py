@@ -31,6 +31,15 @@ LARGE_RESULTS_DIR = "/large_tool_results"
 _NUMBER_WIDTH = 6
 
 
+def _budget(max_chars: int | None) -> int | None:
+    """Characters left for content once a footer's room is kept out of ``max_chars``.
+
+    Footers are short (a few hundred characters at most), so the whole result,
+    footer included, stays within the limit.
+    """
+    return None if max_chars is None else max_chars - min(400, max_chars // 5)
+
+
 def _clip(line: str, max_chars: int) -> tuple[str, bool]:
     if len(line) <= max_chars:
         return line, False
@@ -40,13 +49,16 @@ def _clip(line: str, max_chars: int) -> tuple[str, bool]:
 def format_read(window: ReadWindow, *, max_line_chars: int, max_chars: int | None) -> str:
     """A read window as numbered lines (``     1\\tline``) with a footer when needed.
 
-    The page stops early, at a line boundary, when it would pass ``max_chars``, and
-    the footer then gives the offset that continues from there, so a page is never
-    larger than the limit whatever ``limit`` the model asked for.
+    The page stops early, at a line boundary, when it would pass ``max_chars``
+    (footer included), and the footer then gives the offset that continues from
+    there, so a page is never larger than the limit whatever ``limit`` the model
+    asked for. A single line longer than that is still shown (clipped at
+    ``max_line_chars``), or the page could not advance.
 
     The caller handles the empty cases (empty file, ``limit=0``, offset past the
     end), which deserve their own notices.
     """
+    budget = _budget(max_chars)
     out: list[str] = []
     size = 0
     clipped: list[int] = []
@@ -55,7 +67,7 @@ def format_read(window: ReadWindow, *, max_line_chars: int, max_chars: int | Non
         text, was_clipped = _clip(line, max_line_chars)
         row = f"{number:>{_NUMBER_WIDTH}}\t{text}"
         # Always show at least one line, or a page could never advance.
-        if max_chars is not None and shown and size + len(row) + 1 > max_chars:
+        if budget is not None and shown and size + len(row) + 1 > budget:
             break
         out.append(row)
         size += len(row) + 1
@@ -92,12 +104,13 @@ def clip_lines(lines: Sequence[str], *, max_chars: int | None, what: str) -> str
         max_chars: Most characters to return (None for no limit).
         what: What to narrow, for the note (for example "the pattern or path").
     """
-    if max_chars is None:
+    budget = _budget(max_chars)
+    if budget is None:
         return "\n".join(lines)
     out: list[str] = []
     size = 0
     for line in lines:
-        if out and size + len(line) + 1 > max_chars:
+        if out and size + len(line) + 1 > budget:
             out.append(
                 f"\n(Output cut after {len(out)} of {len(lines)} lines to stay under "
                 f"{max_chars:,} characters; narrow {what}.)"

@@ -51,7 +51,7 @@ def test_the_agent_sees_the_tools_and_the_prompt_section() -> None:
 @pytest.mark.parametrize("name", ["read_limit_default", "max_line_chars", "large_result_chars"])
 def test_limits_below_one_are_refused(name: str) -> None:
     with pytest.raises(ConfigurationError, match=name):
-        FilesystemMiddleware(**{name: 0})
+        FilesystemMiddleware(**{name: 0})  # type: ignore[arg-type]
 
 
 async def test_execute_runs_in_the_root_and_reports_the_exit_code(tmp_path: Path) -> None:
