@@ -2,17 +2,22 @@
 
 Each test runs a real agent (``create_deep_agent`` with ``FilesystemMiddleware``)
 whose model is a :class:`ScriptedModel` replaying turns of tool calls, over a real
-backend: files in agent state, or on disk under ``tmp_path``.
+backend: files in agent state, or on disk under ``tmp_path``. A blocking-call
+detector (blockbuster) watches every test on both event loops.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import asyncio
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import blockbuster.blockbuster as bb_module
 import pytest
+import trio
+from blockbuster import blockbuster_ctx
 
 from deepactors import AssistantMessage, ScriptedModel, ToolCall, ToolMessage, create_deep_agent
 from deepactors.backends import Backend, FilesystemBackend, StateBackend
@@ -20,6 +25,29 @@ from deepactors.context import ToolRuntime
 from deepactors.middleware._filesystem import FilesystemMiddleware
 
 Call = tuple[str, dict[str, Any]]
+
+
+class _LoopProbe:
+    """Stands in for :mod:`asyncio` inside blockbuster, so it also watches trio's loop.
+
+    The same adaptation as in ``tests/backends/conftest.py`` (see its docstring).
+    """
+
+    @staticmethod
+    def get_running_loop() -> object:
+        try:
+            return asyncio.get_running_loop()
+        except RuntimeError:
+            return trio.lowlevel.current_trio_token()
+
+
+@pytest.fixture(autouse=True)
+def blocking_detector(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Fail any test in which the file tools (or anything of ours) block the event loop."""
+    monkeypatch.setattr(bb_module, "asyncio", _LoopProbe)
+    with blockbuster_ctx(["deepactors"]):
+        yield
+
 
 KINDS = ["state", "disk"]
 

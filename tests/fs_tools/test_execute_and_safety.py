@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -180,3 +181,15 @@ async def test_the_middlewares_own_backend_wins_over_the_agents(tmp_path: Path) 
     out.ok(0)
     assert (disk / "here.txt").read_text() == "on disk\n"
     assert out.state["files"] == {}
+
+
+async def test_detector_canary_a_blocking_tool_is_caught(env: Env) -> None:
+    """Proves the blocking-call detector is live here, on both event loops."""
+
+    async def blocks() -> str:
+        """Sleeps on the event loop, which is forbidden."""
+        time.sleep(0.001)  # noqa: ASYNC251
+        return "slept"
+
+    out = await run_turns(env, [call("blocks")], tools=[blocks])
+    assert "BlockingError" in out.error(0)

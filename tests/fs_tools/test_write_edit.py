@@ -215,3 +215,20 @@ async def test_reads_are_recorded_per_path_through_a_composite(tmp_path: Path) -
     )
     out.ok(1)
     out.ok(2)
+
+
+async def test_parallel_edits_of_one_file_in_one_turn_both_land(env: Env) -> None:
+    env.seed({"/a.txt": "one\ntwo\nthree\n"})
+    out = await run_turns(
+        env,
+        [
+            call("read_file", file_path="/a.txt"),
+            [
+                call("edit_file", file_path="/a.txt", old_string="one", new_string="1"),
+                call("edit_file", file_path="/a.txt", old_string="three", new_string="3"),
+            ],
+        ],
+    )
+    out.ok(1)
+    out.ok(2)
+    assert env.raw(out.state, "/a.txt") == "1\ntwo\n3\n"
