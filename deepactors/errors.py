@@ -29,8 +29,9 @@ Where a builtin means the same thing, the error subclasses it too, so
     │   ├── EditError                      the edit's old string is missing or not unique
     │   ├── ReadBeforeWrite                changing a file not read since it last changed
     │   └── UnsupportedOperation (NotImplementedError)  e.g. execute on a file-only backend
-    └── CheckpointError                    a stored thread cannot be read
+    └── CheckpointError                    a checkpoint or store database failed
         └── CheckpointCorrupt              the file or a row is damaged or of another schema
+            └── CheckpointSchemaMismatch   the file was written with another schema version
 
 anyio's cancellation exception is never caught and turned into one of these.
 """
@@ -42,6 +43,7 @@ __all__ = [
     "BinaryFile",
     "CheckpointCorrupt",
     "CheckpointError",
+    "CheckpointSchemaMismatch",
     "ConfigurationError",
     "ContextWindowExceeded",
     "DeepActorsError",
@@ -198,8 +200,19 @@ class UnsupportedOperation(BackendError, NotImplementedError):
 
 
 class CheckpointError(DeepActorsError):
-    """A thread's checkpoints cannot be read or written."""
+    """A checkpoint or store database cannot be read or written.
+
+    The message names the file (and the thread and record, when one is at fault).
+    """
 
 
 class CheckpointCorrupt(CheckpointError):
     """A checkpoint file or row is damaged, or was written with another schema."""
+
+
+class CheckpointSchemaMismatch(CheckpointCorrupt):
+    """The file holds tables of another schema version than this deepactors uses.
+
+    Nothing is wrong with the bytes: it was written by another version. The
+    message names the file and both versions.
+    """

@@ -1,0 +1,123 @@
+"""The asyncio side of the SQLite connection: aiosqlite, and the few asyncio calls it needs.
+
+This is the one library module allowed to import :mod:`asyncio` (ruff bans it
+elsewhere): aiosqlite only works on asyncio, and finding the running loop and
+starting a run-scoped task have no loop-agnostic spelling.
+
+Every operation is one function run in aiosqlite's own thread (its
+``_execute``), not a sequence of ``execute``/``commit`` awaits: one thread hop
+per ``put`` instead of four, and no other task's statement can land inside our
+transaction. ``_execute`` and ``_conn`` are private, but have had the same
+shape since aiosqlite 0.1; the test suite exercises them on every run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+import aiosqlite
+import anyio
+
+__all__ = ["AiosqliteConnection", "ConnectionClosed", "running_loop", "spawn_system_task"]
+
+T = TypeVar("T")
+
+
+class ConnectionClosed(Exception):
+    """The connection was closed before the operation started; retry on a new one."""
+
+
+def running_loop() -> object:
+    """The running asyncio loop: identifies this event-loop run."""
+    return asyncio.get_running_loop()
+
+
+# asyncio keeps only weak references to tasks; these must outlive their creator.
+_system_tasks: set[asyncio.Task[None]] = set()
+
+
+def spawn_system_task(fn: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Start ``fn()`` as a task of the running loop that no task group owns.
+
+    asyncio's counterpart of ``trio.lowlevel.spawn_system_task``: when the run
+    ends, ``asyncio.run`` (and anyio's runner) cancels it and runs its cleanup.
+    """
+    task = asyncio.get_running_loop().create_task(fn())
+    _system_tasks.add(task)
+    task.add_done_callback(_system_tasks.discard)
+
+
+class AiosqliteConnection:
+    """One aiosqlite connection, used from asyncio.
+
+    Operations are serialised by aiosqlite's queue, in its one thread. Once an
+    operation is queued it runs to the end even if the caller is cancelled (it
+    cannot be pulled back out of the thread), so the await is shielded: the
+    caller sees the operation's result, and its cancellation at the next
+    checkpoint. That is also what a worker thread does on trio.
+    """
+
+    def __init__(self, db: aiosqlite.Connection) -> None:
+        self._db = db
+        self._raw: sqlite3.Connection = db._conn
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls, path: str, prepare: Callable[[sqlite3.Connection], None]
+    ) -> AiosqliteConnection:
+        """Connect, then run ``prepare`` (pragmas, schema) in the connection's thread."""
+        # isolation_level=None: we issue BEGIN/COMMIT ourselves, never sqlite3's
+        # implicit ones.
+        db = await aiosqlite.connect(path, isolation_level=None)
+        try:
+            with anyio.CancelScope(shield=True):
+                await db._execute(prepare, db._conn)  # type: ignore[no-untyped-call]
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await db.close()
+            raise
+        return cls(db)
+
+    def _guarded(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        # Runs in aiosqlite's thread. A job queued before ``aclose`` but not yet
+        # started sees the flag and is retried on a new connection: safe, since
+        # it has done nothing yet.
+        if self._closed:
+            raise ConnectionClosed
+        return fn(self._raw)
+
+    async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(connection)`` in the connection's thread and return its result.
+
+        Raises:
+            ConnectionClosed: The connection was closed first.
+        """
+        if self._closed:
+            raise ConnectionClosed
+        with anyio.CancelScope(shield=True):
+            result: T = await self._db._execute(self._guarded, fn)  # type: ignore[no-untyped-call]
+        return result
+
+    async def aclose(self) -> None:
+        """Close the connection and stop its thread (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            await self._db.close()
+
+    async def aclose_stale(self) -> None:
+        """Close a connection left open by an event-loop run that has ended.
+
+        Its thread outlives the loop, but aiosqlite's ``close`` is a coroutine
+        and we may be on trio now: run it on a throwaway asyncio loop in a worker
+        thread.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        await anyio.to_thread.run_sync(asyncio.run, self._db.close())

@@ -1,0 +1,281 @@
+"""Checkpoints: the ``Checkpointer`` protocol, its records, and the in-memory form.
+
+A checkpointer is an append-only log per conversation thread. The runtime decides
+what a record means (a step's messages, a file diff, a finished tool result...);
+the checkpointer only keeps records in order, atomically per batch, and gives
+them back. Each record's ``data`` is a JSON-compatible dict, stored as compact
+JSON text, so the bytes on disk follow the size of what changed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Protocol, Self, runtime_checkable
+
+import anyio.lowlevel
+
+__all__ = [
+    "CheckpointRecord",
+    "CheckpointWrite",
+    "Checkpointer",
+    "MemoryCheckpointer",
+    "ThreadInfo",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckpointWrite:
+    """One record to append to a thread.
+
+    Attributes:
+        path: The actor path it belongs to (``"main"``, ``"main/task-2:researcher"``).
+        step: The actor's step number when it was written.
+        kind: What the record holds, in the runtime's vocabulary (``"messages"``,
+            ``"files"``, ``"tool_result"``...). The checkpointer does not interpret it.
+        data: A JSON-compatible dict. It is encoded when ``put`` is called, so
+            changing it afterwards changes nothing stored.
+    """
+
+    path: str
+    step: int
+    kind: str
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckpointRecord:
+    """A stored record, as read back.
+
+    Attributes:
+        thread_id: The thread it belongs to.
+        seq: Its position in the thread: 1 for the first record ever put, then
+            +1 per record, with no gaps (until the thread is deleted).
+        path: See :class:`CheckpointWrite`.
+        step: See :class:`CheckpointWrite`.
+        kind: See :class:`CheckpointWrite`.
+        data: A fresh dict decoded from the stored JSON; the caller may keep or
+            change it.
+        created_at: When its batch was put, seconds since the epoch.
+    """
+
+    thread_id: str
+    seq: int
+    path: str
+    step: int
+    kind: str
+    data: dict[str, Any] = field(repr=False)
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThreadInfo:
+    """A summary of one stored thread.
+
+    Attributes:
+        thread_id: The thread.
+        records: How many records it holds.
+        last_seq: The ``seq`` of its newest record.
+        updated_at: When its newest record was put, seconds since the epoch.
+    """
+
+    thread_id: str
+    records: int
+    last_seq: int
+    updated_at: float
+
+
+@runtime_checkable
+class Checkpointer(Protocol):
+    """Append-only, per-thread storage of checkpoint records.
+
+    Implementations are async context managers; leaving the ``async with`` block
+    calls :meth:`aclose`.
+    """
+
+    async def put(self, thread_id: str, records: Sequence[CheckpointWrite]) -> None:
+        """Append ``records`` to the thread, all or none (one transaction).
+
+        The records get consecutive ``seq`` numbers after the thread's last one,
+        in the order given, and one shared ``created_at``. An empty batch does
+        nothing. Concurrent calls are serialised; each batch stays contiguous.
+
+        Raises:
+            TypeError: A record's ``data`` is not a JSON-compatible dict.
+            ValueError: ``thread_id`` is empty.
+            CheckpointError: The storage failed; nothing of the batch was stored.
+        """
+        ...
+
+    async def read(
+        self, thread_id: str, *, path: str | None = None, upto_seq: int | None = None
+    ) -> list[CheckpointRecord]:
+        """The thread's records in ``seq`` order (empty for an unknown thread).
+
+        Args:
+            thread_id: The thread.
+            path: Only the records of this actor path.
+            upto_seq: Only records with ``seq <= upto_seq``: the thread as it was
+                then.
+
+        Raises:
+            CheckpointCorrupt: A stored record cannot be decoded.
+        """
+        ...
+
+    async def threads(self) -> list[ThreadInfo]:
+        """Every thread holding at least one record, sorted by ``thread_id``."""
+        ...
+
+    async def delete_thread(self, thread_id: str) -> None:
+        """Remove every record of the thread; nothing happens when there is none."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release the checkpointer's resources (idempotent)."""
+        ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+# (path, step, kind, data as JSON text): what every checkpointer stores per record.
+EncodedWrite = tuple[str, int, str, str]
+
+
+def check_thread_id(thread_id: str) -> None:
+    """Raise ValueError unless ``thread_id`` is a non-empty string."""
+    if not isinstance(thread_id, str) or not thread_id:
+        raise ValueError(f"a thread_id is a non-empty string, not {thread_id!r}")
+
+
+def encode_writes(records: Sequence[CheckpointWrite]) -> list[EncodedWrite]:
+    """Encode a batch as compact JSON, before anything is stored.
+
+    Encoding the whole batch first is what keeps a batch atomic when one of its
+    records cannot be stored, and it snapshots the caller's dicts at call time.
+
+    Raises:
+        TypeError: A record's ``data`` is not a JSON-compatible dict.
+    """
+    out: list[EncodedWrite] = []
+    for record in records:
+        if not isinstance(record.data, dict):
+            raise TypeError(f"checkpoint data must be a dict, not {type(record.data).__name__}")
+        # Compact separators and raw UTF-8: the stored size is the JSON size.
+        text = json.dumps(record.data, separators=(",", ":"), ensure_ascii=False)
+        out.append((record.path, record.step, record.kind, text))
+    return out
+
+
+def decode_data(text: str) -> dict[str, Any]:
+    """Decode a stored record's data.
+
+    Raises:
+        ValueError: The text is not JSON, or not a JSON object.
+    """
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"expected a JSON object, found {type(data).__name__}")
+    return data
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    seq: int
+    path: str
+    step: int
+    kind: str
+    text: str
+    created_at: float
+
+
+class MemoryCheckpointer:
+    """A :class:`Checkpointer` in a dict, for tests and single-process use.
+
+    Records are kept as the same JSON text SQLite would store, and decoded afresh
+    on every read, so it behaves exactly like :class:`SqliteCheckpointer`: nothing
+    the caller does to a dict after ``put`` or after ``read`` changes what is stored.
+    """
+
+    def __init__(self) -> None:
+        self._threads: dict[str, list[_Stored]] = {}
+
+    def __repr__(self) -> str:
+        return f"MemoryCheckpointer(threads={len(self._threads)})"
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def put(self, thread_id: str, records: Sequence[CheckpointWrite]) -> None:
+        """See :meth:`Checkpointer.put`."""
+        check_thread_id(thread_id)
+        encoded = encode_writes(records)
+        await anyio.lowlevel.checkpoint()
+        if not encoded:
+            return
+        now = time.time()
+        log = self._threads.setdefault(thread_id, [])
+        last = log[-1].seq if log else 0
+        log.extend(
+            _Stored(last + i, path, step, kind, text, now)
+            for i, (path, step, kind, text) in enumerate(encoded, 1)
+        )
+
+    async def read(
+        self, thread_id: str, *, path: str | None = None, upto_seq: int | None = None
+    ) -> list[CheckpointRecord]:
+        """See :meth:`Checkpointer.read`."""
+        await anyio.lowlevel.checkpoint()
+        return [
+            CheckpointRecord(
+                thread_id=thread_id,
+                seq=s.seq,
+                path=s.path,
+                step=s.step,
+                kind=s.kind,
+                data=decode_data(s.text),
+                created_at=s.created_at,
+            )
+            for s in self._threads.get(thread_id, ())
+            if (path is None or s.path == path) and (upto_seq is None or s.seq <= upto_seq)
+        ]
+
+    async def threads(self) -> list[ThreadInfo]:
+        """See :meth:`Checkpointer.threads`."""
+        await anyio.lowlevel.checkpoint()
+        return [
+            ThreadInfo(
+                thread_id=thread_id,
+                records=len(log),
+                last_seq=log[-1].seq,
+                updated_at=log[-1].created_at,
+            )
+            for thread_id, log in sorted(self._threads.items())
+        ]
+
+    async def delete_thread(self, thread_id: str) -> None:
+        """See :meth:`Checkpointer.delete_thread`."""
+        await anyio.lowlevel.checkpoint()
+        self._threads.pop(thread_id, None)
+
+    async def aclose(self) -> None:
+        """Nothing to release; the records stay readable."""
+        await anyio.lowlevel.checkpoint()
