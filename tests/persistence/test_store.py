@@ -1,0 +1,116 @@
+"""Store semantics, the same for MemoryStore and SqliteStore, on asyncio and trio."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from deepactors.persistence import SqliteStore, Store
+
+
+async def test_put_get_round_trip_and_replace(store: Store) -> None:
+    assert await store.get(("ns",), "k") is None
+    await store.put(("ns",), "k", {"v": [1, "é"]})
+    first = await store.get(("ns",), "k")
+    assert first is not None
+    assert (first.namespace, first.key, first.value) == (("ns",), "k", {"v": [1, "é"]})
+    assert first.created_at == first.updated_at
+    await anyio.sleep(0.01)
+    await store.put(("ns",), "k", {"v": 2})
+    second = await store.get(("ns",), "k")
+    assert second is not None
+    assert second.value == {"v": 2}
+    assert second.created_at == first.created_at
+    assert second.updated_at > first.updated_at
+
+
+async def test_values_are_copied_in_and_out(store: Store) -> None:
+    value = {"a": [1, 2]}
+    await store.put(("ns",), "k", value)
+    value["a"].append(3)
+    item = await store.get(("ns",), "k")
+    assert item is not None
+    assert item.value == {"a": [1, 2]}
+    item.value["a"].append(4)
+    again = await store.get(("ns",), "k")
+    assert again is not None
+    assert again.value == {"a": [1, 2]}
+
+
+async def test_bad_values_and_namespaces_are_refused(store: Store) -> None:
+    with pytest.raises(TypeError):
+        await store.put(("ns",), "bad", {"x": object()})
+    with pytest.raises(ValueError, match="namespace"):
+        await store.put((), "k", {})
+    with pytest.raises(ValueError, match="namespace"):
+        await store.get(("ns", ""), "k")
+    assert await store.list(("ns",)) == []
+
+
+async def test_list_sees_exactly_one_namespace_sorted_by_key(store: Store) -> None:
+    await store.put(("ns",), "k2", {})
+    await store.put(("ns",), "k", {})
+    await store.put(("ns",), "other", {})
+    await store.put(("ns", "sub"), "k3", {})
+    await store.put(("nsx",), "k4", {})
+    assert [i.key for i in await store.list(("ns",))] == ["k", "k2", "other"]
+    assert [i.key for i in await store.list(("ns",), prefix="k")] == ["k", "k2"]
+    assert [i.key for i in await store.list(("ns", "sub"))] == ["k3"]
+    assert await store.list(("ns",), prefix="zz") == []
+
+
+async def test_search_spans_namespaces_below_the_prefix(store: Store) -> None:
+    for ns in [("a",), ("a", "b"), ("a", "b", "c"), ("ab",), ("a b",), ('a"',), ("b",)]:
+        await store.put(ns, "key", {"ns": list(ns)})
+        await store.put(ns, "other", {})
+    found = [(i.namespace, i.key) for i in await store.search(("a",))]
+    assert found == [
+        (("a",), "key"),
+        (("a",), "other"),
+        (("a", "b"), "key"),
+        (("a", "b"), "other"),
+        (("a", "b", "c"), "key"),
+        (("a", "b", "c"), "other"),
+    ]
+    assert [i.namespace for i in await store.search(("a", "b"), key_prefix="k")] == [
+        ("a", "b"),
+        ("a", "b", "c"),
+    ]
+    everything = await store.search(())
+    assert len(everything) == 14
+    assert [(i.namespace, i.key) for i in everything] == sorted(
+        (i.namespace, i.key) for i in everything
+    )
+
+
+async def test_prefixes_are_literal_not_patterns(store: Store) -> None:
+    await store.put(("ns",), "a%b", {})
+    await store.put(("ns",), "axb", {})
+    await store.put(("ns",), "A_b", {})
+    assert [i.key for i in await store.list(("ns",), prefix="a%")] == ["a%b"]
+    assert [i.key for i in await store.list(("ns",), prefix="a")] == ["a%b", "axb"]
+    assert [i.key for i in await store.search(("ns",), key_prefix="A_")] == ["A_b"]
+
+
+async def test_delete_removes_one_key(store: Store) -> None:
+    await store.put(("ns",), "k", {})
+    await store.put(("ns",), "k2", {})
+    await store.delete(("ns",), "k")
+    await store.delete(("ns",), "missing")
+    assert await store.get(("ns",), "k") is None
+    assert [i.key for i in await store.list(("ns",))] == ["k2"]
+
+
+async def test_is_a_store(store: Store) -> None:
+    assert isinstance(store, Store)
+
+
+async def test_sqlite_store_persists_across_connections(tmp_path: Path) -> None:
+    async with SqliteStore(tmp_path / "s.db") as store:
+        await store.put(("memories", "alice"), "prefs", {"tea": True})
+    async with SqliteStore(tmp_path / "s.db") as again:
+        item = await again.get(("memories", "alice"), "prefs")
+        assert item is not None
+        assert item.value == {"tea": True}
