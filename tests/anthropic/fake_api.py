@@ -278,6 +278,17 @@ class _Handler(BaseHTTPRequestHandler):
             path=self.path, headers=dict(self.headers.items()), body=body, at=time.monotonic()
         )
         self.owner._enter(recorded)
+        left = False
+
+        def leave() -> None:
+            # Called just before the write that lets the client finish: once it has
+            # the answer it may send its next request, which must not be counted
+            # while this one still is.
+            nonlocal left
+            if not left:
+                left = True
+                self.owner._leave()
+
         try:
             reply = self.owner._next_reply(body)
             if reply.delay:
@@ -287,15 +298,22 @@ class _Handler(BaseHTTPRequestHandler):
                     reply.status,
                     _error_body(reply.error_type, reply.error_message),
                     reply.headers,
+                    leave,
                 )
             elif body.get("stream"):
-                self._send_stream(reply, body)
+                self._send_stream(reply, body, leave)
             else:
-                self._send_json(200, _message_json(reply, body), reply.headers)
+                self._send_json(200, _message_json(reply, body), reply.headers, leave)
         finally:
-            self.owner._leave()
+            leave()
 
-    def _send_json(self, status: int, data: JSON, headers: Mapping[str, str] = {}) -> None:
+    def _send_json(
+        self,
+        status: int,
+        data: JSON,
+        headers: Mapping[str, str] = {},
+        before_last_write: Callable[[], None] = lambda: None,
+    ) -> None:
         payload = json.dumps(data).encode()
         self.send_response(status)
         self.send_header("content-type", "application/json")
@@ -304,9 +322,10 @@ class _Handler(BaseHTTPRequestHandler):
         for key, value in headers.items():
             self.send_header(key, value)
         self.end_headers()
+        before_last_write()
         self.wfile.write(payload)
 
-    def _send_stream(self, reply: Reply, body: JSON) -> None:
+    def _send_stream(self, reply: Reply, body: JSON, before_last_write: Callable[[], None]) -> None:
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("transfer-encoding", "chunked")
@@ -314,9 +333,12 @@ class _Handler(BaseHTTPRequestHandler):
         for key, value in reply.headers.items():
             self.send_header(key, value)
         self.end_headers()
-        for name, data in _stream_events(reply, body):
+        events = list(_stream_events(reply, body))
+        for i, (name, data) in enumerate(events):
             if reply.event_delay:
                 time.sleep(reply.event_delay)
+            if i == len(events) - 1:
+                before_last_write()
             chunk = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
             self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
             self.wfile.flush()
