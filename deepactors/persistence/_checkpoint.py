@@ -158,6 +158,11 @@ def check_thread_id(thread_id: str) -> None:
         raise ValueError(f"a thread_id is a non-empty string, not {thread_id!r}")
 
 
+# Compact separators and raw UTF-8: the stored size is the JSON size. One shared
+# encoder, because json.dumps with non-default options builds a new one per call.
+encode_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def encode_writes(records: Sequence[CheckpointWrite]) -> list[EncodedWrite]:
     """Encode a batch as compact JSON, before anything is stored.
 
@@ -171,9 +176,7 @@ def encode_writes(records: Sequence[CheckpointWrite]) -> list[EncodedWrite]:
     for record in records:
         if not isinstance(record.data, dict):
             raise TypeError(f"checkpoint data must be a dict, not {type(record.data).__name__}")
-        # Compact separators and raw UTF-8: the stored size is the JSON size.
-        text = json.dumps(record.data, separators=(",", ":"), ensure_ascii=False)
-        out.append((record.path, record.step, record.kind, text))
+        out.append((record.path, record.step, record.kind, encode_json(record.data)))
     return out
 
 

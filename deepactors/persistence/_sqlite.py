@@ -55,6 +55,7 @@ from ._checkpoint import (
     ThreadInfo,
     check_thread_id,
     decode_data,
+    encode_json,
     encode_writes,
 )
 from .store import Namespace, StoreItem, check_namespace
@@ -348,10 +349,22 @@ _INSERT_RECORD = (
     " VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 
+_INSERT_NEXT = (
+    "INSERT INTO checkpoint_records (thread_id, seq, path, step, kind, created_at, data)"
+    " VALUES (?, (SELECT coalesce(max(seq), 0) + 1 FROM checkpoint_records"
+    " WHERE thread_id = ?), ?, ?, ?, ?, ?)"
+)
+
 
 def _put_records(
     raw: sqlite3.Connection, thread_id: str, rows: list[EncodedWrite], now: float
 ) -> None:
+    if len(rows) == 1:
+        # The common case, one record per step: a single statement in autocommit
+        # is its own transaction, numbering included, so no BEGIN/COMMIT round.
+        path, step, kind, text = rows[0]
+        raw.execute(_INSERT_NEXT, (thread_id, thread_id, path, step, kind, now, text))
+        return
     # IMMEDIATE takes the write lock before reading the last seq, so another
     # process writing the same file cannot get the same numbers.
     raw.execute("BEGIN IMMEDIATE")
@@ -360,17 +373,13 @@ def _put_records(
             "SELECT coalesce(max(seq), 0) FROM checkpoint_records WHERE thread_id = ?",
             (thread_id,),
         ).fetchone()
-        if len(rows) == 1:
-            path, step, kind, text = rows[0]
-            raw.execute(_INSERT_RECORD, (thread_id, last + 1, path, step, kind, now, text))
-        else:
-            raw.executemany(
-                _INSERT_RECORD,
-                [
-                    (thread_id, last + i, path, step, kind, now, text)
-                    for i, (path, step, kind, text) in enumerate(rows, 1)
-                ],
-            )
+        raw.executemany(
+            _INSERT_RECORD,
+            [
+                (thread_id, last + i, path, step, kind, now, text)
+                for i, (path, step, kind, text) in enumerate(rows, 1)
+            ],
+        )
         raw.execute("COMMIT")
     except BaseException:
         if raw.in_transaction:
@@ -518,7 +527,7 @@ _STORE_DDL = (
 
 
 def _ns_text(namespace: Namespace) -> str:
-    return json.dumps(list(namespace), separators=(",", ":"), ensure_ascii=False)
+    return encode_json(list(namespace))
 
 
 def _items(file: str, rows: list[Any]) -> list[StoreItem]:
@@ -616,7 +625,7 @@ class SqliteStore(_SqliteBase):
     async def put(self, namespace: Namespace, key: str, value: dict[str, Any]) -> None:
         """See :meth:`Store.put`."""
         ns = _ns_text(check_namespace(namespace))
-        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        text = encode_json(value)
         await self._db.run(
             functools.partial(_store_put, ns=ns, key=key, text=text, now=time.time())
         )
