@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
 from anyio.streams.memory import MemoryObjectSendStream
 
-from .actors._filewatch import file_events
+from .actors._filewatch import actor_listener
+from .actors._journal import open_journal
 from .actors._loop import CompiledAgent, run_loop
 from .actors._runtime import RunHandle, Runtime, open_runtime
 from .actors._stream import EventStream
@@ -15,9 +17,11 @@ from .actors._sync import run_sync, stream_sync
 from .backends import StateBackend
 from .context import RunContext
 from .errors import ConfigurationError, InputError
-from .events import Event, RunStarted
+from .events import Event, Interrupted, RunStarted
+from .interrupts import ActionRequest, Interrupt, parse_decisions
 from .middleware._base import AgentMiddleware
 from .middleware._filesystem import FilesystemMiddleware
+from .middleware._hitl import HumanInTheLoopMiddleware
 from .middleware._patch import PatchToolCallsMiddleware
 from .middleware._subagents import (
     GENERAL_PURPOSE,
@@ -33,9 +37,12 @@ from .tools import Command, Tool, ToolLike, as_tools
 
 if TYPE_CHECKING:
     from .backends import Backend
+    from .persistence._checkpoint import Checkpointer
     from .persistence.store import Store
 
 __all__ = ["DeepAgent", "create_deep_agent"]
+
+_RESUME = "__resume__"  # the input key a Command(resume=...) travels under
 
 DEFAULT_PROMPT = (
     "You are a capable assistant that works step by step: plan longer tasks, use your "
@@ -56,10 +63,12 @@ class DeepAgent:
         *,
         backend: Backend | None = None,
         store: Store | None = None,
+        checkpointer: Checkpointer | None = None,
     ) -> None:
         self._compiled = compiled
         self.backend = backend
         self.store = store
+        self.checkpointer = checkpointer
 
     @property
     def name(self) -> str:
@@ -122,7 +131,7 @@ class DeepAgent:
         kwargs: dict[str, Any] = {"thread_id": thread_id, "timeout": timeout, "context": context}
         if runtime is not None:
             return await runtime.ainvoke(self, input, **kwargs)
-        self._prepare_input(input)  # fail before opening anything
+        self._prepare_input(input, thread_id)  # fail before opening anything
         async with open_runtime() as rt:
             handle = await rt.start(self, input, **kwargs)
             await handle.wait()
@@ -182,12 +191,26 @@ class DeepAgent:
 
     # -- what the runtime calls ----------------------------------------------------------
 
-    def _prepare_input(self, input: Any) -> dict[str, Any]:
-        if isinstance(input, Command):
+    def _prepare_input(self, input: Any, thread_id: str | None) -> dict[str, Any]:
+        if self.checkpointer is not None and thread_id is None:
             raise InputError(
-                "Command(resume=...) continues an interrupted run; this agent has no "
-                "interrupt_on configured and no checkpointer"
+                "this agent has a checkpointer: pass thread_id= to say which thread to save"
             )
+        if input is None:
+            if self.checkpointer is None or thread_id is None:
+                raise InputError(
+                    "input=None continues a saved thread; it needs a checkpointer and a thread_id"
+                )
+            return {}
+        if isinstance(input, Command):
+            if input.resume is None:
+                raise InputError("as a run's input, a Command needs resume=[decisions]")
+            if self.checkpointer is None:
+                raise InputError(
+                    "Command(resume=...) continues an interrupted thread; this agent has no "
+                    "checkpointer to continue it from"
+                )
+            return {_RESUME: input.resume}
         return validate_input(self._compiled.channels, input)
 
     async def _run_order(
@@ -199,6 +222,7 @@ class DeepAgent:
         emit_stream: MemoryObjectSendStream[Event] | None,
     ) -> tuple[dict[str, Any], State]:
         compiled = self._compiled
+        fresh = state is None
         if state is None:
             state = State(compiled.channels)
         emit = emit_stream.send_nowait if emit_stream is not None else None
@@ -215,17 +239,68 @@ class DeepAgent:
             context=options.get("context") or {},
         )
         run.services["deadline"] = handle.deadline
-        if emit is not None:
-            emit(RunStarted(path=run.path, run_id=run.run_id, thread_id=run.thread_id))
-            state.listener = file_events(run, state)
-        try:
-            if values:
-                state.apply(values)
-            usage = await run_loop(compiled, state, run)
-        finally:
-            state.listener = None
+        values = dict(values)
+        resume = values.pop(_RESUME, None)
+        interrupted: list[ActionRequest] = []
+        failure: Exception | None = None
+        usage = None
+        async with AsyncExitStack() as stack:
+            try:
+                if self.checkpointer is not None:
+                    assert handle.thread_id is not None
+                    journal = await stack.enter_async_context(
+                        open_journal(
+                            self.checkpointer, handle.thread_id, restore=fresh or resume is not None
+                        )
+                    )
+                    run.journal = journal
+                    restored = journal.restored
+                    if restored is not None and fresh:
+                        # A new actor for a thread with a past: rebuild its state first
+                        # (before any listener, so nothing is recorded twice).
+                        run.services["resumed_results"] = restored.replay(run.path, state)
+                    if resume is not None:
+                        pending = restored.pending_interrupt(run.path) if restored else None
+                        if not pending:
+                            raise InputError(
+                                f"thread {handle.thread_id!r} is not waiting for any decision"
+                            )
+                        decisions = parse_decisions(resume, pending)
+                        run.services["resume_decisions"] = decisions
+                        journal.record(run.path, run.step, "resume", {"ids": sorted(decisions)})
+                if emit is not None:
+                    emit(RunStarted(path=run.path, run_id=run.run_id, thread_id=run.thread_id))
+                state.listener = actor_listener(run, state)
+                try:
+                    if values:
+                        state.apply(values)
+                    usage = await run_loop(compiled, state, run)
+                except Interrupt as exc:
+                    interrupted = exc.requests
+                    usage = run.usage
+                    if run.journal is not None:
+                        requests = [r.to_dict() for r in interrupted]
+                        run.journal.record(run.path, run.step, "interrupt", {"requests": requests})
+                    if emit is not None:
+                        emit(
+                            Interrupted(
+                                path=run.path,
+                                run_id=run.run_id,
+                                requests=[r.to_dict() for r in interrupted],
+                            )
+                        )
+                finally:
+                    state.listener = None
+            except Exception as exc:
+                # Raised outside the journal's task group below, so the caller gets
+                # this exception itself, not an ExceptionGroup around it.
+                failure = exc
+        if failure is not None:
+            raise failure
         result = state.to_dict()
         result["usage"] = usage
+        if interrupted:
+            result["__interrupt__"] = [r.to_dict() for r in interrupted]
         return result, state
 
 
@@ -242,9 +317,9 @@ def create_deep_agent(
     skills: Sequence[str] | None = None,
     memory: Sequence[str] | None = None,
     backend: Backend | None = None,
-    checkpointer: Any = None,
+    checkpointer: Checkpointer | None = None,
     store: Store | None = None,
-    interrupt_on: Mapping[str, Any] | None = None,
+    interrupt_on: Mapping[str, bool | Mapping[str, Any]] | None = None,
     response_format: Any = None,
     debug: bool = False,
     name: str | None = None,
@@ -287,12 +362,16 @@ def create_deep_agent(
     for param, value in (
         ("skills", skills),
         ("memory", memory),
-        ("checkpointer", checkpointer),
-        ("interrupt_on", interrupt_on),
         ("response_format", response_format),
     ):
         if value:
             raise ConfigurationError(f"{param}= is not available in this version of deepactors")
+    if interrupt_on and checkpointer is None:
+        raise ConfigurationError(
+            "interrupt_on needs a checkpointer: an interrupted run is continued from its "
+            "saved thread (for example checkpointer=MemoryCheckpointer())"
+        )
+    hitl = [HumanInTheLoopMiddleware(interrupt_on)] if interrupt_on else []
     resolved = resolve_model(model)
     user_tools = as_tools(tools)
     backend = backend if backend is not None else StateBackend()
@@ -304,6 +383,7 @@ def create_deep_agent(
         store=store,
         debug=debug,
         max_steps=max_steps,
+        tail=hitl,
     )
     defaults: list[AgentMiddleware] = [
         TodoListMiddleware(),
@@ -319,12 +399,13 @@ def create_deep_agent(
         model=resolved,
         tools=user_tools,
         system_prompt=system_prompt,
-        stack=_merge_middleware(defaults, middleware),
+        stack=[*_merge_middleware(defaults, middleware), *hitl],
         backend=backend,
         store=store,
         debug=debug,
         name=name,
         max_steps=max_steps,
+        checkpointer=checkpointer,
     )
 
 
@@ -339,6 +420,7 @@ def _build_agent(
     debug: bool,
     name: str | None,
     max_steps: int,
+    checkpointer: Checkpointer | None = None,
 ) -> DeepAgent:
     agent_name = name or "main"
     if "/" in agent_name or not agent_name:
@@ -367,7 +449,7 @@ def _build_agent(
         max_steps=max_steps,
         debug=debug,
     )
-    return DeepAgent(compiled, backend=backend, store=store)
+    return DeepAgent(compiled, backend=backend, store=store, checkpointer=checkpointer)
 
 
 _SUBAGENT_KEYS = frozenset(
@@ -384,6 +466,7 @@ def _subagent_specs(
     store: Store | None,
     debug: bool,
     max_steps: int,
+    tail: Sequence[AgentMiddleware] = (),
 ) -> list[SubAgentSpec]:
     """Subagent specs from the user's dicts, plus ``general-purpose`` unless replaced."""
 
@@ -401,7 +484,9 @@ def _subagent_specs(
             FilesystemMiddleware(execute=_can_execute(backend)),
             PatchToolCallsMiddleware(),
         ]
-        stack = _merge_middleware(defaults, extra)
+        # Declarative subagents inherit interrupt_on: a guarded tool stays guarded
+        # when the work is delegated.
+        stack = [*_merge_middleware(defaults, extra), *tail]
         return _build_agent(
             model=model if child_model is None else resolve_model(child_model),
             tools=tools if child_tools is None else as_tools(child_tools),

@@ -13,6 +13,7 @@ from .events import CustomEvent, Event
 from .messages import Usage
 
 if TYPE_CHECKING:
+    from .actors._journal import Journal
     from .backends import Backend
     from .persistence.store import Store
     from .state import State
@@ -38,6 +39,8 @@ class RunContext:
         services: Middleware-private per-run objects, keyed by middleware name.
         parent: The run of the parent actor, for a subagent.
         usage: Tokens spent by this run and every subagent under it, so far.
+        step: Model calls this run has made so far.
+        journal: Where the run's changes are checkpointed, if anywhere.
     """
 
     path: str
@@ -52,6 +55,8 @@ class RunContext:
     services: dict[str, Any] = field(default_factory=dict)
     parent: RunContext | None = None
     usage: Usage | None = None
+    step: int = 0
+    journal: Journal | None = None
     loop_thread: int = field(default_factory=threading.get_ident)
 
     @property

@@ -24,9 +24,10 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from ..context import RunContext
 from ..filediff import FileDiff, diff_files
+from ..interrupts import ActionRequest, Interrupt
 from ..messages import AssistantMessage, UserMessage, new_id
 from ..state import State
-from ._filewatch import file_events
+from ._filewatch import actor_listener
 from ._loop import run_loop
 
 if TYPE_CHECKING:
@@ -40,16 +41,18 @@ class ChildOutcome:
     """A child's reply to its parent.
 
     Attributes:
-        status: ``completed``, ``failed``, ``timed_out`` or ``cancelled``.
+        status: ``completed``, ``failed``, ``timed_out``, ``cancelled`` or
+            ``interrupted`` (waiting for human decisions: ``requests``).
         answer: The child's final answer (completed), or why it did not finish.
         diff: Its file changes; None unless it completed (all or nothing).
         path: The child's actor path.
     """
 
-    status: Literal["completed", "failed", "timed_out", "cancelled"]
+    status: Literal["completed", "failed", "timed_out", "cancelled", "interrupted"]
     answer: str
     diff: FileDiff | None
     path: str
+    requests: tuple[ActionRequest, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,7 +90,6 @@ class _ChildActor:
         compiled = self.agent._compiled
         state = State(compiled.channels)
         state.files.update(self.base_files)  # copy-on-write: records are immutable
-        state.add_message(UserMessage(content=description))
         parent = self.parent
         backend = self.agent.backend
         bind = getattr(backend, "bind", None)
@@ -103,10 +105,24 @@ class _ChildActor:
             context=parent.context,
             parent=parent,
         )
-        if run.emit is not None:
-            state.listener = file_events(run, state)
+        journal = run.journal = parent.journal
+        if journal is not None and journal.restored is not None and journal.restored.has(self.path):
+            # This child was working when its tree stopped: continue where it was.
+            run.services["resumed_results"] = journal.restored.replay(self.path, state)
+            state.listener = actor_listener(run, state)
+        else:
+            state.listener = actor_listener(run, state)
+            state.add_message(UserMessage(content=description))
         try:
             await run_loop(compiled, state, run)
+        except Interrupt as exc:
+            return ChildOutcome(
+                status="interrupted",
+                answer=str(exc),
+                diff=None,
+                path=self.path,
+                requests=tuple(exc.requests),
+            )
         except Exception as exc:
             return ChildOutcome(
                 status="failed", answer=f"{type(exc).__name__}: {exc}", diff=None, path=self.path

@@ -48,3 +48,22 @@ def file_events(run: RunContext, state: State) -> Callable[[Mapping[str, Any]], 
                 emit(FileChanged(path=run.path, run_id=run.run_id, file_path=path, change=change))
 
     return listener
+
+
+def actor_listener(run: RunContext, state: State) -> Callable[[Mapping[str, Any]], None] | None:
+    """The state listener of an actor: file events and the journal, whichever apply."""
+    listeners = []
+    if run.emit is not None:
+        listeners.append(file_events(run, state))
+    if run.journal is not None:
+        listeners.append(run.journal.listener(run.path, state, lambda: run.step))
+    if not listeners:
+        return None
+    if len(listeners) == 1:
+        return listeners[0]
+
+    def both(update: Mapping[str, Any]) -> None:
+        for listener in listeners:
+            listener(update)
+
+    return both

@@ -33,6 +33,7 @@ from ..events import (
     ToolCallStarted,
 )
 from ..filediff import FileDiff
+from ..interrupts import ActionRequest, Interrupt
 from ..messages import AssistantMessage, Message, ToolCall, ToolMessage, Usage
 from ..middleware._base import (
     AgentMiddleware,
@@ -151,6 +152,8 @@ async def _execute_tool(request: ToolCallRequest) -> ToolMessage | Command:
         runtime = ToolRuntime(state=request.state, tool_call_id=call.id, run=request.run)
     try:
         value = await tool.call(call.args, runtime)
+    except Interrupt:
+        raise
     except ToolError as exc:
         return error_result(call, str(exc))
     except Exception as exc:
@@ -246,6 +249,10 @@ async def run_loop(agent: CompiledAgent, state: State, run: RunContext) -> Usage
                         f"(max_steps={agent.max_steps})"
                     )
                 step += 1
+                run.step = step
+                if run.journal is not None:
+                    # Durable before the model is asked anything new.
+                    await run.journal.sync()
                 emit = run.emit
                 if emit is not None:
                     emit(ModelCallStarted(path=run.path, run_id=run.run_id, step=step))
@@ -291,18 +298,34 @@ async def run_tools(
     reproduces it).
     """
     results: list[tuple[ToolMessage, dict[str, Any] | None] | None] = [None] * len(calls)
+    interrupts: list[ActionRequest] = []
+    resumed: dict[str, tuple[ToolMessage, dict[str, Any] | None]] | None = run.services.get(
+        "resumed_results"
+    )
 
     async def one(i: int, call: ToolCall) -> None:
         emit = run.emit
         if emit is not None:
             emit(ToolCallStarted(path=run.path, run_id=run.run_id, call=call))
-        request = ToolCallRequest(call=call, tool=agent.tools.get(call.name), state=state, run=run)
-        try:
-            out = await agent.call_tool(request)
-        except Exception as exc:  # a wrap_tool_call middleware raised
-            out = error_result(call, f"{type(exc).__name__}: {exc}")
-        message, update = _command_message(call, out) if isinstance(out, Command) else (out, None)
-        results[i] = (message, update)
+        done = resumed.pop(call.id, None) if resumed else None
+        if done is None:
+            request = ToolCallRequest(
+                call=call, tool=agent.tools.get(call.name), state=state, run=run
+            )
+            try:
+                out = await agent.call_tool(request)
+            except Interrupt as exc:
+                # Waits for a human: no result; the siblings still run.
+                interrupts.extend(exc.requests)
+                return
+            except Exception as exc:  # a wrap_tool_call middleware raised
+                out = error_result(call, f"{type(exc).__name__}: {exc}")
+            done = _command_message(call, out) if isinstance(out, Command) else (out, None)
+            if run.journal is not None:
+                run.journal.record_tool_result(run.path, run.step, *done)
+        # else: finished before a crash or an interrupt; its result was checkpointed.
+        results[i] = done
+        message = done[0]
         if emit is not None:
             emit(ToolCallFinished(path=run.path, run_id=run.run_id, call=call, result=message))
 
@@ -313,7 +336,8 @@ async def run_tools(
             for i, call in enumerate(calls):
                 tg.start_soon(one, i, call)
     for item in results:
-        assert item is not None
+        if item is None:
+            continue  # interrupted: answered when the run resumes
         message, update = item
         if update:
             state.apply(update)
@@ -325,3 +349,5 @@ async def run_tools(
             if "todos" in update and run.emit is not None:
                 run.emit(TodosUpdated(path=run.path, run_id=run.run_id, todos=state["todos"]))
         state.add_message(message)
+    if interrupts:
+        raise Interrupt(interrupts)

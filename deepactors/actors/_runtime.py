@@ -208,7 +208,7 @@ def _finished_event(
 ) -> RunFinished:
     outcome: Literal["completed", "interrupted", "failed", "cancelled", "timed_out"]
     if error is None:
-        outcome = "completed"
+        outcome = "interrupted" if result and "__interrupt__" in result else "completed"
     elif isinstance(error, TimeoutError):
         outcome = "timed_out"
     elif isinstance(error, RunCancelled):
@@ -268,7 +268,7 @@ class Runtime:
         """
         if self._closed:
             raise RuntimeClosed("this runtime is closed; open a new one with open_runtime()")
-        values = agent._prepare_input(input)
+        values = agent._prepare_input(input, thread_id)
         deadline = math.inf if timeout is None else anyio.current_time() + timeout
         send: MemoryObjectSendStream[Event] | None = None
         receive: MemoryObjectReceiveStream[Event] | None = None

@@ -19,19 +19,25 @@ class PatchToolCallsMiddleware(AgentMiddleware):
     """Gives every dangling tool call a "cancelled" result before the model sees it.
 
     Providers reject a history in which a tool call has no result. A call is
-    dangling when a later user message follows it without its result; calls of the
-    newest assistant message with nothing after it are not dangling: the loop runs
-    them (that is how an interrupted run continues).
+    dangling when a later user or assistant message follows it without its result.
+    Calls of the newest assistant message with nothing but tool results after it
+    are not dangling: the loop runs them (that is how a stopped or interrupted run
+    continues).
     """
 
     async def before_agent(self, state: State, run: RunContext) -> HookResult:
         messages = state.messages
         answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+        # The newest assistant message with only tool results after it is still in
+        # progress (a resumed or interrupted step): the loop will run its calls.
+        in_progress = len(messages) - 1
+        while in_progress >= 0 and isinstance(messages[in_progress], ToolMessage):
+            in_progress -= 1
         patched: list[Message] = []
         changed = False
         for i, m in enumerate(messages):
             patched.append(m)
-            if not isinstance(m, AssistantMessage) or i == len(messages) - 1:
+            if not isinstance(m, AssistantMessage) or i == in_progress:
                 continue
             for call in m.tool_calls:
                 if call.id not in answered:

@@ -9,8 +9,7 @@ changes come back as a diff that the parent's ``files`` reducer merges. All the
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -19,10 +18,11 @@ import anyio
 from ..context import RunContext, ToolRuntime
 from ..errors import ConfigurationError, ToolError
 from ..events import SubagentCancelled, SubagentFailed, SubagentFinished, SubagentSpawned
+from ..interrupts import Interrupt
 from ..messages import AssistantMessage
 from ..state import State
 from ..tools import Command, Tool, tool
-from ._base import AgentMiddleware, HookResult
+from ._base import AgentMiddleware
 
 if TYPE_CHECKING:
     from ..agent import DeepAgent
@@ -138,33 +138,27 @@ class SubAgentMiddleware(AgentMiddleware):
         return task
 
     @staticmethod
-    def _counter(run: RunContext) -> Iterator[int]:
-        counter = run.services.get("task_counter")
-        if counter is None:
-            counter = run.services["task_counter"] = itertools.count(1)
-        return counter
+    def _label(state: State, run: RunContext, call_id: str) -> str:
+        """``task-<n>`` for the n-th ``task`` call of the thread's history.
 
-    @staticmethod
-    def _labels(run: RunContext) -> dict[str, str]:
-        labels = run.services.get("task_labels")
-        if labels is None:
-            labels = run.services["task_labels"] = {}
-        return labels
-
-    async def after_model(self, state: State, run: RunContext) -> HookResult:
-        # Number this turn's task calls in the order the model made them, before
-        # they run: trio starts tasks in no fixed order, and child paths and
-        # conflict file names must not depend on scheduling.
-        last = state.messages[-1] if state.messages else None
-        if isinstance(last, AssistantMessage):
-            labels = None
-            for call in last.tool_calls:
-                if call.name == "task":
-                    if labels is None:
-                        labels = self._labels(run)
-                        counter = self._counter(run)
-                    labels[call.id] = f"task-{next(counter)}"
-        return None
+        Numbered from the history, not from the order calls start (trio starts
+        tasks in no fixed order) nor per run: a child's path and its conflict
+        file names must come out the same when a stopped run resumes.
+        """
+        labels: dict[str, str] = run.services.setdefault("task_labels", {})
+        if call_id not in labels:
+            messages = state.messages
+            scanned = run.services.get("task_labels_scanned", 0)
+            count = run.services.get("task_labels_count", 0)
+            for message in messages[scanned:]:
+                if isinstance(message, AssistantMessage):
+                    for call in message.tool_calls:
+                        if call.name == "task":
+                            count += 1
+                            labels[call.id] = f"task-{count}"
+            run.services["task_labels_scanned"] = len(messages)
+            run.services["task_labels_count"] = count
+        return labels.get(call_id) or f"task-{call_id}"
 
     def _limiters(self, run: RunContext) -> tuple[anyio.Semaphore, ...]:
         limiters = []
@@ -183,7 +177,7 @@ class SubAgentMiddleware(AgentMiddleware):
 
     async def _delegate(self, spec: SubAgentSpec, description: str, rt: ToolRuntime) -> Command:
         run = rt.run
-        label = self._labels(run).pop(rt.tool_call_id, None) or f"task-{next(self._counter(run))}"
+        label = self._label(rt.state, run, rt.tool_call_id)
         child_path = f"{run.path}/{label}:{spec.name}"
         emit = run.emit
         if emit is not None:
@@ -227,6 +221,10 @@ class SubAgentMiddleware(AgentMiddleware):
                         timed_out=outcome.status == "timed_out",
                     )
                 )
+        if outcome.status == "interrupted":
+            # A call inside the child waits for a human: stop this run too, so the
+            # request reaches the top-level caller with the child's path.
+            raise Interrupt(outcome.requests)
         if outcome.status == "failed":
             raise ToolError(f"the subagent {child_path} failed: {outcome.answer}")
         if outcome.status != "completed":

@@ -1,0 +1,203 @@
+"""The journal: every actor's state changes, written behind the run to a checkpointer.
+
+One journal serves a whole actor tree (the top-level run and every subagent
+under it); each record carries its actor's path. A writer task takes whatever
+has piled up and stores it in one transaction, so records of many actors that
+change at once (a fan-out finishing) share one commit: group commit.
+
+Writes are behind the run, not in its way, but an actor never calls its model
+before everything it recorded is durable (:meth:`Journal.sync`): a crash can lose
+at most the step in progress, and the results of tool calls that finished in
+that step are recorded one by one as they finish, so a resumed step does not run
+them again.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from ..errors import CheckpointCorrupt, CheckpointError
+from ..interrupts import ActionRequest
+from ..messages import ToolMessage
+from ..persistence._checkpoint import Checkpointer, CheckpointRecord, CheckpointWrite
+from ..state import State
+from ._codec import decode_tool_result, decode_update, encode_tool_result, encode_update
+
+__all__ = ["Journal", "Restored", "open_journal"]
+
+ToolResult = tuple[ToolMessage, dict[str, Any] | None]
+
+
+class Restored:
+    """What a thread's checkpoint holds, indexed for the actors that resume from it."""
+
+    def __init__(self, thread_id: str, records: Sequence[CheckpointRecord]) -> None:
+        self.thread_id = thread_id
+        self.by_path: dict[str, list[CheckpointRecord]] = defaultdict(list)
+        for record in records:
+            self.by_path[record.path].append(record)
+
+    def has(self, path: str) -> bool:
+        """Whether the actor at ``path`` left anything to resume from."""
+        return path in self.by_path
+
+    def pending_interrupt(self, path: str) -> list[ActionRequest] | None:
+        """The requests the actor at ``path`` stopped for, unless already answered."""
+        for record in reversed(self.by_path.get(path, ())):
+            if record.kind == "resume":
+                return None
+            if record.kind == "interrupt":
+                try:
+                    return [ActionRequest.from_dict(r) for r in record.data["requests"]]
+                except (KeyError, TypeError) as exc:
+                    raise CheckpointCorrupt(
+                        f"thread {self.thread_id!r}, actor {path!r}, record {record.seq}: "
+                        f"unreadable interrupt: {exc}"
+                    ) from exc
+        return None
+
+    def replay(self, path: str, state: State) -> dict[str, ToolResult]:
+        """Rebuild the actor's state; return the tool results of its unfinished step."""
+        results: dict[str, ToolResult] = {}
+        for record in self.by_path.get(path, ()):
+            where = f"thread {self.thread_id!r}, actor {path!r}, record {record.seq}"
+            if record.kind == "update":
+                state.apply(decode_update(record.data, where=where))
+            elif record.kind == "tool_result":
+                message, update = decode_tool_result(record.data, where=where)
+                results[message.tool_call_id] = (message, update)
+        answered = {m.tool_call_id for m in state.messages if isinstance(m, ToolMessage)}
+        return {k: v for k, v in results.items() if k not in answered}
+
+
+class Journal:
+    """Collects records and hands them to the writer task. See the module docstring."""
+
+    def __init__(
+        self,
+        checkpointer: Checkpointer,
+        thread_id: str,
+        send: MemoryObjectSendStream[tuple[int, CheckpointWrite]],
+        restored: Restored | None,
+    ) -> None:
+        self.checkpointer = checkpointer
+        self.thread_id = thread_id
+        self.restored = restored
+        self._send = send
+        self._ticket = 0
+        self._committed = 0
+        self._committed_event = anyio.Event()
+        self._error: BaseException | None = None
+
+    def record(self, path: str, step: int, kind: str, data: dict[str, Any]) -> int:
+        """Queue a record; return its ticket for :meth:`sync`."""
+        self._ticket += 1
+        self._send.send_nowait(
+            (self._ticket, CheckpointWrite(path=path, step=step, kind=kind, data=data))
+        )
+        return self._ticket
+
+    def record_tool_result(
+        self, path: str, step: int, message: ToolMessage, update: Mapping[str, Any] | None
+    ) -> None:
+        """Record a finished tool call (before it is appended at the step's end)."""
+        self.record(path, step, "tool_result", encode_tool_result(message, update))
+
+    def listener(
+        self, path: str, state: State, step: Callable[[], int]
+    ) -> Callable[[Mapping[str, Any]], None]:
+        """A state listener that records every applied update of the actor at ``path``."""
+
+        def on_update(update: Mapping[str, Any]) -> None:
+            self.record(path, step(), "update", encode_update(update, state))
+
+        return on_update
+
+    async def sync(self) -> None:
+        """Wait until everything recorded so far is stored.
+
+        Raises:
+            CheckpointError: The checkpointer failed; the run cannot promise durability.
+        """
+        target = self._ticket
+        while self._committed < target:
+            if self._error is not None:
+                break
+            await self._committed_event.wait()
+        if self._error is not None:
+            raise CheckpointError(
+                f"could not save thread {self.thread_id!r}: {self._error}"
+            ) from self._error
+
+    async def _write(self, receive: MemoryObjectReceiveStream[tuple[int, CheckpointWrite]]) -> None:
+        while True:
+            try:
+                first = await receive.receive()
+            except anyio.EndOfStream:
+                return
+            batch = [first, *_take_all(receive)]
+            # A batch that left the queue is stored even if the run is cancelled now.
+            with anyio.CancelScope(shield=True):
+                await self._put(batch)
+
+    async def _put(self, batch: list[tuple[int, CheckpointWrite]]) -> None:
+        try:
+            await self.checkpointer.put(self.thread_id, [w for _, w in batch])
+        except Exception as exc:
+            # Fail loudly at every later sync: nothing after a gap may pass as saved.
+            self._error = exc
+        self._committed = batch[-1][0]
+        event, self._committed_event = self._committed_event, anyio.Event()
+        event.set()
+
+
+def _take_all(
+    receive: MemoryObjectReceiveStream[tuple[int, CheckpointWrite]],
+) -> list[tuple[int, CheckpointWrite]]:
+    items = []
+    while True:
+        try:
+            items.append(receive.receive_nowait())
+        except (anyio.WouldBlock, anyio.EndOfStream):
+            return items
+
+
+@asynccontextmanager
+async def open_journal(
+    checkpointer: Checkpointer, thread_id: str, *, restore: bool
+) -> AsyncIterator[Journal]:
+    """A journal for one top-level run, with its writer running in a task group.
+
+    With ``restore``, the thread's records are read first (:attr:`Journal.restored`).
+    Leaving the block waits for the last records to be stored, even when the run
+    was cancelled (a timed-out run's finished work is kept).
+    """
+    restored = None
+    if restore:
+        records = await checkpointer.read(thread_id)
+        if records:
+            restored = Restored(thread_id, records)
+    send, receive = anyio.create_memory_object_stream[tuple[int, CheckpointWrite]](math.inf)
+    journal = Journal(checkpointer, thread_id, send, restored)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(journal._write, receive)
+            try:
+                yield journal
+            finally:
+                send.close()  # the writer stores what is queued, then ends
+    finally:
+        # Cancelled (a deadline, say): the writer may have stopped while records
+        # were still queued. Store them anyway: a timed-out run keeps its work.
+        with anyio.CancelScope(shield=True), anyio.move_on_after(30):
+            rest = _take_all(receive)
+            if rest:
+                await journal._put(rest)
+        receive.close()

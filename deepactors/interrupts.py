@@ -1,0 +1,134 @@
+"""Human in the loop: the requests a run stops for, and the decisions that resume it.
+
+A run that reaches a tool call configured in ``interrupt_on`` stops before
+running it (the other calls of that turn still run) and returns its pending
+:class:`ActionRequest`s under ``result["__interrupt__"]``. Continue with::
+
+    await agent.ainvoke(Command(resume=[{"type": "approve"}, ...]), thread_id=...)
+
+one decision per request, in order (or a dict keyed by request id):
+
+* ``{"type": "approve"}``: run the call as the model made it;
+* ``{"type": "edit", "args": {...}}``: run it with these arguments instead;
+* ``{"type": "reject", "message": "..."}``: do not run it; the model reads the message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .errors import InputError
+
+__all__ = ["ActionRequest", "Decision", "Interrupt", "parse_decisions"]
+
+DECISIONS = ("approve", "edit", "reject")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActionRequest:
+    """A tool call waiting for a human.
+
+    Attributes:
+        id: The tool call's id (also the request's id).
+        tool: The tool's name.
+        args: The arguments the model gave.
+        path: The actor that made the call (``main/task-2:researcher`` inside a subagent).
+        allowed_decisions: What the human may answer.
+        description: Why a human is asked, if configured.
+    """
+
+    id: str
+    tool: str
+    args: Mapping[str, Any]
+    path: str
+    allowed_decisions: tuple[str, ...] = DECISIONS
+    description: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (as returned under ``__interrupt__`` and checkpointed)."""
+        return {
+            "id": self.id,
+            "tool": self.tool,
+            "args": dict(self.args),
+            "path": self.path,
+            "allowed_decisions": list(self.allowed_decisions),
+            "description": self.description,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ActionRequest:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            id=data["id"],
+            tool=data["tool"],
+            args=data["args"],
+            path=data["path"],
+            allowed_decisions=tuple(data["allowed_decisions"]),
+            description=data.get("description"),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    """A human's answer to one :class:`ActionRequest`."""
+
+    type: Literal["approve", "edit", "reject"]
+    args: Mapping[str, Any] | None = None
+    message: str | None = None
+
+
+class Interrupt(Exception):
+    """Raised inside a run to stop it for human decisions (never reaches the caller)."""
+
+    def __init__(self, requests: Sequence[ActionRequest]) -> None:
+        super().__init__(f"{len(requests)} tool call(s) wait for a human decision")
+        self.requests = list(requests)
+
+
+def parse_decisions(resume: Any, pending: Sequence[ActionRequest]) -> dict[str, Decision]:
+    """Match the caller's decisions to the pending requests, checking each.
+
+    Raises:
+        InputError: Wrong count, unknown ids, a decision the request does not
+            allow, or an ``edit`` without arguments.
+    """
+    if not pending:
+        raise InputError("this thread is not waiting for any decision")
+    by_request: dict[str, Any]
+    if isinstance(resume, Mapping) and not ({"type"} & set(resume)):
+        unknown = set(resume) - {r.id for r in pending}
+        if unknown:
+            raise InputError(f"no pending request has id {sorted(unknown)[0]!r}")
+        by_request = dict(resume)
+    else:
+        items = [resume] if isinstance(resume, Mapping) else list(resume)
+        if len(items) != len(pending):
+            raise InputError(
+                f"{len(pending)} request(s) wait for a decision, but {len(items)} were given"
+            )
+        by_request = {r.id: d for r, d in zip(pending, items, strict=True)}
+    out: dict[str, Decision] = {}
+    for request in pending:
+        raw = by_request.get(request.id)
+        if raw is None:
+            raise InputError(f"no decision for request {request.id!r} ({request.tool})")
+        if isinstance(raw, Decision):
+            decision = raw
+        elif isinstance(raw, Mapping):
+            kind = raw.get("type")
+            if kind not in DECISIONS:
+                raise InputError(f"a decision's type must be one of {DECISIONS}, not {kind!r}")
+            decision = Decision(type=kind, args=raw.get("args"), message=raw.get("message"))
+        else:
+            raise InputError(f"a decision must be a dict like {{'type': 'approve'}}, not {raw!r}")
+        if decision.type not in request.allowed_decisions:
+            raise InputError(
+                f"{decision.type!r} is not allowed for {request.tool} "
+                f"(allowed: {', '.join(request.allowed_decisions)})"
+            )
+        if decision.type == "edit" and not isinstance(decision.args, Mapping):
+            raise InputError(f"an 'edit' decision for {request.tool} needs 'args': {{...}}")
+        out[request.id] = decision
+    return out

@@ -1,0 +1,92 @@
+"""Human in the loop: stop before configured tool calls; resume with decisions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import ConfigurationError
+from ..interrupts import DECISIONS, ActionRequest, Decision, Interrupt
+from ..messages import AssistantMessage, ToolMessage
+from ..tools import Command
+from ._base import AgentMiddleware, ToolCallRequest, ToolHandler
+
+__all__ = ["HumanInTheLoopMiddleware"]
+
+
+class HumanInTheLoopMiddleware(AgentMiddleware):
+    """Stops a run before the tool calls named in ``interrupt_on``.
+
+    See :mod:`deepactors.interrupts` for the requests and the decisions.
+
+    Args:
+        interrupt_on: Tool name -> ``True`` (every decision allowed), ``False``
+            (no interrupt), or ``{"allowed_decisions": [...], "description": "..."}``.
+    """
+
+    def __init__(self, interrupt_on: Mapping[str, bool | Mapping[str, Any]]) -> None:
+        self.config: dict[str, tuple[tuple[str, ...], str | None]] = {}
+        for name, setting in interrupt_on.items():
+            if setting is False:
+                continue
+            if setting is True:
+                self.config[name] = (DECISIONS, None)
+                continue
+            if not isinstance(setting, Mapping):
+                raise ConfigurationError(f"interrupt_on[{name!r}] must be True, False or a dict")
+            allowed = tuple(setting.get("allowed_decisions", DECISIONS))
+            bad = set(allowed) - set(DECISIONS)
+            if bad or not allowed:
+                raise ConfigurationError(
+                    f"interrupt_on[{name!r}]: allowed_decisions must be among {DECISIONS}"
+                )
+            self.config[name] = (allowed, setting.get("description"))
+
+    async def wrap_tool_call(
+        self, request: ToolCallRequest, handler: ToolHandler
+    ) -> ToolMessage | Command:
+        call = request.call
+        config = self.config.get(call.name)
+        if config is None:
+            return await handler(request)
+        decisions: dict[str, Decision] = request.run.root.services.get("resume_decisions", {})
+        decision = decisions.get(call.id)
+        if decision is None:
+            allowed, description = config
+            raise Interrupt(
+                [
+                    ActionRequest(
+                        id=call.id,
+                        tool=call.name,
+                        args=call.args,
+                        path=request.run.path,
+                        allowed_decisions=allowed,
+                        description=description,
+                    )
+                ]
+            )
+        if decision.type == "reject":
+            reason = decision.message or "no reason given"
+            return ToolMessage(
+                tool_call_id=call.id,
+                name=call.name,
+                content=f"A human rejected this call ({reason}). It did not run.",
+                status="error",
+            )
+        if decision.type == "edit":
+            assert decision.args is not None
+            edited = call.model_copy(update={"args": dict(decision.args)})
+            # Show the model the arguments that actually ran.
+            _replace_call(request, edited)
+            return await handler(request.replace(call=edited))
+        return await handler(request)
+
+
+def _replace_call(request: ToolCallRequest, edited: Any) -> None:
+    for message in reversed(request.state.messages):
+        if isinstance(message, AssistantMessage) and any(
+            c.id == edited.id for c in message.tool_calls
+        ):
+            calls = [edited if c.id == edited.id else c for c in message.tool_calls]
+            request.state.apply({"messages": [message.model_copy(update={"tool_calls": calls})]})
+            return

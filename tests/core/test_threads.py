@@ -1,0 +1,275 @@
+"""Durable threads on a checkpointer: continuation, resume after a stop, human in the loop."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import anyio
+import pytest
+
+from deepactors import (
+    AssistantMessage,
+    Command,
+    InputError,
+    ToolCall,
+    ToolMessage,
+    ToolRuntime,
+    create_deep_agent,
+    events,
+    open_runtime,
+)
+from deepactors.errors import ConfigurationError
+from deepactors.models import FunctionModel, ModelRequest
+from deepactors.persistence._checkpoint import MemoryCheckpointer
+
+pytestmark = pytest.mark.anyio
+
+
+async def note(path: str, text: str, runtime: ToolRuntime) -> str:
+    """Write a note file.
+
+    Args:
+        path: Where.
+        text: What.
+    """
+    assert runtime.backend is not None
+    await runtime.backend.write(path, text)
+    return f"wrote {path}"
+
+
+async def shout(text: str) -> str:
+    """Shout.
+
+    Args:
+        text: What to shout.
+    """
+    return text.upper()
+
+
+def fan_out(*briefs: str, kind: str = "w") -> AssistantMessage:
+    return AssistantMessage(
+        tool_calls=[
+            ToolCall(name="task", args={"description": b, "subagent_type": kind}) for b in briefs
+        ]
+    )
+
+
+def parent_model(first: AssistantMessage) -> FunctionModel:
+    def answer(request: ModelRequest) -> AssistantMessage:
+        if not any(isinstance(m, ToolMessage) for m in request.messages):
+            return first
+        return AssistantMessage(content="all done")
+
+    return FunctionModel(answer)
+
+
+async def test_a_thread_continues_from_its_checkpoint_in_a_new_actor() -> None:
+    saver = MemoryCheckpointer()
+
+    def answer(request: ModelRequest) -> str:
+        return f"turn with {len(request.messages)} messages"
+
+    agent = create_deep_agent(FunctionModel(answer), checkpointer=saver)
+    await agent.ainvoke("hello", thread_id="t1")
+    # ainvoke without a runtime starts a fresh actor: the state comes from the saver.
+    second = await agent.ainvoke({"messages": "again", "files": {"/a.md": "x"}}, thread_id="t1")
+    assert [m.text for m in second["messages"]] == [
+        "hello",
+        "turn with 1 messages",
+        "again",
+        "turn with 3 messages",
+    ]
+    other = await agent.ainvoke("fresh", thread_id="t2")
+    assert len(other["messages"]) == 2
+    third = await agent.ainvoke("and again", thread_id="t1")
+    assert third["files"]["/a.md"].content == "x"
+    assert len(third["messages"]) == 6
+
+
+async def test_a_checkpointer_needs_a_thread_id() -> None:
+    agent = create_deep_agent(FunctionModel(lambda r: "x"), checkpointer=MemoryCheckpointer())
+    with pytest.raises(InputError, match="thread_id"):
+        await agent.ainvoke("hi")
+
+
+async def test_a_stopped_fan_out_resumes_without_redoing_finished_children() -> None:
+    saver = MemoryCheckpointer()
+    calls: Counter[str] = Counter()
+    release = anyio.Event()
+
+    async def child(request: ModelRequest) -> AssistantMessage:
+        brief = request.messages[0].text
+        calls[brief] += 1
+        if not any(isinstance(m, ToolMessage) for m in request.messages):
+            if brief.startswith("slow") and not release.is_set():
+                await anyio.sleep(3600)
+            return AssistantMessage(
+                tool_calls=[ToolCall(name="note", args={"path": f"/{brief}.md", "text": brief})]
+            )
+        return AssistantMessage(content=f"finished {brief}")
+
+    briefs = [f"fast{i}" for i in range(5)] + [f"slow{i}" for i in range(5)]
+    agent = create_deep_agent(
+        parent_model(fan_out(*briefs)),
+        subagents=[
+            {
+                "name": "w",
+                "description": "w",
+                "system_prompt": "w",
+                "tools": [note],
+                "model": FunctionModel(child),
+            }
+        ],
+        checkpointer=saver,
+    )
+    with pytest.raises(TimeoutError):
+        await agent.ainvoke("go", thread_id="t", timeout=0.5)
+    assert all(calls[f"fast{i}"] == 2 for i in range(5))
+    release.set()
+    result = await agent.ainvoke(None, thread_id="t")
+    # Finished children were not run again; the stopped ones continued.
+    assert all(calls[f"fast{i}"] == 2 for i in range(5))
+    assert all(calls[f"slow{i}"] == 3 for i in range(5))
+    assert sorted(result["files"]) == sorted(f"/{b}.md" for b in briefs)
+    results = [m for m in result["messages"] if isinstance(m, ToolMessage)]
+    assert [m.text for m in results][:1] == [
+        "finished fast0\n\nFiles changed by the subagent: /fast0.md."
+    ]
+    assert len(results) == 10
+    assert result["messages"][-1].text == "all done"
+
+
+def guarded(*, checkpointer: Any, script: list[AssistantMessage], **kwargs: Any) -> Any:
+    answers = iter(script)
+    return create_deep_agent(
+        FunctionModel(lambda r: next(answers)),
+        tools=[note, shout],
+        checkpointer=checkpointer,
+        **kwargs,
+    )
+
+
+TWO_CALLS = AssistantMessage(
+    tool_calls=[
+        ToolCall(id="c-note", name="note", args={"path": "/x.md", "text": "draft"}),
+        ToolCall(id="c-shout", name="shout", args={"text": "hi"}),
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    ("decision", "content", "status"),
+    [
+        ({"type": "approve"}, "draft", "success"),
+        ({"type": "edit", "args": {"path": "/x.md", "text": "edited"}}, "edited", "success"),
+        ({"type": "reject", "message": "not now"}, None, "error"),
+    ],
+)
+async def test_interrupt_before_a_guarded_call_then_each_decision(
+    decision: dict[str, Any], content: str | None, status: str
+) -> None:
+    saver = MemoryCheckpointer()
+    agent = guarded(
+        checkpointer=saver,
+        script=[TWO_CALLS, AssistantMessage(content="finished")],
+        interrupt_on={"note": True},
+    )
+    first = await agent.ainvoke("go", thread_id="h")
+    (request,) = first["__interrupt__"]
+    assert request["tool"] == "note"
+    assert request["path"] == "main"
+    assert request["args"] == {"path": "/x.md", "text": "draft"}
+    # The unguarded call of the same turn ran; the guarded one did not.
+    assert [m.text for m in first["messages"] if isinstance(m, ToolMessage)] == ["HI"]
+    assert first["files"] == {}
+    done = await agent.ainvoke(Command(resume=[decision]), thread_id="h")
+    assert "__interrupt__" not in done
+    note_result = next(
+        m for m in done["messages"] if isinstance(m, ToolMessage) and m.name == "note"
+    )
+    assert note_result.status == status
+    if content is None:
+        assert "not now" in note_result.text
+        assert done["files"] == {}
+    else:
+        assert done["files"]["/x.md"].content == content
+    assert done["messages"][-1].text == "finished"
+    if decision["type"] == "edit":
+        ai = next(m for m in done["messages"] if isinstance(m, AssistantMessage) and m.tool_calls)
+        assert ai.tool_calls[0].args["text"] == "edited"
+
+
+async def test_allowed_decisions_are_enforced_and_counted() -> None:
+    agent = guarded(
+        checkpointer=MemoryCheckpointer(),
+        script=[TWO_CALLS, AssistantMessage(content="finished")],
+        interrupt_on={"note": {"allowed_decisions": ["approve", "reject"]}},
+    )
+    first = await agent.ainvoke("go", thread_id="h")
+    assert first["__interrupt__"][0]["allowed_decisions"] == ["approve", "reject"]
+    with pytest.raises(InputError, match="'edit' is not allowed"):
+        await agent.ainvoke(Command(resume=[{"type": "edit", "args": {}}]), thread_id="h")
+    with pytest.raises(InputError, match="1 request"):
+        await agent.ainvoke(Command(resume=[{"type": "approve"}] * 2), thread_id="h")
+    done = await agent.ainvoke(Command(resume={"c-note": {"type": "approve"}}), thread_id="h")
+    assert done["files"]["/x.md"].content == "draft"
+    with pytest.raises(InputError, match="not waiting"):
+        await agent.ainvoke(Command(resume=[{"type": "approve"}]), thread_id="h")
+
+
+async def test_interrupt_on_needs_a_checkpointer() -> None:
+    with pytest.raises(ConfigurationError, match="checkpointer"):
+        create_deep_agent(FunctionModel(lambda r: "x"), interrupt_on={"note": True})
+
+
+async def test_an_interrupt_inside_a_subagent_resumes_that_subagent_alone() -> None:
+    saver = MemoryCheckpointer()
+    calls: Counter[str] = Counter()
+
+    def child(request: ModelRequest) -> AssistantMessage:
+        brief = request.messages[0].text
+        calls[brief] += 1
+        if not any(isinstance(m, ToolMessage) for m in request.messages):
+            tool = "note" if brief == "guarded" else "shout"
+            args = {"path": "/g.md", "text": "g"} if tool == "note" else {"text": brief}
+            return AssistantMessage(tool_calls=[ToolCall(name=tool, args=args)])
+        return AssistantMessage(content=f"finished {brief}")
+
+    agent = create_deep_agent(
+        parent_model(fan_out("free1", "guarded", "free2")),
+        subagents=[
+            {
+                "name": "w",
+                "description": "w",
+                "system_prompt": "w",
+                "tools": [note, shout],
+                "model": FunctionModel(child),
+            }
+        ],
+        checkpointer=saver,
+        interrupt_on={"note": True},
+    )
+    seen: list[Any] = []
+    async with open_runtime() as rt:
+        handle = await rt.start(agent, "go", thread_id="s", stream=True)
+        assert handle.events is not None
+        async with handle.events:
+            async for event in handle.events:
+                seen.append(event)
+        first = await handle.result()
+    (request,) = first["__interrupt__"]
+    assert request["path"] == "main/task-2:w"
+    assert any(isinstance(e, events.Interrupted) for e in seen)
+    assert calls == {"free1": 2, "guarded": 1, "free2": 2}
+    done = await agent.ainvoke(Command(resume=[{"type": "approve"}]), thread_id="s")
+    assert calls == {"free1": 2, "guarded": 2, "free2": 2}  # siblings untouched
+    assert done["files"]["/g.md"].content == "g"
+    assert done["messages"][-1].text == "all done"
+    finished = [m.text for m in done["messages"] if isinstance(m, ToolMessage)]
+    # The siblings' results were kept at the interrupt; the resumed one joins them.
+    assert [t.split("\n")[0] for t in finished] == [
+        "finished free1",
+        "finished free2",
+        "finished guarded",
+    ]
