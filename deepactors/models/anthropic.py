@@ -52,6 +52,7 @@ import email.utils
 import re
 import time
 from collections.abc import AsyncGenerator, Mapping
+from contextlib import aclosing
 from types import TracebackType
 from typing import Any, Final, cast
 
@@ -112,8 +113,8 @@ DEFAULT_MODEL: Final = "claude-sonnet-5-5"
 """The model id used when none is given (see the module docstring for why)."""
 
 DEFAULT_MAX_TOKENS: Final = 16_384
-"""Output limit per call. Kept below the ~21k at which the SDK refuses a plain
-(non-streaming) request without an explicit ``timeout``."""
+"""Output limit per call. Kept below the ~21k above which :meth:`AnthropicModel.generate`
+has to stream (the SDK refuses such a plain request without an explicit ``timeout``)."""
 
 DEFAULT_MAX_CONCURRENT_REQUESTS: Final = 16
 
@@ -134,6 +135,10 @@ SETTINGS_KEYS: Final = frozenset(
 """The ``ModelRequest.settings`` keys that go into the request body as they are."""
 
 _SDK_OPTIONS: Final = ("extra_headers", "timeout")
+
+# Above this, the SDK's plain (non-streaming) request would be expected to outlast its
+# 10-minute default timeout and is refused: 3600 s * max_tokens / 128_000 > 600 s.
+_PLAIN_MAX_TOKENS: Final = 21_333
 
 # How the API words a prompt that does not fit ("prompt is too long: 215000 tokens >
 # 200000 maximum", "input length and `max_tokens` exceed context limit: ...").
@@ -210,6 +215,9 @@ class AnthropicModel:
             k: request_options.pop(k) for k in _SDK_OPTIONS if k in request_options
         }
         self.request_options: dict[str, Any] = request_options
+        self._has_timeout = (
+            client is not None or timeout is not None or "timeout" in self._sdk_options
+        )
 
     @property
     def model_name(self) -> str:
@@ -224,14 +232,24 @@ class AnthropicModel:
     async def generate(self, request: ModelRequest) -> AssistantMessage:
         """Answer one request with a plain (non-streaming) API call.
 
+        With more than ~21k ``max_tokens`` and no ``timeout``, the call is made
+        streaming instead (the SDK refuses such a plain request).
+
         Raises:
             RateLimitError, OverloadedError: Worth retrying (see ``retry_after``).
             ContextWindowExceeded: The conversation does not fit the model.
             ModelAPIError: The API rejected the request; the message says why.
             ConfigurationError: No API key could be found.
         """
-        client = await self._client()
         body = self.build_body(request)
+        if body["max_tokens"] > _PLAIN_MAX_TOKENS and not self._has_timeout:
+            # The SDK refuses a plain request that may outlast its 10-minute default
+            # timeout; streaming has no such limit, so answer through it.
+            async with aclosing(self.stream(request)) as parts:
+                async for part in parts:
+                    if isinstance(part, AssistantMessage):
+                        return part
+        client = await self._client()
         async with self.limiter:
             try:
                 response = await client.messages.create(

@@ -196,6 +196,16 @@ async def test_settings_and_request_options_reach_the_body(api: FakeAnthropicAPI
     assert "some_other_models_flag" not in second
 
 
+async def test_generate_streams_when_max_tokens_is_too_large_for_a_plain_call(
+    api: FakeAnthropicAPI, model: AnthropicModel
+) -> None:
+    api.reply(message(text("a long essay")))
+    answer = await model.generate(ask(settings={"max_tokens": 64_000}))
+    assert answer.text == "a long essay"
+    assert api.requests[0].body["stream"] is True
+    assert api.requests[0].body["max_tokens"] == 64_000
+
+
 # -- answers -------------------------------------------------------------------------
 
 
