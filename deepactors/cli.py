@@ -20,7 +20,11 @@ def _demo(args: argparse.Namespace) -> int:
     result = anyio.run(lambda: run_demo(question), backend=args.loop)
     todos = result["todos"]
     done = sum(t.status == "completed" for t in todos)
+    files = result["files"]
     print(f"\n{len(result['messages'])} messages, plan {done}/{len(todos)} done")
+    print(f"files: {', '.join(sorted(files))}")
+    if "/report.md" in files:
+        print(f"\n/report.md:\n{files['/report.md'].content}", end="")
     return 0
 
 

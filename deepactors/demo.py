@@ -1,16 +1,16 @@
 """The offline demo: a small research run on a deterministic model.
 
-The "model" here is a plain function of the conversation (a
-:class:`~deepactors.models.FunctionModel`): it plans with ``write_todos``, searches
-a tiny embedded library with three parallel tool calls, and writes its answer from
-what the searches returned. Everything else (the loop, middleware, concurrency,
-events) is the real runtime, so the demo shows what a run on Claude looks like
-without a key or a network.
+The "models" here are plain functions of the conversation (a
+:class:`~deepactors.models.FunctionModel` each): the main agent plans with
+``write_todos``, fans out to three researcher subagents at once (each searches a
+tiny embedded library and writes a notes file), reads their notes and writes a
+report that merges them. Everything else (actors, the loop, middleware, file
+tools, the diff merge, events) is the real runtime, so the demo shows what a run
+on Claude looks like without a key or a network.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -66,7 +66,7 @@ async def search_library(topic: str) -> str:
 
 
 def _plan(done: int) -> dict[str, Any]:
-    steps = [f"Research {t}" for t in TOPICS] + ["Write the answer"]
+    steps = [f"Research {t}" for t in TOPICS] + ["Write the report"]
     todos = []
     for i, step in enumerate(steps):
         status = "completed" if i < done else "in_progress" if i == done else "pending"
@@ -74,41 +74,104 @@ def _plan(done: int) -> dict[str, Any]:
     return {"todos": todos}
 
 
-def research_model(request: ModelRequest) -> AssistantMessage:
-    """The demo's deterministic "model": decides from the conversation so far."""
+def _slug(topic: str) -> str:
+    return topic.replace(" ", "-")
+
+
+def researcher_model(request: ModelRequest) -> AssistantMessage:
+    """A researcher subagent: look the topic up, write a notes file, report."""
+    topic = request.messages[0].text.removeprefix("Research: ").strip()
     results = [m for m in request.messages if isinstance(m, ToolMessage)]
-    searched = [m for m in results if m.name == "search_library"]
     if not results:
         return AssistantMessage(
-            content="I'll plan this, then look up the three ideas in parallel.",
+            content=f"Looking up {topic}.",
+            tool_calls=[ToolCall(name="search_library", args={"topic": topic})],
+        )
+    if len(results) == 1:
+        notes = f"# {topic}\n\n{results[0].text}\n"
+        return AssistantMessage(
+            tool_calls=[
+                ToolCall(
+                    name="write_file",
+                    args={"file_path": f"/notes/{_slug(topic)}.md", "content": notes},
+                )
+            ]
+        )
+    return AssistantMessage(content=f"Notes on {topic} are in /notes/{_slug(topic)}.md.")
+
+
+def research_model(request: ModelRequest) -> AssistantMessage:
+    """The main agent's deterministic "model": plan, fan out, read, write, answer."""
+    results = [m for m in request.messages if isinstance(m, ToolMessage)]
+    last = results[-1].name if results else None
+    if not results:
+        return AssistantMessage(
+            content="I'll plan this, then hand each idea to a researcher, all at once.",
             tool_calls=[ToolCall(name="write_todos", args=_plan(0))],
         )
-    if not searched:
+    if last == "write_todos" and not any(m.name == "task" for m in results):
         return AssistantMessage(
-            content="Searching all three topics at once.",
-            tool_calls=[ToolCall(name="search_library", args={"topic": t}) for t in TOPICS],
+            tool_calls=[
+                ToolCall(
+                    name="task",
+                    args={"description": f"Research: {t}", "subagent_type": "researcher"},
+                )
+                for t in TOPICS
+            ]
         )
-    if results[-1].name == "search_library":
-        # The answer is written in the next message, so the plan can close now.
+    if last == "task":
         return AssistantMessage(
-            tool_calls=[ToolCall(name="write_todos", args=_plan(len(TOPICS) + 1))]
+            content="The researchers are done; reading their notes.",
+            tool_calls=[
+                ToolCall(name="read_file", args={"file_path": f"/notes/{_slug(t)}.md"})
+                for t in TOPICS
+            ],
         )
-    facts = [re.sub(r"\s+", " ", m.text) for m in searched]
-    answer = (
-        "They fit like this:\n"
-        + "\n".join(f"- {fact}" for fact in facts)
-        + "\nIn deepactors every agent and subagent is an actor living in a task group, so "
-        "cancelling a run, or letting its deadline pass, takes down exactly its subtree."
+    if last == "read_file":
+        sections = [_notes_body(m.text) for m in results if m.name == "read_file"]
+        report = "# How the pieces fit\n\n" + "\n\n".join(sections) + "\n\n" + CONCLUSION + "\n"
+        return AssistantMessage(
+            tool_calls=[
+                ToolCall(name="write_file", args={"file_path": "/report.md", "content": report}),
+                ToolCall(name="write_todos", args=_plan(len(TOPICS) + 1)),
+            ]
+        )
+    return AssistantMessage(
+        content="The report is in /report.md. In short: " + CONCLUSION,
     )
-    return AssistantMessage(content=answer)
+
+
+CONCLUSION = (
+    "in deepactors every agent and subagent is an actor living in a task group, so "
+    "cancelling a run, or letting its deadline pass, takes down exactly its subtree."
+)
+
+
+def _notes_body(numbered: str) -> str:
+    """The text of a read_file result without its line numbers and footer."""
+    lines = []
+    for row in numbered.splitlines():
+        number, tab, text = row.partition("\t")
+        if tab and number.strip().isdigit() and not text.startswith("#"):
+            lines.append(text)
+    return " ".join(line for line in lines if line.strip())
 
 
 def build_demo_agent(*, latency: float = 0.05) -> DeepAgent:
-    """The demo agent on the deterministic research model."""
+    """The demo agent and its researcher subagent, on deterministic models."""
     return create_deep_agent(
         FunctionModel(research_model, latency=latency, name="demo-model"),
         tools=[search_library],
-        system_prompt="You research questions in the offline library and answer briefly.",
+        system_prompt="You research questions with researcher subagents and write reports.",
+        subagents=[
+            {
+                "name": "researcher",
+                "description": "Researches one topic in the offline library; writes notes.",
+                "system_prompt": "Look the topic up, save notes under /notes/, report briefly.",
+                "tools": [search_library],
+                "model": FunctionModel(researcher_model, latency=latency, name="researcher"),
+            }
+        ],
     )
 
 
@@ -117,7 +180,7 @@ def print_event(event: Event, out: TextIO = sys.stdout) -> None:
     if isinstance(event, ModelDelta | ModelCallStarted):
         return
     if isinstance(event, ModelCallFinished) and not event.message.tool_calls:
-        print(f"[{event.path}] answer:\n{event.message.text}", file=out)
+        print(f"[{event.path}] answer: {event.message.text}", file=out)
         return
     marks: dict[type, str] = {
         RunStarted: "*",

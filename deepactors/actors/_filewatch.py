@@ -28,13 +28,15 @@ def file_events(run: RunContext, state: State) -> Callable[[Mapping[str, Any]], 
             for outcome in files.outcomes:
                 if outcome.how in ("applied", "merged", "conflict"):
                     landed = outcome.saved_as or outcome.path
+                    kind: Literal["created", "modified", "deleted"]
+                    if landed not in files_now():
+                        kind = "deleted"
+                    elif outcome.saved_as or files.changes[outcome.path].base is None:
+                        kind = "created"
+                    else:
+                        kind = "modified"
                     emit(
-                        FileChanged(
-                            path=run.path,
-                            run_id=run.run_id,
-                            file_path=landed,
-                            change="deleted" if landed not in files_now() else "modified",
-                        )
+                        FileChanged(path=run.path, run_id=run.run_id, file_path=landed, change=kind)
                     )
         elif files:
             for path, record in files.items():

@@ -13,14 +13,29 @@ from deepactors.events import Event, ToolCallStarted
 pytestmark = pytest.mark.anyio
 
 
-async def test_demo_plans_searches_in_parallel_and_answers() -> None:
+async def test_demo_fans_out_to_researchers_and_merges_their_notes() -> None:
     seen: list[Event] = []
     result = await run_demo(on_event=seen.append)
     searches = [
         e for e in seen if isinstance(e, ToolCallStarted) and e.call.name == "search_library"
     ]
-    assert len(searches) == 3
+    assert sorted(e.path for e in searches) == [
+        "main/task-1:researcher",
+        "main/task-2:researcher",
+        "main/task-3:researcher",
+    ]
     assert all(t.status == "completed" for t in result["todos"])
+    files = result["files"]
+    assert sorted(files) == [
+        "/notes/actors.md",
+        "/notes/cancellation.md",
+        "/notes/structured-concurrency.md",
+        "/report.md",
+    ]
+    report = files["/report.md"].content
+    assert "Hewitt" in report
+    assert "nurseries" in report
+    assert "deadline" in report
     assert "task group" in result["messages"][-1].text
 
 
@@ -32,5 +47,5 @@ def test_demo_command_prints_the_live_view() -> None:
         timeout=60,
         check=True,
     )
-    assert "[main] > tool search_library(topic='actors')" in out.stdout
+    assert "[main/task-1:researcher] > tool search_library(topic='actors')" in out.stdout
     assert "plan 4/4 done" in out.stdout
