@@ -1,11 +1,20 @@
-"""Fixtures: every checkpointer and store under test, on real SQLite files."""
+"""Fixtures: every checkpointer and store under test, on real SQLite files.
+
+Every test here also runs under blockbuster, scanning ``deepactors``: a blocking
+call (SQLite, file I/O) made on the event-loop thread fails the test. Its probe
+for "is a loop running here" is widened to trio, as in ``tests/backends``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import blockbuster.blockbuster as bb_module
 import pytest
+import trio
+from blockbuster import blockbuster_ctx
 
 from deepactors.persistence import (
     Checkpointer,
@@ -15,6 +24,23 @@ from deepactors.persistence import (
     SqliteStore,
     Store,
 )
+
+
+class _LoopProbe:
+    @staticmethod
+    def get_running_loop() -> object:
+        try:
+            return asyncio.get_running_loop()
+        except RuntimeError:
+            return trio.lowlevel.current_trio_token()  # RuntimeError outside trio's thread
+
+
+@pytest.fixture(autouse=True)
+def blocking_detector(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Fail any test in which deepactors blocks the event loop."""
+    monkeypatch.setattr(bb_module, "asyncio", _LoopProbe)
+    with blockbuster_ctx(["deepactors"]):
+        yield
 
 
 @pytest.fixture(params=["memory", "sqlite"])
