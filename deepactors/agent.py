@@ -37,7 +37,7 @@ from .tools import Command, Tool, ToolLike, as_tools
 
 if TYPE_CHECKING:
     from .backends import Backend
-    from .persistence._checkpoint import Checkpointer
+    from .persistence import Checkpointer
     from .persistence.store import Store
 
 __all__ = ["DeepAgent", "create_deep_agent"]

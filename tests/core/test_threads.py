@@ -21,7 +21,7 @@ from deepactors import (
 )
 from deepactors.errors import ConfigurationError
 from deepactors.models import FunctionModel, ModelRequest
-from deepactors.persistence._checkpoint import MemoryCheckpointer
+from deepactors.persistence import MemoryCheckpointer
 
 pytestmark = pytest.mark.anyio
 
