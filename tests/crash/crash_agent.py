@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 
 import anyio
 
@@ -65,7 +64,6 @@ agent = create_deep_agent(
     ],
     checkpointer=SqliteCheckpointer(DB),
 )
-started = time.monotonic()
 result = agent.invoke(None if MODE == "resume" else "go", thread_id="t", backend=LOOP)
 print(
     json.dumps(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -32,7 +33,7 @@ def finished_children(db: Path) -> int:
     if not db.exists():
         return 0
     try:
-        with sqlite3.connect(db) as conn:
+        with contextlib.closing(sqlite3.connect(db)) as conn:
             row = conn.execute(
                 "SELECT count(*) FROM checkpoint_records"
                 " WHERE path = 'main' AND kind = 'tool_result'"
