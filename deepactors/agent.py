@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from anyio.streams.memory import MemoryObjectSendStream
 
 from .actors._filewatch import actor_listener
-from .actors._journal import open_journal
+from .actors._journal import Journal, open_journal
 from .actors._loop import CompiledAgent, run_loop
 from .actors._runtime import RunHandle, Runtime, open_runtime
 from .actors._stream import EventStream
@@ -221,76 +221,27 @@ class DeepAgent:
         options: Mapping[str, Any],
         emit_stream: MemoryObjectSendStream[Event] | None,
     ) -> tuple[dict[str, Any], State]:
-        compiled = self._compiled
+        """One run of this agent on a thread actor's state (None: a new actor)."""
         fresh = state is None
         if state is None:
-            state = State(compiled.channels)
-        emit = emit_stream.send_nowait if emit_stream is not None else None
-        backend = self.backend
-        bind = getattr(backend, "bind", None)
-        run = RunContext(
-            path=compiled.name,
-            run_id=handle.run_id,
-            thread_id=handle.thread_id,
-            agent_name=compiled.name,
-            backend=bind(state, name=compiled.name) if bind is not None else backend,
-            store=self.store,
-            emit=emit,
-            context=options.get("context") or {},
-        )
-        run.services["deadline"] = handle.deadline
+            state = State(self._compiled.channels)
+        run = self._run_context(state, handle, options, emit_stream)
         values = dict(values)
         resume = values.pop(_RESUME, None)
-        interrupted: list[ActionRequest] = []
         failure: Exception | None = None
-        usage = None
+        interrupted: list[ActionRequest] = []
         async with AsyncExitStack() as stack:
             try:
                 if self.checkpointer is not None:
-                    assert handle.thread_id is not None
                     journal = await stack.enter_async_context(
                         open_journal(
-                            self.checkpointer, handle.thread_id, restore=fresh or resume is not None
+                            self.checkpointer,
+                            run.thread_id or "",
+                            restore=fresh or resume is not None,
                         )
                     )
-                    run.journal = journal
-                    restored = journal.restored
-                    if restored is not None and fresh:
-                        # A new actor for a thread with a past: rebuild its state first
-                        # (before any listener, so nothing is recorded twice).
-                        run.services["resumed_results"] = restored.replay(run.path, state)
-                    if resume is not None:
-                        pending = restored.pending_interrupt(run.path) if restored else None
-                        if not pending:
-                            raise InputError(
-                                f"thread {handle.thread_id!r} is not waiting for any decision"
-                            )
-                        decisions = parse_decisions(resume, pending)
-                        run.services["resume_decisions"] = decisions
-                        journal.record(run.path, run.step, "resume", {"ids": sorted(decisions)})
-                if emit is not None:
-                    emit(RunStarted(path=run.path, run_id=run.run_id, thread_id=run.thread_id))
-                state.listener = actor_listener(run, state)
-                try:
-                    if values:
-                        state.apply(values)
-                    usage = await run_loop(compiled, state, run)
-                except Interrupt as exc:
-                    interrupted = exc.requests
-                    usage = run.usage
-                    if run.journal is not None:
-                        requests = [r.to_dict() for r in interrupted]
-                        run.journal.record(run.path, run.step, "interrupt", {"requests": requests})
-                    if emit is not None:
-                        emit(
-                            Interrupted(
-                                path=run.path,
-                                run_id=run.run_id,
-                                requests=[r.to_dict() for r in interrupted],
-                            )
-                        )
-                finally:
-                    state.listener = None
+                    _resume_from(journal, run, state, fresh=fresh, resume=resume)
+                interrupted = await self._execute(state, values, run)
             except Exception as exc:
                 # Raised outside the journal's task group below, so the caller gets
                 # this exception itself, not an ExceptionGroup around it.
@@ -298,10 +249,75 @@ class DeepAgent:
         if failure is not None:
             raise failure
         result = state.to_dict()
-        result["usage"] = usage
+        result["usage"] = run.usage
         if interrupted:
             result["__interrupt__"] = [r.to_dict() for r in interrupted]
         return result, state
+
+    def _run_context(
+        self,
+        state: State,
+        handle: RunHandle,
+        options: Mapping[str, Any],
+        emit_stream: MemoryObjectSendStream[Event] | None,
+    ) -> RunContext:
+        compiled = self._compiled
+        bind = getattr(self.backend, "bind", None)
+        run = RunContext(
+            path=compiled.name,
+            run_id=handle.run_id,
+            thread_id=handle.thread_id,
+            agent_name=compiled.name,
+            backend=bind(state, name=compiled.name) if bind is not None else self.backend,
+            store=self.store,
+            emit=emit_stream.send_nowait if emit_stream is not None else None,
+            context=options.get("context") or {},
+        )
+        run.services["deadline"] = handle.deadline
+        return run
+
+    async def _execute(
+        self, state: State, values: Mapping[str, Any], run: RunContext
+    ) -> list[ActionRequest]:
+        """Apply the input and run the loop; return the requests it stopped for, if any."""
+        emit = run.emit
+        if emit is not None:
+            emit(RunStarted(path=run.path, run_id=run.run_id, thread_id=run.thread_id))
+        state.listener = actor_listener(run, state)
+        try:
+            if values:
+                state.apply(values)
+            await run_loop(self._compiled, state, run)
+        except Interrupt as exc:
+            requests = [r.to_dict() for r in exc.requests]
+            if run.journal is not None:
+                run.journal.record(run.path, run.step, "interrupt", {"requests": requests})
+            if emit is not None:
+                emit(Interrupted(path=run.path, run_id=run.run_id, requests=requests))
+            return exc.requests
+        finally:
+            state.listener = None
+        return []
+
+
+def _resume_from(
+    journal: Journal, run: RunContext, state: State, *, fresh: bool, resume: Any
+) -> None:
+    """Attach the journal to the run; restore the state and the pending decisions."""
+    run.journal = journal
+    restored = journal.restored
+    if restored is not None and fresh:
+        # A new actor for a thread with a past: rebuild its state first (before
+        # any listener, so nothing is recorded twice).
+        run.services["resumed_results"] = restored.replay(run.path, state)
+    if resume is None:
+        return
+    pending = restored.pending_interrupt(run.path) if restored else None
+    if not pending:
+        raise InputError(f"thread {run.thread_id!r} is not waiting for any decision")
+    decisions = parse_decisions(resume, pending)
+    run.services["resume_decisions"] = decisions
+    journal.record(run.path, run.step, "resume", {"ids": sorted(decisions)})
 
 
 SubAgentLike = Mapping[str, Any] | SubAgentSpec
