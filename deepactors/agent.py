@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from anyio.streams.memory import MemoryObjectSendStream
 
 from .actors._filewatch import actor_listener
-from .actors._journal import Journal, open_journal
+from .actors._journal import Journal, Restored, open_journal
 from .actors._loop import CompiledAgent, run_loop
 from .actors._runtime import RunHandle, Runtime, open_runtime
 from .actors._stream import EventStream
@@ -37,7 +37,7 @@ from .tools import Command, Tool, ToolLike, as_tools
 
 if TYPE_CHECKING:
     from .backends import Backend
-    from .persistence import Checkpointer
+    from .persistence import Checkpointer, CheckpointRecord
     from .persistence.store import Store
 
 __all__ = ["DeepAgent", "create_deep_agent"]
@@ -188,6 +188,44 @@ class DeepAgent:
     ) -> Iterator[Event]:
         """Blocking :meth:`astream`: yields events as the run produces them."""
         return stream_sync(lambda: self.astream(input, **kwargs), backend=backend)
+
+    # -- saved threads -------------------------------------------------------------------
+
+    async def ahistory(self, thread_id: str) -> list[CheckpointRecord]:
+        """Every checkpoint record of a thread, oldest first (every actor of its tree).
+
+        Each record has ``seq`` (its position), ``path`` (the actor), ``step`` (that
+        actor's model calls so far), ``kind`` (``update``, ``tool_result``,
+        ``interrupt``, ``resume``) and ``created_at``.
+
+        Raises:
+            ConfigurationError: The agent has no checkpointer.
+        """
+        return await self._saver().read(thread_id)
+
+    async def aget_state(
+        self, thread_id: str, *, upto_seq: int | None = None, path: str | None = None
+    ) -> dict[str, Any]:
+        """A thread's state as saved, now or as it was at record ``upto_seq``.
+
+        Args:
+            thread_id: The thread.
+            upto_seq: Rebuild from the records up to this one (see :meth:`ahistory`).
+            path: Another actor of the tree (a subagent, ``main/task-2:researcher``).
+
+        Raises:
+            ConfigurationError: The agent has no checkpointer.
+            CheckpointCorrupt: A record cannot be read; the error names the thread.
+        """
+        records = await self._saver().read(thread_id, upto_seq=upto_seq)
+        state = State(self._compiled.channels)
+        Restored(thread_id, records).replay(path or self.name, state)
+        return state.to_dict()
+
+    def _saver(self) -> Checkpointer:
+        if self.checkpointer is None:
+            raise ConfigurationError("this agent has no checkpointer, so it saves no threads")
+        return self.checkpointer
 
     # -- what the runtime calls ----------------------------------------------------------
 

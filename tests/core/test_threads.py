@@ -273,3 +273,54 @@ async def test_an_interrupt_inside_a_subagent_resumes_that_subagent_alone() -> N
         "finished free2",
         "finished guarded",
     ]
+
+
+async def test_history_lists_checkpoints_and_state_can_be_read_at_any_step() -> None:
+    saver = MemoryCheckpointer()
+    agent = create_deep_agent(
+        FunctionModel(lambda r: f"answer {len(r.messages)}"), checkpointer=saver
+    )
+    await agent.ainvoke("one", thread_id="h")
+    await agent.ainvoke("two", thread_id="h")
+    history = await agent.ahistory("h")
+    assert [r.kind for r in history] == ["update"] * 4
+    assert {r.path for r in history} == {"main"}
+    now = await agent.aget_state("h")
+    assert [m.text for m in now["messages"]] == ["one", "answer 1", "two", "answer 3"]
+    then = await agent.aget_state("h", upto_seq=history[1].seq)
+    assert [m.text for m in then["messages"]] == ["one", "answer 1"]
+    with pytest.raises(ConfigurationError, match="no checkpointer"):
+        await create_deep_agent(FunctionModel(lambda r: "x")).ahistory("h")
+
+
+async def test_a_thread_round_trips_through_a_sqlite_file(tmp_path: Any) -> None:
+    from deepactors.persistence import SqliteCheckpointer
+
+    db = tmp_path / "threads.db"
+    model = FunctionModel(lambda r: f"answer {len(r.messages)}")
+    async with SqliteCheckpointer(db) as saver:
+        agent = create_deep_agent(model, checkpointer=saver)
+        await agent.ainvoke({"messages": "one", "files": {"/n.md": "x\r\ny"}}, thread_id="s")
+    async with SqliteCheckpointer(db) as reopened:
+        again = create_deep_agent(model, checkpointer=reopened)
+        result = await again.ainvoke("two", thread_id="s")
+    assert [m.text for m in result["messages"]] == ["one", "answer 1", "two", "answer 3"]
+    assert result["files"]["/n.md"].content == "x\r\ny"
+
+
+async def test_an_unreadable_checkpoint_names_the_thread() -> None:
+    from deepactors.errors import CheckpointCorrupt
+    from deepactors.persistence import CheckpointWrite
+
+    saver = MemoryCheckpointer()
+    await saver.put(
+        "bad",
+        [
+            CheckpointWrite(
+                path="main", step=0, kind="update", data={"messages": [{"role": "robot"}]}
+            )
+        ],
+    )
+    agent = create_deep_agent(FunctionModel(lambda r: "x"), checkpointer=saver)
+    with pytest.raises(CheckpointCorrupt, match="thread 'bad'"):
+        await agent.ainvoke("hi", thread_id="bad")
