@@ -78,12 +78,16 @@ class RequestLimiter:
         """The limit given at construction."""
         return self._max
 
-    async def acquire(self) -> None:
-        """Wait for a slot (FIFO) and take it. Cancellation while waiting takes nothing."""
+    async def acquire(self) -> float:
+        """Wait for a slot (FIFO) and take it. Cancellation while waiting takes nothing.
+
+        Returns:
+            The seconds spent waiting (0.0 when a slot was free).
+        """
         await anyio.lowlevel.checkpoint()
         if self._in_flight < self._max and not self._waiters:
             self._took_slot()
-            return
+            return 0.0
         event = anyio.Event()
         self._waiters.append(event)
         self._peak_waiting = max(self._peak_waiting, len(self._waiters))
@@ -99,10 +103,12 @@ class RequestLimiter:
                 self._waiters.remove(event)
             raise
         finally:
-            self._total_wait += anyio.current_time() - started
+            waited = anyio.current_time() - started
+            self._total_wait += waited
         # The slot was transferred by release() without ever becoming free, which is
         # what keeps the order fair; count it here.
         self._total_acquired += 1
+        return waited
 
     def release(self) -> None:
         """Give the slot back: to the oldest waiter if there is one.

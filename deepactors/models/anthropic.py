@@ -43,7 +43,10 @@ Errors
 Concurrency
     Every request holds a slot of the model's :class:`RequestLimiter` (16 by
     default, ``max_concurrent_requests=``), shared by every actor that uses this
-    model instance; pass ``limiter=`` to share one across instances.
+    model instance; pass ``limiter=`` to share one across instances. A call that
+    had to wait for its slot tells the run's listeners with a
+    :class:`~deepactors.events.CustomEvent` whose ``data`` is ``{"type":
+    "model_request_queued", "model", "waited" (seconds), "in_flight", "waiting"}``.
 """
 
 from __future__ import annotations
@@ -81,6 +84,7 @@ from deepactors.errors import (
     OverloadedError,
     RateLimitError,
 )
+from deepactors.events import CustomEvent
 from deepactors.messages import AssistantMessage
 
 from ._anthropic_convert import (
@@ -250,18 +254,21 @@ class AnthropicModel:
                     if isinstance(part, AssistantMessage):
                         return part
         client = await self._client()
-        async with self.limiter:
-            try:
-                response = await client.messages.create(
-                    model=body.pop("model"),
-                    max_tokens=body.pop("max_tokens"),
-                    messages=body.pop("messages"),
-                    stream=False,
-                    extra_body=body,
-                    **self._sdk_options,
-                )
-            except anthropic.APIError as exc:
-                raise _map_error(exc) from exc
+        waited = await self.limiter.acquire()
+        try:
+            self._queued(request, waited)
+            response = await client.messages.create(
+                model=body.pop("model"),
+                max_tokens=body.pop("max_tokens"),
+                messages=body.pop("messages"),
+                stream=False,
+                extra_body=body,
+                **self._sdk_options,
+            )
+        except anthropic.APIError as exc:
+            raise _map_error(exc) from exc
+        finally:
+            self.limiter.release()
         return message_from_api(
             cast("dict[str, Any]", response.to_dict(mode="json", warnings=False))
         )
@@ -281,24 +288,47 @@ class AnthropicModel:
         client = await self._client()
         body = self.build_body(request)
         acc = _StreamAccumulator()
-        async with self.limiter:
-            try:
-                events = await client.messages.create(
-                    model=body.pop("model"),
-                    max_tokens=body.pop("max_tokens"),
-                    messages=body.pop("messages"),
-                    stream=True,
-                    extra_body=body,
-                    **self._sdk_options,
-                )
-                async with events:
-                    async for event in events:
-                        delta = acc.feed(event)
-                        if delta is not None:
-                            yield delta
-            except anthropic.APIError as exc:
-                raise _map_error(exc) from exc
+        waited = await self.limiter.acquire()
+        try:
+            self._queued(request, waited)
+            events = await client.messages.create(
+                model=body.pop("model"),
+                max_tokens=body.pop("max_tokens"),
+                messages=body.pop("messages"),
+                stream=True,
+                extra_body=body,
+                **self._sdk_options,
+            )
+            async with events:
+                async for event in events:
+                    delta = acc.feed(event)
+                    if delta is not None:
+                        yield delta
+        except anthropic.APIError as exc:
+            raise _map_error(exc) from exc
+        finally:
+            self.limiter.release()
         yield acc.result()
+
+    def _queued(self, request: ModelRequest, waited: float) -> None:
+        """Tell the run's listeners that this call waited for a request slot."""
+        run = request.run
+        if not waited or run is None or run.emit is None:
+            return
+        stats = self.limiter.statistics()
+        run.emit(
+            CustomEvent(
+                path=run.path,
+                run_id=run.run_id,
+                data={
+                    "type": "model_request_queued",
+                    "model": self._model_id,
+                    "waited": waited,
+                    "in_flight": stats.in_flight,
+                    "waiting": stats.waiting,
+                },
+            )
+        )
 
     # -- building requests -----------------------------------------------------
 

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from typing import Any
+
 import anyio
+import anyio.from_thread
 import anyio.lowlevel
 import pytest
 
+from deepactors.context import RunContext
 from deepactors.errors import ConfigurationError
+from deepactors.events import CustomEvent, Event
 from deepactors.messages import UserMessage
 from deepactors.models import ModelRequest
 from deepactors.models._limiter import RequestLimiter
@@ -81,6 +88,64 @@ async def test_one_limiter_can_be_shared_by_two_models(api: FakeAnthropicAPI) ->
                     tg.start_soon((a if i % 2 else b).generate, request)
     assert api.max_in_flight <= 2
     assert shared.statistics().total_acquired == 10
+
+
+async def test_waiting_for_a_slot_is_visible_to_listeners(api: FakeAnthropicAPI) -> None:
+    token = anyio.lowlevel.current_token()
+    a_at_server = anyio.Event()
+
+    def answer(body: dict[str, Any]) -> Reply:
+        if body["messages"][0]["content"][0]["text"] == "a":
+            anyio.from_thread.run_sync(a_at_server.set, token=token)
+        return message(text("ok"), delay=0.02)
+
+    api.default = answer
+    events: list[Event] = []
+    run = RunContext(path="main/task-1:r", run_id="r1", emit=events.append)
+    quiet = RunContext(path="main", run_id="r0", emit=None)
+    async with AnthropicModel(
+        "claude-sonnet-5-5", api_key="k", base_url=api.base_url, max_concurrent_requests=1
+    ) as model:
+        with anyio.fail_after(10):
+            # Made first, so that the calls below queue for the slot, not for the client.
+            await model.generate(ModelRequest(messages=[UserMessage(content="warm")], run=quiet))
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(
+                    model.generate, ModelRequest(messages=[UserMessage(content="a")], run=quiet)
+                )
+                await a_at_server.wait()  # "a" holds the slot for 20 ms from now
+                # This one queues behind the first, streaming or not.
+                tg.start_soon(
+                    model.generate, ModelRequest(messages=[UserMessage(content="b")], run=run)
+                )
+                parts = model.stream(ModelRequest(messages=[UserMessage(content="c")], run=run))
+                tg.start_soon(_drain, parts)
+    queued = [e.data for e in events if isinstance(e, CustomEvent)]
+    assert [d["type"] for d in queued] == ["model_request_queued"] * 2
+    assert all(d["waited"] > 0 and d["model"] == "claude-sonnet-5-5" for d in queued)
+    assert {e.path for e in events} == {"main/task-1:r"}
+
+
+async def _drain(parts: AsyncGenerator[Any, None]) -> None:
+    async with aclosing(parts):
+        async for _ in parts:
+            pass
+
+
+async def test_acquire_says_how_long_it_waited() -> None:
+    limiter = RequestLimiter(1)
+    assert await limiter.acquire() == 0.0
+    waited: list[float] = []
+
+    async def second() -> None:
+        waited.append(await limiter.acquire())
+        limiter.release()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(second)
+        await anyio.sleep(0.02)
+        limiter.release()
+    assert waited[0] >= 0.015
 
 
 async def test_waiters_are_served_first_come_first_served() -> None:
