@@ -72,7 +72,9 @@ class _ChildActor:
         label: str,
         parent: RunContext,
         files: Mapping[str, Any],
+        slot: TreeSlot | None = None,
     ) -> None:
+        self.slot = slot
         self.agent = agent
         self.path = path
         self.label = label
@@ -105,6 +107,8 @@ class _ChildActor:
             context=parent.context,
             parent=parent,
         )
+        if self.slot is not None:
+            run.services["tree_slot"] = self.slot
         journal = run.journal = parent.journal
         if journal is not None and journal.restored is not None and journal.restored.has(self.path):
             # This child was working when its tree stopped: continue where it was.
@@ -147,6 +151,39 @@ def _final_answer(state: State) -> str:
     return "(the subagent finished without a final message)"
 
 
+class TreeSlot:
+    """A child's slot under the tree-wide fan-out cap.
+
+    A subagent waiting on its own subagents lends its slot back meanwhile:
+    otherwise a cap smaller than the tree's depth would deadlock (every slot
+    held by a parent waiting for a child that waits for a slot).
+    """
+
+    def __init__(self, limiter: anyio.Semaphore) -> None:
+        self.limiter = limiter
+        self.held = False
+        self.lent = 0
+
+    async def acquire(self) -> None:
+        await self.limiter.acquire()
+        self.held = True
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self.limiter.release()
+
+    def lend(self) -> None:
+        self.lent += 1
+        if self.lent == 1:
+            self.release()
+
+    async def reclaim(self) -> None:
+        self.lent -= 1
+        if self.lent == 0 and not self.held:
+            await self.acquire()
+
+
 async def run_child(
     agent: DeepAgent,
     *,
@@ -156,20 +193,32 @@ async def run_child(
     parent: RunContext,
     files: Mapping[str, Any],
     timeout: float | None,
-    limiters: tuple[anyio.Semaphore, ...] = (),
+    limiter: anyio.Semaphore | None = None,
+    tree_limiter: anyio.Semaphore | None = None,
 ) -> ChildOutcome:
     """Run ``agent`` as a child actor of ``parent`` and return its reply.
 
-    ``timeout`` covers the wait for a fan-out slot too. Past it, the child and
-    everything under it are cancelled and the outcome is ``timed_out``; its file
-    changes are dropped whole.
+    ``limiter`` caps the parent's children working at once, ``tree_limiter`` the
+    whole tree's. ``timeout`` covers the wait for a slot too. Past it, the child
+    and everything under it are cancelled and the outcome is ``timed_out``; its
+    file changes are dropped whole.
     """
     outcome: ChildOutcome | None = None
+    lender: TreeSlot | None = parent.services.get("tree_slot")
+    slot = TreeSlot(tree_limiter) if tree_limiter is not None else None
     with anyio.move_on_after(math.inf if timeout is None else timeout) as scope:
-        for limiter in limiters:
-            await limiter.acquire()
+        if lender is not None:
+            lender.lend()
+        own = False
         try:
-            actor = _ChildActor(agent=agent, path=path, label=label, parent=parent, files=files)
+            if limiter is not None:
+                await limiter.acquire()
+                own = True
+            if slot is not None:
+                await slot.acquire()
+            actor = _ChildActor(
+                agent=agent, path=path, label=label, parent=parent, files=files, slot=slot
+            )
             reply_send, reply_receive = anyio.create_memory_object_stream[ChildOutcome](1)
             mailbox_send, mailbox = anyio.create_memory_object_stream[_RunOrder](4)
             with reply_send, reply_receive:
@@ -182,8 +231,13 @@ async def run_child(
                     tg.start_soon(actor.serve, mailbox)
                 outcome = reply_receive.receive_nowait()
         finally:
-            for limiter in limiters:
+            if slot is not None:
+                slot.release()
+            if own:
+                assert limiter is not None
                 limiter.release()
+            if lender is not None:
+                await lender.reclaim()
     if outcome is None:
         assert scope.cancelled_caught
         return ChildOutcome(

@@ -160,20 +160,19 @@ class SubAgentMiddleware(AgentMiddleware):
             run.services["task_labels_count"] = count
         return labels.get(call_id) or f"task-{call_id}"
 
-    def _limiters(self, run: RunContext) -> tuple[anyio.Semaphore, ...]:
-        limiters = []
+    def _limiters(self, run: RunContext) -> tuple[anyio.Semaphore | None, anyio.Semaphore | None]:
+        own = None
         if self.max_concurrent is not None:
             own = run.services.get("subagent_limiter")
             if own is None:
                 own = run.services["subagent_limiter"] = anyio.Semaphore(self.max_concurrent)
-            limiters.append(own)
-        if self.max_concurrent_total is not None:
-            root = run.root.services
-            tree = root.get("subagent_tree_limiter")
-            if tree is None:
-                tree = root["subagent_tree_limiter"] = anyio.Semaphore(self.max_concurrent_total)
-            limiters.append(tree)
-        return tuple(limiters)
+        # The tree's cap lives at the root run and binds every level below it,
+        # whichever agent set it.
+        root = run.root.services
+        tree = root.get("subagent_tree_limiter")
+        if tree is None and self.max_concurrent_total is not None:
+            tree = root["subagent_tree_limiter"] = anyio.Semaphore(self.max_concurrent_total)
+        return own, tree
 
     async def _delegate(self, spec: SubAgentSpec, description: str, rt: ToolRuntime) -> Command:
         run = rt.run
@@ -190,6 +189,7 @@ class SubAgentMiddleware(AgentMiddleware):
                     description=description,
                 )
             )
+        own, tree = self._limiters(run)
         # Imported here: the actor runtime imports the middleware package.
         from ..actors._child import run_child
 
@@ -201,7 +201,8 @@ class SubAgentMiddleware(AgentMiddleware):
             parent=run,
             files=rt.state.files,
             timeout=spec.timeout,
-            limiters=self._limiters(run),
+            limiter=own,
+            tree_limiter=tree,
         )
         if emit is not None:
             if outcome.status == "completed":

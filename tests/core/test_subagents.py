@@ -439,3 +439,36 @@ async def test_a_child_sees_the_parents_files_copy_on_write() -> None:
 
 def _unused(*_: Any) -> None:  # keep imports used by type checkers only
     return None
+
+
+async def test_the_tree_wide_cap_binds_every_level_without_deadlock() -> None:
+    active = peak = 0
+
+    async def leaf_answer(request: ModelRequest) -> str:
+        nonlocal active, peak
+        active += 1
+        peak = max(peak, active)
+        await anyio.sleep(0.01)
+        active -= 1
+        return "leaf done"
+
+    leaf = {
+        "name": "leaf",
+        "description": "l",
+        "system_prompt": "l",
+        "model": FunctionModel(leaf_answer),
+    }
+    middle = create_deep_agent(
+        parent_model(fan_out(("a", "leaf"), ("b", "leaf"), ("c", "leaf"))),
+        subagents=[leaf],
+        name="middle",
+    )
+    top = create_deep_agent(
+        parent_model(fan_out(*[(str(i), "middle") for i in range(4)])),
+        subagents=[{"name": "middle", "description": "m", "agent": middle}],
+        max_concurrent_subagents_total=2,
+    )
+    with anyio.fail_after(10):
+        result = await top.ainvoke("go")
+    assert result["messages"][-1].text == "all merged"
+    assert peak <= 2  # 12 leaves under 4 middles, never more than 2 at work
