@@ -145,10 +145,8 @@ def _tool_result_block(message: ToolMessage) -> JSON:
         if message.content:
             block["content"] = message.content
     else:
-        # Only text and images may appear inside a tool result.
-        inner = [
-            b for b in _content_blocks(message.content, role="user") if b["type"] != "thinking"
-        ]
+        # As user content: text and images only, which is what a tool result may hold.
+        inner = _content_blocks(message.content, role="user")
         if inner:
             block["content"] = inner
     if message.status == "error":

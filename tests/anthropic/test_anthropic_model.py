@@ -158,6 +158,36 @@ async def test_request_body_carries_converted_conversation_and_tools(
     ]
 
 
+def test_tool_results_may_carry_text_and_images() -> None:
+    image = ImageBlock(source={"type": "url", "url": "https://example.com/a.png"})
+    history = [
+        UserMessage(content="Take a screenshot."),
+        AssistantMessage(tool_calls=[ToolCall(id="toolu_shot", name="screenshot")]),
+        ToolMessage(
+            tool_call_id="toolu_shot",
+            name="screenshot",
+            content=[TextBlock(text="here it is"), image],
+        ),
+        ToolMessage(tool_call_id="toolu_none", name="noop", content=""),
+    ]
+    body = AnthropicModel(MODEL_ID, api_key="k").build_body(ask(*history))
+    assert body["messages"][1] == {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": "toolu_shot", "name": "screenshot", "input": {}}],
+    }
+    assert body["messages"][2]["content"] == [
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_shot",
+            "content": [
+                {"type": "text", "text": "here it is"},
+                {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}},
+            ],
+        },
+        {"type": "tool_result", "tool_use_id": "toolu_none"},
+    ]
+
+
 async def test_settings_and_request_options_reach_the_body(api: FakeAnthropicAPI) -> None:
     api.reply(message(text("a")), message(text("b")))
     thinking_cfg = {"type": "enabled", "budget_tokens": 2048}
