@@ -51,9 +51,6 @@ Concurrency
 
 from __future__ import annotations
 
-import email.utils
-import re
-import time
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from types import TracebackType
@@ -63,27 +60,8 @@ import anthropic
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
-from anthropic.types import (
-    InputJSONDelta,
-    RawContentBlockDeltaEvent,
-    RawContentBlockStartEvent,
-    RawContentBlockStopEvent,
-    RawMessageDeltaEvent,
-    RawMessageStartEvent,
-    RawMessageStopEvent,
-    RawMessageStreamEvent,
-    SignatureDelta,
-    TextDelta,
-    ThinkingDelta,
-)
 
-from deepactors.errors import (
-    ConfigurationError,
-    ContextWindowExceeded,
-    ModelAPIError,
-    OverloadedError,
-    RateLimitError,
-)
+from deepactors.errors import ConfigurationError
 from deepactors.events import CustomEvent
 from deepactors.messages import AssistantMessage
 
@@ -94,11 +72,12 @@ from ._anthropic_convert import (
     apply_cache_breakpoints,
     message_from_api,
     messages_to_api,
-    parse_tool_input,
     system_to_api,
     tools_to_api,
 )
-from ._base import ModelRequest, StreamDelta, StreamPart
+from ._anthropic_errors import map_error
+from ._anthropic_stream import StreamAccumulator
+from ._base import ModelRequest, StreamPart
 from ._limiter import RequestLimiter, RequestLimiterStatistics
 
 __all__ = [
@@ -143,13 +122,6 @@ _SDK_OPTIONS: Final = ("extra_headers", "timeout")
 # Above this, the SDK's plain (non-streaming) request would be expected to outlast its
 # 10-minute default timeout and is refused: 3600 s * max_tokens / 128_000 > 600 s.
 _PLAIN_MAX_TOKENS: Final = 21_333
-
-# How the API words a prompt that does not fit ("prompt is too long: 215000 tokens >
-# 200000 maximum", "input length and `max_tokens` exceed context limit: ...").
-_CONTEXT_OVERFLOW = re.compile(
-    r"prompt is too long|context (window|limit|length)|exceeds? .*context|too many (input )?tokens",
-    re.IGNORECASE,
-)
 
 
 class AnthropicModel:
@@ -266,7 +238,7 @@ class AnthropicModel:
                 **self._sdk_options,
             )
         except anthropic.APIError as exc:
-            raise _map_error(exc) from exc
+            raise map_error(exc) from exc
         finally:
             self.limiter.release()
         return message_from_api(
@@ -287,7 +259,7 @@ class AnthropicModel:
         """
         client = await self._client()
         body = self.build_body(request)
-        acc = _StreamAccumulator()
+        acc = StreamAccumulator()
         waited = await self.limiter.acquire()
         try:
             self._queued(request, waited)
@@ -305,7 +277,7 @@ class AnthropicModel:
                     if delta is not None:
                         yield delta
         except anthropic.APIError as exc:
-            raise _map_error(exc) from exc
+            raise map_error(exc) from exc
         finally:
             self.limiter.release()
         yield acc.result()
@@ -424,150 +396,3 @@ def _count_breakpoints(body: Mapping[str, Any]) -> int:
     for key in ("tools", "system"):
         count += sum(1 for block in body.get(key) or () if "cache_control" in block)
     return count
-
-
-class _StreamAccumulator:
-    """Builds the final message from raw stream events, and says which are deltas.
-
-    The SDK has its own accumulator, but it parses tool input with a partial-JSON
-    parser that raises on malformed input and accepts truncated input; a tool call
-    the model botched must become a call with ``error`` set instead.
-    """
-
-    def __init__(self) -> None:
-        self.message: dict[str, Any] | None = None
-        self.blocks: dict[int, dict[str, Any]] = {}
-        self.tool_json: dict[int, list[str]] = {}
-        self.stopped = False
-
-    def feed(self, event: RawMessageStreamEvent) -> StreamDelta | None:
-        if isinstance(event, RawMessageStartEvent):
-            self.message = cast(
-                "dict[str, Any]", event.message.to_dict(mode="json", warnings=False)
-            )
-        elif isinstance(event, RawContentBlockStartEvent):
-            block = cast("dict[str, Any]", event.content_block.to_dict(mode="json", warnings=False))
-            if block.get("type") == "tool_use":
-                self.tool_json[event.index] = []
-            self.blocks[event.index] = block
-        elif isinstance(event, RawContentBlockDeltaEvent):
-            return self._delta(event)
-        elif isinstance(event, RawContentBlockStopEvent):
-            self._finish_block(event.index)
-        elif isinstance(event, RawMessageDeltaEvent):
-            message = self._started()
-            message["stop_reason"] = event.delta.stop_reason
-            usage = message.setdefault("usage", {})
-            # message_delta usage counts are running totals: overwrite, and keep the
-            # message_start values the delta leaves out.
-            for key, value in event.usage.to_dict(mode="json", warnings=False).items():
-                if value is not None:
-                    usage[key] = value
-        elif isinstance(event, RawMessageStopEvent):
-            self.stopped = True
-        return None
-
-    def _delta(self, event: RawContentBlockDeltaEvent) -> StreamDelta | None:
-        index, delta = event.index, event.delta
-        block = self.blocks.setdefault(index, {"type": "text", "text": ""})
-        if isinstance(delta, TextDelta):
-            block["text"] = block.get("text", "") + delta.text
-            return StreamDelta(kind="text", text=delta.text, index=index) if delta.text else None
-        if isinstance(delta, ThinkingDelta):
-            block["thinking"] = block.get("thinking", "") + delta.thinking
-            if delta.thinking:
-                return StreamDelta(kind="thinking", text=delta.thinking, index=index)
-            return None
-        if isinstance(delta, SignatureDelta):
-            block["signature"] = delta.signature
-        elif isinstance(delta, InputJSONDelta):
-            self.tool_json.setdefault(index, []).append(delta.partial_json)
-            if delta.partial_json:
-                return StreamDelta(kind="tool_input", text=delta.partial_json, index=index)
-        return None
-
-    def _finish_block(self, index: int) -> None:
-        parts = self.tool_json.pop(index, None)
-        block = self.blocks.get(index)
-        if parts is None or block is None:
-            return
-        args, error = parse_tool_input("".join(parts))
-        block["input"] = args
-        if error is not None:
-            block["_input_error"] = error
-
-    def _started(self) -> dict[str, Any]:
-        if self.message is None:
-            raise OverloadedError("the Anthropic API stream did not begin with message_start")
-        return self.message
-
-    def result(self) -> AssistantMessage:
-        message = self._started()
-        if not self.stopped:
-            raise OverloadedError("the Anthropic API stream ended before message_stop")
-        for index in list(self.tool_json):
-            self._finish_block(index)
-        message["content"] = [self.blocks[i] for i in sorted(self.blocks)]
-        return message_from_api(message)
-
-
-# -- errors --------------------------------------------------------------------
-
-
-def _map_error(exc: anthropic.APIError) -> ModelAPIError:
-    """The deepactors error for an SDK error, naming the API's own explanation."""
-    if isinstance(exc, anthropic.APIConnectionError):
-        kind = "timed out" if isinstance(exc, anthropic.APITimeoutError) else "failed"
-        return OverloadedError(f"connection to the Anthropic API {kind}: {exc}")
-    if not isinstance(exc, anthropic.APIStatusError):
-        return ModelAPIError(f"unexpected answer from the Anthropic API: {exc}")
-    status = exc.status_code
-    error_type = exc.type or ""
-    detail = exc.api_message or exc.message
-    retry_after = _retry_after(exc.response.headers)
-    where = f" (request {exc.request_id})" if exc.request_id else ""
-    # An error event inside a stream arrives on a 200 response: its body's type
-    # says what went wrong.
-    if status == 429 or error_type == "rate_limit_error":
-        return RateLimitError(
-            f"Anthropic API rate limit (429): {detail}{where}",
-            status_code=status,
-            retry_after=retry_after,
-        )
-    if status >= 500 or error_type in ("overloaded_error", "api_error"):
-        return OverloadedError(
-            f"Anthropic API overloaded or failing ({status} {error_type}): {detail}{where}",
-            status_code=status,
-            retry_after=retry_after,
-        )
-    if status in (400, 413) and _CONTEXT_OVERFLOW.search(detail):
-        return ContextWindowExceeded(
-            f"the conversation does not fit the model's context window: {detail}{where}",
-            status_code=status,
-        )
-    return ModelAPIError(
-        f"the Anthropic API rejected the request ({status} {error_type or 'error'}): "
-        f"{detail}{where}",
-        status_code=status,
-    )
-
-
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
-    if (ms := headers.get("retry-after-ms")) is not None:
-        try:
-            return max(float(ms) / 1000, 0.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(when.timestamp() - time.time(), 0.0)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import email.utils
 import gc
+import time
 from contextlib import aclosing
 from typing import Any
 
@@ -29,6 +31,7 @@ from deepactors.messages import (
     UserMessage,
 )
 from deepactors.models import ModelRequest, StreamDelta
+from deepactors.models._anthropic_errors import parse_retry_after
 from deepactors.models.anthropic import DEFAULT_MODEL, AnthropicModel
 from deepactors.tools import tool
 from tests.anthropic.conftest import MODEL_ID
@@ -586,3 +589,24 @@ async def test_user_supplied_client_is_used_and_left_open(api: FakeAnthropicAPI)
         assert (await model.generate(ask())).text == "via my client"
         await model.aclose()
         assert not client.is_closed()
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"retry-after": "7"}, 7.0),
+        ({"retry-after": "0.5"}, 0.5),
+        ({"retry-after-ms": "1500", "retry-after": "9"}, 1.5),
+        ({"retry-after": "soon"}, None),
+        ({}, None),
+    ],
+)
+def test_retry_after_header_forms(headers: dict[str, str], expected: float | None) -> None:
+    assert parse_retry_after(headers) == expected
+
+
+def test_retry_after_as_an_http_date() -> None:
+    when = email.utils.formatdate(time.time() + 30, usegmt=True)
+    seconds = parse_retry_after({"retry-after": when})
+    assert seconds is not None
+    assert 25 <= seconds <= 31
