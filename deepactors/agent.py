@@ -6,6 +6,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from .actors._filewatch import actor_listener
@@ -20,9 +21,11 @@ from .errors import ConfigurationError, InputError
 from .events import Event, Interrupted, RunStarted
 from .interrupts import ActionRequest, Interrupt, parse_decisions
 from .middleware._base import AgentMiddleware
+from .middleware._caching import AnthropicPromptCachingMiddleware
 from .middleware._filesystem import FilesystemMiddleware
 from .middleware._hitl import HumanInTheLoopMiddleware
 from .middleware._patch import PatchToolCallsMiddleware
+from .middleware._retry import ModelRetryMiddleware
 from .middleware._subagents import (
     GENERAL_PURPOSE,
     GENERAL_PURPOSE_DESCRIPTION,
@@ -177,7 +180,14 @@ class DeepAgent:
         Works in a plain script and also from a thread whose event loop is already
         running (a notebook cell): the run then gets a loop in a worker thread.
         """
-        return run_sync(self.ainvoke, input, backend=backend, **kwargs)
+
+        async def invoke_and_close() -> dict[str, Any]:
+            try:
+                return await self.ainvoke(input, **kwargs)
+            finally:
+                await self._close_models()
+
+        return run_sync(invoke_and_close, backend=backend)
 
     def stream(
         self,
@@ -188,6 +198,25 @@ class DeepAgent:
     ) -> Iterator[Event]:
         """Blocking :meth:`astream`: yields events as the run produces them."""
         return stream_sync(lambda: self.astream(input, **kwargs), backend=backend)
+
+    def _models(self) -> set[ChatModel]:
+        """This agent's model and its subagents' (recursively)."""
+        seen: set[ChatModel] = {self.model}
+        for mw in self.middleware:
+            if isinstance(mw, SubAgentMiddleware):
+                for spec in mw.specs.values():
+                    if spec.agent is not self:
+                        seen |= spec.agent._models()
+        return seen
+
+    async def _close_models(self) -> None:
+        # The sync API runs each call on a fresh event loop; a model's HTTP client
+        # belongs to the loop that made it, so close it before that loop ends.
+        for model in self._models():
+            aclose = getattr(model, "aclose", None)
+            if aclose is not None:
+                with anyio.CancelScope(shield=True):
+                    await aclose()
 
     # -- saved threads -------------------------------------------------------------------
 
@@ -425,8 +454,13 @@ def create_deep_agent(
             "interrupt_on needs a checkpointer: an interrupted run is continued from its "
             "saved thread (for example checkpointer=MemoryCheckpointer())"
         )
-    hitl = [HumanInTheLoopMiddleware(interrupt_on)] if interrupt_on else []
-    resolved = resolve_model(model)
+    # The tail runs innermost: a retry repeats only the model call, and the human
+    # decides on the exact call that would run.
+    tail: list[AgentMiddleware] = [ModelRetryMiddleware()]
+    if interrupt_on:
+        tail.append(HumanInTheLoopMiddleware(interrupt_on))
+    models = _ModelCache()
+    resolved = models.resolve(model)
     user_tools = as_tools(tools)
     backend = backend if backend is not None else StateBackend()
     specs = _subagent_specs(
@@ -437,7 +471,8 @@ def create_deep_agent(
         store=store,
         debug=debug,
         max_steps=max_steps,
-        tail=hitl,
+        tail=tail,
+        models=models,
     )
     defaults: list[AgentMiddleware] = [
         TodoListMiddleware(),
@@ -447,13 +482,14 @@ def create_deep_agent(
             max_concurrent=max_concurrent_subagents,
             max_concurrent_total=max_concurrent_subagents_total,
         ),
+        AnthropicPromptCachingMiddleware(),
         PatchToolCallsMiddleware(),
     ]
     return _build_agent(
         model=resolved,
         tools=user_tools,
         system_prompt=system_prompt,
-        stack=[*_merge_middleware(defaults, middleware), *hitl],
+        stack=[*_merge_middleware(defaults, middleware), *tail],
         backend=backend,
         store=store,
         debug=debug,
@@ -521,6 +557,7 @@ def _subagent_specs(
     debug: bool,
     max_steps: int,
     tail: Sequence[AgentMiddleware] = (),
+    models: _ModelCache | None = None,
 ) -> list[SubAgentSpec]:
     """Subagent specs from the user's dicts, plus ``general-purpose`` unless replaced."""
 
@@ -536,13 +573,14 @@ def _subagent_specs(
         defaults = [
             TodoListMiddleware(),
             FilesystemMiddleware(execute=_can_execute(backend)),
+            AnthropicPromptCachingMiddleware(),
             PatchToolCallsMiddleware(),
         ]
         # Declarative subagents inherit interrupt_on: a guarded tool stays guarded
         # when the work is delegated.
         stack = [*_merge_middleware(defaults, extra), *tail]
         return _build_agent(
-            model=model if child_model is None else resolve_model(child_model),
+            model=model if child_model is None else (models or _ModelCache()).resolve(child_model),
             tools=tools if child_tools is None else as_tools(child_tools),
             system_prompt=prompt,
             stack=stack,
@@ -597,6 +635,25 @@ def _subagent_specs(
             0, SubAgentSpec(name=GENERAL_PURPOSE, description=GENERAL_PURPOSE_DESCRIPTION, agent=gp)
         )
     return specs
+
+
+class _ModelCache:
+    """Resolves model strings once per agent tree.
+
+    A subagent naming the same ``"anthropic:..."`` string as its parent gets the
+    same model object, so they share its client and its request limiter.
+    """
+
+    def __init__(self) -> None:
+        self._models: dict[str, ChatModel] = {}
+
+    def resolve(self, model: str | ChatModel | None) -> ChatModel:
+        if model is not None and not isinstance(model, str):
+            return resolve_model(model)
+        key = model or ""
+        if key not in self._models:
+            self._models[key] = resolve_model(model)
+        return self._models[key]
 
 
 def _can_execute(backend: Backend | None) -> bool:

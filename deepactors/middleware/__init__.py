@@ -14,8 +14,11 @@ from ._base import before_agent as before_agent
 from ._base import before_model as before_model
 from ._base import wrap_model_call as wrap_model_call
 from ._base import wrap_tool_call as wrap_tool_call
+from ._caching import AnthropicPromptCachingMiddleware as AnthropicPromptCachingMiddleware
 from ._filesystem import FilesystemMiddleware as FilesystemMiddleware
+from ._hitl import HumanInTheLoopMiddleware as HumanInTheLoopMiddleware
 from ._patch import PatchToolCallsMiddleware as PatchToolCallsMiddleware
+from ._retry import ModelRetryMiddleware as ModelRetryMiddleware
 from ._subagents import SubAgentMiddleware as SubAgentMiddleware
 from ._subagents import SubAgentSpec as SubAgentSpec
 from ._todo import TodoListMiddleware as TodoListMiddleware

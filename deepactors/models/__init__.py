@@ -7,13 +7,19 @@ from ._base import ChatModel as ChatModel
 from ._base import ModelRequest as ModelRequest
 from ._base import StreamDelta as StreamDelta
 from ._base import StreamPart as StreamPart
+from ._limiter import RequestLimiter as RequestLimiter
+from ._limiter import RequestLimiterStatistics as RequestLimiterStatistics
 from .testing import FunctionModel as FunctionModel
 from .testing import ScriptedModel as ScriptedModel
 
 __all__ = [
+    "DEFAULT_MODEL",
+    "AnthropicModel",
     "ChatModel",
     "FunctionModel",
     "ModelRequest",
+    "RequestLimiter",
+    "RequestLimiterStatistics",
     "ScriptedModel",
     "StreamDelta",
     "StreamPart",
@@ -21,6 +27,16 @@ __all__ = [
 ]
 
 PROVIDERS = ("anthropic",)
+
+
+def __getattr__(name: str) -> object:
+    # The Anthropic SDK is imported only when Claude is asked for: a test or an
+    # offline demo on the deterministic models never pays for it.
+    if name in ("AnthropicModel", "DEFAULT_MODEL"):
+        from . import anthropic
+
+        return getattr(anthropic, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def resolve_model(model: str | ChatModel | None) -> ChatModel:
