@@ -1,4 +1,8 @@
-"""The ``deepactors`` command: ``deepactors demo`` runs the offline demo."""
+"""The ``deepactors`` command.
+
+``deepactors demo`` runs the offline demo; ``deepactors run "question"`` runs the
+deep agent on Claude (``ANTHROPIC_API_KEY``) with the live event view.
+"""
 
 from __future__ import annotations
 
@@ -28,6 +32,52 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    import os
+
+    from .agent import create_deep_agent
+    from .demo import print_event
+    from .errors import ConfigurationError, DeepActorsError
+
+    model = args.model or None
+    if (model is None or str(model).startswith("anthropic:")) and not os.environ.get(
+        "ANTHROPIC_API_KEY"
+    ):
+        print(
+            "deepactors run needs Claude: set ANTHROPIC_API_KEY (and optionally --model "
+            "anthropic:<model id>). To see the runtime without a key, run `deepactors demo`.",
+            file=sys.stderr,
+        )
+        return 2
+    checkpointer = None
+    if args.db:
+        from .persistence import SqliteCheckpointer
+
+        checkpointer = SqliteCheckpointer(args.db)
+    try:
+        agent = create_deep_agent(model, checkpointer=checkpointer)
+    except ConfigurationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    thread = args.thread or ("cli" if checkpointer is not None else None)
+    question = " ".join(args.question)
+
+    async def main() -> None:
+        try:
+            async with agent.astream(question, thread_id=thread, timeout=args.timeout) as events:
+                async for event in events:
+                    print_event(event)
+        finally:
+            await agent._close_models()
+
+    try:
+        anyio.run(main, backend=args.loop)
+    except (DeepActorsError, TimeoutError) as exc:
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command-line parser (exposed for tests and docs)."""
     parser = argparse.ArgumentParser(
@@ -38,6 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("question", nargs="*", help="the question (default: a built-in one)")
     demo.add_argument("--loop", choices=("asyncio", "trio"), default="asyncio")
     demo.set_defaults(func=_demo)
+    run = sub.add_parser("run", help="run the deep agent on Claude with a live event view")
+    run.add_argument("question", nargs="+", help="what to ask")
+    run.add_argument("--model", help="a model string, e.g. anthropic:claude-sonnet-5-5")
+    run.add_argument("--thread", help="thread id to continue (with --db)")
+    run.add_argument("--db", help="SQLite file that keeps threads across runs")
+    run.add_argument("--timeout", type=float, default=None, help="seconds for the whole run")
+    run.add_argument("--loop", choices=("asyncio", "trio"), default="asyncio")
+    run.set_defaults(func=_run)
     return parser
 
 
