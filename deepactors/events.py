@@ -71,7 +71,7 @@ class RunFinished(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelCallStarted(Event):
-    """A model call is about to be made (after any queueing for a request slot)."""
+    """A model call is about to be made (any wait for a request slot comes after)."""
 
     step: int
 
