@@ -512,6 +512,10 @@ def _build_agent(
     max_steps: int,
     checkpointer: Checkpointer | None = None,
 ) -> DeepAgent:
+    if not getattr(model, "prompt_caching", False):
+        # Cache hints are for Claude; for any other model the layer would only
+        # copy each request, on the hot path, for nothing.
+        stack = [mw for mw in stack if type(mw) is not AnthropicPromptCachingMiddleware]
     agent_name = name or "main"
     if "/" in agent_name or not agent_name:
         raise ConfigurationError(f"agent name {agent_name!r} must be non-empty and contain no '/'")

@@ -1,10 +1,11 @@
 """Child actors: a subagent run in a task group owned by its parent's tool call.
 
-:func:`run_child` opens a task group inside the calling tool and starts the
-child actor in it with its run order already in its mailbox; the child answers
-with a reply message, read once the task group has closed. So a child can never
-outlive the call that made it, and cancelling the parent's scope cancels the
-child's whole subtree with it.
+:func:`run_child` runs the child actor in the task of the calling tool call,
+which lives in the task group of the parent's tool step, with its run order
+already in its mailbox; the child answers with a reply message. So a child can
+never outlive the call that made it, and cancelling the parent's scope cancels
+the child's whole subtree with it. The child's own tool steps open their own
+task groups under it.
 
 The child's reply is a message: its final answer and its file diff, or a failure
 or cancellation notice. Exceptions never escape into the shared task group, so a
@@ -13,8 +14,8 @@ failing child cannot cancel its siblings.
 
 from __future__ import annotations
 
+import contextlib
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -151,6 +152,9 @@ def _final_answer(state: State) -> str:
     return "(the subagent finished without a final message)"
 
 
+_NO_SCOPE = contextlib.nullcontext(None)
+
+
 class TreeSlot:
     """A child's slot under the tree-wide fan-out cap.
 
@@ -206,7 +210,8 @@ async def run_child(
     outcome: ChildOutcome | None = None
     lender: TreeSlot | None = parent.services.get("tree_slot")
     slot = TreeSlot(tree_limiter) if tree_limiter is not None else None
-    with anyio.move_on_after(math.inf if timeout is None else timeout) as scope:
+    # No scope at all without a timeout: on trio each one costs, times N children.
+    with anyio.move_on_after(timeout) if timeout is not None else _NO_SCOPE as scope:
         if lender is not None:
             lender.lend()
         own = False
@@ -227,8 +232,14 @@ async def run_child(
                 # reply is read once the actor's task group has closed.
                 with mailbox_send:
                     mailbox_send.send_nowait(_RunOrder(description=description, reply=reply_send))
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(actor.serve, mailbox)
+                # Yield once between spawning and running, so a wide fan-out's
+                # setup and first model calls do not land in one long loop turn
+                # (other tasks, timers above all, get to run in between).
+                await anyio.lowlevel.checkpoint()
+                # The actor runs in this task, which belongs to the parent's tool
+                # step (its task group, when the step has several calls): it
+                # cannot outlive the call, and needs no task of its own.
+                await actor.serve(mailbox)
                 outcome = reply_receive.receive_nowait()
         finally:
             if slot is not None:
@@ -239,6 +250,7 @@ async def run_child(
             if lender is not None:
                 await lender.reclaim()
     if outcome is None:
+        assert scope is not None
         assert scope.cancelled_caught
         return ChildOutcome(
             status="timed_out",

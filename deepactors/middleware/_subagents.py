@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -60,6 +60,24 @@ Available subagent types:
 {types}
 
 Several `task` calls in one turn run at the same time."""
+
+
+def _run_child() -> Any:
+    """The child-actor runner, imported on first use.
+
+    The actor runtime imports this package, so the import cannot sit at the top;
+    and a function-level ``from ... import`` costs ~10 us per call (the import
+    system runs each time), which is too much per subagent.
+    """
+    global _RUN_CHILD
+    if _RUN_CHILD is None:
+        from ..actors._child import run_child
+
+        _RUN_CHILD = run_child
+    return _RUN_CHILD
+
+
+_RUN_CHILD: Any = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -190,10 +208,7 @@ class SubAgentMiddleware(AgentMiddleware):
                 )
             )
         own, tree = self._limiters(run)
-        # Imported here: the actor runtime imports the middleware package.
-        from ..actors._child import run_child
-
-        outcome = await run_child(
+        outcome = await _run_child()(
             spec.agent,
             description=description,
             path=child_path,

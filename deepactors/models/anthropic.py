@@ -54,7 +54,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from types import TracebackType
-from typing import Any, Final, cast
+from typing import Any, ClassVar, Final, cast
 
 import anthropic
 import anyio
@@ -152,6 +152,9 @@ class AnthropicModel:
     model can serve successive ``anyio.run`` calls (the sync ``invoke``); close it
     with :meth:`aclose` or ``async with model:``.
     """
+
+    prompt_caching: ClassVar[bool] = True
+    """Reads the ``anthropic_cache`` setting of :class:`AnthropicPromptCachingMiddleware`."""
 
     def __init__(
         self,

@@ -15,7 +15,7 @@ from typing import TypeAlias
 import anyio
 
 from ..errors import ConfigurationError, ScriptExhausted
-from ..messages import AssistantMessage, TextBlock, content_text
+from ..messages import AssistantMessage, TextBlock, content_text, new_id
 from ._base import ModelRequest, StreamDelta, StreamPart
 
 __all__ = ["Answer", "FunctionModel", "ScriptedModel"]
@@ -24,10 +24,14 @@ Answer: TypeAlias = AssistantMessage | str
 AnswerFn: TypeAlias = Callable[[ModelRequest], Answer | Awaitable[Answer]]
 
 
-def _as_message(answer: object, model_name: str) -> AssistantMessage:
+def _as_message(answer: object, model_name: str, seen: set[str]) -> AssistantMessage:
     if isinstance(answer, AssistantMessage):
-        if answer.model is None:
-            return answer.model_copy(update={"model": model_name})
+        # Used as given (no copy on the hot path), except that an answer object
+        # returned twice gets a fresh id: the same id would replace the earlier
+        # message in the history instead of adding one.
+        if answer.id in seen:
+            answer = answer.model_copy(update={"id": new_id()})
+        seen.add(answer.id)
         return answer
     if isinstance(answer, str):
         return AssistantMessage(content=answer, model=model_name)
@@ -67,6 +71,7 @@ class FunctionModel:
         self._name = name
         self._chunk = max(1, stream_chunk)
         self.calls = 0
+        self._seen: set[str] = set()
 
     @property
     def model_name(self) -> str:
@@ -81,7 +86,7 @@ class FunctionModel:
         answer = self._fn(request)
         if self._is_async or inspect.isawaitable(answer):
             answer = await answer  # type: ignore[misc]
-        return _as_message(answer, self._name)
+        return _as_message(answer, self._name, self._seen)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
         """The same answer as :meth:`generate`, its text sent in small pieces first."""

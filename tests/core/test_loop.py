@@ -321,3 +321,14 @@ async def test_debug_logs_every_hook_and_model_call() -> None:
     with structlog.testing.capture_logs() as quiet:
         await create_deep_agent(ScriptedModel(["hi"])).ainvoke("go")
     assert quiet == []
+
+
+async def test_a_test_model_returning_one_answer_object_twice_adds_two_messages() -> None:
+    again = AssistantMessage(tool_calls=[ToolCall(name="echo", args={"text": "x"})])
+    answers = iter([again, again, AssistantMessage(content="done")])
+    result = await create_deep_agent(FunctionModel(lambda r: next(answers)), tools=[echo]).ainvoke(
+        "go"
+    )
+    assert [m.role for m in result["messages"]] == ["user"] + ["assistant", "tool"] * 2 + [
+        "assistant"
+    ]
