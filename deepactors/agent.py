@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -197,7 +197,16 @@ class DeepAgent:
         **kwargs: Any,
     ) -> Iterator[Event]:
         """Blocking :meth:`astream`: yields events as the run produces them."""
-        return stream_sync(lambda: self.astream(input, **kwargs), backend=backend)
+
+        @asynccontextmanager
+        async def events_then_close() -> AsyncIterator[EventStream]:
+            try:
+                async with self.astream(input, **kwargs) as events:
+                    yield events
+            finally:
+                await self._close_models()
+
+        return stream_sync(events_then_close, backend=backend)
 
     def _models(self) -> set[ChatModel]:
         """This agent's model and its subagents' (recursively)."""

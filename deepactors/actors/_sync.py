@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
 import anyio
@@ -48,8 +49,14 @@ def run_sync(fn: Callable[..., Awaitable[T]], *args: Any, backend: str, **kwargs
         return portal.call(call)
 
 
-def stream_sync(make: Callable[[], EventStream], *, backend: str) -> Iterator[Event]:
-    """Iterate an :class:`EventStream` from sync code, on a loop in a worker thread."""
+def stream_sync(
+    make: Callable[[], AbstractAsyncContextManager[EventStream]], *, backend: str
+) -> Iterator[Event]:
+    """Iterate an event stream from sync code, on a loop in a worker thread.
+
+    ``make`` returns the async context manager that opens the stream; it is
+    entered and left in one task of the worker's loop.
+    """
     _check_backend(backend)
     with (
         anyio.from_thread.start_blocking_portal(backend) as portal,

@@ -223,7 +223,17 @@ async def test_interrupt_on_needs_a_checkpointer() -> None:
         create_deep_agent(FunctionModel(lambda r: "x"), interrupt_on={"note": True})
 
 
-async def test_an_interrupt_inside_a_subagent_resumes_that_subagent_alone() -> None:
+@pytest.mark.parametrize(
+    ("decision", "expected"),
+    [
+        ({"type": "approve"}, "g"),
+        ({"type": "edit", "args": {"path": "/g.md", "text": "edited"}}, "edited"),
+        ({"type": "reject", "message": "no"}, None),
+    ],
+)
+async def test_an_interrupt_inside_a_subagent_resumes_that_subagent_alone(
+    decision: dict[str, Any], expected: str | None
+) -> None:
     saver = MemoryCheckpointer()
     calls: Counter[str] = Counter()
 
@@ -262,9 +272,12 @@ async def test_an_interrupt_inside_a_subagent_resumes_that_subagent_alone() -> N
     assert request["path"] == "main/task-2:w"
     assert any(isinstance(e, events.Interrupted) for e in seen)
     assert calls == {"free1": 2, "guarded": 1, "free2": 2}
-    done = await agent.ainvoke(Command(resume=[{"type": "approve"}]), thread_id="s")
+    done = await agent.ainvoke(Command(resume=[decision]), thread_id="s")
     assert calls == {"free1": 2, "guarded": 2, "free2": 2}  # siblings untouched
-    assert done["files"]["/g.md"].content == "g"
+    if expected is None:
+        assert "/g.md" not in done["files"]
+    else:
+        assert done["files"]["/g.md"].content == expected
     assert done["messages"][-1].text == "all done"
     finished = [m.text for m in done["messages"] if isinstance(m, ToolMessage)]
     # The siblings' results were kept at the interrupt; the resumed one joins them.
