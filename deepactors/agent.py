@@ -7,6 +7,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectSendStream
 
 from .actors._filewatch import actor_listener
@@ -72,6 +73,7 @@ class DeepAgent:
         self.backend = backend
         self.store = store
         self.checkpointer = checkpointer
+        self._turns: dict[tuple[object, str], anyio.Lock] = {}
 
     @property
     def name(self) -> str:
@@ -135,7 +137,17 @@ class DeepAgent:
         if runtime is not None:
             return await runtime.ainvoke(self, input, **kwargs)
         self._prepare_input(input, thread_id)  # fail before opening anything
-        async with open_runtime() as rt:
+        async with AsyncExitStack() as stack:
+            if timeout is None:
+                await stack.enter_async_context(self._thread_turn(thread_id))
+            else:
+                # Waiting for an earlier run on the thread counts against the timeout,
+                # as waiting in a thread actor's mailbox does.
+                started = anyio.current_time()
+                with anyio.fail_after(timeout):
+                    await stack.enter_async_context(self._thread_turn(thread_id))
+                kwargs["timeout"] = max(0.0, timeout - (anyio.current_time() - started))
+            rt = await stack.enter_async_context(open_runtime())
             handle = await rt.start(self, input, **kwargs)
             await handle.wait()
         # Raised outside the task group, so callers get the run's own exception
@@ -166,7 +178,8 @@ class DeepAgent:
         async def start(rt: Runtime) -> RunHandle:
             return await rt.start(self, input, stream=True, **kwargs)
 
-        return EventStream(start, runtime=runtime)
+        turn = None if runtime is not None else self._thread_turn(thread_id)
+        return EventStream(start, runtime=runtime, turn=turn)
 
     def invoke(
         self,
@@ -207,6 +220,28 @@ class DeepAgent:
                 await self._close_models()
 
         return stream_sync(events_then_close, backend=backend)
+
+    @asynccontextmanager
+    async def _thread_turn(self, thread_id: str | None) -> AsyncIterator[None]:
+        """Runs on one thread take turns, in arrival order, even without a runtime.
+
+        Inside :func:`open_runtime` the thread's actor queues them in its mailbox;
+        a run without a runtime has an actor of its own, so runs of this agent on
+        the same thread in the same event loop wait here for the one before.
+        """
+        if thread_id is None:
+            yield
+            return
+        key = (anyio.lowlevel.current_token(), thread_id)
+        lock = self._turns.get(key)
+        if lock is None:
+            lock = self._turns[key] = anyio.Lock()
+        try:
+            async with lock:
+                yield
+        finally:
+            if not lock.locked() and lock.statistics().tasks_waiting == 0:
+                self._turns.pop(key, None)
 
     def _models(self) -> set[ChatModel]:
         """This agent's model and its subagents' (recursively)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from types import TracebackType
 from typing import Any
 
@@ -29,10 +29,15 @@ class EventStream:
     """
 
     def __init__(
-        self, start: Callable[[Runtime], Awaitable[RunHandle]], *, runtime: Runtime | None
+        self,
+        start: Callable[[Runtime], Awaitable[RunHandle]],
+        *,
+        runtime: Runtime | None,
+        turn: AbstractAsyncContextManager[None] | None = None,
     ) -> None:
         self._start = start
         self._runtime = runtime
+        self._turn = turn
         self._stack: AsyncExitStack | None = None
         self.handle: RunHandle | None = None
         self.result: dict[str, Any] | None = None
@@ -44,6 +49,8 @@ class EventStream:
         await stack.__aenter__()
         self._stack = stack
         try:
+            if self._turn is not None:
+                await stack.enter_async_context(self._turn)
             rt = self._runtime
             if rt is None:
                 rt = await stack.enter_async_context(open_runtime())

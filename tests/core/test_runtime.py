@@ -216,3 +216,32 @@ def test_the_sync_api_works_in_a_plain_script(tmp_path: Any) -> None:
         [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=True
     )
     assert out.stdout.split("\n")[:4] == ["hello asyncio", "True", "hello trio", "True"]
+
+
+async def test_runs_on_one_thread_take_turns_even_without_a_runtime() -> None:
+    from deepactors.persistence import MemoryCheckpointer
+
+    active = 0
+    overlap = False
+
+    async def answer(request: ModelRequest) -> str:
+        nonlocal active, overlap
+        active += 1
+        overlap = overlap or active > 1
+        await anyio.sleep(0.05)
+        active -= 1
+        return f"seen {len(request.messages)}"
+
+    agent = create_deep_agent(FunctionModel(answer), checkpointer=MemoryCheckpointer())
+    results: dict[str, Any] = {}
+    async with anyio.create_task_group() as tg:
+        for text in ("one", "two", "three"):
+
+            async def ask(text: str = text) -> None:
+                results[text] = await agent.ainvoke(text, thread_id="t")
+
+            tg.start_soon(ask)
+            await anyio.wait_all_tasks_blocked()
+    assert not overlap
+    assert [m.text for m in results["three"]["messages"]][-2:] == ["three", "seen 5"]
+    assert agent._turns == {}  # nothing left behind
