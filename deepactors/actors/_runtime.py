@@ -15,7 +15,6 @@ cancel the others.
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -237,7 +236,6 @@ class Runtime:
         self._tg = task_group
         self.idle_timeout = idle_timeout
         self._actors: dict[tuple[int, str], _ThreadActor] = {}
-        self._agents: weakref.WeakValueDictionary[int, DeepAgent] = weakref.WeakValueDictionary()
         self._closed = False
         self._anonymous: set[_ThreadActor] = set()
 
@@ -297,9 +295,8 @@ class Runtime:
         key = (id(agent), thread_id)
         actor = self._actors.get(key)
         if actor is None:
+            # The actor holds the agent, so id(agent) cannot be reused while the key lives.
             actor = _ThreadActor(runtime=self, agent=agent, thread_id=thread_id, key=key)
-            # Keep the agent alive while its actor is: id() keys must not be reused.
-            self._agents[id(agent)] = agent
             self._actors[key] = actor
             await self._tg.start(actor.serve)
         return actor
