@@ -151,22 +151,25 @@ class _ThreadActor:
             self.runtime._anonymous.discard(self)
 
     async def _serve(self, receive: MemoryObjectReceiveStream[_Order]) -> None:
+        idle = self.runtime.idle_timeout if self.key is not None else math.inf
         async with receive:
             while True:
-                idle = self.runtime.idle_timeout if self.key is not None else math.inf
+                order = None
+                # Only the wait for an order is timed: a run may take as long as it needs.
                 with anyio.move_on_after(idle):
                     try:
                         order = await receive.receive()
                     except anyio.EndOfStream:
                         return
-                    self.queued -= 1
-                    await self._execute(order)
+                if order is None:
+                    # Idle past the timeout: leave. No await between the check and
+                    # the removal, so no order can slip into a mailbox nobody reads.
+                    if self.queued == 0:
+                        self.runtime._forget(self)
+                        return
                     continue
-                # Idle past the timeout: leave. No await between the check and the
-                # removal, so no order can slip into a mailbox nobody reads.
-                if self.queued == 0:
-                    self.runtime._forget(self)
-                    return
+                self.queued -= 1
+                await self._execute(order)
 
     async def _execute(self, order: _Order) -> None:
         handle = order.handle

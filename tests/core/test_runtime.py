@@ -245,3 +245,17 @@ async def test_runs_on_one_thread_take_turns_even_without_a_runtime() -> None:
     assert not overlap
     assert [m.text for m in results["three"]["messages"]][-2:] == ["three", "seen 5"]
     assert agent._turns == {}  # nothing left behind
+
+
+async def test_a_run_may_outlast_the_idle_timeout_and_idle_actors_leave() -> None:
+    agent = create_deep_agent(FunctionModel(lambda r: "slow but fine", latency=0.3))
+    async with open_runtime(idle_timeout=0.1) as rt:
+        result = await rt.ainvoke(agent, "go", thread_id="t")
+        assert result["messages"][-1].text == "slow but fine"
+        assert rt.statistics().actors == 1
+        with anyio.fail_after(5):
+            while rt.statistics().actors:
+                await anyio.sleep(0.05)
+        # A new run on the thread gets a new actor.
+        again = await rt.ainvoke(agent, "again", thread_id="t")
+        assert again["messages"][-1].text == "slow but fine"
