@@ -254,7 +254,7 @@ async def test_a_run_may_outlast_the_idle_timeout_and_idle_actors_leave() -> Non
         assert result["messages"][-1].text == "slow but fine"
         assert rt.statistics().actors == 1
         with anyio.fail_after(5):
-            while rt.statistics().actors:
+            while rt.statistics().actors:  # noqa: ASYNC110 - polls the runtime; no event to wait on
                 await anyio.sleep(0.05)
         # A new run on the thread gets a new actor.
         again = await rt.ainvoke(agent, "again", thread_id="t")
