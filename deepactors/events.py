@@ -139,9 +139,14 @@ class SubagentSpawned(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SubagentFinished(Event):
-    """A child finished; its answer and files merge when its parent's tool step ends."""
+    """A child finished; its answer and files merge when its parent's tool step ends.
+
+    Attributes:
+        usage: Tokens spent by the child and everything under it.
+    """
 
     child: str
+    usage: Usage | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

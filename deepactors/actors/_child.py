@@ -26,7 +26,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from ..context import RunContext
 from ..filediff import FileDiff, diff_files
 from ..interrupts import ActionRequest, Interrupt
-from ..messages import AssistantMessage, UserMessage, new_id
+from ..messages import AssistantMessage, Usage, UserMessage, new_id
 from ..state import State
 from ._filewatch import actor_listener
 from ._loop import run_loop
@@ -44,6 +44,7 @@ class ChildOutcome:
     Attributes:
         status: ``completed``, ``failed``, ``timed_out``, ``cancelled`` or
             ``interrupted`` (waiting for human decisions: ``requests``).
+        usage: Tokens the child and its own subagents spent (completed children).
         answer: The child's final answer (completed), or why it did not finish.
         diff: Its file changes; None unless it completed (all or nothing).
         path: The child's actor path.
@@ -54,6 +55,7 @@ class ChildOutcome:
     diff: FileDiff | None
     path: str
     requests: tuple[ActionRequest, ...] = ()
+    usage: Usage | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -136,7 +138,11 @@ class _ChildActor:
             parent.add_usage(run.usage)
         diff = FileDiff(changes=diff_files(self.base_files, state.files), label=self.label)
         return ChildOutcome(
-            status="completed", answer=_final_answer(state), diff=diff, path=self.path
+            status="completed",
+            answer=_final_answer(state),
+            diff=diff,
+            path=self.path,
+            usage=run.usage,
         )
 
 

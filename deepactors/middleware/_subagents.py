@@ -221,7 +221,11 @@ class SubAgentMiddleware(AgentMiddleware):
         )
         if emit is not None:
             if outcome.status == "completed":
-                emit(SubagentFinished(path=run.path, run_id=run.run_id, child=child_path))
+                emit(
+                    SubagentFinished(
+                        path=run.path, run_id=run.run_id, child=child_path, usage=outcome.usage
+                    )
+                )
             elif outcome.status == "failed":
                 emit(
                     SubagentFailed(

@@ -472,3 +472,24 @@ async def test_the_tree_wide_cap_binds_every_level_without_deadlock() -> None:
         result = await top.ainvoke("go")
     assert result["messages"][-1].text == "all merged"
     assert peak <= 2  # 12 leaves under 4 middles, never more than 2 at work
+
+
+async def test_usage_adds_up_per_subtree_and_per_run() -> None:
+    from deepactors import Usage
+
+    def child(request: ModelRequest) -> AssistantMessage:
+        return AssistantMessage(content="ok", usage=Usage(input_tokens=10, output_tokens=1))
+
+    def top(request: ModelRequest) -> AssistantMessage:
+        answer = parent_model(fan_out(("a", "w"), ("b", "w")))._fn(request)
+        return answer.model_copy(update={"usage": Usage(input_tokens=100, output_tokens=5)})  # type: ignore[union-attr]
+
+    worker = {"name": "w", "description": "w", "system_prompt": "w", "model": FunctionModel(child)}
+    stream = create_deep_agent(FunctionModel(top), subagents=[worker]).astream("go")
+    seen = [e async for e in stream]
+    finished = [e for e in seen if isinstance(e, events.SubagentFinished)]
+    assert [e.usage.input_tokens for e in finished if e.usage] == [10, 10]
+    assert stream.result is not None
+    total = stream.result["usage"]
+    assert (total.input_tokens, total.output_tokens, total.requests) == (220, 12, 4)
+    assert seen[-1].usage == total  # type: ignore[attr-defined]
