@@ -27,7 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import InputError
-from .messages import Message, to_messages
+from .messages import Message, to_message, to_messages
 
 __all__ = [
     "REMOVE_ALL_MESSAGES",
@@ -276,6 +276,37 @@ class State(Mapping[str, Any]):
             values[name] = ch.reducer(values[name], value)
         if self.listener is not None:
             self.listener(update)
+
+    def check_update(self, update: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate an update from a tool before it is applied; return it converted.
+
+        Names must be channels of this state. ``files`` values may be plain text
+        (the next version of that path), a :class:`FileRecord` or ``None``; a
+        subagent's diff passes as is. ``messages`` may be dicts.
+
+        Raises:
+            ValueError: With a message fit for the model that made the call.
+        """
+        out: dict[str, Any] = {}
+        for name, value in update.items():
+            if name not in self._channels:
+                raise ValueError(
+                    f"cannot update {name!r}: the state has {', '.join(self._channels)}"
+                )
+            if name == "files" and isinstance(value, Mapping):
+                value = {p: self._next_file(p, v) for p, v in value.items()}
+            elif name == "messages":
+                value = [v if isinstance(v, RemoveMessage) else to_message(v) for v in value]
+            out[name] = value
+        return out
+
+    def _next_file(self, path: str, value: Any) -> FileRecord | None:
+        if value is None or isinstance(value, FileRecord):
+            return value
+        if not isinstance(value, str):
+            raise ValueError(f"file {path!r} must be set to text, a FileRecord or None")
+        current = self.files.get(path)
+        return current.changed(value) if current is not None else FileRecord(content=value)
 
     def add_message(self, message: Message) -> None:
         """Append one message (the loop's hot path: no dict built per call)."""

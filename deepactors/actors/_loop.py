@@ -23,7 +23,7 @@ import anyio
 import structlog
 
 from ..context import RunContext, ToolRuntime
-from ..errors import ConfigurationError, StepLimitExceeded, ToolError
+from ..errors import ConfigurationError, InputError, StepLimitExceeded, ToolError
 from ..events import (
     ModelCallFinished,
     ModelCallStarted,
@@ -321,6 +321,13 @@ async def run_tools(
             except Exception as exc:  # a wrap_tool_call middleware raised
                 out = error_result(call, f"{type(exc).__name__}: {exc}")
             done = _command_message(call, out) if isinstance(out, Command) else (out, None)
+            if done[1]:
+                try:
+                    done = (done[0], state.check_update(done[1]))
+                except (ValueError, InputError) as exc:
+                    # A tool asked for an update the state cannot take: the model
+                    # learns, the state stays as it was.
+                    done = (error_result(call, f"the tool's state update was refused: {exc}"), None)
             if run.journal is not None:
                 run.journal.record_tool_result(run.path, run.step, *done)
         # else: finished before a crash or an interrupt; its result was checkpointed.

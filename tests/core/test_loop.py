@@ -332,3 +332,22 @@ async def test_a_test_model_returning_one_answer_object_twice_adds_two_messages(
     assert [m.role for m in result["messages"]] == ["user"] + ["assistant", "tool"] * 2 + [
         "assistant"
     ]
+
+
+async def test_a_tools_bad_state_update_becomes_an_error_and_changes_nothing() -> None:
+    async def bad() -> Command:
+        """Write a channel that does not exist."""
+        return Command(update={"nope": 1, "files": {"/a.md": "x"}})
+
+    async def text_file() -> Command:
+        """Write a file as plain text."""
+        return Command(update={"files": {"/b.md": "hello"}})
+
+    model = ScriptedModel([calls(("bad", {}), ("text_file", {})), "done"])
+    result = await create_deep_agent(model, tools=[bad, text_file]).ainvoke("go")
+    first, second = tool_results(result)
+    assert first.status == "error"
+    assert "'nope'" in first.text
+    assert "/a.md" not in result["files"]
+    assert second.status == "success"
+    assert result["files"]["/b.md"].content == "hello"
