@@ -30,10 +30,13 @@ def _record(record: FileRecord | None) -> dict[str, Any] | None:
 
 
 def _value(value: Any) -> Any:
+    """A channel value as JSON data (models dumped at any depth)."""
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return [_value(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _value(v) for k, v in value.items()}
     return value
 
 

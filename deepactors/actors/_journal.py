@@ -148,11 +148,14 @@ class Journal:
                 await self._put(batch)
 
     async def _put(self, batch: list[tuple[int, CheckpointWrite]]) -> None:
-        try:
-            await self.checkpointer.put(self.thread_id, [w for _, w in batch])
-        except Exception as exc:
-            # Fail loudly at every later sync: nothing after a gap may pass as saved.
-            self._error = exc
+        # After a failed batch nothing more is stored: the saved log stays a clean
+        # prefix of what happened (a resume never sees a result without the call
+        # that asked for it), and every later sync raises.
+        if self._error is None:
+            try:
+                await self.checkpointer.put(self.thread_id, [w for _, w in batch])
+            except Exception as exc:
+                self._error = exc
         self._committed = batch[-1][0]
         event, self._committed_event = self._committed_event, anyio.Event()
         event.set()
@@ -201,3 +204,8 @@ async def open_journal(
             if rest:
                 await journal._put(rest)
         receive.close()
+    # Reached only when the run itself ended without an exception: its last
+    # records (the final answer, an interrupt) must be stored, or it did not end.
+    if journal._error is not None or journal._committed < journal._ticket:
+        why = journal._error or "timed out storing the last records"
+        raise CheckpointError(f"could not save thread {thread_id!r}: {why}") from journal._error

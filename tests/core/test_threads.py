@@ -337,3 +337,38 @@ async def test_an_unreadable_checkpoint_names_the_thread() -> None:
     agent = create_deep_agent(FunctionModel(lambda r: "x"), checkpointer=saver)
     with pytest.raises(CheckpointCorrupt, match="thread 'bad'"):
         await agent.ainvoke("hi", thread_id="bad")
+
+
+class FlakySaver(MemoryCheckpointer):
+    """Stores until told to fail; then every put fails."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.broken = False
+
+    async def put(self, thread_id: str, records: Any) -> None:
+        if self.broken:
+            raise OSError("disk full")
+        await super().put(thread_id, records)
+
+
+async def test_a_failed_save_fails_the_run_and_leaves_a_clean_prefix() -> None:
+    from deepactors.errors import CheckpointError
+
+    saver = FlakySaver()
+
+    def answer(request: ModelRequest) -> AssistantMessage:
+        if not any(isinstance(m, ToolMessage) for m in request.messages):
+            return AssistantMessage(tool_calls=[ToolCall(name="shout", args={"text": "a"})])
+        saver.broken = True  # the disk fills up while the model answers
+        return AssistantMessage(content="done")
+
+    agent = create_deep_agent(FunctionModel(answer), tools=[shout], checkpointer=saver)
+    with pytest.raises(CheckpointError, match="disk full"):
+        await agent.ainvoke("go", thread_id="f")
+    saver.broken = False
+    kinds = [r.kind for r in await saver.read("f")]
+    # Everything up to the failure, nothing after it: no final answer pretends to be saved.
+    state = await agent.aget_state("f")
+    assert [m.role for m in state["messages"]] == ["user", "assistant", "tool"]
+    assert kinds.count("update") == 3
