@@ -32,8 +32,9 @@ How a request is built, lowest precedence first:
 
 Errors
     SDK errors become deepactors errors: 429 -> :class:`~deepactors.errors.RateLimitError`
-    and 529/5xx (or a connection failure, or an ``overloaded_error`` event in a
-    stream) -> :class:`~deepactors.errors.OverloadedError`, both with
+    and 529/5xx (or a connection failure, a stream that breaks off midway or times
+    out while being read, or an ``overloaded_error`` event in a stream) ->
+    :class:`~deepactors.errors.OverloadedError`, both with
     ``retry_after`` from the ``retry-after`` header; a 400 that says the prompt is
     too long -> :class:`~deepactors.errors.ContextWindowExceeded`; any other
     rejection -> :class:`~deepactors.errors.ModelAPIError` quoting the API's
@@ -51,6 +52,7 @@ Concurrency
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from types import TracebackType
@@ -61,7 +63,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from deepactors.errors import ConfigurationError
+from deepactors.errors import ConfigurationError, OverloadedError
 from deepactors.events import CustomEvent
 from deepactors.messages import AssistantMessage
 
@@ -118,6 +120,29 @@ SETTINGS_KEYS: Final = frozenset(
 """The ``ModelRequest.settings`` keys that go into the request body as they are."""
 
 _SDK_OPTIONS: Final = ("extra_headers", "timeout")
+
+
+def _transport_errors() -> tuple[type[Exception], ...]:
+    # The SDK wraps transport failures of the request itself in APIConnectionError,
+    # but not those raised while a stream is read: those come straight from its HTTP
+    # library, which is the httpx fork ``httpx2`` in current SDKs and httpx before.
+    found: list[type[Exception]] = []
+    for name in ("httpx2", "httpx"):
+        try:
+            found.append(importlib.import_module(name).TransportError)
+        except ImportError:
+            continue
+    return tuple(found)
+
+
+_TRANSPORT_ERRORS: Final = _transport_errors()
+
+
+def _transport_failure(exc: Exception) -> OverloadedError:
+    kind = "timed out" if "Timeout" in type(exc).__name__ else "broke off"
+    detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return OverloadedError(f"the connection to the Anthropic API {kind}: {detail}")
+
 
 # Above this, the SDK's plain (non-streaming) request would be expected to outlast its
 # 10-minute default timeout and is refused: 3600 s * max_tokens / 128_000 > 600 s.
@@ -242,6 +267,8 @@ class AnthropicModel:
             )
         except anthropic.APIError as exc:
             raise map_error(exc) from exc
+        except _TRANSPORT_ERRORS as exc:
+            raise _transport_failure(exc) from exc
         finally:
             self.limiter.release()
         return message_from_api(
@@ -281,6 +308,10 @@ class AnthropicModel:
                         yield delta
         except anthropic.APIError as exc:
             raise map_error(exc) from exc
+        except _TRANSPORT_ERRORS as exc:
+            # A stream cut off midway (reset, read timeout, truncated chunk) is as
+            # passing a failure as a refused connection, and as worth retrying.
+            raise _transport_failure(exc) from exc
         finally:
             self.limiter.release()
         yield acc.result()
