@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CACHE_SETTING",
+    "EMPTY_USER_TEXT",
     "MAX_CACHE_BREAKPOINTS",
     "CacheSettings",
     "apply_cache_breakpoints",
@@ -48,6 +49,9 @@ CACHE_SETTING = "anthropic_cache"
 
 MAX_CACHE_BREAKPOINTS = 4
 """The API rejects a request with more ``cache_control`` breakpoints than this."""
+
+EMPTY_USER_TEXT = "(empty message)"
+"""The text sent for a user turn that has nothing to send (see :func:`messages_to_api`)."""
 
 
 class CacheSettings(TypedDict, total=False):
@@ -83,8 +87,8 @@ def system_to_api(system_prompt: str | None, messages: Sequence[Message]) -> lis
     are moved up, in order, after the request's system prompt.
     """
     texts = [system_prompt] if system_prompt else []
-    texts += [m.text for m in messages if isinstance(m, SystemMessage) and m.text]
-    return [{"type": "text", "text": text} for text in texts]
+    texts += [m.text for m in messages if isinstance(m, SystemMessage)]
+    return [{"type": "text", "text": text} for text in texts if _has_text(text)]
 
 
 def tools_to_api(tools: Sequence[Tool]) -> list[JSON]:
@@ -102,8 +106,17 @@ def messages_to_api(messages: Sequence[Message]) -> list[JSON]:
       the API requires.
     * An assistant message becomes its content blocks (thinking blocks verbatim,
       with their signatures) followed by one ``tool_use`` block per call.
-    * Empty text is dropped (the API rejects empty text blocks), and so is a
-      turn left with no content at all.
+    * Text that is empty or only whitespace is dropped everywhere (assistant and
+      user content, tool results): the API rejects such a block with a 400 ("text
+      content blocks must contain non-whitespace text"), and Claude itself often
+      writes ``"\n\n"`` before a tool call, which would otherwise wedge the thread.
+    * An assistant message left with no content (no tool calls either) is dropped;
+      the user turns around it merge into one, which the API accepts.
+    * A user message left with no content merges into the user turn before it
+      when there is one (its tool results); standing alone it becomes the text
+      :data:`EMPTY_USER_TEXT`, so that the conversation still starts with a user
+      turn and does not end on an assistant turn (which would ask the model to
+      continue its own answer instead of replying).
     """
     turns: list[JSON] = []
     for message in messages:
@@ -115,6 +128,8 @@ def messages_to_api(messages: Sequence[Message]) -> list[JSON]:
             role, blocks = "user", [_tool_result_block(message)]
         else:
             role, blocks = "user", _content_blocks(message.content, role="user")
+            if not blocks and not (turns and turns[-1]["role"] == "user"):
+                blocks = [{"type": "text", "text": EMPTY_USER_TEXT}]
         if not blocks:
             continue
         if turns and turns[-1]["role"] == role:
@@ -142,7 +157,7 @@ def _assistant_blocks(message: AssistantMessage) -> list[JSON]:
 def _tool_result_block(message: ToolMessage) -> JSON:
     block: JSON = {"type": "tool_result", "tool_use_id": message.tool_call_id}
     if isinstance(message.content, str):
-        if message.content:
+        if _has_text(message.content):
             block["content"] = message.content
     else:
         # As user content: text and images only, which is what a tool result may hold.
@@ -156,11 +171,11 @@ def _tool_result_block(message: ToolMessage) -> JSON:
 
 def _content_blocks(content: str | Sequence[ContentBlock], *, role: str) -> list[JSON]:
     if isinstance(content, str):
-        return [{"type": "text", "text": content}] if content else []
+        return [{"type": "text", "text": content}] if _has_text(content) else []
     out: list[JSON] = []
     for block in content:
         if isinstance(block, TextBlock):
-            if block.text:
+            if _has_text(block.text):
                 out.append({"type": "text", "text": block.text})
         elif isinstance(block, ImageBlock):
             if role == "user":
@@ -175,6 +190,11 @@ def _content_blocks(content: str | Sequence[ContentBlock], *, role: str) -> list
         elif isinstance(block, RedactedThinkingBlock) and role == "assistant":
             out.append({"type": "redacted_thinking", "data": block.data})
     return out
+
+
+def _has_text(text: str) -> bool:
+    """Whether the API accepts ``text`` as a text block: not empty, not only whitespace."""
+    return bool(text) and not text.isspace()
 
 
 def apply_cache_breakpoints(body: JSON, cache: CacheSettings, *, already_used: int = 0) -> int:

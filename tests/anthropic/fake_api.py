@@ -279,6 +279,14 @@ class _Handler(BaseHTTPRequestHandler):
         )
         self.owner._enter(recorded)
         left = False
+        problem = _invalid(body)
+        if problem is not None:
+            # Rejected like the real API would, without using up a scripted answer.
+            try:
+                self._send_json(400, _error_body("invalid_request_error", problem))
+            finally:
+                self.owner._leave()
+            return
 
         def leave() -> None:
             # Called just before the write that lets the client finish: once it has
@@ -344,6 +352,34 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
+
+
+def _invalid(body: JSON) -> str | None:
+    """Why the real API would answer 400 to ``body``, for the rules it enforces that
+    an adapter can get wrong; ``None`` when the body is acceptable."""
+    messages = body.get("messages")
+    if not messages:
+        return "messages: at least one message is required"
+    if messages[0].get("role") != "user":
+        return 'messages: first message must use the "user" role'
+    system = body.get("system")
+    if system is not None and not isinstance(system, str | list):
+        return "system: Input should be a valid list"
+    for i, turn in enumerate(messages):
+        content = turn.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        if not content:
+            return f"messages.{i}: all messages must have non-empty content"
+        for block in content:
+            inner = block.get("content") if block.get("type") == "tool_result" else None
+            for b in [block, *(inner if isinstance(inner, list) else [])]:
+                if b.get("type") == "text" and not b.get("text", "").strip():
+                    return f"messages.{i}: text content blocks must contain non-whitespace text"
+    for block in system if isinstance(system, list) else []:
+        if block.get("type") == "text" and not block.get("text", "").strip():
+            return "system: text content blocks must contain non-whitespace text"
+    return None
 
 
 def _error_body(error_type: str, msg: str) -> JSON:
