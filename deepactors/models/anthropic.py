@@ -219,9 +219,6 @@ class AnthropicModel:
             k: request_options.pop(k) for k in _SDK_OPTIONS if k in request_options
         }
         self.request_options: dict[str, Any] = request_options
-        self._has_timeout = (
-            client is not None or timeout is not None or "timeout" in self._sdk_options
-        )
 
     @property
     def model_name(self) -> str:
@@ -236,8 +233,10 @@ class AnthropicModel:
     async def generate(self, request: ModelRequest) -> AssistantMessage:
         """Answer one request with a plain (non-streaming) API call.
 
-        With more than ~21k ``max_tokens`` and no ``timeout``, the call is made
-        streaming instead (the SDK refuses such a plain request).
+        When the SDK would refuse a plain request as possibly longer than its
+        10-minute default timeout (more than ~21k ``max_tokens``, less for some
+        models, and neither the client nor the call sets a timeout), the call is
+        made streaming instead, with the same result.
 
         Raises:
             RateLimitError, OverloadedError: Worth retrying (see ``retry_after``).
@@ -246,14 +245,9 @@ class AnthropicModel:
             ConfigurationError: No API key could be found.
         """
         body = self.build_body(request)
-        if body["max_tokens"] > _PLAIN_MAX_TOKENS and not self._has_timeout:
-            # The SDK refuses a plain request that may outlast its 10-minute default
-            # timeout; streaming has no such limit, so answer through it.
-            async with aclosing(self.stream(request)) as parts:
-                async for part in parts:
-                    if isinstance(part, AssistantMessage):
-                        return part
         client = await self._client()
+        if self._plain_call_refused(client, body["max_tokens"]):
+            return await self._generate_streaming(request)
         waited = await self.limiter.acquire()
         try:
             self._queued(request, waited)
@@ -265,15 +259,42 @@ class AnthropicModel:
                 extra_body=body,
                 **self._sdk_options,
             )
+        except ValueError as exc:
+            # The SDK's own check, refusing before anything is sent; it also knows
+            # models with a lower limit than ours (see _plain_call_refused).
+            if not str(exc).startswith("Streaming is required"):
+                raise
+            response = None
         except anthropic.APIError as exc:
             raise map_error(exc) from exc
         except _TRANSPORT_ERRORS as exc:
             raise _transport_failure(exc) from exc
         finally:
             self.limiter.release()
+        if response is None:
+            return await self._generate_streaming(request)
         return message_from_api(
             cast("dict[str, Any]", response.to_dict(mode="json", warnings=False))
         )
+
+    def _plain_call_refused(self, client: anthropic.AsyncAnthropic, max_tokens: int) -> bool:
+        """Whether the SDK would refuse a plain (non-streaming) call as too long.
+
+        The SDK only checks when the timeout is its default, on the call and on
+        the client alike (a timeout chosen by the user is trusted); it then
+        refuses when a response of ``max_tokens`` could outlast 10 minutes.
+        """
+        if "timeout" in self._sdk_options:
+            return False
+        return client.timeout == anthropic.DEFAULT_TIMEOUT and max_tokens > _PLAIN_MAX_TOKENS
+
+    async def _generate_streaming(self, request: ModelRequest) -> AssistantMessage:
+        # Streaming has no time limit, and gives the same message in the end.
+        async with aclosing(self.stream(request)) as parts:
+            async for part in parts:
+                if isinstance(part, AssistantMessage):
+                    return part
+        raise AssertionError("stream() ended without the message")  # pragma: no cover
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[StreamPart, None]:
         """Answer one request over the API's server-sent events.
