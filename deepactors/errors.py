@@ -26,6 +26,7 @@ Where a builtin means the same thing, the error subclasses it too, so
     │   ├── PathOutsideRoot (PermissionError)  resolves outside the backend's root
     │   ├── FileTooLarge                   over a backend's size limit
     │   ├── BinaryFile                     not text; the file tools cannot show it
+    │   ├── SpecialFile                    a FIFO, socket or device: not a regular file
     │   ├── EditError                      the edit's old string is missing or not unique
     │   ├── ReadBeforeWrite                changing a file not read since it last changed
     │   └── UnsupportedOperation (NotImplementedError)  e.g. execute on a file-only backend
@@ -65,6 +66,7 @@ __all__ = [
     "RuntimeClosed",
     "ScriptExhausted",
     "StepLimitExceeded",
+    "SpecialFile",
     "SyncInAsyncError",
     "ToolError",
     "UnsupportedOperation",
@@ -185,6 +187,13 @@ class FileTooLarge(BackendError):
 
 class BinaryFile(BackendError):
     """The file is not text, so it cannot be read or edited as lines."""
+
+
+class SpecialFile(BackendError):
+    """The path is a FIFO, socket or device, not a regular file: it is never read.
+
+    Opening a FIFO to read would wait for a writer, possibly forever.
+    """
 
 
 class EditError(BackendError):

@@ -5,9 +5,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
+import secrets
 import shutil
 import stat as stat_module
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, TypeVar
@@ -22,12 +23,13 @@ from deepactors.errors import (
     InvalidPath,
     IsADirectory,
     NotADirectory,
-    PathOutsideRoot,
+    SpecialFile,
     UnsupportedOperation,
 )
 
+from ._fdpath import DIR_FLAGS, Anchor, open_anchor
 from ._glob import compile_glob, name_filter
-from ._grep import grep_with_python, grep_with_ripgrep
+from ._grep import grep_file_with_python, grep_with_python, grep_with_ripgrep
 from ._paths import join, normalize_path, path_key, relative_to
 from ._protocol import (
     DEFAULT_MAX_MATCHES,
@@ -48,6 +50,16 @@ __all__ = ["FilesystemBackend"]
 
 T = TypeVar("T")
 MIB = 1024 * 1024
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def _utf8(name: str) -> bool:
+    """Whether a host name is valid UTF-8 (otherwise it cannot be an agent path)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _version(st: os.stat_result) -> str:
@@ -74,8 +86,22 @@ class FilesystemBackend:
     and so is any path that resolves outside the root, a symlink at any
     component included (:class:`~deepactors.errors.PathOutsideRoot`); ``ls`` and
     ``glob`` leave such symlinks out, and walks (``glob``, ``grep``) never follow
-    a symlinked folder. Files with NUL bytes or that are not UTF-8 are
-    :class:`~deepactors.errors.BinaryFile` to ``read`` and ``edit``.
+    a symlinked folder. A symlink that stays inside the root works like its
+    target. Files with NUL bytes or that are not UTF-8 are
+    :class:`~deepactors.errors.BinaryFile` to ``read`` and ``edit``; FIFOs,
+    sockets and devices are :class:`~deepactors.errors.SpecialFile` and are
+    never opened in a way that could block.
+
+    The checks cannot be raced: paths are walked one component at a time from
+    an open descriptor of the root, each folder opened with ``O_NOFOLLOW``
+    relative to its parent, and symlinks are expanded by the backend itself
+    (``readlink``) and checked against the root, never followed by the kernel.
+    The final open, rename, unlink or rmtree is made relative to the parent's
+    descriptor. So swapping a folder for a symlink while an operation runs
+    cannot make it touch anything outside the root. (ripgrep, when used, walks
+    the searched folder by name: under such a swap it could read through the
+    symlink; pass ``use_ripgrep=False`` where untrusted processes change the
+    tree while agents search it.)
 
     All disk work runs in a worker thread, one thread call per operation, so the
     event loop never blocks. Writes are atomic (a temporary file in the same
@@ -87,7 +113,8 @@ class FilesystemBackend:
     identical results.
 
     Args:
-        root: The folder that is ``/``; created on the first write if missing.
+        root: The folder that is ``/``. Until it exists it reads as an empty
+            folder; the first write creates it.
         max_read_bytes: Larger files raise ``FileTooLarge`` on read and edit and
             are skipped by grep.
         max_write_bytes: Larger contents raise ``FileTooLarge`` on write and edit.
@@ -128,52 +155,39 @@ class FilesystemBackend:
 
     # -- paths ---------------------------------------------------------------
 
-    def _root(self) -> str:
-        return os.path.realpath(self.root)
+    def _anchor(self, *, create: bool = False) -> Anchor | None:
+        """The open root; None when it does not exist (``create`` makes it)."""
+        if create:
+            os.makedirs(self.root, exist_ok=True)
+        return open_anchor(self.root)
 
-    def _host(self, path: str, *, follow: bool = True) -> str:
-        """The host path of a normalised virtual path, checked to stay under root.
-
-        ``realpath`` resolves symlinks at every component (also on a path that
-        does not exist yet), so one prefix check covers them all. With
-        ``follow=False`` the last component itself is not resolved (delete
-        removes a symlink, not its target).
-        """
-        root = self._root()
-        if path == "/":
-            return root
-        candidate = os.path.join(root, path[1:])
-        if follow:
-            real = os.path.realpath(candidate)
-        else:
-            head, name = os.path.split(candidate)
-            real = os.path.join(os.path.realpath(head), name)
-        if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
-            raise PathOutsideRoot(
-                f"{path} resolves outside the backend's root folder (through a symlink); "
-                "only files under the root can be used",
-                path=path,
-            )
-        return real
-
-    def _virtual(self, host: str, root: str) -> str | None:
-        """The virtual path of a host path under ``root``; None when unusable."""
-        # Plain string work (no relpath: it calls getcwd), so it may run on the loop.
-        if host == root:
-            return "/"
-        prefix = root.rstrip(os.sep) + os.sep
-        if not host.startswith(prefix):
-            return None
-        rel = host[len(prefix) :]
+    @contextlib.contextmanager
+    def _opened(self, path: str, *, create: bool = False) -> Iterator[Anchor]:
+        """The open root, for an operation on ``path`` that needs it to exist."""
+        anchor = self._anchor(create=create)
+        if anchor is None:
+            raise FileNotFound(f"nothing at {path}", path=path)
         try:
-            rel.encode("utf-8")
-        except UnicodeEncodeError:
-            return None  # a name that is not UTF-8 cannot be an agent path
-        return "/" + rel.replace(os.sep, "/")
+            yield anchor
+        except BackendError:
+            raise  # PathOutsideRoot is a PermissionError, but already typed
+        except OSError as exc:
+            raise _translate(exc, path) from None
+        finally:
+            anchor.close()
 
-    def _inside(self, host: str, root: str) -> bool:
-        real = os.path.realpath(host)
-        return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+    def _entry_stat(
+        self, anchor: Anchor, virtual: str, entry: os.DirEntry[str]
+    ) -> os.stat_result | None:
+        """An entry's stat, a symlink's resolved inside the root; None to leave it out."""
+        st = entry.stat(follow_symlinks=False)
+        if not stat_module.S_ISLNK(st.st_mode):
+            return st
+        try:
+            with anchor.target(virtual, last="follow") as t:
+                return t.stat  # None: a dangling symlink
+        except (BackendError, OSError):
+            return None  # leads outside the root, or loops
 
     # -- sync operations (worker thread) -------------------------------------
 
@@ -184,47 +198,43 @@ class FilesystemBackend:
             path=path, is_dir=False, size=st.st_size, modified=st.st_mtime, version=_version(st)
         )
 
-    def _entries(self, folder: str, host: str, root: str) -> Iterator[tuple[str, os.DirEntry[str]]]:
-        with os.scandir(host) as it:
-            for entry in it:
-                if self._virtual(entry.path, root) is None:
-                    continue
-                if entry.is_symlink() and not self._inside(entry.path, root):
-                    continue
-                yield join(folder, entry.name), entry
-
     def _ls_sync(self, path: str) -> list[FileInfo]:
-        root = self._root()
-        host = self._host(path)
-        try:
-            if not os.path.isdir(host):
-                os.stat(host)  # FileNotFound when missing
-                raise NotADirectory(f"{path} is a file, not a folder", path=path)
+        anchor = self._anchor()
+        if anchor is None and path == "/":
+            return []  # a root not created yet is an empty folder
+        with self._opened(path) as anchor, anchor.target(path, last="dir") as t:
+            with os.scandir(t.parent_fd) as it:
+                entries = list(it)
             out = []
-            for virtual, entry in self._entries(path, host, root):
+            for entry in entries:
+                if not _utf8(entry.name):
+                    continue  # a name that is not UTF-8 cannot be an agent path
+                virtual = join(path, entry.name)
                 try:
-                    out.append(self._info(virtual, entry.stat()))
+                    st = self._entry_stat(anchor, virtual, entry)
                 except OSError:
-                    continue  # a dangling symlink, or gone meanwhile
-        except OSError as exc:
-            raise _translate(exc, path) from None
+                    continue  # gone meanwhile
+                if st is not None:
+                    out.append(self._info(virtual, st))
         return sorted(out, key=lambda i: i.path)
 
-    def _load(self, path: str, host: str) -> tuple[str, os.stat_result]:
-        try:
-            with open(host, "rb") as f:
-                st = os.fstat(f.fileno())
-                if stat_module.S_ISDIR(st.st_mode):
-                    raise IsADirectory(f"{path} is a folder", path=path)
-                if st.st_size > self.max_read_bytes:
-                    raise FileTooLarge(
-                        f"{path} is {st.st_size} bytes, over the read limit of "
-                        f"{self.max_read_bytes}; search it with grep instead",
-                        path=path,
-                    )
-                data = f.read(self.max_read_bytes + 1)
-        except OSError as exc:
-            raise _translate(exc, path) from None
+    def _load(self, anchor: Anchor, path: str) -> tuple[str, os.stat_result]:
+        fd, st = anchor.open_file(path)
+        with open(fd, "rb") as f:
+            if stat_module.S_ISDIR(st.st_mode):
+                raise IsADirectory(f"{path} is a folder", path=path)
+            if not stat_module.S_ISREG(st.st_mode):
+                raise SpecialFile(
+                    f"{path} is not a regular file (a FIFO, socket or device); it cannot be read",
+                    path=path,
+                )
+            if st.st_size > self.max_read_bytes:
+                raise FileTooLarge(
+                    f"{path} is {st.st_size} bytes, over the read limit of "
+                    f"{self.max_read_bytes}; search it with grep instead",
+                    path=path,
+                )
+            data = f.read(self.max_read_bytes + 1)
         if len(data) > self.max_read_bytes:
             raise FileTooLarge(f"{path} is over the read limit", path=path)
         if b"\0" in data:
@@ -235,10 +245,11 @@ class FilesystemBackend:
             raise BinaryFile(f"{path} is not UTF-8 text", path=path) from None
 
     def _read_sync(self, path: str, offset: int, limit: int | None) -> ReadWindow:
-        content, st = self._load(path, self._host(path))
+        with self._opened(path) as anchor:
+            content, st = self._load(anchor, path)
         return make_window(path, split_lines(content), offset, limit, _version(st))
 
-    def _store(self, path: str, host: str, content: str) -> tuple[str, bool]:
+    def _store(self, anchor: Anchor, path: str, content: str) -> tuple[str, bool]:
         """Atomically write ``content``; returns the version and whether it is new."""
         try:
             data = content.encode("utf-8")
@@ -250,108 +261,156 @@ class FilesystemBackend:
                 f"{self.max_write_bytes}",
                 path=path,
             )
-        if host == self._root():
-            raise IsADirectory("/ is the root folder", path=path)
-        folder, name = os.path.split(host)
-        try:
-            os.makedirs(folder, exist_ok=True)
-            try:
-                old = os.stat(host)
-            except FileNotFoundError:
-                old = None
-            if old is not None and stat_module.S_ISDIR(old.st_mode):
+        with anchor.target(path, last="follow", create=True) as t:
+            old = t.stat
+            if not t.name or (old is not None and stat_module.S_ISDIR(old.st_mode)):
                 raise IsADirectory(f"{path} is a folder", path=path)
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
+            if old is not None and not stat_module.S_ISREG(old.st_mode):
+                raise SpecialFile(
+                    f"{path} is not a regular file (a FIFO, socket or device); it is not replaced",
+                    path=path,
+                )
+            tmp = f".{t.name[:200]}.{secrets.token_hex(6)}.tmp"
+            fd = os.open(tmp, _TEMP_FLAGS, 0o600, dir_fd=t.parent_fd)
             try:
-                with os.fdopen(fd, "wb") as f:
+                with open(fd, "wb") as f:
                     f.write(data)
-                os.chmod(tmp, stat_module.S_IMODE(old.st_mode) if old else 0o644)
-                os.replace(tmp, host)
+                    f.flush()
+                    os.fchmod(fd, stat_module.S_IMODE(old.st_mode) if old else 0o644)
+                    # Taken before the rename (which keeps mtime, size and inode), so
+                    # it is this content's version even if another writer follows.
+                    st = os.fstat(fd)
+                os.replace(tmp, t.name, src_dir_fd=t.parent_fd, dst_dir_fd=t.parent_fd)
             except BaseException:
                 with contextlib.suppress(OSError):
-                    os.unlink(tmp)
+                    os.unlink(tmp, dir_fd=t.parent_fd)
                 raise
-            return _version(os.stat(host)), old is None
-        except OSError as exc:
-            raise _translate(exc, path) from None
+        return _version(st), old is None
 
     def _write_sync(self, path: str, content: str) -> WriteResult:
-        host = self._host(path)
-        with self._write_lock:
-            version, created = self._store(path, host, content)
+        with self._write_lock, self._opened(path, create=True) as anchor:
+            version, created = self._store(anchor, path, content)
         return WriteResult(path=path, version=version, created=created)
 
     def _edit_sync(self, path: str, old: str, new: str, replace_all: bool) -> EditResult:
-        host = self._host(path)
         # Read, replace and write under one lock: no concurrent edit slips between.
-        with self._write_lock:
-            content, _ = self._load(path, host)
+        # Nothing in it can block for long: the read never waits on a FIFO.
+        with self._write_lock, self._opened(path) as anchor:
+            content, _ = self._load(anchor, path)
             changed, count = apply_edit(content, old, new, replace_all=replace_all, path=path)
-            version, _ = self._store(path, host, changed)
+            version, _ = self._store(anchor, path, changed)
         return EditResult(path=path, version=version, replacements=count)
 
     def _delete_sync(self, path: str) -> None:
         if path == "/":
             raise InvalidPath("the root folder '/' cannot be deleted", path=path)
-        host = self._host(path, follow=False)
-        try:
-            st = os.lstat(host)
-            if stat_module.S_ISDIR(st.st_mode):
-                shutil.rmtree(host)  # does not follow symlinks inside
+        with self._opened(path) as anchor, anchor.target(path, last="nofollow") as t:
+            if t.stat is None:
+                raise FileNotFound(f"nothing at {path}", path=path)
+            if stat_module.S_ISDIR(t.stat.st_mode):
+                # Relative to the parent's descriptor; does not follow symlinks inside.
+                shutil.rmtree(t.name, dir_fd=t.parent_fd)
             else:
-                os.unlink(host)  # a symlink itself, never its target
-        except OSError as exc:
-            raise _translate(exc, path) from None
+                os.unlink(t.name, dir_fd=t.parent_fd)  # a symlink itself, never its target
 
     def _glob_sync(self, pattern: str, path: str) -> list[FileInfo]:
         matcher = compile_glob(pattern)
         absolute = pattern.startswith("/")
-        root = self._root()
-        host = self._host(path)
         out: list[FileInfo] = []
+        anchor = self._anchor()
+        if anchor is None:
+            return out
 
-        def walk(folder: str, host_folder: str, depth: int) -> None:
+        def walk(fd: int, folder: str, depth: int) -> None:
             try:
-                entries = sorted(self._entries(folder, host_folder, root), key=lambda e: e[0])
+                with os.scandir(fd) as it:
+                    entries = sorted(it, key=lambda e: e.name)
             except OSError:
                 return
-            for virtual, entry in entries:
+            for entry in entries:
+                if not _utf8(entry.name):
+                    continue
+                virtual = join(folder, entry.name)
                 try:
                     if entry.is_dir(follow_symlinks=False):
                         hidden = entry.name.startswith(".") and not matcher.dot_segments
                         if not hidden and (matcher.max_depth is None or depth < matcher.max_depth):
-                            walk(virtual, entry.path, depth + 1)
+                            sub = os.open(entry.name, DIR_FLAGS, dir_fd=fd)
+                            try:
+                                walk(sub, virtual, depth + 1)
+                            finally:
+                                os.close(sub)
                         continue
                     rel = virtual[1:] if absolute else relative_to(virtual, path)
                     if matcher.matches(rel):
-                        st = entry.stat()
-                        if stat_module.S_ISREG(st.st_mode):
+                        st = self._entry_stat(anchor, virtual, entry)
+                        if st is not None and stat_module.S_ISREG(st.st_mode):
                             out.append(self._info(virtual, st))
                 except OSError:
                     continue
 
-        if os.path.isdir(host):
-            walk(path, host, 1)
+        try:
+            with anchor.target(path, last="dir") as t:
+                walk(t.parent_fd, path, 1)
+        except OSError:
+            pass  # no folder there: nothing matches
+        finally:
+            anchor.close()
         return sorted(out, key=lambda i: path_key(i.path))
 
-    def _grep_prepare(self, path: str) -> tuple[str, str, str | None, bool]:
-        host = self._host(path)
-        if not os.path.exists(host):
-            raise FileNotFound(f"nothing at {path}", path=path)
-        is_dir = os.path.isdir(host)
+    def _grep_prepare(self, path: str) -> tuple[str | None, bool, str | None]:
+        """The host path to search, whether it is a folder, and ripgrep's path.
+
+        The host path is None when there is nothing to search (a root not
+        created yet, or a single file over the read limit).
+        """
         rg = None
         if self._use_ripgrep is not False:
             rg = self._rg or shutil.which("rg")
             if rg is None and self._use_ripgrep:
                 raise UnsupportedOperation("use_ripgrep=True but ripgrep (rg) is not installed")
             self._rg = rg
-        return self._root(), host, rg, is_dir
+        anchor = self._anchor()
+        if anchor is None and path == "/":
+            return None, True, rg
+        with self._opened(path) as anchor, anchor.target(path, last="follow") as t:
+            st = t.stat
+            if st is None:
+                raise FileNotFound(f"nothing at {path}", path=path)
+            host = os.path.join(anchor.prefixes[0], *t.segments)
+            if stat_module.S_ISDIR(st.st_mode):
+                return host, True, rg
+            if not stat_module.S_ISREG(st.st_mode):
+                raise SpecialFile(
+                    f"{path} is not a regular file (a FIFO, socket or device); it is not searched",
+                    path=path,
+                )
+            # A file named directly obeys the read limit too (ripgrep applies
+            # --max-filesize only to the files it finds in folders).
+            return (None if st.st_size > self.max_read_bytes else host), False, rg
+
+    def _grep_python(
+        self,
+        path: str,
+        is_dir: bool,
+        regex: re.Pattern[str],
+        accept: Callable[[str], bool],
+        max_matches: int,
+    ) -> GrepResult:
+        with self._opened(path) as anchor:
+            search = grep_with_python if is_dir else grep_file_with_python
+            return search(
+                anchor, path, regex, accept, max_matches=max_matches, max_bytes=self.max_read_bytes
+            )
 
     def _stat_sync(self, path: str) -> FileInfo:
-        try:
-            return self._info(path, os.stat(self._host(path)))
-        except OSError as exc:
-            raise _translate(exc, path) from None
+        anchor = self._anchor()
+        if anchor is None and path == "/":
+            return FileInfo(path="/", is_dir=True)
+        with self._opened(path) as anchor, anchor.target(path, last="follow") as t:
+            if t.stat is None:
+                raise FileNotFound(f"nothing at {path}", path=path)
+            return self._info(path, t.stat)
 
     # -- the protocol --------------------------------------------------------
 
@@ -392,17 +451,29 @@ class FilesystemBackend:
         path = normalize_path(path)
         regex = compile_pattern(pattern)
         filter_ = name_filter(glob) if glob is not None else None
-        root, host, rg, is_dir = await self._run(self._grep_prepare, path)
 
-        def to_virtual(found: str) -> str | None:
-            # A single file is reported under the path the agent gave, even when
-            # that is an (in-root) symlink to it.
-            virtual = self._virtual(found, root) if is_dir else path
-            if virtual is None or filter_ is None:
-                return virtual
+        def accept(virtual: str) -> bool:
+            if filter_ is None:
+                return True
             matcher, names_only = filter_
             rel = virtual.rsplit("/", 1)[1] if names_only else relative_to(virtual, path)
-            return virtual if matcher.matches(rel) else None
+            return matcher.matches(rel)
+
+        host, is_dir, rg = await self._run(self._grep_prepare, path)
+        if host is None:
+            return GrepResult(matches=(), truncated=False)
+
+        def to_virtual(found: str) -> str | None:
+            # Reported under the path the agent gave, even when that is an
+            # (in-root) symlink to a file or folder elsewhere in the root.
+            if not is_dir or found == host:
+                virtual: str | None = path
+            elif found.startswith(host.rstrip(os.sep) + os.sep):
+                rel = found[len(host.rstrip(os.sep)) + 1 :]
+                virtual = join(path, rel.replace(os.sep, "/")) if _utf8(rel) else None
+            else:
+                virtual = None
+            return virtual if virtual is not None and accept(virtual) else None
 
         if rg is not None:
             result = await grep_with_ripgrep(
@@ -415,14 +486,7 @@ class FilesystemBackend:
             )
             if result is not None:
                 return result
-        return await self._run(
-            grep_with_python,
-            host,
-            regex,
-            to_virtual,
-            max_matches=max_matches,
-            max_bytes=self.max_read_bytes,
-        )
+        return await self._run(self._grep_python, path, is_dir, regex, accept, max_matches)
 
     async def stat(self, path: str) -> FileInfo:
         """See :meth:`Backend.stat`."""

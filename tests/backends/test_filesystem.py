@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import stat
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 from blockbuster import BlockingError
 
 from deepactors.backends import FilesystemBackend
 from deepactors.backends._grep import walk_files
 from deepactors.errors import (
+    BackendError,
     BinaryFile,
+    FileNotFound,
     FileTooLarge,
     InvalidPath,
     PathOutsideRoot,
+    SpecialFile,
 )
 
 
@@ -36,8 +44,12 @@ def root(tmp_path: Path) -> Path:
 async def test_detector_fires_on_blocking_call_in_library(tmp_path: Path) -> None:
     # Canary: walking the disk on the event loop from deepactors code must be caught,
     # on asyncio and on trio alike, or the clean runs of this suite prove nothing.
-    with pytest.raises(BlockingError):
-        list(walk_files(str(tmp_path)))
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(BlockingError):
+            list(walk_files(fd, "/"))
+    finally:
+        os.close(fd)
 
 
 @pytest.mark.parametrize("path", ["/escape/secret.txt", "/secret-link.txt", "escape"])
@@ -153,3 +165,166 @@ async def test_ripgrep_and_python_grep_agree(
     assert fast == slow
     assert fast.matches or pattern == r"(\w+) \1"
     assert all(not m.path.endswith(".dat") and m.path != "/big.txt" for m in fast.matches)
+
+
+# -- special files -------------------------------------------------------------
+
+
+@pytest.fixture
+def fifo_root(tmp_path: Path) -> Iterator[Path]:
+    """A root holding a FIFO, ``/pipe``, and a text file, ``/notes.txt``.
+
+    Should an operation block on the FIFO (waiting for a writer, in a worker
+    thread no cancellation reaches), a thread opens its write end after a few
+    seconds and closes it, so the test fails instead of hanging.
+    """
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "notes.txt").write_text("needle\n")
+    os.mkfifo(root / "pipe")
+    done = threading.Event()
+
+    def unblock() -> None:
+        if done.wait(3):
+            return
+        while not done.wait(0.1):
+            with contextlib.suppress(OSError):
+                os.close(os.open(root / "pipe", os.O_WRONLY | os.O_NONBLOCK))
+
+    thread = threading.Thread(target=unblock, daemon=True)
+    thread.start()
+    yield root
+    done.set()
+    thread.join()
+
+
+@pytest.mark.parametrize("use_ripgrep", [True, False], ids=["rg", "python"])
+async def test_a_fifo_is_refused_at_once_and_blocks_nothing(
+    fifo_root: Path, use_ripgrep: bool
+) -> None:
+    if use_ripgrep and shutil.which("rg") is None:
+        pytest.skip("ripgrep is not installed")
+    backend = FilesystemBackend(fifo_root, use_ripgrep=use_ripgrep)
+    with anyio.fail_after(2):
+        with pytest.raises(SpecialFile, match="not a regular file") as info:
+            await backend.read("/pipe")
+        assert info.value.path == "/pipe"
+        with pytest.raises(SpecialFile):
+            await backend.edit("/pipe", "a", "b")
+        with pytest.raises(SpecialFile):
+            await backend.grep("x", path="/pipe")
+        with pytest.raises(SpecialFile):
+            await backend.write("/pipe", "x")
+        # The write lock was not kept by the refused edit; a folder grep skips the FIFO.
+        await backend.write("/other.txt", "needle too\n")
+        found = await backend.grep("needle")
+    assert [m.path for m in found.matches] == ["/notes.txt", "/other.txt"]
+    assert stat.S_ISFIFO(os.lstat(fifo_root / "pipe").st_mode)
+
+
+# -- races against the path checks ---------------------------------------------
+
+
+async def test_swapping_a_folder_for_a_symlink_never_reaches_outside(tmp_path: Path) -> None:
+    # A racer swaps /d between a real folder and a symlink leading out of the
+    # root, as fast as it can, while the backend reads, writes and deletes
+    # below /d. Whatever the interleaving, nothing outside may be read, written
+    # or deleted.
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "d").mkdir(parents=True)
+    outside.mkdir()
+    (root / "d" / "f.txt").write_text("inside\n")
+    (outside / "f.txt").write_text("SECRET\n")
+    (outside / "victim.txt").write_text("precious\n")
+    stop = threading.Event()
+
+    def racer() -> None:
+        d, hold = root / "d", root / "hold"
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                os.rename(d, hold)
+                os.symlink(outside, d)
+            with contextlib.suppress(OSError):
+                os.unlink(d)
+                os.rename(hold, d)
+
+    backend = FilesystemBackend(root)
+    leaks = 0
+    thread = threading.Thread(target=racer, daemon=True)
+    thread.start()
+    try:
+        for _ in range(600):
+            with contextlib.suppress(BackendError):
+                leaks += "SECRET" in (await backend.read("/d/f.txt")).text
+            with contextlib.suppress(BackendError):
+                await backend.write("/d/new.txt", "x")
+            with contextlib.suppress(BackendError):
+                await backend.delete("/d/victim.txt")
+            with contextlib.suppress(BackendError):
+                await backend.edit("/d/f.txt", "SECRET", "LEAKED")
+            with contextlib.suppress(BackendError):
+                leaks += bool((await backend.grep("SECRET", path="/d")).matches)
+    finally:
+        stop.set()
+        thread.join()
+    assert leaks == 0
+    assert sorted(os.listdir(outside)) == ["f.txt", "victim.txt"]
+    assert (outside / "f.txt").read_text() == "SECRET\n"
+
+
+# -- a root folder that does not exist yet -------------------------------------
+
+
+@pytest.mark.parametrize("use_ripgrep", [None, False], ids=["auto", "python"])
+async def test_a_missing_root_is_an_empty_folder_until_the_first_write(
+    tmp_path: Path, use_ripgrep: bool | None
+) -> None:
+    backend = FilesystemBackend(tmp_path / "not-yet", use_ripgrep=use_ripgrep)
+    assert await backend.ls("/") == []
+    assert await backend.glob("**/*") == []
+    assert (await backend.grep("x")).matches == ()
+    assert (await backend.stat("/")).is_dir
+    with pytest.raises(FileNotFound):
+        await backend.read("/a.txt")
+    with pytest.raises(FileNotFound):
+        await backend.ls("/sub")
+    await backend.write("/a.txt", "x\n")
+    assert [e.path for e in await backend.ls("/")] == ["/a.txt"]
+
+
+# -- grep parity on odd files --------------------------------------------------
+
+
+@pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep is not installed")
+@pytest.mark.parametrize("path", ["/", "/big.txt", "/utf16.txt", "/bom8.txt"])
+async def test_ripgrep_and_python_agree_on_odd_names_encodings_and_sizes(
+    tmp_path: Path, path: str
+) -> None:
+    (tmp_path / os.fsdecode(b"bad\xffname.txt")).write_bytes(b"needle\n")
+    (tmp_path / "utf16.txt").write_bytes("\ufeffneedle here\n".encode("utf-16-le"))
+    (tmp_path / "bom8.txt").write_bytes("\ufeffneedle first\n".encode())
+    (tmp_path / "big.txt").write_bytes(b"needle\n" * 10)  # 70 bytes, over the limit
+    (tmp_path / "ok.txt").write_bytes(b"needle\n")
+    results = [
+        await FilesystemBackend(tmp_path, max_read_bytes=60, use_ripgrep=rg).grep(
+            "^.?needle", path=path
+        )
+        for rg in (True, False)
+    ]
+    assert results[0] == results[1]
+    expected = {"/": ["/bom8.txt", "/ok.txt"], "/bom8.txt": ["/bom8.txt"]}.get(path, [])
+    assert [m.path for m in results[0].matches] == expected
+
+
+@pytest.mark.parametrize("use_ripgrep", [True, False], ids=["rg", "python"])
+async def test_grep_through_an_in_root_folder_symlink_reports_the_given_path(
+    tmp_path: Path, use_ripgrep: bool
+) -> None:
+    if use_ripgrep and shutil.which("rg") is None:
+        pytest.skip("ripgrep is not installed")
+    (tmp_path / "src" / "pkg").mkdir(parents=True)
+    (tmp_path / "src" / "pkg" / "m.py").write_text("needle\n")
+    (tmp_path / "link").symlink_to(tmp_path / "src")
+    backend = FilesystemBackend(tmp_path, use_ripgrep=use_ripgrep)
+    found = await backend.grep("needle", path="/link", glob="pkg/*.py")
+    assert [m.path for m in found.matches] == ["/link/pkg/m.py"]
