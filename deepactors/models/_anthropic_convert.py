@@ -37,6 +37,7 @@ __all__ = [
     "message_from_api",
     "messages_to_api",
     "parse_tool_input",
+    "system_option_to_api",
     "system_to_api",
     "tools_to_api",
     "usage_from_api",
@@ -89,6 +90,15 @@ def system_to_api(system_prompt: str | None, messages: Sequence[Message]) -> lis
     texts = [system_prompt] if system_prompt else []
     texts += [m.text for m in messages if isinstance(m, SystemMessage)]
     return [{"type": "text", "text": text} for text in texts if _has_text(text)]
+
+
+def system_option_to_api(system: str | Sequence[JSON] | None) -> list[JSON]:
+    """A ``system`` request option (a string or a list of blocks) as ``system`` blocks."""
+    if system is None:
+        return []
+    if isinstance(system, str):
+        return [{"type": "text", "text": system}] if _has_text(system) else []
+    return list(system)
 
 
 def tools_to_api(tools: Sequence[Tool]) -> list[JSON]:

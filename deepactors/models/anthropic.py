@@ -30,6 +30,11 @@ How a request is built, lowest precedence first:
        types carry no ``cache_control``), on the last tool, the system prompt and
        the newest user turns, never more than the API's limit of 4.
 
+    Two fields are joined rather than replaced: a ``system`` option (a string or
+    a list of blocks) comes after the request's system prompt and system
+    messages, and a ``tools`` option (server tools such as web search) after
+    the request's tools. Options are copied into each body, never changed.
+
 Errors
     SDK errors become deepactors errors: 429 -> :class:`~deepactors.errors.RateLimitError`
     and 529/5xx (or a connection failure, a stream that breaks off midway or times
@@ -52,6 +57,7 @@ Concurrency
 
 from __future__ import annotations
 
+import copy
 import importlib
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
@@ -74,6 +80,7 @@ from ._anthropic_convert import (
     apply_cache_breakpoints,
     message_from_api,
     messages_to_api,
+    system_option_to_api,
     system_to_api,
     tools_to_api,
 )
@@ -368,17 +375,21 @@ class AnthropicModel:
         body: dict[str, Any] = {"model": self._model_id, "max_tokens": self.max_tokens}
         if self.temperature is not None:
             body["temperature"] = self.temperature
-        body.update(self.request_options)
+        # Copies: cache breakpoints are marked in place, and the caller's own
+        # option objects must neither change nor carry marks into the next call.
+        body.update(copy.deepcopy(self.request_options))
         body.update({k: v for k, v in settings.items() if k in SETTINGS_KEYS and v is not None})
-        body.update(settings.get("anthropic_options") or {})
+        body.update(copy.deepcopy(settings.get("anthropic_options") or {}))
         system = system_to_api(request.system_prompt, request.messages)
+        system += system_option_to_api(body.pop("system", None))
         if system:
             body["system"] = system
-        if request.tools:
-            body["tools"] = tools_to_api(request.tools)
+        tools = tools_to_api(request.tools) + list(body.pop("tools", None) or ())
+        if tools:
+            body["tools"] = tools
         body["messages"] = messages_to_api(request.messages)
         cache: CacheSettings | None = settings.get(CACHE_SETTING)
-        if cache:
+        if cache is not None:  # {} asks for the defaults
             apply_cache_breakpoints(body, cache, already_used=_count_breakpoints(body))
         return body
 

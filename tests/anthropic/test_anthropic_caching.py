@@ -182,3 +182,53 @@ def test_bad_arguments_are_configuration_errors() -> None:
         AnthropicPromptCachingMiddleware("10m")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError):
         AnthropicPromptCachingMiddleware(message_breakpoints=5)
+
+
+def test_breakpoints_never_touch_the_callers_tools_or_system() -> None:
+    server_tool = {"type": "web_search_20250305", "name": "web_search"}
+    user_system = [{"type": "text", "text": "House rules."}]
+    model = AnthropicModel("claude-sonnet-5-5", api_key="k", tools=[server_tool])
+    request = ModelRequest(
+        messages=conversation(3),
+        system_prompt="S",
+        tools=[read_file],
+        settings={CACHE_SETTING: {"ttl": "1h"}, "anthropic_options": {"system": user_system}},
+    )
+    # Alone (no tools or system prompt of ours), the options' own objects get marked.
+    alone = request.replace(system_prompt=None, tools=())
+    assert len(breakpoints(model.build_body(alone))) == 4
+    assert len(breakpoints(model.build_body(alone))) == 4
+    first = model.build_body(request)
+    second = model.build_body(request)
+    assert server_tool == {"type": "web_search_20250305", "name": "web_search"}
+    assert user_system == [{"type": "text", "text": "House rules."}]
+    # Nothing carried over from the first call: the second places the same four.
+    assert breakpoints(second) == breakpoints(first)
+    assert len(breakpoints(second)) == 4
+    # The options' tool and system are kept, after ours.
+    assert [t["name"] for t in second["tools"]] == ["read_file", "web_search"]
+    assert [b["text"] for b in second["system"]] == ["S", "House rules."]
+
+
+@pytest.mark.parametrize("where", ["constructor", "settings"])
+def test_a_string_system_option_joins_the_system_prompt(where: str) -> None:
+    options = {"system": "You are terse."}
+    model = AnthropicModel(
+        "claude-sonnet-5-5", api_key="k", **(options if where == "constructor" else {})
+    )
+    settings: dict[str, Any] = {CACHE_SETTING: {}}
+    if where == "settings":
+        settings["anthropic_options"] = options
+    body = model.build_body(
+        ModelRequest(messages=conversation(1), system_prompt="Be careful.", settings=settings)
+    )
+    assert body["system"] == [
+        {"type": "text", "text": "Be careful."},
+        {"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}},
+    ]
+    assert options == {"system": "You are terse."}
+    # Alone, it is sent as it is.
+    body = model.build_body(ModelRequest(messages=conversation(1), settings=settings))
+    assert body["system"] == [
+        {"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}
+    ]
