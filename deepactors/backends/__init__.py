@@ -14,6 +14,7 @@ paths (:func:`normalize_path`).
 from ._composite import CompositeBackend as CompositeBackend
 from ._filesystem import FilesystemBackend as FilesystemBackend
 from ._paths import normalize_path as normalize_path
+from ._protocol import ABSENT as ABSENT
 from ._protocol import DEFAULT_MAX_MATCHES as DEFAULT_MAX_MATCHES
 from ._protocol import Backend as Backend
 from ._protocol import EditResult as EditResult
@@ -28,6 +29,7 @@ from ._state import StateBackend as StateBackend
 from ._store import StoreBackend as StoreBackend
 
 __all__ = [
+    "ABSENT",
     "DEFAULT_MAX_MATCHES",
     "Backend",
     "CompositeBackend",

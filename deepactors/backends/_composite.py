@@ -126,17 +126,30 @@ class CompositeBackend:
         window = await backend.read(inner, offset=offset, limit=limit)
         return dataclasses.replace(window, path=path)
 
-    async def write(self, path: str, content: str) -> WriteResult:
+    async def write(
+        self, path: str, content: str, *, expected_version: str | None = None
+    ) -> WriteResult:
         """See :meth:`Backend.write`."""
         path = normalize_path(path)
         backend, _, inner = self._route(path)
-        return dataclasses.replace(await backend.write(inner, content), path=path)
+        result = await backend.write(inner, content, expected_version=expected_version)
+        return dataclasses.replace(result, path=path)
 
-    async def edit(self, path: str, old: str, new: str, *, replace_all: bool = False) -> EditResult:
+    async def edit(
+        self,
+        path: str,
+        old: str,
+        new: str,
+        *,
+        replace_all: bool = False,
+        expected_version: str | None = None,
+    ) -> EditResult:
         """See :meth:`Backend.edit`."""
         path = normalize_path(path)
         backend, _, inner = self._route(path)
-        result = await backend.edit(inner, old, new, replace_all=replace_all)
+        result = await backend.edit(
+            inner, old, new, replace_all=replace_all, expected_version=expected_version
+        )
         return dataclasses.replace(result, path=path)
 
     async def delete(self, path: str) -> None:

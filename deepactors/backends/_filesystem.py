@@ -39,6 +39,7 @@ from ._protocol import (
     GrepResult,
     ReadWindow,
     WriteResult,
+    check_version,
     make_window,
 )
 from ._text import apply_edit, compile_pattern, split_lines
@@ -107,7 +108,8 @@ class FilesystemBackend:
     event loop never blocks. Writes are atomic (a temporary file in the same
     folder, then ``os.replace``): a reader sees the old or the new content, never
     half of it. Writes and edits through one backend are serialised, so
-    concurrent edits do not lose updates.
+    concurrent edits do not lose updates, and an ``expected_version`` is checked
+    under the same lock as the write.
 
     ``grep`` uses ripgrep when it is on ``PATH`` and Python otherwise, with
     identical results.
@@ -249,8 +251,14 @@ class FilesystemBackend:
             content, st = self._load(anchor, path)
         return make_window(path, split_lines(content), offset, limit, _version(st))
 
-    def _store(self, anchor: Anchor, path: str, content: str) -> tuple[str, bool]:
-        """Atomically write ``content``; returns the version and whether it is new."""
+    def _store(
+        self, anchor: Anchor, path: str, content: str, expected: str | None
+    ) -> tuple[str, bool]:
+        """Atomically write ``content``; returns the version and whether it is new.
+
+        Called under the write lock, which makes the ``expected`` version check
+        and the write one step for writers through this backend.
+        """
         try:
             data = content.encode("utf-8")
         except UnicodeEncodeError as exc:
@@ -270,6 +278,7 @@ class FilesystemBackend:
                     f"{path} is not a regular file (a FIFO, socket or device); it is not replaced",
                     path=path,
                 )
+            check_version(path, expected, None if old is None else _version(old))
             tmp = f".{t.name[:200]}.{secrets.token_hex(6)}.tmp"
             fd = os.open(tmp, _TEMP_FLAGS, 0o600, dir_fd=t.parent_fd)
             try:
@@ -287,18 +296,23 @@ class FilesystemBackend:
                 raise
         return _version(st), old is None
 
-    def _write_sync(self, path: str, content: str) -> WriteResult:
+    def _write_sync(self, path: str, content: str, expected: str | None) -> WriteResult:
         with self._write_lock, self._opened(path, create=True) as anchor:
-            version, created = self._store(anchor, path, content)
+            version, created = self._store(anchor, path, content, expected)
         return WriteResult(path=path, version=version, created=created)
 
-    def _edit_sync(self, path: str, old: str, new: str, replace_all: bool) -> EditResult:
+    def _edit_sync(
+        self, path: str, old: str, new: str, replace_all: bool, expected: str | None
+    ) -> EditResult:
         # Read, replace and write under one lock: no concurrent edit slips between.
         # Nothing in it can block for long: the read never waits on a FIFO.
         with self._write_lock, self._opened(path) as anchor:
-            content, _ = self._load(anchor, path)
+            content, st = self._load(anchor, path)
+            check_version(path, expected, _version(st))
             changed, count = apply_edit(content, old, new, replace_all=replace_all, path=path)
-            version, _ = self._store(anchor, path, changed)
+            # The version read is expected again: a change by another process
+            # between the read and the write is refused rather than lost.
+            version, _ = self._store(anchor, path, changed, _version(st))
         return EditResult(path=path, version=version, replacements=count)
 
     def _delete_sync(self, path: str) -> None:
@@ -423,13 +437,25 @@ class FilesystemBackend:
         make_window("", (), offset, limit, "")  # argument checks before any disk work
         return await self._run(self._read_sync, normalize_path(path), offset, limit)
 
-    async def write(self, path: str, content: str) -> WriteResult:
+    async def write(
+        self, path: str, content: str, *, expected_version: str | None = None
+    ) -> WriteResult:
         """See :meth:`Backend.write`."""
-        return await self._run(self._write_sync, normalize_path(path), content)
+        return await self._run(self._write_sync, normalize_path(path), content, expected_version)
 
-    async def edit(self, path: str, old: str, new: str, *, replace_all: bool = False) -> EditResult:
+    async def edit(
+        self,
+        path: str,
+        old: str,
+        new: str,
+        *,
+        replace_all: bool = False,
+        expected_version: str | None = None,
+    ) -> EditResult:
         """See :meth:`Backend.edit`."""
-        return await self._run(self._edit_sync, normalize_path(path), old, new, replace_all)
+        return await self._run(
+            self._edit_sync, normalize_path(path), old, new, replace_all, expected_version
+        )
 
     async def delete(self, path: str) -> None:
         """See :meth:`Backend.delete`."""

@@ -13,10 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from deepactors.errors import ReadBeforeWrite
+
 if TYPE_CHECKING:
     from deepactors.state import State
 
 __all__ = [
+    "ABSENT",
     "DEFAULT_MAX_MATCHES",
     "Backend",
     "EditResult",
@@ -30,6 +33,10 @@ __all__ = [
 
 DEFAULT_MAX_MATCHES = 1000
 """How many grep matches a backend returns before it stops and sets ``truncated``."""
+
+ABSENT = "absent"
+"""An ``expected_version`` saying the file must not exist yet (no backend's version
+token is ever this string)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -220,18 +227,41 @@ class Backend(Protocol):
         """
         ...
 
-    async def write(self, path: str, content: str) -> WriteResult:
+    async def write(
+        self, path: str, content: str, *, expected_version: str | None = None
+    ) -> WriteResult:
         """Create or replace a file, creating missing parent folders.
 
+        Args:
+            path: The file.
+            content: The whole new content.
+            expected_version: When given, the write happens only if the file's
+                current version is this token (:data:`ABSENT`: only if there is
+                no file), checked atomically with the write: two writers that
+                read the same version cannot both succeed.
+
         Raises:
+            ReadBeforeWrite: The file's version is not ``expected_version``.
             IsADirectory: ``path`` is a folder.
             NotADirectory: A parent on the path is a file.
             FileTooLarge: Over the backend's write limit.
         """
         ...
 
-    async def edit(self, path: str, old: str, new: str, *, replace_all: bool = False) -> EditResult:
+    async def edit(
+        self,
+        path: str,
+        old: str,
+        new: str,
+        *,
+        replace_all: bool = False,
+        expected_version: str | None = None,
+    ) -> EditResult:
         """Replace an exact string in a file.
+
+        With ``expected_version``, the edit happens only if the file's current
+        version is that token, checked atomically with the change (see
+        :meth:`write`); otherwise :class:`~deepactors.errors.ReadBeforeWrite`.
 
         The file's line endings are kept: in a CRLF file, ``old`` and ``new``
         written with ``\\n`` match and are written back with ``\\r\\n``. Nothing
@@ -310,6 +340,31 @@ class Backend(Protocol):
             UnsupportedOperation: This backend cannot run commands.
         """
         ...
+
+
+def check_version(path: str, expected: str | None, current: str | None) -> None:
+    """Refuse a change whose ``expected_version`` is not the file's current one.
+
+    Args:
+        path: The file's virtual path.
+        expected: The caller's ``expected_version`` (None: no check).
+        current: The file's version now; None when it does not exist.
+
+    Raises:
+        ReadBeforeWrite: They differ.
+    """
+    if expected is None or expected == (current or ABSENT):
+        return
+    if current is None:
+        message = f"{path} no longer exists (someone deleted it since you read it)"
+    elif expected == ABSENT:
+        message = f"{path} was just created by someone else: call read_file on it first"
+    else:
+        message = (
+            f"{path} has changed since you last read it (someone else wrote to it): call "
+            "read_file on it again, then retry with the current content"
+        )
+    raise ReadBeforeWrite(message, path=path)
 
 
 def _check_window(offset: int, limit: int | None) -> None:

@@ -18,6 +18,7 @@ from ._protocol import (
     GrepResult,
     ReadWindow,
     WriteResult,
+    check_version,
     make_window,
 )
 from ._text import apply_edit, split_lines
@@ -29,13 +30,23 @@ if TYPE_CHECKING:
 __all__ = ["StateBackend"]
 
 
+def _version(record: FileRecord) -> str:
+    """The version token: the change count plus the creation time.
+
+    ``FileRecord.version`` restarts at 1 when a file is deleted and created
+    again; with the creation time in the token an old read never passes for a
+    read of the new file.
+    """
+    return f"{record.version}@{record.created_at!r}"
+
+
 def _info(path: str, record: FileRecord) -> FileInfo:
     return FileInfo(
         path=path,
         is_dir=False,
         size=len(record.content.encode()),
         modified=record.modified_at,
-        version=str(record.version),
+        version=_version(record),
     )
 
 
@@ -95,29 +106,41 @@ class StateBackend:
         path = normalize_path(path)
         await anyio.lowlevel.checkpoint()
         record = self._record(path)
-        return make_window(path, split_lines(record.content), offset, limit, str(record.version))
+        return make_window(path, split_lines(record.content), offset, limit, _version(record))
 
-    async def write(self, path: str, content: str) -> WriteResult:
+    async def write(
+        self, path: str, content: str, *, expected_version: str | None = None
+    ) -> WriteResult:
         """See :meth:`Backend.write`."""
         path = normalize_path(path)
         await anyio.lowlevel.checkpoint()
-        # From here to apply() nothing awaits: the check and the change are one step.
+        # From here to apply() nothing awaits: the checks and the change are one step.
         files = self._files()
         check_writable(files, path)
         old = files.get(path)
+        check_version(path, expected_version, None if old is None else _version(old))
         record = FileRecord(content=content) if old is None else old.changed(content)
         self._apply({path: record})
-        return WriteResult(path=path, version=str(record.version), created=old is None)
+        return WriteResult(path=path, version=_version(record), created=old is None)
 
-    async def edit(self, path: str, old: str, new: str, *, replace_all: bool = False) -> EditResult:
+    async def edit(
+        self,
+        path: str,
+        old: str,
+        new: str,
+        *,
+        replace_all: bool = False,
+        expected_version: str | None = None,
+    ) -> EditResult:
         """See :meth:`Backend.edit`."""
         path = normalize_path(path)
         await anyio.lowlevel.checkpoint()
         record = self._record(path)
+        check_version(path, expected_version, _version(record))
         content, count = apply_edit(record.content, old, new, replace_all=replace_all, path=path)
         changed = record.changed(content)
         self._apply({path: changed})
-        return EditResult(path=path, version=str(changed.version), replacements=count)
+        return EditResult(path=path, version=_version(changed), replacements=count)
 
     async def delete(self, path: str) -> None:
         """See :meth:`Backend.delete`."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ from ._protocol import (
     GrepResult,
     ReadWindow,
     WriteResult,
+    check_version,
     make_window,
 )
 from ._text import apply_edit, split_lines
@@ -46,9 +48,20 @@ def _content(item: StoreItem) -> str:
     return content
 
 
-def _version(item: StoreItem) -> int:
+def _number(item: StoreItem) -> int:
     version = item.value.get("version", 1)
     return version if isinstance(version, int) else 1
+
+
+def _version(item: StoreItem) -> str:
+    """The version token: the change count plus the file's creation id.
+
+    The count alone restarts at 1 when a file is deleted and created again, so a
+    read of the old file would pass for a read of the new one; the id (random,
+    set at creation) tells them apart.
+    """
+    origin = item.value.get("id") or item.value.get("created_at", item.created_at)
+    return f"{_number(item)}-{origin}"
 
 
 def _info(path: str, item: StoreItem) -> FileInfo:
@@ -57,22 +70,26 @@ def _info(path: str, item: StoreItem) -> FileInfo:
         is_dir=False,
         size=len(_content(item).encode()),
         modified=item.updated_at,
-        version=str(_version(item)),
+        version=_version(item),
     )
 
 
 class StoreBackend:
     """Files kept in a :class:`~deepactors.persistence.Store`, one key per path.
 
-    Each file is a value ``{"content": str, "version": int, "created_at": float,
-    "modified_at": float}`` under its virtual path as key, in one namespace. The
+    Each file is a value ``{"content": str, "version": int, "id": str,
+    "created_at": float, "modified_at": float}`` under its virtual path as key,
+    in one namespace; ``id`` is random, set when the file is created, so the
+    version token (``"<version>-<id>"``) of a file deleted and created again
+    never repeats an old one. The
     backend reads and lists that namespace only: never another, nor namespaces
     below it that share its prefix.
 
     Changes are serialised by a lock shared by this backend and the backends
     :meth:`bind` makes from it, so concurrent edits through them never lose an
-    update. (Writers using the same store and namespace through an unrelated
-    backend object are not covered: a store has no compare-and-set.)
+    update, and an ``expected_version`` is checked under it. (Writers using the
+    same store and namespace through an unrelated backend object are not
+    covered: a store has no compare-and-set.)
 
     Args:
         store: Where the files live.
@@ -135,16 +152,21 @@ class StoreBackend:
             raise FileNotFound(f"no file at {path}", path=path)
         return item
 
-    async def _put(self, path: str, content: str, old: StoreItem | None) -> int:
+    async def _put(self, path: str, content: str, old: StoreItem | None) -> str:
         now = time.time()
         value: dict[str, Any] = {
             "content": content,
-            "version": 1 if old is None else _version(old) + 1,
+            "version": 1 if old is None else _number(old) + 1,
+            "id": uuid.uuid4().hex[:16] if old is None else old.value.get("id"),
             "created_at": now if old is None else old.value.get("created_at", old.created_at),
             "modified_at": now,
         }
+        if value["id"] is None:  # a file written before ids existed
+            del value["id"]
         await self._store.put(self._ns(), path, value)
-        return int(value["version"])
+        return _version(
+            StoreItem(namespace=self._ns(), key=path, value=value, created_at=now, updated_at=now)
+        )
 
     async def ls(self, path: str = "/") -> list[FileInfo]:
         """See :meth:`Backend.ls`."""
@@ -156,28 +178,40 @@ class StoreBackend:
         path = normalize_path(path)
         item = await self._get(path)
         lines = split_lines(_content(item))
-        return make_window(path, lines, offset, limit, str(_version(item)))
+        return make_window(path, lines, offset, limit, _version(item))
 
-    async def write(self, path: str, content: str) -> WriteResult:
+    async def write(
+        self, path: str, content: str, *, expected_version: str | None = None
+    ) -> WriteResult:
         """See :meth:`Backend.write`."""
         path = normalize_path(path)
         async with self._lock:
             files = await self._all()
             check_writable(files, path)
             old = files.get(path)
+            check_version(path, expected_version, None if old is None else _version(old))
             version = await self._put(path, content, old)
-        return WriteResult(path=path, version=str(version), created=old is None)
+        return WriteResult(path=path, version=version, created=old is None)
 
-    async def edit(self, path: str, old: str, new: str, *, replace_all: bool = False) -> EditResult:
+    async def edit(
+        self,
+        path: str,
+        old: str,
+        new: str,
+        *,
+        replace_all: bool = False,
+        expected_version: str | None = None,
+    ) -> EditResult:
         """See :meth:`Backend.edit`."""
         path = normalize_path(path)
         async with self._lock:
             item = await self._get(path)
+            check_version(path, expected_version, _version(item))
             content, count = apply_edit(
                 _content(item), old, new, replace_all=replace_all, path=path
             )
             version = await self._put(path, content, item)
-        return EditResult(path=path, version=str(version), replacements=count)
+        return EditResult(path=path, version=version, replacements=count)
 
     async def delete(self, path: str) -> None:
         """See :meth:`Backend.delete`."""

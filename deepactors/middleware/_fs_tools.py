@@ -2,7 +2,9 @@
 
 Each tool turns a backend's typed errors into a :class:`~deepactors.errors.ToolError`
 whose message the model reads, so a refused path or a missing file never ends a
-run. Read-before-write is enforced here, against a per-actor record of versions.
+run. Read-before-write is enforced here, against a per-actor record of versions,
+and passed down as the backend's ``expected_version``, so the check and the
+change are one atomic step in the backend.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
-from ..backends import Backend, normalize_path
+import anyio
+
+from ..backends import ABSENT, Backend, normalize_path
+from ..backends._protocol import check_version
 from ..context import RunContext, ToolRuntime
 from ..errors import BackendError, FileNotFound, ReadBeforeWrite, ToolError
 from ..tools import Tool, tool
@@ -36,7 +41,8 @@ none included. There is no brace expansion (`{a,b}`). Dotfiles: as in a shell,
 wildcards do not match a leading dot, so `*` skips `.env` and `**` does not enter
 `.git/`; write the dot to match them (`.*`, `**/.env`, `.github/**`)."""
 
-_READS = "FilesystemMiddleware.read_versions"  # private key in run.services
+_READS = "FilesystemMiddleware.read_versions"  # private keys in run.services
+_LOCK = "FilesystemMiddleware.write_lock"
 
 
 @contextmanager
@@ -62,10 +68,29 @@ def read_versions(run: RunContext) -> dict[str, str]:
     return reads
 
 
-async def _require_read(
+def _write_lock(run: RunContext) -> anyio.Lock:
+    """This actor's lock around check-then-change of its file tools.
+
+    One agent's parallel edits of a file in one turn run one after another, so
+    the second sees the version the first recorded instead of being refused as
+    a change by "someone else". Other agents do not share it: between agents the
+    backend's ``expected_version`` check refuses the later writer.
+    """
+    lock: anyio.Lock | None = run.services.get(_LOCK)
+    if lock is None:
+        lock = run.services[_LOCK] = anyio.Lock()
+    return lock
+
+
+async def _expected_version(
     backend: Backend, path: str, reads: dict[str, str], *, new_ok: bool
-) -> None:
-    """Refuse to change ``path`` unless its current version is the one last read.
+) -> str | None:
+    """The version the change of ``path`` must find, once this agent may change it.
+
+    Returns :data:`~deepactors.backends.ABSENT` for a new file (so two agents
+    creating the same file cannot both succeed), the version last read for an
+    existing one, and None when the backend has no version to check (a folder,
+    which the write itself refuses, or a backend without version tokens).
 
     Raises:
         ReadBeforeWrite: The file exists and was not read, or changed since.
@@ -75,10 +100,10 @@ async def _require_read(
         info = await backend.stat(path)
     except FileNotFound:
         if new_ok:
-            return
+            return ABSENT
         raise
     if info.is_dir:
-        return  # the write itself refuses a folder, with a clearer message
+        return None  # the write itself refuses a folder, with a clearer message
     seen = reads.get(path)
     if seen is None:
         raise ReadBeforeWrite(
@@ -87,12 +112,10 @@ async def _require_read(
             path=path,
         )
     # A backend without version tokens can only tell "read at all".
-    if info.version is not None and seen != info.version:
-        raise ReadBeforeWrite(
-            f"{path} has changed since you last read it (someone else wrote to it): call "
-            "read_file on it again, then retry with the current content",
-            path=path,
-        )
+    if info.version is None:
+        return None
+    check_version(path, seen, info.version)
+    return seen
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -185,9 +208,10 @@ def make_file_tools(
         reads = read_versions(runtime.run)
         with _tool_errors():
             path = normalize_path(file_path)
-            await _require_read(backend, path, reads, new_ok=True)
-            result = await backend.write(path, content)
-        reads[path] = result.version
+            async with _write_lock(runtime.run):
+                expected = await _expected_version(backend, path, reads, new_ok=True)
+                result = await backend.write(path, content, expected_version=expected)
+                reads[path] = result.version
         lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
         verb = "Created" if result.created else "Replaced"
         return f"{verb} {path} ({lines} line{'s' if lines != 1 else ''})."
@@ -216,12 +240,21 @@ def make_file_tools(
         reads = read_versions(runtime.run)
         with _tool_errors():
             path = normalize_path(file_path)
-            try:
-                await _require_read(backend, path, reads, new_ok=False)
-            except FileNotFound:
-                raise ToolError(f"no file at {path}; use write_file to create a new file") from None
-            result = await backend.edit(path, old_string, new_string, replace_all=replace_all)
-        reads[path] = result.version
+            async with _write_lock(runtime.run):
+                try:
+                    expected = await _expected_version(backend, path, reads, new_ok=False)
+                except FileNotFound:
+                    raise ToolError(
+                        f"no file at {path}; use write_file to create a new file"
+                    ) from None
+                result = await backend.edit(
+                    path,
+                    old_string,
+                    new_string,
+                    replace_all=replace_all,
+                    expected_version=expected,
+                )
+                reads[path] = result.version
         n = result.replacements
         return f"Edited {path}: {n} replacement{'s' if n != 1 else ''}."
 

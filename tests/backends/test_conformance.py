@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from deepactors.backends import Backend, FileInfo
+from deepactors.backends import ABSENT, Backend, FileInfo
 from deepactors.errors import (
     EditError,
     FileNotFound,
@@ -13,6 +13,7 @@ from deepactors.errors import (
     InvalidPattern,
     IsADirectory,
     NotADirectory,
+    ReadBeforeWrite,
     UnsupportedOperation,
 )
 
@@ -162,6 +163,62 @@ async def test_write_creates_and_replaces_with_new_versions(harness: Harness) ->
     folder = await backend.stat("/a/b")
     assert folder.is_dir
     assert folder.version is None
+
+
+@pytest.mark.parametrize("path", ["/v.txt", "/memories/v.txt"])
+async def test_expected_version_is_checked_with_the_change(harness: Harness, path: str) -> None:
+    backend = harness.backend
+    first = await backend.write(path, "one\n", expected_version=ABSENT)
+    with pytest.raises(ReadBeforeWrite, match="created by someone else"):
+        await backend.write(path, "again\n", expected_version=ABSENT)
+    second = await backend.write(path, "two\n", expected_version=first.version)
+    with pytest.raises(ReadBeforeWrite, match="changed since you last read it"):
+        await backend.write(path, "stale\n", expected_version=first.version)
+    with pytest.raises(ReadBeforeWrite):
+        await backend.edit(path, "two", "2", expected_version=first.version)
+    edited = await backend.edit(path, "two", "2", expected_version=second.version)
+    assert await harness.raw(path) == "2\n"
+    await backend.delete(path)
+    with pytest.raises(ReadBeforeWrite, match="no longer exists"):
+        await backend.write(path, "x\n", expected_version=edited.version)
+    assert await harness.raw(path) is None
+
+
+@pytest.mark.parametrize("expected", ["read", ABSENT])
+async def test_two_writers_expecting_the_same_version_cannot_both_succeed(
+    harness: Harness, expected: str
+) -> None:
+    backend = harness.backend
+    version = ABSENT
+    if expected == "read":
+        version = (await backend.write("/shared.md", "v0\n")).version
+    outcomes: list[str] = []
+
+    async def write(text: str) -> None:
+        try:
+            await backend.write("/shared.md", text, expected_version=version)
+            outcomes.append(text)
+        except ReadBeforeWrite:
+            outcomes.append("refused")
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(write, "parent\n")
+            tg.start_soon(write, "child\n")
+    assert sorted(outcomes)[-1] == "refused"
+    winner = next(o for o in outcomes if o != "refused")
+    assert await harness.raw("/shared.md") == winner
+
+
+async def test_a_file_deleted_and_created_again_has_a_new_version(harness: Harness) -> None:
+    backend = harness.backend
+    for path in ("/x.md", "/memories/x.md"):
+        old = await backend.write(path, "same\n")
+        await backend.delete(path)
+        new = await backend.write(path, "same\n")
+        assert new.version != old.version
+        with pytest.raises(ReadBeforeWrite):
+            await backend.write(path, "stale\n", expected_version=old.version)
 
 
 async def test_write_over_folder_or_under_file_is_refused(backend: Backend) -> None:

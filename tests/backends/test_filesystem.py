@@ -253,7 +253,7 @@ async def test_swapping_a_folder_for_a_symlink_never_reaches_outside(tmp_path: P
     thread = threading.Thread(target=racer, daemon=True)
     thread.start()
     try:
-        for _ in range(600):
+        for _ in range(200):
             with contextlib.suppress(BackendError):
                 leaks += "SECRET" in (await backend.read("/d/f.txt")).text
             with contextlib.suppress(BackendError):

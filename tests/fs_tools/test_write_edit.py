@@ -4,11 +4,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 import pytest
 
-from deepactors.backends import CompositeBackend, StateBackend, StoreBackend
-from deepactors.context import ToolRuntime
+from deepactors.backends import (
+    Backend,
+    CompositeBackend,
+    FilesystemBackend,
+    StateBackend,
+    StoreBackend,
+)
+from deepactors.context import RunContext, ToolRuntime
+from deepactors.errors import ToolError
+from deepactors.middleware._fs_tools import FileToolLimits, make_file_tools
 from deepactors.persistence import MemoryStore
+from deepactors.tools import Tool
 
 from .conftest import Env, call, make_env, run_turns
 
@@ -232,3 +242,54 @@ async def test_parallel_edits_of_one_file_in_one_turn_both_land(env: Env) -> Non
     out.ok(1)
     out.ok(2)
     assert env.raw(out.state, "/a.txt") == "1\ntwo\n3\n"
+
+
+# -- two agents on one shared backend ------------------------------------------
+
+
+def _agent_tools(backend: Backend, name: str) -> tuple[dict[str, Tool], ToolRuntime]:
+    """One agent's file tools over a shared backend, and its runtime (own reads)."""
+    limits = FileToolLimits(
+        read_limit_default=100,
+        max_line_chars=2000,
+        max_chars=80_000,
+        grep_max_matches=500,
+        max_entries=1000,
+    )
+    tools = make_file_tools(lambda _: backend, limits, with_execute=False)
+    runtime = ToolRuntime(state=None, tool_call_id=name, run=RunContext(path=name, run_id=name))
+    return {t.name: t for t in tools}, runtime
+
+
+@pytest.mark.parametrize("kind", ["disk", "store"])
+@pytest.mark.parametrize("new_file", [False, True], ids=["replace", "create"])
+async def test_two_agents_writing_one_file_at_once_never_lose_a_write_silently(
+    tmp_path: Path, kind: str, new_file: bool
+) -> None:
+    backend: Backend = (
+        FilesystemBackend(tmp_path) if kind == "disk" else StoreBackend(MemoryStore())
+    )
+    agents = [_agent_tools(backend, "main"), _agent_tools(backend, "main/task-1")]
+    if not new_file:
+        await backend.write("/report.md", "v0\n")
+        for tools, runtime in agents:
+            await tools["read_file"].call({"file_path": "/report.md"}, runtime)
+    outcomes: dict[str, str] = {}
+
+    async def write(tools: dict[str, Tool], runtime: ToolRuntime) -> None:
+        args = {"file_path": "/report.md", "content": f"{runtime.run.path}'s report\n"}
+        try:
+            await tools["write_file"].call(args, runtime)
+            outcomes[runtime.run.path] = "written"
+        except ToolError as exc:
+            outcomes[runtime.run.path] = str(exc)
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            for tools, runtime in agents:
+                tg.start_soon(write, tools, runtime)
+    winners = [name for name, outcome in outcomes.items() if outcome == "written"]
+    assert len(winners) == 1, outcomes
+    loser = next(o for name, o in outcomes.items() if name not in winners)
+    assert "read_file" in loser
+    assert (await backend.read("/report.md")).text == f"{winners[0]}'s report"
