@@ -57,10 +57,10 @@ Concurrency
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib
-from collections.abc import AsyncGenerator, Mapping
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any, ClassVar, Final, cast
 
@@ -68,6 +68,7 @@ import anthropic
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
+import sniffio
 
 from deepactors.errors import ConfigurationError, OverloadedError
 from deepactors.events import CustomEvent
@@ -218,8 +219,9 @@ class AnthropicModel:
             self._client_args["base_url"] = base_url
         if timeout is not None:
             self._client_args["timeout"] = timeout
-        # (native event loop token, client): the client made for that loop.
-        self._own_client: tuple[object, anthropic.AsyncAnthropic] | None = None
+        # (native event loop token, client, closed): the client made for that loop
+        # run, and the event that tells the run's closer task it was closed.
+        self._own_client: tuple[object, anthropic.AsyncAnthropic, anyio.Event] | None = None
         self._making_client: tuple[object, anyio.Event] | None = None
         self.limiter = limiter if limiter is not None else RequestLimiter(max_concurrent_requests)
         self._sdk_options = {
@@ -297,7 +299,7 @@ class AnthropicModel:
 
     async def _generate_streaming(self, request: ModelRequest) -> AssistantMessage:
         # Streaming has no time limit, and gives the same message in the end.
-        async with aclosing(self.stream(request)) as parts:
+        async with contextlib.aclosing(self.stream(request)) as parts:
             async for part in parts:
                 if isinstance(part, AssistantMessage):
                     return part
@@ -416,8 +418,11 @@ class AnthropicModel:
             # blocking work, so it happens in a thread.
             client = await anyio.to_thread.run_sync(self._new_client)
             # A client from an earlier loop cannot be closed from this one (its
-            # connections belong to that loop); dropping it is all we can do.
-            self._own_client = (loop, client)
+            # connections belong to that loop); that loop's run closed it as it
+            # ended, and so will this one's (see _close_at_run_end).
+            own = (loop, client, anyio.Event())
+            self._own_client = own
+            _spawn_system_task(self._close_at_run_end, own)
         finally:
             self._making_client = None
             done.set()
@@ -435,13 +440,39 @@ class AnthropicModel:
             )
         return client
 
+    async def _close_at_run_end(
+        self, own: tuple[object, anthropic.AsyncAnthropic, anyio.Event]
+    ) -> None:
+        """Close ``own``'s client when :meth:`aclose` says so or its run ends.
+
+        Runs as a system task of the run that made the client, which no task group
+        owns: the run cancels it as it ends, while its loop can still close the
+        client's connections (else their sockets would outlive the run).
+        """
+        try:
+            await own[2].wait()
+        finally:
+            # Cancelled at the run's end, and trio keeps cancelling: shield.
+            with anyio.CancelScope(shield=True):
+                if self._own_client is own:
+                    self._own_client = None
+                # Nothing can be done about a failed close at the end of a run,
+                # and an error escaping a trio system task would crash the run.
+                with contextlib.suppress(Exception):
+                    await own[1].close()
+
     async def aclose(self) -> None:
-        """Close the HTTP client this model made for the current event loop, if any."""
+        """Close the HTTP client this model made for the current event loop, if any.
+
+        Not needed for cleanliness: the client is also closed when the event-loop
+        run that made it ends. A later call makes a new one.
+        """
         own, self._own_client = self._own_client, None
         if own is None:
             return
         loop = anyio.lowlevel.current_token().native_token
         if own[0] is loop:
+            own[2].set()
             await own[1].close()
 
     async def __aenter__(self) -> AnthropicModel:
@@ -454,6 +485,25 @@ class AnthropicModel:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+def _spawn_system_task(
+    fn: Callable[[tuple[object, anthropic.AsyncAnthropic, anyio.Event]], Awaitable[None]],
+    arg: tuple[object, anthropic.AsyncAnthropic, anyio.Event],
+) -> None:
+    """Start ``fn(arg)`` as a task of the current run that no task group owns."""
+    if sniffio.current_async_library() == "trio":
+        import trio.lowlevel
+
+        trio.lowlevel.spawn_system_task(fn, arg)
+    else:
+        # asyncio's counterpart lives in the one module allowed to import asyncio.
+        from deepactors.persistence._aiosqlite import spawn_system_task
+
+        async def call() -> None:
+            await fn(arg)
+
+        spawn_system_task(call)
 
 
 def _count_breakpoints(body: Mapping[str, Any]) -> int:

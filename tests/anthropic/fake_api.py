@@ -150,6 +150,8 @@ class FakeAnthropicAPI:
         requests: Every request received, in arrival order.
         in_flight: Requests being answered right now.
         max_in_flight: The most requests ever answered at the same time.
+        open_connections: Client connections not closed yet (keep-alive ones
+            included): what a client that is never closed leaves behind.
         default: Answers a request when the script is empty.
     """
 
@@ -157,6 +159,7 @@ class FakeAnthropicAPI:
         self.requests: list[RecordedRequest] = []
         self.in_flight = 0
         self.max_in_flight = 0
+        self.open_connections = 0
         self.default = default
         self._script: deque[Reply] = deque()
         self._lock = threading.Lock()
@@ -266,6 +269,17 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # keep test output clean
+
+    def setup(self) -> None:
+        super().setup()
+        with self.owner._lock:
+            self.owner.open_connections += 1
+
+    def finish(self) -> None:
+        # Reached when the client closes the connection (or after `timeout`).
+        with self.owner._lock:
+            self.owner.open_connections -= 1
+        super().finish()
 
     def do_POST(self) -> None:
         length = int(self.headers.get("content-length", "0"))
