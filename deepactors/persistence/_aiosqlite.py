@@ -15,13 +15,20 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import aiosqlite
 import anyio
 
-__all__ = ["AiosqliteConnection", "ConnectionClosed", "running_loop", "spawn_system_task"]
+__all__ = [
+    "AiosqliteConnection",
+    "ConnectionClosed",
+    "loop_is_closed",
+    "running_loop",
+    "spawn_system_task",
+]
 
 T = TypeVar("T")
 
@@ -33,6 +40,12 @@ class ConnectionClosed(Exception):
 def running_loop() -> object:
     """The running asyncio loop: identifies this event-loop run."""
     return asyncio.get_running_loop()
+
+
+def loop_is_closed(loop: object) -> bool:
+    """Whether ``loop`` (from :func:`running_loop`) is closed: its run is over for good."""
+    assert isinstance(loop, asyncio.AbstractEventLoop)
+    return loop.is_closed()
 
 
 # asyncio keeps only weak references to tasks; these must outlive their creator.
@@ -67,12 +80,12 @@ class AiosqliteConnection:
 
     @classmethod
     async def open(
-        cls, path: str, prepare: Callable[[sqlite3.Connection], None]
+        cls, path: str, prepare: Callable[[sqlite3.Connection], None], *, timeout: float
     ) -> AiosqliteConnection:
         """Connect, then run ``prepare`` (pragmas, schema) in the connection's thread."""
         # isolation_level=None: we issue BEGIN/COMMIT ourselves, never sqlite3's
         # implicit ones.
-        db = await aiosqlite.connect(path, isolation_level=None)
+        db = await aiosqlite.connect(path, timeout=timeout, isolation_level=None)
         try:
             with anyio.CancelScope(shield=True):
                 await db._execute(prepare, db._conn)  # type: ignore[no-untyped-call]
@@ -109,6 +122,21 @@ class AiosqliteConnection:
         self._closed = True
         with anyio.CancelScope(shield=True):
             await self._db.close()
+            # close() returns when the thread has answered, a moment before the
+            # thread ends: wait for that too, so a closed connection leaves no
+            # thread behind (without blocking the loop on the join).
+            await anyio.to_thread.run_sync(self._join_thread)
+
+    def _join_thread(self) -> None:
+        # aiosqlite >= 0.20 runs its worker in ``_thread``; before, the
+        # connection was the thread.
+        thread = getattr(self._db, "_thread", self._db)
+        if isinstance(thread, threading.Thread) and thread.is_alive():
+            thread.join()
+
+    def _close_stale(self) -> None:
+        asyncio.run(self._db.close())
+        self._join_thread()
 
     async def aclose_stale(self) -> None:
         """Close a connection left open by an event-loop run that has ended.
@@ -120,4 +148,4 @@ class AiosqliteConnection:
         if self._closed:
             return
         self._closed = True
-        await anyio.to_thread.run_sync(asyncio.run, self._db.close())
+        await anyio.to_thread.run_sync(self._close_stale)

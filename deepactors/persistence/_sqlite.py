@@ -15,18 +15,27 @@ transaction, with its JSON decoding), so a ``put`` costs one thread hop and no
 other task's statement can interleave with it.
 
 A connection belongs to the event-loop *run* that opened it (asyncio loop or trio
-run, told apart by ``sniffio`` and the loop's identity). When that run ends,
-a run-scoped system task closes it cleanly: trio cancels system tasks when its
-main task returns, and ``asyncio.run`` (and anyio's runner) cancels leftover
-tasks before closing the loop. So ``anyio.run`` once per call, as the sync
-wrapper does, opens and closes one connection per call, and a later call, on the
-same loop type or the other one, simply opens a new one. If a run ended without
-that cleanup (a loop closed without cancelling its tasks), the next use closes
-the stale connection from the new run and opens a fresh one. Every ``put`` has
-committed before it returns, so nothing is lost at these boundaries.
+run, told apart by ``sniffio`` and the loop's identity), and a ``_Database``
+keeps one per live run, so one checkpointer can serve several threads at once,
+each running its own loop (the sync ``invoke`` called from a threaded web
+server). Their writes to the one file are ordinary cross-connection SQLite
+writes: WAL lets readers run beside the writer, writers take turns on the write
+lock (waiting up to ``_BUSY_TIMEOUT``), and ``seq`` numbers are taken under that
+lock (see ``_put_records``), so they stay unique and gap-free.
 
-``aclose()`` closes the current connection now; it is idempotent, and a later call
-reopens, which is what lets one checkpointer object serve several runs.
+When a run ends, a run-scoped system task closes its connection cleanly: trio
+cancels system tasks when its main task returns, and ``asyncio.run`` (and
+anyio's runner) cancels leftover tasks before closing the loop. So ``anyio.run``
+once per call, as the sync wrapper does, opens and closes one connection per
+call, and a later call, on the same loop type or the other one, simply opens a
+new one. If a run ended without that cleanup (a loop closed without cancelling
+its tasks), the next run to open a connection closes the stale one; a connection
+is only ever closed by its own run or once its run is over, never under another
+live run. Every ``put`` has committed before it returns, so nothing is lost at
+these boundaries.
+
+``aclose()`` closes the current run's connection now; it is idempotent, and a
+later call reopens, which is what lets one checkpointer object serve several runs.
 """
 
 from __future__ import annotations
@@ -38,6 +47,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol, Self, TypeVar
 
@@ -45,6 +55,10 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 import sniffio
+
+# Imported now, not lazily on first use: that import would take the import lock on
+# the event loop, racing other threads' loops.
+from anyio import Path as AsyncPath
 
 from ..errors import CheckpointCorrupt, CheckpointError, CheckpointSchemaMismatch
 from . import _aiosqlite
@@ -69,6 +83,11 @@ CHECKPOINT_SCHEMA_VERSION = 1
 
 STORE_SCHEMA_VERSION = 1
 """The version of the store table this code writes and reads."""
+
+# How long a connection waits for another connection's write lock (another
+# thread's run, another process) before failing with "database is locked". A
+# put holds the lock for one insert and commit, so this is ample.
+_BUSY_TIMEOUT = 5.0
 
 # SQLite's primary result codes that mean "this file is not (or no longer) a
 # database"; everything else (locked, read-only, disk full...) is not corruption.
@@ -95,7 +114,9 @@ class _ThreadConnection:
         cls, path: str, prepare: Callable[[sqlite3.Connection], None]
     ) -> _ThreadConnection:
         def connect() -> sqlite3.Connection:
-            raw = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            raw = sqlite3.connect(
+                path, timeout=_BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
+            )
             try:
                 prepare(raw)
             except BaseException:
@@ -136,7 +157,11 @@ class _ThreadConnection:
         await anyio.to_thread.run_sync(self._raw.close)
 
 
-def _loop_token() -> tuple[str, object]:
+_Token = tuple[str, object]
+"""An event-loop run: the library's name and the asyncio loop or trio token."""
+
+
+def _loop_token() -> _Token:
     """Which event-loop run we are in: the library name and the loop's identity."""
     library = sniffio.current_async_library()
     if library == "asyncio":
@@ -185,8 +210,38 @@ def _translate(exc: sqlite3.Error, file: str) -> CheckpointError:
     return CheckpointError(f"{file}: {exc}")
 
 
+@dataclass(slots=True, kw_only=True)
+class _Slot:
+    """One event-loop run's connection: opening while ``conn`` is None."""
+
+    opening: anyio.Event
+    conn: _Connection | None = None
+    closed: anyio.Event | None = None  # set by aclose(), to retire the closer task
+
+
+def _run_is_over(token: _Token) -> bool:
+    """Whether the event-loop run behind ``token`` has ended (safe from any thread)."""
+    library, loop = token
+    if library == "asyncio":
+        return _aiosqlite.loop_is_closed(loop)
+    import trio
+    import trio.lowlevel
+
+    assert isinstance(loop, trio.lowlevel.TrioToken)
+    try:
+        # Thread-safe, and refused exactly when the run has finished.
+        loop.run_sync_soon(_nothing)
+    except trio.RunFinishedError:
+        return True
+    return False
+
+
+def _nothing() -> None:
+    pass
+
+
 class _Database:
-    """The lazily opened, loop-adaptive connection to one file (see the module docstring)."""
+    """The lazily opened, loop-adaptive connections to one file (see the module docstring)."""
 
     def __init__(
         self, path: str | os.PathLike[str], *, key: str, version: int, ddl: Sequence[str]
@@ -195,10 +250,13 @@ class _Database:
         self._prepare = functools.partial(
             _prepare, file=self.file, key=key, version=version, ddl=tuple(ddl)
         )
-        self._conn: _Connection | None = None
-        self._token: tuple[str, object] | None = None
-        self._closed_event: anyio.Event | None = None
-        self._opening: anyio.Event | None = None
+        # One slot per live event-loop run. Each run adds, reads and removes only
+        # its own slot (all of its tasks are on its one thread); only a slot whose
+        # run is over may be removed from another thread. Shared between threads,
+        # the dict is touched only through single operations (get, setdefault,
+        # pop, copy), each atomic in CPython, with or without the GIL: no lock,
+        # which would be a blocking call on the event loop.
+        self._slots: dict[_Token, _Slot] = {}
 
     async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(connection)`` in the connection's thread, opening it if needed.
@@ -219,80 +277,99 @@ class _Database:
     async def _connection(self) -> _Connection:
         token = _loop_token()
         while True:
-            conn = self._conn
-            if conn is not None and self._token == token:
-                return conn
-            opening = self._opening
-            if opening is None:
+            slot = self._slots.get(token)
+            if slot is None:
+                slot = _Slot(opening=anyio.Event())
+                self._slots[token] = slot
                 break
+            if slot.conn is not None:
+                return slot.conn
             # Another task of this run is opening it: wait, then look again.
-            await opening.wait()
-        self._opening = opening = anyio.Event()
+            await slot.opening.wait()
         try:
-            await self._release_stale()
+            await self._release_gone()
             try:
                 conn = await self._open(token[0])
             except sqlite3.Error as exc:
                 raise _translate(exc, self.file) from exc
-            closed = anyio.Event()
-            self._conn, self._token, self._closed_event = conn, token, closed
-            self._spawn_closer(token[0], conn, closed)
+            slot.conn, slot.closed = conn, anyio.Event()
+            self._spawn_closer(token, conn, slot.closed)
             return conn
+        except BaseException:
+            self._forget(token, slot)
+            raise
         finally:
-            self._opening = None
-            opening.set()
+            slot.opening.set()
+
+    def _forget(self, token: _Token, slot: _Slot) -> bool:
+        """Remove ``slot`` if it is still the one of ``token``; say whether it was."""
+        if self._slots.get(token) is not slot:
+            return False
+        # Only this run removes its live slot, so nothing can slip in between.
+        return self._slots.pop(token, None) is slot
 
     async def _open(self, library: str) -> _Connection:
         if self.file != ":memory:" and not self.file.startswith("file:"):
-            await anyio.Path(self.file).parent.mkdir(parents=True, exist_ok=True)
+            await AsyncPath(self.file).parent.mkdir(parents=True, exist_ok=True)
         if library == "asyncio":
-            return await _aiosqlite.AiosqliteConnection.open(self.file, self._prepare)
+            return await _aiosqlite.AiosqliteConnection.open(
+                self.file, self._prepare, timeout=_BUSY_TIMEOUT
+            )
         return await _ThreadConnection.open(self.file, self._prepare)
 
-    def _spawn_closer(self, library: str, conn: _Connection, closed: anyio.Event) -> None:
+    def _spawn_closer(self, token: _Token, conn: _Connection, closed: anyio.Event) -> None:
         async def close_at_run_end() -> None:
             try:
                 await closed.wait()
             finally:
                 # Cancelled when the run ends; trio keeps cancelling, so shield.
                 with anyio.CancelScope(shield=True):
-                    await self._release(conn)
+                    slot = self._slots.get(token)
+                    if slot is not None and slot.conn is conn:
+                        self._forget(token, slot)
+                    await conn.aclose()
 
-        if library == "asyncio":
+        if token[0] == "asyncio":
             _aiosqlite.spawn_system_task(close_at_run_end)
         else:
             import trio.lowlevel
 
             trio.lowlevel.spawn_system_task(close_at_run_end)
 
-    async def _release(self, conn: _Connection) -> None:
-        if self._conn is conn:
-            self._conn = self._token = self._closed_event = None
-        await conn.aclose()
+    async def _release_gone(self) -> None:
+        """Close the connections of runs that ended without closing them.
 
-    async def _release_stale(self) -> None:
-        conn = self._conn
-        if conn is not None:
-            self._conn = self._token = self._closed_event = None
-            await conn.aclose_stale()
+        Only those: another thread's run may be using its connection right now.
+        """
+        gone: list[_Connection] = []
+        for token, slot in self._slots.copy().items():
+            # pop claims the slot: two threads sweeping at once close it only once.
+            if slot.conn is None or not _run_is_over(token):
+                continue
+            if self._slots.pop(token, None) is slot:
+                gone.append(slot.conn)
+        with anyio.CancelScope(shield=True):
+            for conn in gone:
+                await conn.aclose_stale()
 
     async def aclose(self) -> None:
-        """Close the connection if one is open; a later :meth:`run` reopens."""
-        conn, closed = self._conn, self._closed_event
-        if conn is None:
-            await anyio.lowlevel.checkpoint()
-            return
+        """Close this run's connection, if open, and any left by ended runs.
+
+        Connections of other live runs (other threads) stay open. A later
+        :meth:`run` reopens.
+        """
         try:
-            token = _loop_token()
+            token: _Token | None = _loop_token()
         except CheckpointError:
             token = None
-        if token != self._token:
-            await self._release_stale()
-            return
-        self._conn = self._token = self._closed_event = None
-        await conn.aclose()
-        if closed is not None:
-            closed.set()
+        slot = None if token is None else self._slots.get(token)
+        if token is not None and slot is not None and slot.conn is not None:
+            self._forget(token, slot)
+            await slot.conn.aclose()  # idempotent, as is retiring the closer
+            assert slot.closed is not None
+            slot.closed.set()
+        await self._release_gone()
+        await anyio.lowlevel.checkpoint()
 
 
 class _SqliteBase:

@@ -1,0 +1,122 @@
+"""One SQLite checkpointer or store used from several threads, each running its own loop.
+
+This is what the sync ``agent.invoke`` does when a threaded web server calls it
+concurrently: every call is an ``anyio.run`` in its own thread, all sharing one
+checkpointer object.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from deepactors.persistence import CheckpointWrite, SqliteCheckpointer, SqliteStore
+
+PUTS = 60  # per thread; half single-record puts, half two-record batches
+
+
+def write(step: int, who: str) -> CheckpointWrite:
+    return CheckpointWrite(path="main", step=step, kind="messages", data={"who": who})
+
+
+def backend_of(anyio_backend: Any) -> tuple[str, dict[str, Any]]:
+    if isinstance(anyio_backend, tuple):
+        return anyio_backend[0], dict(anyio_backend[1])
+    return anyio_backend, {}
+
+
+def run_in_threads(
+    jobs: list[tuple[str, dict[str, Any], Callable[[], Awaitable[object]]]],
+) -> None:
+    """Run each job in its own thread and event loop, all at once; re-raise any failure."""
+    errors: list[BaseException] = []
+
+    def target(backend: str, options: dict[str, Any], job: Callable[[], Awaitable[object]]) -> None:
+        async def main() -> None:
+            await job()
+
+        try:
+            anyio.run(main, backend=backend, backend_options=options)
+        except BaseException as exc:
+            errors.append(exc)
+
+    # Daemon threads: a hang fails the test below instead of blocking the interpreter.
+    threads = [
+        threading.Thread(target=target, args=job, daemon=True, name=f"loop-{i}")
+        for i, job in enumerate(jobs)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not [t.name for t in threads if t.is_alive()], "a thread's loop hung"
+    if errors:
+        raise errors[0]
+
+
+@pytest.mark.parametrize("other", ["same", "asyncio", "trio"])
+def test_two_threads_writing_one_thread_id_get_seqs_1_to_n(
+    anyio_backend: Any, other: str, tmp_path: Path
+) -> None:
+    backend, options = backend_of(anyio_backend)
+    other_backend, other_options = (backend, options) if other == "same" else (other, {})
+    cp = SqliteCheckpointer(tmp_path / "cp.db")
+    # Both runs open their connection, then write at the same time.
+    opened = threading.Barrier(2)
+
+    def writer(who: str) -> Callable[[], Awaitable[None]]:
+        async def job() -> None:
+            await cp.read("t")
+            await anyio.to_thread.run_sync(opened.wait, 10)
+            for i in range(PUTS):
+                if i % 2:
+                    await cp.put("t", [write(i, who)])
+                else:
+                    await cp.put("t", [write(i, who), write(i, who)])
+                await anyio.lowlevel.checkpoint()
+            # Closing this run's connection leaves the other run's alone.
+            await cp.aclose()
+
+        return job
+
+    run_in_threads([(backend, options, writer("a")), (other_backend, other_options, writer("b"))])
+
+    async def read() -> list[tuple[int, str]]:
+        async with cp:
+            return [(r.seq, r.data["who"]) for r in await cp.read("t")]
+
+    records = anyio.run(read, backend=backend, backend_options=options)
+    total = 2 * (PUTS + PUTS // 2)
+    assert [seq for seq, _ in records] == list(range(1, total + 1))
+    assert sorted(who for _, who in records) == ["a"] * (total // 2) + ["b"] * (total // 2)
+
+
+def test_two_threads_share_one_store(anyio_backend: Any, tmp_path: Path) -> None:
+    backend, options = backend_of(anyio_backend)
+    store = SqliteStore(tmp_path / "store.db")
+    opened = threading.Barrier(2)
+
+    def writer(who: str) -> Callable[[], Awaitable[None]]:
+        async def job() -> None:
+            await store.list(("ns",))
+            await anyio.to_thread.run_sync(opened.wait, 10)
+            for i in range(PUTS):
+                await store.put(("ns",), f"{who}{i:03}", {"i": i})
+                item = await store.get(("ns",), f"{who}{i:03}")
+                assert item is not None
+                assert item.value == {"i": i}
+
+        return job
+
+    run_in_threads([(backend, options, writer("a")), (backend, options, writer("b"))])
+
+    async def keys() -> list[str]:
+        async with store:
+            return [item.key for item in await store.list(("ns",))]
+
+    assert len(anyio.run(keys, backend=backend, backend_options=options)) == 2 * PUTS
