@@ -29,16 +29,36 @@ def split_lines(content: str) -> list[str]:
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
+def line_ending(content: str) -> str:
+    """The file's line ending: that of its first line (``\\n`` when it has none)."""
+    first = content.find("\n")
+    return "\r\n" if first > 0 and content[first - 1] == "\r" else "\n"
+
+
+def _converted(text: str, ending: str) -> str:
+    plain = text.replace("\r\n", "\n")
+    return plain if ending == "\n" else plain.replace("\n", "\r\n")
+
+
+def _exact(text: str) -> re.Pattern[str]:
+    """A pattern for ``text`` (one ending throughout) whose ``\\n`` is never half a ``\\r\\n``."""
+    if "\r\n" in text:
+        return re.compile(re.escape(text))
+    return re.compile("(?<!\r)\n".join(re.escape(part) for part in text.split("\n")))
+
+
 def apply_edit(
     content: str, old: str, new: str, *, replace_all: bool, path: str
 ) -> tuple[str, int]:
     """Replace ``old`` by ``new`` in ``content``; returns the new text and the count.
 
-    The search is exact. When ``old`` is not found as given and its line endings
-    differ from the file's (the model writes ``\\n``, the file has ``\\r\\n``, or the
-    other way round), ``old`` and ``new`` are converted to the file's ending and
-    tried again. Only the matched spans change, so the rest of the file, mixed
-    endings and final newline included, stays byte for byte.
+    The file's line ending is that of its first line. ``old`` and ``new`` are
+    converted to it before the search (the model writes ``\\n``, the file may
+    have ``\\r\\n``), so what is written has the file's ending. A ``\\n``
+    never matches the ``\\n`` inside a ``\\r\\n``. Only when that finds nothing
+    (a file with mixed endings) are both tried with the other ending, so an
+    edit of the file's odd lines keeps their ending. Only the matched spans
+    change: the rest of the file, final newline included, stays byte for byte.
 
     Raises:
         EditError: ``old`` is empty, equals ``new``, is missing, or is not unique
@@ -48,16 +68,14 @@ def apply_edit(
         raise EditError("old string is empty; use write to create or replace a file", path=path)
     if old == new:
         raise EditError("old and new strings are the same; nothing to change", path=path)
-    count = content.count(old)
-    if count == 0:
-        plain_old = old.replace("\r\n", "\n")
-        plain_new = new.replace("\r\n", "\n")
-        if "\r\n" in content and "\n" in plain_old:
-            old, new = plain_old.replace("\n", "\r\n"), plain_new.replace("\n", "\r\n")
-            count = content.count(old)
-        if count == 0 and "\r\n" in old:
-            old, new = plain_old, plain_new
-            count = content.count(old)
+    ending = line_ending(content)
+    count = 0
+    for candidate in (ending, "\n" if ending == "\r\n" else "\r\n"):
+        pattern = _exact(_converted(old, candidate))
+        replacement = _converted(new, candidate)
+        count = len(pattern.findall(content))
+        if count or "\n" not in old:
+            break
     if count == 0:
         raise EditError(
             f"old string not found in {path}; read the file again and copy the text exactly",
@@ -69,9 +87,8 @@ def apply_edit(
             "unique, or set replace_all",
             path=path,
         )
-    if replace_all:
-        return content.replace(old, new), count
-    return content.replace(old, new, 1), 1
+    changed = pattern.sub(lambda _: replacement, content, count=0 if replace_all else 1)
+    return changed, count if replace_all else 1
 
 
 def compile_pattern(pattern: str) -> re.Pattern[str]:

@@ -249,8 +249,22 @@ async def test_stat_missing(backend: Backend) -> None:
         ("x\r\ny\r\n", "x\r\ny", "X\r\nY", "X\r\nY\r\n"),
         ("lf\nfile\n", "lf\r\nfile", "LF\r\nFILE", "LF\nFILE\n"),
         ("mixed\r\nlf\nend\r\n", "lf\nend", "LF\nEND", "mixed\r\nLF\nEND\r\n"),
+        ("a\r\nb\r\n", "a", "a\nx", "a\r\nx\r\nb\r\n"),
+        ("a\r\nb\r\nc\r\n", "\nb", "", "a\r\nc\r\n"),
+        ("x\ny\r\nz\n", "\nz", "\nZ", "x\ny\r\nZ\n"),
     ],
-    ids=["middle", "no-final-newline", "crlf", "crlf-no-final", "crlf-given", "lf-file", "mixed"],
+    ids=[
+        "middle",
+        "no-final-newline",
+        "crlf",
+        "crlf-no-final",
+        "crlf-given",
+        "lf-file",
+        "mixed",
+        "crlf-new-gets-crlf",
+        "crlf-lf-is-never-half-of-crlf",
+        "lf-file-odd-crlf-line",
+    ],
 )
 async def test_edit_preserves_line_endings_and_final_newline(
     harness: Harness, content: str, old: str, new: str, expected: str
