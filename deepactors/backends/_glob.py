@@ -62,6 +62,17 @@ def _segments(pattern: str) -> list[str]:
     return segments
 
 
+def _compile(regex: str, pattern: str) -> re.Pattern[str]:
+    try:
+        return re.compile(regex, re.DOTALL)
+    except re.error as exc:  # a class like "[z-a]": the range is reversed
+        raise InvalidPath(
+            f"glob pattern {pattern!r} is not valid: a character class like [a-z] must "
+            f"name its range low to high ({exc})",
+            path=pattern,
+        ) from None
+
+
 @dataclass(frozen=True, slots=True)
 class GlobMatcher:
     """A compiled glob over paths relative to some folder (no leading slash).
@@ -86,7 +97,8 @@ def compile_glob(pattern: str) -> GlobMatcher:
     """Compile a glob matched against relative paths (a leading ``/`` is ignored).
 
     Raises:
-        InvalidPath: The pattern contains ``..`` segments or a NUL byte.
+        InvalidPath: The pattern contains ``..`` segments or a NUL byte, or a
+            character class that is not valid (``[z-a]``).
     """
     segments = _segments(pattern)
     if not segments:
@@ -99,7 +111,7 @@ def compile_glob(pattern: str) -> GlobMatcher:
         else:
             parts.append(_translate_segment(segment) + ("" if last else "/"))
     return GlobMatcher(
-        regex=re.compile("".join(parts), re.DOTALL),
+        regex=_compile("".join(parts), pattern),
         max_depth=None if "**" in segments else len(segments),
         dot_segments=any(s.startswith(".") for s in segments),
     )
@@ -116,7 +128,8 @@ def name_filter(glob: str) -> tuple[GlobMatcher, bool]:
 
 
 def _segment_matches(pattern_segment: str, name: str) -> bool:
-    return re.fullmatch(_translate_segment(pattern_segment), name, re.DOTALL) is not None
+    regex = _compile(_translate_segment(pattern_segment), pattern_segment)
+    return regex.fullmatch(name) is not None
 
 
 def strip_mount(pattern: str, mount: tuple[str, ...]) -> list[str]:

@@ -341,6 +341,18 @@ async def test_delete_is_recursive(harness: Harness) -> None:
 
 # -- glob ------------------------------------------------------------------
 
+
+@pytest.mark.parametrize("pattern", ["[z-a]", "**/[z-a].md", "memories/[z-a]/*", "/[z-a]*"])
+async def test_a_glob_with_a_reversed_class_is_an_invalid_path(
+    backend: Backend, pattern: str
+) -> None:
+    await backend.write("/memories/m.md", "x\n")
+    with pytest.raises(InvalidPath, match="character class"):
+        await backend.glob(pattern)
+    with pytest.raises(InvalidPath, match="character class"):
+        await backend.grep("x", glob=pattern)
+
+
 TREE = {
     "/a.py": "def a():\n    return 1\n",
     "/notes.md": "# Notes\nTODO: write more\n",
