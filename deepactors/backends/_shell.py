@@ -35,16 +35,28 @@ class LocalShellBackend(FilesystemBackend):
 
     Each command runs in a new session (so a new process group) with its working
     folder at the root and stdin closed. When it runs past its timeout, or the
-    caller is cancelled, the whole process group is killed with ``SIGKILL``, so no
-    child or grandchild it started survives. A command that exits normally is not
-    followed further: background processes it started and detached from its
-    output keep running.
+    caller is cancelled, the whole process group is killed with ``SIGKILL``: every
+    child and grandchild that stayed in the group dies. A process that leaves the
+    group on purpose (``setsid``, ``setpgid``, a daemonising double fork into a
+    new session) is not reached and may survive; the backend does not track
+    descendants beyond the group.
+
+    When the shell exits while background processes it started still hold its
+    output open (``sleep 30 & echo started``), the output is read for
+    ``output_grace`` seconds more, then the group is killed and the shell's own
+    exit code is reported, with a note. Background processes whose output is
+    redirected elsewhere (``cmd > log 2>&1 &``) are not waited for and keep
+    running after a normal exit.
 
     Args:
         root: The folder that is ``/`` and the commands' working folder.
         timeout: Default seconds a command may run.
         max_output_bytes: Output beyond this is dropped (still drained, so the
             command never blocks on a full pipe) and a note says so.
+        output_grace: Seconds to keep reading output after the shell exits,
+            while background processes it started still hold the output open;
+            then those are killed (with the process group) and the shell's exit
+            code is reported.
         env: Variables for the commands, on top of the base environment.
         inherit_env: Base the environment on this process's (secrets included!);
             by default it is only ``PATH``, ``HOME`` (the root) and ``LANG``.
@@ -61,6 +73,7 @@ class LocalShellBackend(FilesystemBackend):
         *,
         timeout: float = 120,
         max_output_bytes: int = 100_000,
+        output_grace: float = 0.5,
         env: Mapping[str, str] | None = None,
         inherit_env: bool = False,
         max_read_bytes: int = 10 * MIB,
@@ -75,6 +88,7 @@ class LocalShellBackend(FilesystemBackend):
         )
         self.timeout = timeout
         self.max_output_bytes = max_output_bytes
+        self.output_grace = output_grace
         base = (
             dict(os.environ)
             if inherit_env
@@ -117,18 +131,35 @@ class LocalShellBackend(FilesystemBackend):
         kept = bytearray()
         total = 0
         timed_out = False
-        try:
+        lingering = False  # sh exited, but something it started still holds the output
+        drained = anyio.Event()
+
+        async def drain() -> None:
+            nonlocal total, kept
             assert process.stdout is not None
+            async for chunk in process.stdout:
+                total += len(chunk)
+                room = self.max_output_bytes - len(kept)
+                if room > 0:
+                    kept += chunk[:room]
+            drained.set()
+
+        try:
             with anyio.move_on_after(limit) as scope:
-                async for chunk in process.stdout:
-                    total += len(chunk)
-                    room = self.max_output_bytes - len(kept)
-                    if room > 0:
-                        kept += chunk[:room]
-                await process.wait()
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(drain)
+                    await process.wait()
+                    # The output ends when every holder of the pipe is gone; a
+                    # background child (``sleep 30 &``) may hold it long after sh
+                    # exited. Read what is already there, then stop waiting.
+                    with anyio.move_on_after(self.output_grace):
+                        await drained.wait()
+                    if not drained.is_set():
+                        lingering = True
+                        tg.cancel_scope.cancel()
             timed_out = scope.cancelled_caught
         finally:
-            if timed_out or process.returncode is None:
+            if timed_out or lingering or process.returncode is None:
                 _kill_group(process.pid)
             # Reap the child even when our caller is being cancelled, briefly:
             # after SIGKILL, wait() returns at once.
@@ -143,6 +174,12 @@ class LocalShellBackend(FilesystemBackend):
             )
         if timed_out:
             output += f"\n[command timed out after {limit:g} seconds and was killed]"
+        elif lingering:
+            output += (
+                "\n[the command exited, but background processes it started still held "
+                "its output; they were stopped. Redirect a background process's output "
+                "(cmd > log 2>&1 &) to keep it running]"
+            )
         return ExecuteResult(
             output=output,
             exit_code=None if timed_out else process.returncode,

@@ -327,7 +327,7 @@ def make_file_tools(
 
         The workspace folder is the file tools' "/". stdout and stderr come back
         together; very long output is cut with a note. The command is killed
-        (with every process it started) when it runs past the timeout. Commands
+        (with the processes it started) when it runs past the timeout. Commands
         cannot read input: use non-interactive flags.
 
         Args:

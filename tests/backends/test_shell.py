@@ -89,3 +89,23 @@ async def test_per_call_timeout_overrides_default(tmp_path: Path) -> None:
 async def test_no_output(tmp_path: Path, command: str) -> None:
     result = await LocalShellBackend(tmp_path).execute(command)
     assert (result.output, result.exit_code) == ("", 0)
+
+
+async def test_a_background_child_holding_the_output_does_not_fake_a_timeout(
+    tmp_path: Path,
+) -> None:
+    shell = LocalShellBackend(tmp_path, timeout=5, output_grace=0.2)
+    with anyio.fail_after(4):  # well before the 5 s timeout
+        result = await shell.execute("sleep 30 & echo $!; exit 7")
+    assert not result.timed_out
+    assert result.exit_code == 7
+    assert result.output.startswith(result.output.splitlines()[0] + "\n")
+    assert "background processes it started still held its output" in result.output
+    await wait_dead(int(result.output.splitlines()[0]))
+
+
+async def test_a_redirected_background_child_is_not_waited_for(tmp_path: Path) -> None:
+    shell = LocalShellBackend(tmp_path, timeout=5)
+    with anyio.fail_after(4):
+        result = await shell.execute("sleep 0.3 > /dev/null 2>&1 & echo done")
+    assert (result.output, result.exit_code, result.timed_out) == ("done\n", 0, False)
