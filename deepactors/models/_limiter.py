@@ -9,9 +9,12 @@ time spent in the queue and cancels a waiter cleanly.
 
 from __future__ import annotations
 
+import threading
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from types import TracebackType
+from typing import Any, Literal
 
 import anyio
 import anyio.lowlevel
@@ -44,6 +47,40 @@ class RequestLimiterStatistics:
     total_wait_seconds: float
 
 
+@dataclass(slots=True, kw_only=True, eq=False)
+class _Waiter:
+    """One queued acquire: its loop, the event that wakes it, and where it stands.
+
+    ``state`` changes under the limiter's lock only: ``waiting`` in the queue,
+    ``granted`` a slot by :meth:`RequestLimiter.release` (maybe not woken yet),
+    ``done`` once the slot is in use or passed on. It, not ``event.is_set()``,
+    says who owns the slot: a wake-up sent to another loop lands later.
+    """
+
+    token: anyio.lowlevel.EventLoopToken
+    event: anyio.Event
+    state: Literal["waiting", "granted", "done"] = field(default="waiting")
+
+
+def _same_loop(token: anyio.lowlevel.EventLoopToken) -> bool:
+    try:
+        return anyio.lowlevel.current_token().native_token is token.native_token
+    except RuntimeError:  # no event loop in this thread
+        return False
+
+
+def _call_soon_threadsafe(token: anyio.lowlevel.EventLoopToken, fn: Callable[[], object]) -> None:
+    """Schedule ``fn()`` on ``token``'s loop from any thread, without waiting for it.
+
+    (``anyio.from_thread.run_sync`` would block this loop until the other ran it.)
+    """
+    native: Any = token.native_token
+    if hasattr(native, "run_sync_soon"):  # trio.lowlevel.TrioToken
+        native.run_sync_soon(fn)
+    else:  # the asyncio event loop
+        native.call_soon_threadsafe(fn)
+
+
 class RequestLimiter:
     """At most ``max_in_flight`` holders at once; the others wait in FIFO order.
 
@@ -53,7 +90,11 @@ class RequestLimiter:
     Unlike an ``anyio.Semaphore`` made outside an event loop, nothing here is bound
     to a loop: a waiter's event is created when it starts waiting, so one limiter
     (and the model owning it) can serve successive ``anyio.run`` calls, on asyncio
-    or trio.
+    or trio, and several event loops in several threads at once (a model shared
+    by the threads of a web server that each call ``invoke``). The state is
+    guarded by a lock held only for a few instructions, and a slot handed to a
+    waiter of another loop wakes it through that loop's thread-safe call-soon,
+    without blocking the releasing loop.
 
     Args:
         max_in_flight: How many holders may run at once (>= 1).
@@ -66,8 +107,9 @@ class RequestLimiter:
         if max_in_flight < 1:
             raise ConfigurationError(f"max_in_flight must be >= 1, not {max_in_flight}")
         self._max = max_in_flight
+        self._lock = threading.Lock()
         self._in_flight = 0
-        self._waiters: deque[anyio.Event] = deque()
+        self._waiters: deque[_Waiter] = deque()
         self._peak_in_flight = 0
         self._peak_waiting = 0
         self._total_acquired = 0
@@ -85,61 +127,87 @@ class RequestLimiter:
             The seconds spent waiting (0.0 when a slot was free).
         """
         await anyio.lowlevel.checkpoint()
-        if self._in_flight < self._max and not self._waiters:
-            self._took_slot()
-            return 0.0
-        event = anyio.Event()
-        self._waiters.append(event)
-        self._peak_waiting = max(self._peak_waiting, len(self._waiters))
+        with self._lock:
+            if self._in_flight < self._max and not self._waiters:
+                self._in_flight += 1
+                self._total_acquired += 1
+                self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
+                return 0.0
+            waiter = _Waiter(token=anyio.lowlevel.current_token(), event=anyio.Event())
+            self._waiters.append(waiter)
+            self._peak_waiting = max(self._peak_waiting, len(self._waiters))
         started = anyio.current_time()
         try:
-            await event.wait()
+            await waiter.event.wait()
         except BaseException:
-            if event.is_set():
+            with self._lock:
+                if waiter.state == "waiting":
+                    self._waiters.remove(waiter)
+                    handed_over = False
+                else:
+                    handed_over = waiter.state == "granted"
+                waiter.state = "done"
+            if handed_over:
                 # release() handed us the slot just as we were cancelled: pass it on,
                 # or it would be lost for good.
                 self.release()
-            else:
-                self._waiters.remove(event)
             raise
         finally:
             waited = anyio.current_time() - started
-            self._total_wait += waited
-        # The slot was transferred by release() without ever becoming free, which is
-        # what keeps the order fair; count it here.
-        self._total_acquired += 1
+            with self._lock:
+                self._total_wait += waited
+        with self._lock:
+            waiter.state = "done"
+            # The slot was transferred by release() without ever becoming free, which
+            # is what keeps the order fair; count it here.
+            self._total_acquired += 1
         return waited
 
     def release(self) -> None:
         """Give the slot back: to the oldest waiter if there is one.
 
+        May be called from any thread; a waiter in another thread's event loop is
+        woken there.
+
         Raises:
             RuntimeError: More releases than acquisitions.
         """
-        if self._in_flight <= 0:
-            raise RuntimeError("RequestLimiter released more often than acquired")
-        if self._waiters:
+        with self._lock:
+            if self._in_flight <= 0:
+                raise RuntimeError("RequestLimiter released more often than acquired")
+            if not self._waiters:
+                self._in_flight -= 1
+                return
             # Hand over without decrementing: in_flight stays the same.
-            self._waiters.popleft().set()
-        else:
-            self._in_flight -= 1
-
-    def _took_slot(self) -> None:
-        self._in_flight += 1
-        self._total_acquired += 1
-        self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
+            waiter = self._waiters.popleft()
+            waiter.state = "granted"
+        if _same_loop(waiter.token):
+            waiter.event.set()
+            return
+        try:
+            _call_soon_threadsafe(waiter.token, waiter.event.set)
+        except RuntimeError:
+            # Its loop has ended (trio.RunFinishedError and asyncio's closed loop
+            # are RuntimeErrors), so that waiter will never take the slot: unless
+            # its cancellation already passed it on, pass it on here.
+            with self._lock:
+                if waiter.state != "granted":
+                    return
+                waiter.state = "done"
+            self.release()
 
     def statistics(self) -> RequestLimiterStatistics:
         """A frozen snapshot of the limiter's counters."""
-        return RequestLimiterStatistics(
-            max_in_flight=self._max,
-            in_flight=self._in_flight,
-            waiting=len(self._waiters),
-            peak_in_flight=self._peak_in_flight,
-            peak_waiting=self._peak_waiting,
-            total_acquired=self._total_acquired,
-            total_wait_seconds=self._total_wait,
-        )
+        with self._lock:
+            return RequestLimiterStatistics(
+                max_in_flight=self._max,
+                in_flight=self._in_flight,
+                waiting=len(self._waiters),
+                peak_in_flight=self._peak_in_flight,
+                peak_waiting=self._peak_waiting,
+                total_acquired=self._total_acquired,
+                total_wait_seconds=self._total_wait,
+            )
 
     async def __aenter__(self) -> None:
         await self.acquire()
