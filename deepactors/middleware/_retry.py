@@ -25,9 +25,14 @@ class ModelRetryMiddleware(AgentMiddleware):
     capped at ``max_delay``; with ``jitter`` it is scaled by a random factor in
     ``[0.5, 1]`` so that many subagents throttled together do not come back
     together. When the error carries the server's ``retry_after``, that is the
-    wait instead (capped at ``max_delay``), and jitter only ever lengthens it.
+    wait instead (capped at ``max_delay``), and jitter only ever lengthens it
+    (never past ``max_delay``).
 
-    Waiting is ``anyio.sleep``: a run's deadline or cancellation interrupts it.
+    Waiting is ``anyio.sleep``: cancellation interrupts it. A wait that could not
+    end before the effective deadline (``anyio.current_effective_deadline()``,
+    e.g. a run's ``timeout``) is not started: the attempts count as exhausted
+    there and then, so the caller sees the model's error (a rate limit, say)
+    rather than a ``TimeoutError`` that hides it.
     Each retry is announced to the run's listeners as a
     :class:`~deepactors.events.CustomEvent` with ``data={"type": "model_retry",
     "attempt": n, "delay": seconds, "error": "..."}``; nothing is built when
@@ -79,7 +84,9 @@ class ModelRetryMiddleware(AgentMiddleware):
         if isinstance(retry_after, int | float) and retry_after >= 0:
             base = min(float(retry_after), self.max_delay)
             # The server named the earliest sensible time: spread out after it, never before.
-            return base * (1 + 0.25 * random.random()) if self.jitter else base
+            if not self.jitter:
+                return base
+            return min(base * (1 + 0.25 * random.random()), self.max_delay)
         base = min(self.initial_delay * 2.0 ** (attempt - 1), self.max_delay)
         return base * (0.5 + 0.5 * random.random()) if self.jitter else base
 
@@ -92,11 +99,14 @@ class ModelRetryMiddleware(AgentMiddleware):
             try:
                 return await handler(request)
             except self.retry_on as exc:
-                if attempt >= self.max_attempts:
+                delay = self.delay_for(attempt, exc)
+                # A wait cut short by the deadline would only trade this error for a
+                # TimeoutError; give up now instead, with the cause intact.
+                too_late = anyio.current_time() + delay >= anyio.current_effective_deadline()
+                if attempt >= self.max_attempts or too_late:
                     if self.on_exhausted == "message":
                         return _failure_message(exc, attempt)
                     raise
-                delay = self.delay_for(attempt, exc)
                 run = request.run
                 if run is not None and run.emit is not None:
                     run.emit(

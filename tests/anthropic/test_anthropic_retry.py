@@ -70,6 +70,11 @@ def test_jitter_stays_within_bounds_and_never_shortens_retry_after() -> None:
     for _ in range(200):
         assert 1.0 <= mw.delay_for(1, OverloadedError("busy")) <= 2.0
         assert 3.0 <= mw.delay_for(1, RateLimitError("429", retry_after=3.0)) <= 3.75
+    # Jitter never pushes a wait past max_delay.
+    capped = ModelRetryMiddleware(max_delay=3.2)
+    for _ in range(200):
+        assert 3.0 <= capped.delay_for(1, RateLimitError("429", retry_after=3.0)) <= 3.2
+        assert capped.delay_for(9, OverloadedError("busy")) <= 3.2
     # A server asking for an hour is capped at max_delay.
     assert ModelRetryMiddleware(max_delay=10, jitter=False).delay_for(
         1, RateLimitError("429", retry_after=3600)
@@ -113,15 +118,32 @@ async def test_retry_on_is_configurable() -> None:
     assert len(times) == 2
 
 
-async def test_a_deadline_cancels_the_wait() -> None:
+async def test_a_wait_longer_than_the_deadline_raises_the_model_error_at_once() -> None:
     handler, times = failing(RateLimitError("429", retry_after=30))
     mw = ModelRetryMiddleware()
     start = anyio.current_time()
-    with anyio.move_on_after(0.1) as scope:
+    with anyio.fail_after(1), pytest.raises(RateLimitError, match="429"):
         await mw.wrap_model_call(REQUEST, handler)
-    assert scope.cancelled_caught
-    assert anyio.current_time() - start < 5
+    # Not a TimeoutError a second later that would hide the rate limit.
+    assert anyio.current_time() - start < 0.5
     assert len(times) == 1
+
+
+async def test_a_wait_past_the_deadline_counts_as_exhaustion() -> None:
+    handler, _ = failing(OverloadedError("busy"))
+    mw = ModelRetryMiddleware(initial_delay=10, jitter=False, on_exhausted="message")
+    with anyio.fail_after(1):
+        answer = await mw.wrap_model_call(REQUEST, handler)
+    assert answer.stop_reason == "error"
+    assert "busy" in answer.text
+
+
+async def test_a_wait_that_fits_the_deadline_still_retries() -> None:
+    handler, times = failing(RateLimitError("429", retry_after=0.05))
+    with anyio.fail_after(2):
+        answer = await ModelRetryMiddleware().wrap_model_call(REQUEST, handler)
+    assert answer.text == "finally"
+    assert len(times) == 2
 
 
 async def test_each_retry_is_announced_to_listeners() -> None:
