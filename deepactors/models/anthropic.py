@@ -43,8 +43,16 @@ Errors
     ``retry_after`` from the ``retry-after`` header; a 400 that says the prompt is
     too long -> :class:`~deepactors.errors.ContextWindowExceeded`; any other
     rejection -> :class:`~deepactors.errors.ModelAPIError` quoting the API's
-    message. The SDK's own retries are off (``max_retries=0``) so that retrying
-    is done, visibly, by :class:`~deepactors.middleware.ModelRetryMiddleware`.
+    message. An answer that stopped with ``model_context_window_exceeded`` raises
+    :class:`~deepactors.errors.ContextWindowExceeded` too (its partial content is
+    dropped: summarization has to make room first). Every other stop reason is
+    kept on ``AssistantMessage.stop_reason`` as the API names it: ``end_turn``,
+    ``tool_use``, ``max_tokens``, ``stop_sequence``, and also ``refusal`` (the
+    model declined; the content says so, and retrying the same request will not
+    help) and ``pause_turn`` (a long server-tool turn was paused; sending the
+    conversation back as it is lets the model continue). The SDK's own retries
+    are off (``max_retries=0``) so that retrying is done, visibly, by
+    :class:`~deepactors.middleware.ModelRetryMiddleware`.
 
 Concurrency
     Every request holds a slot of the model's :class:`RequestLimiter` (16 by
@@ -70,7 +78,7 @@ import anyio.lowlevel
 import anyio.to_thread
 import sniffio
 
-from deepactors.errors import ConfigurationError, OverloadedError
+from deepactors.errors import ConfigurationError, ContextWindowExceeded, OverloadedError
 from deepactors.events import CustomEvent
 from deepactors.messages import AssistantMessage
 
@@ -282,8 +290,8 @@ class AnthropicModel:
             self.limiter.release()
         if response is None:
             return await self._generate_streaming(request)
-        return message_from_api(
-            cast("dict[str, Any]", response.to_dict(mode="json", warnings=False))
+        return _checked(
+            message_from_api(cast("dict[str, Any]", response.to_dict(mode="json", warnings=False)))
         )
 
     def _plain_call_refused(self, client: anthropic.AsyncAnthropic, max_tokens: int) -> bool:
@@ -344,7 +352,7 @@ class AnthropicModel:
             raise _transport_failure(exc) from exc
         finally:
             self.limiter.release()
-        yield acc.result()
+        yield _checked(acc.result())
 
     def _queued(self, request: ModelRequest, waited: float) -> None:
         """Tell the run's listeners that this call waited for a request slot."""
@@ -485,6 +493,16 @@ class AnthropicModel:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+def _checked(message: AssistantMessage) -> AssistantMessage:
+    """``message``, unless its stop reason says it is an error (see the module docstring)."""
+    if message.stop_reason == "model_context_window_exceeded":
+        raise ContextWindowExceeded(
+            "the conversation filled the model's context window while it was answering "
+            "(stop_reason model_context_window_exceeded)"
+        )
+    return message
 
 
 def _spawn_system_task(
