@@ -153,6 +153,10 @@ def _transport_errors() -> tuple[type[Exception], ...]:
 
 _TRANSPORT_ERRORS: Final = _transport_errors()
 
+# (native event-loop token, client, closed): a client this model made for one loop
+# run, and the event that tells the run's closer task it was closed.
+_OwnClient = tuple[object, anthropic.AsyncAnthropic, anyio.Event]
+
 
 def _transport_failure(exc: Exception) -> OverloadedError:
     kind = "timed out" if "Timeout" in type(exc).__name__ else "broke off"
@@ -229,8 +233,10 @@ class AnthropicModel:
             self._client_args["timeout"] = timeout
         # (native event loop token, client, closed): the client made for that loop
         # run, and the event that tells the run's closer task it was closed.
-        self._own_client: tuple[object, anthropic.AsyncAnthropic, anyio.Event] | None = None
-        self._making_client: tuple[object, anyio.Event] | None = None
+        # Keyed by the loop's native token: several threads' loops may use one model
+        # at once, each with its own client. Only a loop's own run touches its key.
+        self._own_clients: dict[object, _OwnClient] = {}
+        self._making_clients: dict[object, anyio.Event] = {}
         self.limiter = limiter if limiter is not None else RequestLimiter(max_concurrent_requests)
         self._sdk_options = {
             k: request_options.pop(k) for k in _SDK_OPTIONS if k in request_options
@@ -410,29 +416,28 @@ class AnthropicModel:
             return self._user_client
         loop = anyio.lowlevel.current_token().native_token
         while True:
-            own = self._own_client
-            if own is not None and own[0] is loop:
+            own = self._own_clients.get(loop)
+            if own is not None:
                 return own[1]
-            making = self._making_client
-            if making is None or making[0] is not loop:
+            making = self._making_clients.get(loop)
+            if making is None:
                 break
             # Another task of this loop is making the client: wait for it rather
             # than have a burst of first calls each build (and drop) its own.
-            await making[1].wait()
+            await making.wait()
         done = anyio.Event()
-        self._making_client = (loop, done)
+        self._making_clients[loop] = done
         try:
             # Building the client reads credential files and loads CA certificates:
             # blocking work, so it happens in a thread.
             client = await anyio.to_thread.run_sync(self._new_client)
-            # A client from an earlier loop cannot be closed from this one (its
-            # connections belong to that loop); that loop's run closed it as it
-            # ended, and so will this one's (see _close_at_run_end).
+            # A client belongs to the loop that made it (its connections do), so
+            # it is closed by that loop's run as it ends (see _close_at_run_end).
             own = (loop, client, anyio.Event())
-            self._own_client = own
+            self._own_clients[loop] = own
             _spawn_system_task(self._close_at_run_end, own)
         finally:
-            self._making_client = None
+            del self._making_clients[loop]
             done.set()
         return client
 
@@ -448,9 +453,7 @@ class AnthropicModel:
             )
         return client
 
-    async def _close_at_run_end(
-        self, own: tuple[object, anthropic.AsyncAnthropic, anyio.Event]
-    ) -> None:
+    async def _close_at_run_end(self, own: _OwnClient) -> None:
         """Close ``own``'s client when :meth:`aclose` says so or its run ends.
 
         Runs as a system task of the run that made the client, which no task group
@@ -462,8 +465,8 @@ class AnthropicModel:
         finally:
             # Cancelled at the run's end, and trio keeps cancelling: shield.
             with anyio.CancelScope(shield=True):
-                if self._own_client is own:
-                    self._own_client = None
+                if self._own_clients.get(own[0]) is own:
+                    del self._own_clients[own[0]]
                 # Nothing can be done about a failed close at the end of a run,
                 # and an error escaping a trio system task would crash the run.
                 with contextlib.suppress(Exception):
@@ -475,11 +478,8 @@ class AnthropicModel:
         Not needed for cleanliness: the client is also closed when the event-loop
         run that made it ends. A later call makes a new one.
         """
-        own, self._own_client = self._own_client, None
-        if own is None:
-            return
-        loop = anyio.lowlevel.current_token().native_token
-        if own[0] is loop:
+        own = self._own_clients.pop(anyio.lowlevel.current_token().native_token, None)
+        if own is not None:
             own[2].set()
             await own[1].close()
 
@@ -505,10 +505,7 @@ def _checked(message: AssistantMessage) -> AssistantMessage:
     return message
 
 
-def _spawn_system_task(
-    fn: Callable[[tuple[object, anthropic.AsyncAnthropic, anyio.Event]], Awaitable[None]],
-    arg: tuple[object, anthropic.AsyncAnthropic, anyio.Event],
-) -> None:
+def _spawn_system_task(fn: Callable[[_OwnClient], Awaitable[None]], arg: _OwnClient) -> None:
     """Start ``fn(arg)`` as a task of the current run that no task group owns."""
     if sniffio.current_async_library() == "trio":
         import trio.lowlevel
