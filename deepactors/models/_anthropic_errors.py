@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import email.utils
 import re
 import time
@@ -82,4 +83,8 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
+    if when.tzinfo is None:
+        # "-0000" means "UTC, zone unknown" (RFC 5322); Python leaves it naive,
+        # which .timestamp() would read as local time.
+        when = when.replace(tzinfo=datetime.timezone.utc)
     return max(when.timestamp() - time.time(), 0.0)

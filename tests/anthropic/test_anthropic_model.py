@@ -610,3 +610,13 @@ def test_retry_after_as_an_http_date() -> None:
     seconds = parse_retry_after({"retry-after": when})
     assert seconds is not None
     assert 25 <= seconds <= 31
+
+
+def test_retry_after_as_an_http_date_in_an_unknown_zone_is_utc() -> None:
+    # "-0000" (zone unknown) must read as UTC whatever the local zone is: the
+    # process here may run in any TZ, so compare against a UTC date explicitly.
+    when = email.utils.formatdate(time.time() + 30, localtime=False)  # "... -0000"
+    assert when.endswith("-0000")
+    seconds = parse_retry_after({"retry-after": when})
+    assert seconds is not None
+    assert 25 <= seconds <= 31
