@@ -86,5 +86,5 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
     if when.tzinfo is None:
         # "-0000" means "UTC, zone unknown" (RFC 5322); Python leaves it naive,
         # which .timestamp() would read as local time.
-        when = when.replace(tzinfo=datetime.timezone.utc)
+        when = when.replace(tzinfo=datetime.UTC)
     return max(when.timestamp() - time.time(), 0.0)
