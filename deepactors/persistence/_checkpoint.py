@@ -9,7 +9,6 @@ JSON text, so the bytes on disk follow the size of what changed.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,6 +16,8 @@ from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
 import anyio.lowlevel
+
+from ._json import check_text, decode_object, encode_object
 
 __all__ = [
     "CheckpointRecord",
@@ -36,7 +37,7 @@ class CheckpointWrite:
         step: The actor's step number when it was written.
         kind: What the record holds, in the runtime's vocabulary (``"messages"``,
             ``"files"``, ``"tool_result"``...). The checkpointer does not interpret it.
-        data: A JSON-compatible dict. It is encoded when ``put`` is called, so
+        data: A JSON-compatible dict with string keys. It is encoded when ``put`` is called, so
             changing it afterwards changes nothing stored.
     """
 
@@ -103,9 +104,15 @@ class Checkpointer(Protocol):
         in the order given, and one shared ``created_at``. An empty batch does
         nothing. Concurrent calls are serialised; each batch stays contiguous.
 
+        ``data`` must be a dict with string keys all the way down; strings may
+        hold lone surrogates (they round-trip), but not a surrogate pair split
+        into two code points.
+
         Raises:
-            TypeError: A record's ``data`` is not a JSON-compatible dict.
-            ValueError: ``thread_id`` is empty.
+            TypeError: A record's ``data`` is not a JSON-compatible dict, or holds
+                a key that is not a string (JSON would silently turn it into one).
+            ValueError: ``thread_id`` is empty; or a string in ``data`` would not
+                read back the same; or an identifier holds a lone surrogate.
             CheckpointError: The storage failed; nothing of the batch was stored.
         """
         ...
@@ -153,14 +160,10 @@ EncodedWrite = tuple[str, int, str, str]
 
 
 def check_thread_id(thread_id: str) -> None:
-    """Raise ValueError unless ``thread_id`` is a non-empty string."""
+    """Raise ValueError unless ``thread_id`` is a non-empty string that can be stored."""
     if not isinstance(thread_id, str) or not thread_id:
         raise ValueError(f"a thread_id is a non-empty string, not {thread_id!r}")
-
-
-# Compact separators and raw UTF-8: the stored size is the JSON size. One shared
-# encoder, because json.dumps with non-default options builds a new one per call.
-encode_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+    check_text(thread_id, what="thread_id")
 
 
 def encode_writes(records: Sequence[CheckpointWrite]) -> list[EncodedWrite]:
@@ -168,28 +171,22 @@ def encode_writes(records: Sequence[CheckpointWrite]) -> list[EncodedWrite]:
 
     Encoding the whole batch first is what keeps a batch atomic when one of its
     records cannot be stored, and it snapshots the caller's dicts at call time.
+    The encoding (see ``deepactors.persistence._json``) is shared by every
+    checkpointer, so they accept and refuse exactly the same data.
 
     Raises:
-        TypeError: A record's ``data`` is not a JSON-compatible dict.
+        TypeError: A record's ``data`` is not a JSON-compatible dict with string keys.
+        ValueError: A record's ``data`` holds a string that cannot round-trip,
+            or its ``path`` or ``kind`` holds a lone surrogate.
     """
     out: list[EncodedWrite] = []
-    for record in records:
-        if not isinstance(record.data, dict):
-            raise TypeError(f"checkpoint data must be a dict, not {type(record.data).__name__}")
-        out.append((record.path, record.step, record.kind, encode_json(record.data)))
+    for i, record in enumerate(records):
+        what = f"checkpoint data (record {i} of the batch, kind {record.kind!r})"
+        text = encode_object(record.data, what=what)
+        check_text(record.path, what="a record's path")
+        check_text(record.kind, what="a record's kind")
+        out.append((record.path, record.step, record.kind, text))
     return out
-
-
-def decode_data(text: str) -> dict[str, Any]:
-    """Decode a stored record's data.
-
-    Raises:
-        ValueError: The text is not JSON, or not a JSON object.
-    """
-    data = json.loads(text)
-    if not isinstance(data, dict):
-        raise ValueError(f"expected a JSON object, found {type(data).__name__}")
-    return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +243,9 @@ class MemoryCheckpointer:
         self, thread_id: str, *, path: str | None = None, upto_seq: int | None = None
     ) -> list[CheckpointRecord]:
         """See :meth:`Checkpointer.read`."""
+        check_text(thread_id, what="thread_id")
+        if path is not None:
+            check_text(path, what="a record's path")
         await anyio.lowlevel.checkpoint()
         return [
             CheckpointRecord(
@@ -254,7 +254,7 @@ class MemoryCheckpointer:
                 path=s.path,
                 step=s.step,
                 kind=s.kind,
-                data=decode_data(s.text),
+                data=decode_object(s.text),
                 created_at=s.created_at,
             )
             for s in self._threads.get(thread_id, ())
@@ -276,6 +276,7 @@ class MemoryCheckpointer:
 
     async def delete_thread(self, thread_id: str) -> None:
         """See :meth:`Checkpointer.delete_thread`."""
+        check_text(thread_id, what="thread_id")
         await anyio.lowlevel.checkpoint()
         self._threads.pop(thread_id, None)
 

@@ -68,11 +68,17 @@ from ._checkpoint import (
     EncodedWrite,
     ThreadInfo,
     check_thread_id,
-    decode_data,
-    encode_json,
     encode_writes,
 )
-from .store import Namespace, StoreItem, check_namespace
+from ._json import check_text, decode_object
+from .store import (
+    Namespace,
+    StoreItem,
+    check_key,
+    check_namespace,
+    check_namespace_prefix,
+    encode_value,
+)
 
 __all__ = ["CHECKPOINT_SCHEMA_VERSION", "STORE_SCHEMA_VERSION", "SqliteCheckpointer", "SqliteStore"]
 
@@ -487,7 +493,7 @@ def _read_records(
     # the event loop.
     for seq, rpath, step, kind, created_at, text in raw.execute(sql, params):
         try:
-            data = decode_data(text)
+            data = decode_object(text)
         except ValueError as exc:
             raise CheckpointCorrupt(
                 f"{file}: thread {thread_id!r}, record seq {seq}: "
@@ -568,6 +574,9 @@ class SqliteCheckpointer(_SqliteBase):
         self, thread_id: str, *, path: str | None = None, upto_seq: int | None = None
     ) -> list[CheckpointRecord]:
         """See :meth:`Checkpointer.read`."""
+        check_text(thread_id, what="thread_id")
+        if path is not None:
+            check_text(path, what="a record's path")
         return await self._db.run(
             functools.partial(
                 _read_records,
@@ -584,6 +593,7 @@ class SqliteCheckpointer(_SqliteBase):
 
     async def delete_thread(self, thread_id: str) -> None:
         """See :meth:`Checkpointer.delete_thread`."""
+        check_text(thread_id, what="thread_id")
         await self._db.run(functools.partial(_delete_thread, thread_id=thread_id))
 
 
@@ -603,15 +613,19 @@ _STORE_DDL = (
 )
 
 
+# The namespace column's text; the format is on disk, do not change it.
+_encode_namespace = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def _ns_text(namespace: Namespace) -> str:
-    return encode_json(list(namespace))
+    return _encode_namespace(list(namespace))
 
 
 def _items(file: str, rows: list[Any]) -> list[StoreItem]:
     out: list[StoreItem] = []
     for ns, key, created_at, updated_at, text in rows:
         try:
-            value = decode_data(text)
+            value = decode_object(text)
             namespace = tuple(json.loads(ns))
         except ValueError as exc:
             raise CheckpointCorrupt(
@@ -697,12 +711,13 @@ class SqliteStore(_SqliteBase):
     async def get(self, namespace: Namespace, key: str) -> StoreItem | None:
         """See :meth:`Store.get`."""
         ns = _ns_text(check_namespace(namespace))
+        check_key(key)
         return await self._db.run(functools.partial(_store_get, file=self._db.file, ns=ns, key=key))
 
     async def put(self, namespace: Namespace, key: str, value: dict[str, Any]) -> None:
         """See :meth:`Store.put`."""
         ns = _ns_text(check_namespace(namespace))
-        text = encode_json(value)
+        text = encode_value(check_key(key), value)
         await self._db.run(
             functools.partial(_store_put, ns=ns, key=key, text=text, now=time.time())
         )
@@ -710,11 +725,13 @@ class SqliteStore(_SqliteBase):
     async def delete(self, namespace: Namespace, key: str) -> None:
         """See :meth:`Store.delete`."""
         ns = _ns_text(check_namespace(namespace))
+        check_key(key)
         await self._db.run(functools.partial(_store_delete, ns=ns, key=key))
 
     async def list(self, namespace: Namespace, *, prefix: str = "") -> builtins.list[StoreItem]:
         """See :meth:`Store.list`."""
         ns = _ns_text(check_namespace(namespace))
+        check_key(prefix, what="a key prefix")
         return await self._db.run(
             functools.partial(_store_list, file=self._db.file, ns=ns, prefix=prefix)
         )
@@ -723,11 +740,13 @@ class SqliteStore(_SqliteBase):
         self, namespace_prefix: Namespace, *, key_prefix: str = ""
     ) -> builtins.list[StoreItem]:
         """See :meth:`Store.search`."""
+        ns_prefix = check_namespace_prefix(namespace_prefix)
+        check_key(key_prefix, what="a key prefix")
         return await self._db.run(
             functools.partial(
                 _store_search,
                 file=self._db.file,
-                ns_prefix=tuple(namespace_prefix),
+                ns_prefix=ns_prefix,
                 key_prefix=key_prefix,
             )
         )

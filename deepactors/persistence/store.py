@@ -10,7 +10,6 @@ only on purpose.
 from __future__ import annotations
 
 import builtins
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,7 +17,18 @@ from typing import Any, Protocol, runtime_checkable
 
 import anyio.lowlevel
 
-__all__ = ["MemoryStore", "Namespace", "Store", "StoreItem", "check_namespace"]
+from ._json import check_text, decode_object, encode_object
+
+__all__ = [
+    "MemoryStore",
+    "Namespace",
+    "Store",
+    "StoreItem",
+    "check_key",
+    "check_namespace",
+    "check_namespace_prefix",
+    "encode_value",
+]
 
 Namespace = tuple[str, ...]
 """A store namespace: a non-empty tuple of non-empty strings."""
@@ -54,8 +64,16 @@ class Store(Protocol):
     async def put(self, namespace: Namespace, key: str, value: dict[str, Any]) -> None:
         """Create or replace the item at ``key``.
 
+        Nothing is stored unless ``value`` is a dict that JSON stores exactly:
+        string keys all the way down, JSON-compatible values (see
+        :meth:`Checkpointer.put <deepactors.persistence.Checkpointer.put>` for
+        the rules on strings).
+
         Raises:
-            TypeError: ``value`` is not JSON-compatible.
+            TypeError: ``value`` is not a dict, or not JSON-compatible, or holds
+                a key that is not a string.
+            ValueError: A string in ``value`` would not read back the same, or
+                the key or namespace holds a lone surrogate.
         """
         ...
 
@@ -85,63 +103,92 @@ def check_namespace(namespace: Sequence[str]) -> Namespace:
     ns = tuple(namespace)
     if not ns or not all(isinstance(part, str) and part for part in ns):
         raise ValueError(f"a namespace is a non-empty tuple of non-empty strings, not {ns!r}")
+    for part in ns:
+        check_text(part, what="a namespace part")
     return ns
 
 
-def _copy(value: dict[str, Any]) -> dict[str, Any]:
-    # A JSON round trip both checks the value is storable (as a database store
-    # would) and cuts every link to the caller's objects.
-    copied: dict[str, Any] = json.loads(json.dumps(value))
-    return copied
+def check_namespace_prefix(namespace_prefix: Sequence[str]) -> Namespace:
+    """Validate a namespace prefix (may be empty: everything) and return it as a tuple.
+
+    Raises:
+        ValueError: A part is empty, not a string, or holds a lone surrogate.
+    """
+    return check_namespace(namespace_prefix) if namespace_prefix else ()
+
+
+def check_key(key: str, *, what: str = "a store key") -> str:
+    """Validate a key (or key prefix) and return it.
+
+    Raises:
+        TypeError: It is not a string.
+        ValueError: It holds a lone surrogate.
+    """
+    if not isinstance(key, str):
+        raise TypeError(f"{what} is a string, not {type(key).__name__}")
+    return check_text(key, what=what)
+
+
+def encode_value(key: str, value: object) -> str:
+    """The stored text of a value, checked as :meth:`Store.put` promises."""
+    return encode_object(value, what=f"the store value for key {key!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Stored:
+    text: str
+    created_at: float
+    updated_at: float
 
 
 class MemoryStore:
     """A :class:`Store` in a dict, for tests and single-process use.
 
-    Values are copied in and out, so it behaves like a store backed by a database.
+    Values are kept as the same JSON text SQLite stores and decoded afresh on every
+    read, so it accepts and refuses exactly what :class:`SqliteStore` does, and
+    nothing the caller does to a dict afterwards changes what is stored.
     """
 
     def __init__(self) -> None:
-        self._data: dict[Namespace, dict[str, StoreItem]] = {}
+        self._data: dict[Namespace, dict[str, _Stored]] = {}
 
     def __repr__(self) -> str:
         return f"MemoryStore(namespaces={len(self._data)})"
 
-    def _item(self, item: StoreItem) -> StoreItem:
+    @staticmethod
+    def _item(ns: Namespace, key: str, stored: _Stored) -> StoreItem:
         return StoreItem(
-            namespace=item.namespace,
-            key=item.key,
-            value=_copy(item.value),
-            created_at=item.created_at,
-            updated_at=item.updated_at,
+            namespace=ns,
+            key=key,
+            value=decode_object(stored.text),
+            created_at=stored.created_at,
+            updated_at=stored.updated_at,
         )
 
     async def get(self, namespace: Namespace, key: str) -> StoreItem | None:
         """See :meth:`Store.get`."""
         ns = check_namespace(namespace)
+        check_key(key)
         await anyio.lowlevel.checkpoint()
-        item = self._data.get(ns, {}).get(key)
-        return None if item is None else self._item(item)
+        stored = self._data.get(ns, {}).get(key)
+        return None if stored is None else self._item(ns, key, stored)
 
     async def put(self, namespace: Namespace, key: str, value: dict[str, Any]) -> None:
         """See :meth:`Store.put`."""
         ns = check_namespace(namespace)
-        stored = _copy(value)
+        text = encode_value(check_key(key), value)
         await anyio.lowlevel.checkpoint()
         now = time.time()
         items = self._data.setdefault(ns, {})
         old = items.get(key)
-        items[key] = StoreItem(
-            namespace=ns,
-            key=key,
-            value=stored,
-            created_at=now if old is None else old.created_at,
-            updated_at=now,
+        items[key] = _Stored(
+            text=text, created_at=now if old is None else old.created_at, updated_at=now
         )
 
     async def delete(self, namespace: Namespace, key: str) -> None:
         """See :meth:`Store.delete`."""
         ns = check_namespace(namespace)
+        check_key(key)
         await anyio.lowlevel.checkpoint()
         items = self._data.get(ns)
         if items is not None:
@@ -152,20 +199,24 @@ class MemoryStore:
     async def list(self, namespace: Namespace, *, prefix: str = "") -> builtins.list[StoreItem]:
         """See :meth:`Store.list`."""
         ns = check_namespace(namespace)
+        check_key(prefix, what="a key prefix")
         await anyio.lowlevel.checkpoint()
         items = self._data.get(ns, {})
-        return [self._item(items[k]) for k in sorted(items) if k.startswith(prefix)]
+        return [self._item(ns, k, items[k]) for k in sorted(items) if k.startswith(prefix)]
 
     async def search(
         self, namespace_prefix: Namespace, *, key_prefix: str = ""
     ) -> builtins.list[StoreItem]:
         """See :meth:`Store.search`."""
-        ns_prefix = tuple(namespace_prefix)
+        ns_prefix = check_namespace_prefix(namespace_prefix)
+        check_key(key_prefix, what="a key prefix")
         await anyio.lowlevel.checkpoint()
         out: builtins.list[StoreItem] = []
         for ns in sorted(self._data):
             if ns[: len(ns_prefix)] != ns_prefix:
                 continue
             items = self._data[ns]
-            out.extend(self._item(items[k]) for k in sorted(items) if k.startswith(key_prefix))
+            out.extend(
+                self._item(ns, k, items[k]) for k in sorted(items) if k.startswith(key_prefix)
+            )
         return out

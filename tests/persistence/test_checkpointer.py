@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import time
 
 import anyio
@@ -144,3 +146,56 @@ async def test_aclose_is_idempotent_and_not_final(checkpointer: Checkpointer) ->
 
 async def test_is_a_checkpointer(checkpointer: Checkpointer) -> None:
     assert isinstance(checkpointer, Checkpointer)
+
+
+# A lone surrogate, as json.loads('"\\udcff"') or os.fsdecode(b"\xff") produce.
+LONE = json.loads('"bad \\udcff byte"')
+
+
+async def test_lone_surrogates_round_trip(checkpointer: Checkpointer) -> None:
+    data = {"text": LONE, LONE: [LONE, {"high": "\ud800 alone"}], "ok": "héllo ✓ 😀"}
+    await checkpointer.put("t", [CheckpointWrite(path="main", step=0, kind="k", data=data)])
+    (record,) = await checkpointer.read("t")
+    assert record.data == data
+
+
+async def test_a_surrogate_pair_split_in_two_is_refused(checkpointer: Checkpointer) -> None:
+    # JSON would read "\ud83d\ude00" back as one character, 😀: not the same string.
+    split = "\ud83d\ude00"
+    with pytest.raises(ValueError, match="surrogate pair"):
+        await checkpointer.put("t", [write(0), write(1, text=split)])
+    assert await checkpointer.read("t") == []
+
+
+@pytest.mark.parametrize(
+    ("data", "where"),
+    [
+        ({1: "x", "1": "y"}, "int key 1 at the top level"),
+        ({"a": [{"b": {None: 1}}]}, "NoneType key None at ['a'][0]['b']"),
+        ({"a": {True: 1}}, "bool key True at ['a']"),
+        ({"a": ({2.5: 1},)}, "float key 2.5 at ['a'][0]"),
+    ],
+)
+async def test_a_key_that_is_not_a_string_is_refused_naming_where(
+    checkpointer: Checkpointer, data: dict[str, object], where: str
+) -> None:
+    # json.dumps would turn it into a string: {1: "x", "1": "y"} would lose a value.
+    with pytest.raises(TypeError, match=re.escape(where)):
+        await checkpointer.put(
+            "t", [write(0), CheckpointWrite(path="m", step=1, kind="k", data=data)]
+        )
+    assert await checkpointer.read("t") == []
+
+
+@pytest.mark.parametrize("bad", ["thread_id", "path", "kind"])
+async def test_an_identifier_with_a_lone_surrogate_is_a_value_error(
+    checkpointer: Checkpointer, bad: str
+) -> None:
+    fields = {"thread_id": "t", "path": "main", "kind": "k"} | {bad: LONE}
+    record = CheckpointWrite(path=fields["path"], step=0, kind=fields["kind"], data={})
+    with pytest.raises(ValueError, match="lone surrogate"):
+        await checkpointer.put(fields["thread_id"], [record])
+    if bad == "thread_id":
+        with pytest.raises(ValueError, match="lone surrogate"):
+            await checkpointer.read(LONE)
+    assert await checkpointer.threads() == []

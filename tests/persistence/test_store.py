@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import anyio
@@ -114,3 +116,43 @@ async def test_sqlite_store_persists_across_connections(tmp_path: Path) -> None:
         item = await again.get(("memories", "alice"), "prefs")
         assert item is not None
         assert item.value == {"tea": True}
+
+
+@pytest.mark.parametrize("value", [[1, 2], "text", 3, None, ("a", 1)])
+async def test_a_value_that_is_not_a_dict_is_refused_and_stores_nothing(
+    store: Store, value: object
+) -> None:
+    await store.put(("ns",), "ok", {"v": 1})
+    with pytest.raises(TypeError, match="must be a dict"):
+        await store.put(("ns",), "bad", value)  # type: ignore[arg-type]
+    # The namespace stays readable: nothing of the bad value was stored.
+    assert await store.get(("ns",), "bad") is None
+    assert [i.key for i in await store.list(("ns",))] == ["ok"]
+    assert [i.key for i in await store.search(("ns",))] == ["ok"]
+
+
+async def test_a_value_with_a_key_that_is_not_a_string_is_refused(store: Store) -> None:
+    with pytest.raises(TypeError, match=re.escape("int key 1 at ['a']")):
+        await store.put(("ns",), "k", {"a": {1: "x", "1": "y"}})
+    assert await store.list(("ns",)) == []
+
+
+async def test_lone_surrogates_in_values_round_trip(store: Store) -> None:
+    lone = json.loads('"\\udcff"')
+    await store.put(("ns",), "k", {"name": f"file-{lone}.txt", lone: lone})
+    item = await store.get(("ns",), "k")
+    assert item is not None
+    assert item.value == {"name": f"file-{lone}.txt", lone: lone}
+
+
+async def test_keys_and_namespaces_with_a_lone_surrogate_are_refused(store: Store) -> None:
+    lone = json.loads('"\\udcff"')
+    with pytest.raises(ValueError, match="lone surrogate"):
+        await store.put(("ns",), lone, {})
+    with pytest.raises(ValueError, match="lone surrogate"):
+        await store.put(("ns", lone), "k", {})
+    with pytest.raises(ValueError, match="lone surrogate"):
+        await store.search((lone,))
+    with pytest.raises(TypeError, match="string"):
+        await store.put(("ns",), 1, {})  # type: ignore[arg-type]
+    assert await store.search(()) == []
