@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 import aiosqlite
@@ -27,6 +27,7 @@ __all__ = [
     "ConnectionClosed",
     "loop_is_closed",
     "running_loop",
+    "settle",
     "spawn_system_task",
 ]
 
@@ -63,14 +64,74 @@ def spawn_system_task(fn: Callable[[], Coroutine[Any, Any, None]]) -> None:
     task.add_done_callback(_system_tasks.discard)
 
 
+async def settle(job: Awaitable[T]) -> T:
+    """Await ``job`` to its end, even through native cancellation, then report.
+
+    anyio's ``CancelScope(shield=True)`` holds back anyio's own cancellation,
+    but not a native ``task.cancel()`` (``asyncio.timeout``, ``wait_for``, a
+    server cancelling its handlers on shutdown): that one is thrown into the
+    await at once. Work handed to aiosqlite's thread cannot be recalled, so
+    unwinding there would let it finish later behind the caller's back. Here
+    the job runs as its own task, and the caller's cancellation (the first, if
+    several) is re-raised only once the job has finished: never swallowed, and
+    never ahead of the write it interrupted.
+    """
+    task = asyncio.ensure_future(job)
+    cancelled: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            # shield: cancelling the caller leaves ``task`` running.
+            await asyncio.shield(task)
+        except asyncio.CancelledError as exc:
+            if task.cancelled():
+                raise  # the job itself was cancelled: the loop is shutting down
+            cancelled = cancelled or exc
+    if cancelled is not None:
+        if not task.cancelled():
+            task.exception()  # retrieved: the caller's cancellation wins
+        raise cancelled
+    return task.result()
+
+
+def _join_thread(db: aiosqlite.Connection) -> None:
+    # aiosqlite >= 0.20 runs its worker in ``_thread``; before, the connection
+    # was the thread.
+    thread = getattr(db, "_thread", db)
+    if isinstance(thread, threading.Thread) and thread.is_alive():
+        thread.join()
+
+
+async def _close(db: aiosqlite.Connection) -> None:
+    await db.close()
+    # close() returns when the thread has answered, a moment before the thread
+    # ends: wait for that too, so a closed connection leaves no thread behind
+    # (joined in a worker thread, not on the loop).
+    await anyio.to_thread.run_sync(_join_thread, db)
+
+
+async def _connect(
+    path: str, prepare: Callable[[sqlite3.Connection], None], timeout: float
+) -> aiosqlite.Connection:
+    # isolation_level=None: we issue BEGIN/COMMIT ourselves, never sqlite3's
+    # implicit ones.
+    db = await aiosqlite.connect(path, timeout=timeout, isolation_level=None)
+    try:
+        await db._execute(prepare, db._conn)  # type: ignore[no-untyped-call]
+    except BaseException:
+        await _close(db)
+        raise
+    return db
+
+
 class AiosqliteConnection:
     """One aiosqlite connection, used from asyncio.
 
     Operations are serialised by aiosqlite's queue, in its one thread. Once an
     operation is queued it runs to the end even if the caller is cancelled (it
-    cannot be pulled back out of the thread), so the await is shielded: the
-    caller sees the operation's result, and its cancellation at the next
-    checkpoint. That is also what a worker thread does on trio.
+    cannot be pulled back out of the thread), so the caller waits for it
+    whatever cancellation arrives (see :func:`settle`): it sees the operation's
+    result, or its cancellation once the operation is over. That is also what
+    a worker thread does on trio.
     """
 
     def __init__(self, db: aiosqlite.Connection) -> None:
@@ -82,16 +143,19 @@ class AiosqliteConnection:
     async def open(
         cls, path: str, prepare: Callable[[sqlite3.Connection], None], *, timeout: float
     ) -> AiosqliteConnection:
-        """Connect, then run ``prepare`` (pragmas, schema) in the connection's thread."""
-        # isolation_level=None: we issue BEGIN/COMMIT ourselves, never sqlite3's
-        # implicit ones.
-        db = await aiosqlite.connect(path, timeout=timeout, isolation_level=None)
+        """Connect, then run ``prepare`` (pragmas, schema) in the connection's thread.
+
+        Cancelled meanwhile, it still finishes, closes what it opened (the
+        connection and its thread), then raises the cancellation.
+        """
+        job = asyncio.ensure_future(_connect(path, prepare, timeout))
         try:
             with anyio.CancelScope(shield=True):
-                await db._execute(prepare, db._conn)  # type: ignore[no-untyped-call]
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await db.close()
+                db = await settle(job)
+        except asyncio.CancelledError:
+            if job.done() and not job.cancelled() and job.exception() is None:
+                with anyio.CancelScope(shield=True):
+                    await settle(_close(job.result()))
             raise
         return cls(db)
 
@@ -112,7 +176,7 @@ class AiosqliteConnection:
         if self._closed:
             raise ConnectionClosed
         with anyio.CancelScope(shield=True):
-            result: T = await self._db._execute(self._guarded, fn)  # type: ignore[no-untyped-call]
+            result: T = await settle(self._db._execute(self._guarded, fn))  # type: ignore[no-untyped-call]
         return result
 
     async def aclose(self) -> None:
@@ -121,22 +185,11 @@ class AiosqliteConnection:
             return
         self._closed = True
         with anyio.CancelScope(shield=True):
-            await self._db.close()
-            # close() returns when the thread has answered, a moment before the
-            # thread ends: wait for that too, so a closed connection leaves no
-            # thread behind (without blocking the loop on the join).
-            await anyio.to_thread.run_sync(self._join_thread)
-
-    def _join_thread(self) -> None:
-        # aiosqlite >= 0.20 runs its worker in ``_thread``; before, the
-        # connection was the thread.
-        thread = getattr(self._db, "_thread", self._db)
-        if isinstance(thread, threading.Thread) and thread.is_alive():
-            thread.join()
+            await settle(_close(self._db))
 
     def _close_stale(self) -> None:
         asyncio.run(self._db.close())
-        self._join_thread()
+        _join_thread(self._db)
 
     async def aclose_stale(self) -> None:
         """Close a connection left open by an event-loop run that has ended.
