@@ -95,8 +95,10 @@ STORE_SCHEMA_VERSION = 1
 # put holds the lock for one insert and commit, so this is ample.
 _BUSY_TIMEOUT = 5.0
 
-# SQLite's primary result codes that mean "this file is not (or no longer) a
-# database"; everything else (locked, read-only, disk full...) is not corruption.
+# SQLite's primary result codes: "locked by another connection", and the two
+# that mean "this file is not (or no longer) a database"; everything else
+# (read-only, disk full...) is not corruption.
+_SQLITE_BUSY = 5
 _SQLITE_CORRUPT = 11
 _SQLITE_NOTADB = 26
 
@@ -179,6 +181,23 @@ def _loop_token() -> _Token:
     raise CheckpointError(f"SQLite persistence runs on asyncio or trio, not on {library}")
 
 
+def _set_wal(raw: sqlite3.Connection) -> None:
+    # Switching a new file to WAL can fail with SQLITE_BUSY without going through
+    # the busy handler, when another connection (another thread's run, another
+    # process) is creating the same file at that moment: wait here, in the
+    # connection's thread, as the busy handler would have.
+    deadline = time.monotonic() + _BUSY_TIMEOUT
+    while True:
+        try:
+            raw.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            busy = getattr(exc, "sqlite_errorcode", 0) & 0xFF == _SQLITE_BUSY
+            if not busy or time.monotonic() > deadline:
+                raise
+        time.sleep(0.01)
+
+
 def _prepare(
     raw: sqlite3.Connection, *, file: str, key: str, version: int, ddl: Sequence[str]
 ) -> None:
@@ -186,7 +205,7 @@ def _prepare(
     # WAL: readers never block the writer, and a commit is one append to the log.
     # synchronous=NORMAL: no fsync per commit; a committed step survives a
     # process crash (the issue's SIGKILL), only an OS crash may lose the last ones.
-    raw.execute("PRAGMA journal_mode=WAL")
+    _set_wal(raw)
     raw.execute("PRAGMA synchronous=NORMAL")
     raw.execute("BEGIN IMMEDIATE")
     try:

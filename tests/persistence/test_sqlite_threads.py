@@ -120,3 +120,24 @@ def test_two_threads_share_one_store(anyio_backend: Any, tmp_path: Path) -> None
             return [item.key for item in await store.list(("ns",))]
 
     assert len(anyio.run(keys, backend=backend, backend_options=options)) == 2 * PUTS
+
+
+def test_two_threads_creating_one_new_file_at_once_both_open_it(
+    anyio_backend: Any, tmp_path: Path
+) -> None:
+    # Switching a new file to WAL from two connections at once can fail with
+    # "database is locked" without waiting for the other (about one race in ten
+    # here), so repeat on fresh files.
+    backend, options = backend_of(anyio_backend)
+    for attempt in range(40):
+        cp = SqliteCheckpointer(tmp_path / f"cp{attempt}.db")
+        both = threading.Barrier(2)
+
+        def opener(who: str, cp: SqliteCheckpointer = cp, both: threading.Barrier = both) -> Any:
+            async def job() -> None:
+                await anyio.to_thread.run_sync(both.wait, 10)
+                await cp.put("t", [write(0, who)])
+
+            return job
+
+        run_in_threads([(backend, options, opener("a")), ("asyncio", {}, opener("b"))])
