@@ -8,8 +8,8 @@ to catch them.
 
 from __future__ import annotations
 
+import hashlib
 import re
-import uuid
 from collections.abc import Sequence
 
 from ..backends import ExecuteResult, FileInfo, GrepResult, ReadWindow
@@ -163,11 +163,12 @@ def format_execute(result: ExecuteResult) -> str:
     output = result.output.rstrip("\n")
     # The backend's output already carries its own notes (truncation, timeout);
     # the status line only adds what the output cannot say.
-    status = (
-        "[no exit code: the command timed out]"
-        if result.timed_out
-        else f"[exit code {result.exit_code}]"
-    )
+    if result.timed_out:
+        status = "[no exit code: the command timed out]"
+    elif result.exit_code is None:
+        status = "[no exit code: the process did not report one before it was stopped]"
+    else:
+        status = f"[exit code {result.exit_code}]"
     return f"{output}\n{status}" if output else f"(no output)\n{status}"
 
 
@@ -178,10 +179,14 @@ def result_path(tool_call_id: str) -> str:
     """Where an evicted result goes: ``/large_tool_results/<sanitised id>``.
 
     Provider ids are ``[A-Za-z0-9_-]`` already; anything else is replaced so the
-    id can never add folders, climb with ``..`` or hide as a dotfile.
+    id can never add folders, climb with ``..`` or hide as a dotfile. An id that
+    had to change gets a short hash of the original, so two ids that clean up to
+    the same name cannot share a file.
     """
     name = _UNSAFE.sub("_", tool_call_id).lstrip(".")[:120]
-    return f"{LARGE_RESULTS_DIR}/{name or uuid.uuid4().hex}"
+    if name != tool_call_id:
+        name = f"{name or 'result'}-{hashlib.sha256(tool_call_id.encode()).hexdigest()[:8]}"
+    return f"{LARGE_RESULTS_DIR}/{name}"
 
 
 def wrap_long_lines(text: str, width: int) -> tuple[str, bool]:

@@ -213,14 +213,16 @@ async def test_eviction_can_be_turned_off(env: Env) -> None:
 @pytest.mark.parametrize(
     ("call_id", "path"),
     [
-        ("toolu_01ABC-def_9", "/large_tool_results/toolu_01ABC-def_9"),
-        ("../../etc/passwd", "/large_tool_results/_.._etc_passwd"),
-        ("a/b\\c d", "/large_tool_results/a_b_c_d"),
+        ("toolu_01ABC-def_9", r"/large_tool_results/toolu_01ABC-def_9"),
+        ("../../etc/passwd", r"/large_tool_results/_\.\._etc_passwd-[0-9a-f]{8}"),
+        ("a/b\\c d", r"/large_tool_results/a_b_c_d-[0-9a-f]{8}"),
+        ("...", r"/large_tool_results/result-[0-9a-f]{8}"),
     ],
 )
 def test_result_paths_are_sanitised(call_id: str, path: str) -> None:
-    assert result_path(call_id) == path
+    assert re.fullmatch(path, result_path(call_id))
 
 
-def test_an_id_with_nothing_usable_still_gets_a_path() -> None:
-    assert re.fullmatch(r"/large_tool_results/[0-9a-f]{32}", result_path("..."))
+def test_ids_that_clean_up_alike_get_different_paths() -> None:
+    assert result_path("a/b") != result_path("a b")
+    assert result_path("a/b") == result_path("a/b")
