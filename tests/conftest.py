@@ -1,10 +1,26 @@
-"""Shared fixtures: every async test runs on asyncio AND trio."""
+"""Shared fixtures: every async test runs on asyncio AND trio; a blocking-call detector.
+
+``blocking_detector`` runs a test under blockbuster, scanning the ``deepactors``
+package: a blocking call (file or SQLite I/O, ``time.sleep``, a blocking lock...)
+made on the event-loop thread with a ``deepactors`` frame on the stack fails the
+test with ``BlockingError``. blockbuster only asks "is an asyncio loop running in
+this thread?" (``asyncio.get_running_loop()``), never true under trio, so on trio
+it would detect nothing; the fixture swaps the ``asyncio`` name inside
+blockbuster's module for a probe that also answers yes on trio's event-loop
+thread (trio's worker threads, like asyncio's, answer no). The canaries in
+``tests/backends`` and ``tests/fs_tools`` prove it fires on both loops.
+"""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterator
 from typing import Any
 
+import blockbuster.blockbuster as bb_module
 import pytest
+import trio
+from blockbuster import blockbuster_ctx
 
 
 # Explicit, so a missing trio fails the suite instead of silently skipping it.
@@ -16,3 +32,22 @@ import pytest
 )
 def anyio_backend(request: pytest.FixtureRequest) -> Any:
     return request.param
+
+
+class _LoopProbe:
+    """Stands in for :mod:`asyncio` inside blockbuster (see the module docstring)."""
+
+    @staticmethod
+    def get_running_loop() -> object:
+        try:
+            return asyncio.get_running_loop()
+        except RuntimeError:
+            return trio.lowlevel.current_trio_token()  # RuntimeError outside trio's thread
+
+
+@pytest.fixture
+def blocking_detector(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Fail the test if deepactors blocks the event loop (see the module docstring)."""
+    monkeypatch.setattr(bb_module, "asyncio", _LoopProbe)
+    with blockbuster_ctx(["deepactors"]):
+        yield

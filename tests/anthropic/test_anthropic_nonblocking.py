@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterator
-
-import blockbuster.blockbuster as bb_module
 import pytest
-import trio
-from blockbuster import blockbuster_ctx
 
 from deepactors.messages import AssistantMessage, UserMessage
 from deepactors.models import ModelRequest
@@ -17,24 +11,6 @@ from tests.anthropic.conftest import MODEL_ID
 from tests.anthropic.fake_api import FakeAnthropicAPI, message, text, tool_use
 
 pytestmark = pytest.mark.anyio
-
-
-class _LoopProbe:
-    """blockbuster asks asyncio whether a loop runs; on trio's thread, answer yes too."""
-
-    @staticmethod
-    def get_running_loop() -> object:
-        try:
-            return asyncio.get_running_loop()
-        except RuntimeError:
-            return trio.lowlevel.current_trio_token()
-
-
-@pytest.fixture
-def blocking_detector(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(bb_module, "asyncio", _LoopProbe)
-    with blockbuster_ctx(["deepactors"]):
-        yield
 
 
 async def test_first_and_later_calls_do_not_block_the_loop(

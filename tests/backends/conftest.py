@@ -1,31 +1,18 @@
 """Fixtures for the backend suite: one harness per backend, and a blocking-call detector.
 
-Every test in this folder runs with blockbuster active, scanning the
-``deepactors`` package: a blocking call (file I/O, ``time.sleep``, a blocking
-lock...) made on the event loop thread with a ``deepactors`` frame on the stack
-fails the test with ``BlockingError``.
-
-blockbuster only asks "is an asyncio loop running in this thread?"
-(``asyncio.get_running_loop()``), which is never true under trio, so on trio it
-would silently detect nothing. The ``blockbuster_ctx`` fixture swaps the
-``asyncio`` name inside blockbuster's module for a probe that also answers yes
-on trio's event-loop thread (trio's worker threads, like asyncio's, answer no).
-That is the whole of the adaptation; the ``test_detector_*`` canaries prove it
-fires on both loops.
+Every test in this folder runs under the blocking-call detector of
+``tests/conftest.py`` (blockbuster, widened to trio); the ``test_detector_*``
+canaries prove it fires on both loops.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import blockbuster.blockbuster as bb_module
 import pytest
-import trio
-from blockbuster import blockbuster_ctx
 
 from deepactors.backends import (
     Backend,
@@ -39,23 +26,9 @@ from deepactors.persistence import MemoryStore
 from deepactors.state import State, default_channels
 
 
-class _LoopProbe:
-    """Stands in for :mod:`asyncio` inside blockbuster (see the module docstring)."""
-
-    @staticmethod
-    def get_running_loop() -> object:
-        try:
-            return asyncio.get_running_loop()
-        except RuntimeError:
-            return trio.lowlevel.current_trio_token()  # RuntimeError outside trio's thread
-
-
 @pytest.fixture(autouse=True)
-def blocking_detector(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Fail any test in which deepactors blocks the event loop."""
-    monkeypatch.setattr(bb_module, "asyncio", _LoopProbe)
-    with blockbuster_ctx(["deepactors"]):
-        yield
+def _no_blocking(blocking_detector: None) -> None:
+    """Every test here runs under the blocking-call detector of tests/conftest.py."""
 
 
 @dataclass

@@ -8,16 +8,12 @@ detector (blockbuster) watches every test on both event loops.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import blockbuster.blockbuster as bb_module
 import pytest
-import trio
-from blockbuster import blockbuster_ctx
 
 from deepactors import AssistantMessage, ScriptedModel, ToolCall, ToolMessage, create_deep_agent
 from deepactors.backends import Backend, FilesystemBackend, StateBackend
@@ -27,26 +23,9 @@ from deepactors.middleware._filesystem import FilesystemMiddleware
 Call = tuple[str, dict[str, Any]]
 
 
-class _LoopProbe:
-    """Stands in for :mod:`asyncio` inside blockbuster, so it also watches trio's loop.
-
-    The same adaptation as in ``tests/backends/conftest.py`` (see its docstring).
-    """
-
-    @staticmethod
-    def get_running_loop() -> object:
-        try:
-            return asyncio.get_running_loop()
-        except RuntimeError:
-            return trio.lowlevel.current_trio_token()
-
-
 @pytest.fixture(autouse=True)
-def blocking_detector(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Fail any test in which the file tools (or anything of ours) block the event loop."""
-    monkeypatch.setattr(bb_module, "asyncio", _LoopProbe)
-    with blockbuster_ctx(["deepactors"]):
-        yield
+def _no_blocking(blocking_detector: None) -> None:
+    """Every test here runs under the blocking-call detector of tests/conftest.py."""
 
 
 KINDS = ["state", "disk"]

@@ -7,14 +7,10 @@ for "is a loop running here" is widened to trio, as in ``tests/backends``.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
-import blockbuster.blockbuster as bb_module
 import pytest
-import trio
-from blockbuster import blockbuster_ctx
 
 from deepactors.persistence import (
     Checkpointer,
@@ -26,21 +22,9 @@ from deepactors.persistence import (
 )
 
 
-class _LoopProbe:
-    @staticmethod
-    def get_running_loop() -> object:
-        try:
-            return asyncio.get_running_loop()
-        except RuntimeError:
-            return trio.lowlevel.current_trio_token()  # RuntimeError outside trio's thread
-
-
 @pytest.fixture(autouse=True)
-def blocking_detector(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Fail any test in which deepactors blocks the event loop."""
-    monkeypatch.setattr(bb_module, "asyncio", _LoopProbe)
-    with blockbuster_ctx(["deepactors"]):
-        yield
+def _no_blocking(blocking_detector: None) -> None:
+    """Every test here runs under the blocking-call detector of tests/conftest.py."""
 
 
 @pytest.fixture(params=["memory", "sqlite"])
