@@ -34,8 +34,8 @@ from ._paths import join, normalize_path, path_key, relative_to
 from ._protocol import (
     DEFAULT_MAX_MATCHES,
     EditResult,
-    ExecuteResult,
     FileInfo,
+    FilesOnly,
     GrepResult,
     ReadWindow,
     WriteResult,
@@ -80,7 +80,7 @@ def _translate(exc: OSError, path: str) -> BackendError:
     return BackendError(f"{path}: {exc.strerror or exc}", path=path)
 
 
-class FilesystemBackend:
+class FilesystemBackend(FilesOnly):
     """Real files under ``root``; the agent's ``/`` is ``root``.
 
     Paths with ``..`` or ``~`` are refused (:class:`~deepactors.errors.InvalidPath`)
@@ -123,8 +123,6 @@ class FilesystemBackend:
         use_ripgrep: None to use ripgrep when installed; False to always search in
             Python; True to require it (``UnsupportedOperation`` when missing).
     """
-
-    can_execute = False
 
     def __init__(
         self,
@@ -517,16 +515,3 @@ class FilesystemBackend:
     async def stat(self, path: str) -> FileInfo:
         """See :meth:`Backend.stat`."""
         return await self._run(self._stat_sync, normalize_path(path))
-
-    async def execute(
-        self,
-        command: str,
-        *,
-        timeout: float | None = None,
-    ) -> ExecuteResult:
-        """Always raises: use :class:`LocalShellBackend` to run commands.
-
-        Raises:
-            UnsupportedOperation: Always.
-        """
-        raise UnsupportedOperation(f"{type(self).__name__} cannot run commands")

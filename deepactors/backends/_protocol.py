@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from deepactors.errors import ReadBeforeWrite
+from deepactors.errors import ReadBeforeWrite, UnsupportedOperation
 
 if TYPE_CHECKING:
     from deepactors.state import State
@@ -25,6 +25,7 @@ __all__ = [
     "EditResult",
     "ExecuteResult",
     "FileInfo",
+    "FilesOnly",
     "GrepMatch",
     "GrepResult",
     "ReadWindow",
@@ -340,6 +341,24 @@ class Backend(Protocol):
             UnsupportedOperation: This backend cannot run commands.
         """
         ...
+
+
+class FilesOnly:
+    """For backends that keep files but cannot run commands.
+
+    Gives the ``can_execute = False`` half of the protocol and the ``execute``
+    that refuses, once, instead of in every such backend.
+    """
+
+    can_execute = False
+
+    async def execute(self, command: str, *, timeout: float | None = None) -> ExecuteResult:
+        """Always raises: this backend cannot run commands.
+
+        Raises:
+            UnsupportedOperation: Always (use :class:`LocalShellBackend` to run commands).
+        """
+        raise UnsupportedOperation(f"{type(self).__name__} cannot run commands")
 
 
 def check_version(path: str, expected: str | None, current: str | None) -> None:

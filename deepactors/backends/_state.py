@@ -13,8 +13,8 @@ from ._paths import normalize_path
 from ._protocol import (
     DEFAULT_MAX_MATCHES,
     EditResult,
-    ExecuteResult,
     FileInfo,
+    FilesOnly,
     GrepResult,
     ReadWindow,
     WriteResult,
@@ -50,7 +50,7 @@ def _info(path: str, record: FileRecord) -> FileInfo:
     )
 
 
-class StateBackend:
+class StateBackend(FilesOnly):
     """Files in the agent's ``files`` state channel (the default backend).
 
     Files travel with the state: they are checkpointed with it, and a subagent
@@ -66,8 +66,6 @@ class StateBackend:
         state: The state to work on. ``create_deep_agent`` passes an unbound
             ``StateBackend()`` and the runtime calls :meth:`bind` for each run.
     """
-
-    can_execute = False
 
     def __init__(self, state: State | None = None) -> None:
         self._state = state
@@ -186,19 +184,6 @@ class StateBackend:
         if is_folder(files, path):
             return FileInfo(path=path, is_dir=True)
         raise FileNotFound(f"nothing at {path}", path=path)
-
-    async def execute(
-        self,
-        command: str,
-        *,
-        timeout: float | None = None,
-    ) -> ExecuteResult:
-        """Always raises: files in state cannot run commands.
-
-        Raises:
-            UnsupportedOperation: Always.
-        """
-        raise UnsupportedOperation("StateBackend cannot run commands")
 
     def _apply(self, update: dict[str, FileRecord | None]) -> None:
         assert self._state is not None

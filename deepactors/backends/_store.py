@@ -22,8 +22,8 @@ from ._paths import normalize_path
 from ._protocol import (
     DEFAULT_MAX_MATCHES,
     EditResult,
-    ExecuteResult,
     FileInfo,
+    FilesOnly,
     GrepResult,
     ReadWindow,
     WriteResult,
@@ -74,7 +74,7 @@ def _info(path: str, item: StoreItem) -> FileInfo:
     )
 
 
-class StoreBackend:
+class StoreBackend(FilesOnly):
     """Files kept in a :class:`~deepactors.persistence.Store`, one key per path.
 
     Each file is a value ``{"content": str, "version": int, "id": str,
@@ -96,8 +96,6 @@ class StoreBackend:
         namespace: A tuple of strings, or a function from the agent's name to one
             (``lambda name: ("files", name)``), called by :meth:`bind`.
     """
-
-    can_execute = False
 
     def __init__(
         self,
@@ -253,16 +251,3 @@ class StoreBackend:
         if is_folder(await self._all(), path):
             return FileInfo(path=path, is_dir=True)
         raise FileNotFound(f"nothing at {path}", path=path)
-
-    async def execute(
-        self,
-        command: str,
-        *,
-        timeout: float | None = None,
-    ) -> ExecuteResult:
-        """Always raises: a store cannot run commands.
-
-        Raises:
-            UnsupportedOperation: Always.
-        """
-        raise UnsupportedOperation("StoreBackend cannot run commands")
