@@ -19,8 +19,8 @@ from ._protocol import DEFAULT_MAX_MATCHES as DEFAULT_MAX_MATCHES
 from ._protocol import Backend as Backend
 from ._protocol import EditResult as EditResult
 from ._protocol import ExecuteResult as ExecuteResult
-from ._protocol import FilesOnly as FilesOnly
 from ._protocol import FileInfo as FileInfo
+from ._protocol import FilesOnly as FilesOnly
 from ._protocol import GrepMatch as GrepMatch
 from ._protocol import GrepResult as GrepResult
 from ._protocol import ReadWindow as ReadWindow
