@@ -71,6 +71,11 @@ class FileRecord(BaseModel):
             modified_at=time.time(),
         )
 
+    @staticmethod
+    def written(current: FileRecord | None, content: str) -> FileRecord:
+        """The record after writing ``content`` over ``current`` (None: a new file)."""
+        return FileRecord(content=content) if current is None else current.changed(content)
+
 
 class Todo(BaseModel):
     """One item of the agent's plan."""
@@ -305,8 +310,7 @@ class State(Mapping[str, Any]):
             return value
         if not isinstance(value, str):
             raise ValueError(f"file {path!r} must be set to text, a FileRecord or None")
-        current = self.files.get(path)
-        return current.changed(value) if current is not None else FileRecord(content=value)
+        return FileRecord.written(self.files.get(path), value)
 
     def add_message(self, message: Message) -> None:
         """Append one message (the loop's hot path: no dict built per call)."""

@@ -117,7 +117,7 @@ class StateBackend(FilesOnly):
         check_writable(files, path)
         old = files.get(path)
         check_version(path, expected_version, None if old is None else _version(old))
-        record = FileRecord(content=content) if old is None else old.changed(content)
+        record = FileRecord.written(old, content)
         self._apply({path: record})
         return WriteResult(path=path, version=_version(record), created=old is None)
 
