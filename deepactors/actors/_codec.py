@@ -40,7 +40,7 @@ def _value(value: Any) -> Any:
     return value
 
 
-def encode_update(update: Mapping[str, Any], state: State) -> dict[str, Any]:
+def encode_update(update: Mapping[str, Any], state: State | None = None) -> dict[str, Any]:
     """An applied update as JSON.
 
     A subagent's :class:`FileDiff` is stored as its effect (the records now at
@@ -55,6 +55,8 @@ def encode_update(update: Mapping[str, Any], state: State) -> dict[str, Any]:
             ]
         elif name == "files":
             if isinstance(value, FileDiff):
+                # A merged diff comes from an applied update: the state is at hand.
+                assert state is not None
                 files = state.files
                 touched = {o.saved_as or o.path for o in value.outcomes} | {
                     o.path for o in value.outcomes
@@ -110,7 +112,7 @@ def encode_tool_result(message: ToolMessage, update: Mapping[str, Any] | None) -
         elif files is not None:
             rest["files"] = files
         if rest:
-            encoded["update"] = encode_update(rest, _NO_STATE)
+            encoded["update"] = encode_update(rest)
     return encoded
 
 
@@ -141,13 +143,3 @@ def decode_tool_result(
         raise
     except (ValidationError, ValueError, TypeError, KeyError) as exc:
         raise CheckpointCorrupt(f"{where}: unreadable tool result: {exc}") from exc
-
-
-class _NoState(State):
-    """Stands in for a state where an update's encoding does not consult one."""
-
-    def __init__(self) -> None:
-        super().__init__({})
-
-
-_NO_STATE = _NoState()
