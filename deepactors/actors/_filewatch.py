@@ -1,4 +1,4 @@
-"""Turns ``files`` updates of a state into :class:`~deepactors.events.FileChanged` events."""
+"""State listeners of an actor: change events (files, plan) and the journal."""
 
 from __future__ import annotations
 
@@ -6,22 +6,25 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from ..context import RunContext
-from ..events import FileChanged
+from ..events import FileChanged, TodosUpdated
 from ..filediff import FileDiff
 from ..state import FileRecord, State
 
-__all__ = ["file_events"]
+__all__ = ["actor_listener", "state_events"]
 
 
-def file_events(run: RunContext, state: State) -> Callable[[Mapping[str, Any]], None]:
-    """A state listener that emits an event per file change (only when someone listens)."""
+def state_events(run: RunContext, state: State) -> Callable[[Mapping[str, Any]], None]:
+    """A state listener that emits an event per file change and per plan change.
+
+    Whoever changed the state (a tool, a hook, a subagent's merge), listeners see
+    it here, once, after the change is applied.
+    """
     emit = run.emit
     assert emit is not None
 
-    def files_now() -> Mapping[str, FileRecord]:
-        return state.files
-
     def listener(update: Mapping[str, Any]) -> None:
+        if "todos" in update:
+            emit(TodosUpdated(path=run.path, run_id=run.run_id, todos=state["todos"]))
         files = update.get("files")
         if isinstance(files, FileDiff):
             # A subagent's merged diff: report where each change landed.
@@ -29,7 +32,7 @@ def file_events(run: RunContext, state: State) -> Callable[[Mapping[str, Any]], 
                 if outcome.how in ("applied", "merged", "conflict"):
                     landed = outcome.saved_as or outcome.path
                     kind: Literal["created", "modified", "deleted"]
-                    if landed not in files_now():
+                    if landed not in state.files:
                         kind = "deleted"
                     elif outcome.saved_as or files.changes[outcome.path].base is None:
                         kind = "created"
@@ -53,10 +56,10 @@ def file_events(run: RunContext, state: State) -> Callable[[Mapping[str, Any]], 
 
 
 def actor_listener(run: RunContext, state: State) -> Callable[[Mapping[str, Any]], None] | None:
-    """The state listener of an actor: file events and the journal, whichever apply."""
+    """The state listener of an actor: events and the journal, whichever apply."""
     listeners = []
     if run.emit is not None:
-        listeners.append(file_events(run, state))
+        listeners.append(state_events(run, state))
     if run.journal is not None:
         listeners.append(run.journal.listener(run.path, state, lambda: run.step))
     if not listeners:

@@ -28,7 +28,6 @@ from ..events import (
     ModelCallFinished,
     ModelCallStarted,
     ModelDelta,
-    TodosUpdated,
     ToolCallFinished,
     ToolCallStarted,
 )
@@ -353,8 +352,6 @@ async def run_tools(
                 # The merge outcome (conflicts above all) is for the model to read.
                 note = files.report()
                 message = message.model_copy(update={"content": f"{message.text}\n\n{note}"})
-            if "todos" in update and run.emit is not None:
-                run.emit(TodosUpdated(path=run.path, run_id=run.run_id, todos=state["todos"]))
         state.add_message(message)
     if interrupts:
         raise Interrupt(interrupts)
