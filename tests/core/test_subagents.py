@@ -24,6 +24,11 @@ from deepactors.models import FunctionModel, ModelRequest
 pytestmark = pytest.mark.anyio
 
 
+def subagent(name: str, model: Any, **extra: Any) -> dict[str, Any]:
+    """A subagent spec whose description and prompt do not matter to the test."""
+    return {"name": name, "description": name, "system_prompt": name, "model": model, **extra}
+
+
 def fan_out(*briefs: tuple[str, str]) -> AssistantMessage:
     return AssistantMessage(
         tool_calls=[
@@ -92,12 +97,9 @@ def files_of(n: int) -> dict[str, str]:
 
 
 async def test_ten_disjoint_edits_of_existing_files_all_survive() -> None:
-    editor = {
-        "name": "editor",
-        "description": "edits one file",
-        "system_prompt": "edit",
-        "tools": [replace_line],
-        "model": worker_model(
+    editor = subagent(
+        "editor",
+        worker_model(
             lambda brief: [
                 ToolCall(
                     name="replace_line",
@@ -105,7 +107,8 @@ async def test_ten_disjoint_edits_of_existing_files_all_survive() -> None:
                 )
             ]
         ),
-    }
+        tools=[replace_line],
+    )
     parent = parent_model(fan_out(*[(f"/f{i}.txt", "editor") for i in range(10)]))
     agent = create_deep_agent(parent, subagents=[editor])
     result = await agent.ainvoke({"messages": "edit all", "files": files_of(10)})
@@ -118,12 +121,9 @@ async def test_ten_disjoint_edits_of_existing_files_all_survive() -> None:
 
 
 async def test_children_editing_different_lines_of_one_file_are_merged() -> None:
-    editor = {
-        "name": "editor",
-        "description": "edits a line",
-        "system_prompt": "edit",
-        "tools": [replace_line],
-        "model": worker_model(
+    editor = subagent(
+        "editor",
+        worker_model(
             lambda brief: [
                 ToolCall(
                     name="replace_line",
@@ -131,7 +131,8 @@ async def test_children_editing_different_lines_of_one_file_are_merged() -> None
                 )
             ]
         ),
-    }
+        tools=[replace_line],
+    )
     parent = parent_model(fan_out(("one", "editor"), ("three", "editor")))
     result = await create_deep_agent(parent, subagents=[editor]).ainvoke(
         {"messages": "go", "files": files_of(1)}
@@ -142,15 +143,13 @@ async def test_children_editing_different_lines_of_one_file_are_merged() -> None
 
 
 async def test_same_path_writes_keep_both_contents() -> None:
-    writer = {
-        "name": "writer",
-        "description": "writes the report",
-        "system_prompt": "write",
-        "tools": [append_line],
-        "model": worker_model(
+    writer = subagent(
+        "writer",
+        worker_model(
             lambda brief: [ToolCall(name="append_line", args={"path": "/report.md", "text": brief})]
         ),
-    }
+        tools=[append_line],
+    )
     parent = parent_model(fan_out(("alpha findings", "writer"), ("beta findings", "writer")))
     result = await create_deep_agent(parent, subagents=[writer]).ainvoke("go")
     files = result["files"]
@@ -172,13 +171,7 @@ async def test_merge_order_follows_calls_not_finishing_times() -> None:
             await anyio.sleep(0.2)
         return worker_model(act)._fn(request)  # type: ignore[return-value]
 
-    writer = {
-        "name": "writer",
-        "description": "w",
-        "system_prompt": "w",
-        "tools": [append_line],
-        "model": FunctionModel(slow_then_fast),
-    }
+    writer = subagent("writer", FunctionModel(slow_then_fast), tools=[append_line])
     parent = parent_model(fan_out(("slow", "writer"), ("fast", "writer")))
     result = await create_deep_agent(parent, subagents=[writer]).ainvoke("go")
     assert result["files"]["/r.md"].content == "slow\n"
@@ -194,13 +187,7 @@ async def test_a_failing_child_leaves_its_siblings_to_finish() -> None:
             lambda b: [ToolCall(name="append_line", args={"path": f"/n{b}.md", "text": b})]
         )._fn(request)  # type: ignore[return-value]
 
-    worker = {
-        "name": "w",
-        "description": "w",
-        "system_prompt": "w",
-        "tools": [append_line],
-        "model": FunctionModel(answer),
-    }
+    worker = subagent("w", FunctionModel(answer), tools=[append_line])
     parent = parent_model(fan_out(*[(str(i), "w") for i in range(10)]))
     result = await create_deep_agent(parent, subagents=[worker]).ainvoke("go")
     results = [m for m in result["messages"] if isinstance(m, ToolMessage)]
@@ -220,14 +207,7 @@ async def test_a_timed_out_child_merges_nothing() -> None:
             await anyio.sleep(10)  # wrote its file, then hangs before answering
         return worker_model(act)._fn(request)  # type: ignore[return-value]
 
-    worker = {
-        "name": "w",
-        "description": "w",
-        "system_prompt": "w",
-        "tools": [append_line],
-        "model": FunctionModel(answer),
-        "timeout": 0.3,
-    }
+    worker = subagent("w", FunctionModel(answer), tools=[append_line], timeout=0.3)
     parent = parent_model(fan_out(("slow", "w"), ("quick", "w")))
     with anyio.fail_after(5):
         result = await create_deep_agent(parent, subagents=[worker]).ainvoke("go")
@@ -252,7 +232,7 @@ async def test_cancelling_mid_fan_out_leaves_no_task_alive() -> None:
             alive -= 1
         return "never"
 
-    worker = {"name": "w", "description": "w", "system_prompt": "w", "model": FunctionModel(answer)}
+    worker = subagent("w", FunctionModel(answer))
     parent = parent_model(fan_out(*[(str(i), "w") for i in range(20)]))
     agent = create_deep_agent(parent, subagents=[worker])
     with anyio.fail_after(5):
@@ -280,7 +260,7 @@ async def test_a_run_timeout_bounds_every_descendant() -> None:
             alive -= 1
         return "never"
 
-    worker = {"name": "w", "description": "w", "system_prompt": "w", "model": FunctionModel(answer)}
+    worker = subagent("w", FunctionModel(answer))
     parent = parent_model(fan_out(*[(str(i), "w") for i in range(5)]))
     with anyio.fail_after(5), pytest.raises(TimeoutError):
         await create_deep_agent(parent, subagents=[worker]).ainvoke("go", timeout=0.2)
@@ -308,7 +288,7 @@ async def test_only_the_final_answer_enters_the_parents_context() -> None:
             "the distilled answer",
         ]
     )
-    researcher = {"name": "r", "description": "r", "system_prompt": "r", "model": child_model}
+    researcher = subagent("r", child_model)
     parent = parent_model(fan_out(("question", "r")))
     result = await create_deep_agent(parent, subagents=[researcher]).ainvoke("go")
     texts = [m.text for m in result["messages"]]
@@ -345,16 +325,14 @@ async def test_general_purpose_uses_the_parents_model_and_tools() -> None:
 
 
 async def test_children_stream_progress_tagged_with_their_path() -> None:
-    worker = {
-        "name": "researcher",
-        "description": "r",
-        "system_prompt": "r",
-        "tools": [append_line],
-        "model": worker_model(
+    worker = subagent(
+        "researcher",
+        worker_model(
             lambda b: [ToolCall(name="append_line", args={"path": f"/{b}.md", "text": b})],
             latency=0.01,
         ),
-    }
+        tools=[append_line],
+    )
     parent = parent_model(fan_out(("a", "researcher"), ("b", "researcher")))
     seen = [e async for e in create_deep_agent(parent, subagents=[worker]).astream("go")]
     paths = {e.path for e in seen}
@@ -385,7 +363,7 @@ async def test_fan_out_cap_limits_children_working_at_once() -> None:
         active -= 1
         return "ok"
 
-    worker = {"name": "w", "description": "w", "system_prompt": "w", "model": FunctionModel(answer)}
+    worker = subagent("w", FunctionModel(answer))
     parent = parent_model(fan_out(*[(str(i), "w") for i in range(12)]))
     agent = create_deep_agent(parent, subagents=[worker], max_concurrent_subagents=3)
     result = await agent.ainvoke("go")
@@ -394,12 +372,7 @@ async def test_fan_out_cap_limits_children_working_at_once() -> None:
 
 
 async def test_a_prebuilt_agent_can_be_a_subagent_with_its_own_subagents() -> None:
-    leaf = {
-        "name": "leaf",
-        "description": "l",
-        "system_prompt": "l",
-        "model": FunctionModel(lambda r: "leaf answer"),
-    }
+    leaf = subagent("leaf", FunctionModel(lambda r: "leaf answer"))
     middle = create_deep_agent(
         parent_model(fan_out(("deep", "leaf"))), subagents=[leaf], name="middle"
     )
@@ -423,13 +396,11 @@ async def test_a_child_sees_the_parents_files_copy_on_write() -> None:
         assert runtime.backend is not None
         return (await runtime.backend.read(path)).text
 
-    reader = {
-        "name": "reader",
-        "description": "r",
-        "system_prompt": "r",
-        "tools": [peek],
-        "model": worker_model(lambda b: [ToolCall(name="peek", args={"path": "/seed.md"})]),
-    }
+    reader = subagent(
+        "reader",
+        worker_model(lambda b: [ToolCall(name="peek", args={"path": "/seed.md"})]),
+        tools=[peek],
+    )
     parent = parent_model(fan_out(("look", "reader")))
     result = await create_deep_agent(parent, subagents=[reader]).ainvoke(
         {"messages": "go", "files": {"/seed.md": FileRecord(content="seeded")}}
@@ -452,12 +423,7 @@ async def test_the_tree_wide_cap_binds_every_level_without_deadlock() -> None:
         active -= 1
         return "leaf done"
 
-    leaf = {
-        "name": "leaf",
-        "description": "l",
-        "system_prompt": "l",
-        "model": FunctionModel(leaf_answer),
-    }
+    leaf = subagent("leaf", FunctionModel(leaf_answer))
     middle = create_deep_agent(
         parent_model(fan_out(("a", "leaf"), ("b", "leaf"), ("c", "leaf"))),
         subagents=[leaf],
@@ -484,7 +450,7 @@ async def test_usage_adds_up_per_subtree_and_per_run() -> None:
         answer = parent_model(fan_out(("a", "w"), ("b", "w")))._fn(request)
         return answer.model_copy(update={"usage": Usage(input_tokens=100, output_tokens=5)})  # type: ignore[union-attr]
 
-    worker = {"name": "w", "description": "w", "system_prompt": "w", "model": FunctionModel(child)}
+    worker = subagent("w", FunctionModel(child))
     stream = create_deep_agent(FunctionModel(top), subagents=[worker]).astream("go")
     seen = [e async for e in stream]
     finished = [e for e in seen if isinstance(e, events.SubagentFinished)]
