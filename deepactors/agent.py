@@ -384,7 +384,6 @@ class DeepAgent:
             emit=emit_stream.send_nowait if emit_stream is not None else None,
             context=options.get("context") or {},
         )
-        run.services["deadline"] = handle.deadline
         return run
 
     async def _execute(
