@@ -16,7 +16,11 @@ from .actors import RunHandle as RunHandle
 from .actors import Runtime as Runtime
 from .actors import open_runtime as open_runtime
 from .agent import DeepAgent as DeepAgent
-from .agent import create_deep_agent as create_deep_agent
+from .backends import CompositeBackend as CompositeBackend
+from .backends import FilesystemBackend as FilesystemBackend
+from .backends import LocalShellBackend as LocalShellBackend
+from .backends import StateBackend as StateBackend
+from .backends import StoreBackend as StoreBackend
 from .context import RunContext as RunContext
 from .context import ToolRuntime as ToolRuntime
 from .errors import DeepActorsError as DeepActorsError
@@ -24,6 +28,7 @@ from .errors import InputError as InputError
 from .errors import RunCancelled as RunCancelled
 from .errors import StepLimitExceeded as StepLimitExceeded
 from .errors import ToolError as ToolError
+from .factory import create_deep_agent as create_deep_agent
 from .messages import AssistantMessage as AssistantMessage
 from .messages import SystemMessage as SystemMessage
 from .messages import TextBlock as TextBlock
@@ -36,6 +41,10 @@ from .models import ChatModel as ChatModel
 from .models import FunctionModel as FunctionModel
 from .models import ModelRequest as ModelRequest
 from .models import ScriptedModel as ScriptedModel
+from .persistence import MemoryCheckpointer as MemoryCheckpointer
+from .persistence import MemoryStore as MemoryStore
+from .persistence import SqliteCheckpointer as SqliteCheckpointer
+from .persistence import SqliteStore as SqliteStore
 from .state import FileRecord as FileRecord
 from .state import Todo as Todo
 from .tools import Command as Command
@@ -47,19 +56,28 @@ __all__ = [
     "AssistantMessage",
     "ChatModel",
     "Command",
+    "CompositeBackend",
     "DeepActorsError",
     "DeepAgent",
     "EventStream",
     "FileRecord",
+    "FilesystemBackend",
     "FunctionModel",
     "InputError",
+    "LocalShellBackend",
+    "MemoryCheckpointer",
+    "MemoryStore",
     "ModelRequest",
     "RunCancelled",
     "RunContext",
     "RunHandle",
     "Runtime",
     "ScriptedModel",
+    "SqliteCheckpointer",
+    "SqliteStore",
+    "StateBackend",
     "StepLimitExceeded",
+    "StoreBackend",
     "SystemMessage",
     "TextBlock",
     "Todo",

@@ -35,9 +35,9 @@ def _demo(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     import os
 
-    from .agent import create_deep_agent
     from .demo import print_event
     from .errors import ConfigurationError, DeepActorsError
+    from .factory import create_deep_agent
 
     model = args.model or None
     if (model is None or str(model).startswith("anthropic:")) and not os.environ.get(

@@ -1,27 +1,171 @@
-"""What hooks and tools can see of the run they are part of."""
+"""What hooks and tools can see of the run they are part of.
+
+:class:`RunContext` is one actor's run; :class:`TreeContext` is what a whole
+actor tree shares (the top-level run owns it, every subagent run points at the
+same one). Both are plain typed records: the runtime fills their fields, and
+middleware keep per-run objects of their own under typed keys
+(:class:`RunKey`), in the spirit of anyio's typed attributes, instead of string
+keys into a shared dict.
+"""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
+import anyio
 import anyio.from_thread
 
 from .events import CustomEvent, Event
-from .messages import Usage
+from .interrupts import ActionRequest, Decision
+from .messages import ToolMessage, Usage
 
 if TYPE_CHECKING:
-    from .actors._journal import Journal
     from .backends import Backend
-    from .persistence.store import Store
-    from .state import State
+    from .persistence import Store
+    from .state import Applied, State
 
-__all__ = ["RunContext", "ToolRuntime"]
+__all__ = [
+    "RunContext",
+    "RunJournal",
+    "RunKey",
+    "ThreadRecords",
+    "ToolResult",
+    "ToolRuntime",
+    "TreeContext",
+    "TreeSlot",
+]
+
+T = TypeVar("T")
+
+ToolResult = tuple[ToolMessage, dict[str, Any] | None]
+"""A finished tool call: the result message and the state update it asked for."""
 
 
-@dataclass(slots=True, kw_only=True)
+class RunJournal(Protocol):
+    """Where an actor tree's state changes are checkpointed (see ``actors._journal``)."""
+
+    def record(self, path: str, step: int, kind: str, data: dict[str, Any]) -> int:
+        """Queue a record of the actor at ``path``; return a ticket."""
+        ...
+
+    def record_tool_result(
+        self,
+        path: str,
+        step: int,
+        message: ToolMessage,
+        update: Mapping[str, Any] | None,
+        state: State,
+    ) -> None:
+        """Record a finished tool call, so a resumed step does not run it again."""
+        ...
+
+    def listener(
+        self, path: str, state: State, step: Callable[[], int]
+    ) -> Callable[[Applied], None]:
+        """A state listener recording every update the actor at ``path`` applies."""
+        ...
+
+    async def sync(self) -> None:
+        """Wait until everything recorded so far is stored."""
+        ...
+
+
+class ThreadRecords(Protocol):
+    """A thread's saved records, as the actors resuming from them read them."""
+
+    def has(self, path: str) -> bool:
+        """Whether the actor at ``path`` left anything to resume from."""
+        ...
+
+    def pending_interrupt(self, path: str) -> list[ActionRequest] | None:
+        """The requests the actor at ``path`` stopped for, unless already answered."""
+        ...
+
+    def replay(self, path: str, state: State) -> dict[str, ToolResult]:
+        """Rebuild the actor's state; return the results of its unfinished step."""
+        ...
+
+
+class RunKey(Generic[T]):
+    """A typed key for a per-run object of a middleware: ``run.local(KEY)``.
+
+    Args:
+        name: Shown in reprs and errors.
+        factory: Makes the value the first time a run asks for it.
+    """
+
+    __slots__ = ("factory", "name")
+
+    def __init__(self, name: str, factory: Callable[[], T]) -> None:
+        self.name = name
+        self.factory = factory
+
+    def __repr__(self) -> str:
+        return f"RunKey({self.name!r})"
+
+
+class TreeSlot:
+    """A child's slot under the tree-wide fan-out cap.
+
+    A subagent waiting on its own subagents lends its slot back meanwhile:
+    otherwise a cap smaller than the tree's depth would deadlock (every slot
+    held by a parent waiting for a child that waits for a slot).
+    """
+
+    __slots__ = ("held", "lent", "limiter")
+
+    def __init__(self, limiter: anyio.Semaphore) -> None:
+        self.limiter = limiter
+        self.held = False
+        self.lent = 0
+
+    async def acquire(self) -> None:
+        """Wait for a slot."""
+        await self.limiter.acquire()
+        self.held = True
+
+    def release(self) -> None:
+        """Give the slot back (no-op if not held)."""
+        if self.held:
+            self.held = False
+            self.limiter.release()
+
+    def lend(self) -> None:
+        """Lend the slot while this actor waits for its own children."""
+        self.lent += 1
+        if self.lent == 1:
+            self.release()
+
+    async def reclaim(self) -> None:
+        """Take the slot back once the last child this actor waited for is done."""
+        self.lent -= 1
+        if self.lent == 0 and not self.held:
+            await self.acquire()
+
+
+@dataclass(slots=True, kw_only=True, eq=False)
+class TreeContext:
+    """What every actor of one run's tree shares; owned by the top-level run.
+
+    Attributes:
+        thread_id: The conversation thread, if the run has one.
+        decisions: Human decisions the run was resumed with, by tool call id.
+        journal: Where the tree's changes are checkpointed, if anywhere.
+        restored: The thread's saved records, when the run resumes from them.
+        subagent_limiter: The tree-wide cap on subagents working at once.
+    """
+
+    thread_id: str | None = None
+    decisions: Mapping[str, Decision] = field(default_factory=dict)
+    journal: RunJournal | None = None
+    restored: ThreadRecords | None = None
+    subagent_limiter: anyio.Semaphore | None = None
+
+
+@dataclass(slots=True, kw_only=True, eq=False)
 class RunContext:
     """The context of one actor's run, handed to every hook.
 
@@ -36,11 +180,15 @@ class RunContext:
         emit: Sends an event to the run's listeners; ``None`` when nobody listens,
             so callers test it before building an event.
         context: Free-form values the caller passed with ``context=``.
-        services: Middleware-private per-run objects, keyed by middleware name.
         parent: The run of the parent actor, for a subagent.
+        tree: What the whole actor tree shares (the same object in every run of it).
+        tool_names: The names of the tools the agent has.
+        resumed: Results of tool calls that finished before the run stopped
+            (a crash or an interrupt), by call id: they are not run again.
+        slot: This actor's slot under the tree-wide subagent cap, if any.
         usage: Tokens spent by this run and every subagent under it, so far.
         step: Model calls this run has made so far.
-        journal: Where the run's changes are checkpointed, if anywhere.
+        loop_thread: The OS thread of the event loop the run is on.
     """
 
     path: str
@@ -52,12 +200,20 @@ class RunContext:
     store: Store | None = None
     emit: Callable[[Event], None] | None = None
     context: Mapping[str, Any] = field(default_factory=dict)
-    services: dict[str, Any] = field(default_factory=dict)
     parent: RunContext | None = None
+    tree: TreeContext = field(default_factory=TreeContext)
+    tool_names: Collection[str] = ()
+    resumed: dict[str, ToolResult] | None = None
+    slot: TreeSlot | None = None
     usage: Usage | None = None
     step: int = 0
-    journal: Journal | None = None
     loop_thread: int = field(default_factory=threading.get_ident)
+    _locals: dict[RunKey[Any], Any] = field(default_factory=dict, init=False, repr=False)
+
+    @property
+    def journal(self) -> RunJournal | None:
+        """Where the run's changes are checkpointed, if anywhere."""
+        return self.tree.journal
 
     @property
     def root(self) -> RunContext:
@@ -66,6 +222,17 @@ class RunContext:
         while run.parent is not None:
             run = run.parent
         return run
+
+    def local(self, key: RunKey[T]) -> T:
+        """This run's value for ``key``, made by ``key.factory`` on first use.
+
+        Per run of one actor: a subagent's run has its own values.
+        """
+        try:
+            return self._locals[key]  # type: ignore[no-any-return]
+        except KeyError:
+            value = self._locals[key] = key.factory()
+            return value
 
     def add_usage(self, usage: Usage | None) -> None:
         """Count tokens spent by this run or a subagent under it."""
@@ -80,7 +247,9 @@ class ToolRuntime:
     Attributes:
         state: The calling actor's state, read-only by convention: return
             ``Command(update=...)`` to change it.
-        tool_call_id: The id of the call being answered.
+        tool_call_id: The id of the call being answered. Stable across a resume:
+            a call that is run again after a crash has the same id, so a tool can
+            use it as an idempotency key for effects outside the agent.
         run: The run's context (path, backend, store, ...).
     """
 
@@ -102,6 +271,11 @@ class ToolRuntime:
     def store(self) -> Store | None:
         """The agent's long-term store, if any."""
         return self.run.store
+
+    @property
+    def context(self) -> Mapping[str, Any]:
+        """The values the caller passed with ``context=``."""
+        return self.run.context
 
     def write(self, data: Any) -> None:
         """Stream ``data`` to the run's listeners as a :class:`CustomEvent`.

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from .agent import DeepAgent, create_deep_agent
+from .agent import DeepAgent
 from .events import (
     Event,
     ModelCallFinished,
@@ -28,6 +28,7 @@ from .events import (
     ToolCallStarted,
     describe,
 )
+from .factory import create_deep_agent
 from .messages import AssistantMessage, ToolCall, ToolMessage
 from .models import FunctionModel, ModelRequest
 

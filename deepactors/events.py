@@ -27,6 +27,7 @@ __all__ = [
     "SubagentCancelled",
     "SubagentFailed",
     "SubagentFinished",
+    "SubagentInterrupted",
     "SubagentSpawned",
     "TodosUpdated",
     "ToolCallFinished",
@@ -166,6 +167,19 @@ class SubagentCancelled(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SubagentInterrupted(Event):
+    """A tool call inside a child waits for a human; the parent's run stops too.
+
+    Attributes:
+        child: The child's actor path.
+        requests: The pending requests (each names the actor that made the call).
+    """
+
+    child: str
+    requests: Sequence[Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Interrupted(Event):
     """The run stopped to wait for human decisions."""
 
@@ -214,6 +228,8 @@ def describe(event: Event) -> str:
             return f"failed {child}: {error}"
         case SubagentCancelled(child=child, timed_out=timed_out):
             return f"{'timed out' if timed_out else 'cancelled'} {child}"
+        case SubagentInterrupted(child=child, requests=requests):
+            return f"subagent {child} waits for {len(requests)} decision(s)"
         case Interrupted(requests=reqs):
             return f"interrupted: {len(reqs)} decision(s) needed"
         case CustomEvent(data=data):

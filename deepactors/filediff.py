@@ -3,7 +3,9 @@
 A subagent starts from a copy-on-write snapshot of its parent's files. When it
 finishes, :func:`diff_files` records, per path it created, changed or deleted,
 the record it started from (``base``) and the record it ended with (``new``).
-The parent's ``files`` channel folds a :class:`FileDiff` with :func:`merge_diff`:
+The parent's ``files`` channel folds a :class:`FileDiff` with :func:`merge`, which
+computes the effect (a plain per-path update) and an outcome per path, without
+changing its inputs:
 
 * the parent's file is still the one the child started from: the child's change
   applies (a delete included);
@@ -14,7 +16,7 @@ The parent's ``files`` channel folds a :class:`FileDiff` with :func:`merge_diff`
   ``<stem>.conflict-<task>.<ext>`` (``/notes.md`` from ``task-3`` becomes
   ``/notes.conflict-task-3.md``), and the child's tool result says so.
 
-No write is ever dropped without a word: every outcome is in :attr:`FileDiff.report`.
+No write is ever dropped without a word: every outcome is in :meth:`MergeResult.report`.
 Children of one model turn are merged in the order of their tool calls, not the
 order they finish, so the result does not depend on timing.
 """
@@ -22,20 +24,58 @@ order they finish, so the result does not depend on timing.
 from __future__ import annotations
 
 import difflib
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Literal
 
-from .state import FileRecord
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "FileChange",
     "FileDiff",
+    "FileRecord",
     "MergeOutcome",
+    "MergeResult",
     "conflict_path",
     "diff_files",
+    "merge",
     "merge_diff",
     "three_way_merge",
 ]
+
+
+class FileRecord(BaseModel):
+    """A file kept in agent state.
+
+    Attributes:
+        content: The whole text, line endings as written.
+        version: 1 when created, +1 on every change. Subagent diffs are checked
+            against it to tell whether a sibling changed the file meanwhile.
+        created_at: Creation time, seconds since the epoch.
+        modified_at: Time of the last change, seconds since the epoch.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    content: str
+    version: int = 1
+    created_at: float = Field(default_factory=time.time)
+    modified_at: float = Field(default_factory=time.time)
+
+    def changed(self, content: str) -> FileRecord:
+        """The next version of this file with new content."""
+        return FileRecord(
+            content=content,
+            version=self.version + 1,
+            created_at=self.created_at,
+            modified_at=time.time(),
+        )
+
+    @staticmethod
+    def written(current: FileRecord | None, content: str) -> FileRecord:
+        """The record after writing ``content`` over ``current`` (None: a new file)."""
+        return FileRecord(content=content) if current is None else current.changed(content)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,30 +105,40 @@ class MergeOutcome:
     """
 
     path: str
-    how: str
+    how: Literal["applied", "merged", "unchanged", "conflict", "kept"]
     saved_as: str | None = None
 
 
-@dataclass(slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class FileDiff:
     """A child's file changes, as the parent's ``files`` reducer receives them.
 
     Attributes:
         changes: Per path, what the child started from and ended with.
         label: Names the child in conflict file names (``task-3``).
-        outcomes: Filled in by the merge, one per path.
     """
 
     changes: Mapping[str, FileChange]
     label: str
-    outcomes: list[MergeOutcome] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.changes)
 
-    def merge_into(self, files: dict[str, FileRecord]) -> dict[str, FileRecord]:
-        """Merge into ``files`` (what the ``files`` reducer calls for a diff)."""
-        return merge_diff(files, self)
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MergeResult:
+    """What merging a :class:`FileDiff` did.
+
+    Attributes:
+        label: The child the diff came from.
+        changes: The effect on the parent's files: per path its new record, or
+            None where the path was deleted (a plain ``files`` update).
+        outcomes: One per path of the diff, in path order.
+    """
+
+    label: str
+    changes: Mapping[str, FileRecord | None]
+    outcomes: tuple[MergeOutcome, ...]
 
     @property
     def conflicts(self) -> list[MergeOutcome]:
@@ -149,50 +199,59 @@ def _same(a: FileRecord | None, b: FileRecord | None) -> bool:
     return a is b or (a.version == b.version and a.content == b.content)
 
 
-def merge_diff(current: dict[str, FileRecord], diff: FileDiff) -> dict[str, FileRecord]:
-    """Fold a child's diff into the parent's files (the ``files`` reducer for diffs)."""
+def merge(files: Mapping[str, FileRecord], diff: FileDiff) -> MergeResult:
+    """What folding a child's diff into the parent's ``files`` does; changes neither."""
+    changes: dict[str, FileRecord | None] = {}
+    outcomes: list[MergeOutcome] = []
+
+    def now_at(path: str) -> FileRecord | None:
+        # Earlier paths of this diff may have written here (a conflict copy).
+        return changes[path] if path in changes else files.get(path)
+
+    def put(path: str, new: FileRecord | None, now: FileRecord | None) -> None:
+        if new is not None and now is not None and new.version <= now.version:
+            # Keep versions increasing along the parent's history of this path.
+            new = now.changed(new.content)
+        changes[path] = new
+
     for path in sorted(diff.changes):
         change = diff.changes[path]
-        now = current.get(path)
+        now = now_at(path)
         new = change.new
         if _same(now, change.base):
-            _set(current, path, new, now)
-            diff.outcomes.append(MergeOutcome(path=path, how="applied"))
+            put(path, new, now)
+            outcomes.append(MergeOutcome(path=path, how="applied"))
         elif new is None:
             # Deleted by the child, changed by someone else: keep the newer content.
-            if now is None:
-                diff.outcomes.append(MergeOutcome(path=path, how="unchanged"))
-            else:
-                diff.outcomes.append(MergeOutcome(path=path, how="kept"))
+            outcomes.append(MergeOutcome(path=path, how="unchanged" if now is None else "kept"))
         elif now is None:
             # Someone deleted what the child changed: the child's work wins the path.
-            _set(current, path, new, None)
-            diff.outcomes.append(MergeOutcome(path=path, how="applied"))
+            put(path, new, None)
+            outcomes.append(MergeOutcome(path=path, how="applied"))
         elif now.content == new.content:
-            diff.outcomes.append(MergeOutcome(path=path, how="unchanged"))
+            outcomes.append(MergeOutcome(path=path, how="unchanged"))
         else:
             base_text = change.base.content if change.base is not None else ""
             merged = three_way_merge(base_text, now.content, new.content)
             if merged is not None:
-                current[path] = now.changed(merged)
-                diff.outcomes.append(MergeOutcome(path=path, how="merged"))
+                changes[path] = now.changed(merged)
+                outcomes.append(MergeOutcome(path=path, how="merged"))
             else:
                 saved = conflict_path(path, diff.label)
-                _set(current, saved, new, current.get(saved))
-                diff.outcomes.append(MergeOutcome(path=path, how="conflict", saved_as=saved))
-    return current
+                put(saved, new, now_at(saved))
+                outcomes.append(MergeOutcome(path=path, how="conflict", saved_as=saved))
+    return MergeResult(label=diff.label, changes=changes, outcomes=tuple(outcomes))
 
 
-def _set(
-    files: dict[str, FileRecord], path: str, new: FileRecord | None, now: FileRecord | None
-) -> None:
-    if new is None:
-        files.pop(path, None)
-        return
-    if now is not None and new.version <= now.version:
-        # Keep versions increasing along the parent's history of this path.
-        new = now.changed(new.content)
-    files[path] = new
+def merge_diff(files: dict[str, FileRecord], diff: FileDiff) -> MergeResult:
+    """Merge a child's diff into ``files`` in place; return what it did."""
+    result = merge(files, diff)
+    for path, record in result.changes.items():
+        if record is None:
+            files.pop(path, None)
+        else:
+            files[path] = record
+    return result
 
 
 _Hunk = tuple[int, int, tuple[str, ...]]  # base[start:end] is replaced by lines

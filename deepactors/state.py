@@ -19,7 +19,6 @@ Middleware declare further channels with :class:`Channel`.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -27,10 +26,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import InputError
+from .filediff import FileChange, FileDiff, FileRecord, MergeResult, merge
 from .messages import Message, to_message, to_messages
 
 __all__ = [
     "REMOVE_ALL_MESSAGES",
+    "Applied",
     "Channel",
     "FileRecord",
     "MessageList",
@@ -42,39 +43,6 @@ __all__ = [
     "merge_files",
     "replace",
 ]
-
-
-class FileRecord(BaseModel):
-    """A file kept in agent state.
-
-    Attributes:
-        content: The whole text, line endings as written.
-        version: 1 when created, +1 on every change. Subagent diffs are checked
-            against it to tell whether a sibling changed the file meanwhile.
-        created_at: Creation time, seconds since the epoch.
-        modified_at: Time of the last change, seconds since the epoch.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    content: str
-    version: int = 1
-    created_at: float = Field(default_factory=time.time)
-    modified_at: float = Field(default_factory=time.time)
-
-    def changed(self, content: str) -> FileRecord:
-        """The next version of this file with new content."""
-        return FileRecord(
-            content=content,
-            version=self.version + 1,
-            created_at=self.created_at,
-            modified_at=time.time(),
-        )
-
-    @staticmethod
-    def written(current: FileRecord | None, content: str) -> FileRecord:
-        """The record after writing ``content`` over ``current`` (None: a new file)."""
-        return FileRecord(content=content) if current is None else current.changed(content)
 
 
 class Todo(BaseModel):
@@ -141,15 +109,13 @@ def add_messages(current: MessageList, update: Iterable[Message | RemoveMessage]
 
 
 def merge_files(
-    current: dict[str, FileRecord], update: Mapping[str, FileRecord | None] | Any
+    current: dict[str, FileRecord], update: Mapping[str, FileRecord | None]
 ) -> dict[str, FileRecord]:
     """The ``files`` reducer: set each path to its new record, or delete it on ``None``.
 
-    A subagent's :class:`~deepactors.filediff.FileDiff` is merged against the
-    versions the subagent started from instead (see :mod:`deepactors.filediff`).
+    A subagent's :class:`~deepactors.filediff.FileDiff` reaches it already
+    resolved into such a mapping (see :func:`~deepactors.filediff.merge`).
     """
-    if not isinstance(update, Mapping):
-        return update.merge_into(current)  # type: ignore[no-any-return]
     for path, record in update.items():
         if record is None:
             current.pop(path, None)
@@ -163,22 +129,76 @@ def replace(current: Any, update: Any) -> Any:
     return update
 
 
+def to_json(value: Any) -> Any:
+    """A channel value as JSON data (pydantic models dumped at any depth)."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, list | tuple):
+        return [to_json(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: to_json(v) for k, v in value.items()}
+    return value
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _no_check(state: State, value: Any) -> Any:
+    return value
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Channel:
-    """A named slot of agent state and how updates fold into it.
+    """A named slot of agent state: its reducer, and how its values cross each edge.
 
     Attributes:
         reducer: ``reducer(current, update) -> new``; may mutate ``current``.
         default: Makes the initial value.
         private: User input may not set it (only tools and middleware can).
-        coerce: Validates and converts a value from user input or a checkpoint.
-        copy: Makes the value a child's snapshot starts from (default: the default).
+        coerce: Validates and converts a value from user input; raises
+            :class:`~deepactors.errors.InputError`.
+        check: Validates and converts an update a tool asked for:
+            ``check(state, value)``; raises ``ValueError`` with a message for the
+            model that made the call.
+        resolve: Turns an update into the plain update the reducer folds, plus a
+            report of what it did (the ``files`` channel resolves a subagent's
+            diff into per-path records and merge outcomes).
+        encode: An update value as JSON data, for checkpoints.
+        decode: The inverse of ``encode`` (default: ``coerce``, then identity),
+            so a channel holding pydantic values round-trips through a checkpoint.
     """
 
     reducer: Callable[[Any, Any], Any] = replace
     default: Callable[[], Any] = lambda: None
     private: bool = False
     coerce: Callable[[Any], Any] | None = None
+    check: Callable[[State, Any], Any] = _no_check
+    resolve: Callable[[Any, Any], tuple[Any, MergeResult | None]] | None = None
+    encode: Callable[[Any], Any] = to_json
+    decode: Callable[[Any], Any] | None = None
+
+    def decoder(self) -> Callable[[Any], Any]:
+        """How a stored update of this channel is read back."""
+        return self.decode or self.coerce or _identity
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """What :meth:`State.apply` folded in: what listeners and the journal see.
+
+    Attributes:
+        update: The effective update: the input with each resolved value (a
+            subagent's diff) replaced by its effect, so replaying it needs no merge.
+        merge: What merging a subagent's diff did, if the update carried one.
+    """
+
+    update: Mapping[str, Any]
+    merge: MergeResult | None = None
+
+    def note(self) -> str:
+        """A note for the model about the merge (conflicts above all), or ``""``."""
+        return self.merge.report() if self.merge is not None else ""
 
 
 def _coerce_files(value: Any) -> dict[str, FileRecord]:
@@ -200,6 +220,83 @@ def _coerce_files(value: Any) -> dict[str, FileRecord]:
     return files
 
 
+def _check_files(state: State, value: Any) -> Any:
+    if isinstance(value, FileDiff):
+        return value
+    if not isinstance(value, Mapping):
+        raise ValueError("'files' must map paths to text, a FileRecord or None")
+    out: dict[str, FileRecord | None] = {}
+    for path, item in value.items():
+        if item is None or isinstance(item, FileRecord):
+            out[path] = item
+        elif isinstance(item, str):
+            out[path] = FileRecord.written(state.files.get(path), item)
+        else:
+            raise ValueError(f"file {path!r} must be set to text, a FileRecord or None")
+    return out
+
+
+def _resolve_files(current: Any, value: Any) -> tuple[Any, MergeResult | None]:
+    if isinstance(value, FileDiff):
+        result = merge(current, value)
+        return result.changes, result
+    return value, None
+
+
+_DIFF_KEY = "__diff__"  # never a path: paths start with "/"
+
+
+def _encode_files(value: Any) -> Any:
+    if isinstance(value, FileDiff):
+        # An unapplied diff (a tool result waiting for its step's end).
+        return {
+            _DIFF_KEY: {
+                "label": value.label,
+                "changes": {
+                    p: {"base": _record(c.base), "new": _record(c.new)}
+                    for p, c in value.changes.items()
+                },
+            }
+        }
+    return {p: _record(r) for p, r in value.items()}
+
+
+def _decode_files(data: Any) -> Any:
+    raw = data.get(_DIFF_KEY) if isinstance(data, Mapping) else None
+    if raw is not None:
+        return FileDiff(
+            changes={
+                p: FileChange(base=_read_record(c["base"]), new=_read_record(c["new"]))
+                for p, c in raw["changes"].items()
+            },
+            label=raw["label"],
+        )
+    return {p: _read_record(r) for p, r in data.items()}
+
+
+def _record(record: FileRecord | None) -> dict[str, Any] | None:
+    return None if record is None else record.model_dump(mode="json")
+
+
+def _read_record(data: Any) -> FileRecord | None:
+    return None if data is None else FileRecord.model_validate(data)
+
+
+def _check_messages(state: State, value: Any) -> Any:
+    return [v if isinstance(v, RemoveMessage) else to_message(v) for v in value]
+
+
+def _encode_messages(value: Any) -> Any:
+    return [
+        {"remove": m.id} if isinstance(m, RemoveMessage) else m.model_dump(mode="json")
+        for m in value
+    ]
+
+
+def _decode_messages(data: Any) -> Any:
+    return [RemoveMessage(m["remove"]) if "remove" in m else to_message(m) for m in data]
+
+
 def _coerce_todos(value: Any) -> list[Todo]:
     try:
         return [t if isinstance(t, Todo) else Todo.model_validate(t) for t in value]
@@ -211,10 +308,23 @@ def default_channels() -> dict[str, Channel]:
     """The channels every agent has."""
     return {
         "messages": Channel(
-            reducer=add_messages, default=MessageList, coerce=lambda v: MessageList(to_messages(v))
+            reducer=add_messages,
+            default=MessageList,
+            coerce=lambda v: MessageList(to_messages(v)),
+            check=_check_messages,
+            encode=_encode_messages,
+            decode=_decode_messages,
         ),
         "todos": Channel(default=list, private=True, coerce=_coerce_todos),
-        "files": Channel(reducer=merge_files, default=dict, coerce=_coerce_files),
+        "files": Channel(
+            reducer=merge_files,
+            default=dict,
+            coerce=_coerce_files,
+            check=_check_files,
+            resolve=_resolve_files,
+            encode=_encode_files,
+            decode=_decode_files,
+        ),
         "structured_response": Channel(private=True),
     }
 
@@ -224,7 +334,7 @@ class State(Mapping[str, Any]):
 
     Args:
         channels: Every channel this state has.
-        listener: Called with each applied update, after it is applied (events,
+        listener: Called with what each update did, after it is applied (events,
             checkpoints). ``None`` when nobody listens, so the hot path stays bare.
     """
 
@@ -235,7 +345,7 @@ class State(Mapping[str, Any]):
         channels: Mapping[str, Channel],
         values: Mapping[str, Any] | None = None,
         *,
-        listener: Callable[[Mapping[str, Any]], None] | None = None,
+        listener: Callable[[Applied], None] | None = None,
     ) -> None:
         self._channels = channels
         self._values: dict[str, Any] = {name: ch.default() for name, ch in channels.items()}
@@ -255,6 +365,11 @@ class State(Mapping[str, Any]):
         return len(self._values)
 
     @property
+    def channels(self) -> Mapping[str, Channel]:
+        """Every channel of this state, by name."""
+        return self._channels
+
+    @property
     def messages(self) -> MessageList:
         """The conversation so far."""
         return self._values["messages"]  # type: ignore[no-any-return]
@@ -264,13 +379,15 @@ class State(Mapping[str, Any]):
         """The files kept in state (path -> record)."""
         return self._values["files"]  # type: ignore[no-any-return]
 
-    def apply(self, update: Mapping[str, Any]) -> None:
-        """Fold an update into the state, channel by channel.
+    def apply(self, update: Mapping[str, Any]) -> Applied:
+        """Fold an update into the state, channel by channel; return what it did.
 
         Raises:
             KeyError: The update names a channel this state does not have.
         """
         values = self._values
+        effective: dict[str, Any] | None = None
+        merged: MergeResult | None = None
         for name, value in update.items():
             try:
                 ch = self._channels[name]
@@ -278,45 +395,44 @@ class State(Mapping[str, Any]):
                 raise KeyError(
                     f"state has no channel {name!r} (known: {', '.join(self._channels)})"
                 ) from None
+            if ch.resolve is not None:
+                resolved, report = ch.resolve(values[name], value)
+                if resolved is not value:
+                    if effective is None:
+                        effective = dict(update)
+                    effective[name] = value = resolved
+                merged = report or merged
             values[name] = ch.reducer(values[name], value)
+        applied = Applied(update if effective is None else effective, merged)
         if self.listener is not None:
-            self.listener(update)
+            self.listener(applied)
+        return applied
 
     def check_update(self, update: Mapping[str, Any]) -> dict[str, Any]:
         """Validate an update from a tool before it is applied; return it converted.
 
-        Names must be channels of this state. ``files`` values may be plain text
-        (the next version of that path), a :class:`FileRecord` or ``None``; a
-        subagent's diff passes as is. ``messages`` may be dicts.
+        Names must be channels of this state; each channel checks its value
+        (``files`` may be plain text, the next version of that path; ``messages``
+        may be dicts; a subagent's diff passes as is).
 
         Raises:
             ValueError: With a message fit for the model that made the call.
         """
         out: dict[str, Any] = {}
         for name, value in update.items():
-            if name not in self._channels:
+            ch = self._channels.get(name)
+            if ch is None:
                 raise ValueError(
                     f"cannot update {name!r}: the state has {', '.join(self._channels)}"
                 )
-            if name == "files" and isinstance(value, Mapping):
-                value = {p: self._next_file(p, v) for p, v in value.items()}
-            elif name == "messages":
-                value = [v if isinstance(v, RemoveMessage) else to_message(v) for v in value]
-            out[name] = value
+            out[name] = ch.check(self, value)
         return out
 
-    def _next_file(self, path: str, value: Any) -> FileRecord | None:
-        if value is None or isinstance(value, FileRecord):
-            return value
-        if not isinstance(value, str):
-            raise ValueError(f"file {path!r} must be set to text, a FileRecord or None")
-        return FileRecord.written(self.files.get(path), value)
-
     def add_message(self, message: Message) -> None:
-        """Append one message (the loop's hot path: no dict built per call)."""
+        """Append one message (the loop's hot path: no dict built when nobody listens)."""
         add_messages(self._values["messages"], (message,))
         if self.listener is not None:
-            self.listener({"messages": [message]})
+            self.listener(Applied({"messages": (message,)}))
 
     def to_dict(self) -> dict[str, Any]:
         """A shallow copy of every channel's value."""

@@ -2,18 +2,38 @@
 
 from __future__ import annotations
 
-from ._loop import CompiledAgent as CompiledAgent
+from ._child import ChildOutcome as ChildOutcome
+from ._child import ChildStatus as ChildStatus
+from ._child import run_child as run_child
 from ._runtime import ActorStatistics as ActorStatistics
 from ._runtime import RunHandle as RunHandle
 from ._runtime import Runtime as Runtime
+from ._runtime import await_handle as await_handle
 from ._runtime import open_runtime as open_runtime
+from ._session import saved_state as saved_state
+from ._spec import AgentSpec as AgentSpec
+from ._spec import HasSpec as HasSpec
+from ._spec import RunInput as RunInput
+from ._spec import prepare_input as prepare_input
 from ._stream import EventStream as EventStream
+from ._sync import run_sync as run_sync
+from ._sync import stream_sync as stream_sync
 
 __all__ = [
     "ActorStatistics",
-    "CompiledAgent",
+    "AgentSpec",
+    "ChildOutcome",
+    "ChildStatus",
     "EventStream",
+    "HasSpec",
     "RunHandle",
+    "RunInput",
     "Runtime",
+    "await_handle",
     "open_runtime",
+    "prepare_input",
+    "run_child",
+    "run_sync",
+    "saved_state",
+    "stream_sync",
 ]

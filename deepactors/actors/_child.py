@@ -18,23 +18,24 @@ import contextlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 import anyio
+import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ..context import RunContext
-from ..filediff import FileDiff, diff_files
+from ..context import RunContext, TreeSlot
+from ..filediff import FileDiff, FileRecord, diff_files
 from ..interrupts import ActionRequest, Interrupt
-from ..messages import AssistantMessage, Usage, UserMessage, new_id
+from ..messages import AssistantMessage, Usage, UserMessage
 from ..state import State
-from ._filewatch import actor_listener
 from ._loop import run_loop
+from ._session import child_session
+from ._spec import AgentSpec
 
-if TYPE_CHECKING:
-    from ..agent import DeepAgent
+__all__ = ["ChildOutcome", "ChildStatus", "run_child"]
 
-__all__ = ["ChildOutcome", "run_child"]
+ChildStatus = Literal["completed", "failed", "timed_out", "interrupted"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,15 +43,16 @@ class ChildOutcome:
     """A child's reply to its parent.
 
     Attributes:
-        status: ``completed``, ``failed``, ``timed_out``, ``cancelled`` or
-            ``interrupted`` (waiting for human decisions: ``requests``).
+        status: ``completed``, ``failed``, ``timed_out`` or ``interrupted``
+            (waiting for human decisions: ``requests``). A child cancelled from
+            above has no outcome: its cancellation is its parent's.
         usage: Tokens the child and its own subagents spent (completed children).
         answer: The child's final answer (completed), or why it did not finish.
         diff: Its file changes; None unless it completed (all or nothing).
         path: The child's actor path.
     """
 
-    status: Literal["completed", "failed", "timed_out", "cancelled", "interrupted"]
+    status: ChildStatus
     answer: str
     diff: FileDiff | None
     path: str
@@ -67,18 +69,20 @@ class _RunOrder:
 class _ChildActor:
     """Owns one subagent's state for the length of one ``task`` call."""
 
+    __slots__ = ("base_files", "label", "parent", "path", "slot", "spec")
+
     def __init__(
         self,
         *,
-        agent: DeepAgent,
+        spec: AgentSpec,
         path: str,
         label: str,
         parent: RunContext,
-        files: Mapping[str, Any],
+        files: Mapping[str, FileRecord],
         slot: TreeSlot | None = None,
     ) -> None:
         self.slot = slot
-        self.agent = agent
+        self.spec = spec
         self.path = path
         self.label = label
         self.parent = parent
@@ -92,36 +96,15 @@ class _ChildActor:
                 order.reply.send_nowait(await self._run(order.description))
 
     async def _run(self, description: str) -> ChildOutcome:
-        compiled = self.agent._compiled
-        state = State(compiled.channels)
-        state.files.update(self.base_files)  # copy-on-write: records are immutable
         parent = self.parent
-        backend = self.agent.backend
-        bind = getattr(backend, "bind", None)
-        run = RunContext(
-            path=self.path,
-            run_id=new_id(),
-            thread_id=parent.thread_id,
-            agent_name=compiled.name,
-            depth=parent.depth + 1,
-            backend=bind(state, name=compiled.name) if bind is not None else backend,
-            store=self.agent.store or parent.store,
-            emit=parent.emit,
-            context=parent.context,
-            parent=parent,
+        session = child_session(
+            self.spec, parent=parent, path=self.path, files=self.base_files, slot=self.slot
         )
-        if self.slot is not None:
-            run.services["tree_slot"] = self.slot
-        journal = run.journal = parent.journal
-        if journal is not None and journal.restored is not None and journal.restored.has(self.path):
-            # This child was working when its tree stopped: continue where it was.
-            run.services["resumed_results"] = journal.restored.replay(self.path, state)
-            state.listener = actor_listener(run, state)
-        else:
-            state.listener = actor_listener(run, state)
+        state, run = session.state, session.run
+        if not session.resumed:
             state.add_message(UserMessage(content=description))
         try:
-            await run_loop(compiled, state, run)
+            await run_loop(self.spec, state, run)
         except Interrupt as exc:
             return ChildOutcome(
                 status="interrupted",
@@ -135,6 +118,7 @@ class _ChildActor:
                 status="failed", answer=f"{type(exc).__name__}: {exc}", diff=None, path=self.path
             )
         finally:
+            session.close()
             parent.add_usage(run.usage)
         diff = FileDiff(changes=diff_files(self.base_files, state.files), label=self.label)
         return ChildOutcome(
@@ -161,52 +145,19 @@ def _final_answer(state: State) -> str:
 _NO_SCOPE = contextlib.nullcontext(None)
 
 
-class TreeSlot:
-    """A child's slot under the tree-wide fan-out cap.
-
-    A subagent waiting on its own subagents lends its slot back meanwhile:
-    otherwise a cap smaller than the tree's depth would deadlock (every slot
-    held by a parent waiting for a child that waits for a slot).
-    """
-
-    def __init__(self, limiter: anyio.Semaphore) -> None:
-        self.limiter = limiter
-        self.held = False
-        self.lent = 0
-
-    async def acquire(self) -> None:
-        await self.limiter.acquire()
-        self.held = True
-
-    def release(self) -> None:
-        if self.held:
-            self.held = False
-            self.limiter.release()
-
-    def lend(self) -> None:
-        self.lent += 1
-        if self.lent == 1:
-            self.release()
-
-    async def reclaim(self) -> None:
-        self.lent -= 1
-        if self.lent == 0 and not self.held:
-            await self.acquire()
-
-
 async def run_child(
-    agent: DeepAgent,
+    spec: AgentSpec,
     *,
     description: str,
     path: str,
     label: str,
     parent: RunContext,
-    files: Mapping[str, Any],
+    files: Mapping[str, FileRecord],
     timeout: float | None,
     limiter: anyio.Semaphore | None = None,
     tree_limiter: anyio.Semaphore | None = None,
 ) -> ChildOutcome:
-    """Run ``agent`` as a child actor of ``parent`` and return its reply.
+    """Run the agent ``spec`` as a child actor of ``parent`` and return its reply.
 
     ``limiter`` caps the parent's children working at once, ``tree_limiter`` the
     whole tree's. ``timeout`` covers the wait for a slot too. Past it, the child
@@ -214,7 +165,7 @@ async def run_child(
     file changes are dropped whole.
     """
     outcome: ChildOutcome | None = None
-    lender: TreeSlot | None = parent.services.get("tree_slot")
+    lender = parent.slot
     slot = TreeSlot(tree_limiter) if tree_limiter is not None else None
     # No scope at all without a timeout: on trio each one costs, times N children.
     with anyio.move_on_after(timeout) if timeout is not None else _NO_SCOPE as scope:
@@ -228,7 +179,7 @@ async def run_child(
             if slot is not None:
                 await slot.acquire()
             actor = _ChildActor(
-                agent=agent, path=path, label=label, parent=parent, files=files, slot=slot
+                spec=spec, path=path, label=label, parent=parent, files=files, slot=slot
             )
             reply_send, reply_receive = anyio.create_memory_object_stream[ChildOutcome](1)
             mailbox_send, mailbox = anyio.create_memory_object_stream[_RunOrder](4)

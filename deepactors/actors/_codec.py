@@ -1,8 +1,10 @@
 """JSON encoding of state updates and tool results, for checkpoints.
 
-A checkpoint stores *changes*, never whole states: the update each
-:meth:`~deepactors.state.State.apply` folded in, encoded here, so a thread's
-size grows with what changed. Replaying the updates in order rebuilds the state.
+A checkpoint stores *changes*, never whole states: the effective update each
+:meth:`~deepactors.state.State.apply` folded in, so a thread's size grows with
+what changed, and replaying the updates in order rebuilds the state. Each
+channel encodes and decodes its own values (:class:`~deepactors.state.Channel`);
+this module only frames them.
 """
 
 from __future__ import annotations
@@ -10,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
+from ..context import ToolResult
 from ..errors import CheckpointCorrupt
-from ..filediff import FileChange, FileDiff
 from ..messages import ToolMessage, to_message
-from ..state import FileRecord, RemoveMessage, State, Todo
+from ..state import Channel, State
 
 __all__ = [
     "decode_tool_result",
@@ -25,121 +27,64 @@ __all__ = [
 ]
 
 
-def _record(record: FileRecord | None) -> dict[str, Any] | None:
-    return None if record is None else record.model_dump(mode="json")
+def encode_update(update: Mapping[str, Any], state: State) -> dict[str, Any]:
+    """An applied (effective) update of ``state`` as JSON data."""
+    channels = state.channels
+    return {name: channels[name].encode(value) for name, value in update.items()}
 
 
-def _value(value: Any) -> Any:
-    """A channel value as JSON data (models dumped at any depth)."""
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if isinstance(value, list | tuple):
-        return [_value(v) for v in value]
-    if isinstance(value, Mapping):
-        return {k: _value(v) for k, v in value.items()}
-    return value
-
-
-def encode_update(update: Mapping[str, Any], state: State | None = None) -> dict[str, Any]:
-    """An applied update as JSON.
-
-    A subagent's :class:`FileDiff` is stored as its effect (the records now at
-    the paths it touched), so replay needs no merge.
-    """
-    out: dict[str, Any] = {}
-    for name, value in update.items():
-        if name == "messages":
-            out[name] = [
-                {"remove": m.id} if isinstance(m, RemoveMessage) else m.model_dump(mode="json")
-                for m in value
-            ]
-        elif name == "files":
-            if isinstance(value, FileDiff):
-                # A merged diff comes from an applied update: the state is at hand.
-                assert state is not None
-                files = state.files
-                touched = {o.saved_as or o.path for o in value.outcomes} | {
-                    o.path for o in value.outcomes
-                }
-                out[name] = {p: _record(files.get(p)) for p in sorted(touched)}
-            else:
-                out[name] = {p: _record(r) for p, r in value.items()}
-        else:
-            out[name] = _value(value)
-    return out
-
-
-def decode_update(data: Mapping[str, Any], *, where: str) -> dict[str, Any]:
-    """The update :func:`encode_update` stored.
+def decode_update(data: Mapping[str, Any], *, where: str, state: State) -> dict[str, Any]:
+    """The update :func:`encode_update` stored, for ``state``'s channels.
 
     Raises:
-        CheckpointCorrupt: The data is not a valid update (``where`` names it).
+        CheckpointCorrupt: The data is not a valid update (``where`` names it,
+            the stored data is not quoted).
     """
+    channels: Mapping[str, Channel] = state.channels
     try:
         out: dict[str, Any] = {}
         for name, value in data.items():
-            if name == "messages":
-                out[name] = [
-                    RemoveMessage(m["remove"]) if "remove" in m else to_message(m) for m in value
-                ]
-            elif name == "files":
-                out[name] = {
-                    p: None if r is None else FileRecord.model_validate(r) for p, r in value.items()
-                }
-            elif name == "todos":
-                out[name] = [Todo.model_validate(t) for t in value]
-            else:
-                out[name] = value
+            channel = channels.get(name)
+            if channel is None:
+                raise KeyError(f"no channel {name!r} in this agent")
+            out[name] = channel.decoder()(value)
         return out
     except (ValidationError, ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise CheckpointCorrupt(f"{where}: unreadable state update: {exc}") from exc
+        raise CheckpointCorrupt(f"{where}: unreadable state update ({_kind(exc)})") from exc
 
 
-def encode_tool_result(message: ToolMessage, update: Mapping[str, Any] | None) -> dict[str, Any]:
+def encode_tool_result(
+    message: ToolMessage, update: Mapping[str, Any] | None, state: State
+) -> dict[str, Any]:
     """A finished tool call's result, kept so a resumed step does not run it again."""
     encoded: dict[str, Any] = {"message": message.model_dump(mode="json")}
     if update:
-        rest = {k: v for k, v in update.items() if k != "files"}
-        files = update.get("files")
-        if isinstance(files, FileDiff):
-            encoded["diff"] = {
-                "label": files.label,
-                "changes": {
-                    p: {"base": _record(c.base), "new": _record(c.new)}
-                    for p, c in files.changes.items()
-                },
-            }
-        elif files is not None:
-            rest["files"] = files
-        if rest:
-            encoded["update"] = encode_update(rest)
+        encoded["update"] = encode_update(update, state)
     return encoded
 
 
-def decode_tool_result(
-    data: Mapping[str, Any], *, where: str
-) -> tuple[ToolMessage, dict[str, Any] | None]:
+def decode_tool_result(data: Mapping[str, Any], *, where: str, state: State) -> ToolResult:
     """The ``(message, update)`` :func:`encode_tool_result` stored."""
     try:
         message = to_message(data["message"])
         if not isinstance(message, ToolMessage):
             raise TypeError("not a tool message")
-        update: dict[str, Any] | None = None
-        if "update" in data:
-            update = decode_update(data["update"], where=where)
-        if "diff" in data:
-            raw = data["diff"]
-            changes = {
-                p: FileChange(
-                    base=None if c["base"] is None else FileRecord.model_validate(c["base"]),
-                    new=None if c["new"] is None else FileRecord.model_validate(c["new"]),
-                )
-                for p, c in raw["changes"].items()
-            }
-            update = dict(update or {})
-            update["files"] = FileDiff(changes=changes, label=raw["label"])
-        return message, update
-    except CheckpointCorrupt:
-        raise
     except (ValidationError, ValueError, TypeError, KeyError) as exc:
-        raise CheckpointCorrupt(f"{where}: unreadable tool result: {exc}") from exc
+        raise CheckpointCorrupt(f"{where}: unreadable tool result ({_kind(exc)})") from exc
+    update: dict[str, Any] | None = None
+    if "update" in data:
+        update = decode_update(data["update"], where=where, state=state)
+    if "diff" in data:
+        # Written before channels encoded their own values: the diff stood apart.
+        legacy = decode_update({"files": {"__diff__": data["diff"]}}, where=where, state=state)
+        update = {**(update or {}), **legacy}
+    return message, update
+
+
+def _kind(exc: Exception) -> str:
+    """Say what is wrong without quoting the stored (user) data."""
+    if isinstance(exc, ValidationError):
+        return f"{exc.error_count()} validation error(s) in {exc.title}"
+    if isinstance(exc, KeyError):
+        return f"missing or unknown key {exc}"
+    return type(exc).__name__

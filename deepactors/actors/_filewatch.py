@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Literal
 
 from ..context import RunContext
 from ..events import FileChanged, TodosUpdated
-from ..filediff import FileDiff
-from ..state import FileRecord, State
+from ..state import Applied, FileRecord, State
 
 __all__ = ["actor_listener", "state_events"]
 
+Change = Literal["created", "modified", "deleted"]
 
-def state_events(run: RunContext, state: State) -> Callable[[Mapping[str, Any]], None]:
+
+def state_events(run: RunContext, state: State) -> Callable[[Applied], None]:
     """A state listener that emits an event per file change and per plan change.
 
     Whoever changed the state (a tool, a hook, a subagent's merge), listeners see
@@ -22,53 +23,47 @@ def state_events(run: RunContext, state: State) -> Callable[[Mapping[str, Any]],
     emit = run.emit
     assert emit is not None
 
-    def listener(update: Mapping[str, Any]) -> None:
+    def listener(applied: Applied) -> None:
+        update = applied.update
         if "todos" in update:
             emit(TodosUpdated(path=run.path, run_id=run.run_id, todos=state["todos"]))
         files = update.get("files")
-        if isinstance(files, FileDiff):
-            # A subagent's merged diff: report where each change landed.
-            for outcome in files.outcomes:
-                if outcome.how in ("applied", "merged", "conflict"):
-                    landed = outcome.saved_as or outcome.path
-                    kind: Literal["created", "modified", "deleted"]
-                    if landed not in state.files:
-                        kind = "deleted"
-                    elif outcome.saved_as or files.changes[outcome.path].base is None:
-                        kind = "created"
-                    else:
-                        kind = "modified"
-                    emit(
-                        FileChanged(path=run.path, run_id=run.run_id, file_path=landed, change=kind)
-                    )
-        elif files:
-            for path, record in files.items():
-                change: Literal["created", "modified", "deleted"]
-                if record is None:
-                    change = "deleted"
-                elif isinstance(record, FileRecord) and record.version > 1:
-                    change = "modified"
-                else:
-                    change = "created"
-                emit(FileChanged(path=run.path, run_id=run.run_id, file_path=path, change=change))
+        if not files:
+            return
+        created: set[str] = set()
+        if applied.merge is not None:
+            # A subagent's merged diff: a conflict copy, or a path the child made.
+            for outcome in applied.merge.outcomes:
+                if outcome.saved_as is not None:
+                    created.add(outcome.saved_as)
+        for path, record in files.items():
+            change: Change
+            if record is None:
+                change = "deleted"
+            elif path in created or (isinstance(record, FileRecord) and record.version == 1):
+                change = "created"
+            else:
+                change = "modified"
+            emit(FileChanged(path=run.path, run_id=run.run_id, file_path=path, change=change))
 
     return listener
 
 
-def actor_listener(run: RunContext, state: State) -> Callable[[Mapping[str, Any]], None] | None:
+def actor_listener(run: RunContext, state: State) -> Callable[[Applied], None] | None:
     """The state listener of an actor: events and the journal, whichever apply."""
-    listeners = []
+    listeners: list[Callable[[Applied], None]] = []
     if run.emit is not None:
         listeners.append(state_events(run, state))
-    if run.journal is not None:
-        listeners.append(run.journal.listener(run.path, state, lambda: run.step))
+    journal = run.journal
+    if journal is not None:
+        listeners.append(journal.listener(run.path, state, lambda: run.step))
     if not listeners:
         return None
     if len(listeners) == 1:
         return listeners[0]
 
-    def both(update: Mapping[str, Any]) -> None:
+    def both(applied: Applied) -> None:
         for listener in listeners:
-            listener(update)
+            listener(applied)
 
     return both

@@ -23,16 +23,15 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from ..context import ToolResult
 from ..errors import CheckpointCorrupt, CheckpointError
 from ..interrupts import ActionRequest
 from ..messages import ToolMessage
-from ..persistence._checkpoint import Checkpointer, CheckpointRecord, CheckpointWrite
-from ..state import State
+from ..persistence import Checkpointer, CheckpointRecord, CheckpointWrite
+from ..state import Applied, State
 from ._codec import decode_tool_result, decode_update, encode_tool_result, encode_update
 
 __all__ = ["Journal", "Restored", "open_journal"]
-
-ToolResult = tuple[ToolMessage, dict[str, Any] | None]
 
 
 class Restored:
@@ -69,9 +68,9 @@ class Restored:
         for record in self.by_path.get(path, ()):
             where = f"thread {self.thread_id!r}, actor {path!r}, record {record.seq}"
             if record.kind == "update":
-                state.apply(decode_update(record.data, where=where))
+                state.apply(decode_update(record.data, where=where, state=state))
             elif record.kind == "tool_result":
-                message, update = decode_tool_result(record.data, where=where)
+                message, update = decode_tool_result(record.data, where=where, state=state)
                 results[message.tool_call_id] = (message, update)
         answered = {m.tool_call_id for m in state.messages if isinstance(m, ToolMessage)}
         return {k: v for k, v in results.items() if k not in answered}
@@ -105,18 +104,23 @@ class Journal:
         return self._ticket
 
     def record_tool_result(
-        self, path: str, step: int, message: ToolMessage, update: Mapping[str, Any] | None
+        self,
+        path: str,
+        step: int,
+        message: ToolMessage,
+        update: Mapping[str, Any] | None,
+        state: State,
     ) -> None:
         """Record a finished tool call (before it is appended at the step's end)."""
-        self.record(path, step, "tool_result", encode_tool_result(message, update))
+        self.record(path, step, "tool_result", encode_tool_result(message, update, state))
 
     def listener(
         self, path: str, state: State, step: Callable[[], int]
-    ) -> Callable[[Mapping[str, Any]], None]:
+    ) -> Callable[[Applied], None]:
         """A state listener that records every applied update of the actor at ``path``."""
 
-        def on_update(update: Mapping[str, Any]) -> None:
-            self.record(path, step(), "update", encode_update(update, state))
+        def on_update(applied: Applied) -> None:
+            self.record(path, step(), "update", encode_update(applied.update, state))
 
         return on_update
 

@@ -10,28 +10,36 @@ cancels exactly that run's subtree and leaves the actor and its siblings alone.
 A run never raises into the runtime's task group: its outcome (result or
 exception) is delivered to its :class:`RunHandle`, so one failing run cannot
 cancel the others.
+
+One rule serializes the runs of a thread: a thread actor executes an order
+only while it holds its thread's turn in this event loop (:class:`_Turn`).
+Inside one runtime the mailbox already orders them; the turn keeps runs of the
+same agent and thread that arrive through different runtimes (each call without
+a runtime opens its own) from interleaving too, in arrival order.
 """
 
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ..errors import RunCancelled, RuntimeClosed
+from ..errors import InputError, RunCancelled, RuntimeClosed
 from ..events import Event, RunFinished
 from ..messages import new_id
+from ..state import State
+from ._session import execute_root
+from ._spec import AgentSpec, HasSpec, RunInput, prepare_input
 
-if TYPE_CHECKING:
-    from ..agent import DeepAgent
-
-__all__ = ["ActorStatistics", "RunHandle", "Runtime", "open_runtime"]
+__all__ = ["ActorStatistics", "RunHandle", "Runtime", "await_handle", "open_runtime"]
 
 MAILBOX_SIZE = 64
 """Orders an actor holds before ``start`` waits: backpressure for a flooded thread."""
@@ -121,9 +129,34 @@ class _Order:
     """A run request, as it sits in a thread actor's mailbox."""
 
     handle: RunHandle
-    values: Mapping[str, Any]
-    options: Mapping[str, Any]
+    input: RunInput
+    context: Mapping[str, Any]
     emit_stream: MemoryObjectSendStream[Event] | None
+
+
+class _Turn:
+    """The turn of one (event loop, agent, thread): who may run it now, who ran it last."""
+
+    __slots__ = ("__weakref__", "lock", "writer")
+
+    def __init__(self) -> None:
+        self.lock = anyio.Lock()  # FIFO: runs take turns in arrival order
+        self.writer: object | None = None
+
+
+_TURNS: weakref.WeakValueDictionary[tuple[object, int, str], _Turn] = weakref.WeakValueDictionary()
+"""The turns in use; an entry leaves when no actor or waiting run holds it."""
+
+
+def _turn_for(spec: AgentSpec, thread_id: str) -> _Turn:
+    # The loop's token in the key: a lock belongs to one event loop, and threads
+    # running loops of their own must not share one. id(spec) cannot be reused
+    # while the entry lives: whoever holds the turn holds the spec too.
+    key = (anyio.lowlevel.current_token(), id(spec), thread_id)
+    turn = _TURNS.get(key)
+    if turn is None:
+        turn = _TURNS[key] = _Turn()
+    return turn
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
@@ -131,11 +164,12 @@ class _ThreadActor:
     """Owns one thread's state; runs that thread's orders one at a time."""
 
     runtime: Runtime
-    agent: DeepAgent
+    spec: AgentSpec
     thread_id: str | None
     key: tuple[int, str] | None
     mailbox: MemoryObjectSendStream[_Order] | None = None
-    state: Any = None
+    turn: _Turn | None = None
+    state: State | None = None
     running: bool = False
     queued: int = 0
 
@@ -181,10 +215,26 @@ class _ThreadActor:
                 handle._scope = scope
                 if handle._cancelled:
                     scope.cancel()
+                emit = order.emit_stream
                 try:
-                    result, self.state = await self.agent._run_order(
-                        self.state, order.values, handle, order.options, order.emit_stream
-                    )
+                    async with _hold(self.turn):
+                        turn = self.turn
+                        if turn is not None and turn.writer is not self and self.spec.checkpointer:
+                            # Another actor ran this thread since (a call without a
+                            # runtime, another runtime): the state kept in memory is
+                            # stale, so read the thread again from its checkpoint.
+                            self.state = None
+                        result, self.state = await execute_root(
+                            self.spec,
+                            self.state,
+                            order.input,
+                            run_id=handle.run_id,
+                            thread_id=self.thread_id,
+                            emit=emit.send_nowait if emit is not None else None,
+                            context=order.context,
+                        )
+                        if self.turn is not None:
+                            self.turn.writer = self
                 except Exception as exc:
                     # Supervision: the failure goes to whoever awaits the handle,
                     # never into the runtime's task group.
@@ -253,53 +303,70 @@ class Runtime:
 
     async def start(
         self,
-        agent: DeepAgent,
-        input: Any,
+        agent: HasSpec,
+        input: object,
         *,
         thread_id: str | None = None,
         timeout: float | None = None,
+        context: Mapping[str, Any] | None = None,
         stream: bool = False,
-        **options: Any,
     ) -> RunHandle:
         """Validate the input and queue a run; return its handle at once.
 
+        Args:
+            agent: The agent to run (anything with a ``spec``: a ``DeepAgent``).
+            input: What :meth:`DeepAgent.ainvoke` takes.
+            thread_id: The thread to run on; runs of one thread queue.
+            timeout: Seconds for the run, the wait in the queue included.
+            context: Values hooks and tools read as ``run.context``.
+            stream: Keep the run's events for :attr:`RunHandle.events`.
+
         Raises:
-            InputError: The input is invalid (nothing was started).
+            InputError: The input or an option is invalid (nothing was started).
             RuntimeClosed: The runtime is closing.
         """
         if self._closed:
             raise RuntimeClosed("this runtime is closed; open a new one with open_runtime()")
-        values = agent._prepare_input(input, thread_id)
-        deadline = math.inf if timeout is None else anyio.current_time() + timeout
+        spec = agent.spec
+        run_input = prepare_input(spec, input, thread_id)
+        deadline = _deadline(timeout)
+        if context is not None and not isinstance(context, Mapping):
+            raise InputError(f"context must be a dict, not {type(context).__name__}")
         send: MemoryObjectSendStream[Event] | None = None
         receive: MemoryObjectReceiveStream[Event] | None = None
         if stream:
             # Unbounded: emitting must never block the agent (or need an await on
             # its hot path); the consumer's pace is its own business.
             send, receive = anyio.create_memory_object_stream[Event](math.inf)
-        handle = RunHandle(path=agent.name, thread_id=thread_id, deadline=deadline, events=receive)
-        order = _Order(handle=handle, values=values, options=options, emit_stream=send)
+        handle = RunHandle(path=spec.name, thread_id=thread_id, deadline=deadline, events=receive)
+        order = _Order(handle=handle, input=run_input, context=context or {}, emit_stream=send)
         if thread_id is None:
             # No thread: a one-shot actor that exits after this order.
-            actor = _ThreadActor(runtime=self, agent=agent, thread_id=None, key=None)
+            actor = _ThreadActor(runtime=self, spec=spec, thread_id=None, key=None)
             await self._tg.start(actor.serve)
             assert actor.mailbox is not None
             actor.queued += 1
             actor.mailbox.send_nowait(order)
             actor.mailbox.close()
             return handle
-        actor = await self._actor_for(agent, thread_id)
+        actor = await self._actor_for(spec, thread_id)
         assert actor.mailbox is not None
         actor.queued += 1
         await actor.mailbox.send(order)
         return handle
 
-    async def _actor_for(self, agent: DeepAgent, thread_id: str) -> _ThreadActor:
-        key = (id(agent), thread_id)
+    async def _actor_for(self, spec: AgentSpec, thread_id: str) -> _ThreadActor:
+        key = (id(spec), thread_id)
         actor = self._actors.get(key)
         if actor is None:
-            # The actor holds the agent, so id(agent) cannot be reused while the key lives.
-            actor = _ThreadActor(runtime=self, agent=agent, thread_id=thread_id, key=key)
+            # The actor holds the spec, so id(spec) cannot be reused while the key lives.
+            actor = _ThreadActor(
+                runtime=self,
+                spec=spec,
+                thread_id=thread_id,
+                key=key,
+                turn=_turn_for(spec, thread_id),
+            )
             self._actors[key] = actor
             await self._tg.start(actor.serve)
         return actor
@@ -310,14 +377,14 @@ class Runtime:
         if actor.mailbox is not None:
             actor.mailbox.close()
 
-    async def ainvoke(self, agent: DeepAgent, input: Any, **kwargs: Any) -> dict[str, Any]:
+    async def ainvoke(self, agent: HasSpec, input: object, **kwargs: Any) -> dict[str, Any]:
         """Run ``agent`` on ``input`` under this runtime and return the final state.
 
         If the caller is cancelled, the run is cancelled too (and awaited, so
         nothing of it is alive when this returns).
         """
         handle = await self.start(agent, input, **kwargs)
-        return await _await_handle(handle)
+        return await await_handle(handle)
 
     def _close(self) -> None:
         self._closed = True
@@ -327,7 +394,28 @@ class Runtime:
         self._actors.clear()
 
 
-async def _await_handle(handle: RunHandle) -> dict[str, Any]:
+@asynccontextmanager
+async def _hold(turn: _Turn | None) -> AsyncIterator[None]:
+    if turn is None:
+        yield
+        return
+    async with turn.lock:
+        yield
+
+
+def _deadline(timeout: float | None) -> float:
+    if timeout is None:
+        return math.inf
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout != timeout:
+        raise InputError(f"timeout must be a number of seconds or None, not {timeout!r}")
+    return anyio.current_time() + max(0.0, float(timeout))
+
+
+async def await_handle(handle: RunHandle) -> dict[str, Any]:
+    """Wait for a run's result; if the caller is cancelled, cancel the run first.
+
+    The run is awaited in that case, so nothing of it outlives the caller.
+    """
     try:
         return await handle.result()
     except BaseException:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import Any
 
 import anyio
 
 from ..events import Event
-from ._runtime import RunHandle, Runtime, _await_handle, open_runtime
+from ._runtime import RunHandle, Runtime, await_handle, open_runtime
 
 __all__ = ["EventStream"]
 
@@ -33,11 +33,9 @@ class EventStream:
         start: Callable[[Runtime], Awaitable[RunHandle]],
         *,
         runtime: Runtime | None,
-        turn: AbstractAsyncContextManager[None] | None = None,
     ) -> None:
         self._start = start
         self._runtime = runtime
-        self._turn = turn
         self._stack: AsyncExitStack | None = None
         self.handle: RunHandle | None = None
         self.result: dict[str, Any] | None = None
@@ -49,8 +47,6 @@ class EventStream:
         await stack.__aenter__()
         self._stack = stack
         try:
-            if self._turn is not None:
-                await stack.enter_async_context(self._turn)
             rt = self._runtime
             if rt is None:
                 rt = await stack.enter_async_context(open_runtime())
@@ -90,7 +86,7 @@ class EventStream:
             return await handle.events.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             # The run is over: surface its error here, or keep its result.
-            self.result = await _await_handle(handle)
+            self.result = await await_handle(handle)
             raise StopAsyncIteration from None
 
     def __aiter__(self) -> AsyncIterator[Event]:

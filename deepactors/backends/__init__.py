@@ -25,6 +25,7 @@ from ._protocol import GrepMatch as GrepMatch
 from ._protocol import GrepResult as GrepResult
 from ._protocol import ReadWindow as ReadWindow
 from ._protocol import WriteResult as WriteResult
+from ._protocol import check_version as check_version
 from ._shell import LocalShellBackend as LocalShellBackend
 from ._state import StateBackend as StateBackend
 from ._store import StoreBackend as StoreBackend
@@ -46,5 +47,6 @@ __all__ = [
     "StateBackend",
     "StoreBackend",
     "WriteResult",
+    "check_version",
     "normalize_path",
 ]

@@ -1,24 +1,57 @@
-"""Middleware: hooks around the agent loop, and the built-in stack."""
+"""Middleware: hooks around the agent loop, and the built-in stack.
+
+The hook base (:class:`AgentMiddleware` and the one-hook decorators) lives in
+:mod:`deepactors.hooks`, below the actor runtime; it is re-exported here.
+"""
 
 from __future__ import annotations
 
-from ._base import AgentMiddleware as AgentMiddleware
-from ._base import HookResult as HookResult
-from ._base import JumpTo as JumpTo
-from ._base import ModelHandler as ModelHandler
-from ._base import ToolCallRequest as ToolCallRequest
-from ._base import ToolHandler as ToolHandler
-from ._base import after_agent as after_agent
-from ._base import after_model as after_model
-from ._base import before_agent as before_agent
-from ._base import before_model as before_model
-from ._base import wrap_model_call as wrap_model_call
-from ._base import wrap_tool_call as wrap_tool_call
+from ..hooks import AgentMiddleware as AgentMiddleware
+from ..hooks import HookResult as HookResult
+from ..hooks import JumpTo as JumpTo
+from ..hooks import ModelHandler as ModelHandler
+from ..hooks import ToolCallRequest as ToolCallRequest
+from ..hooks import ToolHandler as ToolHandler
+from ..hooks import after_agent as after_agent
+from ..hooks import after_model as after_model
+from ..hooks import before_agent as before_agent
+from ..hooks import before_model as before_model
+from ..hooks import wrap_model_call as wrap_model_call
+from ..hooks import wrap_tool_call as wrap_tool_call
 from ._caching import AnthropicPromptCachingMiddleware as AnthropicPromptCachingMiddleware
 from ._filesystem import FilesystemMiddleware as FilesystemMiddleware
 from ._hitl import HumanInTheLoopMiddleware as HumanInTheLoopMiddleware
 from ._patch import PatchToolCallsMiddleware as PatchToolCallsMiddleware
 from ._retry import ModelRetryMiddleware as ModelRetryMiddleware
+from ._subagents import GENERAL_PURPOSE as GENERAL_PURPOSE
+from ._subagents import GENERAL_PURPOSE_DESCRIPTION as GENERAL_PURPOSE_DESCRIPTION
+from ._subagents import GENERAL_PURPOSE_PROMPT as GENERAL_PURPOSE_PROMPT
 from ._subagents import SubAgentMiddleware as SubAgentMiddleware
 from ._subagents import SubAgentSpec as SubAgentSpec
 from ._todo import TodoListMiddleware as TodoListMiddleware
+
+__all__ = [
+    "GENERAL_PURPOSE",
+    "GENERAL_PURPOSE_DESCRIPTION",
+    "GENERAL_PURPOSE_PROMPT",
+    "AgentMiddleware",
+    "AnthropicPromptCachingMiddleware",
+    "FilesystemMiddleware",
+    "HookResult",
+    "HumanInTheLoopMiddleware",
+    "JumpTo",
+    "ModelHandler",
+    "ModelRetryMiddleware",
+    "PatchToolCallsMiddleware",
+    "SubAgentMiddleware",
+    "SubAgentSpec",
+    "TodoListMiddleware",
+    "ToolCallRequest",
+    "ToolHandler",
+    "after_agent",
+    "after_model",
+    "before_agent",
+    "before_model",
+    "wrap_model_call",
+    "wrap_tool_call",
+]

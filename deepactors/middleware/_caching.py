@@ -16,7 +16,7 @@ from deepactors.models._anthropic_convert import (
     CacheSettings,
 )
 
-from ._base import AgentMiddleware, ModelHandler
+from ..hooks import AgentMiddleware, ModelHandler
 
 __all__ = ["AnthropicPromptCachingMiddleware"]
 

@@ -10,10 +10,10 @@ import structlog
 from ..backends import Backend
 from ..context import RunContext, ToolRuntime
 from ..errors import ConfigurationError, ToolError
+from ..hooks import AgentMiddleware, ToolCallRequest, ToolHandler
 from ..messages import TextBlock, ToolMessage
 from ..state import State
 from ..tools import Command, Tool
-from ._base import AgentMiddleware, ToolCallRequest, ToolHandler
 from ._fs_format import eviction_notice, result_path, wrap_long_lines
 from ._fs_tools import FileToolLimits, make_file_tools
 
@@ -59,7 +59,7 @@ class FilesystemMiddleware(AgentMiddleware):
     a write compares it with the current version, so a change by another agent, a
     subagent merge or the user since the read means reading again. A successful
     write or edit records the new version, so consecutive edits need no re-read.
-    The record lives in ``run.services``: it is per actor and per run.
+    The record is kept per actor and per run.
 
     Any tool result (other than the file tools', which page or cut their own
     output) longer than ``large_result_chars`` is saved to

@@ -16,9 +16,8 @@ from typing import Literal
 
 import anyio
 
-from ..backends import ABSENT, Backend, normalize_path
-from ..backends._protocol import check_version
-from ..context import RunContext, ToolRuntime
+from ..backends import ABSENT, Backend, check_version, normalize_path
+from ..context import RunContext, RunKey, ToolRuntime
 from ..errors import BackendError, FileNotFound, ReadBeforeWrite, ToolError
 from ..tools import Tool, tool
 from ._fs_format import (
@@ -41,8 +40,8 @@ none included. There is no brace expansion (`{a,b}`). Dotfiles: as in a shell,
 wildcards do not match a leading dot, so `*` skips `.env` and `**` does not enter
 `.git/`; write the dot to match them (`.*`, `**/.env`, `.github/**`)."""
 
-_READS = "FilesystemMiddleware.read_versions"  # private keys in run.services
-_LOCK = "FilesystemMiddleware.write_lock"
+_READS: RunKey[dict[str, str]] = RunKey("FilesystemMiddleware.read_versions", dict)
+_LOCK: RunKey[anyio.Lock] = RunKey("FilesystemMiddleware.write_lock", anyio.Lock)
 
 
 @contextmanager
@@ -59,13 +58,10 @@ def _tool_errors() -> Iterator[None]:
 def read_versions(run: RunContext) -> dict[str, str]:
     """This actor's record of the version of each file it read (or wrote) last.
 
-    Kept in ``run.services``, so it is per run of one actor: a subagent has its
-    own, and reads never leak between agents.
+    Kept per run of one actor: a subagent has its own, and reads never leak
+    between agents.
     """
-    reads: dict[str, str] | None = run.services.get(_READS)
-    if reads is None:
-        reads = run.services[_READS] = {}
-    return reads
+    return run.local(_READS)
 
 
 def _write_lock(run: RunContext) -> anyio.Lock:
@@ -76,10 +72,7 @@ def _write_lock(run: RunContext) -> anyio.Lock:
     a change by "someone else". Other agents do not share it: between agents the
     backend's ``expected_version`` check refuses the later writer.
     """
-    lock: anyio.Lock | None = run.services.get(_LOCK)
-    if lock is None:
-        lock = run.services[_LOCK] = anyio.Lock()
-    return lock
+    return run.local(_LOCK)
 
 
 async def _expected_version(

@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ConfigurationError
-from ..interrupts import DECISIONS, ActionRequest, Decision, Interrupt
+from ..hooks import AgentMiddleware, ToolCallRequest, ToolHandler
+from ..interrupts import DECISIONS, ActionRequest, Interrupt
 from ..messages import AssistantMessage, ToolMessage
 from ..tools import Command
-from ._base import AgentMiddleware, ToolCallRequest, ToolHandler
 
 __all__ = ["HumanInTheLoopMiddleware"]
 
@@ -49,8 +49,7 @@ class HumanInTheLoopMiddleware(AgentMiddleware):
         config = self.config.get(call.name)
         if config is None:
             return await handler(request)
-        decisions: dict[str, Decision] = request.run.root.services.get("resume_decisions", {})
-        decision = decisions.get(call.id)
+        decision = request.run.tree.decisions.get(call.id)
         if decision is None:
             allowed, description = config
             raise Interrupt(

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from ..context import RunContext
+from ..hooks import AgentMiddleware, HookResult
 from ..messages import AssistantMessage, Message, ToolMessage
 from ..state import REMOVE_ALL_MESSAGES, RemoveMessage, State
-from ._base import AgentMiddleware, HookResult
 
 __all__ = ["PatchToolCallsMiddleware"]
 

@@ -13,7 +13,7 @@ from deepactors.events import CustomEvent
 from deepactors.messages import AssistantMessage
 from deepactors.models import ModelRequest
 
-from ._base import AgentMiddleware, ModelHandler
+from ..hooks import AgentMiddleware, ModelHandler
 
 __all__ = ["ModelRetryMiddleware"]
 

@@ -11,23 +11,33 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import assert_never
 
 import anyio
 
-from ..context import RunContext, ToolRuntime
+from ..actors import AgentSpec, ChildOutcome, run_child
+from ..context import RunContext, RunKey, ToolRuntime
 from ..errors import ConfigurationError, ToolError
-from ..events import SubagentCancelled, SubagentFailed, SubagentFinished, SubagentSpawned
+from ..events import (
+    SubagentCancelled,
+    SubagentFailed,
+    SubagentFinished,
+    SubagentInterrupted,
+    SubagentSpawned,
+)
+from ..hooks import AgentMiddleware
 from ..interrupts import Interrupt
 from ..messages import AssistantMessage
 from ..state import State
 from ..tools import Command, Tool, tool
-from ._base import AgentMiddleware
 
-if TYPE_CHECKING:
-    from ..agent import DeepAgent
-
-__all__ = ["GENERAL_PURPOSE", "SubAgentMiddleware", "SubAgentSpec"]
+__all__ = [
+    "GENERAL_PURPOSE",
+    "GENERAL_PURPOSE_DESCRIPTION",
+    "GENERAL_PURPOSE_PROMPT",
+    "SubAgentMiddleware",
+    "SubAgentSpec",
+]
 
 GENERAL_PURPOSE = "general-purpose"
 
@@ -62,22 +72,18 @@ Available subagent types:
 Several `task` calls in one turn run at the same time."""
 
 
-def _run_child() -> Any:
-    """The child-actor runner, imported on first use.
+class _TaskLabels:
+    """A run's ``task-<n>`` labels, numbered along the thread's history."""
 
-    The actor runtime imports this package, so the import cannot sit at the top;
-    and a function-level ``from ... import`` costs ~10 us per call (the import
-    system runs each time), which is too much per subagent.
-    """
-    global _RUN_CHILD
-    if _RUN_CHILD is None:
-        from ..actors._child import run_child
+    __slots__ = ("count", "labels", "scanned")
 
-        _RUN_CHILD = run_child
-    return _RUN_CHILD
+    def __init__(self) -> None:
+        self.labels: dict[str, str] = {}
+        self.scanned = 0
+        self.count = 0
 
 
-_RUN_CHILD: Any = None
+_LABELS = RunKey("SubAgentMiddleware.labels", _TaskLabels)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,13 +93,13 @@ class SubAgentSpec:
     Attributes:
         name: The ``subagent_type`` value that selects it.
         description: What the parent model is told it is good for.
-        agent: The agent it runs (any deepactors agent).
+        agent: The agent it runs (a ``DeepAgent``'s ``spec``).
         timeout: Seconds it may take (waiting for a slot included), or None.
     """
 
     name: str
     description: str
-    agent: DeepAgent
+    agent: AgentSpec
     timeout: float | None = None
 
 
@@ -129,6 +135,8 @@ class SubAgentMiddleware(AgentMiddleware):
             self.specs[spec.name] = spec
         self.max_concurrent = max_concurrent
         self.max_concurrent_total = max_concurrent_total
+        limit = max_concurrent or 1
+        self._own_limiter = RunKey(f"{self.name}.limiter", lambda: anyio.Semaphore(limit))
         self.system_prompt = system_prompt
         self.tools = (self._make_task_tool(),)
 
@@ -163,34 +171,30 @@ class SubAgentMiddleware(AgentMiddleware):
         tasks in no fixed order) nor per run: a child's path and its conflict
         file names must come out the same when a stopped run resumes.
         """
-        labels: dict[str, str] = run.services.setdefault("task_labels", {})
-        if call_id not in labels:
+        known = run.local(_LABELS)
+        if call_id not in known.labels:
             messages = state.messages
-            scanned = run.services.get("task_labels_scanned", 0)
-            count = run.services.get("task_labels_count", 0)
-            for message in messages[scanned:]:
+            count = known.count
+            for message in messages[known.scanned :]:
                 if isinstance(message, AssistantMessage):
                     for call in message.tool_calls:
                         if call.name == "task":
                             count += 1
-                            labels[call.id] = f"task-{count}"
-            run.services["task_labels_scanned"] = len(messages)
-            run.services["task_labels_count"] = count
-        return labels.get(call_id) or f"task-{call_id}"
+                            known.labels[call.id] = f"task-{count}"
+            known.scanned = len(messages)
+            known.count = count
+        return known.labels.get(call_id) or f"task-{call_id}"
 
     def _limiters(self, run: RunContext) -> tuple[anyio.Semaphore | None, anyio.Semaphore | None]:
         own = None
         if self.max_concurrent is not None:
-            own = run.services.get("subagent_limiter")
-            if own is None:
-                own = run.services["subagent_limiter"] = anyio.Semaphore(self.max_concurrent)
-        # The tree's cap lives at the root run and binds every level below it,
-        # whichever agent set it.
-        root = run.root.services
-        tree = root.get("subagent_tree_limiter")
-        if tree is None and self.max_concurrent_total is not None:
-            tree = root["subagent_tree_limiter"] = anyio.Semaphore(self.max_concurrent_total)
-        return own, tree
+            own = run.local(self._own_limiter)
+        # The tree's cap lives in the tree's context and binds every level below
+        # the run, whichever agent set it.
+        tree = run.tree
+        if tree.subagent_limiter is None and self.max_concurrent_total is not None:
+            tree.subagent_limiter = anyio.Semaphore(self.max_concurrent_total)
+        return own, tree.subagent_limiter
 
     async def _delegate(self, spec: SubAgentSpec, description: str, rt: ToolRuntime) -> Command:
         run = rt.run
@@ -208,7 +212,7 @@ class SubAgentMiddleware(AgentMiddleware):
                 )
             )
         own, tree = self._limiters(run)
-        outcome = await _run_child()(
+        outcome = await run_child(
             spec.agent,
             description=description,
             path=child_path,
@@ -220,34 +224,44 @@ class SubAgentMiddleware(AgentMiddleware):
             tree_limiter=tree,
         )
         if emit is not None:
-            if outcome.status == "completed":
-                emit(
-                    SubagentFinished(
-                        path=run.path, run_id=run.run_id, child=child_path, usage=outcome.usage
-                    )
-                )
-            elif outcome.status == "failed":
-                emit(
-                    SubagentFailed(
-                        path=run.path, run_id=run.run_id, child=child_path, error=outcome.answer
-                    )
-                )
-            else:
-                emit(
-                    SubagentCancelled(
-                        path=run.path,
-                        run_id=run.run_id,
-                        child=child_path,
-                        timed_out=outcome.status == "timed_out",
-                    )
-                )
-        if outcome.status == "interrupted":
-            # A call inside the child waits for a human: stop this run too, so the
-            # request reaches the top-level caller with the child's path.
-            raise Interrupt(outcome.requests)
-        if outcome.status == "failed":
-            raise ToolError(f"the subagent {child_path} failed: {outcome.answer}")
-        if outcome.status != "completed":
-            raise ToolError(outcome.answer)
-        update: Mapping[str, object] = {"files": outcome.diff} if outcome.diff else {}
-        return Command(update=update, result=outcome.answer)
+            emit(_outcome_event(run, outcome))
+        match outcome.status:
+            case "completed":
+                update: Mapping[str, object] = {"files": outcome.diff} if outcome.diff else {}
+                return Command(update=update, result=outcome.answer)
+            case "interrupted":
+                # A call inside the child waits for a human: stop this run too, so
+                # the request reaches the top-level caller with the child's path.
+                raise Interrupt(outcome.requests)
+            case "failed":
+                raise ToolError(f"the subagent {child_path} failed: {outcome.answer}")
+            case "timed_out":
+                raise ToolError(outcome.answer)
+            case _:
+                assert_never(outcome.status)
+
+
+def _outcome_event(
+    run: RunContext, outcome: ChildOutcome
+) -> SubagentFinished | SubagentFailed | SubagentCancelled | SubagentInterrupted:
+    child = outcome.path
+    match outcome.status:
+        case "completed":
+            return SubagentFinished(
+                path=run.path, run_id=run.run_id, child=child, usage=outcome.usage
+            )
+        case "failed":
+            return SubagentFailed(
+                path=run.path, run_id=run.run_id, child=child, error=outcome.answer
+            )
+        case "timed_out":
+            return SubagentCancelled(path=run.path, run_id=run.run_id, child=child, timed_out=True)
+        case "interrupted":
+            return SubagentInterrupted(
+                path=run.path,
+                run_id=run.run_id,
+                child=child,
+                requests=[r.to_dict() for r in outcome.requests],
+            )
+        case _:
+            assert_never(outcome.status)

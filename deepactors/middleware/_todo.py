@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from ..context import RunContext, ToolRuntime
+from ..hooks import AgentMiddleware, HookResult
 from ..messages import AssistantMessage, ToolMessage
 from ..state import State, Todo
 from ..tools import Command, tool
-from ._base import AgentMiddleware, HookResult
 
 __all__ = ["TodoListMiddleware"]
 

@@ -128,7 +128,7 @@ def test_a_deletion_loses_to_a_concurrent_change() -> None:
     old = FileRecord(content="v1\n")
     files = {"/f": old.changed("v2 by sibling\n")}
     diff = FileDiff(changes=diff_files({"/f": old}, {}), label="task-1")
-    merge_diff(files, diff)
+    result = merge_diff(files, diff)
     assert files["/f"].content == "v2 by sibling\n"
-    assert diff.conflicts[0].how == "kept"
-    assert "deleted /f" in diff.report()
+    assert result.conflicts[0].how == "kept"
+    assert "deleted /f" in result.report()

@@ -20,6 +20,7 @@ from deepactors import (
     events,
     open_runtime,
 )
+from deepactors.actors import Runtime
 from deepactors.models import FunctionModel, ModelRequest
 
 pytestmark = pytest.mark.anyio
@@ -244,7 +245,38 @@ async def test_runs_on_one_thread_take_turns_even_without_a_runtime() -> None:
             await anyio.wait_all_tasks_blocked()
     assert not overlap
     assert [m.text for m in results["three"]["messages"]][-2:] == ["three", "seen 5"]
-    assert agent._turns == {}  # nothing left behind
+
+
+async def test_runs_with_and_without_a_runtime_on_one_thread_take_turns() -> None:
+    from deepactors.persistence import MemoryCheckpointer
+
+    active = 0
+    overlap = False
+
+    async def answer(request: ModelRequest) -> str:
+        nonlocal active, overlap
+        active += 1
+        overlap = overlap or active > 1
+        await anyio.sleep(0.05)
+        active -= 1
+        return f"seen {len(request.messages)}"
+
+    agent = create_deep_agent(FunctionModel(answer), checkpointer=MemoryCheckpointer())
+    results: dict[str, Any] = {}
+    with anyio.fail_after(10):
+        async with open_runtime() as rt, anyio.create_task_group() as tg:
+            for i, text in enumerate(("one", "two", "three", "four")):
+
+                async def ask(
+                    text: str = text, under: Runtime | None = rt if i % 2 else None
+                ) -> None:
+                    results[text] = await agent.ainvoke(text, thread_id="t", runtime=under)
+
+                tg.start_soon(ask)
+                await anyio.wait_all_tasks_blocked()
+    assert not overlap
+    # Each run saw every earlier one: they ran one after the other, in arrival order.
+    assert [m.text for m in results["four"]["messages"]][-2:] == ["four", "seen 7"]
 
 
 async def test_a_run_may_outlast_the_idle_timeout_and_idle_actors_leave() -> None:

@@ -21,11 +21,11 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-from ..context import RunContext
-from ..messages import AssistantMessage, ToolCall, ToolMessage
-from ..models import ModelRequest
-from ..state import Channel, State
-from ..tools import Command, Tool
+from .context import RunContext
+from .messages import AssistantMessage, ToolCall, ToolMessage
+from .models import ModelRequest
+from .state import Channel, State
+from .tools import Command, Tool
 
 __all__ = [
     "AgentMiddleware",

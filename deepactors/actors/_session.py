@@ -1,0 +1,223 @@
+"""Sessions: how an actor's run is set up, for thread actors and child actors alike.
+
+This is the one place that builds a :class:`~deepactors.context.RunContext`,
+binds the backend to the actor's state, opens or restores the journal, and
+attaches the state listeners (events, checkpoints). A thread actor runs a
+top-level run with :func:`execute_root`; a child actor opens its run with
+:func:`child_session`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import Any
+
+from ..context import RunContext, TreeContext, TreeSlot
+from ..errors import ConfigurationError, InputError
+from ..events import Event, Interrupted, RunStarted
+from ..filediff import FileRecord
+from ..interrupts import ActionRequest, Interrupt, parse_decisions
+from ..messages import new_id
+from ..state import State
+from ._filewatch import actor_listener
+from ._journal import Restored, open_journal
+from ._loop import run_loop
+from ._spec import AgentSpec, RunInput
+
+__all__ = ["Session", "child_session", "execute_root", "saved_state"]
+
+
+@dataclass(slots=True, kw_only=True, eq=False)
+class Session:
+    """One actor's run, set up.
+
+    Attributes:
+        spec: The agent it runs.
+        state: The actor's state, listened to.
+        run: The run's context.
+        resumed: Whether the state was rebuilt from the thread's saved records.
+    """
+
+    spec: AgentSpec
+    state: State
+    run: RunContext
+    resumed: bool = False
+
+    def close(self) -> None:
+        """Stop listening to the state (the run is over)."""
+        self.state.listener = None
+
+
+def _new_run(
+    spec: AgentSpec,
+    state: State,
+    *,
+    path: str,
+    run_id: str,
+    tree: TreeContext,
+    emit: Callable[[Event], None] | None,
+    context: Mapping[str, Any],
+    parent: RunContext | None = None,
+    slot: TreeSlot | None = None,
+) -> RunContext:
+    backend = spec.backend
+    return RunContext(
+        path=path,
+        run_id=run_id,
+        thread_id=tree.thread_id,
+        agent_name=spec.name,
+        depth=0 if parent is None else parent.depth + 1,
+        backend=None if backend is None else backend.bind(state, name=spec.name),
+        store=spec.store if spec.store is not None or parent is None else parent.store,
+        emit=emit,
+        context=context,
+        parent=parent,
+        tree=tree,
+        tool_names=spec.tools.keys(),
+        slot=slot,
+    )
+
+
+def _open(spec: AgentSpec, state: State, run: RunContext, *, restore: bool) -> Session:
+    """Rebuild the actor's state from the thread's records if asked, then listen to it."""
+    resumed = False
+    restored = run.tree.restored
+    if restore and restored is not None and restored.has(run.path):
+        # Before any listener, so nothing is recorded twice.
+        run.resumed = restored.replay(run.path, state)
+        resumed = True
+    state.listener = actor_listener(run, state)
+    return Session(spec=spec, state=state, run=run, resumed=resumed)
+
+
+def child_session(
+    spec: AgentSpec,
+    *,
+    parent: RunContext,
+    path: str,
+    files: Mapping[str, FileRecord],
+    slot: TreeSlot | None,
+) -> Session:
+    """Set up a subagent's run: fresh state on a copy-on-write view of ``files``.
+
+    A child that was working when its tree stopped continues from its records.
+    """
+    state = State(spec.channels)
+    state.files.update(files)  # copy-on-write: records are immutable
+    run = _new_run(
+        spec,
+        state,
+        path=path,
+        run_id=new_id(),
+        tree=parent.tree,
+        emit=parent.emit,
+        context=parent.context,
+        parent=parent,
+        slot=slot,
+    )
+    return _open(spec, state, run, restore=True)
+
+
+async def execute_root(
+    spec: AgentSpec,
+    state: State | None,
+    run_input: RunInput,
+    *,
+    run_id: str,
+    thread_id: str | None,
+    emit: Callable[[Event], None] | None,
+    context: Mapping[str, Any],
+) -> tuple[dict[str, Any], State]:
+    """One top-level run on a thread actor's state (None: a new actor).
+
+    Returns:
+        The run's result (the state as a dict, ``usage``, and ``__interrupt__``
+        when it stopped for human decisions) and the actor's state.
+    """
+    fresh = state is None
+    if state is None:
+        state = State(spec.channels)
+    tree = TreeContext(thread_id=thread_id)
+    run = _new_run(
+        spec, state, path=spec.name, run_id=run_id, tree=tree, emit=emit, context=context
+    )
+    failure: Exception | None = None
+    interrupted: list[ActionRequest] = []
+    async with AsyncExitStack() as stack:
+        try:
+            if spec.checkpointer is not None:
+                journal = await stack.enter_async_context(
+                    open_journal(
+                        spec.checkpointer, thread_id or "", restore=fresh or run_input.resuming
+                    )
+                )
+                tree.journal = journal
+                tree.restored = journal.restored
+            session = _open(spec, state, run, restore=fresh)
+            stack.callback(session.close)
+            if run_input.resume is not None:
+                _take_decisions(run, run_input.resume)
+            interrupted = await _execute(session, run_input.values)
+        except Exception as exc:
+            # Raised outside the journal's task group below, so the caller gets
+            # this exception itself, not an ExceptionGroup around it.
+            failure = exc
+    if failure is not None:
+        raise failure
+    result = state.to_dict()
+    result["usage"] = run.usage
+    if interrupted:
+        result["__interrupt__"] = [r.to_dict() for r in interrupted]
+    return result, state
+
+
+def _take_decisions(run: RunContext, resume: object) -> None:
+    """Match the caller's decisions to the requests the thread stopped for."""
+    tree = run.tree
+    restored = tree.restored
+    pending = restored.pending_interrupt(run.path) if restored is not None else None
+    if not pending:
+        raise InputError(f"thread {run.thread_id!r} is not waiting for any decision")
+    decisions = parse_decisions(resume, pending)
+    tree.decisions = decisions
+    if tree.journal is not None:
+        tree.journal.record(run.path, run.step, "resume", {"ids": sorted(decisions)})
+
+
+async def _execute(session: Session, values: Mapping[str, Any]) -> list[ActionRequest]:
+    """Apply the input and run the loop; return the requests it stopped for, if any."""
+    run, state = session.run, session.state
+    emit = run.emit
+    if emit is not None:
+        emit(RunStarted(path=run.path, run_id=run.run_id, thread_id=run.thread_id))
+    try:
+        if values:
+            state.apply(values)
+        await run_loop(session.spec, state, run)
+    except Interrupt as exc:
+        requests = [r.to_dict() for r in exc.requests]
+        journal = run.journal
+        if journal is not None:
+            journal.record(run.path, run.step, "interrupt", {"requests": requests})
+        if emit is not None:
+            emit(Interrupted(path=run.path, run_id=run.run_id, requests=requests))
+        return exc.requests
+    return []
+
+
+async def saved_state(
+    spec: AgentSpec, thread_id: str, *, upto_seq: int | None = None, path: str | None = None
+) -> dict[str, Any]:
+    """A thread's state as its checkpointer holds it (see ``DeepAgent.aget_state``).
+
+    Raises:
+        ConfigurationError: The agent has no checkpointer.
+    """
+    if spec.checkpointer is None:
+        raise ConfigurationError("this agent has no checkpointer, so it saves no threads")
+    records = await spec.checkpointer.read(thread_id, upto_seq=upto_seq)
+    state = State(spec.channels)
+    Restored(thread_id, records).replay(path or spec.name, state)
+    return state.to_dict()

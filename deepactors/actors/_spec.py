@@ -1,0 +1,202 @@
+"""What the runtime runs: an agent's parts resolved once, and a run's validated input.
+
+:class:`AgentSpec` is everything every run of one agent shares: model, tools,
+system prompt, middleware (with its hook lists and wrapper chains folded once),
+channels, and where files, memories and checkpoints live. The agent facade
+holds one; subagent middleware hold their children's. The runtime needs nothing
+else of an agent, so it never imports the facade.
+
+This is the hot path's setup: everything that can be decided once per agent is
+decided here, so nothing is built per turn for listeners or logs that are not
+there.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..context import RunContext
+from ..errors import ConfigurationError, InputError
+from ..events import ModelDelta
+from ..hooks import (
+    AgentMiddleware,
+    HookResult,
+    ModelHandler,
+    ToolHandler,
+    overrides,
+)
+from ..messages import AssistantMessage
+from ..models import ChatModel, ModelRequest
+from ..state import Channel, State, validate_input
+from ..tools import Command, Tool
+from ._tool_call import execute_tool
+
+if TYPE_CHECKING:
+    from ..backends import Backend
+    from ..persistence import Checkpointer, Store
+
+__all__ = ["AgentSpec", "HasSpec", "Hook", "RunInput", "prepare_input"]
+
+Hook = Callable[[State, RunContext], Awaitable[HookResult]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class AgentSpec:
+    """An agent's parts, resolved once: what every run of it shares.
+
+    Attributes:
+        name: The agent's name; the root actor path of its runs.
+        model: The model it calls.
+        tools: Tools by name (the user's and the middleware's).
+        system_prompt: The full system prompt (user text + middleware sections).
+        middleware: The stack, outermost first.
+        channels: Every state channel (built-in + middleware-declared).
+        max_steps: Model calls allowed per run.
+        debug: Log every hook and model call.
+        backend: Where the file tools keep files (None: no file tools' backend).
+        store: The long-term store, if any.
+        checkpointer: Where threads are saved, if anywhere.
+    """
+
+    name: str
+    model: ChatModel
+    tools: Mapping[str, Tool]
+    system_prompt: str | None
+    middleware: tuple[AgentMiddleware, ...]
+    channels: Mapping[str, Channel]
+    max_steps: int = 1000
+    debug: bool = False
+    backend: Backend | None = None
+    store: Store | None = None
+    checkpointer: Checkpointer | None = None
+    # Resolved in __post_init__:
+    tool_list: tuple[Tool, ...] = field(init=False)
+    before_agent: tuple[Hook, ...] = field(init=False)
+    before_model: tuple[Hook, ...] = field(init=False)
+    after_model: tuple[Hook, ...] = field(init=False)
+    after_agent: tuple[Hook, ...] = field(init=False)
+    call_model: ModelHandler = field(init=False)
+    call_tool: ToolHandler = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.max_steps < 1:
+            raise ConfigurationError("max_steps must be at least 1")
+        if not self.name or "/" in self.name:
+            raise ConfigurationError(
+                f"agent name {self.name!r} must be non-empty and contain no '/'"
+            )
+        stack = list(self.middleware)
+        rev = list(reversed(stack))
+        model_handler: ModelHandler = self._model_call
+        tool_handler: ToolHandler = execute_tool
+        for mw in rev:  # first in the list = outermost
+            if overrides(mw, "wrap_model_call"):
+                model_handler = functools.partial(mw.wrap_model_call, handler=model_handler)
+            if overrides(mw, "wrap_tool_call"):
+                tool_handler = functools.partial(mw.wrap_tool_call, handler=tool_handler)
+        # before_* in list order, after_* in reverse: the stack nests like wrappers.
+        resolved: dict[str, Any] = {
+            "tool_list": tuple(self.tools.values()),
+            "before_agent": tuple(mw.before_agent for mw in stack if overrides(mw, "before_agent")),
+            "before_model": tuple(mw.before_model for mw in stack if overrides(mw, "before_model")),
+            "after_model": tuple(mw.after_model for mw in rev if overrides(mw, "after_model")),
+            "after_agent": tuple(mw.after_agent for mw in rev if overrides(mw, "after_agent")),
+            "call_model": model_handler,
+            "call_tool": tool_handler,
+        }
+        for name, value in resolved.items():
+            object.__setattr__(self, name, value)
+
+    async def _model_call(self, request: ModelRequest) -> AssistantMessage:
+        run = request.run
+        emit = run.emit if run is not None else None
+        if emit is None:
+            return await self.model.generate(request)
+        assert run is not None
+        # Someone listens: stream, so token deltas reach them as they arrive.
+        final: AssistantMessage | None = None
+        async with aclosing(self.model.stream(request)) as parts:  # type: ignore[type-var]
+            async for part in parts:
+                if isinstance(part, AssistantMessage):
+                    final = part
+                else:
+                    emit(
+                        ModelDelta(
+                            path=run.path,
+                            run_id=run.run_id,
+                            kind=part.kind,
+                            text=part.text,
+                            index=part.index,
+                        )
+                    )
+        if final is None:
+            raise RuntimeError(
+                f"model {self.model.model_name!r} ended its stream without a message"
+            )
+        return final
+
+
+class HasSpec(Protocol):
+    """Anything the runtime can run: an agent facade exposes its :class:`AgentSpec`."""
+
+    @property
+    def spec(self) -> AgentSpec:
+        """The agent's resolved parts."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunInput:
+    """A run's input, validated once at the edge.
+
+    Attributes:
+        values: The state update the run starts with (converted channel values).
+        resume: The caller's decisions for an interrupted thread, unparsed
+            (they are matched against the saved requests when the thread is read).
+        resuming: Whether the input continues a saved thread (``None`` or a
+            ``Command(resume=...)``) rather than adding to it.
+    """
+
+    values: Mapping[str, Any]
+    resume: object = None
+    resuming: bool = False
+
+
+def prepare_input(spec: AgentSpec, input: object, thread_id: str | None) -> RunInput:
+    """Check a run's input against the agent and convert it, before anything runs.
+
+    Raises:
+        InputError: What is wrong with the input, in words a caller can act on.
+    """
+    if isinstance(input, RunInput):
+        return input
+    if thread_id is not None and (not isinstance(thread_id, str) or not thread_id):
+        raise InputError(f"thread_id must be a non-empty string, not {thread_id!r}")
+    if spec.checkpointer is not None and thread_id is None:
+        raise InputError(
+            "this agent has a checkpointer: pass thread_id= to say which thread to save"
+        )
+    if input is None:
+        if spec.checkpointer is None or thread_id is None:
+            raise InputError(
+                "input=None continues a saved thread; it needs a checkpointer and a thread_id"
+            )
+        return RunInput(values={}, resuming=True)
+    if isinstance(input, Command):
+        if input.resume is None:
+            raise InputError("as a run's input, a Command needs resume=[decisions]")
+        if spec.checkpointer is None:
+            raise InputError(
+                "Command(resume=...) continues an interrupted thread; this agent has no "
+                "checkpointer to continue it from"
+            )
+        return RunInput(values={}, resume=input.resume, resuming=True)
+    if not isinstance(input, Mapping | str):
+        raise InputError(
+            f"input must be a dict like {{'messages': [...]}}, not {type(input).__name__}"
+        )
+    return RunInput(values=validate_input(spec.channels, input))

@@ -1,0 +1,41 @@
+"""The innermost tool handler: what runs at the bottom of the ``wrap_tool_call`` chain."""
+
+from __future__ import annotations
+
+from ..context import ToolRuntime
+from ..errors import ToolError
+from ..hooks import ToolCallRequest
+from ..interrupts import Interrupt
+from ..messages import ToolCall, ToolMessage
+from ..tools import Command, tool_result_message
+
+__all__ = ["error_result", "execute_tool"]
+
+
+async def execute_tool(request: ToolCallRequest) -> ToolMessage | Command:
+    """The innermost tool handler: validate, run, and turn the outcome into a result."""
+    call, tool = request.call, request.tool
+    if call.error is not None:
+        return error_result(call, f"the tool call could not be read: {call.error}")
+    if tool is None:
+        known = ", ".join(sorted(request.run.tool_names))
+        return error_result(call, f"there is no tool named {call.name!r}; available: {known}")
+    runtime = None
+    if tool.runtime_param is not None:
+        runtime = ToolRuntime(state=request.state, tool_call_id=call.id, run=request.run)
+    try:
+        value = await tool.call(call.args, runtime)
+    except Interrupt:
+        raise
+    except ToolError as exc:
+        return error_result(call, str(exc))
+    except Exception as exc:
+        return error_result(call, f"{type(exc).__name__}: {exc}")
+    if isinstance(value, Command):
+        return value
+    return tool_result_message(call, value)
+
+
+def error_result(call: ToolCall, text: str) -> ToolMessage:
+    """An error result for ``call`` that the model reads."""
+    return ToolMessage(tool_call_id=call.id, name=call.name, content=text, status="error")

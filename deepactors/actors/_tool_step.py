@@ -1,0 +1,110 @@
+"""One turn's tool calls: run concurrently, each through the ``wrap_tool_call`` chain.
+
+Results are appended in the order the model made the calls, not the order they
+finished, so a history does not depend on timing (and a resumed run reproduces
+it). A call that finished before its run stopped (a crash, an interrupt) is not
+run again: its checkpointed result is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+
+from ..context import RunContext, ToolResult
+from ..errors import InputError
+from ..events import ToolCallFinished, ToolCallStarted
+from ..hooks import ToolCallRequest
+from ..interrupts import ActionRequest, Interrupt
+from ..messages import ToolCall, ToolMessage
+from ..state import State
+from ..tools import Command
+from ._spec import AgentSpec
+from ._tool_call import error_result
+
+__all__ = ["run_tools"]
+
+
+def _command_message(call: ToolCall, command: Command) -> ToolResult:
+    """Split a tool's Command into the result message and the rest of its update."""
+    update = dict(command.update or {})
+    found: ToolMessage | None = None
+    rest: list[Any] = []
+    for m in update.pop("messages", ()):
+        if found is None and isinstance(m, ToolMessage) and m.tool_call_id == call.id:
+            found = m
+        else:
+            rest.append(m)
+    if rest:
+        update["messages"] = rest
+    if found is None:
+        found = ToolMessage(tool_call_id=call.id, name=call.name, content=command.result)
+    return found, update
+
+
+async def run_tools(
+    spec: AgentSpec, state: State, run: RunContext, calls: Sequence[ToolCall]
+) -> None:
+    """Run one turn's tool calls concurrently; append their results in call order.
+
+    Raises:
+        Interrupt: Some calls wait for a human; the others' results are appended.
+    """
+    results: list[ToolResult | None] = [None] * len(calls)
+    interrupts: list[ActionRequest] = []
+    resumed = run.resumed
+
+    async def one(i: int, call: ToolCall) -> None:
+        emit = run.emit
+        if emit is not None:
+            emit(ToolCallStarted(path=run.path, run_id=run.run_id, call=call))
+        done = resumed.pop(call.id, None) if resumed else None
+        if done is None:
+            request = ToolCallRequest(
+                call=call, tool=spec.tools.get(call.name), state=state, run=run
+            )
+            try:
+                out = await spec.call_tool(request)
+            except Interrupt as exc:
+                # Waits for a human: no result; the siblings still run.
+                interrupts.extend(exc.requests)
+                return
+            except Exception as exc:  # a wrap_tool_call middleware raised
+                out = error_result(call, f"{type(exc).__name__}: {exc}")
+            done = _command_message(call, out) if isinstance(out, Command) else (out, None)
+            if done[1]:
+                try:
+                    done = (done[0], state.check_update(done[1]))
+                except (ValueError, InputError) as exc:
+                    # A tool asked for an update the state cannot take: the model
+                    # learns, the state stays as it was.
+                    done = (error_result(call, f"the tool's state update was refused: {exc}"), None)
+            journal = run.journal
+            if journal is not None:
+                journal.record_tool_result(run.path, run.step, *done, state)
+        # else: finished before a crash or an interrupt; its result was checkpointed.
+        results[i] = done
+        if emit is not None:
+            emit(ToolCallFinished(path=run.path, run_id=run.run_id, call=call, result=done[0]))
+
+    if len(calls) == 1:
+        await one(0, calls[0])
+    else:
+        async with anyio.create_task_group() as tg:
+            for i, call in enumerate(calls):
+                tg.start_soon(one, i, call)
+    for item in results:
+        if item is None:
+            continue  # interrupted: answered when the run resumes
+        message, update = item
+        if update:
+            applied = state.apply(update)
+            note = applied.note()
+            if note:
+                # The merge outcome (conflicts above all) is for the model to read.
+                message = message.model_copy(update={"content": f"{message.text}\n\n{note}"})
+        state.add_message(message)
+    if interrupts:
+        raise Interrupt(interrupts)

@@ -1,0 +1,353 @@
+"""``create_deep_agent``: a model, tools, and the default middleware stack, resolved once."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .actors import AgentSpec
+from .agent import DeepAgent
+from .backends import StateBackend
+from .errors import ConfigurationError
+from .middleware import (
+    GENERAL_PURPOSE,
+    GENERAL_PURPOSE_DESCRIPTION,
+    GENERAL_PURPOSE_PROMPT,
+    AgentMiddleware,
+    AnthropicPromptCachingMiddleware,
+    FilesystemMiddleware,
+    HumanInTheLoopMiddleware,
+    ModelRetryMiddleware,
+    PatchToolCallsMiddleware,
+    SubAgentMiddleware,
+    SubAgentSpec,
+    TodoListMiddleware,
+)
+from .models import ChatModel, resolve_model
+from .state import Channel, default_channels
+from .tools import Tool, ToolLike, as_tools
+
+if TYPE_CHECKING:
+    from .backends import Backend
+    from .persistence import Checkpointer, Store
+
+__all__ = ["DEFAULT_PROMPT", "create_deep_agent"]
+
+DEFAULT_PROMPT = (
+    "You are a capable assistant that works step by step: plan longer tasks, use your "
+    "tools to do the work rather than guessing, and finish with a clear answer."
+)
+
+SubAgentLike = Mapping[str, Any] | SubAgentSpec
+
+
+def create_deep_agent(
+    model: str | ChatModel | None = None,
+    tools: Sequence[ToolLike] | None = None,
+    *,
+    system_prompt: str | None = None,
+    middleware: Sequence[AgentMiddleware] = (),
+    subagents: Sequence[SubAgentLike] | None = None,
+    skills: Sequence[str] | None = None,
+    memory: Sequence[str] | None = None,
+    backend: Backend | None = None,
+    checkpointer: Checkpointer | None = None,
+    store: Store | None = None,
+    interrupt_on: Mapping[str, bool | Mapping[str, Any]] | None = None,
+    response_format: Any = None,
+    debug: bool = False,
+    name: str | None = None,
+    max_steps: int = 1000,
+    max_concurrent_subagents: int | None = None,
+    max_concurrent_subagents_total: int | None = None,
+) -> DeepAgent:
+    """Build a deep agent: a model, tools, and the default middleware stack.
+
+    The parameters follow LangChain's ``deepagents`` so a script ports by changing
+    imports. The default stack, outermost first: ``TodoListMiddleware`` (planning),
+    ``FilesystemMiddleware`` (file tools over ``backend``, ``execute`` when the
+    backend can run commands), ``SubAgentMiddleware`` (the ``task`` tool),
+    ``PatchToolCallsMiddleware``
+    (repairs interrupted histories), then ``middleware``. A middleware of yours with
+    the same ``name`` as a default one replaces it in place.
+
+    Args:
+        model: ``"anthropic:<model id>"`` or a :class:`~deepactors.models.ChatModel`.
+        tools: Functions (sync or async, with type hints) or :class:`Tool` objects.
+        system_prompt: Your instructions; middleware sections are appended.
+        middleware: Extra middleware, after the default stack.
+        subagents: What ``task`` can start besides ``general-purpose``: dicts with
+            ``name``, ``description``, ``system_prompt`` and optionally ``tools``,
+            ``model``, ``middleware``, ``timeout`` (seconds); or a prebuilt agent as
+            ``{"name", "description", "agent": <DeepAgent>}``. A dict named
+            ``general-purpose`` replaces the built-in one.
+        backend: Where the file tools keep files (default: in agent state).
+        store: Long-term key-value store for backends and memory.
+        debug: Log every hook and model call through structlog.
+        name: The agent's name and the root of its actor paths (default ``main``).
+        max_steps: Model calls allowed per run before ``StepLimitExceeded``.
+        max_concurrent_subagents: Subagents one run may have working at once.
+        max_concurrent_subagents_total: Subagents the whole tree may have working
+            at once.
+
+    Raises:
+        ConfigurationError: A bad argument, or one whose feature is not available.
+    """
+    for param, value in (
+        ("skills", skills),
+        ("memory", memory),
+        ("response_format", response_format),
+    ):
+        if value:
+            raise ConfigurationError(f"{param}= is not available in this version of deepactors")
+    if interrupt_on and checkpointer is None:
+        raise ConfigurationError(
+            "interrupt_on needs a checkpointer: an interrupted run is continued from its "
+            "saved thread (for example checkpointer=MemoryCheckpointer())"
+        )
+    # The tail runs innermost: a retry repeats only the model call, and the human
+    # decides on the exact call that would run.
+    tail: list[AgentMiddleware] = [ModelRetryMiddleware()]
+    if interrupt_on:
+        tail.append(HumanInTheLoopMiddleware(interrupt_on))
+    models = _ModelCache()
+    resolved = models.resolve(model)
+    user_tools = as_tools(tools)
+    backend = backend if backend is not None else StateBackend()
+    parts = _Parts(
+        tools=user_tools,
+        backend=backend,
+        store=store,
+        debug=debug,
+        max_steps=max_steps,
+        tail=tail,
+        models=models,
+    )
+    specs = _subagent_specs(subagents or (), model=resolved, parts=parts)
+    defaults: list[AgentMiddleware] = [
+        TodoListMiddleware(),
+        FilesystemMiddleware(execute=backend.can_execute),
+        SubAgentMiddleware(
+            specs,
+            max_concurrent=max_concurrent_subagents,
+            max_concurrent_total=max_concurrent_subagents_total,
+        ),
+        AnthropicPromptCachingMiddleware(),
+        PatchToolCallsMiddleware(),
+    ]
+    spec = _build_spec(
+        model=resolved,
+        tools=user_tools,
+        system_prompt=system_prompt,
+        stack=[*_merge_middleware(defaults, middleware), *tail],
+        parts=parts,
+        name=name,
+        checkpointer=checkpointer,
+    )
+    return DeepAgent(spec)
+
+
+class _Parts:
+    """What every agent of one tree is built with (the parent's, unless a child overrides)."""
+
+    __slots__ = ("backend", "debug", "max_steps", "models", "store", "tail", "tools")
+
+    def __init__(
+        self,
+        *,
+        tools: Sequence[Tool],
+        backend: Backend,
+        store: Store | None,
+        debug: bool,
+        max_steps: int,
+        tail: Sequence[AgentMiddleware],
+        models: _ModelCache,
+    ) -> None:
+        self.tools = tools
+        self.backend = backend
+        self.store = store
+        self.debug = debug
+        self.max_steps = max_steps
+        self.tail = tail
+        self.models = models
+
+
+def _build_spec(
+    *,
+    model: ChatModel,
+    tools: Sequence[Tool],
+    system_prompt: str | None,
+    stack: Sequence[AgentMiddleware],
+    parts: _Parts,
+    name: str | None,
+    checkpointer: Checkpointer | None = None,
+) -> AgentSpec:
+    if not getattr(model, "prompt_caching", False):
+        # Cache hints are for Claude; for any other model the layer would only
+        # copy each request, on the hot path, for nothing.
+        stack = [mw for mw in stack if type(mw) is not AnthropicPromptCachingMiddleware]
+    all_tools = {t.name: t for t in tools}
+    channels: dict[str, Channel] = default_channels()
+    prompt_parts = [system_prompt or DEFAULT_PROMPT]
+    for mw in stack:
+        for t in mw.tools:
+            if t.name in all_tools:
+                raise ConfigurationError(
+                    f"tool {t.name!r} of {mw.name} clashes with another tool of that name"
+                )
+            all_tools[t.name] = t
+        for key, ch in mw.channels.items():
+            channels.setdefault(key, ch)
+        if mw.system_prompt:
+            prompt_parts.append(mw.system_prompt)
+    return AgentSpec(
+        name=name or "main",
+        model=model,
+        tools=all_tools,
+        system_prompt="\n\n".join(prompt_parts),
+        middleware=tuple(stack),
+        channels=channels,
+        max_steps=parts.max_steps,
+        debug=parts.debug,
+        backend=parts.backend,
+        store=parts.store,
+        checkpointer=checkpointer,
+    )
+
+
+class _SubAgentConfig(BaseModel):
+    """A subagent dict, checked: unknown keys and wrong types are refused by name."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    name: str = Field(min_length=1)
+    description: str = Field(min_length=1)
+    system_prompt: str | None = None
+    tools: Sequence[Any] | None = None
+    model: Any = None
+    middleware: Sequence[Any] = ()
+    timeout: float | None = Field(None, gt=0)
+    agent: DeepAgent | None = None
+
+
+def _subagent_specs(
+    items: Sequence[SubAgentLike], *, model: ChatModel, parts: _Parts
+) -> list[SubAgentSpec]:
+    """Subagent specs from the user's dicts, plus ``general-purpose`` unless replaced."""
+    specs: list[SubAgentSpec] = []
+    for item in items:
+        if isinstance(item, SubAgentSpec):
+            specs.append(item)
+            continue
+        if not isinstance(item, Mapping):
+            raise ConfigurationError(f"a subagent must be a dict, not {type(item).__name__}")
+        config = _read_config(item)
+        if config.agent is not None:
+            spec = config.agent.spec
+        elif config.system_prompt is None:
+            raise ConfigurationError(f"subagent {config.name!r} needs a 'system_prompt'")
+        else:
+            spec = _child_spec(
+                config.name,
+                config.system_prompt,
+                model=model if config.model is None else parts.models.resolve(config.model),
+                tools=parts.tools if config.tools is None else as_tools(config.tools),
+                extra=config.middleware,
+                parts=parts,
+            )
+        specs.append(
+            SubAgentSpec(
+                name=config.name,
+                description=config.description,
+                agent=spec,
+                timeout=config.timeout,
+            )
+        )
+    if not any(s.name == GENERAL_PURPOSE for s in specs):
+        gp = _child_spec(
+            GENERAL_PURPOSE,
+            GENERAL_PURPOSE_PROMPT,
+            model=model,
+            tools=parts.tools,
+            extra=(),
+            parts=parts,
+        )
+        specs.insert(
+            0, SubAgentSpec(name=GENERAL_PURPOSE, description=GENERAL_PURPOSE_DESCRIPTION, agent=gp)
+        )
+    return specs
+
+
+def _read_config(item: Mapping[str, Any]) -> _SubAgentConfig:
+    try:
+        return _SubAgentConfig.model_validate(dict(item))
+    except ValidationError as exc:
+        label = item.get("name") if isinstance(item.get("name"), str) else None
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"]) or "value"
+        known = ", ".join(sorted(_SubAgentConfig.model_fields))
+        extra = f" (known keys: {known})" if first["type"] == "extra_forbidden" else ""
+        who = f"subagent {label!r}" if label else "a subagent"
+        raise ConfigurationError(f"{who}: {where}: {first['msg']}{extra}") from None
+
+
+def _child_spec(
+    name: str,
+    prompt: str,
+    *,
+    model: ChatModel,
+    tools: Sequence[Tool],
+    extra: Sequence[AgentMiddleware],
+    parts: _Parts,
+) -> AgentSpec:
+    # Declarative subagents get the default stack minus `task`: one level of
+    # delegation, as in deepagents. A prebuilt agent may bring its own.
+    defaults: list[AgentMiddleware] = [
+        TodoListMiddleware(),
+        FilesystemMiddleware(execute=parts.backend.can_execute),
+        AnthropicPromptCachingMiddleware(),
+        PatchToolCallsMiddleware(),
+    ]
+    # Declarative subagents inherit interrupt_on: a guarded tool stays guarded
+    # when the work is delegated.
+    stack = [*_merge_middleware(defaults, extra), *parts.tail]
+    return _build_spec(
+        model=model, tools=tools, system_prompt=prompt, stack=stack, parts=parts, name=name
+    )
+
+
+class _ModelCache:
+    """Resolves model strings once per agent tree.
+
+    A subagent naming the same ``"anthropic:..."`` string as its parent gets the
+    same model object, so they share its client and its request limiter.
+    """
+
+    def __init__(self) -> None:
+        self._models: dict[str, ChatModel] = {}
+
+    def resolve(self, model: str | ChatModel | None) -> ChatModel:
+        if model is not None and not isinstance(model, str):
+            return resolve_model(model)
+        key = model or ""
+        if key not in self._models:
+            self._models[key] = resolve_model(model)
+        return self._models[key]
+
+
+def _merge_middleware(
+    defaults: list[AgentMiddleware], extra: Sequence[AgentMiddleware]
+) -> list[AgentMiddleware]:
+    stack = list(defaults)
+    names = [mw.name for mw in stack]
+    for mw in extra:
+        if not isinstance(mw, AgentMiddleware):
+            raise ConfigurationError(f"not a middleware: {mw!r} (subclass AgentMiddleware)")
+        if mw.name in names:
+            stack[names.index(mw.name)] = mw
+        else:
+            stack.append(mw)
+            names.append(mw.name)
+    return stack
