@@ -10,8 +10,6 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from .actors import (
     AgentSpec,
     EventStream,
@@ -20,12 +18,12 @@ from .actors import (
     open_runtime,
     prepare_input,
     run_sync,
+    saved_history,
     saved_state,
     stream_sync,
 )
-from .errors import ConfigurationError
 from .events import Event
-from .middleware import AgentMiddleware, SubAgentMiddleware
+from .middleware import AgentMiddleware, aclose_tree_models
 from .models import ChatModel
 from .tools import Command, Tool
 
@@ -193,7 +191,7 @@ class DeepAgent:
             try:
                 return await self.ainvoke(input, **kwargs)
             finally:
-                await self._close_models()
+                await aclose_tree_models(self._spec)
 
         return run_sync(invoke_and_close, backend=backend)
 
@@ -208,33 +206,9 @@ class DeepAgent:
                 async with self.astream(input, **kwargs) as events:
                     yield events
             finally:
-                await self._close_models()
+                await aclose_tree_models(self._spec)
 
         return stream_sync(events_then_close, backend=backend)
-
-    def _models(self) -> set[ChatModel]:
-        """This agent's model and its subagents' (recursively)."""
-        seen: set[ChatModel] = set()
-        specs, visited = [self._spec], set()
-        while specs:
-            spec = specs.pop()
-            if id(spec) in visited:
-                continue
-            visited.add(id(spec))
-            seen.add(spec.model)
-            for mw in spec.middleware:
-                if isinstance(mw, SubAgentMiddleware):
-                    specs.extend(s.agent for s in mw.specs.values())
-        return seen
-
-    async def _close_models(self) -> None:
-        # The sync API runs each call on a fresh event loop; a model's HTTP client
-        # belongs to the loop that made it, so close it before that loop ends.
-        for model in self._models():
-            aclose = getattr(model, "aclose", None)
-            if aclose is not None:
-                with anyio.CancelScope(shield=True):
-                    await aclose()
 
     # -- saved threads -------------------------------------------------------------------
 
@@ -248,7 +222,7 @@ class DeepAgent:
         Raises:
             ConfigurationError: The agent has no checkpointer.
         """
-        return await self._saver().read(thread_id)
+        return await saved_history(self._spec, thread_id)
 
     async def aget_state(
         self, thread_id: str, *, upto_seq: int | None = None, path: str | None = None
@@ -265,8 +239,3 @@ class DeepAgent:
             CheckpointCorrupt: A record cannot be read; the error names the thread.
         """
         return await saved_state(self._spec, thread_id, upto_seq=upto_seq, path=path)
-
-    def _saver(self) -> Checkpointer:
-        if self._spec.checkpointer is None:
-            raise ConfigurationError("this agent has no checkpointer, so it saves no threads")
-        return self._spec.checkpointer

@@ -38,6 +38,7 @@ def _run(args: argparse.Namespace) -> int:
     from .demo import print_event
     from .errors import ConfigurationError, DeepActorsError
     from .factory import create_deep_agent
+    from .middleware import aclose_tree_models
 
     model = args.model or None
     if (model is None or str(model).startswith("anthropic:")) and not os.environ.get(
@@ -68,7 +69,7 @@ def _run(args: argparse.Namespace) -> int:
                 async for event in events:
                     print_event(event)
         finally:
-            await agent._close_models()
+            await aclose_tree_models(agent.spec)
 
     try:
         anyio.run(main, backend=args.loop)

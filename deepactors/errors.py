@@ -7,7 +7,6 @@ Where a builtin means the same thing, the error subclasses it too, so
     ├── InputError (ValueError)            invalid input to a run, raised before any work
     ├── ConfigurationError (ValueError)    a bad argument to create_deep_agent & co.
     ├── StepLimitExceeded (RuntimeError)   the agent loop ran more model turns than allowed
-    ├── SyncInAsyncError (RuntimeError)    a sync call where only the async one can work
     ├── RunCancelled                       the run was cancelled through its handle
     ├── RuntimeClosed (RuntimeError)       a run was started on a runtime that has closed
     ├── ToolError                          raise inside a tool: the model sees the message
@@ -67,7 +66,6 @@ __all__ = [
     "ScriptExhausted",
     "SpecialFile",
     "StepLimitExceeded",
-    "SyncInAsyncError",
     "ToolError",
     "UnsupportedOperation",
 ]
@@ -87,10 +85,6 @@ class ConfigurationError(DeepActorsError, ValueError):
 
 class StepLimitExceeded(DeepActorsError, RuntimeError):
     """The agent loop made more model calls than its ``max_steps`` allows."""
-
-
-class SyncInAsyncError(DeepActorsError, RuntimeError):
-    """A blocking call was made where it cannot work; use the async form."""
 
 
 class RunCancelled(DeepActorsError):

@@ -25,7 +25,7 @@ from .middleware import (
     SubAgentSpec,
     TodoListMiddleware,
 )
-from .models import ChatModel, resolve_model
+from .models import ChatModel, SupportsPromptCaching, resolve_model
 from .state import Channel, default_channels
 from .tools import Tool, ToolLike, as_tools
 
@@ -184,7 +184,7 @@ def _build_spec(
     name: str | None,
     checkpointer: Checkpointer | None = None,
 ) -> AgentSpec:
-    if not getattr(model, "prompt_caching", False):
+    if not (isinstance(model, SupportsPromptCaching) and model.prompt_caching):
         # Cache hints are for Claude; for any other model the layer would only
         # copy each request, on the hot path, for nothing.
         stack = [mw for mw in stack if type(mw) is not AnthropicPromptCachingMiddleware]

@@ -10,6 +10,7 @@ from ._runtime import RunHandle as RunHandle
 from ._runtime import Runtime as Runtime
 from ._runtime import await_handle as await_handle
 from ._runtime import open_runtime as open_runtime
+from ._session import saved_history as saved_history
 from ._session import saved_state as saved_state
 from ._spec import AgentSpec as AgentSpec
 from ._spec import HasSpec as HasSpec
@@ -34,6 +35,7 @@ __all__ = [
     "prepare_input",
     "run_child",
     "run_sync",
+    "saved_history",
     "saved_state",
     "stream_sync",
 ]

@@ -20,13 +20,14 @@ from ..events import Event, Interrupted, RunStarted
 from ..filediff import FileRecord
 from ..interrupts import ActionRequest, Interrupt, parse_decisions
 from ..messages import new_id
+from ..persistence import Checkpointer, CheckpointRecord
 from ..state import State
 from ._filewatch import actor_listener
 from ._journal import Restored, open_journal
 from ._loop import run_loop
 from ._spec import AgentSpec, RunInput
 
-__all__ = ["Session", "child_session", "execute_root", "saved_state"]
+__all__ = ["Session", "child_session", "execute_root", "saved_history", "saved_state"]
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
@@ -215,9 +216,22 @@ async def saved_state(
     Raises:
         ConfigurationError: The agent has no checkpointer.
     """
-    if spec.checkpointer is None:
-        raise ConfigurationError("this agent has no checkpointer, so it saves no threads")
-    records = await spec.checkpointer.read(thread_id, upto_seq=upto_seq)
+    records = await _saver(spec).read(thread_id, upto_seq=upto_seq)
     state = State(spec.channels)
     Restored(thread_id, records).replay(path or spec.name, state)
     return state.to_dict()
+
+
+async def saved_history(spec: AgentSpec, thread_id: str) -> list[CheckpointRecord]:
+    """Every checkpoint record of a thread, oldest first (see ``DeepAgent.ahistory``).
+
+    Raises:
+        ConfigurationError: The agent has no checkpointer.
+    """
+    return await _saver(spec).read(thread_id)
+
+
+def _saver(spec: AgentSpec) -> Checkpointer:
+    if spec.checkpointer is None:
+        raise ConfigurationError("this agent has no checkpointer, so it saves no threads")
+    return spec.checkpointer

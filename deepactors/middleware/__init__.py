@@ -28,6 +28,8 @@ from ._subagents import GENERAL_PURPOSE_DESCRIPTION as GENERAL_PURPOSE_DESCRIPTI
 from ._subagents import GENERAL_PURPOSE_PROMPT as GENERAL_PURPOSE_PROMPT
 from ._subagents import SubAgentMiddleware as SubAgentMiddleware
 from ._subagents import SubAgentSpec as SubAgentSpec
+from ._subagents import aclose_tree_models as aclose_tree_models
+from ._subagents import tree_models as tree_models
 from ._todo import TodoListMiddleware as TodoListMiddleware
 
 __all__ = [
@@ -48,10 +50,12 @@ __all__ = [
     "TodoListMiddleware",
     "ToolCallRequest",
     "ToolHandler",
+    "aclose_tree_models",
     "after_agent",
     "after_model",
     "before_agent",
     "before_model",
+    "tree_models",
     "wrap_model_call",
     "wrap_tool_call",
 ]

@@ -4,19 +4,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from deepactors.errors import ConfigurationError
-from deepactors.messages import AssistantMessage
-from deepactors.models import ModelRequest
-
-# From the SDK-free half of the adapter, so that importing the middleware package
-# does not load the anthropic SDK for users of other models.
-from deepactors.models._anthropic_convert import (
-    CACHE_SETTING,
-    MAX_CACHE_BREAKPOINTS,
-    CacheSettings,
-)
-
+from ..errors import ConfigurationError
 from ..hooks import AgentMiddleware, ModelHandler
+from ..messages import AssistantMessage
+from ..models import ModelRequest
+
+# SDK-free, so that importing the middleware package does not load the anthropic
+# SDK for users of other models.
+from ..models.cache import CACHE_SETTING, MAX_CACHE_BREAKPOINTS, CacheSettings
 
 __all__ = ["AnthropicPromptCachingMiddleware"]
 

@@ -28,6 +28,7 @@ from ..events import (
 from ..hooks import AgentMiddleware
 from ..interrupts import Interrupt
 from ..messages import AssistantMessage
+from ..models import ChatModel, SupportsAclose
 from ..state import State
 from ..tools import Command, Tool, tool
 
@@ -37,6 +38,8 @@ __all__ = [
     "GENERAL_PURPOSE_PROMPT",
     "SubAgentMiddleware",
     "SubAgentSpec",
+    "aclose_tree_models",
+    "tree_models",
 ]
 
 GENERAL_PURPOSE = "general-purpose"
@@ -265,3 +268,31 @@ def _outcome_event(
             )
         case _:
             assert_never(outcome.status)
+
+
+def tree_models(spec: AgentSpec) -> set[ChatModel]:
+    """The model of ``spec`` and of every subagent under it (recursively)."""
+    seen: set[ChatModel] = set()
+    todo, visited = [spec], set()
+    while todo:
+        current = todo.pop()
+        if id(current) in visited:
+            continue
+        visited.add(id(current))
+        seen.add(current.model)
+        for mw in current.middleware:
+            if isinstance(mw, SubAgentMiddleware):
+                todo.extend(s.agent for s in mw.specs.values())
+    return seen
+
+
+async def aclose_tree_models(spec: AgentSpec) -> None:
+    """Close the models of ``spec``'s tree that hold resources, shielded from cancellation.
+
+    The sync API runs each call on a fresh event loop; a model's HTTP client
+    belongs to the loop that made it, so it is closed before that loop ends.
+    """
+    for model in tree_models(spec):
+        if isinstance(model, SupportsAclose):
+            with anyio.CancelScope(shield=True):
+                await model.aclose()

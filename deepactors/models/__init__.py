@@ -7,6 +7,8 @@ from ._base import ChatModel as ChatModel
 from ._base import ModelRequest as ModelRequest
 from ._base import StreamDelta as StreamDelta
 from ._base import StreamPart as StreamPart
+from ._base import SupportsAclose as SupportsAclose
+from ._base import SupportsPromptCaching as SupportsPromptCaching
 from ._limiter import RequestLimiter as RequestLimiter
 from ._limiter import RequestLimiterStatistics as RequestLimiterStatistics
 from .testing import FunctionModel as FunctionModel
@@ -23,6 +25,8 @@ __all__ = [
     "ScriptedModel",
     "StreamDelta",
     "StreamPart",
+    "SupportsAclose",
+    "SupportsPromptCaching",
     "resolve_model",
 ]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any
 
 from deepactors.messages import (
     AssistantMessage,
@@ -24,6 +24,7 @@ from deepactors.messages import (
     ToolMessage,
     Usage,
 )
+from deepactors.models.cache import CACHE_SETTING, MAX_CACHE_BREAKPOINTS, CacheSettings
 
 if TYPE_CHECKING:
     from deepactors.tools import Tool
@@ -45,36 +46,8 @@ __all__ = [
 
 JSON = dict[str, Any]
 
-CACHE_SETTING = "anthropic_cache"
-"""The ``ModelRequest.settings`` key that asks :class:`AnthropicModel` for cache breakpoints."""
-
-MAX_CACHE_BREAKPOINTS = 4
-"""The API rejects a request with more ``cache_control`` breakpoints than this."""
-
 EMPTY_USER_TEXT = "(empty message)"
 """The text sent for a user turn that has nothing to send (see :func:`messages_to_api`)."""
-
-
-class CacheSettings(TypedDict, total=False):
-    """Where :class:`~deepactors.models.anthropic.AnthropicModel` puts cache breakpoints.
-
-    Written into ``ModelRequest.settings[CACHE_SETTING]`` by
-    :class:`~deepactors.middleware.AnthropicPromptCachingMiddleware`; other models
-    never read it, which is what makes the middleware a no-op for them.
-
-    Attributes:
-        ttl: ``"5m"`` (the API's default) or ``"1h"``.
-        tools: A breakpoint on the last tool definition (caches all tools).
-        system: A breakpoint on the system prompt.
-        messages: How many of the newest user turns get a breakpoint. The newest
-            one writes the whole conversation to the cache; the one before it is
-            exactly where the previous call wrote, so this call reads it back.
-    """
-
-    ttl: Literal["5m", "1h"]
-    tools: bool
-    system: bool
-    messages: int
 
 
 # ---------------------------------------------------------------------------

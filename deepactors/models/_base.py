@@ -14,7 +14,14 @@ if TYPE_CHECKING:
     from ..state import State
     from ..tools import Tool
 
-__all__ = ["ChatModel", "ModelRequest", "StreamDelta", "StreamPart"]
+__all__ = [
+    "ChatModel",
+    "ModelRequest",
+    "StreamDelta",
+    "StreamPart",
+    "SupportsAclose",
+    "SupportsPromptCaching",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,4 +86,27 @@ class ChatModel(Protocol):
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
         """Answer one request piece by piece; the last item is the whole message."""
+        ...
+
+
+@runtime_checkable
+class SupportsPromptCaching(Protocol):
+    """A model that honours cache breakpoints (``AnthropicPromptCachingMiddleware``).
+
+    Optional beside :class:`ChatModel`: for any other model the caching layer
+    would only copy each request, on the hot path, for nothing, so it is left out.
+    """
+
+    @property
+    def prompt_caching(self) -> bool:
+        """Whether cache breakpoints in requests reach the provider."""
+        ...
+
+
+@runtime_checkable
+class SupportsAclose(Protocol):
+    """A model holding resources (an HTTP client) that its owner closes with ``aclose``."""
+
+    async def aclose(self) -> None:
+        """Release the model's resources for the current event loop."""
         ...
