@@ -6,20 +6,22 @@ It validates a run's input once and hands it to the actor runtime
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+from ._agent_threads import SavedThreads
+from ._config import read_config, warn_if_unsaved
 from .actors import (
     AgentSpec,
     EventStream,
     RunHandle,
+    RunInput,
     Runtime,
     open_runtime,
     prepare_input,
     run_sync,
-    saved_history,
-    saved_state,
     stream_sync,
 )
 from .events import Event
@@ -29,18 +31,19 @@ from .tools import Command, Tool
 
 if TYPE_CHECKING:
     from .backends import Backend
-    from .persistence import Checkpointer, CheckpointRecord, Store
+    from .persistence import Checkpointer, Store
 
 __all__ = ["DeepAgent"]
 
 AgentInput = Mapping[str, Any] | str | Command | None
 
 
-class DeepAgent:
+class DeepAgent(SavedThreads):
     """An agent made by :func:`create_deep_agent`. Run it with :meth:`ainvoke`.
 
     The object is immutable and shareable: any number of runs, on any number of
-    threads and event loops, may use one agent at once.
+    threads and event loops, may use one agent at once. Saved threads are read
+    with :meth:`aget_state` and :meth:`ahistory` (see :class:`SavedThreads`).
     """
 
     __slots__ = ("_spec",)
@@ -105,6 +108,7 @@ class DeepAgent:
     async def ainvoke(
         self,
         input: AgentInput,
+        config: Mapping[str, Any] | None = None,
         *,
         thread_id: str | None = None,
         timeout: float | None = None,
@@ -117,8 +121,12 @@ class DeepAgent:
             input: ``{"messages": [...], "files": {...}}``, a plain string as one
                 user message, ``None`` to continue a saved thread, or
                 ``Command(resume=...)`` with decisions for an interrupted one.
+            config: LangGraph's config, for ported scripts: ``{"configurable":
+                {"thread_id": ...}, "recursion_limit": n}`` (``n // 2`` model calls
+                per agent).
             thread_id: The conversation to continue. Runs on one thread queue, one
-                after the other.
+                after the other. Without a checkpointer, a thread is kept only by a
+                runtime's thread actor (see :func:`open_runtime`).
             timeout: Seconds for the whole run, every subagent included, the wait
                 behind earlier runs of the thread too. Past it, everything the run
                 started is cancelled and ``TimeoutError`` raised.
@@ -135,7 +143,8 @@ class DeepAgent:
             TimeoutError: The run passed ``timeout``.
             StepLimitExceeded: The model kept calling tools past ``max_steps``.
         """
-        run_input = prepare_input(self._spec, input, thread_id)  # fail before opening anything
+        # Fail before opening anything.
+        thread_id, run_input = self._prepare(input, config, thread_id, runtime)
         if runtime is not None:
             return await runtime.ainvoke(
                 self, run_input, thread_id=thread_id, timeout=timeout, context=context
@@ -153,6 +162,7 @@ class DeepAgent:
     def astream(
         self,
         input: AgentInput,
+        config: Mapping[str, Any] | None = None,
         *,
         thread_id: str | None = None,
         timeout: float | None = None,
@@ -169,7 +179,7 @@ class DeepAgent:
         Raises:
             InputError: Invalid input (at once, before the stream is entered).
         """
-        run_input = prepare_input(self._spec, input, thread_id)
+        thread_id, run_input = self._prepare(input, config, thread_id, runtime)
 
         async def start(rt: Runtime) -> RunHandle:
             return await rt.start(
@@ -210,32 +220,16 @@ class DeepAgent:
 
         return stream_sync(events_then_close, backend=backend)
 
-    # -- saved threads -------------------------------------------------------------------
-
-    async def ahistory(self, thread_id: str) -> list[CheckpointRecord]:
-        """Every checkpoint record of a thread, oldest first (every actor of its tree).
-
-        Each record has ``seq`` (its position), ``path`` (the actor), ``step`` (that
-        actor's model calls so far), ``kind`` (``update``, ``tool_result``,
-        ``interrupt``, ``resume``) and ``created_at``.
-
-        Raises:
-            ConfigurationError: The agent has no checkpointer.
-        """
-        return await saved_history(self._spec, thread_id)
-
-    async def aget_state(
-        self, thread_id: str, *, upto_seq: int | None = None, path: str | None = None
-    ) -> dict[str, Any]:
-        """A thread's state as saved, now or as it was at record ``upto_seq``.
-
-        Args:
-            thread_id: The thread.
-            upto_seq: Rebuild from the records up to this one (see :meth:`ahistory`).
-            path: Another actor of the tree (a subagent, ``main/task-2:researcher``).
-
-        Raises:
-            ConfigurationError: The agent has no checkpointer.
-            CheckpointCorrupt: A record cannot be read; the error names the thread.
-        """
-        return await saved_state(self._spec, thread_id, upto_seq=upto_seq, path=path)
+    def _prepare(
+        self,
+        input: AgentInput,
+        config: Mapping[str, Any] | None,
+        thread_id: str | None,
+        runtime: Runtime | None,
+    ) -> tuple[str | None, RunInput]:
+        options = read_config(config, thread_id)
+        run_input = prepare_input(self._spec, input, options.thread_id)
+        if options.max_steps is not None:
+            run_input = dataclasses.replace(run_input, max_steps=options.max_steps)
+        warn_if_unsaved(options.thread_id, checkpointer=self._spec.checkpointer, runtime=runtime)
+        return options.thread_id, run_input

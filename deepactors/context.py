@@ -156,6 +156,8 @@ class TreeContext:
         journal: Where the tree's changes are checkpointed, if anywhere.
         restored: The thread's saved records, when the run resumes from them.
         subagent_limiter: The tree-wide cap on subagents working at once.
+        max_steps: Model calls allowed to each agent of the tree, when the caller
+            set a limit for this run (``recursion_limit``); else each agent's own.
     """
 
     thread_id: str | None = None
@@ -163,6 +165,7 @@ class TreeContext:
     journal: RunJournal | None = None
     restored: ThreadRecords | None = None
     subagent_limiter: anyio.Semaphore | None = None
+    max_steps: int | None = None
 
 
 @dataclass(slots=True, kw_only=True, eq=False)

@@ -23,11 +23,13 @@ order they finish, so the result does not depend on timing.
 
 from __future__ import annotations
 
+import base64
 import difflib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from datetime import UTC, datetime
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -76,6 +78,72 @@ class FileRecord(BaseModel):
     def written(current: FileRecord | None, content: str) -> FileRecord:
         """The record after writing ``content`` over ``current`` (None: a new file)."""
         return FileRecord(content=content) if current is None else current.changed(content)
+
+    # deepagents' FileData view: ``record["content"]``, ISO timestamps, an encoding.
+
+    def __getitem__(self, key: str) -> str:
+        """Read the record as deepagents' ``FileData`` dict (``record["content"]``)."""
+        match key:
+            case "content":
+                return self.content
+            case "encoding":
+                return "utf-8"
+            case "created_at":
+                return _iso(self.created_at)
+            case "modified_at":
+                return _iso(self.modified_at)
+            case _:
+                raise KeyError(key)
+
+    def keys(self) -> tuple[str, ...]:
+        """The keys of the ``FileData`` view."""
+        return _FILE_DATA_KEYS
+
+    def to_file_data(self) -> dict[str, str]:
+        """deepagents' ``FileData`` dict of this record."""
+        return {k: self[k] for k in _FILE_DATA_KEYS}
+
+    @classmethod
+    def from_file_data(cls, data: Mapping[str, Any]) -> FileRecord:
+        """A record from deepagents' ``FileData`` (content a string or, legacy, lines).
+
+        Raises:
+            ValueError: Not a FileData dict, or content that is not text.
+        """
+        content = data.get("content")
+        if isinstance(content, list):
+            content = "\n".join(str(line) for line in content)
+        if not isinstance(content, str):
+            raise ValueError("'content' must be text")
+        if data.get("encoding", "utf-8") == "base64":
+            try:
+                content = base64.b64decode(content, validate=True).decode("utf-8")
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise ValueError("base64 content that is not UTF-8 text") from exc
+        now = time.time()
+        return cls(
+            content=content,
+            created_at=_epoch(data.get("created_at"), now),
+            modified_at=_epoch(data.get("modified_at"), now),
+        )
+
+
+_FILE_DATA_KEYS = ("content", "encoding", "created_at", "modified_at")
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat()
+
+
+def _epoch(value: object, default: float) -> float:
+    if value is None:
+        return default
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
+    raise ValueError(f"a timestamp must be ISO 8601 text or seconds, not {value!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -6,11 +6,23 @@ running it (the other calls of that turn still run) and returns its pending
 
     await agent.ainvoke(Command(resume=[{"type": "approve"}, ...]), thread_id=...)
 
-one decision per request, in order (or a dict keyed by request id):
+one decision per request, in order (or a dict keyed by request id, or
+deepagents' ``{"decisions": [...]}``):
 
 * ``{"type": "approve"}``: run the call as the model made it;
-* ``{"type": "edit", "args": {...}}``: run it with these arguments instead;
-* ``{"type": "reject", "message": "..."}``: do not run it; the model reads the message.
+* ``{"type": "edit", "args": {...}}``: run it with these arguments instead
+  (deepagents' ``{"type": "edit", "edited_action": {"name": ..., "args": {...}}}``
+  works too);
+* ``{"type": "reject", "message": "..."}``: do not run it; the model reads the
+  message as an error result;
+* ``{"type": "respond", "message": "..."}``: do not run it; the message is the
+  call's (successful) result.
+
+Each entry of ``result["__interrupt__"]`` is one request as a dict (``id``,
+``tool``, ``args``, ``path``, ``allowed_decisions``, ``description``) that also
+reads as LangGraph's ``Interrupt``: ``.id``, and ``.value`` with deepagents'
+``{"action_requests": [...], "review_configs": [...]}`` for every request of that
+stop, so ``result["__interrupt__"][0].value`` is what a deepagents script reads.
 """
 
 from __future__ import annotations
@@ -21,9 +33,17 @@ from typing import Any, Literal
 
 from .errors import InputError
 
-__all__ = ["ActionRequest", "Decision", "Interrupt", "parse_decisions"]
+__all__ = [
+    "DECISIONS",
+    "ActionRequest",
+    "Decision",
+    "Interrupt",
+    "PendingRequest",
+    "interrupt_view",
+    "parse_decisions",
+]
 
-DECISIONS = ("approve", "edit", "reject")
+DECISIONS = ("approve", "edit", "reject", "respond")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,9 +94,45 @@ class ActionRequest:
 class Decision:
     """A human's answer to one :class:`ActionRequest`."""
 
-    type: Literal["approve", "edit", "reject"]
+    type: Literal["approve", "edit", "reject", "respond"]
     args: Mapping[str, Any] | None = None
     message: str | None = None
+
+
+class PendingRequest(dict[str, Any]):
+    """One request of ``result["__interrupt__"]``: a dict that also reads as LangGraph's
+    ``Interrupt`` (``.id``, ``.value``) for scripts ported from deepagents.
+
+    Attributes:
+        id: The stop's interrupt id (the same for every request of one stop).
+        value: ``{"action_requests": [...], "review_configs": [...]}`` for every
+            request of the stop, in order.
+    """
+
+    __slots__ = ("id", "value")
+
+    def __init__(self, request: Mapping[str, Any], *, id: str, value: Mapping[str, Any]) -> None:
+        super().__init__(request)
+        self.id = id
+        self.value = value
+
+
+def interrupt_view(requests: Sequence[Mapping[str, Any]]) -> list[PendingRequest]:
+    """The ``__interrupt__`` entries for one stop's requests (their ``to_dict`` form)."""
+    if not requests:
+        return []
+    value = {
+        "action_requests": [
+            {"name": r["tool"], "args": dict(r["args"]), "description": r.get("description")}
+            for r in requests
+        ],
+        "review_configs": [
+            {"action_name": r["tool"], "allowed_decisions": list(r["allowed_decisions"])}
+            for r in requests
+        ],
+    }
+    stop_id = f"interrupt-{requests[0]['id']}"
+    return [PendingRequest(r, id=stop_id, value=value) for r in requests]
 
 
 class Interrupt(Exception):
@@ -96,6 +152,16 @@ def parse_decisions(resume: Any, pending: Sequence[ActionRequest]) -> dict[str, 
     """
     if not pending:
         raise InputError("this thread is not waiting for any decision")
+    stop_id = f"interrupt-{pending[0].id}"
+    if isinstance(resume, Mapping) and set(resume) == {stop_id}:
+        resume = resume[stop_id]  # LangGraph's {interrupt_id: value}
+    if isinstance(resume, Mapping) and set(resume) == {"decisions"}:
+        resume = resume["decisions"]  # deepagents' shape
+    if isinstance(resume, str | bytes) or not isinstance(resume, Mapping | Sequence):
+        raise InputError(
+            "resume with a list of decisions like [{'type': 'approve'}], "
+            f"not {type(resume).__name__}"
+        )
     by_request: dict[str, Any]
     if isinstance(resume, Mapping) and not ({"type"} & set(resume)):
         unknown = set(resume) - {r.id for r in pending}
@@ -120,7 +186,14 @@ def parse_decisions(resume: Any, pending: Sequence[ActionRequest]) -> dict[str, 
             kind = raw.get("type")
             if kind not in DECISIONS:
                 raise InputError(f"a decision's type must be one of {DECISIONS}, not {kind!r}")
-            decision = Decision(type=kind, args=raw.get("args"), message=raw.get("message"))
+            args = raw.get("args")
+            edited = raw.get("edited_action")
+            if args is None and isinstance(edited, Mapping):
+                args = edited.get("args")
+            message = raw.get("message")
+            if message is not None and not isinstance(message, str):
+                raise InputError(f"a decision's message must be text, not {message!r}")
+            decision = Decision(type=kind, args=args, message=message)
         else:
             raise InputError(f"a decision must be a dict like {{'type': 'approve'}}, not {raw!r}")
         if decision.type not in request.allowed_decisions:
@@ -130,5 +203,7 @@ def parse_decisions(resume: Any, pending: Sequence[ActionRequest]) -> dict[str, 
             )
         if decision.type == "edit" and not isinstance(decision.args, Mapping):
             raise InputError(f"an 'edit' decision for {request.tool} needs 'args': {{...}}")
+        if decision.type == "respond" and decision.message is None:
+            raise InputError(f"a 'respond' decision for {request.tool} needs a 'message'")
         out[request.id] = decision
     return out

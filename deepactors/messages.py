@@ -23,6 +23,7 @@ __all__ = [
     "ContentBlock",
     "ImageBlock",
     "Message",
+    "MessageLike",
     "RedactedThinkingBlock",
     "SystemMessage",
     "TextBlock",
@@ -149,6 +150,26 @@ class _Message(_Frozen):
         """The message's text content (text blocks joined)."""
         return content_text(self.content)  # type: ignore[attr-defined]
 
+    @property
+    def type(self) -> str:
+        """LangChain's name for the role: ``human``, ``ai``, ``tool`` or ``system``."""
+        return _LC_TYPES[self.role]  # type: ignore[attr-defined]
+
+
+_LC_TYPES = {"user": "human", "assistant": "ai", "tool": "tool", "system": "system"}
+_ROLES = {"human": "user", "ai": "assistant", "user": "user", "assistant": "assistant"}
+_ROLES |= {"tool": "tool", "system": "system", "developer": "system"}
+# What LangChain message dicts carry that has no place here (metadata of its own).
+_LC_ONLY = (
+    "additional_kwargs",
+    "response_metadata",
+    "example",
+    "invalid_tool_calls",
+    "tool_call_chunks",
+    "artifact",
+    "lc_source",
+)
+
 
 class SystemMessage(_Message):
     """Instructions for the model. Usually given as ``system_prompt=`` instead."""
@@ -198,35 +219,81 @@ _MESSAGE = TypeAdapter[Message](Message)
 MESSAGE_TYPES = (SystemMessage, UserMessage, AssistantMessage, ToolMessage)
 
 
-def to_message(value: Message | Mapping[str, Any]) -> Message:
-    """Validate one message given as a model or a plain dict.
+MessageLike: TypeAlias = "Message | Mapping[str, Any] | tuple[str, Any]"
+"""A message, a dict (``role`` or LangChain's ``type``), or a ``(role, content)`` pair."""
+
+
+def to_message(value: MessageLike | object) -> Message:
+    """Validate one message given as a model, a plain dict or a ``(role, content)`` pair.
+
+    LangChain shapes are accepted so ported scripts run: ``("user", "hi")``,
+    dicts with ``type`` ``human``/``ai``/``tool``/``system`` and LangChain's tool
+    call dicts, and, when ``langchain-core`` is installed, its message objects.
 
     Raises:
         InputError: The value is not a valid message; the error says which field.
     """
     if isinstance(value, MESSAGE_TYPES):
         return value
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str):
+        value = {"role": value[0], "content": value[1]}
+    elif not isinstance(value, Mapping) and type(value).__module__.startswith("langchain_core"):
+        value = _from_langchain_object(value)
     if not isinstance(value, Mapping):
         raise InputError(
-            f"a message must be a dict with 'role' and 'content' or a message object, "
-            f"not {type(value).__name__}"
+            f"a message must be a dict with 'role' and 'content', a (role, content) pair or "
+            f"a message object, not {type(value).__name__}"
         )
     data = dict(value)
-    # "human"/"ai" are LangChain's role names; accept them so ported scripts run.
     role = data.get("role", data.get("type"))
     data.pop("type", None)
-    data["role"] = {"human": "user", "ai": "assistant"}.get(role, role)  # type: ignore[arg-type]
+    data["role"] = _ROLES.get(role, role) if isinstance(role, str) else role
+    for key in _LC_ONLY:
+        data.pop(key, None)
+    if data["role"] == "tool":
+        data["name"] = data.get("name") or ""  # optional in LangChain
+    else:
+        data.pop("name", None)  # LangChain's optional speaker name; ours is the tool's
+    usage = data.pop("usage_metadata", None)
+    if usage and data["role"] == "assistant" and "usage" not in data:
+        data["usage"] = {
+            "input_tokens": usage.get("input_tokens", 0),
+            "output_tokens": usage.get("output_tokens", 0),
+        }
+    if data.get("tool_calls"):
+        data["tool_calls"] = [_tool_call(c) for c in data["tool_calls"]]
+    if data.get("id") is None:
+        data.pop("id", None)
     try:
         return _MESSAGE.validate_python(data)
     except ValidationError as exc:
         raise InputError(f"invalid message {_short(value)}: {_first_error(exc)}") from exc
 
 
-def to_messages(values: Iterable[Message | Mapping[str, Any]] | str) -> list[Message]:
+def _tool_call(call: Any) -> Any:
+    """A LangChain tool call dict (``type: tool_call``) in our shape."""
+    if isinstance(call, Mapping) and "type" in call:
+        call = {k: v for k, v in call.items() if k != "type"}
+    return call
+
+
+def _from_langchain_object(obj: Any) -> dict[str, Any]:
+    """A ``langchain_core`` message object as a LangChain message dict."""
+    data: dict[str, Any] = {"type": getattr(obj, "type", None), "content": obj.content}
+    for key in ("id", "tool_call_id", "name", "status", "usage_metadata"):
+        if getattr(obj, key, None) is not None:
+            data[key] = getattr(obj, key)
+    calls = getattr(obj, "tool_calls", None)
+    if calls:
+        data["tool_calls"] = [dict(c) for c in calls]
+    return data
+
+
+def to_messages(values: Iterable[MessageLike] | str) -> list[Message]:
     """Validate a list of messages; a bare string is one user message."""
     if isinstance(values, str):
         return [UserMessage(content=values)]
-    if isinstance(values, Mapping) or not isinstance(values, Iterable):
+    if isinstance(values, Mapping | tuple) or not isinstance(values, Iterable):
         raise InputError("'messages' must be a list of messages")
     return [to_message(v) for v in values]
 

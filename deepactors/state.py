@@ -208,16 +208,33 @@ def _coerce_files(value: Any) -> dict[str, FileRecord]:
     for path, item in value.items():
         if not isinstance(path, str) or not path.startswith("/"):
             raise InputError(f"file paths must be absolute strings like '/notes.md', not {path!r}")
+        if ".." in path.split("/") or "\x00" in path or "\\" in path:
+            raise InputError(f"file path {path!r} must not contain '..', '\\' or NUL")
         if isinstance(item, FileRecord):
             files[path] = item
         elif isinstance(item, str):
             files[path] = FileRecord(content=item)
+        elif isinstance(item, Mapping) and _is_file_data(item):
+            try:
+                files[path] = FileRecord.from_file_data(item)
+            except ValueError as exc:
+                raise InputError(f"invalid file {path!r}: {exc}") from exc
         else:
             try:
                 files[path] = FileRecord.model_validate(item)
             except ValidationError as exc:
                 raise InputError(f"invalid file {path!r}: {exc.errors()[0]['msg']}") from exc
     return files
+
+
+def _is_file_data(item: Mapping[str, Any]) -> bool:
+    """deepagents' FileData: an encoding, ISO timestamps, or content as a list of lines."""
+    return (
+        "encoding" in item
+        or isinstance(item.get("content"), list)
+        or isinstance(item.get("created_at"), str)
+        or isinstance(item.get("modified_at"), str)
+    )
 
 
 def _check_files(state: State, value: Any) -> Any:

@@ -10,8 +10,6 @@ from ._runtime import RunHandle as RunHandle
 from ._runtime import Runtime as Runtime
 from ._runtime import await_handle as await_handle
 from ._runtime import open_runtime as open_runtime
-from ._session import saved_history as saved_history
-from ._session import saved_state as saved_state
 from ._spec import AgentSpec as AgentSpec
 from ._spec import HasSpec as HasSpec
 from ._spec import RunInput as RunInput
@@ -19,6 +17,10 @@ from ._spec import prepare_input as prepare_input
 from ._stream import EventStream as EventStream
 from ._sync import run_sync as run_sync
 from ._sync import stream_sync as stream_sync
+from ._threads import ThreadState as ThreadState
+from ._threads import ThreadTask as ThreadTask
+from ._threads import saved_history as saved_history
+from ._threads import saved_state as saved_state
 
 __all__ = [
     "ActorStatistics",
@@ -30,6 +32,8 @@ __all__ = [
     "RunHandle",
     "RunInput",
     "Runtime",
+    "ThreadState",
+    "ThreadTask",
     "await_handle",
     "open_runtime",
     "prepare_input",

@@ -26,7 +26,7 @@ from ..state import State
 from ._spec import AgentSpec, Hook
 from ._tool_step import run_tools
 
-__all__ = ["run_loop"]
+__all__ = ["run_loop", "unanswered_calls"]
 
 _log = structlog.get_logger("deepactors")
 
@@ -54,7 +54,7 @@ async def _apply_hooks(
     return jump
 
 
-def _unanswered(messages: Sequence[Message]) -> tuple[AssistantMessage | None, list[ToolCall]]:
+def unanswered_calls(messages: Sequence[Message]) -> tuple[AssistantMessage | None, list[ToolCall]]:
     """The newest assistant message and those of its tool calls that have no result yet."""
     answered: set[str] = set()
     for i in range(len(messages) - 1, -1, -1):
@@ -78,8 +78,9 @@ async def run_loop(spec: AgentSpec, state: State, run: RunContext) -> Usage | No
         StepLimitExceeded: More than ``spec.max_steps`` model calls.
     """
     debug = spec.debug
+    max_steps = run.tree.max_steps or spec.max_steps
     jump = await _apply_hooks(spec.before_agent, state, run, debug)
-    if jump is None and _unanswered(state.messages)[1]:
+    if jump is None and unanswered_calls(state.messages)[1]:
         # The history ends with tool calls that have no results (an interrupted
         # run): run them before asking the model anything.
         jump = "tools"
@@ -90,10 +91,10 @@ async def run_loop(spec: AgentSpec, state: State, run: RunContext) -> Usage | No
             if jump == "end":
                 break
             if jump != "tools":
-                if step >= spec.max_steps:
+                if step >= max_steps:
                     raise StepLimitExceeded(
                         f"agent {run.path!r} made {step} model calls without finishing "
-                        f"(max_steps={spec.max_steps})"
+                        f"(max_steps={max_steps})"
                     )
                 step += 1
                 run.step = step
@@ -128,7 +129,7 @@ async def run_loop(spec: AgentSpec, state: State, run: RunContext) -> Usage | No
                 if jump == "model":
                     continue
         jump = None
-        _, pending = _unanswered(state.messages)
+        _, pending = unanswered_calls(state.messages)
         if not pending:
             break
         await run_tools(spec, state, run, pending)

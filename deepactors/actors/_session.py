@@ -15,19 +15,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..context import RunContext, TreeContext, TreeSlot
-from ..errors import ConfigurationError, InputError
+from ..errors import InputError
 from ..events import Event, Interrupted, RunStarted
 from ..filediff import FileRecord
-from ..interrupts import ActionRequest, Interrupt, parse_decisions
+from ..interrupts import ActionRequest, Interrupt, interrupt_view, parse_decisions
 from ..messages import new_id
-from ..persistence import Checkpointer, CheckpointRecord
 from ..state import State
 from ._filewatch import actor_listener
-from ._journal import Restored, open_journal
+from ._journal import open_journal
 from ._loop import run_loop
 from ._spec import AgentSpec, RunInput
+from ._threads import next_step
 
-__all__ = ["Session", "child_session", "execute_root", "saved_history", "saved_state"]
+__all__ = ["Session", "child_session", "execute_root"]
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
@@ -140,7 +140,7 @@ async def execute_root(
     fresh = state is None
     if state is None:
         state = State(spec.channels)
-    tree = TreeContext(thread_id=thread_id)
+    tree = TreeContext(thread_id=thread_id, max_steps=run_input.max_steps)
     run = _new_run(
         spec, state, path=spec.name, run_id=run_id, tree=tree, emit=emit, context=context
     )
@@ -160,6 +160,10 @@ async def execute_root(
             stack.callback(session.close)
             if run_input.resume is not None:
                 _take_decisions(run, run_input.resume)
+            elif not _has_work(state, run_input, thread_id):
+                # ainvoke(None) on a thread that finished: nothing to continue,
+                # so nothing is called; the caller gets the thread's state.
+                return _result(state, run, []), state
             interrupted = await _execute(session, run_input.values)
         except Exception as exc:
             # Raised outside the journal's task group below, so the caller gets
@@ -167,11 +171,32 @@ async def execute_root(
             failure = exc
     if failure is not None:
         raise failure
+    return _result(state, run, interrupted), state
+
+
+def _result(state: State, run: RunContext, interrupted: list[ActionRequest]) -> dict[str, Any]:
     result = state.to_dict()
     result["usage"] = run.usage
     if interrupted:
-        result["__interrupt__"] = [r.to_dict() for r in interrupted]
-    return result, state
+        result["__interrupt__"] = interrupt_view([r.to_dict() for r in interrupted])
+    return result
+
+
+def _has_work(state: State, run_input: RunInput, thread_id: str | None) -> bool:
+    """Whether the run has anything to do; refuse one that would ask about nothing.
+
+    Raises:
+        InputError: The model would be called with an empty history.
+    """
+    if run_input.resuming:
+        if not state.messages:
+            raise InputError(
+                f"thread {thread_id!r} has no saved state to continue: start it with input messages"
+            )
+        return bool(next_step(state.messages))
+    if not state.messages and not run_input.values.get("messages"):
+        raise InputError("the input has no message for the agent to answer")
+    return True
 
 
 def _take_decisions(run: RunContext, resume: object) -> None:
@@ -206,32 +231,3 @@ async def _execute(session: Session, values: Mapping[str, Any]) -> list[ActionRe
             emit(Interrupted(path=run.path, run_id=run.run_id, requests=requests))
         return exc.requests
     return []
-
-
-async def saved_state(
-    spec: AgentSpec, thread_id: str, *, upto_seq: int | None = None, path: str | None = None
-) -> dict[str, Any]:
-    """A thread's state as its checkpointer holds it (see ``DeepAgent.aget_state``).
-
-    Raises:
-        ConfigurationError: The agent has no checkpointer.
-    """
-    records = await _saver(spec).read(thread_id, upto_seq=upto_seq)
-    state = State(spec.channels)
-    Restored(thread_id, records).replay(path or spec.name, state)
-    return state.to_dict()
-
-
-async def saved_history(spec: AgentSpec, thread_id: str) -> list[CheckpointRecord]:
-    """Every checkpoint record of a thread, oldest first (see ``DeepAgent.ahistory``).
-
-    Raises:
-        ConfigurationError: The agent has no checkpointer.
-    """
-    return await _saver(spec).read(thread_id)
-
-
-def _saver(spec: AgentSpec) -> Checkpointer:
-    if spec.checkpointer is None:
-        raise ConfigurationError("this agent has no checkpointer, so it saves no threads")
-    return spec.checkpointer

@@ -159,11 +159,14 @@ class RunInput:
             (they are matched against the saved requests when the thread is read).
         resuming: Whether the input continues a saved thread (``None`` or a
             ``Command(resume=...)``) rather than adding to it.
+        max_steps: Model calls allowed to each agent of this run's tree, when the
+            caller set a limit for this run (else each agent's own).
     """
 
     values: Mapping[str, Any]
     resume: object = None
     resuming: bool = False
+    max_steps: int | None = None
 
 
 def prepare_input(spec: AgentSpec, input: object, thread_id: str | None) -> RunInput:
@@ -199,4 +202,7 @@ def prepare_input(spec: AgentSpec, input: object, thread_id: str | None) -> RunI
         raise InputError(
             f"input must be a dict like {{'messages': [...]}}, not {type(input).__name__}"
         )
-    return RunInput(values=validate_input(spec.channels, input))
+    values = validate_input(spec.channels, input)
+    if "messages" in values and not values["messages"]:
+        raise InputError("'messages' is empty: give at least one message for the agent")
+    return RunInput(values=values)

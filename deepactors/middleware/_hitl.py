@@ -34,13 +34,27 @@ class HumanInTheLoopMiddleware(AgentMiddleware):
                 continue
             if not isinstance(setting, Mapping):
                 raise ConfigurationError(f"interrupt_on[{name!r}] must be True, False or a dict")
+            unknown = set(setting) - {"allowed_decisions", "description"}
+            if unknown:
+                raise ConfigurationError(
+                    f"interrupt_on[{name!r}]: unknown key(s) {sorted(unknown)}; "
+                    "known: allowed_decisions, description"
+                )
+            description = setting.get("description")
+            if description is not None and not isinstance(description, str):
+                raise ConfigurationError(f"interrupt_on[{name!r}]: description must be text")
             allowed = tuple(setting.get("allowed_decisions", DECISIONS))
             bad = set(allowed) - set(DECISIONS)
             if bad or not allowed:
                 raise ConfigurationError(
                     f"interrupt_on[{name!r}]: allowed_decisions must be among {DECISIONS}"
                 )
-            self.config[name] = (allowed, setting.get("description"))
+            self.config[name] = (allowed, description)
+
+    @property
+    def tool_names(self) -> frozenset[str]:
+        """The tools this middleware stops before."""
+        return frozenset(self.config)
 
     async def wrap_tool_call(
         self, request: ToolCallRequest, handler: ToolHandler
@@ -63,6 +77,13 @@ class HumanInTheLoopMiddleware(AgentMiddleware):
                         description=description,
                     )
                 ]
+            )
+        if decision.type == "respond":
+            return ToolMessage(
+                tool_call_id=call.id,
+                name=call.name,
+                content=decision.message or "",
+                status="success",
             )
         if decision.type == "reject":
             reason = decision.message or "no reason given"

@@ -1,0 +1,138 @@
+"""Saved threads, as callers read them: state snapshots and history.
+
+:class:`ThreadState` is a thread's state read back from its checkpointer: a
+mapping of channel values (``state["messages"]``), and also LangGraph's
+``StateSnapshot`` shape (``.values``, ``.next``, ``.tasks``, ``.config``) so
+scripts ported from deepagents read it unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ConfigurationError
+from ..interrupts import PendingRequest, interrupt_view
+from ..messages import AssistantMessage, Message
+from ..persistence import Checkpointer, CheckpointRecord
+from ..state import State
+from ._journal import Restored
+from ._loop import unanswered_calls
+from ._spec import AgentSpec
+
+__all__ = ["ThreadState", "ThreadTask", "next_step", "saved_history", "saved_state"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThreadTask:
+    """What a thread waits for (LangGraph's ``PregelTask`` shape).
+
+    Attributes:
+        name: ``"tools"``: tool calls wait for human decisions.
+        interrupts: The pending requests (each with ``.id`` and ``.value``).
+    """
+
+    name: str
+    interrupts: tuple[PendingRequest, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThreadState:
+    """A thread's saved state: channel values by name, plus where the thread stands.
+
+    Read a channel as ``state["messages"]`` (as from a run's result) or through
+    ``state.values`` (LangGraph's ``StateSnapshot``).
+
+    Attributes:
+        values: Every channel's value (``messages``, ``todos``, ``files``, ...).
+        next: What runs next if the thread is continued: ``("model",)``,
+            ``("tools",)``, or ``()`` when the thread finished.
+        tasks: What the thread waits for (interrupts), if anything.
+        interrupts: The pending requests, as under ``result["__interrupt__"]``.
+        config: ``{"configurable": {"thread_id": ...}}``, as LangGraph gives it.
+        seq: The last checkpoint record this state was rebuilt from (None: empty).
+    """
+
+    values: Mapping[str, Any]
+    next: tuple[str, ...] = ()
+    tasks: tuple[ThreadTask, ...] = ()
+    interrupts: tuple[PendingRequest, ...] = ()
+    config: Mapping[str, Any] = field(default_factory=dict)
+    seq: int | None = None
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.values
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.values)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """A channel's value, or ``default``."""
+        return self.values.get(key, default)
+
+    def keys(self) -> KeysView[str]:
+        """The channel names."""
+        return self.values.keys()
+
+    def items(self) -> ItemsView[str, Any]:
+        """``(channel, value)`` pairs."""
+        return self.values.items()
+
+
+def next_step(messages: Sequence[Message]) -> tuple[str, ...]:
+    """What a continued thread would do first, judged from its history."""
+    if not messages:
+        return ()
+    if unanswered_calls(messages)[1]:
+        return ("tools",)
+    if isinstance(messages[-1], AssistantMessage):
+        return ()
+    return ("model",)
+
+
+async def saved_state(
+    spec: AgentSpec, thread_id: str, *, upto_seq: int | None = None, path: str | None = None
+) -> ThreadState:
+    """A thread's state as its checkpointer holds it (see ``DeepAgent.aget_state``).
+
+    Raises:
+        ConfigurationError: The agent has no checkpointer.
+        CheckpointCorrupt: A record cannot be read; the error names the thread.
+    """
+    records = await _saver(spec).read(thread_id, upto_seq=upto_seq)
+    state = State(spec.channels)
+    restored = Restored(thread_id, records)
+    actor = path or spec.name
+    restored.replay(actor, state)
+    pending = restored.pending_interrupt(actor) or []
+    interrupts = tuple(interrupt_view([r.to_dict() for r in pending]))
+    return ThreadState(
+        values=state.to_dict(),
+        next=next_step(state.messages),
+        tasks=(ThreadTask(name="tools", interrupts=interrupts),) if interrupts else (),
+        interrupts=interrupts,
+        config={"configurable": {"thread_id": thread_id}},
+        seq=records[-1].seq if records else None,
+    )
+
+
+async def saved_history(spec: AgentSpec, thread_id: str) -> list[CheckpointRecord]:
+    """Every checkpoint record of a thread, oldest first (see ``DeepAgent.ahistory``).
+
+    Raises:
+        ConfigurationError: The agent has no checkpointer.
+    """
+    return await _saver(spec).read(thread_id)
+
+
+def _saver(spec: AgentSpec) -> Checkpointer:
+    if spec.checkpointer is None:
+        raise ConfigurationError("this agent has no checkpointer, so it saves no threads")
+    return spec.checkpointer
