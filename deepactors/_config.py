@@ -13,7 +13,13 @@ from typing import Any
 
 from .errors import InputError
 
-__all__ = ["RunConfig", "ThreadNotSavedWarning", "read_config", "warn_if_unsaved"]
+__all__ = [
+    "RunConfig",
+    "ThreadNotSavedWarning",
+    "check_timeout",
+    "read_config",
+    "warn_if_unsaved",
+]
 
 # Keys LangChain puts in a config that have no meaning here: accepted, unused.
 _IGNORED = frozenset({"tags", "metadata", "callbacks", "run_name", "run_id", "max_concurrency"})
@@ -92,3 +98,15 @@ def warn_if_unsaved(thread_id: str | None, *, checkpointer: object, runtime: obj
             ThreadNotSavedWarning,
             stacklevel=3,
         )
+
+
+def check_timeout(timeout: object) -> None:
+    """Refuse a ``timeout`` that is not a number of seconds (or None).
+
+    Raises:
+        InputError: Naming the bad value.
+    """
+    if timeout is None:
+        return
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout != timeout:
+        raise InputError(f"timeout must be a number of seconds or None, not {timeout!r}")

@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from ._agent_threads import SavedThreads
-from ._config import read_config, warn_if_unsaved
+from ._config import check_timeout, read_config, warn_if_unsaved
 from .actors import (
     AgentSpec,
     EventStream,
@@ -144,6 +144,7 @@ class DeepAgent(SavedThreads):
             StepLimitExceeded: The model kept calling tools past ``max_steps``.
         """
         # Fail before opening anything.
+        check_timeout(timeout)
         thread_id, run_input = self._prepare(input, config, thread_id, runtime)
         if runtime is not None:
             return await runtime.ainvoke(
@@ -179,6 +180,7 @@ class DeepAgent(SavedThreads):
         Raises:
             InputError: Invalid input (at once, before the stream is entered).
         """
+        check_timeout(timeout)
         thread_id, run_input = self._prepare(input, config, thread_id, runtime)
 
         async def start(rt: Runtime) -> RunHandle:
@@ -189,7 +191,12 @@ class DeepAgent(SavedThreads):
         return EventStream(start, runtime=runtime)
 
     def invoke(
-        self, input: AgentInput, *, backend: str = "asyncio", **kwargs: Any
+        self,
+        input: AgentInput,
+        config: Mapping[str, Any] | None = None,
+        *,
+        backend: str = "asyncio",
+        **kwargs: Any,
     ) -> dict[str, Any]:
         """Blocking :meth:`ainvoke`, on a fresh event loop of ``backend``.
 
@@ -199,21 +206,26 @@ class DeepAgent(SavedThreads):
 
         async def invoke_and_close() -> dict[str, Any]:
             try:
-                return await self.ainvoke(input, **kwargs)
+                return await self.ainvoke(input, config, **kwargs)
             finally:
                 await aclose_tree_models(self._spec)
 
         return run_sync(invoke_and_close, backend=backend)
 
     def stream(
-        self, input: AgentInput, *, backend: str = "asyncio", **kwargs: Any
+        self,
+        input: AgentInput,
+        config: Mapping[str, Any] | None = None,
+        *,
+        backend: str = "asyncio",
+        **kwargs: Any,
     ) -> Iterator[Event]:
         """Blocking :meth:`astream`: yields events as the run produces them."""
 
         @asynccontextmanager
         async def events_then_close() -> AsyncIterator[EventStream]:
             try:
-                async with self.astream(input, **kwargs) as events:
+                async with self.astream(input, config, **kwargs) as events:
                     yield events
             finally:
                 await aclose_tree_models(self._spec)

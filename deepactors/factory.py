@@ -124,6 +124,7 @@ def create_deep_agent(
         max_steps=max_steps,
         tail=tail,
         models=models,
+        checkpointer=checkpointer,
     )
     specs = _subagent_specs(subagents or (), model=resolved, parts=parts)
     defaults: list[AgentMiddleware] = [
@@ -146,13 +147,58 @@ def create_deep_agent(
         name=name,
         checkpointer=checkpointer,
     )
+    _check_interrupt_on(spec)
     return DeepAgent(spec)
+
+
+def _check_interrupt_on(root: AgentSpec) -> None:
+    """Refuse ``interrupt_on`` entries naming a tool no agent of the tree has.
+
+    A typo (``edit_fiel``) or a tool the backend does not give (``execute`` on a
+    state backend) would otherwise never fire, silently.
+    """
+    # One interrupt_on is shared by the agents that inherit it: a name is valid
+    # if any of them has the tool.
+    tools: dict[int, tuple[HumanInTheLoopMiddleware, set[str]]] = {}
+    for spec in _tree(root):
+        for mw in spec.middleware:
+            if isinstance(mw, HumanInTheLoopMiddleware):
+                tools.setdefault(id(mw), (mw, set()))[1].update(spec.tools)
+    for mw, known in tools.values():
+        unknown = mw.tool_names - known
+        if unknown:
+            raise ConfigurationError(
+                f"interrupt_on names tool(s) that no agent here has: {sorted(unknown)}; "
+                f"the tools are {sorted(known)}"
+            )
+
+
+def _tree(root: AgentSpec) -> list[AgentSpec]:
+    out, todo, seen = [], [root], set()
+    while todo:
+        spec = todo.pop()
+        if id(spec) not in seen:
+            seen.add(id(spec))
+            out.append(spec)
+            for mw in spec.middleware:
+                if isinstance(mw, SubAgentMiddleware):
+                    todo.extend(s.agent for s in mw.specs.values())
+    return out
 
 
 class _Parts:
     """What every agent of one tree is built with (the parent's, unless a child overrides)."""
 
-    __slots__ = ("backend", "debug", "max_steps", "models", "store", "tail", "tools")
+    __slots__ = (
+        "backend",
+        "checkpointer",
+        "debug",
+        "max_steps",
+        "models",
+        "store",
+        "tail",
+        "tools",
+    )
 
     def __init__(
         self,
@@ -164,7 +210,9 @@ class _Parts:
         max_steps: int,
         tail: Sequence[AgentMiddleware],
         models: _ModelCache,
+        checkpointer: Checkpointer | None,
     ) -> None:
+        self.checkpointer = checkpointer
         self.tools = tools
         self.backend = backend
         self.store = store
@@ -218,18 +266,25 @@ def _build_spec(
 
 
 class _SubAgentConfig(BaseModel):
-    """A subagent dict, checked: unknown keys and wrong types are refused by name."""
+    """A subagent dict, checked: unknown keys and wrong types are refused by name.
+
+    ``prompt`` is older deepagents' name for ``system_prompt``; ``runnable`` is
+    deepagents' ``CompiledSubAgent`` key, here a prebuilt agent like ``agent``.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
 
     name: str = Field(min_length=1)
     description: str = Field(min_length=1)
     system_prompt: str | None = None
+    prompt: str | None = None
     tools: Sequence[Any] | None = None
     model: Any = None
     middleware: Sequence[Any] = ()
     timeout: float | None = Field(None, gt=0)
+    interrupt_on: Mapping[str, Any] | None = None
     agent: DeepAgent | None = None
+    runnable: DeepAgent | None = None
 
 
 def _subagent_specs(
@@ -244,18 +299,23 @@ def _subagent_specs(
         if not isinstance(item, Mapping):
             raise ConfigurationError(f"a subagent must be a dict, not {type(item).__name__}")
         config = _read_config(item)
-        if config.agent is not None:
-            spec = config.agent.spec
-        elif config.system_prompt is None:
+        prebuilt = config.agent or config.runnable
+        prompt = config.system_prompt if config.system_prompt is not None else config.prompt
+        if config.agent is not None and config.runnable is not None:
+            raise ConfigurationError(f"subagent {config.name!r}: give 'agent' or 'runnable'")
+        if prebuilt is not None:
+            spec = prebuilt.spec
+        elif prompt is None:
             raise ConfigurationError(f"subagent {config.name!r} needs a 'system_prompt'")
         else:
             spec = _child_spec(
                 config.name,
-                config.system_prompt,
+                prompt,
                 model=model if config.model is None else parts.models.resolve(config.model),
                 tools=parts.tools if config.tools is None else as_tools(config.tools),
                 extra=config.middleware,
                 parts=parts,
+                interrupt_on=config.interrupt_on,
             )
         specs.append(
             SubAgentSpec(
@@ -301,6 +361,7 @@ def _child_spec(
     tools: Sequence[Tool],
     extra: Sequence[AgentMiddleware],
     parts: _Parts,
+    interrupt_on: Mapping[str, Any] | None = None,
 ) -> AgentSpec:
     # Declarative subagents get the default stack minus `task`: one level of
     # delegation, as in deepagents. A prebuilt agent may bring its own.
@@ -311,8 +372,18 @@ def _child_spec(
         PatchToolCallsMiddleware(),
     ]
     # Declarative subagents inherit interrupt_on: a guarded tool stays guarded
-    # when the work is delegated.
-    stack = [*_merge_middleware(defaults, extra), *parts.tail]
+    # when the work is delegated. Their own interrupt_on replaces the parent's
+    # ({} turns it off), as in deepagents.
+    tail = list(parts.tail)
+    if interrupt_on is not None:
+        tail = [mw for mw in tail if not isinstance(mw, HumanInTheLoopMiddleware)]
+        if any(interrupt_on.values()):
+            if parts.checkpointer is None:
+                raise ConfigurationError(
+                    f"subagent {name!r}: interrupt_on needs a checkpointer on the agent"
+                )
+            tail.append(HumanInTheLoopMiddleware(interrupt_on))
+    stack = [*_merge_middleware(defaults, extra), *tail]
     return _build_spec(
         model=model, tools=tools, system_prompt=prompt, stack=stack, parts=parts, name=name
     )

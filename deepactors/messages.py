@@ -155,6 +155,18 @@ class _Message(_Frozen):
         """LangChain's name for the role: ``human``, ``ai``, ``tool`` or ``system``."""
         return _LC_TYPES[self.role]  # type: ignore[attr-defined]
 
+    def pretty_repr(self) -> str:
+        """A readable rendering: a title line, then the text (and any tool calls)."""
+        title = f" {self.type.capitalize()} Message "
+        lines = [f"{title:=^80}", self.text]
+        for call in getattr(self, "tool_calls", ()):
+            lines.append(f"  tool call {call.name} ({call.id}): {call.args}")
+        return "\n".join(lines)
+
+    def pretty_print(self) -> None:
+        """Print :meth:`pretty_repr` (LangChain's method, for ported scripts)."""
+        print(self.pretty_repr())
+
 
 _LC_TYPES = {"user": "human", "assistant": "ai", "tool": "tool", "system": "system"}
 _ROLES = {"human": "user", "ai": "assistant", "user": "user", "assistant": "assistant"}

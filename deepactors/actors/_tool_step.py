@@ -53,7 +53,9 @@ async def run_tools(
         Interrupt: Some calls wait for a human; the others' results are appended.
     """
     results: list[ToolResult | None] = [None] * len(calls)
-    interrupts: list[ActionRequest] = []
+    # Per call, so the requests come out in the order of the calls (a human
+    # answers them in that order), not in the order the calls reached them.
+    interrupts: list[list[ActionRequest]] = [[] for _ in calls]
     resumed = run.resumed
 
     async def one(i: int, call: ToolCall) -> None:
@@ -69,7 +71,7 @@ async def run_tools(
                 out = await spec.call_tool(request)
             except Interrupt as exc:
                 # Waits for a human: no result; the siblings still run.
-                interrupts.extend(exc.requests)
+                interrupts[i] = exc.requests
                 return
             except Exception as exc:  # a wrap_tool_call middleware raised
                 out = error_result(call, f"{type(exc).__name__}: {exc}")
@@ -106,5 +108,6 @@ async def run_tools(
                 # The merge outcome (conflicts above all) is for the model to read.
                 message = message.model_copy(update={"content": f"{message.text}\n\n{note}"})
         state.add_message(message)
-    if interrupts:
-        raise Interrupt(interrupts)
+    pending = [r for requests in interrupts for r in requests]
+    if pending:
+        raise Interrupt(pending)

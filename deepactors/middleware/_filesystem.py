@@ -15,7 +15,7 @@ from ..messages import TextBlock, ToolMessage
 from ..state import State
 from ..tools import Command, Tool
 from ._fs_format import eviction_notice, result_path, wrap_long_lines
-from ._fs_tools import FileToolLimits, make_file_tools
+from ._fs_tools import READS_CHANNEL, FileToolLimits, make_file_tools, reads_channel
 
 __all__ = ["FILESYSTEM_PROMPT", "FilesystemMiddleware"]
 
@@ -115,6 +115,7 @@ class FilesystemMiddleware(AgentMiddleware):
         self.grep_max_matches = grep_max_matches
         self.max_entries = max_entries
         self.system_prompt = system_prompt
+        self.channels = {READS_CHANNEL: reads_channel()}
         if execute is None:
             execute = backend is not None and backend.can_execute
         limits = FileToolLimits(

@@ -9,7 +9,7 @@ change are one atomic step in the backend.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
@@ -19,6 +19,7 @@ import anyio
 from ..backends import ABSENT, Backend, check_version, normalize_path
 from ..context import RunContext, RunKey, ToolRuntime
 from ..errors import BackendError, FileNotFound, ReadBeforeWrite, ToolError
+from ..state import Channel
 from ..tools import Tool, tool
 from ._fs_format import (
     clip_lines,
@@ -28,7 +29,14 @@ from ._fs_format import (
     format_read,
 )
 
-__all__ = ["GLOB_DESCRIPTION", "FileToolLimits", "make_file_tools", "read_versions"]
+__all__ = [
+    "GLOB_DESCRIPTION",
+    "READS_CHANNEL",
+    "FileToolLimits",
+    "make_file_tools",
+    "read_versions",
+    "reads_channel",
+]
 
 GLOB_DESCRIPTION = """\
 Find files whose paths match a glob pattern, such as `**/*.py` or `/docs/*.md`.
@@ -55,13 +63,50 @@ def _tool_errors() -> Iterator[None]:
         raise ToolError(f"invalid argument: {exc}") from exc
 
 
-def read_versions(run: RunContext) -> dict[str, str]:
+READS_CHANNEL = "file_reads"
+"""The private state channel holding an agent's record of what it read."""
+
+
+def _merge_reads(current: dict[str, str], update: Mapping[str, str | None]) -> dict[str, str]:
+    for path, version in update.items():
+        if version is None:
+            current.pop(path, None)
+        else:
+            current[path] = version
+    return current
+
+
+def reads_channel() -> Channel:
+    """The ``file_reads`` channel: path -> version token of the last read or write.
+
+    Thread state like the rest: checkpointed, so a read survives a new run of
+    the thread and a resume after an interrupt; a subagent starts with its own.
+    """
+    return Channel(reducer=_merge_reads, default=dict, private=True)
+
+
+def read_versions(runtime: ToolRuntime) -> Mapping[str, str]:
     """This actor's record of the version of each file it read (or wrote) last.
 
-    Kept per run of one actor: a subagent has its own, and reads never leak
-    between agents.
+    Kept in the actor's state (``file_reads``), so it is per agent (a subagent
+    has its own, and reads never leak between agents) and per thread (it
+    survives runs and resumes). A tool called without an agent's state keeps
+    it per run instead.
     """
-    return run.local(_READS)
+    state = runtime.state
+    if state is not None and READS_CHANNEL in state:
+        reads: Mapping[str, str] = state[READS_CHANNEL]
+        return reads
+    return runtime.run.local(_READS)
+
+
+def _remember(runtime: ToolRuntime, update: Mapping[str, str | None]) -> None:
+    """Record reads (a version) and forgettings (None), through the state when there is one."""
+    state = runtime.state
+    if state is not None and READS_CHANNEL in state:
+        state.apply({READS_CHANNEL: dict(update)})
+    else:
+        _merge_reads(runtime.run.local(_READS), update)
 
 
 def _write_lock(run: RunContext) -> anyio.Lock:
@@ -76,7 +121,7 @@ def _write_lock(run: RunContext) -> anyio.Lock:
 
 
 async def _expected_version(
-    backend: Backend, path: str, reads: dict[str, str], *, new_ok: bool
+    backend: Backend, path: str, reads: Mapping[str, str], *, new_ok: bool
 ) -> str | None:
     """The version the change of ``path`` must find, once this agent may change it.
 
@@ -176,7 +221,7 @@ def make_file_tools(
             window = await backend.read(path, offset=offset, limit=limit)
         total = window.total_lines
         if total == 0:
-            read_versions(runtime.run)[path] = window.version
+            _remember(runtime, {path: window.version})
             return f"{path} exists but is empty (0 lines)."
         if limit == 0:
             return f"No lines shown (limit=0). {path} has {total} lines."
@@ -185,7 +230,7 @@ def make_file_tools(
                 f"offset={offset} is past the end of {path}, which has {total} lines; "
                 f"use an offset from 0 to {total - 1}"
             )
-        read_versions(runtime.run)[path] = window.version
+        _remember(runtime, {path: window.version})
         return format_read(window, max_line_chars=limits.max_line_chars, max_chars=limits.max_chars)
 
     async def write_file(file_path: str, content: str, *, runtime: ToolRuntime) -> str:
@@ -198,13 +243,13 @@ def make_file_tools(
             content: The whole new content.
         """
         backend = resolve(runtime)
-        reads = read_versions(runtime.run)
+        reads = read_versions(runtime)
         with _tool_errors():
             path = normalize_path(file_path)
             async with _write_lock(runtime.run):
                 expected = await _expected_version(backend, path, reads, new_ok=True)
                 result = await backend.write(path, content, expected_version=expected)
-                reads[path] = result.version
+                _remember(runtime, {path: result.version})
         lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
         verb = "Created" if result.created else "Replaced"
         return f"{verb} {path} ({lines} line{'s' if lines != 1 else ''})."
@@ -230,7 +275,7 @@ def make_file_tools(
             replace_all: Replace every occurrence instead of exactly one.
         """
         backend = resolve(runtime)
-        reads = read_versions(runtime.run)
+        reads = read_versions(runtime)
         with _tool_errors():
             path = normalize_path(file_path)
             async with _write_lock(runtime.run):
@@ -247,7 +292,7 @@ def make_file_tools(
                     replace_all=replace_all,
                     expected_version=expected,
                 )
-                reads[path] = result.version
+                _remember(runtime, {path: result.version})
         n = result.replacements
         return f"Edited {path}: {n} replacement{'s' if n != 1 else ''}."
 
@@ -261,10 +306,11 @@ def make_file_tools(
         with _tool_errors():
             path = normalize_path(file_path)
             await backend.delete(path)
-        reads = read_versions(runtime.run)
+        reads = read_versions(runtime)
         inside = path.rstrip("/") + "/"
-        for seen in [p for p in reads if p == path or p.startswith(inside)]:
-            del reads[seen]
+        gone = [p for p in reads if p == path or p.startswith(inside)]
+        if gone:
+            _remember(runtime, dict.fromkeys(gone))
         return f"Deleted {path}."
 
     async def glob(pattern: str, path: str = "/", *, runtime: ToolRuntime) -> str:
