@@ -4,7 +4,7 @@ Everyday use needs only this module::
 
     from deepactors import create_deep_agent
 
-    agent = create_deep_agent(model="anthropic:claude-sonnet-4-5", tools=[search])
+    agent = create_deep_agent(model="anthropic:claude-sonnet-5-5", tools=[search])
     result = await agent.ainvoke({"messages": [{"role": "user", "content": "..."}]})
 """
 

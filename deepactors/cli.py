@@ -7,12 +7,22 @@ deep agent on Claude (``ANTHROPIC_API_KEY``) with the live event view.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import sys
 from collections.abc import Sequence
 
 import anyio
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
+
+_LOOP_HELP = "the event loop to run on (default: asyncio)"
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("deepactors")
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed)"
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -40,6 +50,13 @@ def _run(args: argparse.Namespace) -> int:
     from .factory import create_deep_agent
     from .middleware import aclose_tree_models
 
+    if args.thread and not args.db:
+        print(
+            "error: --thread needs --db: without a database nothing keeps the thread "
+            "between runs of the command",
+            file=sys.stderr,
+        )
+        return 2
     model = args.model or None
     if (model is None or str(model).startswith("anthropic:")) and not os.environ.get(
         "ANTHROPIC_API_KEY"
@@ -84,10 +101,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="deepactors", description="Deep agents on an async actor runtime."
     )
+    parser.add_argument("--version", action="version", version=f"deepactors {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run the offline demo on a deterministic model")
-    demo.add_argument("question", nargs="*", help="the question (default: a built-in one)")
-    demo.add_argument("--loop", choices=("asyncio", "trio"), default="asyncio")
+    demo.add_argument(
+        "question",
+        nargs="*",
+        help="the question; the demo researches the library topics it names (actors, "
+        "structured concurrency, cancellation), all of them if it names none",
+    )
+    demo.add_argument("--loop", choices=("asyncio", "trio"), default="asyncio", help=_LOOP_HELP)
     demo.set_defaults(func=_demo)
     run = sub.add_parser("run", help="run the deep agent on Claude with a live event view")
     run.add_argument("question", nargs="+", help="what to ask")
@@ -95,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--thread", help="thread id to continue (with --db)")
     run.add_argument("--db", help="SQLite file that keeps threads across runs")
     run.add_argument("--timeout", type=float, default=None, help="seconds for the whole run")
-    run.add_argument("--loop", choices=("asyncio", "trio"), default="asyncio")
+    run.add_argument("--loop", choices=("asyncio", "trio"), default="asyncio", help=_LOOP_HELP)
     run.set_defaults(func=_run)
     return parser
 

@@ -32,7 +32,7 @@ from .factory import create_deep_agent
 from .messages import AssistantMessage, ToolCall, ToolMessage
 from .models import FunctionModel, ModelRequest
 
-__all__ = ["DEMO_QUESTION", "build_demo_agent", "print_event"]
+__all__ = ["DEMO_QUESTION", "build_demo_agent", "print_event", "run_demo", "topics_in"]
 
 DEMO_QUESTION = "How do actors, structured concurrency and cancellation fit together?"
 
@@ -66,8 +66,20 @@ async def search_library(topic: str) -> str:
     return LIBRARY[key]
 
 
-def _plan(done: int) -> dict[str, Any]:
-    steps = [f"Research {t}" for t in TOPICS] + ["Write the report"]
+def topics_in(question: str) -> tuple[str, ...]:
+    """The library topics a question names; all of them when it names none.
+
+    The demo's model is scripted, but it answers the question it is given: it
+    researches the topics the question asks about (``deepactors demo "what is
+    cancellation?"`` researches cancellation alone).
+    """
+    text = question.lower()
+    named = tuple(t for t in TOPICS if t in text or t.rstrip("s") in text)
+    return named or TOPICS
+
+
+def _plan(done: int, topics: tuple[str, ...]) -> dict[str, Any]:
+    steps = [f"Research {t}" for t in topics] + ["Write the report"]
     todos = []
     for i, step in enumerate(steps):
         status = "completed" if i < done else "in_progress" if i == done else "pending"
@@ -103,12 +115,15 @@ def researcher_model(request: ModelRequest) -> AssistantMessage:
 
 def research_model(request: ModelRequest) -> AssistantMessage:
     """The main agent's deterministic "model": plan, fan out, read, write, answer."""
+    topics = topics_in(request.messages[0].text)
     results = [m for m in request.messages if isinstance(m, ToolMessage)]
     last = results[-1].name if results else None
     if not results:
+        named = topics != TOPICS or all(t in request.messages[0].text.lower() for t in TOPICS)
+        intro = "" if named else f"My library covers {', '.join(TOPICS)}; I'll cover them all. "
         return AssistantMessage(
-            content="I'll plan this, then hand each idea to a researcher, all at once.",
-            tool_calls=[ToolCall(name="write_todos", args=_plan(0))],
+            content=intro + "I'll plan this, then hand each topic to a researcher, all at once.",
+            tool_calls=[ToolCall(name="write_todos", args=_plan(0, topics))],
         )
     if last == "write_todos" and not any(m.name == "task" for m in results):
         return AssistantMessage(
@@ -117,7 +132,7 @@ def research_model(request: ModelRequest) -> AssistantMessage:
                     name="task",
                     args={"description": f"Research: {t}", "subagent_type": "researcher"},
                 )
-                for t in TOPICS
+                for t in topics
             ]
         )
     if last == "task":
@@ -125,7 +140,7 @@ def research_model(request: ModelRequest) -> AssistantMessage:
             content="The researchers are done; reading their notes.",
             tool_calls=[
                 ToolCall(name="read_file", args={"file_path": f"/notes/{_slug(t)}.md"})
-                for t in TOPICS
+                for t in topics
             ],
         )
     if last == "read_file":
@@ -134,7 +149,7 @@ def research_model(request: ModelRequest) -> AssistantMessage:
         return AssistantMessage(
             tool_calls=[
                 ToolCall(name="write_file", args={"file_path": "/report.md", "content": report}),
-                ToolCall(name="write_todos", args=_plan(len(TOPICS) + 1)),
+                ToolCall(name="write_todos", args=_plan(len(topics) + 1, topics)),
             ]
         )
     return AssistantMessage(

@@ -14,6 +14,7 @@ Where a builtin means the same thing, the error subclasses it too, so
     │   ├── ModelAPIError                  the provider rejected or failed a request
     │   │   ├── RateLimitError             429: retryable
     │   │   ├── OverloadedError            529 / 5xx: retryable
+    │   │   ├── ModelConnectionError       the provider could not be reached: retryable
     │   │   └── ContextWindowExceeded      the prompt does not fit the model's window
     │   └── ScriptExhausted                a ScriptedModel ran out of answers
     ├── BackendError                       a file backend refused or failed an operation
@@ -55,6 +56,7 @@ __all__ = [
     "InvalidPattern",
     "IsADirectory",
     "ModelAPIError",
+    "ModelConnectionError",
     "ModelError",
     "NotADirectory",
     "OverloadedError",
@@ -129,6 +131,10 @@ class RateLimitError(ModelAPIError):
 
 class OverloadedError(ModelAPIError):
     """The provider is overloaded or failed on its side (529, 5xx). Worth retrying."""
+
+
+class ModelConnectionError(ModelAPIError):
+    """The provider could not be reached (refused, reset, timed out). Worth retrying."""
 
 
 class ContextWindowExceeded(ModelAPIError):

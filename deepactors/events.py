@@ -22,6 +22,7 @@ __all__ = [
     "ModelCallFinished",
     "ModelCallStarted",
     "ModelDelta",
+    "ModelRetry",
     "RunFinished",
     "RunStarted",
     "SubagentCancelled",
@@ -187,6 +188,21 @@ class Interrupted(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ModelRetry(Event):
+    """A model call failed with a retryable error and will be tried again.
+
+    Attributes:
+        attempt: The attempt that failed (1 for the first call).
+        delay: Seconds until the next attempt.
+        error: The error, as ``Type: message``.
+    """
+
+    attempt: int
+    delay: float
+    error: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CustomEvent(Event):
     """Anything a tool wrote with ``runtime.write(...)``."""
 
@@ -232,6 +248,10 @@ def describe(event: Event) -> str:
             return f"subagent {child} waits for {len(requests)} decision(s)"
         case Interrupted(requests=reqs):
             return f"interrupted: {len(reqs)} decision(s) needed"
+        case ModelRetry(attempt=attempt, delay=delay, error=error):
+            return (
+                f"model call failed (attempt {attempt}), retrying in {delay:.1f}s: {_clip(error)}"
+            )
         case CustomEvent(data=data):
             return f"custom: {_clip(str(data))}"
     return type(event).__name__

@@ -8,8 +8,13 @@ from typing import Literal
 
 import anyio
 
-from deepactors.errors import ConfigurationError, OverloadedError, RateLimitError
-from deepactors.events import CustomEvent
+from deepactors.errors import (
+    ConfigurationError,
+    ModelConnectionError,
+    OverloadedError,
+    RateLimitError,
+)
+from deepactors.events import ModelRetry
 from deepactors.messages import AssistantMessage
 from deepactors.models import ModelRequest
 
@@ -34,9 +39,8 @@ class ModelRetryMiddleware(AgentMiddleware):
     there and then, so the caller sees the model's error (a rate limit, say)
     rather than a ``TimeoutError`` that hides it.
     Each retry is announced to the run's listeners as a
-    :class:`~deepactors.events.CustomEvent` with ``data={"type": "model_retry",
-    "attempt": n, "delay": seconds, "error": "..."}``; nothing is built when
-    nobody listens.
+    :class:`~deepactors.events.ModelRetry` event (``attempt``, ``delay``,
+    ``error``); nothing is built when nobody listens.
 
     Put it last in the stack (innermost, right around the model), so that a retry
     repeats only the model call and not the work of other middleware.
@@ -57,7 +61,11 @@ class ModelRetryMiddleware(AgentMiddleware):
         self,
         max_attempts: int = 4,
         *,
-        retry_on: Sequence[type[Exception]] = (RateLimitError, OverloadedError),
+        retry_on: Sequence[type[Exception]] = (
+            RateLimitError,
+            OverloadedError,
+            ModelConnectionError,
+        ),
         initial_delay: float = 1.0,
         max_delay: float = 60.0,
         jitter: bool = True,
@@ -110,15 +118,12 @@ class ModelRetryMiddleware(AgentMiddleware):
                 run = request.run
                 if run is not None and run.emit is not None:
                     run.emit(
-                        CustomEvent(
+                        ModelRetry(
                             path=run.path,
                             run_id=run.run_id,
-                            data={
-                                "type": "model_retry",
-                                "attempt": attempt,
-                                "delay": delay,
-                                "error": f"{type(exc).__name__}: {exc}",
-                            },
+                            attempt=attempt,
+                            delay=delay,
+                            error=f"{type(exc).__name__}: {exc}",
                         )
                     )
                 await anyio.sleep(delay)

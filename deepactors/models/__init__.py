@@ -57,7 +57,7 @@ def resolve_model(model: str | ChatModel | None) -> ChatModel:
         provider, sep, model_id = model.partition(":")
         if not sep or not model_id:
             raise ConfigurationError(
-                f"model string {model!r} must look like 'anthropic:claude-sonnet-4-5'"
+                f"model string {model!r} must look like 'anthropic:claude-sonnet-5-5'"
             )
         if provider == "anthropic":
             from .anthropic import AnthropicModel

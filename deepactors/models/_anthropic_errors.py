@@ -13,6 +13,7 @@ import anthropic
 from deepactors.errors import (
     ContextWindowExceeded,
     ModelAPIError,
+    ModelConnectionError,
     OverloadedError,
     RateLimitError,
 )
@@ -31,7 +32,7 @@ def map_error(exc: anthropic.APIError) -> ModelAPIError:
     """The deepactors error for an SDK error, naming the API's own explanation."""
     if isinstance(exc, anthropic.APIConnectionError):
         kind = "timed out" if isinstance(exc, anthropic.APITimeoutError) else "failed"
-        return OverloadedError(f"connection to the Anthropic API {kind}: {exc}")
+        return ModelConnectionError(f"connection to the Anthropic API {kind}: {exc}")
     if not isinstance(exc, anthropic.APIStatusError):
         return ModelAPIError(f"unexpected answer from the Anthropic API: {exc}")
     status = exc.status_code

@@ -18,7 +18,7 @@ from anthropic.types import (
     ThinkingDelta,
 )
 
-from deepactors.errors import OverloadedError
+from deepactors.errors import ModelConnectionError
 from deepactors.messages import AssistantMessage
 
 from ._anthropic_convert import message_from_api, parse_tool_input
@@ -99,13 +99,13 @@ class StreamAccumulator:
 
     def _started(self) -> dict[str, Any]:
         if self.message is None:
-            raise OverloadedError("the Anthropic API stream did not begin with message_start")
+            raise ModelConnectionError("the Anthropic API stream did not begin with message_start")
         return self.message
 
     def result(self) -> AssistantMessage:
         message = self._started()
         if not self.stopped:
-            raise OverloadedError("the Anthropic API stream ended before message_stop")
+            raise ModelConnectionError("the Anthropic API stream ended before message_stop")
         for index in list(self.tool_json):
             self._finish_block(index)
         message["content"] = [self.blocks[i] for i in sorted(self.blocks)]

@@ -37,10 +37,11 @@ How a request is built, lowest precedence first:
 
 Errors
     SDK errors become deepactors errors: 429 -> :class:`~deepactors.errors.RateLimitError`
-    and 529/5xx (or a connection failure, a stream that breaks off midway or times
-    out while being read, or an ``overloaded_error`` event in a stream) ->
-    :class:`~deepactors.errors.OverloadedError`, both with
-    ``retry_after`` from the ``retry-after`` header; a 400 that says the prompt is
+    and 529/5xx (or an ``overloaded_error`` event in a stream) ->
+    :class:`~deepactors.errors.OverloadedError`, both with ``retry_after`` from the
+    ``retry-after`` header; a connection that fails, breaks off midway or times out
+    while being read -> :class:`~deepactors.errors.ModelConnectionError` (all three
+    retried by ``ModelRetryMiddleware``); a 400 that says the prompt is
     too long -> :class:`~deepactors.errors.ContextWindowExceeded`; any other
     rejection -> :class:`~deepactors.errors.ModelAPIError` quoting the API's
     message. An answer that stopped with ``model_context_window_exceeded`` raises
@@ -78,7 +79,11 @@ import anyio.lowlevel
 import anyio.to_thread
 import sniffio
 
-from deepactors.errors import ConfigurationError, ContextWindowExceeded, OverloadedError
+from deepactors.errors import (
+    ConfigurationError,
+    ContextWindowExceeded,
+    ModelConnectionError,
+)
 from deepactors.events import CustomEvent
 from deepactors.messages import AssistantMessage
 
@@ -158,10 +163,10 @@ _TRANSPORT_ERRORS: Final = _transport_errors()
 _OwnClient = tuple[object, anthropic.AsyncAnthropic, anyio.Event]
 
 
-def _transport_failure(exc: Exception) -> OverloadedError:
+def _transport_failure(exc: Exception) -> ModelConnectionError:
     kind = "timed out" if "Timeout" in type(exc).__name__ else "broke off"
     detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    return OverloadedError(f"the connection to the Anthropic API {kind}: {detail}")
+    return ModelConnectionError(f"the connection to the Anthropic API {kind}: {detail}")
 
 
 # Above this, the SDK's plain (non-streaming) request would be expected to outlast its
@@ -263,6 +268,7 @@ class AnthropicModel:
 
         Raises:
             RateLimitError, OverloadedError: Worth retrying (see ``retry_after``).
+            ModelConnectionError: The API could not be reached; worth retrying.
             ContextWindowExceeded: The conversation does not fit the model.
             ModelAPIError: The API rejected the request; the message says why.
             ConfigurationError: No API key could be found.
@@ -328,8 +334,9 @@ class AnthropicModel:
         has been consumed; close the iterator (``aclose``) if you stop early.
 
         Raises:
-            The same errors as :meth:`generate`; a stream that breaks off or
-            reports an error event raises :class:`OverloadedError`.
+            The same errors as :meth:`generate`; a stream that breaks off raises
+            :class:`ModelConnectionError`, one that reports an error event
+            :class:`OverloadedError`.
         """
         client = await self._client()
         body = self.build_body(request)

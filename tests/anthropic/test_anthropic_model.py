@@ -15,6 +15,7 @@ from deepactors.errors import (
     ConfigurationError,
     ContextWindowExceeded,
     ModelAPIError,
+    ModelConnectionError,
     OverloadedError,
     RateLimitError,
 )
@@ -516,7 +517,7 @@ async def test_unreachable_server_is_retryable() -> None:
     with FakeAnthropicAPI() as api:
         url = api.base_url
     async with AnthropicModel(MODEL_ID, api_key="k", base_url=url) as model:
-        with pytest.raises(OverloadedError, match="connection"):
+        with pytest.raises(ModelConnectionError, match="connection"):
             await model.generate(ask())
 
 

@@ -16,9 +16,9 @@ from deepactors.errors import (
     OverloadedError,
     RateLimitError,
 )
-from deepactors.events import CustomEvent, Event
+from deepactors.events import Event, ModelRetry, describe
 from deepactors.messages import AssistantMessage, UserMessage
-from deepactors.middleware._retry import ModelRetryMiddleware
+from deepactors.middleware import ModelRetryMiddleware
 from deepactors.models import ModelRequest
 from deepactors.models.anthropic import AnthropicModel
 from tests.anthropic.fake_api import FakeAnthropicAPI, error, message, text
@@ -152,10 +152,11 @@ async def test_each_retry_is_announced_to_listeners() -> None:
     handler, _ = failing(RateLimitError("429", retry_after=0.01), OverloadedError("529"))
     mw = ModelRetryMiddleware(initial_delay=0.001)
     await mw.wrap_model_call(ModelRequest(messages=REQUEST.messages, run=run), handler)
-    assert all(isinstance(e, CustomEvent) for e in events)
-    data = [e.data for e in events if isinstance(e, CustomEvent)]
-    assert [(d["type"], d["attempt"]) for d in data] == [("model_retry", 1), ("model_retry", 2)]
-    assert "RateLimitError" in data[0]["error"]
+    retries = [e for e in events if isinstance(e, ModelRetry)]
+    assert retries == events
+    assert [e.attempt for e in retries] == [1, 2]
+    assert "RateLimitError" in retries[0].error
+    assert describe(retries[0]).startswith("model call failed (attempt 1), retrying in")
     assert {e.path for e in events} == {"main/task-1:researcher"}
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import anyio
 import pytest
 
-from deepactors.errors import OverloadedError
+from deepactors.errors import ModelConnectionError
 from deepactors.messages import AssistantMessage, UserMessage
 from deepactors.middleware._retry import ModelRetryMiddleware
 from deepactors.models import ModelRequest
@@ -34,24 +34,24 @@ async def consume(model: AnthropicModel, request: ModelRequest) -> AssistantMess
 @pytest.mark.parametrize(
     "behaviour", ["reset_mid_stream", "stall_mid_stream", "reset_before_answer"]
 )
-async def test_stream_broken_off_raises_overloaded_and_frees_its_slot(
+async def test_stream_broken_off_raises_a_connection_error_and_frees_its_slot(
     behaviour: Behaviour,
 ) -> None:
     with RawServer(behaviour) as server:
         async with AnthropicModel(
             "claude-raw", api_key="k", base_url=server.base_url, timeout=0.3
         ) as model:
-            with anyio.fail_after(5), pytest.raises(OverloadedError) as info:
+            with anyio.fail_after(5), pytest.raises(ModelConnectionError) as info:
                 await consume(model, REQUEST)
             assert model.limiter.statistics().in_flight == 0
     assert "Anthropic API" in str(info.value)
 
 
 @pytest.mark.parametrize("behaviour", ["short_body", "reset_before_answer"])
-async def test_plain_answer_broken_off_raises_overloaded(behaviour: Behaviour) -> None:
+async def test_plain_answer_broken_off_raises_a_connection_error(behaviour: Behaviour) -> None:
     with RawServer(behaviour) as server:
         async with AnthropicModel("claude-raw", api_key="k", base_url=server.base_url) as model:
-            with anyio.fail_after(5), pytest.raises(OverloadedError):
+            with anyio.fail_after(5), pytest.raises(ModelConnectionError):
                 await model.generate(REQUEST)
             assert model.limiter.statistics().in_flight == 0
 
@@ -64,6 +64,6 @@ async def test_retry_middleware_retries_a_stream_cut_midway() -> None:
                 return await consume(model, request)
 
             mw = ModelRetryMiddleware(max_attempts=3, initial_delay=0.001, jitter=False)
-            with anyio.fail_after(5), pytest.raises(OverloadedError):
+            with anyio.fail_after(5), pytest.raises(ModelConnectionError):
                 await mw.wrap_model_call(REQUEST, handler)
         assert server.connections == 3
