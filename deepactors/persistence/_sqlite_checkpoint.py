@@ -160,8 +160,9 @@ def _record(thread_id: str, seq: int, row: tuple[Any, ...]) -> CheckpointRecord:
     _, path, step, kind, created_at, data = row
     if not isinstance(created_at, int | float):
         raise ValueError("its time is not a number")
+    json_text = text(data, what="its data")
     try:
-        decoded = decode_object(text(data, what="its data"))
+        decoded = decode_object(json_text)
     except RecursionError:
         raise ValueError("its data is nested too deeply to be JSON written here") from None
     except ValueError as exc:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import functools
 import os
 import sqlite3
+import struct
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -117,38 +118,65 @@ def text(value: object, *, what: str) -> str:
     raise ValueError(f"{what} is missing")
 
 
+def _emptied(file: str) -> str | None:
+    """The one damage checked before a connection's first statement (see :func:`diagnose`)."""
+    if _size(file) == 0 and (_size(file + "-wal") or _index_had_pages(file + "-shm")):
+        return "it is empty, though its write-ahead log held pages: it was truncated"
+    return None
+
+
 def diagnose(file: str) -> str | None:
     """What is visibly wrong with a database file, or None. Blocking: in a thread.
 
-    Looked at when SQLite reports "database is locked": a file truncated to
-    nothing while its write-ahead log still holds data looks busy to a new
-    connection (it tries to start a new database beside the old log), and
-    would otherwise be reported as a lock after the busy timeout.
+    Looked at when SQLite reports "database is locked". A file truncated to
+    nothing while another connection still has it open looks busy to a new
+    connection, for ever: SQLite takes the empty file for a new database,
+    deletes the write-ahead log it finds beside it, and then cannot switch it
+    to WAL under the other connection's lock. What is left to tell is the
+    shared-memory index of that log, which still says the database had pages.
     """
     if file == ":memory:" or file.startswith("file:"):
         return None
     try:
         size = os.stat(file).st_size
-    except OSError:
-        return None
-    if size == 0:
-        try:
-            wal = os.stat(file + "-wal").st_size
-        except OSError:
-            return None
-        return "it is empty while its write-ahead log holds data: it was truncated" if wal else None
-    try:
+        if size == 0:
+            return _emptied(file)
         with open(file, "rb") as f:
             header = f.read(100)
     except OSError:
         return None
     if len(header) < 100 or not header.startswith(_HEADER):
-        return "its header is not a SQLite header"
+        return "its header is not a SQLite header"  # pragma: no cover - SQLite says NOTADB
     page_size = int.from_bytes(header[16:18], "big")
     page_size = 65536 if page_size == 1 else page_size
     if page_size and size % page_size:
         return f"it is {size} bytes long, not a whole number of {page_size}-byte pages: truncated"
     return None
+
+
+def _size(file: str) -> int:
+    try:
+        return os.stat(file).st_size
+    except OSError:
+        return 0
+
+
+# The start of the WAL index header (in the -shm file, native byte order):
+# version, unused, change counter, is-initialised, checksum order, page size,
+# frames in the log, pages in the database.
+_INDEX_HEADER = struct.Struct("=IIIBBHII")
+
+
+def _index_had_pages(shm: str) -> bool:
+    try:
+        with open(shm, "rb") as f:
+            head = f.read(_INDEX_HEADER.size)
+    except OSError:
+        return False
+    if len(head) < _INDEX_HEADER.size:
+        return False
+    _, _, _, initialised, _, _, frames, pages = _INDEX_HEADER.unpack(head)
+    return initialised == 1 and (frames > 0 or pages > 0)
 
 
 def _translate(exc: sqlite3.Error, file: str, errors: Errors) -> PersistenceError:
@@ -159,7 +187,7 @@ def _translate(exc: sqlite3.Error, file: str, errors: Errors) -> PersistenceErro
     if code == _SQLITE_BUSY:
         damage = diagnose(file)
         if damage is not None:
-            return errors.corrupt(f"{file} is damaged: {damage}")
+            return errors.corrupt(f"{file} is not a SQLite database, or it is damaged: {damage}")
     return errors.failed(f"{file}: {exc}")
 
 
@@ -180,7 +208,9 @@ def _set_wal(raw: sqlite3.Connection, file: str, errors: Errors) -> None:
                 raise
             damage = diagnose(file)
             if damage is not None:
-                raise errors.corrupt(f"{file} is damaged: {damage}") from exc
+                raise errors.corrupt(
+                    f"{file} is not a SQLite database, or it is damaged: {damage}"
+                ) from exc
         time.sleep(0.01)
 
 
@@ -189,6 +219,11 @@ def _prepare(raw: sqlite3.Connection, *, file: str, schema: Schema, errors: Erro
     # WAL: readers never block the writer, and a commit is one append to the log.
     # synchronous=NORMAL: no fsync per commit; a committed step survives a
     # process crash (SIGKILL), only an OS crash may lose the last ones.
+    if file != ":memory:" and not file.startswith("file:"):
+        # Before the first statement, which would delete the evidence.
+        damage = _emptied(file)
+        if damage is not None:
+            raise errors.corrupt(f"{file} is not a SQLite database, or it is damaged: {damage}")
     _set_wal(raw, file, errors)
     raw.execute("PRAGMA synchronous=NORMAL")
     raw.execute("BEGIN IMMEDIATE")
