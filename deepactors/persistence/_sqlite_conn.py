@@ -175,7 +175,8 @@ def _index_had_pages(shm: str) -> bool:
         return False
     if len(head) < _INDEX_HEADER.size:
         return False
-    _, _, _, initialised, _, _, frames, pages = _INDEX_HEADER.unpack(head)
+    fields: tuple[int, ...] = _INDEX_HEADER.unpack(head)
+    initialised, frames, pages = fields[3], fields[6], fields[7]
     return initialised == 1 and (frames > 0 or pages > 0)
 
 
