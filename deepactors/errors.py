@@ -30,9 +30,14 @@ Where a builtin means the same thing, the error subclasses it too, so
     │   ├── EditError                      the edit's old string is missing or not unique
     │   ├── ReadBeforeWrite                changing a file not read since it last changed
     │   └── UnsupportedOperation (NotImplementedError)  e.g. execute on a file-only backend
-    └── CheckpointError                    a checkpoint or store database failed
-        └── CheckpointCorrupt              the file or a row is damaged or of another schema
-            └── CheckpointSchemaMismatch   the file was written with another schema version
+    ├── ThreadBusy                         another run holds the thread (and we may not wait)
+    └── PersistenceError                   a checkpoint or store database failed
+        ├── CheckpointError                checkpoints could not be read or written
+        │   ├── CheckpointCorrupt          the file or a record is damaged or of another schema
+        │   │   └── CheckpointSchemaMismatch  written with another schema version
+        │   └── ThreadLeaseLost            the run's lease lapsed: its writes are refused
+        └── StoreError                     the store could not be read or written
+            └── StoreCorrupt               the file or an item is damaged or of another schema
 
 anyio's cancellation exception is never caught and turned into one of these.
 """
@@ -61,6 +66,7 @@ __all__ = [
     "NotADirectory",
     "OverloadedError",
     "PathOutsideRoot",
+    "PersistenceError",
     "RateLimitError",
     "ReadBeforeWrite",
     "RunCancelled",
@@ -68,6 +74,10 @@ __all__ = [
     "ScriptExhausted",
     "SpecialFile",
     "StepLimitExceeded",
+    "StoreCorrupt",
+    "StoreError",
+    "ThreadBusy",
+    "ThreadLeaseLost",
     "ToolError",
     "UnsupportedOperation",
 ]
@@ -208,15 +218,38 @@ class UnsupportedOperation(BackendError, NotImplementedError):
     """The backend cannot do this operation (for example ``execute``)."""
 
 
-class CheckpointError(DeepActorsError):
+class ThreadBusy(DeepActorsError):
+    """Another run holds the thread, and this checkpointer refuses to wait for it.
+
+    Raised only by a checkpointer made with ``when_busy="raise"``; by default a run
+    waits for its turn (and the wait counts against its ``timeout``).
+
+    Attributes:
+        thread_id: The thread.
+        holder: Who holds it, as far as the checkpointer knows (``"pid 4242 on
+            host-a"``, ``"another run in this process"``).
+    """
+
+    def __init__(self, message: str, *, thread_id: str, holder: str) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.holder = holder
+
+
+class PersistenceError(DeepActorsError):
     """A checkpoint or store database cannot be read or written.
 
-    The message names the file (and the thread and record, when one is at fault).
+    The message names the file (and the thread and record, or the item, when one
+    is at fault), never the stored data itself.
     """
 
 
+class CheckpointError(PersistenceError):
+    """Checkpoints cannot be read or written."""
+
+
 class CheckpointCorrupt(CheckpointError):
-    """A checkpoint file or row is damaged, or was written with another schema."""
+    """A checkpoint file or record is damaged, or was written with another schema."""
 
 
 class CheckpointSchemaMismatch(CheckpointCorrupt):
@@ -225,3 +258,20 @@ class CheckpointSchemaMismatch(CheckpointCorrupt):
     Nothing is wrong with the bytes: it was written by another version. The
     message names the file and both versions.
     """
+
+
+class ThreadLeaseLost(CheckpointError):
+    """A run's lease on its thread lapsed and another run took it.
+
+    The lease is renewed while the run is alive; it lapses only when the run's
+    event loop was stalled for longer than the lease lasts. Once another run has
+    the thread, this run's writes are refused, so the two never interleave.
+    """
+
+
+class StoreError(PersistenceError):
+    """The store's database cannot be read or written."""
+
+
+class StoreCorrupt(StoreError):
+    """A store file or item is damaged, or was written with another schema."""
