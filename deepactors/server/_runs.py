@@ -128,6 +128,11 @@ class RunManager:
             inflight = thread.inflight
             if inflight:
                 await self._make_room(thread, inflight, body.multitask_strategy)
+            if body.command is not None and not thread.inflight and not thread.interrupts:
+                raise HTTPException(
+                    422,
+                    f"command.resume: thread {thread.thread_id!r} is not waiting for any decision",
+                )
             run = RunRecord(
                 run_id=new_uuid(),
                 thread=thread,
