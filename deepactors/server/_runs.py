@@ -208,8 +208,12 @@ class RunManager:
                     if run.status == "pending":
                         run.status = "running"
                         run.updated_at = time.time()
-                    for subscriber in run.subscribers:
-                        subscriber.send_nowait(event)
+                    for subscriber in list(run.subscribers):
+                        try:
+                            subscriber.send_nowait(event)
+                        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                            subscriber.close()  # that listener left
+                            run.subscribers.remove(subscriber)
             try:
                 values = await handle.result()
             except RunCancelled:

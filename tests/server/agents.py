@@ -10,6 +10,7 @@ import threading
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from deepactors import AssistantMessage, ToolCall, ToolMessage, ToolRuntime, create_deep_agent
 from deepactors.models import FunctionModel, ModelRequest
@@ -42,7 +43,7 @@ def fan_out_agent(probe: Probe, **kwargs: Any) -> Any:
         """
         runtime.write({"topic": topic, "phase": "working"})
         with anyio.fail_after(10):
-            await anyio.to_thread.run_sync(probe.seen.wait)
+            await anyio.to_thread.run_sync(probe.seen.wait, abandon_on_cancel=True)
         return f"notes on {topic}"
 
     def researcher(request: ModelRequest) -> AssistantMessage:
@@ -93,7 +94,7 @@ def blocking_agent(probe: Probe, **kwargs: Any) -> Any:
         probe.calls += 1
         probe.active += 1
         try:
-            await anyio.sleep(0)
+            await anyio.lowlevel.checkpoint()
             last = request.messages[-1]
             if not isinstance(last, ToolMessage) and "wait" in last.text:
                 return AssistantMessage(tool_calls=[ToolCall(name="wait", args={})])

@@ -34,6 +34,7 @@ class Served:
     app: Starlette
     _stop: Callable[[], None]
     _clients: list[SyncLangGraphClient] = field(default_factory=list)
+    _stopped: bool = False
 
     def client(self) -> SyncLangGraphClient:
         """A sync langgraph-sdk client of this server (closed when the server stops)."""
@@ -43,6 +44,9 @@ class Served:
 
     def stop(self) -> None:
         """Close the clients, then shut the server down the way it shuts down."""
+        if self._stopped:
+            return
+        self._stopped = True
         for client in self._clients:
             client.close()
         self._clients.clear()
