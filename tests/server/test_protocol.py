@@ -173,8 +173,10 @@ def test_join_and_join_stream(serve: Serve) -> None:
     thread_id = client.threads.create()["thread_id"]
     run = client.runs.create(thread_id, "echo", input=say("wait"), stream_mode="updates")
     assert probe.blocked.wait(5)
+    joined_stream = client.runs.join_stream(thread_id, run["run_id"])
+    assert next(joined_stream).event == "metadata"  # subscribed from here on
     probe.release.set()
-    parts = list(client.runs.join_stream(thread_id, run["run_id"]))
+    parts = list(joined_stream)
     assert any(p.event == "updates" for p in parts)
     joined = client.runs.join(thread_id, run["run_id"])
     assert joined["messages"][-1]["content"] == "echo: wait"
