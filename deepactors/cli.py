@@ -1,7 +1,8 @@
 """The ``deepactors`` command.
 
 ``deepactors demo`` runs the offline demo; ``deepactors run "question"`` runs the
-deep agent on Claude (``ANTHROPIC_API_KEY``) with the live event view.
+deep agent on Claude (``ANTHROPIC_API_KEY``) with the live event view;
+``deepactors serve [module:agent]`` serves an agent over HTTP (LangGraph's protocol).
 """
 
 from __future__ import annotations
@@ -79,6 +80,26 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve(args: argparse.Namespace) -> int:
+    from .errors import ConfigurationError
+    from .server import ServeOptions, serve
+
+    options = ServeOptions(
+        target=args.agent,
+        host=args.host,
+        port=args.port,
+        db=args.db,
+        loop=args.loop,
+        workers=args.workers,
+    )
+    try:
+        serve(options)
+    except ConfigurationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command-line parser (exposed for tests and docs)."""
     parser = argparse.ArgumentParser(
@@ -97,6 +118,24 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout", type=float, default=None, help="seconds for the whole run")
     run.add_argument("--loop", choices=("asyncio", "trio"), default="asyncio")
     run.set_defaults(func=_run)
+    serve = sub.add_parser(
+        "serve",
+        help="serve an agent on the LangGraph Agent Protocol (langgraph-sdk, Agent Chat UI)",
+    )
+    serve.add_argument(
+        "agent", nargs="?", help="module:attribute of a DeepAgent (default: the offline demo agent)"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="interface to listen on")
+    serve.add_argument("--port", type=int, default=2024, help="port to listen on")
+    serve.add_argument("--db", help="SQLite file that keeps threads and the store")
+    serve.add_argument(
+        "--loop",
+        choices=("asyncio", "trio"),
+        default="asyncio",
+        help="asyncio serves with uvicorn, trio with hypercorn",
+    )
+    serve.add_argument("--workers", type=int, default=1, help="processes (asyncio, with --db)")
+    serve.set_defaults(func=_serve)
     return parser
 
 

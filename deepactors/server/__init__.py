@@ -13,5 +13,8 @@ talk to it unchanged. See :func:`create_app`.
 from __future__ import annotations
 
 from ._app import create_app as create_app
+from ._serve import ServeOptions as ServeOptions
+from ._serve import load_agents as load_agents
+from ._serve import serve as serve
 
-__all__ = ["create_app"]
+__all__ = ["ServeOptions", "create_app", "load_agents", "serve"]
