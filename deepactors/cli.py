@@ -17,12 +17,14 @@ __all__ = ["main"]
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from ._live import open_view
     from .demo import DEMO_QUESTION, run_demo
 
     question = " ".join(args.question) or DEMO_QUESTION
     print(f"deepactors demo on {args.loop} (offline, deterministic model)")
     print(f"question: {question}\n")
-    result = anyio.run(lambda: run_demo(question), backend=args.loop)
+    with open_view() as view:
+        result = anyio.run(lambda: run_demo(question, on_event=view.feed), backend=args.loop)
     todos = result["todos"]
     done = sum(t.status == "completed" for t in todos)
     files = result["files"]
@@ -36,7 +38,7 @@ def _demo(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     import os
 
-    from .demo import print_event
+    from ._live import View, open_view
     from .errors import ConfigurationError, DeepActorsError
     from .factory import create_deep_agent
     from .middleware import aclose_tree_models
@@ -64,16 +66,17 @@ def _run(args: argparse.Namespace) -> int:
     thread = args.thread or ("cli" if checkpointer is not None else None)
     question = " ".join(args.question)
 
-    async def main() -> None:
+    async def main(view: View) -> None:
         try:
             async with agent.astream(question, thread_id=thread, timeout=args.timeout) as events:
                 async for event in events:
-                    print_event(event)
+                    view.feed(event)
         finally:
             await aclose_tree_models(agent.spec)
 
     try:
-        anyio.run(main, backend=args.loop)
+        with open_view() as view:
+            anyio.run(main, view, backend=args.loop)
     except (DeepActorsError, TimeoutError) as exc:
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
