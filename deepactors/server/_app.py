@@ -80,6 +80,7 @@ def create_app(
             anyio.create_task_group() as tg,
         ):
             manager = RunManager(runtime, tg, assistants)
+            await manager.load_saved()
             app.state.runs = manager
             try:
                 yield

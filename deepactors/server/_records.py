@@ -8,6 +8,7 @@ it (metadata, status, the values of the last run) and is kept in memory.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections.abc import Mapping
@@ -55,12 +56,20 @@ class AssistantRecord:
         assistant_id: A stable UUID derived from the name.
         agent: The agent, with the server's checkpointer and store.
         description: Shown to clients.
+        stateless: The agent without a checkpointer, for stateless runs.
     """
 
     graph_id: str
     agent: DeepAgent
     description: str | None = None
     created_at: float = field(default_factory=time.time)
+    stateless: DeepAgent = field(init=False)
+
+    def __post_init__(self) -> None:
+        # Stateless runs keep nothing: the same agent without a checkpointer
+        # runs them as one-shot actors, with no journal to write or delete.
+        spec = dataclasses.replace(self.agent.spec, checkpointer=None)
+        object.__setattr__(self, "stateless", DeepAgent(spec))
 
     @property
     def assistant_id(self) -> str:

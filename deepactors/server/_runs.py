@@ -103,6 +103,22 @@ class RunManager:
             raise HTTPException(404, f"run {run_id!r} not found on thread {thread_id!r}")
         return run
 
+    async def load_saved(self) -> None:
+        """Know the threads the checkpointers already hold (after a restart)."""
+        for assistant in self.assistants.values():
+            checkpointer = assistant.agent.checkpointer
+            assert checkpointer is not None
+            sharing = [a for a in self.assistants.values() if a.agent.checkpointer is checkpointer]
+            for info in await checkpointer.threads():
+                if info.thread_id in self.threads:
+                    continue
+                self.threads[info.thread_id] = ThreadRecord(
+                    thread_id=info.thread_id,
+                    graph_id=sharing[0].graph_id if len(sharing) == 1 else None,
+                    created_at=info.updated_at,
+                    updated_at=info.updated_at,
+                )
+
     # -- creating runs ---------------------------------------------------------------
 
     async def create(
@@ -122,8 +138,12 @@ class RunManager:
             raise HTTPException(503, "the server is shutting down")
         body.refuse_unsupported()
         assistant = self.assistant(body.assistant_id)
-        agent = assistant.agent
-        run_input = _run_input(agent, body, thread.thread_id)
+        if thread.temporary:
+            if body.command is not None:
+                raise HTTPException(422, "command: resuming needs a thread (thread_id)")
+            run_input = _run_input(assistant.stateless, body, None)
+        else:
+            run_input = _run_input(assistant.agent, body, thread.thread_id)
         async with thread.turn:
             inflight = thread.inflight
             if inflight:
@@ -141,11 +161,14 @@ class RunManager:
                 metadata=dict(body.metadata or {}),
                 multitask_strategy=body.multitask_strategy,
             )
-            if not thread.inflight:
-                run.seq_before = await _last_seq(agent, thread.thread_id)
+            if not thread.inflight and not thread.temporary:
+                run.seq_before = await _last_seq(assistant.agent, thread.thread_id)
             if subscriber is not None:
                 run.subscribers.append(subscriber)
             thread.graph_id = assistant.graph_id
+            # As LangGraph's server does, so clients find a graph's threads by metadata.
+            thread.metadata.setdefault("graph_id", assistant.graph_id)
+            thread.metadata.setdefault("assistant_id", assistant.assistant_id)
             thread.runs.append(run)
             thread.updated_at = time.time()
             self.runs[run.run_id] = run
@@ -192,10 +215,11 @@ class RunManager:
             if run.cancel_requested is not None:
                 status = "interrupted"
                 return
+            temporary = run.thread.temporary
             handle = await self.runtime.start(
-                run.assistant.agent,
+                run.assistant.stateless if temporary else run.assistant.agent,
                 run_input,
-                thread_id=run.thread.thread_id,
+                thread_id=None if temporary else run.thread.thread_id,
                 context=context,
                 stream=True,
             )
@@ -244,7 +268,7 @@ class RunManager:
         thread = run.thread
         try:
             if thread.temporary:
-                await self._forget_thread(thread)
+                self._forget_runs(thread)
             elif status == "success" and result is not None and not thread.inflight[1:]:
                 thread.values = {k: v for k, v in result.items() if k != "__interrupt__"}
                 thread.interrupts = result.get("__interrupt__", [])
@@ -329,10 +353,15 @@ class RunManager:
         await self.cancel(thread.inflight, wait=True)
         await self._forget_thread(thread)
 
-    async def _forget_thread(self, thread: ThreadRecord) -> None:
+    def _forget_runs(self, thread: ThreadRecord) -> None:
         self.threads.pop(thread.thread_id, None)
         for run in thread.runs:
             self.runs.pop(run.run_id, None)
+
+    async def _forget_thread(self, thread: ThreadRecord) -> None:
+        self._forget_runs(thread)
+        if thread.temporary:
+            return
         for assistant in self.assistants.values():
             agent = assistant.agent
             checkpointer = agent.checkpointer
@@ -363,14 +392,14 @@ class RunManager:
         await self.cancel(list(self.runs.values()), wait=True)
 
 
-def _prepare(agent: DeepAgent, input: Any, thread_id: str) -> RunInput:
+def _prepare(agent: DeepAgent, input: Any, thread_id: str | None) -> RunInput:
     try:
         return prepare_input(agent.spec, input, thread_id)
     except InputError as exc:
         raise HTTPException(422, f"input: {exc}") from None
 
 
-def _run_input(agent: DeepAgent, body: RunCreate, thread_id: str) -> RunInput:
+def _run_input(agent: DeepAgent, body: RunCreate, thread_id: str | None) -> RunInput:
     run_input = _prepare(
         agent,
         Command(resume=body.command.resume) if body.command is not None else body.input,

@@ -323,7 +323,7 @@ def test_bad_requests_get_clear_errors_never_500(serve: Serve) -> None:
         (
             "POST",
             "/runs/wait",
-            {"assistant_id": "echo", "config": {"recursion_limit": "x"}},
+            {"assistant_id": "echo", "input": USER, "config": {"recursion_limit": "x"}},
             422,
             "recursion_limit",
         ),
