@@ -50,15 +50,38 @@ def _headers(extra: Mapping[str, str], content_type: bytes) -> list[tuple[bytes,
     return headers
 
 
-async def _watch(
-    receive: Receive, on_disconnect: Callable[[], None], scope: anyio.CancelScope
+async def _watched(
+    respond: Callable[[], Awaitable[None]], receive: Receive, on_disconnect: Callable[[], None]
 ) -> None:
-    while True:
-        message: Message = await receive()
-        if message["type"] == "http.disconnect":
+    """Run ``respond`` while watching for the client to leave; if it does (a
+    disconnect message, or a write that fails), call ``on_disconnect`` once and
+    stop ``respond``."""
+    left = False
+
+    def leave() -> None:
+        nonlocal left
+        if not left:
+            left = True
             on_disconnect()
-            scope.cancel()
-            return
+
+    async def watch(scope: anyio.CancelScope) -> None:
+        while True:
+            message: Message = await receive()
+            if message["type"] == "http.disconnect":
+                leave()
+                scope.cancel()
+                return
+
+    async def body(scope: anyio.CancelScope) -> None:
+        try:
+            await respond()
+        except OSError:
+            leave()  # the server could not write: the client is gone
+        scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch, tg.cancel_scope)
+        tg.start_soon(body, tg.cancel_scope)
 
 
 class EventSourceResponse(Response):
@@ -93,15 +116,13 @@ class EventSourceResponse(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = _headers(self._extra, b"text/event-stream; charset=utf-8")
+
+        async def respond() -> None:
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await self._send_events(send)
+
         try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(_watch, receive, self._on_disconnect, tg.cancel_scope)
-                await send({"type": "http.response.start", "status": 200, "headers": headers})
-                await self._send_events(send)
-                tg.cancel_scope.cancel()
-        except OSError:
-            # The server could not write: the client is gone.
-            self._on_disconnect()
+            await _watched(respond, receive, self._on_disconnect)
         finally:
             self._events.close()
 
@@ -151,28 +172,25 @@ class WaitResponse(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = _headers(self._extra, b"application/json")
-        try:
+
+        async def respond() -> None:
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            value: Any = None
+            done = anyio.Event()
+
+            async def wait() -> None:
+                nonlocal value
+                value = await self._result()
+                done.set()
+
             async with anyio.create_task_group() as tg:
-                tg.start_soon(_watch, receive, self._on_disconnect, tg.cancel_scope)
-                await send({"type": "http.response.start", "status": 200, "headers": headers})
-                value: Any = None
-                done = anyio.Event()
-
-                async def wait() -> None:
-                    nonlocal value
-                    value = await self._result()
-                    done.set()
-
                 tg.start_soon(wait)
                 while not done.is_set():
                     with anyio.move_on_after(HEARTBEAT):
                         await done.wait()
                     if not done.is_set():
                         await send({"type": "http.response.body", "body": b"\n", "more_body": True})
-                body = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=repr)
-                await send(
-                    {"type": "http.response.body", "body": body.encode(), "more_body": False}
-                )
-                tg.cancel_scope.cancel()
-        except OSError:
-            self._on_disconnect()
+            body = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=repr)
+            await send({"type": "http.response.body", "body": body.encode(), "more_body": False})
+
+        await _watched(respond, receive, self._on_disconnect)
