@@ -45,6 +45,12 @@ def test_a_client_that_disconnects_cancels_the_run_at_once(serve: Serve) -> None
     assert probe.calls == calls  # no model call started afterwards
     assert probe.active == 0  # nothing of the run is left running
     assert served.runs.runtime.statistics().running == 0
+    # The thread keeps a clean prefix: the question and the call that was cut off.
+    state = client.threads.get_state(thread_id)
+    assert [m["type"] for m in state["values"]["messages"]] == ["human", "ai"]
+    assert client.runs.wait(thread_id, "echo", input=say("hello"))["messages"][-1]["content"] == (
+        "echo: hello"
+    )
 
 
 def test_a_fan_out_is_cancelled_whole(serve: Serve) -> None:
