@@ -23,6 +23,7 @@ from .events import (
     ModelDelta,
     RunFinished,
     RunStarted,
+    StateUpdated,
     TodosUpdated,
     ToolCallFinished,
     ToolCallStarted,
@@ -193,7 +194,7 @@ def build_demo_agent(*, latency: float = 0.05) -> DeepAgent:
 
 def print_event(event: Event, out: TextIO = sys.stdout) -> None:
     """Print one event as a line of the live view (text deltas are shown whole)."""
-    if isinstance(event, ModelDelta | ModelCallStarted):
+    if isinstance(event, ModelDelta | ModelCallStarted | StateUpdated):
         return
     if isinstance(event, ModelCallFinished) and not event.message.tool_calls:
         print(f"[{event.path}] answer: {event.message.text}", file=out)

@@ -25,6 +25,7 @@ __all__ = [
     "ModelRetry",
     "RunFinished",
     "RunStarted",
+    "StateUpdated",
     "SubagentCancelled",
     "SubagentFailed",
     "SubagentFinished",
@@ -120,6 +121,20 @@ class TodosUpdated(Event):
     """The plan changed."""
 
     todos: Sequence[Todo]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StateUpdated(Event):
+    """An actor's state changed (an input, a model answer, a tool result, a hook).
+
+    Attributes:
+        update: The update as applied, channel by channel (a subagent's diff
+            replaced by its effect).
+        values: The actor's whole state after it (a shallow copy).
+    """
+
+    update: Mapping[str, Any]
+    values: Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -234,6 +249,8 @@ def describe(event: Event) -> str:
         case TodosUpdated(todos=todos):
             marks = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
             return "plan: " + "  ".join(f"{marks[t.status]} {t.content}" for t in todos)
+        case StateUpdated(update=update):
+            return f"state updated: {', '.join(update)}"
         case FileChanged(file_path=fp, change=change):
             return f"file {change}: {fp}"
         case SubagentSpawned(child=child, description=d):

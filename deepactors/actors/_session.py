@@ -158,6 +158,9 @@ async def execute_root(
                 tree.restored = journal.restored
             session = _open(spec, state, run, restore=fresh)
             stack.callback(session.close)
+            if run_input.update_only:
+                session.state.apply(run_input.values)
+                return _result(state, run, []), state
             if run_input.resume is not None:
                 _take_decisions(run, run_input.resume)
             elif not _has_work(state, run_input, thread_id):

@@ -161,12 +161,15 @@ class RunInput:
             ``Command(resume=...)``) rather than adding to it.
         max_steps: Model calls allowed to each agent of this run's tree, when the
             caller set a limit for this run (else each agent's own).
+        update_only: Apply ``values`` to the thread's state (recorded like any
+            update) and stop: no hook, no model call (LangGraph's ``update_state``).
     """
 
     values: Mapping[str, Any]
     resume: object = None
     resuming: bool = False
     max_steps: int | None = None
+    update_only: bool = False
 
 
 def prepare_input(spec: AgentSpec, input: object, thread_id: str | None) -> RunInput:
