@@ -22,6 +22,7 @@ from .actors import (
     saved_state,
     stream_sync,
 )
+from .budget import Budget
 from .events import Event
 from .middleware import AgentMiddleware, aclose_tree_models
 from .models import ChatModel
@@ -108,7 +109,8 @@ class DeepAgent:
         *,
         thread_id: str | None = None,
         timeout: float | None = None,
-        context: Mapping[str, Any] | None = None,
+        context: object = None,
+        budget: Budget | None = None,
         runtime: Runtime | None = None,
     ) -> dict[str, Any]:
         """Run the agent to completion and return its final state.
@@ -122,29 +124,28 @@ class DeepAgent:
             timeout: Seconds for the whole run, every subagent included, the wait
                 behind earlier runs of the thread too. Past it, everything the run
                 started is cancelled and ``TimeoutError`` raised.
-            context: Values hooks and tools can read as ``run.context``.
+            context: What hooks and tools read as ``run.context`` (checked against
+                ``context_schema``).
+            budget: Limits on what the run and every subagent may spend together.
             runtime: A runtime from :func:`open_runtime` to run under; without one,
                 the run opens its own task group inside the caller's task.
 
         Returns:
             The state: ``messages``, ``todos``, ``files``, ``structured_response``,
-            and ``usage`` (tokens of this run, or ``None``).
+            ``usage`` (tokens of this run, or ``None``) and ``budget`` (a report).
 
         Raises:
             InputError: Invalid input, before any model call.
             TimeoutError: The run passed ``timeout``.
             StepLimitExceeded: The model kept calling tools past ``max_steps``.
         """
-        run_input = prepare_input(self._spec, input, thread_id)  # fail before opening anything
+        # Fail before opening anything.
+        run_input = prepare_input(self._spec, input, thread_id, context=context, budget=budget)
         if runtime is not None:
-            return await runtime.ainvoke(
-                self, run_input, thread_id=thread_id, timeout=timeout, context=context
-            )
+            return await runtime.ainvoke(self, run_input, thread_id=thread_id, timeout=timeout)
         handle: RunHandle
         async with open_runtime() as rt:
-            handle = await rt.start(
-                self, run_input, thread_id=thread_id, timeout=timeout, context=context
-            )
+            handle = await rt.start(self, run_input, thread_id=thread_id, timeout=timeout)
             await handle.wait()
         # Raised outside the task group, so callers get the run's own exception
         # rather than an ExceptionGroup around it.
@@ -156,7 +157,8 @@ class DeepAgent:
         *,
         thread_id: str | None = None,
         timeout: float | None = None,
-        context: Mapping[str, Any] | None = None,
+        context: object = None,
+        budget: Budget | None = None,
         runtime: Runtime | None = None,
     ) -> EventStream:
         """Run the agent and stream its events as they happen.
@@ -169,11 +171,11 @@ class DeepAgent:
         Raises:
             InputError: Invalid input (at once, before the stream is entered).
         """
-        run_input = prepare_input(self._spec, input, thread_id)
+        run_input = prepare_input(self._spec, input, thread_id, context=context, budget=budget)
 
         async def start(rt: Runtime) -> RunHandle:
             return await rt.start(
-                self, run_input, thread_id=thread_id, timeout=timeout, context=context, stream=True
+                self, run_input, thread_id=thread_id, timeout=timeout, stream=True
             )
 
         return EventStream(start, runtime=runtime)

@@ -24,6 +24,7 @@ from .messages import ToolMessage, Usage
 
 if TYPE_CHECKING:
     from .backends import Backend
+    from .budget import BudgetLedger
     from .persistence import Store
     from .state import Applied, State
 
@@ -156,6 +157,8 @@ class TreeContext:
         journal: Where the tree's changes are checkpointed, if anywhere.
         restored: The thread's saved records, when the run resumes from them.
         subagent_limiter: The tree-wide cap on subagents working at once.
+        budget: The ledger of the run's budget, shared by the whole tree (see
+            :mod:`deepactors.budget`), if the run has one.
     """
 
     thread_id: str | None = None
@@ -163,6 +166,7 @@ class TreeContext:
     journal: RunJournal | None = None
     restored: ThreadRecords | None = None
     subagent_limiter: anyio.Semaphore | None = None
+    budget: BudgetLedger | None = None
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
@@ -179,7 +183,8 @@ class RunContext:
         store: The long-term store, if the agent has one.
         emit: Sends an event to the run's listeners; ``None`` when nobody listens,
             so callers test it before building an event.
-        context: Free-form values the caller passed with ``context=``.
+        context: What the caller passed with ``context=``: an instance of the
+            agent's ``context_schema`` when it has one, else a mapping.
         parent: The run of the parent actor, for a subagent.
         tree: What the whole actor tree shares (the same object in every run of it).
         tool_names: The names of the tools the agent has.
@@ -189,6 +194,8 @@ class RunContext:
         usage: Tokens spent by this run and every subagent under it, so far.
         step: Model calls this run has made so far.
         loop_thread: The OS thread of the event loop the run is on.
+        budget: The budget ledger this run's calls draw from: the tree's, or a
+            subagent's own one inside it; ``None`` when nothing is budgeted.
     """
 
     path: str
@@ -199,7 +206,7 @@ class RunContext:
     backend: Backend | None = None
     store: Store | None = None
     emit: Callable[[Event], None] | None = None
-    context: Mapping[str, Any] = field(default_factory=dict)
+    context: Any = field(default_factory=dict)
     parent: RunContext | None = None
     tree: TreeContext = field(default_factory=TreeContext)
     tool_names: Collection[str] = ()
@@ -208,6 +215,7 @@ class RunContext:
     usage: Usage | None = None
     step: int = 0
     loop_thread: int = field(default_factory=threading.get_ident)
+    budget: BudgetLedger | None = None
     _locals: dict[RunKey[Any], Any] = field(default_factory=dict, init=False, repr=False)
 
     @property
@@ -273,8 +281,8 @@ class ToolRuntime:
         return self.run.store
 
     @property
-    def context(self) -> Mapping[str, Any]:
-        """The values the caller passed with ``context=``."""
+    def context(self) -> Any:
+        """What the caller passed with ``context=`` (an instance of ``context_schema``)."""
         return self.run.context
 
     def write(self, data: Any) -> None:

@@ -1,0 +1,145 @@
+"""Drawing on a run's budget: the reservation around each model call and tool call.
+
+The ledger itself (:mod:`deepactors.budget`) knows nothing of requests and
+events; this module turns a model request into its worst case, reserves it
+(waiting while calls in flight hold what it needs), and settles it with the
+answer's usage. See :mod:`deepactors.budget` for why this cannot overshoot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from ..budget import (
+    DEFAULT_OUTPUT_RESERVATION,
+    TOOL_USE_PROMPT_TOKENS,
+    BudgetLedger,
+    Hold,
+    Refusal,
+    message_tokens,
+    text_tokens,
+    tool_tokens,
+)
+from ..context import RunContext, RunKey
+from ..errors import ModelError
+from ..events import BudgetExhausted
+from ..messages import AssistantMessage, Message
+from ..models import ChatModel, ModelRequest, SupportsMaxTokens
+
+__all__ = ["budgeted_call", "take_tool_call"]
+
+
+class _Sizes:
+    """A run's estimate of each message and tool it has sent, so each is measured once.
+
+    Keyed by object identity (and holding the object, so an id is not reused
+    while its entry lives): messages are frozen, but a replacement by id (a
+    summary) is a new object with new content.
+    """
+
+    __slots__ = ("messages", "tools")
+
+    def __init__(self) -> None:
+        self.messages: dict[int, tuple[Message, int]] = {}
+        self.tools: dict[int, tuple[object, int]] = {}
+
+
+_SIZES = RunKey("budget.sizes", _Sizes)
+
+
+def _estimate(run: RunContext, request: ModelRequest) -> int:
+    sizes = run.local(_SIZES)
+    known = sizes.messages
+    if len(known) > 2 * len(request.messages) + 64:
+        known.clear()  # messages were dropped (a summary): forget the old ones
+    total = text_tokens(request.system_prompt) if request.system_prompt else 0
+    for message in request.messages:
+        entry = known.get(id(message))
+        if entry is None or entry[0] is not message:
+            entry = known[id(message)] = (message, message_tokens(message))
+        total += entry[1]
+    if request.tools:
+        total += TOOL_USE_PROMPT_TOKENS
+        tools = sizes.tools
+        for tool in request.tools:
+            t = tools.get(id(tool))
+            if t is None or t[0] is not tool:
+                t = tools[id(tool)] = (tool, tool_tokens(tool))
+            total += t[1]
+    return total
+
+
+def _max_tokens(request: ModelRequest, model: ChatModel) -> int:
+    asked = request.settings.get("max_tokens")
+    if isinstance(asked, int) and asked > 0:
+        return asked
+    if isinstance(model, SupportsMaxTokens):
+        return model.max_tokens
+    return DEFAULT_OUTPUT_RESERVATION
+
+
+def _refused(run: RunContext, refusal: Refusal, what: str) -> Exception:
+    emit = run.emit
+    if emit is not None:
+        emit(
+            BudgetExhausted(
+                path=run.path,
+                run_id=run.run_id,
+                resource=refusal.resource,
+                limit=refusal.limit,
+                spent=refusal.spent,
+            )
+        )
+    return refusal.error(what)
+
+
+async def budgeted_call(
+    ledger: BudgetLedger,
+    request: ModelRequest,
+    model: ChatModel,
+    call: Callable[[ChatModel, ModelRequest], Awaitable[AssistantMessage]],
+) -> AssistantMessage:
+    """Make ``call(model, request)`` inside a reservation on ``ledger``.
+
+    With an output-token limit the call is made with the ``max_tokens`` the
+    reservation granted (never more than what is left).
+
+    Raises:
+        BudgetExceeded: The budget can never cover the call; it was not made.
+    """
+    run = request.run
+    assert run is not None
+    need_in = _estimate(run, request) if ledger.tracks_input else 0
+    want_out = _max_tokens(request, model) if ledger.tracks_output else 0
+    while True:
+        outcome = ledger.try_reserve(need_in, want_out)
+        if isinstance(outcome, Hold):
+            break
+        if isinstance(outcome, Refusal):
+            raise _refused(run, outcome, f"model call {run.step} of {run.path}")
+        await outcome.wait()  # calls in flight hold what this one needs
+    hold = outcome
+    if ledger.tracks_output and request.settings.get("max_tokens") != hold.output_tokens:
+        request = request.replace(settings={**request.settings, "max_tokens": hold.output_tokens})
+    try:
+        message = await call(model, request)
+    except ModelError:
+        # The provider refused or failed the request: the call counts, its
+        # tokens were not spent.
+        ledger.settle(hold, None, charge=False)
+        raise
+    except BaseException:
+        # Cut off (cancelled, or failed in a way that says nothing of its
+        # tokens): charged its whole reservation, the safe side.
+        ledger.settle(hold, None)
+        raise
+    ledger.settle(hold, message.usage)
+    return message
+
+
+def take_tool_call(run: RunContext, ledger: BudgetLedger, tool_name: str) -> str | None:
+    """Count one tool call against the budget; the reason it is refused, if it is."""
+    refusal = ledger.take_tool_call()
+    if refusal is None:
+        return None
+    return str(_refused(run, refusal, f"the {tool_name} call"))
