@@ -62,8 +62,10 @@ __all__ = [
 Resource = Literal["model_calls", "input_tokens", "output_tokens", "tool_calls"]
 
 DEFAULT_OUTPUT_RESERVATION = 4096
-"""Output tokens reserved for a call to a model that names no ``max_tokens``; the
-call is then sent with this ``max_tokens``."""
+"""Output tokens reserved for a call to a model that names no ``max_tokens`` (not
+:class:`~deepactors.models.SupportsMaxTokens`, and none in the request's settings).
+Such a model is trusted to write no more; the budget's guarantee needs a model
+that honours its ``max_tokens``."""
 
 # Allowances on top of the text's size (see estimate_input_tokens).
 PER_MESSAGE_TOKENS = 8

@@ -8,6 +8,7 @@ answer's usage. See :mod:`deepactors.budget` for why this cannot overshoot.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 
 from ..budget import (
@@ -24,48 +25,64 @@ from ..context import RunContext, RunKey
 from ..errors import ModelError
 from ..events import BudgetExhausted
 from ..messages import AssistantMessage, Message
-from ..models import ChatModel, ModelRequest, SupportsMaxTokens
+from ..models import ChatModel, ModelRequest
+from ..tools import Tool
 
 __all__ = ["budgeted_call", "take_tool_call"]
 
 
 class _Sizes:
-    """A run's estimate of each message and tool it has sent, so each is measured once.
+    """A run's estimate of each message it has sent, so each is measured once.
 
     Keyed by object identity (and holding the object, so an id is not reused
     while its entry lives): messages are frozen, but a replacement by id (a
     summary) is a new object with new content.
     """
 
-    __slots__ = ("messages", "tools")
+    __slots__ = ("messages",)
 
     def __init__(self) -> None:
         self.messages: dict[int, tuple[Message, int]] = {}
-        self.tools: dict[int, tuple[object, int]] = {}
 
 
 _SIZES = RunKey("budget.sizes", _Sizes)
 
 
+# Tools, tool lists and system prompts live as long as their agent and go with
+# every request: each is measured once (a Tool hashes by identity, a tuple of them
+# too, and a str keeps its hash).
+
+
+@functools.lru_cache(maxsize=4096)
+def _tool_tokens(tool: Tool) -> int:
+    return tool_tokens(tool)
+
+
+@functools.lru_cache(maxsize=1024)
+def _toolset_tokens(tools: tuple[Tool, ...]) -> int:
+    return TOOL_USE_PROMPT_TOKENS + sum(_tool_tokens(t) for t in tools)
+
+
+@functools.lru_cache(maxsize=1024)
+def _prompt_tokens(prompt: str) -> int:
+    return text_tokens(prompt)
+
+
 def _estimate(run: RunContext, request: ModelRequest) -> int:
-    sizes = run.local(_SIZES)
-    known = sizes.messages
+    known = run.local(_SIZES).messages
     if len(known) > 2 * len(request.messages) + 64:
         known.clear()  # messages were dropped (a summary): forget the old ones
-    total = text_tokens(request.system_prompt) if request.system_prompt else 0
+    total = _prompt_tokens(request.system_prompt) if request.system_prompt else 0
     for message in request.messages:
         entry = known.get(id(message))
         if entry is None or entry[0] is not message:
             entry = known[id(message)] = (message, message_tokens(message))
         total += entry[1]
-    if request.tools:
-        total += TOOL_USE_PROMPT_TOKENS
-        tools = sizes.tools
-        for tool in request.tools:
-            t = tools.get(id(tool))
-            if t is None or t[0] is not tool:
-                t = tools[id(tool)] = (tool, tool_tokens(tool))
-            total += t[1]
+    tools = request.tools
+    if isinstance(tools, tuple):
+        total += _toolset_tokens(tools) if tools else 0
+    elif tools:
+        total += TOOL_USE_PROMPT_TOKENS + sum(_tool_tokens(t) for t in tools)
     return total
 
 
@@ -73,8 +90,11 @@ def _max_tokens(request: ModelRequest, model: ChatModel) -> int:
     asked = request.settings.get("max_tokens")
     if isinstance(asked, int) and asked > 0:
         return asked
-    if isinstance(model, SupportsMaxTokens):
-        return model.max_tokens
+    # SupportsMaxTokens, read without isinstance(): a runtime protocol check costs
+    # more than the rest of the reservation together.
+    limit = getattr(model, "max_tokens", None)
+    if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+        return limit
     return DEFAULT_OUTPUT_RESERVATION
 
 
@@ -101,8 +121,8 @@ async def budgeted_call(
 ) -> AssistantMessage:
     """Make ``call(model, request)`` inside a reservation on ``ledger``.
 
-    With an output-token limit the call is made with the ``max_tokens`` the
-    reservation granted (never more than what is left).
+    With an output-token limit, a call that would use more output tokens than
+    are left is made with a ``max_tokens`` of what is left.
 
     Raises:
         BudgetExceeded: The budget can never cover the call; it was not made.
@@ -119,7 +139,7 @@ async def budgeted_call(
             raise _refused(run, outcome, f"model call {run.step} of {run.path}")
         await outcome.wait()  # calls in flight hold what this one needs
     hold = outcome
-    if ledger.tracks_output and request.settings.get("max_tokens") != hold.output_tokens:
+    if hold.output_tokens < want_out:
         request = request.replace(settings={**request.settings, "max_tokens": hold.output_tokens})
     try:
         message = await call(model, request)

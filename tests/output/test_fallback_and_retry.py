@@ -120,27 +120,25 @@ def flaky_tool(failures: int, exc: Exception, *, sync: bool = False) -> Any:
             raise exc
         return f"result for {q} after {n} attempts"
 
-    if sync:
+    def fetch_sync(q: str) -> str:
+        """Fetch something.
 
-        def fetch(q: str) -> str:
-            """Fetch something.
+        Args:
+            q: What to fetch.
+        """
+        return body(q)
 
-            Args:
-                q: What to fetch.
-            """
-            return body(q)
+    async def fetch_async(q: str) -> str:
+        """Fetch something.
 
-    else:
+        Args:
+            q: What to fetch.
+        """
+        return body(q)
 
-        async def fetch(q: str) -> str:
-            """Fetch something.
-
-            Args:
-                q: What to fetch.
-            """
-            return body(q)
-
-    fetch.attempts = attempts  # type: ignore[attr-defined]
+    fetch: Any = fetch_sync if sync else fetch_async
+    fetch.__name__ = "fetch"
+    fetch.attempts = attempts
     return fetch
 
 

@@ -279,3 +279,14 @@ async def test_the_tool_strategy_on_the_messages_api_for_a_model_without_native_
     assert result["structured_response"] == Weather(city="Oslo", celsius=1)
     assert "output_config" not in body
     assert "Weather" in [t["name"] for t in body["tools"]]
+
+
+async def test_the_demo_ends_with_a_structured_report() -> None:
+    from deepactors.demo import ResearchReport, run_demo
+
+    result = await run_demo(on_event=lambda event: None)
+    report = result["structured_response"]
+    assert isinstance(report, ResearchReport)
+    assert report.report_path in result["files"]
+    assert len(report.sources) == 3
+    assert all(source in result["files"] for source in report.sources)
