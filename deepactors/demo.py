@@ -151,7 +151,7 @@ def research_model(request: ModelRequest) -> AssistantMessage:
                 ToolCall(name="write_todos", args=_plan(len(TOPICS) + 1)),
             ]
         )
-    report = ResearchReport(
+    answer = ResearchReport(
         title="How the pieces fit",
         summary="In short: " + CONCLUSION,
         report_path="/report.md",
@@ -159,7 +159,7 @@ def research_model(request: ModelRequest) -> AssistantMessage:
     )
     return AssistantMessage(
         content="The report is in /report.md.",
-        tool_calls=[ToolCall(name="ResearchReport", args=report.model_dump())],
+        tool_calls=[ToolCall(name="ResearchReport", args=answer.model_dump())],
     )
 
 
