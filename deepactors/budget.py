@@ -173,6 +173,11 @@ class BudgetLedger:
         "_changed",
         "_held_in",
         "_held_out",
+        "_max_calls",
+        "_max_in",
+        "_max_out",
+        "_max_tools",
+        "_out_levels",
         "exhausted",
         "input_tokens",
         "limits",
@@ -199,9 +204,15 @@ class BudgetLedger:
         while chain[-1].parent is not None:
             chain.append(chain[-1].parent)
         self._chain = tuple(chain)
+        # The limits as plain attributes: read on every call.
+        self._max_calls = limits.model_calls
+        self._max_in = limits.input_tokens
+        self._max_out = limits.output_tokens
+        self._max_tools = limits.tool_calls
+        self._out_levels = tuple(led for led in chain if led._max_out is not None)
         #: Whether any level limits input / output tokens (else nothing is estimated).
-        self.tracks_input = any(led.limits.input_tokens is not None for led in chain)
-        self.tracks_output = any(led.limits.output_tokens is not None for led in chain)
+        self.tracks_input = any(led._max_in is not None for led in chain)
+        self.tracks_output = bool(self._out_levels)
 
     def __repr__(self) -> str:
         return (
@@ -224,31 +235,38 @@ class BudgetLedger:
             when the budget can never cover the call; or an event to wait on when
             it would fit once calls in flight have settled.
         """
+        # One pass for what can never fit (refused) and for input that fits only
+        # once calls in flight settle; output waits need the final grant.
         grant = output_tokens
+        busy: BudgetLedger | None = None
         for led in self._chain:
-            lim = led.limits
-            if lim.model_calls is not None and led.model_calls >= lim.model_calls:
-                return led._refuse("model_calls", lim.model_calls, led.model_calls)
-            if lim.input_tokens is not None and led.input_tokens + input_tokens > lim.input_tokens:
-                return led._refuse("input_tokens", lim.input_tokens, led.input_tokens)
-            if lim.output_tokens is not None:
-                left = lim.output_tokens - led.output_tokens
+            cap = led._max_calls
+            if cap is not None and led.model_calls >= cap:
+                return led._refuse("model_calls", cap, led.model_calls)
+            cap = led._max_in
+            if cap is not None:
+                spent = led.input_tokens
+                if spent + input_tokens > cap:
+                    return led._refuse("input_tokens", cap, spent)
+                if busy is None and spent + led._held_in + input_tokens > cap:
+                    busy = led
+            cap = led._max_out
+            if cap is not None:
+                left = cap - led.output_tokens
                 if left < 1:
-                    return led._refuse("output_tokens", lim.output_tokens, led.output_tokens)
-                grant = min(grant, left)
-        for led in self._chain:
-            lim = led.limits
-            if (
-                lim.input_tokens is not None
-                and led.input_tokens + led._held_in + input_tokens > lim.input_tokens
-            ) or (
-                lim.output_tokens is not None
-                and led.output_tokens + led._held_out + grant > lim.output_tokens
-            ):
-                # Fits once the calls in flight settle (they hold what is missing).
-                if led._changed is None:
-                    led._changed = anyio.Event()
-                return led._changed
+                    return led._refuse("output_tokens", cap, led.output_tokens)
+                if left < grant:
+                    grant = left
+        if busy is None:
+            for led in self._out_levels:
+                if led.output_tokens + led._held_out + grant > led._max_out:  # type: ignore[operator]
+                    busy = led
+                    break
+        if busy is not None:
+            # Fits once the calls in flight settle: they hold what is missing.
+            if busy._changed is None:
+                busy._changed = anyio.Event()
+            return busy._changed
         for led in self._chain:
             led.model_calls += 1
             led._held_in += input_tokens
@@ -286,7 +304,7 @@ class BudgetLedger:
     def take_tool_call(self) -> Refusal | None:
         """Count one tool call, or return why the budget refuses it."""
         for led in self._chain:
-            limit = led.limits.tool_calls
+            limit = led._max_tools
             if limit is not None and led.tool_calls >= limit:
                 return led._refuse("tool_calls", limit, led.tool_calls)
         for led in self._chain:
@@ -352,12 +370,17 @@ def _content_tokens(content: str | Sequence[object]) -> int:
 
 def message_tokens(message: Message) -> int:
     """The estimate's share of one message (see :func:`estimate_input_tokens`)."""
-    total = PER_MESSAGE_TOKENS + _content_tokens(message.content)
+    content = message.content
+    if isinstance(content, str):  # the common case, inline: this runs for every message
+        size = len(content) if content.isascii() else text_tokens(content)
+    else:
+        size = _content_tokens(content)
+    total = PER_MESSAGE_TOKENS + size
     if isinstance(message, AssistantMessage):
         for call in message.tool_calls:
-            total += (
-                PER_MESSAGE_TOKENS + text_tokens(call.name) + text_tokens(json.dumps(call.args))
-            )
+            # repr() of the parsed arguments: as long as their JSON or longer (True
+            # vs true), non-ASCII text measured in UTF-8, and several times cheaper.
+            total += PER_MESSAGE_TOKENS + text_tokens(call.name) + text_tokens(repr(call.args))
     elif isinstance(message, ToolMessage):
         total += text_tokens(message.name)
     return total

@@ -32,17 +32,19 @@ __all__ = ["budgeted_call", "take_tool_call"]
 
 
 class _Sizes:
-    """A run's estimate of each message it has sent, so each is measured once.
+    """The messages a run's last request sent, and their estimate.
 
-    Keyed by object identity (and holding the object, so an id is not reused
-    while its entry lives): messages are frozen, but a replacement by id (a
-    summary) is a new object with new content.
+    A run's history grows at its end, so the next request's estimate is the last
+    one plus the new messages, after one C-speed comparison of the prefix (list
+    ``==`` compares by identity first; a message replaced by id, as a summary or
+    an edit does, is another object, and the whole request is measured again).
     """
 
-    __slots__ = ("messages",)
+    __slots__ = ("messages", "total")
 
     def __init__(self) -> None:
-        self.messages: dict[int, tuple[Message, int]] = {}
+        self.messages: list[Message] = []
+        self.total = 0
 
 
 _SIZES = RunKey("budget.sizes", _Sizes)
@@ -69,15 +71,16 @@ def _prompt_tokens(prompt: str) -> int:
 
 
 def _estimate(run: RunContext, request: ModelRequest) -> int:
-    known = run.local(_SIZES).messages
-    if len(known) > 2 * len(request.messages) + 64:
-        known.clear()  # messages were dropped (a summary): forget the old ones
-    total = _prompt_tokens(request.system_prompt) if request.system_prompt else 0
-    for message in request.messages:
-        entry = known.get(id(message))
-        if entry is None or entry[0] is not message:
-            entry = known[id(message)] = (message, message_tokens(message))
-        total += entry[1]
+    seen = run.local(_SIZES)
+    messages = list(request.messages)
+    known = len(seen.messages)
+    if known <= len(messages) and messages[:known] == seen.messages:
+        total = seen.total + sum(map(message_tokens, messages[known:]))
+    else:
+        total = sum(map(message_tokens, messages))
+    seen.messages, seen.total = messages, total
+    if request.system_prompt:
+        total += _prompt_tokens(request.system_prompt)
     tools = request.tools
     if isinstance(tools, tuple):
         total += _toolset_tokens(tools) if tools else 0
