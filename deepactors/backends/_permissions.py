@@ -184,6 +184,10 @@ class PermissionRules:
     __slots__ = ("has_interrupt", "rules")
 
     def __init__(self, rules: Sequence[FilesystemPermission]) -> None:
+        if isinstance(rules, FilesystemPermission | str) or not isinstance(rules, Sequence):
+            raise ConfigurationError(
+                f"permissions must be a list of FilesystemPermission, not {type(rules).__name__}"
+            )
         for rule in rules:
             if not isinstance(rule, FilesystemPermission):
                 raise ConfigurationError(f"not a FilesystemPermission: {rule!r}")

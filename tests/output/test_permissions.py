@@ -318,3 +318,15 @@ def test_permission_patterns(pattern: str, path: str, matches: bool) -> None:
 def test_bad_rules_are_refused(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         FilesystemPermission(**kwargs)
+
+
+def test_permissions_must_be_a_list_of_rules() -> None:
+    rule = NO_SECRET_READS[0]
+    with pytest.raises(ConfigurationError, match="must be a list"):
+        create_deep_agent(ScriptedModel(["x"]), permissions=rule)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="not a FilesystemPermission"):
+        create_deep_agent(ScriptedModel(["x"]), permissions=[{"paths": ["/a"]}])  # type: ignore[list-item]
+    with pytest.raises(ConfigurationError, match="permissions"):
+        create_deep_agent(
+            ScriptedModel(["x"]), subagents=[subagent("s", ScriptedModel([]), permissions=[1])]
+        )
