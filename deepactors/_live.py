@@ -121,7 +121,9 @@ class LiveTree:
                 if message.usage is not None:
                     row.tokens += message.usage.total_tokens
                 row.doing = ""
-                if "/" not in event.path and not message.tool_calls:
+                if "/" not in event.path and message.text.strip():
+                    # The root's last words (a final answer may come with a tool
+                    # call, such as a structured response's).
                     self.answer = message.text
             case ToolCallStarted(call=call):
                 row.doing = f"{call.name}(...)"

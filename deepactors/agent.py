@@ -24,6 +24,7 @@ from .actors import (
     run_sync,
     stream_sync,
 )
+from .budget import Budget
 from .events import Event
 from .middleware import AgentMiddleware, aclose_tree_models
 from .models import ChatModel
@@ -112,7 +113,8 @@ class DeepAgent(SavedThreads):
         *,
         thread_id: str | None = None,
         timeout: float | None = None,
-        context: Mapping[str, Any] | None = None,
+        context: object = None,
+        budget: Budget | None = None,
         runtime: Runtime | None = None,
     ) -> dict[str, Any]:
         """Run the agent to completion and return its final state.
@@ -130,13 +132,15 @@ class DeepAgent(SavedThreads):
             timeout: Seconds for the whole run, every subagent included, the wait
                 behind earlier runs of the thread too. Past it, everything the run
                 started is cancelled and ``TimeoutError`` raised.
-            context: Values hooks and tools can read as ``run.context``.
+            context: What hooks and tools read as ``run.context`` (checked against
+                ``context_schema``).
+            budget: Limits on what the run and every subagent may spend together.
             runtime: A runtime from :func:`open_runtime` to run under; without one,
                 the run opens its own task group inside the caller's task.
 
         Returns:
             The state: ``messages``, ``todos``, ``files``, ``structured_response``,
-            and ``usage`` (tokens of this run, or ``None``).
+            ``usage`` (tokens of this run, or ``None``) and ``budget`` (a report).
 
         Raises:
             InputError: Invalid input, before any model call.
@@ -145,16 +149,14 @@ class DeepAgent(SavedThreads):
         """
         # Fail before opening anything.
         check_timeout(timeout)
-        thread_id, run_input = self._prepare(input, config, thread_id, runtime)
+        thread_id, run_input = self._prepare(
+            input, config, thread_id, runtime, context=context, budget=budget
+        )
         if runtime is not None:
-            return await runtime.ainvoke(
-                self, run_input, thread_id=thread_id, timeout=timeout, context=context
-            )
+            return await runtime.ainvoke(self, run_input, thread_id=thread_id, timeout=timeout)
         handle: RunHandle
         async with open_runtime() as rt:
-            handle = await rt.start(
-                self, run_input, thread_id=thread_id, timeout=timeout, context=context
-            )
+            handle = await rt.start(self, run_input, thread_id=thread_id, timeout=timeout)
             await handle.wait()
         # Raised outside the task group, so callers get the run's own exception
         # rather than an ExceptionGroup around it.
@@ -167,7 +169,8 @@ class DeepAgent(SavedThreads):
         *,
         thread_id: str | None = None,
         timeout: float | None = None,
-        context: Mapping[str, Any] | None = None,
+        context: object = None,
+        budget: Budget | None = None,
         runtime: Runtime | None = None,
     ) -> EventStream:
         """Run the agent and stream its events as they happen.
@@ -181,11 +184,13 @@ class DeepAgent(SavedThreads):
             InputError: Invalid input (at once, before the stream is entered).
         """
         check_timeout(timeout)
-        thread_id, run_input = self._prepare(input, config, thread_id, runtime)
+        thread_id, run_input = self._prepare(
+            input, config, thread_id, runtime, context=context, budget=budget
+        )
 
         async def start(rt: Runtime) -> RunHandle:
             return await rt.start(
-                self, run_input, thread_id=thread_id, timeout=timeout, context=context, stream=True
+                self, run_input, thread_id=thread_id, timeout=timeout, stream=True
             )
 
         return EventStream(start, runtime=runtime)
@@ -238,9 +243,14 @@ class DeepAgent(SavedThreads):
         config: Mapping[str, Any] | None,
         thread_id: str | None,
         runtime: Runtime | None,
+        *,
+        context: Any = None,
+        budget: Budget | None = None,
     ) -> tuple[str | None, RunInput]:
         options = read_config(config, thread_id)
-        run_input = prepare_input(self._spec, input, options.thread_id)
+        run_input = prepare_input(
+            self._spec, input, options.thread_id, context=context, budget=budget
+        )
         if options.max_steps is not None:
             run_input = dataclasses.replace(run_input, max_steps=options.max_steps)
         warn_if_unsaved(options.thread_id, checkpointer=self._spec.checkpointer, runtime=runtime)

@@ -1,5 +1,8 @@
 """The offline demo: a small research run on a deterministic model.
 
+The final report is a structured answer (``response_format=ResearchReport``):
+the run ends with it in ``result["structured_response"]``.
+
 The "models" here are plain functions of the conversation (a
 :class:`~deepactors.models.FunctionModel` each): the main agent plans with
 ``write_todos``, fans out to three researcher subagents at once (each searches a
@@ -14,6 +17,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from typing import Any, TextIO
+
+from pydantic import BaseModel
 
 from .agent import DeepAgent
 from .events import (
@@ -33,7 +38,14 @@ from .factory import create_deep_agent
 from .messages import AssistantMessage, ToolCall, ToolMessage
 from .models import FunctionModel, ModelRequest
 
-__all__ = ["DEMO_QUESTION", "build_demo_agent", "print_event", "run_demo", "topics_in"]
+__all__ = [
+    "DEMO_QUESTION",
+    "ResearchReport",
+    "build_demo_agent",
+    "print_event",
+    "run_demo",
+    "topics_in",
+]
 
 DEMO_QUESTION = "How do actors, structured concurrency and cancellation fit together?"
 
@@ -53,6 +65,15 @@ LIBRARY = {
 }
 
 TOPICS = tuple(LIBRARY)
+
+
+class ResearchReport(BaseModel):
+    """The demo's final answer: where the report is, and what it says in short."""
+
+    title: str
+    summary: str
+    report_path: str
+    sources: list[str]
 
 
 async def search_library(topic: str) -> str:
@@ -153,8 +174,15 @@ def research_model(request: ModelRequest) -> AssistantMessage:
                 ToolCall(name="write_todos", args=_plan(len(topics) + 1, topics)),
             ]
         )
+    answer = ResearchReport(
+        title="How the pieces fit",
+        summary="In short: " + CONCLUSION,
+        report_path="/report.md",
+        sources=[f"/notes/{_slug(t)}.md" for t in topics],
+    )
     return AssistantMessage(
-        content="The report is in /report.md. In short: " + CONCLUSION,
+        content="The report is in /report.md.",
+        tool_calls=[ToolCall(name="ResearchReport", args=answer.model_dump())],
     )
 
 
@@ -180,6 +208,7 @@ def build_demo_agent(*, latency: float = 0.05) -> DeepAgent:
         FunctionModel(research_model, latency=latency, name="demo-model"),
         tools=[search_library],
         system_prompt="You research questions with researcher subagents and write reports.",
+        response_format=ResearchReport,
         subagents=[
             {
                 "name": "researcher",

@@ -7,10 +7,13 @@ Where a builtin means the same thing, the error subclasses it too, so
     ├── InputError (ValueError)            invalid input to a run, raised before any work
     ├── ConfigurationError (ValueError)    a bad argument to create_deep_agent & co.
     ├── StepLimitExceeded (RuntimeError)   the agent loop ran more model turns than allowed
+    ├── CallLimitExceeded (RuntimeError)   a call limit middleware with exit_behavior="error"
+    ├── BudgetExceeded (RuntimeError)      a model call the run's budget cannot cover: not made
     ├── RunCancelled                       the run was cancelled through its handle
     ├── RuntimeClosed (RuntimeError)       a run was started on a runtime that has closed
     ├── ToolError                          raise inside a tool: the model sees the message
     ├── ModelError                         a model could not answer
+    │   ├── StructuredOutputError          the answer kept failing its response_format
     │   ├── ModelAPIError                  the provider rejected or failed a request
     │   │   ├── RateLimitError             429: retryable
     │   │   ├── OverloadedError            529 / 5xx: retryable
@@ -24,6 +27,7 @@ Where a builtin means the same thing, the error subclasses it too, so
     │   ├── InvalidPath (ValueError)       malformed path: "..", "~", a host path, NUL, ...
     │   ├── InvalidPattern (ValueError)    a grep regular expression that does not compile
     │   ├── PathOutsideRoot (PermissionError)  resolves outside the backend's root
+    │   ├── PermissionDenied (PermissionError) refused by the agent's file permissions
     │   ├── FileTooLarge                   over a backend's size limit
     │   ├── BinaryFile                     not text; the file tools cannot show it
     │   ├── SpecialFile                    a FIFO, socket or device: not a regular file
@@ -47,6 +51,8 @@ from __future__ import annotations
 __all__ = [
     "BackendError",
     "BinaryFile",
+    "BudgetExceeded",
+    "CallLimitExceeded",
     "CheckpointCorrupt",
     "CheckpointError",
     "CheckpointSchemaMismatch",
@@ -66,6 +72,7 @@ __all__ = [
     "NotADirectory",
     "OverloadedError",
     "PathOutsideRoot",
+    "PermissionDenied",
     "PersistenceError",
     "RateLimitError",
     "ReadBeforeWrite",
@@ -76,6 +83,7 @@ __all__ = [
     "StepLimitExceeded",
     "StoreCorrupt",
     "StoreError",
+    "StructuredOutputError",
     "ThreadBusy",
     "ThreadLeaseLost",
     "ToolError",
@@ -99,6 +107,34 @@ class StepLimitExceeded(DeepActorsError, RuntimeError):
     """The agent loop made more model calls than its ``max_steps`` allows."""
 
 
+class CallLimitExceeded(DeepActorsError, RuntimeError):
+    """A run made more model or tool calls than a call limit middleware allows.
+
+    Raised only with ``exit_behavior="error"``; ``"end"`` ends the run with a
+    final message instead.
+    """
+
+
+class BudgetExceeded(DeepActorsError, RuntimeError):
+    """A model call was not made: the run's :class:`~deepactors.Budget` cannot cover it.
+
+    A subagent that meets it fails (its parent reads why); the top-level run
+    catches it and ends with a final message, its ``result["budget"]`` showing
+    what was spent.
+
+    Attributes:
+        resource: ``model_calls``, ``input_tokens``, ``output_tokens`` or ``tool_calls``.
+        limit: The budget's limit for it.
+        spent: How much of it was spent when the call was refused.
+    """
+
+    def __init__(self, message: str, *, resource: str, limit: int, spent: int) -> None:
+        super().__init__(message)
+        self.resource = resource
+        self.limit = limit
+        self.spent = spent
+
+
 class RunCancelled(DeepActorsError):
     """The run was cancelled through its handle (``RunHandle.cancel()``)."""
 
@@ -117,6 +153,18 @@ class ToolError(DeepActorsError):
 
 class ModelError(DeepActorsError):
     """A model could not produce an answer."""
+
+
+class StructuredOutputError(ModelError):
+    """The model's answer kept failing its ``response_format`` past the retry limit.
+
+    Attributes:
+        last_error: What was wrong with the last answer.
+    """
+
+    def __init__(self, message: str, *, last_error: str) -> None:
+        super().__init__(message)
+        self.last_error = last_error
 
 
 class ModelAPIError(ModelError):
@@ -189,6 +237,10 @@ class InvalidPattern(BackendError, ValueError):
 
 class PathOutsideRoot(BackendError, PermissionError):
     """The path (or a symlink on it) resolves outside the backend's root."""
+
+
+class PermissionDenied(BackendError, PermissionError):
+    """The agent's file permissions (``FilesystemPermission`` rules) refuse the operation."""
 
 
 class FileTooLarge(BackendError):

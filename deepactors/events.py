@@ -15,6 +15,7 @@ from .messages import AssistantMessage, ToolCall, ToolMessage, Usage
 from .state import Todo
 
 __all__ = [
+    "BudgetExhausted",
     "CustomEvent",
     "Event",
     "FileChanged",
@@ -22,6 +23,7 @@ __all__ = [
     "ModelCallFinished",
     "ModelCallStarted",
     "ModelDelta",
+    "ModelFallback",
     "ModelRetry",
     "RunFinished",
     "RunStarted",
@@ -99,6 +101,36 @@ class ModelCallFinished(Event):
 
     step: int
     message: AssistantMessage
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelFallback(Event):
+    """A model failed past its retries; the next model of a fallback chain is asked.
+
+    Attributes:
+        failed: The model that failed.
+        error: Its error.
+        next: The model asked instead (whose answer's ``model`` names who answered).
+    """
+
+    failed: str
+    error: str
+    next: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetExhausted(Event):
+    """The run's budget refused a call: a model call was not made, or a tool call not run.
+
+    Attributes:
+        resource: ``model_calls``, ``input_tokens``, ``output_tokens`` or ``tool_calls``.
+        limit: The limit of the budget that refused (the tree's, or a subagent's own).
+        spent: How much of it was spent then.
+    """
+
+    resource: str
+    limit: int
+    spent: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -241,6 +273,10 @@ def describe(event: Event) -> str:
             return f"model -> {calls}" if calls else f"model: {text}"
         case ModelDelta(text=text):
             return text
+        case ModelFallback(failed=failed, next=nxt, error=error):
+            return f"model {failed} failed ({_clip(error, 60)}); asking {nxt}"
+        case BudgetExhausted(resource=resource, limit=limit, spent=spent):
+            return f"budget spent: {resource} {spent} of {limit}"
         case ToolCallStarted(call=call):
             return f"tool {call.name}({_args(call.args)})"
         case ToolCallFinished(call=call, result=result):

@@ -9,7 +9,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .actors import AgentSpec
 from .agent import DeepAgent
-from .backends import StateBackend
+from .backends import (
+    FilesystemPermission,
+    PermissionedBackend,
+    PermissionRules,
+    StateBackend,
+    check_execute,
+)
+from .budget import Budget
 from .errors import ConfigurationError
 from .middleware import (
     GENERAL_PURPOSE,
@@ -18,9 +25,11 @@ from .middleware import (
     AgentMiddleware,
     AnthropicPromptCachingMiddleware,
     FilesystemMiddleware,
+    FilesystemPermissionMiddleware,
     HumanInTheLoopMiddleware,
     ModelRetryMiddleware,
     PatchToolCallsMiddleware,
+    StructuredOutputMiddleware,
     SubAgentMiddleware,
     SubAgentSpec,
     TodoListMiddleware,
@@ -57,6 +66,8 @@ def create_deep_agent(
     store: Store | None = None,
     interrupt_on: Mapping[str, bool | Mapping[str, Any]] | None = None,
     response_format: Any = None,
+    context_schema: Any = None,
+    permissions: Sequence[FilesystemPermission] | None = None,
     debug: bool = False,
     name: str | None = None,
     max_steps: int = 1000,
@@ -80,11 +91,22 @@ def create_deep_agent(
         middleware: Extra middleware, after the default stack.
         subagents: What ``task`` can start besides ``general-purpose``: dicts with
             ``name``, ``description``, ``system_prompt`` and optionally ``tools``,
-            ``model``, ``middleware``, ``timeout`` (seconds); or a prebuilt agent as
-            ``{"name", "description", "agent": <DeepAgent>}``. A dict named
-            ``general-purpose`` replaces the built-in one.
+            ``model``, ``middleware``, ``timeout`` (seconds), ``response_format``,
+            ``budget`` (its own, inside the run's) and ``permissions`` (instead of
+            the parent's); or a prebuilt agent as ``{"name", "description",
+            "agent": <DeepAgent>}``. A dict named ``general-purpose`` replaces the
+            built-in one.
         backend: Where the file tools keep files (default: in agent state).
         store: Long-term key-value store for backends and memory.
+        response_format: A schema (pydantic model class, dataclass, TypedDict or
+            JSON schema dict) the run's final answer must fit, landing in
+            ``result["structured_response"]``; or a ``ToolStrategy`` /
+            ``ProviderStrategy`` / ``AutoStrategy`` to choose how it is asked for.
+        context_schema: The type a run's ``context=`` must fit (pydantic model,
+            dataclass or TypedDict); hooks and tools get the validated instance.
+        permissions: ``FilesystemPermission`` rules for the file tools (first
+            match wins, no match allows); subagents inherit them unless they set
+            their own.
         debug: Log every hook and model call through structlog.
         name: The agent's name and the root of its actor paths (default ``main``).
         max_steps: Model calls allowed per run before ``StepLimitExceeded``.
@@ -95,11 +117,7 @@ def create_deep_agent(
     Raises:
         ConfigurationError: A bad argument, or one whose feature is not available.
     """
-    for param, value in (
-        ("skills", skills),
-        ("memory", memory),
-        ("response_format", response_format),
-    ):
+    for param, value in (("skills", skills), ("memory", memory)):
         if value:
             raise ConfigurationError(f"{param}= is not available in this version of deepactors")
     if interrupt_on and checkpointer is None:
@@ -107,6 +125,7 @@ def create_deep_agent(
             "interrupt_on needs a checkpointer: an interrupted run is continued from its "
             "saved thread (for example checkpointer=MemoryCheckpointer())"
         )
+    rules = PermissionRules(permissions) if permissions else None
     # The tail runs innermost: a retry repeats only the model call, and the human
     # decides on the exact call that would run.
     tail: list[AgentMiddleware] = [ModelRetryMiddleware()]
@@ -125,11 +144,14 @@ def create_deep_agent(
         tail=tail,
         models=models,
         checkpointer=checkpointer,
+        rules=rules,
+        saves=checkpointer is not None,
     )
     specs = _subagent_specs(subagents or (), model=resolved, parts=parts)
+    own_backend, guard = _guarded(backend, rules, parts)
     defaults: list[AgentMiddleware] = [
         TodoListMiddleware(),
-        FilesystemMiddleware(execute=backend.can_execute),
+        FilesystemMiddleware(execute=own_backend.can_execute),
         SubAgentMiddleware(
             specs,
             max_concurrent=max_concurrent_subagents,
@@ -142,10 +164,17 @@ def create_deep_agent(
         model=resolved,
         tools=user_tools,
         system_prompt=system_prompt,
-        stack=[*_merge_middleware(defaults, middleware), *tail],
+        stack=[
+            *_merge_middleware(defaults, middleware),
+            *_answer(response_format, resolved),
+            *tail,
+            *guard,
+        ],
         parts=parts,
+        backend=own_backend,
         name=name,
         checkpointer=checkpointer,
+        context_schema=context_schema,
     )
     _check_interrupt_on(spec)
     return DeepAgent(spec)
@@ -186,6 +215,29 @@ def _tree(root: AgentSpec) -> list[AgentSpec]:
     return out
 
 
+def _answer(response_format: Any, model: ChatModel) -> list[AgentMiddleware]:
+    if response_format is None:
+        return []
+    return [StructuredOutputMiddleware(response_format, model=model)]
+
+
+def _guarded(
+    backend: Backend, rules: PermissionRules | None, parts: _Parts
+) -> tuple[Backend, list[AgentMiddleware]]:
+    """The backend under ``rules`` (deny), and the middleware that asks (interrupt)."""
+    if rules is None:
+        return backend, []
+    check_execute(rules, backend)
+    if not rules.has_interrupt:
+        return PermissionedBackend(backend, rules), []
+    if not parts.saves:
+        raise ConfigurationError(
+            "a permission with mode='interrupt' needs a checkpointer: the run stops for a "
+            "human and is continued from its saved thread"
+        )
+    return PermissionedBackend(backend, rules), [FilesystemPermissionMiddleware(rules)]
+
+
 class _Parts:
     """What every agent of one tree is built with (the parent's, unless a child overrides)."""
 
@@ -195,6 +247,8 @@ class _Parts:
         "debug",
         "max_steps",
         "models",
+        "rules",
+        "saves",
         "store",
         "tail",
         "tools",
@@ -211,15 +265,19 @@ class _Parts:
         tail: Sequence[AgentMiddleware],
         models: _ModelCache,
         checkpointer: Checkpointer | None,
+        rules: PermissionRules | None,
+        saves: bool,
     ) -> None:
         self.checkpointer = checkpointer
         self.tools = tools
-        self.backend = backend
+        self.backend = backend  # unguarded: a subagent may bring its own permissions
         self.store = store
         self.debug = debug
         self.max_steps = max_steps
         self.tail = tail
         self.models = models
+        self.rules = rules
+        self.saves = saves
 
 
 def _build_spec(
@@ -229,15 +287,17 @@ def _build_spec(
     system_prompt: str | None,
     stack: Sequence[AgentMiddleware],
     parts: _Parts,
+    backend: Backend,
     name: str | None,
     checkpointer: Checkpointer | None = None,
+    context_schema: Any = None,
 ) -> AgentSpec:
     if not (isinstance(model, SupportsPromptCaching) and model.prompt_caching):
         # Cache hints are for Claude; for any other model the layer would only
         # copy each request, on the hot path, for nothing.
         stack = [mw for mw in stack if type(mw) is not AnthropicPromptCachingMiddleware]
     all_tools = {t.name: t for t in tools}
-    channels: dict[str, Channel] = default_channels()
+    declared: dict[str, Channel] = {}
     prompt_parts = [system_prompt or DEFAULT_PROMPT]
     for mw in stack:
         for t in mw.tools:
@@ -247,9 +307,12 @@ def _build_spec(
                 )
             all_tools[t.name] = t
         for key, ch in mw.channels.items():
-            channels.setdefault(key, ch)
+            declared.setdefault(key, ch)
         if mw.system_prompt:
             prompt_parts.append(mw.system_prompt)
+    # A middleware's channel replaces a built-in one of the same name (the
+    # structured answer's channel knows how to read its type back from JSON).
+    channels: dict[str, Channel] = {**default_channels(), **declared}
     return AgentSpec(
         name=name or "main",
         model=model,
@@ -259,9 +322,10 @@ def _build_spec(
         channels=channels,
         max_steps=parts.max_steps,
         debug=parts.debug,
-        backend=parts.backend,
+        backend=backend,
         store=parts.store,
         checkpointer=checkpointer,
+        context_schema=context_schema,
     )
 
 
@@ -285,6 +349,9 @@ class _SubAgentConfig(BaseModel):
     interrupt_on: Mapping[str, Any] | None = None
     agent: DeepAgent | None = None
     runnable: DeepAgent | None = None
+    response_format: Any = None
+    budget: Budget | None = None
+    permissions: Sequence[FilesystemPermission] | None = None
 
 
 def _subagent_specs(
@@ -304,10 +371,18 @@ def _subagent_specs(
         if config.agent is not None and config.runnable is not None:
             raise ConfigurationError(f"subagent {config.name!r}: give 'agent' or 'runnable'")
         if prebuilt is not None:
+            if config.response_format is not None or config.permissions is not None:
+                raise ConfigurationError(
+                    f"subagent {config.name!r}: a prebuilt agent brings its own "
+                    "response_format and permissions; give them to its create_deep_agent"
+                )
             spec = prebuilt.spec
         elif prompt is None:
             raise ConfigurationError(f"subagent {config.name!r} needs a 'system_prompt'")
         else:
+            rules = parts.rules
+            if config.permissions is not None:
+                rules = PermissionRules(config.permissions) if config.permissions else None
             spec = _child_spec(
                 config.name,
                 prompt,
@@ -316,6 +391,8 @@ def _subagent_specs(
                 extra=config.middleware,
                 parts=parts,
                 interrupt_on=config.interrupt_on,
+                response_format=config.response_format,
+                rules=rules,
             )
         specs.append(
             SubAgentSpec(
@@ -323,6 +400,7 @@ def _subagent_specs(
                 description=config.description,
                 agent=spec,
                 timeout=config.timeout,
+                budget=config.budget,
             )
         )
     if not any(s.name == GENERAL_PURPOSE for s in specs):
@@ -333,6 +411,7 @@ def _subagent_specs(
             tools=parts.tools,
             extra=(),
             parts=parts,
+            rules=parts.rules,
         )
         specs.insert(
             0, SubAgentSpec(name=GENERAL_PURPOSE, description=GENERAL_PURPOSE_DESCRIPTION, agent=gp)
@@ -361,13 +440,16 @@ def _child_spec(
     tools: Sequence[Tool],
     extra: Sequence[AgentMiddleware],
     parts: _Parts,
+    rules: PermissionRules | None,
+    response_format: Any = None,
     interrupt_on: Mapping[str, Any] | None = None,
 ) -> AgentSpec:
+    backend, guard = _guarded(parts.backend, rules, parts)
     # Declarative subagents get the default stack minus `task`: one level of
     # delegation, as in deepagents. A prebuilt agent may bring its own.
     defaults: list[AgentMiddleware] = [
         TodoListMiddleware(),
-        FilesystemMiddleware(execute=parts.backend.can_execute),
+        FilesystemMiddleware(execute=backend.can_execute),
         AnthropicPromptCachingMiddleware(),
         PatchToolCallsMiddleware(),
     ]
@@ -383,9 +465,20 @@ def _child_spec(
                     f"subagent {name!r}: interrupt_on needs a checkpointer on the agent"
                 )
             tail.append(HumanInTheLoopMiddleware(interrupt_on))
-    stack = [*_merge_middleware(defaults, extra), *tail]
+    stack = [
+        *_merge_middleware(defaults, extra),
+        *_answer(response_format, model),
+        *tail,
+        *guard,
+    ]
     return _build_spec(
-        model=model, tools=tools, system_prompt=prompt, stack=stack, parts=parts, name=name
+        model=model,
+        tools=tools,
+        system_prompt=prompt,
+        stack=stack,
+        parts=parts,
+        backend=backend,
+        name=name,
     )
 
 

@@ -55,11 +55,13 @@ def _runtime(request: Request) -> Runtime:
 
 @app.post("/ask")
 async def ask(body: Ask, request: Request) -> dict[str, object]:
-    """Run the agent to the end; answer with its last message and its files."""
+    """Run the agent to the end; answer with its structured report (or last message)."""
     result = await agent.ainvoke(
         body.question, thread_id=body.thread_id, runtime=_runtime(request), timeout=60
     )
-    return {"answer": result["messages"][-1].text, "files": sorted(result["files"])}
+    report = result.get("structured_response")
+    answer = report.model_dump() if report is not None else result["messages"][-1].text
+    return {"answer": answer, "files": sorted(result["files"])}
 
 
 @app.post("/ask/stream")

@@ -113,6 +113,7 @@ async def run_loop(spec: AgentSpec, state: State, run: RunContext) -> Usage | No
                     tools=spec.tool_list,
                     state=state,
                     run=run,
+                    model=spec.model,
                 )
                 message = await spec.call_model(request)
                 run.add_usage(message.usage)

@@ -235,10 +235,13 @@ def _channel_to_lc(name: str, value: Any) -> Any:
 def values_to_lc(values: Mapping[str, Any]) -> dict[str, Any]:
     """A state, or a run's result, as JSON in LangChain's shapes.
 
-    ``usage`` (a run's token count, not a channel) is left out; ``__interrupt__``
-    becomes LangGraph's interrupt list.
+    ``usage`` and ``budget`` (reports of a run, not channels) are left out;
+    ``__interrupt__`` becomes LangGraph's interrupt list.
     """
-    return {k: _channel_to_lc(k, v) for k, v in values.items() if k != "usage"}
+    return {k: _channel_to_lc(k, v) for k, v in values.items() if k not in _RUN_REPORTS}
+
+
+_RUN_REPORTS = frozenset({"usage", "budget"})
 
 
 def update_to_lc(update: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,10 +19,19 @@ from ..hooks import before_model as before_model
 from ..hooks import wrap_model_call as wrap_model_call
 from ..hooks import wrap_tool_call as wrap_tool_call
 from ._caching import AnthropicPromptCachingMiddleware as AnthropicPromptCachingMiddleware
+from ._fallback import ModelFallbackMiddleware as ModelFallbackMiddleware
 from ._filesystem import FilesystemMiddleware as FilesystemMiddleware
 from ._hitl import HumanInTheLoopMiddleware as HumanInTheLoopMiddleware
+from ._limits import ModelCallLimitMiddleware as ModelCallLimitMiddleware
+from ._limits import ToolCallLimitMiddleware as ToolCallLimitMiddleware
 from ._patch import PatchToolCallsMiddleware as PatchToolCallsMiddleware
+from ._permissions import FilesystemPermissionMiddleware as FilesystemPermissionMiddleware
 from ._retry import ModelRetryMiddleware as ModelRetryMiddleware
+from ._structured import AutoStrategy as AutoStrategy
+from ._structured import ProviderStrategy as ProviderStrategy
+from ._structured import ResponseFormat as ResponseFormat
+from ._structured import StructuredOutputMiddleware as StructuredOutputMiddleware
+from ._structured import ToolStrategy as ToolStrategy
 from ._subagents import GENERAL_PURPOSE as GENERAL_PURPOSE
 from ._subagents import GENERAL_PURPOSE_DESCRIPTION as GENERAL_PURPOSE_DESCRIPTION
 from ._subagents import GENERAL_PURPOSE_PROMPT as GENERAL_PURPOSE_PROMPT
@@ -31,6 +40,7 @@ from ._subagents import SubAgentSpec as SubAgentSpec
 from ._subagents import aclose_tree_models as aclose_tree_models
 from ._subagents import tree_models as tree_models
 from ._todo import TodoListMiddleware as TodoListMiddleware
+from ._tool_retry import ToolRetryMiddleware as ToolRetryMiddleware
 
 __all__ = [
     "GENERAL_PURPOSE",
@@ -38,18 +48,28 @@ __all__ = [
     "GENERAL_PURPOSE_PROMPT",
     "AgentMiddleware",
     "AnthropicPromptCachingMiddleware",
+    "AutoStrategy",
     "FilesystemMiddleware",
+    "FilesystemPermissionMiddleware",
     "HookResult",
     "HumanInTheLoopMiddleware",
     "JumpTo",
+    "ModelCallLimitMiddleware",
+    "ModelFallbackMiddleware",
     "ModelHandler",
     "ModelRetryMiddleware",
     "PatchToolCallsMiddleware",
+    "ProviderStrategy",
+    "ResponseFormat",
+    "StructuredOutputMiddleware",
     "SubAgentMiddleware",
     "SubAgentSpec",
     "TodoListMiddleware",
+    "ToolCallLimitMiddleware",
     "ToolCallRequest",
     "ToolHandler",
+    "ToolRetryMiddleware",
+    "ToolStrategy",
     "aclose_tree_models",
     "after_agent",
     "after_model",

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from ..errors import ConfigurationError
+from ._base import STRUCTURED_OUTPUT as STRUCTURED_OUTPUT
 from ._base import ChatModel as ChatModel
 from ._base import ModelRequest as ModelRequest
 from ._base import StreamDelta as StreamDelta
 from ._base import StreamPart as StreamPart
 from ._base import SupportsAclose as SupportsAclose
+from ._base import SupportsMaxTokens as SupportsMaxTokens
 from ._base import SupportsPromptCaching as SupportsPromptCaching
+from ._base import SupportsStructuredOutput as SupportsStructuredOutput
 from ._limiter import RequestLimiter as RequestLimiter
 from ._limiter import RequestLimiterStatistics as RequestLimiterStatistics
 from .testing import FunctionModel as FunctionModel
@@ -16,6 +19,7 @@ from .testing import ScriptedModel as ScriptedModel
 
 __all__ = [
     "DEFAULT_MODEL",
+    "STRUCTURED_OUTPUT",
     "AnthropicModel",
     "ChatModel",
     "FunctionModel",
@@ -26,7 +30,9 @@ __all__ = [
     "StreamDelta",
     "StreamPart",
     "SupportsAclose",
+    "SupportsMaxTokens",
     "SupportsPromptCaching",
+    "SupportsStructuredOutput",
     "resolve_model",
 ]
 

@@ -35,6 +35,16 @@ How a request is built, lowest precedence first:
     messages, and a ``tools`` option (server tools such as web search) after
     the request's tools. Options are copied into each body, never changed.
 
+Structured output
+    ``settings[STRUCTURED_OUTPUT]`` (a JSON schema, written by ``response_format``
+    when it uses the native strategy) becomes ``output_config.format``
+    (``{"type": "json_schema", "schema": ...}``, the schema made strict by the SDK's
+    ``transform_schema``), beside any other ``output_config`` field. The final
+    answer's text is then JSON that matches the schema. Models before Claude 4.5
+    (``claude-3*``, ``claude-opus-4-0``/``-4-1``, ``claude-sonnet-4-0``, dated 4.0
+    ids) do not support it; for them ``native_structured_output`` is False and
+    ``response_format`` uses a tool instead.
+
 Errors
     SDK errors become deepactors errors: 429 -> :class:`~deepactors.errors.RateLimitError`
     and 529/5xx (or an ``overloaded_error`` event in a stream) ->
@@ -93,13 +103,15 @@ from ._anthropic_convert import (
     apply_cache_breakpoints,
     message_from_api,
     messages_to_api,
+    output_format_to_api,
+    supports_structured_output,
     system_option_to_api,
     system_to_api,
     tools_to_api,
 )
 from ._anthropic_errors import map_error
 from ._anthropic_stream import StreamAccumulator
-from ._base import ModelRequest, StreamPart
+from ._base import STRUCTURED_OUTPUT, ModelRequest, StreamPart
 from ._limiter import RequestLimiter, RequestLimiterStatistics
 
 __all__ = [
@@ -189,6 +201,8 @@ class AnthropicModel:
         limiter: A :class:`RequestLimiter` to share with other models.
         max_concurrent_requests: The size of this model's own limiter when
             ``limiter`` is not given.
+        native_structured_output: Whether the model takes a JSON schema for its
+            answer (``output_config.format``); default: by the model id.
         **request_options: Further Messages API fields sent with every request
             (``thinking={...}``, ``top_k=...``), plus the SDK options
             ``extra_headers`` and ``timeout``.
@@ -214,6 +228,7 @@ class AnthropicModel:
         max_retries: int = 0,
         limiter: RequestLimiter | None = None,
         max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
+        native_structured_output: bool | None = None,
         **request_options: Any,
     ) -> None:
         if not model_id:
@@ -242,6 +257,9 @@ class AnthropicModel:
             k: request_options.pop(k) for k in _SDK_OPTIONS if k in request_options
         }
         self.request_options: dict[str, Any] = request_options
+        if native_structured_output is None:
+            native_structured_output = supports_structured_output(model_id)
+        self.native_structured_output = native_structured_output
 
     @property
     def model_name(self) -> str:
@@ -406,6 +424,12 @@ class AnthropicModel:
         if tools:
             body["tools"] = tools
         body["messages"] = messages_to_api(request.messages)
+        schema = settings.get(STRUCTURED_OUTPUT)
+        if schema is not None:
+            body["output_config"] = {
+                **(body.get("output_config") or {}),
+                "format": output_format_to_api(schema),
+            }
         cache: CacheSettings | None = settings.get(CACHE_SETTING)
         if cache is not None:  # {} asks for the defaults
             apply_cache_breakpoints(body, cache, already_used=_count_breakpoints(body))

@@ -18,26 +18,33 @@ ROOT = Path(deepactors.__file__).parent
 # prefix wins, so a package can sit in one layer and one of its modules in another.
 LAYERS: list[tuple[str, ...]] = [
     ("errors", "messages", "_loops", "models.cache", "_config"),
-    ("filediff", "state", "interrupts", "events"),
+    ("filediff", "state", "interrupts", "events", "budget"),
     ("persistence", "backends"),
-    ("context", "tools"),
+    ("context", "tools", "lc_views"),
     ("models", "hooks"),
     # Middleware that spawns no children sits below the runtime.
     (
         "middleware._caching",
+        "middleware._fallback",
         "middleware._filesystem",
         "middleware._fs_format",
         "middleware._fs_tools",
         "middleware._hitl",
+        "middleware._limits",
         "middleware._patch",
+        "middleware._permissions",
         "middleware._retry",
+        "middleware._schema",
+        "middleware._structured",
         "middleware._todo",
+        "middleware._tool_retry",
     ),
     ("actors",),
     ("middleware._subagents", "middleware"),
     ("agent", "_agent_threads"),
     ("factory", "demo"),
-    ("cli", "__main__", ""),
+    ("server", "_live"),
+    ("cli", "__main__", "__init__"),
 ]
 
 
@@ -79,12 +86,11 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
 
 
 def _layer(name: str) -> int:
-    best, rank = -1, -1
+    # The package's own __init__ (name "") re-exports the public API: the top.
+    best, rank = -1, (len(LAYERS) - 1 if name == "" else -1)
     for i, layer in enumerate(LAYERS):
         for prefix in layer:
-            if (name == prefix or name.startswith(f"{prefix}.") or prefix == "") and len(
-                prefix
-            ) > best:
+            if (name == prefix or name.startswith(f"{prefix}.")) and len(prefix) > best:
                 best, rank = len(prefix), i
     return rank
 

@@ -80,7 +80,8 @@ def test_serve_without_arguments_serves_the_demo_offline(loop: str, tmp_path: Pa
                 thread_id, "agent", input={"messages": [{"role": "user", "content": "?"}]}
             )
             assert "/report.md" in result["files"]
-            assert result["messages"][-1]["content"].startswith("The report is in /report.md")
+            # The demo ends with a structured report (response_format).
+            assert result["structured_response"]["report_path"] == "/report.md"
 
 
 def test_serve_a_module_agent_with_a_database(loop: str, tmp_path: Path) -> None:

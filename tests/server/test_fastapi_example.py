@@ -28,7 +28,7 @@ def test_the_fastapi_example_answers_and_streams(serve: Callable[..., Served]) -
     served = serve(_example().app)
     with httpx.Client(base_url=served.url, timeout=30) as http:
         answer = http.post("/ask", json={"question": "why?", "thread_id": "t1"}).json()
-        assert answer["answer"].startswith("The report is in /report.md")
+        assert answer["answer"]["report_path"] == "/report.md"
         assert "/report.md" in answer["files"]
         with http.stream("POST", "/ask/stream", json={"question": "again?"}) as response:
             events = [

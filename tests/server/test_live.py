@@ -25,7 +25,8 @@ async def test_the_tree_shows_each_subagent_collapsed_when_done() -> None:
     assert all("done" in label and "3 model call(s)" in label for label in labels)
     assert "done" in str(final.label)
     assert "researcher" in drawn
-    assert tree.answer == result["messages"][-1].text
+    last_ai = next(m for m in reversed(result["messages"]) if m.type == "ai")
+    assert tree.answer == last_ai.text
 
 
 async def test_off_a_terminal_the_view_prints_lines() -> None:
