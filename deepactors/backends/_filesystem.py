@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import re
 import secrets
 import shutil
 import stat as stat_module
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import anyio.to_thread
 
+from deepactors._threads import StopFlag, run_sync_in_thread
 from deepactors.errors import (
     BackendError,
     BinaryFile,
@@ -28,7 +28,7 @@ from deepactors.errors import (
 )
 
 from ._fdpath import DIR_FLAGS, Anchor, open_anchor
-from ._glob import compile_glob, name_filter
+from ._glob import GlobMatcher, compile_glob, name_filter
 from ._grep import grep_file_with_python, grep_with_python, grep_with_ripgrep
 from ._paths import join, normalize_path, path_key, relative_to
 from ._protocol import (
@@ -42,7 +42,8 @@ from ._protocol import (
     check_version,
     make_window,
 )
-from ._text import apply_edit, compile_pattern, split_lines
+from ._regex import LinePattern, compile_pattern
+from ._text import apply_edit, split_lines
 
 if TYPE_CHECKING:
     from deepactors.state import State
@@ -405,14 +406,21 @@ class FilesystemBackend(FilesOnly):
         self,
         path: str,
         is_dir: bool,
-        regex: re.Pattern[str],
+        regex: LinePattern,
         accept: Callable[[str], bool],
         max_matches: int,
+        stop: StopFlag,
     ) -> GrepResult:
         with self._opened(path) as anchor:
             search = grep_with_python if is_dir else grep_file_with_python
             return search(
-                anchor, path, regex, accept, max_matches=max_matches, max_bytes=self.max_read_bytes
+                anchor,
+                path,
+                regex,
+                accept,
+                max_matches=max_matches,
+                max_bytes=self.max_read_bytes,
+                stop=stop,
             )
 
     def _stat_sync(self, path: str) -> FileInfo:
@@ -473,8 +481,12 @@ class FilesystemBackend(FilesOnly):
     ) -> GrepResult:
         """See :meth:`Backend.grep`."""
         path = normalize_path(path)
-        regex = compile_pattern(pattern)
-        filter_ = name_filter(glob) if glob is not None else None
+
+        def compile_all() -> tuple[LinePattern, tuple[GlobMatcher, bool] | None]:
+            return compile_pattern(pattern), (name_filter(glob) if glob is not None else None)
+
+        # Compiled in a worker thread, like every use of the model's patterns.
+        regex, filter_ = await anyio.to_thread.run_sync(compile_all)
 
         def accept(virtual: str) -> bool:
             if filter_ is None:
@@ -510,7 +522,11 @@ class FilesystemBackend(FilesOnly):
             )
             if result is not None:
                 return result
-        return await self._run(self._grep_python, path, is_dir, regex, accept, max_matches)
+        stop = StopFlag()
+        search = functools.partial(
+            self._grep_python, path, is_dir, regex, accept, max_matches, stop
+        )
+        return await run_sync_in_thread(search, name="grep", stop=stop)
 
     async def stat(self, path: str) -> FileInfo:
         """See :meth:`Backend.stat`."""
