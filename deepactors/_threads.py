@@ -41,6 +41,7 @@ __all__ = [
     "TooManyStrayThreads",
     "run_sync_in_thread",
     "stray_thread_statistics",
+    "wait_for_stray_threads",
 ]
 
 T = TypeVar("T")
@@ -88,6 +89,7 @@ class StrayThreadStatistics:
 
 
 _lock = threading.Lock()
+_changed = threading.Condition(_lock)  # notified when a stray thread ends
 _running = 0
 _total = 0
 _finished_late = 0
@@ -99,6 +101,20 @@ def stray_thread_statistics() -> StrayThreadStatistics:
         return StrayThreadStatistics(running=_running, total=_total, finished_late=_finished_late)
 
 
+def wait_for_stray_threads(timeout: float | None = None) -> bool:
+    """Block until no stray thread is running, or ``timeout`` seconds pass.
+
+    For a server's shutdown (give tools left running a chance to end before the
+    process exits) and for tests. It blocks: call it from sync code or through
+    ``anyio.to_thread.run_sync``.
+
+    Returns:
+        True when none is running.
+    """
+    with _changed:
+        return _changed.wait_for(lambda: _running == 0, timeout)
+
+
 @dataclass(slots=True, eq=False)
 class _Call:
     """One thread's bookkeeping; its fields change under ``_lock`` only."""
@@ -106,11 +122,20 @@ class _Call:
     name: str
     started: float
     quiet: bool  # work that stops on its own: logged at debug level only
+    running: bool = False
     finished: bool = False
     abandoned: bool = False
 
 
+class _NotStarted(Exception):
+    """The caller was gone before the thread took the call: it is not run at all."""
+
+
 def _body(call: _Call, func: Callable[[], T]) -> T:
+    with _lock:
+        if call.abandoned:
+            raise _NotStarted
+        call.running = True
     outcome = "returned"
     try:
         return func()
@@ -125,6 +150,7 @@ def _body(call: _Call, func: Callable[[], T]) -> T:
             if late:
                 _running -= 1
                 _finished_late += 1
+                _changed.notify_all()
         if late:
             (_log.debug if call.quiet else _log.warning)(
                 "stray thread finished; its result is discarded",
@@ -171,12 +197,14 @@ async def run_sync_in_thread(
         )
     except anyio.get_cancelled_exc_class():
         with _lock:
-            left = not call.finished
+            # Not taken by a thread yet: it never will be (asyncio drops it, and on
+            # trio _body sees `abandoned` and returns at once).
+            left = call.running and not call.finished
+            call.abandoned = True
             if left:
-                call.abandoned = True
                 _running += 1
                 _total += 1
-                running = _running
+            running = _running
         if stop is not None:
             stop.set()
         if left:

@@ -237,6 +237,7 @@ async def run_loop(agent: CompiledAgent, state: State, run: RunContext) -> Usage
         jump = "tools"
     step = 0
     while jump != "end":
+        await _check_deadline()
         if jump != "tools":
             jump = await _apply_hooks(agent.before_model, state, run, debug)
             if jump == "end":
@@ -284,7 +285,23 @@ async def run_loop(agent: CompiledAgent, state: State, run: RunContext) -> Usage
             break
         await run_tools(agent, state, run, pending)
     await _apply_hooks(agent.after_agent, state, run, debug)
+    await _check_deadline()
     return run.usage
+
+
+async def _check_deadline() -> None:
+    """Raise the cancellation of a deadline that has passed, even one no await saw.
+
+    A deadline is delivered only when the task yields to the event loop; a turn
+    with a zero-latency model and quick tools may never yield, and without this
+    check a run could finish after its deadline (``timeout=0`` would return).
+    """
+    await anyio.lowlevel.checkpoint_if_cancelled()
+    if anyio.current_time() >= anyio.current_effective_deadline():
+        # Passed but not delivered yet (asyncio delivers it from a timer callback
+        # that runs after this task's next step): yield until it is.
+        for _ in range(100):
+            await anyio.lowlevel.checkpoint()
 
 
 async def run_tools(
