@@ -155,7 +155,7 @@ async def test_patterns_a_linear_engine_cannot_run_are_refused_by_name(
         r"(?x) a b": "verbose mode",
         "\\w{1000}": "too large",
     }
-    results, elapsed, worst = await run_calls(
+    results, _, worst = await run_calls(
         make_backend(backend_kind, tmp_path),
         [
             [("write_file", {"file_path": f"{folder}/f.txt", "content": "foobar\n"})],
