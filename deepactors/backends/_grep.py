@@ -31,11 +31,19 @@ import anyio.to_thread
 from deepactors._threads import StopFlag
 
 from ._fdpath import DIR_FLAGS, FILE_FLAGS, Anchor
-from ._paths import join
+from ._glob import name_filter
+from ._paths import join, relative_to
 from ._protocol import GrepMatch, GrepResult
 from ._regex import LinePattern, Stopped
 
-__all__ = ["grep_file_with_python", "grep_with_python", "grep_with_ripgrep", "walk_files"]
+__all__ = [
+    "glob_filter",
+    "grep_file_with_python",
+    "grep_with_python",
+    "grep_with_ripgrep",
+    "host_mapper",
+    "walk_files",
+]
 
 # Maps a host path found by ripgrep to its virtual path, or None to skip it
 # (a glob filter, a name that is not valid UTF-8, ...).
@@ -77,6 +85,48 @@ def walk_files(fd: int, folder: str) -> Iterator[tuple[int, str, str]]:
             os.close(sub)
 
 
+def glob_filter(glob: str | None, path: str) -> Callable[[str], bool]:
+    """Whether a virtual path under ``path`` passes grep's ``glob`` filter.
+
+    Raises:
+        InvalidPath: The glob is not valid.
+    """
+    if glob is None:
+        return lambda virtual: True
+    matcher, names_only = name_filter(glob)
+
+    def accept(virtual: str) -> bool:
+        rel = virtual.rsplit("/", 1)[1] if names_only else relative_to(virtual, path)
+        return matcher.matches(rel)
+
+    return accept
+
+
+def host_mapper(host: str, path: str, *, is_dir: bool, accept: Callable[[str], bool]) -> PathMapper:
+    """Map what ripgrep found under ``host`` to a virtual path under ``path``.
+
+    A path is reported under the one the agent gave, even when that is an
+    (in-root) symlink to a file or folder elsewhere in the root.
+    """
+    folder = host.rstrip(os.sep) + os.sep
+
+    def to_virtual(found: str) -> str | None:
+        if not is_dir or found == host:
+            virtual: str | None = path
+        elif found.startswith(folder):
+            rel = found[len(folder) :]
+            try:
+                rel.encode("utf-8")
+            except UnicodeEncodeError:
+                return None  # not UTF-8: no agent path names it
+            virtual = join(path, rel.replace(os.sep, "/"))
+        else:
+            virtual = None
+        return virtual if virtual is not None and accept(virtual) else None
+
+    return to_virtual
+
+
 def _read_text(fd: int, max_bytes: int) -> bytes | None:
     """The bytes of an open file when it is a regular text file within the limit."""
     with open(fd, "rb") as f:
@@ -92,7 +142,6 @@ def grep_with_python(
     path: str,
     regex: LinePattern,
     accept: Callable[[str], bool],
-    *,
     max_matches: int,
     max_bytes: int,
     stop: StopFlag | None = None,
@@ -134,7 +183,6 @@ def grep_file_with_python(
     path: str,
     regex: LinePattern,
     accept: Callable[[str], bool],
-    *,
     max_matches: int,
     max_bytes: int,
     stop: StopFlag | None = None,
