@@ -174,6 +174,8 @@ class CompositeBackend:
     async def glob(self, pattern: str, path: str = "/") -> list[FileInfo]:
         """See :meth:`Backend.glob`."""
         path = normalize_path(path)
+        if not isinstance(pattern, str):
+            raise InvalidPath(f"a glob pattern must be a string, not {type(pattern).__name__}")
         # A relative pattern is rooted at ``path``; an absolute one at "/", with
         # results then kept to ``path``. Mounts below the root get the pattern
         # with their own segments stripped off its front (see strip_mount).
@@ -205,6 +207,8 @@ class CompositeBackend:
     ) -> GrepResult:
         """See :meth:`Backend.grep`."""
         path = normalize_path(path)
+        if glob is not None and not isinstance(glob, str):
+            raise InvalidPath(f"a glob filter must be a string, not {type(glob).__name__}")
         backend, mount, inner = self._route(path)
         results: list[tuple[str, GrepResult]] = []
 

@@ -200,6 +200,8 @@ def name_filter(glob: str) -> tuple[GlobMatcher, bool]:
     A filter without ``/`` (``*.py``) matches the file name at any depth; one with
     ``/`` matches the path relative to the searched folder.
     """
+    if not isinstance(glob, str):
+        raise InvalidPath(f"a glob filter must be a string, not {type(glob).__name__}")
     stripped = glob.strip("/")
     return compile_glob(stripped), "/" not in stripped
 

@@ -94,8 +94,8 @@ def glob_paths(
     Raises:
         Stopped: ``stop`` was set.
     """
-    absolute = pattern.startswith("/")
     matcher = compile_glob(pattern)
+    absolute = pattern.startswith("/")
     out: list[str] = []
     for n, p in enumerate(paths):
         if n % 1024 == 0 and stop is not None and stop.is_set():

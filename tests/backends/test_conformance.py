@@ -469,3 +469,13 @@ async def test_execute_only_where_supported(harness: Harness) -> None:
     else:
         with pytest.raises(UnsupportedOperation):
             await backend.execute("echo hi")
+
+
+async def test_patterns_that_are_not_strings_are_refused_clearly(backend: Backend) -> None:
+    await write_tree(backend, TREE)
+    with pytest.raises(InvalidPath, match="must be a string, not int"):
+        await backend.glob(5)  # type: ignore[arg-type]
+    with pytest.raises(InvalidPattern, match="must be a string, not list"):
+        await backend.grep(["TODO"])  # type: ignore[arg-type]
+    with pytest.raises(InvalidPath, match="must be a string, not dict"):
+        await backend.grep("TODO", glob={})  # type: ignore[arg-type]
