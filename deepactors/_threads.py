@@ -198,7 +198,7 @@ async def run_sync_in_thread(
     except anyio.get_cancelled_exc_class():
         with _lock:
             # Not taken by a thread yet: it never will be (asyncio drops it, and on
-            # trio _body sees `abandoned` and returns at once).
+            # trio _body sees `abandoned` and raises at once, to nobody).
             left = call.running and not call.finished
             call.abandoned = True
             if left:
