@@ -342,7 +342,8 @@ def make_file_tools(
         to read are skipped.
 
         Args:
-            pattern: A Python regular expression, searched in each line.
+            pattern: A regular expression in Python syntax, searched in each
+                line. No backreferences or lookaround (the engine is RE2).
             path: Absolute path of a folder to search under, or of one file.
             glob: Only search files matching this glob ("*.py" matches names at
                 any depth; a pattern with "/" matches paths relative to path).
