@@ -11,10 +11,11 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+from ._agent_parts import AgentParts
 from ._agent_threads import SavedThreads
 from ._config import check_timeout, read_config, warn_if_unsaved
+from ._lg_stream import StreamParts
 from .actors import (
-    AgentSpec,
     EventStream,
     RunHandle,
     RunInput,
@@ -25,84 +26,29 @@ from .actors import (
     stream_sync,
 )
 from .budget import Budget
-from .events import Event
-from .middleware import AgentMiddleware, aclose_tree_models
-from .models import ChatModel
-from .tools import Command, Tool
+from .errors import InputError
+from .lc_views import LangGraphStream
+from .middleware import aclose_tree_models
+from .tools import Command
 
 if TYPE_CHECKING:
-    from .backends import Backend
-    from .persistence import Checkpointer, Store
+    pass
 
 __all__ = ["DeepAgent"]
 
 AgentInput = Mapping[str, Any] | str | Command | None
 
 
-class DeepAgent(SavedThreads):
+class DeepAgent(AgentParts, SavedThreads):
     """An agent made by :func:`create_deep_agent`. Run it with :meth:`ainvoke`.
 
     The object is immutable and shareable: any number of runs, on any number of
-    threads and event loops, may use one agent at once. Saved threads are read
-    with :meth:`aget_state` and :meth:`ahistory` (see :class:`SavedThreads`).
+    threads and event loops, may use one agent at once. Its parts are read as
+    attributes (:class:`AgentParts`); saved threads with :meth:`aget_state` and
+    :meth:`ahistory` (:class:`SavedThreads`).
     """
 
-    __slots__ = ("_spec",)
-
-    def __init__(self, spec: AgentSpec) -> None:
-        self._spec = spec
-
-    def __repr__(self) -> str:
-        s = self._spec
-        return (
-            f"<DeepAgent {s.name!r} model={s.model.model_name!r} tools={len(s.tools)} "
-            f"middleware={[mw.name for mw in s.middleware]}>"
-        )
-
-    @property
-    def spec(self) -> AgentSpec:
-        """The agent's resolved parts, as the runtime runs them."""
-        return self._spec
-
-    @property
-    def name(self) -> str:
-        """The agent's name, also the root of its actor paths."""
-        return self._spec.name
-
-    @property
-    def model(self) -> ChatModel:
-        """The model the agent calls."""
-        return self._spec.model
-
-    @property
-    def tools(self) -> Mapping[str, Tool]:
-        """Every tool the model sees, by name."""
-        return self._spec.tools
-
-    @property
-    def system_prompt(self) -> str | None:
-        """The full system prompt, middleware sections included."""
-        return self._spec.system_prompt
-
-    @property
-    def middleware(self) -> Sequence[AgentMiddleware]:
-        """The middleware stack, outermost first."""
-        return self._spec.middleware
-
-    @property
-    def backend(self) -> Backend | None:
-        """Where the file tools keep files."""
-        return self._spec.backend
-
-    @property
-    def store(self) -> Store | None:
-        """The long-term store, if any."""
-        return self._spec.store
-
-    @property
-    def checkpointer(self) -> Checkpointer | None:
-        """Where threads are saved, if anywhere."""
-        return self._spec.checkpointer
+    __slots__ = ()
 
     # -- running -------------------------------------------------------------------
 
@@ -172,13 +118,20 @@ class DeepAgent(SavedThreads):
         context: object = None,
         budget: Budget | None = None,
         runtime: Runtime | None = None,
-    ) -> EventStream:
+        stream_mode: str | Sequence[str] | None = None,
+        subgraphs: bool = False,
+    ) -> EventStream | StreamParts:
         """Run the agent and stream its events as they happen.
 
         Use it as ``async with agent.astream(...) as events: async for e in events``
         (the form that is safe to leave early, for example in a server whose
         client went away), or directly as ``async for e in agent.astream(...)``
         when you read to the end. ``stream.result`` holds the final state after.
+
+        With ``stream_mode`` (``"values"``, ``"updates"``, ``"messages"``,
+        ``"custom"``, or a list), it yields LangGraph's shapes instead of typed
+        events, as a deepagents script expects; ``subgraphs=True`` adds the
+        subagents' parts under their namespaces.
 
         Raises:
             InputError: Invalid input (at once, before the stream is entered).
@@ -193,7 +146,18 @@ class DeepAgent(SavedThreads):
                 self, run_input, thread_id=thread_id, timeout=timeout, stream=True
             )
 
-        return EventStream(start, runtime=runtime)
+        events = EventStream(start, runtime=runtime)
+        if stream_mode is None:
+            return events
+        try:
+            adapter = LangGraphStream(
+                stream_mode, subgraphs=subgraphs, thread_id=thread_id, objects=True
+            )
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+        return StreamParts(
+            events, adapter, single=isinstance(stream_mode, str), subgraphs=subgraphs
+        )
 
     def invoke(
         self,
@@ -224,11 +188,11 @@ class DeepAgent(SavedThreads):
         *,
         backend: str = "asyncio",
         **kwargs: Any,
-    ) -> Iterator[Event]:
-        """Blocking :meth:`astream`: yields events as the run produces them."""
+    ) -> Iterator[Any]:
+        """Blocking :meth:`astream`: yields events (or, with ``stream_mode``, parts)."""
 
         @asynccontextmanager
-        async def events_then_close() -> AsyncIterator[EventStream]:
+        async def events_then_close() -> AsyncIterator[EventStream | StreamParts]:
             try:
                 async with self.astream(input, config, **kwargs) as events:
                     yield events

@@ -21,7 +21,8 @@ from ..events import (
     SubagentFinished,
     SubagentInterrupted,
 )
-from ..messages import AssistantMessage, ToolMessage
+from ..interrupts import interrupt_view
+from ..messages import AssistantMessage, Content, ThinkingBlock, ToolMessage
 from ._views import (
     Namespace,
     content_to_lc,
@@ -107,6 +108,10 @@ class LangGraphStream:
         subgraphs: Also stream subagents' parts, under their namespaces; without
             it only the root agent's parts are streamed.
         thread_id: Put in ``messages`` metadata.
+        objects: Data as deepactors objects (messages with ``.content``,
+            ``.type``, ``.pretty_print()``; files readable as ``FileData``;
+            interrupts with ``.value``), as ``agent.astream(stream_mode=...)``
+            yields them in-process; else JSON in LangChain's shapes (the server).
 
     Raises:
         ValueError: An unknown mode.
@@ -118,10 +123,12 @@ class LangGraphStream:
         *,
         subgraphs: bool = False,
         thread_id: str | None = None,
+        objects: bool = False,
     ) -> None:
         self.modes = parse_stream_modes(modes)
         self.subgraphs = subgraphs
         self.thread_id = thread_id
+        self.objects = objects
         self._actors: dict[str, _Actor] = {}
         self._state_modes = bool({"values", "updates"} & set(self.modes))
 
@@ -190,7 +197,8 @@ class LangGraphStream:
             for m in event.update.get("messages", ()):
                 if isinstance(m, ToolMessage):
                     meta = self._metadata(event.path, "tools", actor.step)
-                    out.append(StreamPart(ns, "messages", (message_to_lc(m), meta)))
+                    data = m if self.objects else message_to_lc(m)
+                    out.append(StreamPart(ns, "messages", (data, meta)))
         if not self._state_modes:
             return out
         actor.values = event.values
@@ -206,14 +214,17 @@ class LangGraphStream:
         out: list[StreamPart] = []
         if "updates" in self.modes and (actor.called or node is not None):
             name = node or ("tools" if _has_tool_result(actor.update) else "middleware")
-            out.append(StreamPart(ns, "updates", {name: update_to_lc(actor.update)}))
+            update = dict(actor.update) if self.objects else update_to_lc(actor.update)
+            out.append(StreamPart(ns, "updates", {name: update}))
         if "values" in self.modes:
-            out.append(StreamPart(ns, "values", values_to_lc(actor.values)))
+            values = _values(actor.values) if self.objects else values_to_lc(actor.values)
+            out.append(StreamPart(ns, "values", values))
         actor.values, actor.update = None, {}
         return out
 
     def _interrupt(self, ns: Namespace, requests: Sequence[Mapping[str, Any]]) -> list[StreamPart]:
-        data = {"__interrupt__": interrupts_to_lc(requests)}
+        pending = interrupt_view(requests) if self.objects else interrupts_to_lc(requests)
+        data = {"__interrupt__": pending}
         # As LangGraph's server does: an interrupt always reaches a client that
         # asked for state, as an update or else as values.
         if "updates" in self.modes:
@@ -237,11 +248,17 @@ class LangGraphStream:
         return f"run-{event.run_id}-{self._actor(event.path).step}"
 
     def _delta(self, ns: Namespace, event: ModelDelta) -> StreamPart:
+        meta = self._metadata(event.path, "model", self._actor(event.path).step)
+        if self.objects:
+            blocks: Content = event.text
+            if event.kind == "thinking":
+                blocks = [ThinkingBlock(thinking=event.text)]
+            piece = AssistantMessage(id=self._chunk_id(event), content=blocks)
+            return StreamPart(ns, "messages", (piece, meta))
         content: str | list[dict[str, Any]] = event.text
         if event.kind == "thinking":
             content = [{"type": "thinking", "thinking": event.text, "index": event.index}]
         chunk = _chunk(self._chunk_id(event), content)
-        meta = self._metadata(event.path, "model", self._actor(event.path).step)
         return StreamPart(ns, "messages", (chunk, meta))
 
     def _answer(self, ns: Namespace, event: ModelCallFinished) -> StreamPart:
@@ -249,6 +266,18 @@ class LangGraphStream:
         when none of it was streamed), as the last chunk of the message."""
         message = event.message
         actor = self._actor(event.path)
+        if self.objects:
+            # The last piece of the message: its calls, usage and stop reason, and
+            # its text unless that went out piece by piece already.
+            last = message.model_copy(
+                update={
+                    "id": self._chunk_id(event),
+                    "content": "" if actor.streamed else message.content,
+                }
+            )
+            return StreamPart(
+                ns, "messages", (last, self._metadata(event.path, "model", event.step))
+            )
         chunk = _chunk(
             self._chunk_id(event), "" if actor.streamed else content_to_lc(message.content)
         )
@@ -287,6 +316,14 @@ def _chunk(chunk_id: str, content: str | list[dict[str, Any]]) -> dict[str, Any]
         "tool_call_chunks": [],
         "usage_metadata": None,
     }
+
+
+_RUN_REPORTS = frozenset({"usage", "budget"})
+
+
+def _values(values: Mapping[str, Any]) -> dict[str, Any]:
+    """A state's values as objects (a run's reports left out, as in JSON)."""
+    return {k: v for k, v in values.items() if k not in _RUN_REPORTS}
 
 
 def _is_answer(update: Mapping[str, Any]) -> bool:

@@ -41,7 +41,7 @@ LAYERS: list[tuple[str, ...]] = [
     ),
     ("actors",),
     ("middleware._subagents", "middleware"),
-    ("agent", "_agent_threads"),
+    ("agent", "_agent_threads", "_agent_parts", "_lg_stream"),
     ("factory", "demo"),
     ("server", "_live"),
     ("cli", "__main__", "__init__"),
