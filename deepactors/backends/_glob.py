@@ -2,7 +2,9 @@
 
 Semantics (documented on :class:`~deepactors.backends.Backend`): ``*`` and ``?``
 stay inside one path segment, ``[...]`` is a character class (``[!...]`` negated),
-a whole segment ``**`` matches zero or more folders. A wildcard never matches a
+a whole segment ``**`` matches zero or more folders, and ``{a,b}`` within a segment
+matches either alternative (``*.{py,md}``, nested braces too, as a shell expands
+them). A wildcard never matches a
 leading dot, as in a shell: a segment pattern matches a dot-name only when the
 pattern segment itself starts with ``.``. That keeps ``**/*.py`` out of ``.git``
 and ``.venv`` without any ignore files.
@@ -18,7 +20,15 @@ from deepactors.errors import InvalidPath, InvalidPattern
 
 from ._regex import compile_re2
 
-__all__ = ["MAX_GLOB_CHARS", "GlobMatcher", "compile_glob", "name_filter", "strip_mount"]
+__all__ = [
+    "MAX_BRACE_VARIANTS",
+    "MAX_GLOB_CHARS",
+    "GlobMatcher",
+    "compile_glob",
+    "expand_braces",
+    "name_filter",
+    "strip_mount",
+]
 
 MAX_GLOB_CHARS = 10_000
 """Longest glob pattern accepted."""
@@ -85,7 +95,87 @@ def _translate_class(body: str, pattern: str) -> str:
     return "[" + "".join(items) + "]" if items else "[^\\x00-\\x{10ffff}]"  # matches nothing
 
 
+MAX_BRACE_VARIANTS = 256
+"""Most alternatives one segment's braces may expand to (``{a,b}{c,d}`` is 4)."""
+
+
+def _first_alternation(segment: str) -> tuple[int, int] | None:
+    """The first brace pair with a comma of its own, in one pass (classes skipped).
+
+    A brace without a comma is a literal, as in a shell; returns None when no
+    brace pair has a comma.
+    """
+    stack: list[list[int]] = []  # [start, has a comma]
+    found: tuple[int, int] | None = None
+    k = 0
+    while k < len(segment):
+        c = segment[k]
+        if c == "[":
+            end = segment.find("]", k + 2)
+            k = end if end != -1 else k
+        elif c == "{":
+            stack.append([k, 0])
+        elif c == "," and stack:
+            stack[-1][1] = 1
+        elif c == "}" and stack:
+            start, comma = stack.pop()
+            if comma and (found is None or start < found[0]):
+                found = (start, k)
+        k += 1
+    return found
+
+
+def _alternatives(body: str) -> list[str]:
+    """The comma-separated parts of a brace body, split at top level only."""
+    parts, depth, last = [], 0, 0
+    for k, c in enumerate(body):
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(body[last:k])
+            last = k + 1
+    parts.append(body[last:])
+    return parts
+
+
+def expand_braces(segment: str, pattern: str = "") -> list[str]:
+    """A segment's brace alternatives, expanded: ``*.{py,md}`` -> ``*.py``, ``*.md``.
+
+    A brace without a comma, or one that does not close, is a literal, as in a shell.
+
+    Raises:
+        InvalidPath: The braces expand to more than :data:`MAX_BRACE_VARIANTS`.
+    """
+    pair = _first_alternation(segment)
+    if pair is not None:
+        start, end = pair
+        parts = _alternatives(segment[start + 1 : end])
+        if len(parts) > 1:
+            head, tail = segment[:start], segment[end + 1 :]
+            out: list[str] = []
+            for part in parts:
+                for variant in expand_braces(head + part + tail, pattern):
+                    out.append(variant)
+                    if len(out) > MAX_BRACE_VARIANTS:
+                        raise InvalidPath(
+                            f"glob pattern {pattern or segment!r}: its braces expand to more "
+                            f"than {MAX_BRACE_VARIANTS} alternatives",
+                            path=pattern or segment,
+                        )
+            return list(dict.fromkeys(out))
+    return [segment]
+
+
 def _translate_segment(segment: str, pattern: str) -> str:
+    variants = expand_braces(segment, pattern) if "{" in segment else [segment]
+    if len(variants) == 1:
+        return _translate_plain(variants[0], pattern)
+    return "(?:" + "|".join(_translate_plain(v, pattern) for v in variants) + ")"
+
+
+def _translate_plain(segment: str, pattern: str) -> str:
     out: list[str] = []
     i, n = 0, len(segment)
     if segment.startswith("."):
@@ -183,7 +273,7 @@ def compile_glob(pattern: str) -> GlobMatcher:
     return GlobMatcher(
         regex=_compile("".join(parts), pattern),
         max_depth=None if "**" in segments else len(segments),
-        dot_segments=any(s.startswith(".") for s in segments),
+        dot_segments=any(v.startswith(".") for s in segments for v in expand_braces(s, pattern)),
     )
 
 

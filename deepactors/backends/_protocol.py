@@ -184,7 +184,8 @@ class Backend(Protocol):
     segment ``**`` matches any number of folders (also none). Like a shell, a
     wildcard does not match a leading dot: ``*`` skips ``.env`` and ``**`` does
     not enter ``.git/``; a pattern segment that itself starts with ``.`` (``.*``,
-    ``.github``) matches dot-names. There is no brace expansion.
+    ``.github``) matches dot-names. ``{a,b}`` within a segment matches either
+        alternative (``*.{py,md}``), as a shell expands it.
     """
 
     @property

@@ -43,8 +43,9 @@ Find files whose paths match a glob pattern, such as `**/*.py` or `/docs/*.md`.
 
 A relative pattern is matched against paths relative to `path`; an absolute one
 against the whole path. `*` and `?` match within one path segment (never `/`),
-`[abc]` is a character class, and a `**` segment matches any number of folders,
-none included. There is no brace expansion (`{a,b}`). Dotfiles: as in a shell,
+`[abc]` is a character class, a `**` segment matches any number of folders,
+none included, and `{a,b}` matches either alternative (`**/*.{py,md}`,
+`{src,tests}/**`). Dotfiles: as in a shell,
 wildcards do not match a leading dot, so `*` skips `.env` and `**` does not enter
 `.git/`; write the dot to match them (`.*`, `**/.env`, `.github/**`)."""
 
