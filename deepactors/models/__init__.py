@@ -8,7 +8,9 @@ from ._base import ModelRequest as ModelRequest
 from ._base import StreamDelta as StreamDelta
 from ._base import StreamPart as StreamPart
 from ._base import SupportsAclose as SupportsAclose
+from ._base import SupportsContextWindow as SupportsContextWindow
 from ._base import SupportsPromptCaching as SupportsPromptCaching
+from ._base import context_window_of as context_window_of
 from ._limiter import RequestLimiter as RequestLimiter
 from ._limiter import RequestLimiterStatistics as RequestLimiterStatistics
 from .testing import FunctionModel as FunctionModel
@@ -26,7 +28,9 @@ __all__ = [
     "StreamDelta",
     "StreamPart",
     "SupportsAclose",
+    "SupportsContextWindow",
     "SupportsPromptCaching",
+    "context_window_of",
     "resolve_model",
 ]
 
