@@ -20,10 +20,10 @@ from .middleware import (
     FilesystemMiddleware,
     HumanInTheLoopMiddleware,
     ModelRetryMiddleware,
-    PatchToolCallsMiddleware,
     SubAgentMiddleware,
     SubAgentSpec,
     TodoListMiddleware,
+    context_stack,
 )
 from .models import ChatModel, SupportsPromptCaching, resolve_model
 from .state import Channel, default_channels
@@ -69,9 +69,11 @@ def create_deep_agent(
     imports. The default stack, outermost first: ``TodoListMiddleware`` (planning),
     ``FilesystemMiddleware`` (file tools over ``backend``, ``execute`` when the
     backend can run commands), ``SubAgentMiddleware`` (the ``task`` tool),
-    ``PatchToolCallsMiddleware``
-    (repairs interrupted histories), then ``middleware``. A middleware of yours with
-    the same ``name`` as a default one replaces it in place.
+    ``SummarizationMiddleware`` (keeps long runs inside the context window),
+    ``PatchToolCallsMiddleware`` (repairs interrupted histories), then
+    ``middleware``, then ``SkillsMiddleware`` (with ``skills``),
+    ``AnthropicPromptCachingMiddleware`` and ``MemoryMiddleware`` (with ``memory``).
+    A middleware of yours with the same ``name`` as a default one replaces it in place.
 
     Args:
         model: ``"anthropic:<model id>"`` or a :class:`~deepactors.models.ChatModel`.
@@ -80,9 +82,15 @@ def create_deep_agent(
         middleware: Extra middleware, after the default stack.
         subagents: What ``task`` can start besides ``general-purpose``: dicts with
             ``name``, ``description``, ``system_prompt`` and optionally ``tools``,
-            ``model``, ``middleware``, ``timeout`` (seconds); or a prebuilt agent as
+            ``model``, ``middleware``, ``timeout`` (seconds), ``skills``,
+            ``interrupt_on``; or a prebuilt agent as
             ``{"name", "description", "agent": <DeepAgent>}``. A dict named
             ``general-purpose`` replaces the built-in one.
+        skills: Folders of ``<name>/SKILL.md`` skills in the backend (later ones
+            override earlier ones by name); subagent dicts take ``skills`` too, and
+            ``general-purpose`` gets these.
+        memory: Memory files (``AGENTS.md``) in the backend, shown to the model on
+            every call and reloaded whenever they change.
         backend: Where the file tools keep files (default: in agent state).
         store: Long-term key-value store for backends and memory.
         debug: Log every hook and model call through structlog.
@@ -95,13 +103,8 @@ def create_deep_agent(
     Raises:
         ConfigurationError: A bad argument, or one whose feature is not available.
     """
-    for param, value in (
-        ("skills", skills),
-        ("memory", memory),
-        ("response_format", response_format),
-    ):
-        if value:
-            raise ConfigurationError(f"{param}= is not available in this version of deepactors")
+    if response_format:
+        raise ConfigurationError("response_format= is not available in this version of deepactors")
     if interrupt_on and checkpointer is None:
         raise ConfigurationError(
             "interrupt_on needs a checkpointer: an interrupted run is continued from its "
@@ -126,7 +129,7 @@ def create_deep_agent(
         models=models,
         checkpointer=checkpointer,
     )
-    specs = _subagent_specs(subagents or (), model=resolved, parts=parts)
+    specs = _subagent_specs(subagents or (), model=resolved, parts=parts, skills=skills)
     defaults: list[AgentMiddleware] = [
         TodoListMiddleware(),
         FilesystemMiddleware(execute=backend.can_execute),
@@ -135,14 +138,14 @@ def create_deep_agent(
             max_concurrent=max_concurrent_subagents,
             max_concurrent_total=max_concurrent_subagents_total,
         ),
-        AnthropicPromptCachingMiddleware(),
-        PatchToolCallsMiddleware(),
     ]
+    # Summarization, patching, skills, caching and memory around the user's (deepagents' order).
+    stack = context_stack(defaults, middleware, model=resolved, skills=skills, memory=memory)
     spec = _build_spec(
         model=resolved,
         tools=user_tools,
         system_prompt=system_prompt,
-        stack=[*_merge_middleware(defaults, middleware), *tail],
+        stack=[*stack, *tail],
         parts=parts,
         name=name,
         checkpointer=checkpointer,
@@ -283,12 +286,17 @@ class _SubAgentConfig(BaseModel):
     middleware: Sequence[Any] = ()
     timeout: float | None = Field(None, gt=0)
     interrupt_on: Mapping[str, Any] | None = None
+    skills: Sequence[str] | None = None
     agent: DeepAgent | None = None
     runnable: DeepAgent | None = None
 
 
 def _subagent_specs(
-    items: Sequence[SubAgentLike], *, model: ChatModel, parts: _Parts
+    items: Sequence[SubAgentLike],
+    *,
+    model: ChatModel,
+    parts: _Parts,
+    skills: Sequence[str] | None = None,
 ) -> list[SubAgentSpec]:
     """Subagent specs from the user's dicts, plus ``general-purpose`` unless replaced."""
     specs: list[SubAgentSpec] = []
@@ -316,6 +324,7 @@ def _subagent_specs(
                 extra=config.middleware,
                 parts=parts,
                 interrupt_on=config.interrupt_on,
+                skills=config.skills,
             )
         specs.append(
             SubAgentSpec(
@@ -333,6 +342,7 @@ def _subagent_specs(
             tools=parts.tools,
             extra=(),
             parts=parts,
+            skills=skills,  # general-purpose gets the main agent's skills, as in deepagents
         )
         specs.insert(
             0, SubAgentSpec(name=GENERAL_PURPOSE, description=GENERAL_PURPOSE_DESCRIPTION, agent=gp)
@@ -362,14 +372,13 @@ def _child_spec(
     extra: Sequence[AgentMiddleware],
     parts: _Parts,
     interrupt_on: Mapping[str, Any] | None = None,
+    skills: Sequence[str] | None = None,
 ) -> AgentSpec:
     # Declarative subagents get the default stack minus `task`: one level of
     # delegation, as in deepagents. A prebuilt agent may bring its own.
     defaults: list[AgentMiddleware] = [
         TodoListMiddleware(),
         FilesystemMiddleware(execute=parts.backend.can_execute),
-        AnthropicPromptCachingMiddleware(),
-        PatchToolCallsMiddleware(),
     ]
     # Declarative subagents inherit interrupt_on: a guarded tool stays guarded
     # when the work is delegated. Their own interrupt_on replaces the parent's
@@ -383,7 +392,7 @@ def _child_spec(
                     f"subagent {name!r}: interrupt_on needs a checkpointer on the agent"
                 )
             tail.append(HumanInTheLoopMiddleware(interrupt_on))
-    stack = [*_merge_middleware(defaults, extra), *tail]
+    stack = [*context_stack(defaults, extra, model=model, skills=skills), *tail]
     return _build_spec(
         model=model, tools=tools, system_prompt=prompt, stack=stack, parts=parts, name=name
     )
@@ -406,19 +415,3 @@ class _ModelCache:
         if key not in self._models:
             self._models[key] = resolve_model(model)
         return self._models[key]
-
-
-def _merge_middleware(
-    defaults: list[AgentMiddleware], extra: Sequence[AgentMiddleware]
-) -> list[AgentMiddleware]:
-    stack = list(defaults)
-    names = [mw.name for mw in stack]
-    for mw in extra:
-        if not isinstance(mw, AgentMiddleware):
-            raise ConfigurationError(f"not a middleware: {mw!r} (subclass AgentMiddleware)")
-        if mw.name in names:
-            stack[names.index(mw.name)] = mw
-        else:
-            stack.append(mw)
-            names.append(mw.name)
-    return stack

@@ -19,10 +19,15 @@ from ..hooks import before_model as before_model
 from ..hooks import wrap_model_call as wrap_model_call
 from ..hooks import wrap_tool_call as wrap_tool_call
 from ._caching import AnthropicPromptCachingMiddleware as AnthropicPromptCachingMiddleware
+from ._context_editing import ContextEditingMiddleware as ContextEditingMiddleware
+from ._context_stack import context_stack as context_stack
 from ._filesystem import FilesystemMiddleware as FilesystemMiddleware
 from ._hitl import HumanInTheLoopMiddleware as HumanInTheLoopMiddleware
+from ._memory import MemoryMiddleware as MemoryMiddleware
 from ._patch import PatchToolCallsMiddleware as PatchToolCallsMiddleware
 from ._retry import ModelRetryMiddleware as ModelRetryMiddleware
+from ._skill_parse import Skill as Skill
+from ._skills import SkillsMiddleware as SkillsMiddleware
 from ._subagents import GENERAL_PURPOSE as GENERAL_PURPOSE
 from ._subagents import GENERAL_PURPOSE_DESCRIPTION as GENERAL_PURPOSE_DESCRIPTION
 from ._subagents import GENERAL_PURPOSE_PROMPT as GENERAL_PURPOSE_PROMPT
@@ -30,7 +35,9 @@ from ._subagents import SubAgentMiddleware as SubAgentMiddleware
 from ._subagents import SubAgentSpec as SubAgentSpec
 from ._subagents import aclose_tree_models as aclose_tree_models
 from ._subagents import tree_models as tree_models
+from ._summarization import SummarizationMiddleware as SummarizationMiddleware
 from ._todo import TodoListMiddleware as TodoListMiddleware
+from ._tokens import approximate_tokens as approximate_tokens
 
 __all__ = [
     "GENERAL_PURPOSE",
@@ -38,23 +45,30 @@ __all__ = [
     "GENERAL_PURPOSE_PROMPT",
     "AgentMiddleware",
     "AnthropicPromptCachingMiddleware",
+    "ContextEditingMiddleware",
     "FilesystemMiddleware",
     "HookResult",
     "HumanInTheLoopMiddleware",
     "JumpTo",
+    "MemoryMiddleware",
     "ModelHandler",
     "ModelRetryMiddleware",
     "PatchToolCallsMiddleware",
+    "Skill",
+    "SkillsMiddleware",
     "SubAgentMiddleware",
     "SubAgentSpec",
+    "SummarizationMiddleware",
     "TodoListMiddleware",
     "ToolCallRequest",
     "ToolHandler",
     "aclose_tree_models",
     "after_agent",
     "after_model",
+    "approximate_tokens",
     "before_agent",
     "before_model",
+    "context_stack",
     "tree_models",
     "wrap_model_call",
     "wrap_tool_call",
