@@ -199,11 +199,13 @@ class SummarizationMiddleware(AgentMiddleware):
             reason = "trigger"
         summarized = False
         if reason is not None:
-            cut = cut_point(messages, start, limits, force=reason != "trigger")
+            scale = local.counter.scale()
+            cut = cut_point(messages, start, limits, force=reason != "trigger", scale=scale)
             if cut > start:
                 marker = await self._summarize(request, state, run, marker, start, cut, tokens)
                 dropped, start, summarized = cut - start, cut, True
-                after = self._count(request, local, marker, start, state)
+                # In the units of the count before (usage-calibrated), for comparison.
+                after = round(self._count(request, local, marker, start, state) * scale)
                 self._emit(run, marker, dropped, tokens, after, reason)
             elif reason == "tool":
                 state.apply({SUMMARY_CHANNEL: {"compact": False}})

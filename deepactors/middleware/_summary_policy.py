@@ -137,7 +137,9 @@ def resolve_limits(
     )
 
 
-def cut_point(messages: Sequence[Message], start: int, limits: Limits, *, force: bool) -> int:
+def cut_point(
+    messages: Sequence[Message], start: int, limits: Limits, *, force: bool, scale: float = 1.0
+) -> int:
     """Where the kept tail begins: ``messages[start:cut]`` are summarized.
 
     Never between a tool call and its results: a cut that lands on a tool result
@@ -145,16 +147,17 @@ def cut_point(messages: Sequence[Message], start: int, limits: Limits, *, force:
     turn), or, when that is the first message of the view, forward past the
     results. The newest turn is always kept. With ``force`` (the model refused
     the request as too long) and nothing to drop under the keep policy,
-    everything before the newest turn goes.
+    everything before the newest turn goes. ``scale`` converts the per-message
+    estimates into the count's units (see :meth:`TokenCounter.scale`).
     """
     n = len(messages)
     if limits.keep_messages is not None:
         cut = max(n - limits.keep_messages, start)
     else:
         assert limits.keep_tokens is not None
-        cut, used = n, 0
+        cut, used = n, 0.0
         while cut > start:
-            tokens = message_tokens(messages[cut - 1])
+            tokens = message_tokens(messages[cut - 1]) * scale
             if used + tokens > limits.keep_tokens:
                 break
             used += tokens

@@ -119,6 +119,7 @@ class TokenCounter:
         "_estimate",
         "_head",
         "_last_id",
+        "_overhead_tokens",
         "_since",
         "_start",
         "_tools",
@@ -139,6 +140,7 @@ class TokenCounter:
         self._since = 0  # estimated tokens of the messages after that one
         self._tools: Sequence[Tool] | None = None
         self._tools_tokens = 0
+        self._overhead_tokens = 0
 
     def count(
         self,
@@ -175,13 +177,22 @@ class TokenCounter:
                 self._since += tokens
         self._upto = len(messages)
         self._last_id = messages[-1].id if messages else None
+        self._overhead_tokens = self._overhead(system_prompt, tools)
         if self._usage is not None:
             return self._usage + self._since
-        return self._estimate + head + self._overhead(system_prompt, tools)
+        return self._estimate + head + self._overhead_tokens
 
-    def estimate(self) -> int:
-        """Estimated tokens of the messages counted so far (no usage, no overhead)."""
-        return self._estimate
+    def scale(self) -> float:
+        """Measured tokens per estimated token, as of the last :meth:`count` (1.0 unmeasured).
+
+        How far the character estimate is from the provider's tokenizer for this
+        conversation (images, non-English text, code): sizes estimated per message
+        (what a summary keeps) are multiplied by it to be comparable with the count.
+        """
+        if self._usage is None:
+            return 1.0
+        estimated = self._estimate + self._head + self._overhead_tokens
+        return max((self._usage + self._since) / max(estimated, 1), 0.1)
 
     def _overhead(self, system_prompt: str | None, tools: Sequence[Tool]) -> int:
         if tools is not self._tools:
