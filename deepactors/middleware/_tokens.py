@@ -14,7 +14,8 @@ a turn of a 1,000-turn run costs what a turn of a 10-turn run does.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..messages import (
     AssistantMessage,
@@ -70,11 +71,24 @@ def message_tokens(message: Message) -> int:
     chars, extra = _content_chars(message.content)
     if isinstance(message, AssistantMessage):
         for call in message.tool_calls:
-            chars += len(call.name) + len(call.id)
-            chars += len(json.dumps(call.args, ensure_ascii=False, default=str))
+            chars += len(call.name) + len(call.id) + _args_chars(call.args)
     elif isinstance(message, ToolMessage):
         chars += len(message.tool_call_id)
     return text_tokens(chars) + extra + _FRAMING
+
+
+def _args_chars(args: Mapping[str, Any]) -> int:
+    """About the length of ``args`` as JSON; the common flat cases without encoding."""
+    chars = 2
+    for key, value in args.items():
+        chars += len(key) + 4  # quotes, colon, comma
+        if isinstance(value, str):
+            chars += len(value) + 2
+        elif isinstance(value, bool | int | float) or value is None:
+            chars += 6
+        else:
+            chars += len(json.dumps(value, ensure_ascii=False, default=str))
+    return chars
 
 
 def tools_tokens(tools: Sequence[Tool]) -> int:
