@@ -286,7 +286,7 @@ class SummarizationMiddleware(AgentMiddleware):
             "summaries": int(marker.get("summaries", 0)) + 1,
             "compact": False,
         }
-        _log.info(
+        _log.debug(
             "context summarized",
             path=run.path,
             dropped=len(dropped),
