@@ -16,14 +16,14 @@ from typing import Any, Literal, TypeVar
 
 import structlog
 
-from ..context import RunContext, RunKey, ToolRuntime
+from ..context import RunContext, RunKey
 from ..errors import ConfigurationError, ContextWindowExceeded
 from ..events import ContextSummarized
 from ..hooks import AgentMiddleware, ModelHandler
 from ..messages import AssistantMessage, Message, UserMessage
 from ..models import ChatModel, ModelRequest, context_window_of, resolve_model
 from ..state import Channel, State
-from ..tools import Command, Tool, tool
+from ._compact import SUMMARY_CHANNEL, compact_tool_for
 from ._retry import ModelRetryMiddleware
 from ._summary_call import offload, write_summary
 from ._summary_policy import ContextSize, Limits, check_size, cut_point, resolve_limits
@@ -34,9 +34,6 @@ __all__ = ["SUMMARY_CHANNEL", "SummarizationMiddleware"]
 
 _log = structlog.get_logger("deepactors")
 T = TypeVar("T")
-
-SUMMARY_CHANNEL = "summarization"
-"""The private state channel holding where the summary cuts in (JSON, checkpointed)."""
 
 SUMMARY_MESSAGE = """\
 [This conversation was summarized to save context: {dropped} earlier messages are no \
@@ -138,7 +135,7 @@ class SummarizationMiddleware(AgentMiddleware):
         self._key: RunKey[_RunView] = RunKey(f"{self.name}.view", _RunView)
         if model is not None:
             self.bind_model(model)
-        self.tools = (self._make_compact_tool(),) if compact_tool else ()
+        self.tools = (compact_tool_for(self._key, lambda: self.limits),) if compact_tool else ()
 
     def bind_model(self, model: ChatModel | str) -> None:
         """Use ``model`` (the agent's, when none was given) for summaries and limits.
@@ -351,9 +348,9 @@ class SummarizationMiddleware(AgentMiddleware):
     ) -> ModelRequest:
         messages = request.messages
         self._scan_args(messages, start, local)
+        if start == 0 and not local.truncated and "summary" not in marker:
+            return request  # nothing summarized or shortened yet: the request as it is
         summary = self._summary_message(marker, local)
-        if start == 0 and summary is None and not local.truncated:
-            return request
         view: list[Message] = list(messages[start:])
         for message_id, (i, short) in local.truncated.items():
             if start <= i < len(messages) and messages[i].id == message_id:
@@ -372,31 +369,6 @@ class SummarizationMiddleware(AgentMiddleware):
                 if short is not None:
                     local.truncated[message.id] = (i, short)
         local.checked_upto = max(local.checked_upto, old)
-
-    # -- compact_conversation ----------------------------------------------------
-
-    def _make_compact_tool(self) -> Tool:
-        middleware = self
-
-        async def compact_conversation(runtime: ToolRuntime) -> Command | str:
-            """Summarize the older part of this conversation now, to free up context.
-
-            Use it between tasks, or before a long step, when the conversation is
-            long. The older messages are replaced by a summary before your next
-            turn; their full text stays readable in the conversation history file.
-            """
-            local = runtime.run.local(middleware._key)
-            if not middleware.limits.eligible(local.tokens, local.messages):
-                return (
-                    f"Not compacted: the conversation is still short (about {local.tokens} "
-                    "tokens). Compacting becomes available at half the summarization threshold."
-                )
-            return Command(
-                update={SUMMARY_CHANNEL: {"compact": True}},
-                result="The older messages will be summarized before your next turn.",
-            )
-
-        return tool(compact_conversation)
 
 
 def _index(messages: Sequence[Message], state: State, message_id: str) -> int | None:

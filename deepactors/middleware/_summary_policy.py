@@ -187,20 +187,23 @@ def truncate_args(message: AssistantMessage, limit: int) -> AssistantMessage | N
     None when nothing is that long. Only for what the model sees of old turns: the
     stored history keeps the arguments whole.
     """
-    calls = []
-    changed = False
+    long = False
     for call in message.tool_calls:
-        if any(isinstance(v, str) and len(v) > limit for v in call.args.values()):
-            args = {
-                k: (
-                    f"{v[:20]}... [argument truncated in this view: {len(v)} characters]"
-                    if isinstance(v, str) and len(v) > limit
-                    else v
-                )
-                for k, v in call.args.items()
-            }
-            calls.append(call.model_copy(update={"args": args}))
-            changed = True
-        else:
-            calls.append(call)
-    return message.model_copy(update={"tool_calls": calls}) if changed else None
+        for value in call.args.values():
+            if isinstance(value, str) and len(value) > limit:
+                long = True
+                break
+    if not long:
+        return None
+    calls = []
+    for call in message.tool_calls:
+        args = {
+            k: (
+                f"{v[:20]}... [argument truncated in this view: {len(v)} characters]"
+                if isinstance(v, str) and len(v) > limit
+                else v
+            )
+            for k, v in call.args.items()
+        }
+        calls.append(call.model_copy(update={"args": args}) if args != call.args else call)
+    return message.model_copy(update={"tool_calls": calls})

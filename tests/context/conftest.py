@@ -6,6 +6,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
+
 from deepactors import AssistantMessage, ToolCall
 from deepactors.messages import Message, ToolMessage, UserMessage
 from deepactors.middleware import approximate_tokens
@@ -104,3 +106,8 @@ def history_ids(text: str) -> list[str]:
 
 def file_text(result: dict[str, Any], path: str) -> str:
     return str(result["files"][path].content)
+
+
+@pytest.fixture(autouse=True)
+def _no_blocking(blocking_detector: None) -> None:
+    """Every test here runs under the blocking-call detector of tests/conftest.py."""
