@@ -47,6 +47,7 @@ from deepactors.backends import FilesystemBackend
 from deepactors.hooks import AgentMiddleware, ModelHandler
 from deepactors.middleware import SummarizationMiddleware
 from deepactors.models import FunctionModel, ModelRequest
+from deepactors.persistence import SqliteCheckpointer
 
 PAGE = "x" * 2_000
 
@@ -223,6 +224,29 @@ def run_once(shape: str, loop: str, turns: int, folder: Path) -> Outcome:
     return outcome
 
 
+def state_backend_checkpoints(loop: str, turns: int, folder: Path) -> tuple[int, int]:
+    """The summarizing run on the default StateBackend with SQLite checkpoints.
+
+    Returns the history file's size and the checkpoint file's size: a state file
+    is one string, so each append is checkpointed as the whole file again.
+    """
+    db = folder / f"state-{loop}-{time.monotonic_ns()}.db"
+    agent = create_deep_agent(
+        make_model(turns, Probe()),
+        tools=[fetch],
+        middleware=[SummarizationMiddleware(trigger=("tokens", 20_000), keep=("tokens", 5_000))],
+        checkpointer=SqliteCheckpointer(db),
+        max_steps=turns + 5,
+    )
+
+    async def go() -> dict[str, Any]:
+        return await agent.ainvoke("fetch every page", thread_id="w6")
+
+    result = anyio.run(go, backend=loop)
+    history = result["files"]["/conversation_history/w6.md"].content
+    return len(history.encode()), db.stat().st_size
+
+
 def median_outcome(samples: list[Outcome]) -> Outcome:
     def med(attr: str) -> Any:
         return statistics.median(getattr(s, attr) for s in samples)
@@ -270,6 +294,13 @@ def main() -> None:
                 )
                 if shape == "summarizing":
                     histories[loop] = m
+        for loop in ("asyncio", "trio"):
+            history, checkpoints = state_backend_checkpoints(loop, turns, folder)
+            print(
+                f"StateBackend + SQLite ({loop}): history file {history / 1e6:.2f} MB, "
+                f"checkpoint file {checkpoints / 1e6:.1f} MB (each append stores the whole "
+                "file again: a state file is one string)"
+            )
     for loop, m in histories.items():
         print(
             f"history file ({loop}): {m.summaries} appends, {m.file_bytes / 1e6:.2f} MB on disk, "

@@ -201,6 +201,7 @@ class SummarizationMiddleware(AgentMiddleware):
             if cut > start:
                 marker = await self._summarize(request, state, run, marker, start, cut, tokens)
                 dropped, start, summarized = cut - start, cut, True
+                local.truncated = {k: v for k, v in local.truncated.items() if v[0] >= start}
                 # In the units of the count before (usage-calibrated), for comparison.
                 after = round(self._count(request, local, marker, start, state) * scale)
                 self._emit(run, marker, dropped, tokens, after, reason)
@@ -351,12 +352,12 @@ class SummarizationMiddleware(AgentMiddleware):
         if start == 0 and not local.truncated and "summary" not in marker:
             return request  # nothing summarized or shortened yet: the request as it is
         summary = self._summary_message(marker, local)
-        view: list[Message] = list(messages[start:])
+        head: list[Message] = [] if summary is None else [summary]
+        view = [*head, *messages[start:]]
+        shift = len(head) - start
         for message_id, (i, short) in local.truncated.items():
             if start <= i < len(messages) and messages[i].id == message_id:
-                view[i - start] = short
-        if summary is not None:
-            view.insert(0, summary)
+                view[i + shift] = short
         return request.replace(messages=view)
 
     def _scan_args(self, messages: Sequence[Message], start: int, local: _RunView) -> None:
