@@ -32,6 +32,7 @@ from ..state import State
 from ._loop import run_loop
 from ._session import child_session
 from ._spec import AgentSpec
+from ._tool_call import stop_in
 
 __all__ = ["ChildOutcome", "ChildStatus", "run_child"]
 
@@ -114,6 +115,8 @@ class _ChildActor:
                 requests=tuple(exc.requests),
             )
         except Exception as exc:
+            if stop_in(exc) is not None:
+                raise  # a KeyboardInterrupt or SystemExit: for the caller, not the parent
             return ChildOutcome(
                 status="failed", answer=f"{type(exc).__name__}: {exc}", diff=None, path=self.path
             )

@@ -38,6 +38,7 @@ from ..messages import new_id
 from ..state import State
 from ._session import execute_root
 from ._spec import AgentSpec, HasSpec, RunInput, prepare_input
+from ._tool_call import stop_in
 
 __all__ = ["ActorStatistics", "RunHandle", "Runtime", "await_handle", "open_runtime"]
 
@@ -235,10 +236,11 @@ class _ThreadActor:
                         )
                         if self.turn is not None:
                             self.turn.writer = self
-                except Exception as exc:
+                except (Exception, KeyboardInterrupt, SystemExit) as exc:
                     # Supervision: the failure goes to whoever awaits the handle,
-                    # never into the runtime's task group.
-                    error = exc
+                    # never into the runtime's task group. A KeyboardInterrupt or
+                    # SystemExit from a tool reaches the caller bare (see StopRequested).
+                    error = stop_in(exc) or exc
             if scope.cancelled_caught:
                 if handle._cancelled:
                     error = RunCancelled(f"run {handle.run_id} on {handle.path!r} was cancelled")

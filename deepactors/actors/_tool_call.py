@@ -9,7 +9,36 @@ from ..interrupts import Interrupt
 from ..messages import ToolCall, ToolMessage
 from ..tools import Command, tool_result_message
 
-__all__ = ["error_result", "execute_tool"]
+__all__ = ["StopRequested", "error_result", "execute_tool", "stop_in"]
+
+
+class StopRequested(Exception):
+    """Carries a KeyboardInterrupt or SystemExit raised in a tool call's task.
+
+    On asyncio, either of them raised in any task but the main one escapes the
+    event loop at once, whoever awaits that task. So the tool call's task catches
+    it where it is raised and it travels as an ordinary exception; the run's
+    actor unwraps it (:func:`stop_in`) and hands the original to the caller,
+    bare, on both loops.
+    """
+
+    def __init__(self, stop: KeyboardInterrupt | SystemExit) -> None:
+        super().__init__(f"{type(stop).__name__} in a tool call")
+        self.stop = stop
+
+
+def stop_in(exc: BaseException) -> KeyboardInterrupt | SystemExit | None:
+    """The KeyboardInterrupt or SystemExit carried by ``exc`` (at any group depth)."""
+    if isinstance(exc, KeyboardInterrupt | SystemExit):
+        return exc
+    if isinstance(exc, StopRequested):
+        return exc.stop
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = stop_in(inner)
+            if found is not None:
+                return found
+    return None
 
 
 async def execute_tool(request: ToolCallRequest) -> ToolMessage | Command:
@@ -25,7 +54,7 @@ async def execute_tool(request: ToolCallRequest) -> ToolMessage | Command:
         runtime = ToolRuntime(state=request.state, tool_call_id=call.id, run=request.run)
     try:
         value = await tool.call(call.args, runtime)
-    except Interrupt:
+    except (Interrupt, StopRequested):
         raise
     except ToolError as exc:
         return error_result(call, str(exc))

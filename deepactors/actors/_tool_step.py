@@ -22,7 +22,7 @@ from ..messages import ToolCall, ToolMessage
 from ..state import State
 from ..tools import Command
 from ._spec import AgentSpec
-from ._tool_call import error_result
+from ._tool_call import StopRequested, error_result
 
 __all__ = ["run_tools"]
 
@@ -73,6 +73,10 @@ async def run_tools(
                 # Waits for a human: no result; the siblings still run.
                 interrupts[i] = exc.requests
                 return
+            except (KeyboardInterrupt, SystemExit) as exc:
+                raise StopRequested(exc) from exc
+            except StopRequested:
+                raise  # from a subagent's own tool call
             except Exception as exc:  # a wrap_tool_call middleware raised
                 out = error_result(call, f"{type(exc).__name__}: {exc}")
             done = _command_message(call, out) if isinstance(out, Command) else (out, None)

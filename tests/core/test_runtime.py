@@ -291,3 +291,52 @@ async def test_a_run_may_outlast_the_idle_timeout_and_idle_actors_leave() -> Non
         # A new run on the thread gets a new actor.
         again = await rt.ainvoke(agent, "again", thread_id="t")
         assert again["messages"][-1].text == "slow but fine"
+
+
+@pytest.mark.parametrize("kind", [KeyboardInterrupt, SystemExit])
+@pytest.mark.parametrize("calls", [1, 3])
+async def test_a_tool_that_raises_keyboard_interrupt_or_system_exit_reaches_the_caller_bare(
+    kind: type[BaseException], calls: int
+) -> None:
+    def stop(n: int) -> str:
+        """Stop everything.
+
+        Args:
+            n: Which call.
+        """
+        if n == 0:
+            raise kind()
+        return "fine"
+
+    def answer(request: ModelRequest) -> AssistantMessage:
+        return AssistantMessage(
+            tool_calls=[ToolCall(name="stop", args={"n": i}) for i in range(calls)]
+        )
+
+    agent = create_deep_agent(FunctionModel(answer), tools=[stop])
+    with pytest.raises(kind):
+        await agent.ainvoke("go")
+
+
+async def test_a_keyboard_interrupt_inside_a_subagent_reaches_the_caller_bare() -> None:
+    def stop() -> str:
+        """Stop everything."""
+        raise KeyboardInterrupt
+
+    def answer(request: ModelRequest) -> AssistantMessage:
+        if request.messages[0].text == "child":
+            return AssistantMessage(tool_calls=[ToolCall(name="stop", args={})])
+        return AssistantMessage(
+            tool_calls=[
+                ToolCall(
+                    name="task", args={"description": "child", "subagent_type": "general-purpose"}
+                ),
+                ToolCall(
+                    name="task", args={"description": "child", "subagent_type": "general-purpose"}
+                ),
+            ]
+        )
+
+    agent = create_deep_agent(FunctionModel(answer), tools=[stop])
+    with pytest.raises(KeyboardInterrupt):
+        await agent.ainvoke("go")
