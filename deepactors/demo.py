@@ -6,14 +6,20 @@ the run ends with it in ``result["structured_response"]``.
 The "models" here are plain functions of the conversation (a
 :class:`~deepactors.models.FunctionModel` each): the main agent plans with
 ``write_todos``, fans out to three researcher subagents at once (each searches a
-tiny embedded library and writes a notes file), reads their notes and writes a
-report that merges them. Everything else (actors, the loop, middleware, file
-tools, the diff merge, events) is the real runtime, so the demo shows what a run
-on Claude looks like without a key or a network.
+tiny embedded library and writes a notes file) and to an archivist that pages
+through a long archive (its context is summarized as it goes, the pages offloaded
+to a history file), reads their notes and the ``report-writing`` skill, writes a
+report in the skill's format, and records what it learned in its memory file
+(``/memories/AGENTS.md``), which the next model call sees. Memory, skills and
+conversation history live in a store (a ``CompositeBackend`` route); the notes
+and the report in agent state. Everything else (actors, the loop, middleware,
+file tools, the diff merge, events) is the real runtime, so the demo shows what a
+run on Claude looks like without a key or a network.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -21,7 +27,9 @@ from typing import Any, TextIO
 from pydantic import BaseModel
 
 from .agent import DeepAgent
+from .backends import CompositeBackend, StateBackend, StoreBackend
 from .events import (
+    ContextSummarized,
     Event,
     ModelCallFinished,
     ModelCallStarted,
@@ -35,8 +43,10 @@ from .events import (
     describe,
 )
 from .factory import create_deep_agent
-from .messages import AssistantMessage, ToolCall, ToolMessage
+from .messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
+from .middleware import SummarizationMiddleware
 from .models import FunctionModel, ModelRequest
+from .persistence import MemoryStore
 
 __all__ = [
     "DEMO_QUESTION",
@@ -44,6 +54,7 @@ __all__ = [
     "build_demo_agent",
     "print_event",
     "run_demo",
+    "seed_demo_files",
     "topics_in",
 ]
 
@@ -65,6 +76,26 @@ LIBRARY = {
 }
 
 TOPICS = tuple(LIBRARY)
+
+MEMORY_PATH = "/memories/AGENTS.md"
+MEMORY_LAST_LINE = "- The user likes reports that open with a one-line answer."
+MEMORY = f"# What I remember about this user\n{MEMORY_LAST_LINE}\n"
+
+SKILL_PATH = "/skills/report-writing/SKILL.md"
+SKILL = """\
+---
+name: report-writing
+description: How to write a research report for this user - order, sources, length.
+license: MIT
+---
+# Report writing
+1. Open with one line that answers the question.
+2. One paragraph per topic, from the researchers' notes.
+3. End with a "Sources:" line naming the notes files.
+"""
+
+ARCHIVE_PARTS = 8
+_PART = re.compile(r"[Aa]rchive part (\d+)|parts 1-(\d+)")
 
 
 class ResearchReport(BaseModel):
@@ -115,7 +146,7 @@ def _slug(topic: str) -> str:
 
 def researcher_model(request: ModelRequest) -> AssistantMessage:
     """A researcher subagent: look the topic up, write a notes file, report."""
-    topic = request.messages[0].text.removeprefix("Research: ").strip()
+    topic = _question(request).removeprefix("Research: ").strip()
     results = [m for m in request.messages if isinstance(m, ToolMessage)]
     if not results:
         return AssistantMessage(
@@ -137,43 +168,76 @@ def researcher_model(request: ModelRequest) -> AssistantMessage:
 
 def research_model(request: ModelRequest) -> AssistantMessage:
     """The main agent's deterministic "model": plan, fan out, read, write, answer."""
-    topics = topics_in(request.messages[0].text)
+    question = _question(request)
+    topics = topics_in(question)
     results = [m for m in request.messages if isinstance(m, ToolMessage)]
     last = results[-1].name if results else None
     if not results:
-        named = topics != TOPICS or all(t in request.messages[0].text.lower() for t in TOPICS)
+        named = topics != TOPICS or all(t in question.lower() for t in TOPICS)
         intro = "" if named else f"My library covers {', '.join(TOPICS)}; I'll cover them all. "
+        remembered = _remembered(request)
+        if remembered:
+            intro = f"My memory says: {remembered[0]} " + intro
         return AssistantMessage(
             content=intro + "I'll plan this, then hand each topic to a researcher, all at once.",
             tool_calls=[ToolCall(name="write_todos", args=_plan(0, topics))],
         )
     if last == "write_todos" and not any(m.name == "task" for m in results):
-        return AssistantMessage(
-            tool_calls=[
-                ToolCall(
-                    name="task",
-                    args={"description": f"Research: {t}", "subagent_type": "researcher"},
-                )
-                for t in topics
-            ]
+        research = [
+            ToolCall(
+                name="task", args={"description": f"Research: {t}", "subagent_type": "researcher"}
+            )
+            for t in topics
+        ]
+        archive = ToolCall(
+            name="task",
+            args={"description": "Skim the whole archive for dates.", "subagent_type": "archivist"},
         )
+        return AssistantMessage(tool_calls=[*research, archive])
     if last == "task":
+        notes = [f"/notes/{_slug(t)}.md" for t in topics]
         return AssistantMessage(
-            content="The researchers are done; reading their notes.",
+            content="The researchers are done; reading their notes, my report skill and memory.",
             tool_calls=[
-                ToolCall(name="read_file", args={"file_path": f"/notes/{_slug(t)}.md"})
-                for t in topics
+                ToolCall(name="read_file", args={"file_path": path})
+                for path in [*notes, SKILL_PATH, MEMORY_PATH]
             ],
         )
     if last == "read_file":
-        sections = [_notes_body(m.text) for m in results if m.name == "read_file"]
-        report = "# How the pieces fit\n\n" + "\n\n".join(sections) + "\n\n" + CONCLUSION + "\n"
+        read = _paths_read(request)
+        sections = [
+            _notes_body(m.text)
+            for m in results
+            if m.name == "read_file" and read.get(m.tool_call_id, "").startswith("/notes/")
+        ]
+        sources = ", ".join(f"/notes/{_slug(t)}.md" for t in topics)
+        report = (
+            "# How the pieces fit\n\n"
+            + ONE_LINE_ANSWER
+            + "\n\n"
+            + "\n\n".join(sections)
+            + "\n\n"
+            + CONCLUSION
+            + f"\n\nSources: {sources}\n"
+        )
+        learned = f"- Asked about: {', '.join(topics)}."
         return AssistantMessage(
+            content="Writing the report as the report-writing skill says, and noting the topic.",
             tool_calls=[
                 ToolCall(name="write_file", args={"file_path": "/report.md", "content": report}),
                 ToolCall(name="write_todos", args=_plan(len(topics) + 1, topics)),
-            ]
+                ToolCall(
+                    name="edit_file",
+                    args={
+                        "file_path": MEMORY_PATH,
+                        "old_string": MEMORY_LAST_LINE,
+                        "new_string": f"{MEMORY_LAST_LINE}\n{learned}",
+                    },
+                ),
+            ],
         )
+    noted = [line for line in _remembered(request) if line.startswith("Asked about")]
+    memory = f" (Memory updated: {noted[-1]})" if noted else ""
     answer = ResearchReport(
         title="How the pieces fit",
         summary="In short: " + CONCLUSION,
@@ -181,10 +245,46 @@ def research_model(request: ModelRequest) -> AssistantMessage:
         sources=[f"/notes/{_slug(t)}.md" for t in topics],
     )
     return AssistantMessage(
-        content="The report is in /report.md.",
+        content="The report is in /report.md. In short: " + CONCLUSION + memory,
         tool_calls=[ToolCall(name="ResearchReport", args=answer.model_dump())],
     )
 
+
+def _question(request: ModelRequest) -> str:
+    """The user's question: the first user message (memory comes before it)."""
+    for message in request.messages:
+        if isinstance(message, UserMessage):
+            return message.text
+    return ""
+
+
+def _remembered(request: ModelRequest) -> list[str]:
+    """The bullet points of the memory the model was shown."""
+    for message in request.messages:
+        if isinstance(message, SystemMessage) and "<agent_memory>" in message.text:
+            return [
+                line.strip().removeprefix("- ")
+                for line in message.text.split("</agent_memory>")[0].splitlines()
+                if line.strip().startswith("- ")
+            ]
+    return []
+
+
+def _paths_read(request: ModelRequest) -> dict[str, str]:
+    """Tool call id -> the file a read_file call asked for."""
+    return {
+        call.id: str(call.args.get("file_path", ""))
+        for message in request.messages
+        if isinstance(message, AssistantMessage)
+        for call in message.tool_calls
+        if call.name == "read_file"
+    }
+
+
+ONE_LINE_ANSWER = (
+    "In one line: actors own their state, task groups own their tasks, and cancel scopes "
+    "end whole subtrees."
+)
 
 CONCLUSION = (
     "in deepactors every agent and subagent is an actor living in a task group, so "
@@ -202,13 +302,60 @@ def _notes_body(numbered: str) -> str:
     return " ".join(line for line in lines if line.strip())
 
 
+async def read_archive(part: int) -> str:
+    """Read one part of the offline archive of papers (long texts).
+
+    Args:
+        part: Which part, from 1 to 8.
+    """
+    if not 1 <= part <= ARCHIVE_PARTS:
+        return f"There are parts 1 to {ARCHIVE_PARTS}."
+    year = 1970 + 3 * part
+    filler = "Notes on message passing, supervision trees and cancellation. " * 24
+    return f"Archive part {part} of {ARCHIVE_PARTS} ({year}). {filler}"
+
+
+def archivist_model(request: ModelRequest) -> AssistantMessage | str:
+    """The archivist subagent: reads the archive part by part, and writes its summaries.
+
+    It reads one part per turn; what it has read comes from the parts in view and
+    from the summary of the ones summarized away, so it carries on after each
+    summary exactly where it was.
+    """
+    seen = [int(a or b) for message in request.messages for a, b in _PART.findall(message.text)]
+    highest = max(seen, default=0)
+    if not request.tools:  # the summarization call: no tools
+        return f"Read archive parts 1-{highest}, each a year of notes on concurrency."
+    if highest < ARCHIVE_PARTS:
+        return AssistantMessage(
+            content=f"Reading part {highest + 1}.",
+            tool_calls=[ToolCall(name="read_archive", args={"part": highest + 1})],
+        )
+    return f"Skimmed all {ARCHIVE_PARTS} archive parts, 1973 to 1994; actors come first."
+
+
 def build_demo_agent(*, latency: float = 0.05) -> DeepAgent:
-    """The demo agent and its researcher subagent, on deterministic models."""
+    """The demo agent and its subagents, on deterministic models.
+
+    Memory, skills and conversation histories are routed to a store; call
+    :func:`seed_demo_files` before running it.
+    """
+    store = MemoryStore()
+    backend = CompositeBackend(
+        StateBackend(),
+        routes={
+            prefix: StoreBackend(store, namespace=("demo", prefix.strip("/")))
+            for prefix in ("/memories/", "/skills/", "/conversation_history/")
+        },
+    )
     return create_deep_agent(
         FunctionModel(research_model, latency=latency, name="demo-model"),
         tools=[search_library],
         system_prompt="You research questions with researcher subagents and write reports.",
         response_format=ResearchReport,
+        backend=backend,
+        memory=[MEMORY_PATH],
+        skills=["/skills/"],
         subagents=[
             {
                 "name": "researcher",
@@ -216,9 +363,28 @@ def build_demo_agent(*, latency: float = 0.05) -> DeepAgent:
                 "system_prompt": "Look the topic up, save notes under /notes/, report briefly.",
                 "tools": [search_library],
                 "model": FunctionModel(researcher_model, latency=latency, name="researcher"),
-            }
+            },
+            {
+                "name": "archivist",
+                "description": "Pages through the long archive of papers.",
+                "system_prompt": "Read the archive part by part and report what it spans.",
+                "tools": [read_archive],
+                "model": FunctionModel(archivist_model, latency=latency / 5, name="archivist"),
+                # A small window on purpose, so that the demo shows summaries.
+                "middleware": [
+                    SummarizationMiddleware(trigger=("tokens", 3_000), keep=("messages", 3))
+                ],
+            },
         ],
     )
+
+
+async def seed_demo_files(agent: DeepAgent) -> None:
+    """Put the demo's memory file and skill where the agent finds them."""
+    backend = agent.spec.backend
+    assert backend is not None
+    await backend.write(MEMORY_PATH, MEMORY)
+    await backend.write(SKILL_PATH, SKILL)
 
 
 def print_event(event: Event, out: TextIO = sys.stdout) -> None:
@@ -234,6 +400,7 @@ def print_event(event: Event, out: TextIO = sys.stdout) -> None:
         ToolCallStarted: ">",
         ToolCallFinished: "<",
         TodosUpdated: "#",
+        ContextSummarized: "~",
     }
     mark = marks.get(type(event), "-")
     print(f"[{event.path}] {mark} {describe(event)}", file=out)
@@ -243,7 +410,9 @@ async def run_demo(
     question: str = DEMO_QUESTION, *, on_event: Callable[[Event], None] = print_event
 ) -> dict[str, Any]:
     """Run the demo agent on ``question``, passing each event to ``on_event``."""
-    stream = build_demo_agent().astream({"messages": [{"role": "user", "content": question}]})
+    agent = build_demo_agent()
+    await seed_demo_files(agent)
+    stream = agent.astream({"messages": [{"role": "user", "content": question}]})
     async with stream:
         async for event in stream:
             on_event(event)

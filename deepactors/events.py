@@ -16,6 +16,7 @@ from .state import Todo
 
 __all__ = [
     "BudgetExhausted",
+    "ContextSummarized",
     "CustomEvent",
     "Event",
     "FileChanged",
@@ -27,6 +28,7 @@ __all__ = [
     "ModelRetry",
     "RunFinished",
     "RunStarted",
+    "SkillSkipped",
     "StateUpdated",
     "SubagentCancelled",
     "SubagentFailed",
@@ -250,6 +252,42 @@ class ModelRetry(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ContextSummarized(Event):
+    """Older messages were replaced by a summary in what the model sees.
+
+    The thread's state keeps every message; the dropped ones were also appended
+    to ``file_path`` in the agent's backend, where the model can read them back.
+
+    Attributes:
+        file_path: Where the dropped messages were saved (None: saving failed).
+        messages_dropped: How many messages this summary replaced.
+        tokens_before: The size of the conversation the model would have seen.
+        tokens_after: Its size with the summary instead.
+        reason: ``"trigger"`` (over the threshold), ``"overflow"`` (the model
+            refused the request as too long) or ``"tool"`` (``compact_conversation``).
+    """
+
+    file_path: str | None
+    messages_dropped: int
+    tokens_before: int
+    tokens_after: int
+    reason: Literal["trigger", "overflow", "tool"] = "trigger"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SkillSkipped(Event):
+    """A ``SKILL.md`` could not be used and was left out; the other skills load.
+
+    Attributes:
+        file_path: The skill file.
+        reason: What is wrong with it.
+    """
+
+    file_path: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CustomEvent(Event):
     """Anything a tool wrote with ``runtime.write(...)``."""
 
@@ -305,6 +343,11 @@ def describe(event: Event) -> str:
             return (
                 f"model call failed (attempt {attempt}), retrying in {delay:.1f}s: {_clip(error)}"
             )
+        case ContextSummarized(messages_dropped=n, tokens_before=a, tokens_after=b, file_path=f):
+            where = f"; saved to {f}" if f else ""
+            return f"context summarized: {n} messages, ~{a} -> ~{b} tokens{where}"
+        case SkillSkipped(file_path=fp, reason=reason):
+            return f"skill skipped: {fp}: {_clip(reason)}"
         case CustomEvent(data=data):
             return f"custom: {_clip(str(data))}"
     return type(event).__name__

@@ -28,11 +28,11 @@ from .middleware import (
     FilesystemPermissionMiddleware,
     HumanInTheLoopMiddleware,
     ModelRetryMiddleware,
-    PatchToolCallsMiddleware,
     StructuredOutputMiddleware,
     SubAgentMiddleware,
     SubAgentSpec,
     TodoListMiddleware,
+    context_stack,
 )
 from .models import ChatModel, SupportsPromptCaching, resolve_model
 from .state import Channel, default_channels
@@ -80,9 +80,11 @@ def create_deep_agent(
     imports. The default stack, outermost first: ``TodoListMiddleware`` (planning),
     ``FilesystemMiddleware`` (file tools over ``backend``, ``execute`` when the
     backend can run commands), ``SubAgentMiddleware`` (the ``task`` tool),
-    ``PatchToolCallsMiddleware``
-    (repairs interrupted histories), then ``middleware``. A middleware of yours with
-    the same ``name`` as a default one replaces it in place.
+    ``SummarizationMiddleware`` (keeps long runs inside the context window),
+    ``PatchToolCallsMiddleware`` (repairs interrupted histories), then
+    ``middleware``, then ``SkillsMiddleware`` (with ``skills``),
+    ``AnthropicPromptCachingMiddleware`` and ``MemoryMiddleware`` (with ``memory``).
+    A middleware of yours with the same ``name`` as a default one replaces it in place.
 
     Args:
         model: ``"anthropic:<model id>"`` or a :class:`~deepactors.models.ChatModel`.
@@ -91,11 +93,16 @@ def create_deep_agent(
         middleware: Extra middleware, after the default stack.
         subagents: What ``task`` can start besides ``general-purpose``: dicts with
             ``name``, ``description``, ``system_prompt`` and optionally ``tools``,
-            ``model``, ``middleware``, ``timeout`` (seconds), ``response_format``,
-            ``budget`` (its own, inside the run's) and ``permissions`` (instead of
-            the parent's); or a prebuilt agent as ``{"name", "description",
-            "agent": <DeepAgent>}``. A dict named ``general-purpose`` replaces the
-            built-in one.
+            ``model``, ``middleware``, ``timeout`` (seconds), ``skills``,
+            ``interrupt_on``, ``response_format``, ``budget`` (its own, inside the
+            run's) and ``permissions`` (instead of the parent's); or a prebuilt
+            agent as ``{"name", "description", "agent": <DeepAgent>}``. A dict
+            named ``general-purpose`` replaces the built-in one.
+        skills: Folders of ``<name>/SKILL.md`` skills in the backend (later ones
+            override earlier ones by name); subagent dicts take ``skills`` too, and
+            ``general-purpose`` gets these.
+        memory: Memory files (``AGENTS.md``) in the backend, shown to the model on
+            every call and reloaded whenever they change.
         backend: Where the file tools keep files (default: in agent state).
         store: Long-term key-value store for backends and memory.
         response_format: A schema (pydantic model class, dataclass, TypedDict or
@@ -117,9 +124,6 @@ def create_deep_agent(
     Raises:
         ConfigurationError: A bad argument, or one whose feature is not available.
     """
-    for param, value in (("skills", skills), ("memory", memory)):
-        if value:
-            raise ConfigurationError(f"{param}= is not available in this version of deepactors")
     if interrupt_on and checkpointer is None:
         raise ConfigurationError(
             "interrupt_on needs a checkpointer: an interrupted run is continued from its "
@@ -147,7 +151,7 @@ def create_deep_agent(
         rules=rules,
         saves=checkpointer is not None,
     )
-    specs = _subagent_specs(subagents or (), model=resolved, parts=parts)
+    specs = _subagent_specs(subagents or (), model=resolved, parts=parts, skills=skills)
     own_backend, guard = _guarded(backend, rules, parts)
     defaults: list[AgentMiddleware] = [
         TodoListMiddleware(),
@@ -157,19 +161,14 @@ def create_deep_agent(
             max_concurrent=max_concurrent_subagents,
             max_concurrent_total=max_concurrent_subagents_total,
         ),
-        AnthropicPromptCachingMiddleware(),
-        PatchToolCallsMiddleware(),
     ]
+    # Summarization, patching, skills, caching and memory around the user's (deepagents' order).
+    stack = context_stack(defaults, middleware, model=resolved, skills=skills, memory=memory)
     spec = _build_spec(
         model=resolved,
         tools=user_tools,
         system_prompt=system_prompt,
-        stack=[
-            *_merge_middleware(defaults, middleware),
-            *_answer(response_format, resolved),
-            *tail,
-            *guard,
-        ],
+        stack=[*stack, *_answer(response_format, resolved), *tail, *guard],
         parts=parts,
         backend=own_backend,
         name=name,
@@ -347,6 +346,7 @@ class _SubAgentConfig(BaseModel):
     middleware: Sequence[Any] = ()
     timeout: float | None = Field(None, gt=0)
     interrupt_on: Mapping[str, Any] | None = None
+    skills: Sequence[str] | None = None
     agent: DeepAgent | None = None
     runnable: DeepAgent | None = None
     response_format: Any = None
@@ -355,7 +355,11 @@ class _SubAgentConfig(BaseModel):
 
 
 def _subagent_specs(
-    items: Sequence[SubAgentLike], *, model: ChatModel, parts: _Parts
+    items: Sequence[SubAgentLike],
+    *,
+    model: ChatModel,
+    parts: _Parts,
+    skills: Sequence[str] | None = None,
 ) -> list[SubAgentSpec]:
     """Subagent specs from the user's dicts, plus ``general-purpose`` unless replaced."""
     specs: list[SubAgentSpec] = []
@@ -393,6 +397,7 @@ def _subagent_specs(
                 interrupt_on=config.interrupt_on,
                 response_format=config.response_format,
                 rules=rules,
+                skills=config.skills,
             )
         specs.append(
             SubAgentSpec(
@@ -412,6 +417,7 @@ def _subagent_specs(
             extra=(),
             parts=parts,
             rules=parts.rules,
+            skills=skills,  # general-purpose gets the main agent's skills, as in deepagents
         )
         specs.insert(
             0, SubAgentSpec(name=GENERAL_PURPOSE, description=GENERAL_PURPOSE_DESCRIPTION, agent=gp)
@@ -443,6 +449,7 @@ def _child_spec(
     rules: PermissionRules | None,
     response_format: Any = None,
     interrupt_on: Mapping[str, Any] | None = None,
+    skills: Sequence[str] | None = None,
 ) -> AgentSpec:
     backend, guard = _guarded(parts.backend, rules, parts)
     # Declarative subagents get the default stack minus `task`: one level of
@@ -450,8 +457,6 @@ def _child_spec(
     defaults: list[AgentMiddleware] = [
         TodoListMiddleware(),
         FilesystemMiddleware(execute=backend.can_execute),
-        AnthropicPromptCachingMiddleware(),
-        PatchToolCallsMiddleware(),
     ]
     # Declarative subagents inherit interrupt_on: a guarded tool stays guarded
     # when the work is delegated. Their own interrupt_on replaces the parent's
@@ -466,7 +471,7 @@ def _child_spec(
                 )
             tail.append(HumanInTheLoopMiddleware(interrupt_on))
     stack = [
-        *_merge_middleware(defaults, extra),
+        *context_stack(defaults, extra, model=model, skills=skills),
         *_answer(response_format, model),
         *tail,
         *guard,
@@ -499,19 +504,3 @@ class _ModelCache:
         if key not in self._models:
             self._models[key] = resolve_model(model)
         return self._models[key]
-
-
-def _merge_middleware(
-    defaults: list[AgentMiddleware], extra: Sequence[AgentMiddleware]
-) -> list[AgentMiddleware]:
-    stack = list(defaults)
-    names = [mw.name for mw in stack]
-    for mw in extra:
-        if not isinstance(mw, AgentMiddleware):
-            raise ConfigurationError(f"not a middleware: {mw!r} (subclass AgentMiddleware)")
-        if mw.name in names:
-            stack[names.index(mw.name)] = mw
-        else:
-            stack.append(mw)
-            names.append(mw.name)
-    return stack

@@ -142,6 +142,13 @@ class CompositeBackend:
         result = await backend.write(inner, content, expected_version=expected_version)
         return dataclasses.replace(result, path=path)
 
+    async def append(self, path: str, content: str) -> WriteResult:
+        """See :meth:`Backend.append`."""
+        path = normalize_path(path)
+        backend, _, inner = self._route(path)
+        result = await backend.append(inner, content)
+        return dataclasses.replace(result, path=path)
+
     async def edit(
         self,
         path: str,

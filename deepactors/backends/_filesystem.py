@@ -59,6 +59,14 @@ __all__ = ["FilesystemBackend"]
 T = TypeVar("T")
 MIB = 1024 * 1024
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_APPEND_FLAGS = (
+    os.O_WRONLY
+    | os.O_APPEND
+    | os.O_CREAT
+    | os.O_NOFOLLOW
+    | os.O_NONBLOCK
+    | getattr(os, "O_CLOEXEC", 0)
+)
 
 
 def _utf8(name: str) -> bool:
@@ -306,6 +314,45 @@ class FilesystemBackend(FilesOnly):
             version, created = self._store(anchor, path, content, expected)
         return WriteResult(path=path, version=version, created=created)
 
+    def _append_sync(self, path: str, content: str) -> WriteResult:
+        try:
+            data = content.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise BackendError(f"content for {path} is not valid text: {exc}", path=path) from None
+        if len(data) > self.max_write_bytes:
+            raise FileTooLarge(
+                f"content for {path} is {len(data)} bytes, over the write limit of "
+                f"{self.max_write_bytes}",
+                path=path,
+            )
+        # Under the write lock: an edit (read, replace, rename) in between would
+        # otherwise replace the file with a copy that lacks this append.
+        with (
+            self._write_lock,
+            self._opened(path, create=True) as anchor,
+            anchor.target(path, last="follow", create=True) as t,
+        ):
+            old = t.stat
+            if not t.name or (old is not None and stat_module.S_ISDIR(old.st_mode)):
+                raise IsADirectory(f"{path} is a folder", path=path)
+            # O_NOFOLLOW: a symlink swapped in since the walk is refused, not followed;
+            # O_NONBLOCK: a FIFO swapped in fails instead of waiting for a reader.
+            fd = os.open(t.name, _APPEND_FLAGS, 0o644, dir_fd=t.parent_fd)
+            try:
+                if not stat_module.S_ISREG(os.fstat(fd).st_mode):
+                    raise SpecialFile(
+                        f"{path} is not a regular file (a FIFO, socket or device); "
+                        "nothing is appended",
+                        path=path,
+                    )
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                st = os.fstat(fd)
+            finally:
+                os.close(fd)
+        return WriteResult(path=path, version=_version(st), created=old is None)
+
     def _edit_sync(
         self, path: str, old: str, new: str, replace_all: bool, expected: str | None
     ) -> EditResult:
@@ -433,6 +480,10 @@ class FilesystemBackend(FilesOnly):
     ) -> WriteResult:
         """See :meth:`Backend.write`."""
         return await self._run(self._write_sync, normalize_path(path), content, expected_version)
+
+    async def append(self, path: str, content: str) -> WriteResult:
+        """See :meth:`Backend.append`: only the new bytes are written (``O_APPEND``)."""
+        return await self._run(self._append_sync, normalize_path(path), content)
 
     async def edit(
         self,

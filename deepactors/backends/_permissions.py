@@ -290,6 +290,11 @@ class PermissionedBackend:
         path = self._require("write", path, "writing")
         return await self.inner.write(path, content, expected_version=expected_version)
 
+    async def append(self, path: str, content: str) -> WriteResult:
+        """See :meth:`Backend.append`."""
+        path = self._require("write", path, "appending to")
+        return await self.inner.append(path, content)
+
     async def edit(
         self,
         path: str,

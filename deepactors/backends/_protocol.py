@@ -250,6 +250,21 @@ class Backend(Protocol):
         """
         ...
 
+    async def append(self, path: str, content: str) -> WriteResult:
+        """Add ``content`` at the end of a file, creating it (and its folders) if absent.
+
+        For logs that only grow (the conversation history summarization offloads):
+        a disk backend writes only the new bytes, so a file appended to ``n``
+        times costs its final size in writes, not ``n`` times it. Appends through
+        one backend are serialised with its writes and edits, so none is lost.
+
+        Raises:
+            IsADirectory: ``path`` is a folder.
+            NotADirectory: A parent on the path is a file.
+            FileTooLarge: ``content`` is over the backend's write limit.
+        """
+        ...
+
     async def edit(
         self,
         path: str,

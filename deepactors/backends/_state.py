@@ -128,6 +128,22 @@ class StateBackend(FilesOnly):
         self._apply({path: record})
         return WriteResult(path=path, version=_version(record), created=old is None)
 
+    async def append(self, path: str, content: str) -> WriteResult:
+        """See :meth:`Backend.append`.
+
+        A state file is one string, so the new record holds a copy of the whole
+        content (the reducer and checkpoints see a plain file change).
+        """
+        path = normalize_path(path)
+        await anyio.lowlevel.checkpoint()
+        # From here to apply() nothing awaits: no other change slips in between.
+        files = self._files()
+        check_writable(files, path)
+        old = files.get(path)
+        record = FileRecord.written(old, content if old is None else old.content + content)
+        self._apply({path: record})
+        return WriteResult(path=path, version=_version(record), created=old is None)
+
     async def edit(
         self,
         path: str,

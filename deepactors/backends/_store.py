@@ -198,6 +198,21 @@ class StoreBackend(FilesOnly):
             version = await self._put(path, content, old)
         return WriteResult(path=path, version=version, created=old is None)
 
+    async def append(self, path: str, content: str) -> WriteResult:
+        """See :meth:`Backend.append`.
+
+        A store has no append: the value is read and put back whole, under the
+        backend's lock.
+        """
+        path = normalize_path(path)
+        async with self._lock:
+            files = await self._all()
+            check_writable(files, path)
+            old = files.get(path)
+            whole = content if old is None else _content(old) + content
+            version = await self._put(path, whole, old)
+        return WriteResult(path=path, version=version, created=old is None)
+
     async def edit(
         self,
         path: str,

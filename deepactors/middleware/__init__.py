@@ -19,14 +19,19 @@ from ..hooks import before_model as before_model
 from ..hooks import wrap_model_call as wrap_model_call
 from ..hooks import wrap_tool_call as wrap_tool_call
 from ._caching import AnthropicPromptCachingMiddleware as AnthropicPromptCachingMiddleware
+from ._context_editing import ContextEditingMiddleware as ContextEditingMiddleware
+from ._context_stack import context_stack as context_stack
 from ._fallback import ModelFallbackMiddleware as ModelFallbackMiddleware
 from ._filesystem import FilesystemMiddleware as FilesystemMiddleware
 from ._hitl import HumanInTheLoopMiddleware as HumanInTheLoopMiddleware
 from ._limits import ModelCallLimitMiddleware as ModelCallLimitMiddleware
 from ._limits import ToolCallLimitMiddleware as ToolCallLimitMiddleware
+from ._memory import MemoryMiddleware as MemoryMiddleware
 from ._patch import PatchToolCallsMiddleware as PatchToolCallsMiddleware
 from ._permissions import FilesystemPermissionMiddleware as FilesystemPermissionMiddleware
 from ._retry import ModelRetryMiddleware as ModelRetryMiddleware
+from ._skill_parse import Skill as Skill
+from ._skills import SkillsMiddleware as SkillsMiddleware
 from ._structured import AutoStrategy as AutoStrategy
 from ._structured import ProviderStrategy as ProviderStrategy
 from ._structured import ResponseFormat as ResponseFormat
@@ -39,7 +44,9 @@ from ._subagents import SubAgentMiddleware as SubAgentMiddleware
 from ._subagents import SubAgentSpec as SubAgentSpec
 from ._subagents import aclose_tree_models as aclose_tree_models
 from ._subagents import tree_models as tree_models
+from ._summarization import SummarizationMiddleware as SummarizationMiddleware
 from ._todo import TodoListMiddleware as TodoListMiddleware
+from ._tokens import approximate_tokens as approximate_tokens
 from ._tool_retry import ToolRetryMiddleware as ToolRetryMiddleware
 
 __all__ = [
@@ -49,11 +56,13 @@ __all__ = [
     "AgentMiddleware",
     "AnthropicPromptCachingMiddleware",
     "AutoStrategy",
+    "ContextEditingMiddleware",
     "FilesystemMiddleware",
     "FilesystemPermissionMiddleware",
     "HookResult",
     "HumanInTheLoopMiddleware",
     "JumpTo",
+    "MemoryMiddleware",
     "ModelCallLimitMiddleware",
     "ModelFallbackMiddleware",
     "ModelHandler",
@@ -61,9 +70,12 @@ __all__ = [
     "PatchToolCallsMiddleware",
     "ProviderStrategy",
     "ResponseFormat",
+    "Skill",
+    "SkillsMiddleware",
     "StructuredOutputMiddleware",
     "SubAgentMiddleware",
     "SubAgentSpec",
+    "SummarizationMiddleware",
     "TodoListMiddleware",
     "ToolCallLimitMiddleware",
     "ToolCallRequest",
@@ -73,8 +85,10 @@ __all__ = [
     "aclose_tree_models",
     "after_agent",
     "after_model",
+    "approximate_tokens",
     "before_agent",
     "before_model",
+    "context_stack",
     "tree_models",
     "wrap_model_call",
     "wrap_tool_call",

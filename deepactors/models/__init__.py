@@ -9,9 +9,11 @@ from ._base import ModelRequest as ModelRequest
 from ._base import StreamDelta as StreamDelta
 from ._base import StreamPart as StreamPart
 from ._base import SupportsAclose as SupportsAclose
+from ._base import SupportsContextWindow as SupportsContextWindow
 from ._base import SupportsMaxTokens as SupportsMaxTokens
 from ._base import SupportsPromptCaching as SupportsPromptCaching
 from ._base import SupportsStructuredOutput as SupportsStructuredOutput
+from ._base import context_window_of as context_window_of
 from ._limiter import RequestLimiter as RequestLimiter
 from ._limiter import RequestLimiterStatistics as RequestLimiterStatistics
 from .testing import FunctionModel as FunctionModel
@@ -30,9 +32,11 @@ __all__ = [
     "StreamDelta",
     "StreamPart",
     "SupportsAclose",
+    "SupportsContextWindow",
     "SupportsMaxTokens",
     "SupportsPromptCaching",
     "SupportsStructuredOutput",
+    "context_window_of",
     "resolve_model",
 ]
 

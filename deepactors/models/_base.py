@@ -21,9 +21,11 @@ __all__ = [
     "StreamDelta",
     "StreamPart",
     "SupportsAclose",
+    "SupportsContextWindow",
     "SupportsMaxTokens",
     "SupportsPromptCaching",
     "SupportsStructuredOutput",
+    "context_window_of",
 ]
 
 STRUCTURED_OUTPUT = "structured_output"
@@ -40,8 +42,10 @@ class ModelRequest:
     ``wrap_model_call`` middleware change a request with :meth:`replace`.
 
     Attributes:
-        messages: The conversation, oldest first (no system message: see
-            ``system_prompt``).
+        messages: The conversation, oldest first. Instructions belong in
+            ``system_prompt``; a :class:`~deepactors.messages.SystemMessage` here
+            is context that changes from call to call (the agent's memory), which
+            models send after the system prompt (Claude: after its cache breakpoint).
         system_prompt: The full system prompt of this call.
         tools: The tools the model may call (each has ``.name``,
             ``.description``, ``.parameters``).
@@ -149,3 +153,25 @@ class SupportsAclose(Protocol):
     async def aclose(self) -> None:
         """Release the model's resources for the current event loop."""
         ...
+
+
+@runtime_checkable
+class SupportsContextWindow(Protocol):
+    """A model that knows how many tokens one request may hold.
+
+    Optional beside :class:`ChatModel`: summarization sizes its defaults from it
+    (a fraction of the window) and falls back to fixed token counts without it.
+    """
+
+    @property
+    def context_window(self) -> int | None:
+        """The most input tokens a request may have, or None when unknown."""
+        ...
+
+
+def context_window_of(model: object) -> int | None:
+    """``model.context_window`` when the model declares a positive one, else None."""
+    if not isinstance(model, SupportsContextWindow):
+        return None
+    window = model.context_window
+    return window if isinstance(window, int) and window > 0 else None

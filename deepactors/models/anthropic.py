@@ -111,6 +111,7 @@ from ._anthropic_convert import (
 )
 from ._anthropic_errors import map_error
 from ._anthropic_stream import StreamAccumulator
+from ._anthropic_windows import context_window_for
 from ._base import STRUCTURED_OUTPUT, ModelRequest, StreamPart
 from ._limiter import RequestLimiter, RequestLimiterStatistics
 
@@ -266,6 +267,11 @@ class AnthropicModel:
         """The model id, as sent to the API."""
         return self._model_id
 
+    @property
+    def context_window(self) -> int:
+        """The model's context window in tokens, from its id (see ``_anthropic_windows``)."""
+        return context_window_for(self._model_id)
+
     def __repr__(self) -> str:
         return f"AnthropicModel({self._model_id!r})"
 
@@ -416,7 +422,10 @@ class AnthropicModel:
         body.update(copy.deepcopy(self.request_options))
         body.update({k: v for k, v in settings.items() if k in SETTINGS_KEYS and v is not None})
         body.update(copy.deepcopy(settings.get("anthropic_options") or {}))
-        system = system_to_api(request.system_prompt, request.messages)
+        # The system prompt and the system options are the stable part, cached up
+        # to a breakpoint; system messages of the conversation (the agent's
+        # memory) change between calls and follow the breakpoint (see below).
+        system = system_to_api(request.system_prompt, ())
         system += system_option_to_api(body.pop("system", None))
         if system:
             body["system"] = system
@@ -433,6 +442,9 @@ class AnthropicModel:
         cache: CacheSettings | None = settings.get(CACHE_SETTING)
         if cache is not None:  # {} asks for the defaults
             apply_cache_breakpoints(body, cache, already_used=_count_breakpoints(body))
+        late = system_to_api(None, request.messages)
+        if late:
+            body.setdefault("system", []).extend(late)
         return body
 
     # -- the client ------------------------------------------------------------

@@ -50,6 +50,8 @@ class FunctionModel:
         name: The model name reported in messages and logs.
         stream_chunk: When streaming, the text is sent in pieces of this many
             characters.
+        context_window: The window the model declares (tokens), for middleware
+            that size themselves from it (summarization); None: undeclared.
 
     Attributes:
         calls: How many requests this model has answered or is answering.
@@ -62,9 +64,12 @@ class FunctionModel:
         latency: float = 0.0,
         name: str = "function-model",
         stream_chunk: int = 8,
+        context_window: int | None = None,
     ) -> None:
         if latency < 0:
             raise ConfigurationError("latency must be >= 0")
+        if context_window is not None and context_window < 1:
+            raise ConfigurationError("context_window must be a positive number of tokens")
         self._fn = fn
         self._is_async = inspect.iscoroutinefunction(fn)
         self.latency = latency
@@ -72,11 +77,17 @@ class FunctionModel:
         self._chunk = max(1, stream_chunk)
         self.calls = 0
         self._seen: set[str] = set()
+        self._context_window = context_window
 
     @property
     def model_name(self) -> str:
         """The name given at construction."""
         return self._name
+
+    @property
+    def context_window(self) -> int | None:
+        """The window given at construction (None: undeclared)."""
+        return self._context_window
 
     async def generate(self, request: ModelRequest) -> AssistantMessage:
         """Sleep ``latency`` seconds, then answer with ``fn(request)``."""
@@ -109,6 +120,7 @@ class ScriptedModel(FunctionModel):
             function of the request for an answer that depends on it.
         latency: Seconds to sleep before each answer.
         name: The model name.
+        context_window: The window the model declares, as for :class:`FunctionModel`.
 
     Raises (at call time):
         ScriptExhausted: When called after the last answer, naming the call number.
@@ -120,13 +132,14 @@ class ScriptedModel(FunctionModel):
         *,
         latency: float = 0.0,
         name: str = "scripted-model",
+        context_window: int | None = None,
     ) -> None:
         self._answers = list(answers)
         self._next = 0
         # One script may be shared by subagents whose sync tools run in threads.
         self._lock = threading.Lock()
         self.requests: list[ModelRequest] = []
-        super().__init__(self._replay, latency=latency, name=name)
+        super().__init__(self._replay, latency=latency, name=name, context_window=context_window)
 
     def _replay(self, request: ModelRequest) -> Answer | Awaitable[Answer]:
         with self._lock:
