@@ -5,12 +5,28 @@ a trivial tool, then an answer) at 50 ms simulated latency per model call; one
 final main turn. The critical path is 5 x 50 ms. The floor is the same tree as
 plain coroutines: pydantic messages, a task group per tool step.
 
-    python bench/w2_fanout.py [--sizes 10 100 1000] [--loops asyncio trio]
+    python bench/w2_fanout.py [--sizes 100 1000 3000 10000] [--loops asyncio trio]
+                              [--repeats 3] [--census]
 
-Prints, for the floor and deepactors side by side (each figure the median of
-the repeats): wall time over the critical path, CPU ms per subagent, the worst
-lateness of a 5 ms timer running beside it, and the process's peak RSS after
-the runs.
+Every run is a fresh interpreter (after a small warm-up run in it), so runs do
+not inherit each other's heap, collector generations or peak RSS; the floor's
+and deepactors' runs alternate, so a change in the machine's load hits both.
+Printed per (loop, N), each figure the median of the repeats:
+
+- wall time over the critical path, and deepactors' wall over the floor's;
+- CPU ms per subagent: the whole process (``time.process_time``, every thread);
+- GC: total time in CPython's cyclic collector, its longest single pause (wall,
+  and in thread CPU time, which load on the machine cannot inflate) and how
+  many full (generation 2) collections ran;
+- the worst lateness of a 5 ms timer running in the same loop beside the run;
+- RSS per subagent: the run's peak RSS above where it started, over N.
+
+``--census`` adds, once per (loop, N), the GC-tracked objects per subagent alive
+when the N-th child model call is made (all children are alive then): the
+figure the collector's pauses grow with, independent of the machine's load.
+
+Wall-clock figures on a shared machine are indicative; CPU, GC CPU pauses and
+object counts are the robust ones.
 """
 
 from __future__ import annotations
@@ -20,6 +36,7 @@ import functools
 import gc
 import statistics
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +44,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import Measured, measure, peak_rss_mb
+from _common import emit_result, measure, run_worker
 
 from deepactors import (
     AssistantMessage,
@@ -41,6 +58,29 @@ from deepactors.models import FunctionModel, ModelRequest
 
 LATENCY = 0.05
 CRITICAL_PATH = 5 * LATENCY
+IMPLS = ("floor", "deepactors")
+
+
+class Census:
+    """Counts GC-tracked objects once, when the N-th child model call is made."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.calls = 0
+        self.base = 0
+        self.at_peak: int | None = None
+
+    def start(self) -> None:
+        gc.collect()
+        self.base = len(gc.get_objects())
+
+    def tick(self) -> None:
+        self.calls += 1
+        if self.calls == self.n and self.at_peak is None:
+            self.at_peak = len(gc.get_objects()) - self.base
+
+
+CENSUS: Census | None = None
 
 
 async def lookup(key: str) -> str:
@@ -53,6 +93,8 @@ async def lookup(key: str) -> str:
 
 
 def child_turn(messages: list[Message] | Any) -> AssistantMessage:
+    if CENSUS is not None:
+        CENSUS.tick()
     done = sum(1 for m in messages if isinstance(m, ToolMessage))
     if done < 2:
         return AssistantMessage(tool_calls=[ToolCall(name="lookup", args={"key": f"k{done}"})])
@@ -102,10 +144,14 @@ async def floor_run(n: int) -> int:
     return int(answer.split()[2])
 
 
+def floor_work(n: int) -> Callable[[], Awaitable[int]]:
+    return functools.partial(floor_run, n)
+
+
 # -- deepactors ------------------------------------------------------------------------
 
 
-def ours(n: int) -> Any:
+def our_work(n: int) -> Callable[[], Awaitable[int]]:
     child = {
         "name": "r",
         "description": "researches one topic",
@@ -128,52 +174,87 @@ def ours(n: int) -> Any:
     return run
 
 
-def floor_work(n: int) -> Any:
-    return functools.partial(floor_run, n)
+MAKERS = {"floor": floor_work, "deepactors": our_work}
 
 
-def median_of(runs: list[Measured]) -> Measured:
-    """Each figure's median over the runs (they vary a lot on a shared 2-core box)."""
-    return Measured(
-        wall=statistics.median(m.wall for m in runs),
-        cpu=statistics.median(m.cpu for m in runs),
-        timer_late=statistics.median(m.timer_late for m in runs),
-        value=runs[0].value,
-    )
+# -- one run in a fresh process --------------------------------------------------------
 
 
-def row(name: str, n: int, m: Measured) -> str:
-    assert m.value == n, f"{name} returned {m.value} findings, expected {n}"
+def worker(impl: str, backend: str, n: int, census: bool) -> None:
+    global CENSUS
+    make = MAKERS[impl]
+    anyio.run(make(10), backend=backend)  # warm-up: imports, first-call caches
+    work = make(n)
+    if census:
+        CENSUS = Census(n)
+        CENSUS.start()
+        value = anyio.run(work, backend=backend)
+        assert value == n, f"{impl} returned {value} findings, expected {n}"
+        print(f'RESULT {{"objects": {CENSUS.at_peak}}}', flush=True)
+        return
+    gc.collect()
+    m = anyio.run(measure, work, backend=backend)
+    assert m.value == n, f"{impl} returned {m.value} findings, expected {n}"
+    emit_result(m)
+
+
+# -- the driver ------------------------------------------------------------------------
+
+
+def _median(runs: list[dict[str, Any]], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
+
+
+def _row(impl: str, n: int, runs: list[dict[str, Any]], objects: int | None) -> str:
+    wall = _median(runs, "wall")
+    per_obj = f" | {objects / n:5.0f} GC objects/sub" if objects is not None else ""
     return (
-        f"  {name:11} wall {m.wall:6.3f} s = {m.wall / CRITICAL_PATH:5.2f}x critical path | "
-        f"CPU {m.cpu / n * 1000:6.3f} ms/subagent | timer late {m.timer_late * 1000:7.1f} ms | "
-        f"peak RSS {peak_rss_mb():6.0f} MiB"
+        f"  {impl:10} wall {wall:6.3f} s = {wall / CRITICAL_PATH:5.2f}x path | "
+        f"CPU {_median(runs, 'cpu') / n * 1000:6.3f} ms/sub | "
+        f"GC {_median(runs, 'gc_time') * 1000:6.0f} ms, longest "
+        f"{_median(runs, 'gc_longest') * 1000:5.1f} ms "
+        f"({_median(runs, 'gc_longest_cpu') * 1000:5.1f} CPU), "
+        f"{_median(runs, 'gc_full'):3.0f} full | "
+        f"timer late {_median(runs, 'timer_late') * 1000:6.1f} ms | "
+        f"RSS {_median(runs, 'rss_mb') * 1024 / n:6.1f} KiB/sub{per_obj}"
     )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 3000, 10000])
     parser.add_argument("--loops", nargs="+", default=["asyncio", "trio"])
-    parser.add_argument("--repeats", type=int, default=5, help="median of this many runs")
+    parser.add_argument("--repeats", type=int, default=3, help="median of this many runs")
+    parser.add_argument("--census", action="store_true", help="count GC objects per subagent")
+    parser.add_argument("--worker", nargs=3, metavar=("IMPL", "LOOP", "N"), help=argparse.SUPPRESS)
+    parser.add_argument("--worker-census", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker:
+        impl, backend, n = args.worker
+        worker(impl, backend, int(n), args.worker_census)
+        return
+    script = Path(__file__)
     print(
         f"W2 fan-out: 3 model turns per child at {LATENCY * 1000:.0f} ms, critical path "
-        f"{CRITICAL_PATH * 1000:.0f} ms"
+        f"{CRITICAL_PATH * 1000:.0f} ms; medians of {args.repeats} fresh-process runs"
     )
     for backend in args.loops:
         for n in args.sizes:
+            runs: dict[str, list[dict[str, Any]]] = {impl: [] for impl in IMPLS}
+            for _ in range(args.repeats):
+                for impl in IMPLS:  # alternate, so load changes hit both alike
+                    runs[impl].append(run_worker(script, ["--worker", impl, backend, str(n)]))
+            objects: dict[str, int | None] = dict.fromkeys(IMPLS)
+            if args.census:
+                for impl in IMPLS:
+                    out = run_worker(script, ["--worker", impl, backend, str(n), "--worker-census"])
+                    objects[impl] = out["objects"]
             print(f"{backend}, N={n}:")
-            makers = (
-                ("floor", functools.partial(floor_work, n)),
-                ("deepactors", functools.partial(ours, n)),
-            )
-            for name, make in makers:
-                runs: list[Measured] = []
-                for _ in range(args.repeats):
-                    gc.collect()
-                    runs.append(anyio.run(measure, make(), backend=backend))
-                print(row(name, n, median_of(runs)))
+            for impl in IMPLS:
+                print(_row(impl, n, runs[impl], objects[impl]))
+            ratio = _median(runs["deepactors"], "wall") / _median(runs["floor"], "wall")
+            cpu_ratio = _median(runs["deepactors"], "cpu") / _median(runs["floor"], "cpu")
+            print(f"  deepactors / floor: wall {ratio:.2f}x, CPU {cpu_ratio:.2f}x")
 
 
 if __name__ == "__main__":
