@@ -32,7 +32,11 @@ class ModelRequest:
 
     Attributes:
         messages: The conversation, oldest first (no system message: see
-            ``system_prompt``).
+            ``system_prompt``). The agent loop passes a read-only view of the
+            actor's history (:class:`~deepactors.messages.MessageView`), made
+            without copying and unchanged by whatever the actor does later, so a
+            model may keep the request. To send other messages, ``replace`` it
+            with any sequence.
         system_prompt: The full system prompt of this call.
         tools: The tools the model may call (each has ``.name``,
             ``.description``, ``.parameters``).
