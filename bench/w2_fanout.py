@@ -180,11 +180,15 @@ MAKERS = {"floor": floor_work, "deepactors": our_work}
 # -- one run in a fresh process --------------------------------------------------------
 
 
-def worker(impl: str, backend: str, n: int, census: bool) -> None:
+def worker(impl: str, backend: str, n: int, census: bool, plain: bool = False) -> None:
     global CENSUS
     make = MAKERS[impl]
     anyio.run(make(10), backend=backend)  # warm-up: imports, first-call caches
     work = make(n)
+    if plain:  # just the run, for an instruction counter (bench/w2_instructions.py)
+        value = anyio.run(work, backend=backend)
+        assert value == n, f"{impl} returned {value} findings, expected {n}"
+        return
     if census:
         CENSUS = Census(n)
         CENSUS.start()
@@ -228,10 +232,11 @@ def main() -> None:
     parser.add_argument("--census", action="store_true", help="count GC objects per subagent")
     parser.add_argument("--worker", nargs=3, metavar=("IMPL", "LOOP", "N"), help=argparse.SUPPRESS)
     parser.add_argument("--worker-census", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--worker-plain", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         impl, backend, n = args.worker
-        worker(impl, backend, int(n), args.worker_census)
+        worker(impl, backend, int(n), args.worker_census, args.worker_plain)
         return
     script = Path(__file__)
     print(
