@@ -6,7 +6,7 @@ final main turn. The critical path is 5 x 50 ms. The floor is the same tree as
 plain coroutines: pydantic messages, a task group per tool step.
 
     python bench/w2_fanout.py [--sizes 100 1000 3000 10000] [--loops asyncio trio]
-                              [--repeats 3] [--census]
+                              [--repeats 3] [--census] [--sdk] [--freeze]
 
 Every run is a fresh interpreter (after a small warm-up run in it), so runs do
 not inherit each other's heap, collector generations or peak RSS; the floor's
@@ -24,6 +24,10 @@ Printed per (loop, N), each figure the median of the repeats:
 ``--census`` adds, once per (loop, N), the GC-tracked objects per subagent alive
 when the N-th child model call is made (all children are alive then): the
 figure the collector's pauses grow with, independent of the machine's load.
+``--sdk`` imports the Anthropic SDK first, so the heap is that of a process
+talking to a real model (~120,000 more objects for every full collection);
+``--freeze`` then does what ``open_runtime(freeze_heap=True)`` does when a
+server starts (``gc.collect(); gc.freeze()``), in the floor's runs too.
 
 Wall-clock figures on a shared machine are indicative; CPU, GC CPU pauses and
 object counts are the robust ones.
@@ -180,16 +184,23 @@ MAKERS = {"floor": floor_work, "deepactors": our_work}
 # -- one run in a fresh process --------------------------------------------------------
 
 
-def worker(impl: str, backend: str, n: int, census: bool, plain: bool = False) -> None:
+def worker(impl: str, backend: str, n: int, mode: str, sdk: bool, freeze: bool) -> None:
     global CENSUS
+    if sdk:
+        # The heap of a process that talks to a real model: the SDK's modules.
+        import anthropic  # noqa: F401
     make = MAKERS[impl]
     anyio.run(make(10), backend=backend)  # warm-up: imports, first-call caches
     work = make(n)
-    if plain:  # just the run, for an instruction counter (bench/w2_instructions.py)
+    if freeze:
+        # What open_runtime(freeze_heap=True) does when a server starts.
+        gc.collect()
+        gc.freeze()
+    if mode == "plain":  # just the run, for an instruction counter (w2_instructions.py)
         value = anyio.run(work, backend=backend)
         assert value == n, f"{impl} returned {value} findings, expected {n}"
         return
-    if census:
+    if mode == "census":
         CENSUS = Census(n)
         CENSUS.start()
         value = anyio.run(work, backend=backend)
@@ -230,29 +241,38 @@ def main() -> None:
     parser.add_argument("--loops", nargs="+", default=["asyncio", "trio"])
     parser.add_argument("--repeats", type=int, default=3, help="median of this many runs")
     parser.add_argument("--census", action="store_true", help="count GC objects per subagent")
+    parser.add_argument(
+        "--sdk", action="store_true", help="import the anthropic SDK first (a real app's heap)"
+    )
+    parser.add_argument(
+        "--freeze", action="store_true", help="gc.freeze() before the run (open_runtime's knob)"
+    )
     parser.add_argument("--worker", nargs=3, metavar=("IMPL", "LOOP", "N"), help=argparse.SUPPRESS)
-    parser.add_argument("--worker-census", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--worker-plain", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--mode", default="measure", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         impl, backend, n = args.worker
-        worker(impl, backend, int(n), args.worker_census, args.worker_plain)
+        worker(impl, backend, int(n), args.mode, args.sdk, args.freeze)
         return
+    flags = [*(["--sdk"] if args.sdk else []), *(["--freeze"] if args.freeze else [])]
     script = Path(__file__)
     print(
         f"W2 fan-out: 3 model turns per child at {LATENCY * 1000:.0f} ms, critical path "
         f"{CRITICAL_PATH * 1000:.0f} ms; medians of {args.repeats} fresh-process runs"
+        + (f" ({' '.join(flags)})" if flags else "")
     )
     for backend in args.loops:
         for n in args.sizes:
             runs: dict[str, list[dict[str, Any]]] = {impl: [] for impl in IMPLS}
             for _ in range(args.repeats):
                 for impl in IMPLS:  # alternate, so load changes hit both alike
-                    runs[impl].append(run_worker(script, ["--worker", impl, backend, str(n)]))
+                    worker_args = ["--worker", impl, backend, str(n), *flags]
+                    runs[impl].append(run_worker(script, worker_args))
             objects: dict[str, int | None] = dict.fromkeys(IMPLS)
             if args.census:
                 for impl in IMPLS:
-                    out = run_worker(script, ["--worker", impl, backend, str(n), "--worker-census"])
+                    census_args = ["--worker", impl, backend, str(n), *flags, "--mode", "census"]
+                    out = run_worker(script, census_args)
                     objects[impl] = out["objects"]
             print(f"{backend}, N={n}:")
             for impl in IMPLS:

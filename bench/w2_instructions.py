@@ -35,7 +35,7 @@ _NO_GC = (
 
 def instructions(impl: str, backend: str, n: int, gc_on: bool) -> int:
     """Instructions of one worker run (start-up, warm-up and a fan-out of ``n``)."""
-    worker = [str(SCRIPT), "--worker", impl, backend, str(n), "--worker-plain"]
+    worker = [str(SCRIPT), "--worker", impl, backend, str(n), "--mode", "plain"]
     python = [sys.executable, *worker] if gc_on else [sys.executable, "-c", _NO_GC, *worker]
     with tempfile.TemporaryDirectory() as tmp:
         cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out", *python]
