@@ -196,7 +196,7 @@ def worker(impl: str, backend: str, n: int, mode: str, sdk: bool, freeze: bool) 
         # What open_runtime(freeze_heap=True) does when a server starts.
         gc.collect()
         gc.freeze()
-    if mode == "plain":  # just the run, for an instruction counter (w2_instructions.py)
+    if mode == "plain":  # just the run, for an instruction counter (bench/instructions.py)
         value = anyio.run(work, backend=backend)
         assert value == n, f"{impl} returned {value} findings, expected {n}"
         return
