@@ -21,9 +21,11 @@ Printed per (loop, N), each figure the median of the repeats:
 - the worst lateness of a 5 ms timer running in the same loop beside the run;
 - RSS per subagent: the run's peak RSS above where it started, over N.
 
-``--census`` adds, once per (loop, N), the GC-tracked objects per subagent alive
-when the N-th child model call is made (all children are alive then): the
-figure the collector's pauses grow with, independent of the machine's load.
+``--census`` adds, from one more run per (loop, N), GC-tracked objects per
+subagent: how many the largest full collection walked (garbage cycles waiting
+for it included), and how many are alive when the N-th child model call is
+made (all children are alive then; counted after a collection). The figures
+the collector's pauses grow with, independent of the machine's load.
 ``--sdk`` imports the Anthropic SDK first, so the heap is that of a process
 talking to a real model (~120,000 more objects for every full collection);
 ``--freeze`` then does what ``open_runtime(freeze_heap=True)`` does when a
@@ -66,22 +68,41 @@ IMPLS = ("floor", "deepactors")
 
 
 class Census:
-    """Counts GC-tracked objects once, when the N-th child model call is made."""
+    """Counts GC-tracked objects: what the collector walks when it pauses longest.
+
+    ``walked`` is the largest number of objects any full collection of the run
+    started with (garbage cycles waiting for it included), less the objects
+    alive before the run. ``live`` is the objects alive after a collection made
+    when the N-th child model call is made (all children are alive then).
+    """
 
     def __init__(self, n: int) -> None:
         self.n = n
         self.calls = 0
         self.base = 0
-        self.at_peak: int | None = None
+        self.walked = 0
+        self.live: int | None = None
+        self._own = False  # our own collection below is not one of the run's
 
     def start(self) -> None:
         gc.collect()
         self.base = len(gc.get_objects())
+        gc.callbacks.append(self._on_gc)
+
+    def stop(self) -> None:
+        gc.callbacks.remove(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and info["generation"] == 2 and not self._own:
+            self.walked = max(self.walked, len(gc.get_objects()) - self.base)
 
     def tick(self) -> None:
         self.calls += 1
-        if self.calls == self.n and self.at_peak is None:
-            self.at_peak = len(gc.get_objects()) - self.base
+        if self.calls == self.n and self.live is None:
+            self._own = True
+            gc.collect()
+            self._own = False
+            self.live = len(gc.get_objects()) - self.base
 
 
 CENSUS: Census | None = None
@@ -204,8 +225,9 @@ def worker(impl: str, backend: str, n: int, mode: str, sdk: bool, freeze: bool) 
         CENSUS = Census(n)
         CENSUS.start()
         value = anyio.run(work, backend=backend)
+        CENSUS.stop()
         assert value == n, f"{impl} returned {value} findings, expected {n}"
-        print(f'RESULT {{"objects": {CENSUS.at_peak}}}', flush=True)
+        print(f'RESULT {{"walked": {CENSUS.walked}, "live": {CENSUS.live}}}', flush=True)
         return
     gc.collect()
     m = anyio.run(measure, work, backend=backend)
@@ -220,9 +242,14 @@ def _median(runs: list[dict[str, Any]], key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
 
-def _row(impl: str, n: int, runs: list[dict[str, Any]], objects: int | None) -> str:
+def _row(impl: str, n: int, runs: list[dict[str, Any]], objects: dict[str, int] | None) -> str:
     wall = _median(runs, "wall")
-    per_obj = f" | {objects / n:5.0f} GC objects/sub" if objects is not None else ""
+    per_obj = ""
+    if objects is not None:
+        per_obj = (
+            f" | GC objects/sub: {objects['walked'] / n:3.0f} walked by the largest "
+            f"full collection, {objects['live'] / n:3.0f} live"
+        )
     return (
         f"  {impl:10} wall {wall:6.3f} s = {wall / CRITICAL_PATH:5.2f}x path | "
         f"CPU {_median(runs, 'cpu') / n * 1000:6.3f} ms/sub | "
@@ -268,12 +295,12 @@ def main() -> None:
                 for impl in IMPLS:  # alternate, so load changes hit both alike
                     worker_args = ["--worker", impl, backend, str(n), *flags]
                     runs[impl].append(run_worker(script, worker_args))
-            objects: dict[str, int | None] = dict.fromkeys(IMPLS)
+            objects: dict[str, dict[str, int] | None] = dict.fromkeys(IMPLS)
             if args.census:
                 for impl in IMPLS:
                     census_args = ["--worker", impl, backend, str(n), *flags, "--mode", "census"]
                     out = run_worker(script, census_args)
-                    objects[impl] = out["objects"]
+                    objects[impl] = out
             print(f"{backend}, N={n}:")
             for impl in IMPLS:
                 print(_row(impl, n, runs[impl], objects[impl]))
