@@ -25,7 +25,7 @@ import math
 import weakref
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
@@ -143,6 +143,9 @@ class _Turn:
 
     def __init__(self) -> None:
         self.lock = anyio.Lock()  # FIFO: runs take turns in arrival order
+        # The token of the actor that ran the thread last, not the actor: the
+        # actor holds its turn, and a reference back would make the pair (and
+        # the thread's whole state) a cycle only the garbage collector frees.
         self.writer: object | None = None
 
 
@@ -172,6 +175,7 @@ class _ThreadActor:
     mailbox: MemoryObjectSendStream[_Order] | None = None
     turn: _Turn | None = None
     state: State | None = None
+    token: object = field(default_factory=object)  # who this actor is, to its turn
     running: bool = False
     queued: int = 0
 
@@ -221,7 +225,11 @@ class _ThreadActor:
                 try:
                     async with _hold(self.turn):
                         turn = self.turn
-                        if turn is not None and turn.writer is not self and self.spec.checkpointer:
+                        if (
+                            turn is not None
+                            and turn.writer is not self.token
+                            and self.spec.checkpointer
+                        ):
                             # Another actor ran this thread since (a call without a
                             # runtime, another runtime): the state kept in memory is
                             # stale, so read the thread again from its checkpoint.
@@ -236,7 +244,7 @@ class _ThreadActor:
                             context=order.context,
                         )
                         if self.turn is not None:
-                            self.turn.writer = self
+                            self.turn.writer = self.token
                 except Exception as exc:
                     # Supervision: the failure goes to whoever awaits the handle,
                     # never into the runtime's task group.
