@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import anyio
-import anyio.lowlevel
 
 from ..context import RunContext, ToolResult
 from ..errors import InputError
@@ -94,11 +93,6 @@ async def run_tools(
             emit(ToolCallFinished(path=run.path, run_id=run.run_id, call=call, result=done[0]))
 
     if len(calls) == 1:
-        # No task group for a lone call, but a yield all the same: the model's
-        # answer and the tool then run in two loop turns, not one, so when a
-        # fan-out's children all wake at once, timers (and other requests of a
-        # server) get the loop back in between.
-        await anyio.lowlevel.checkpoint()
         await one(0, calls[0])
     else:
         async with anyio.create_task_group() as tg:
