@@ -9,7 +9,7 @@ per run on a busy machine); needs valgrind.
     python bench/instructions.py w1 [--sizes 200 3000] [--loops asyncio trio] [--calls 1]
 
 - ``w2``: instructions per subagent, (I(N2) - I(N1)) / (N2 - N1), floor and deepactors.
-- ``w1``: instructions per turn at each K, (I(K) - I(0)) / K, floor and
+- ``w1``: instructions per turn at each K, (I(K) - I(1)) / (K - 1), floor and
   deepactors, and how deepactors' figure grows from the smallest K to the largest.
 
 With ``--no-gc`` the collector is off in the worker, which separates the
@@ -71,10 +71,12 @@ def w1(loops: list[str], sizes: list[int], calls: int, gc_on: bool) -> None:
     for backend in loops:
         ours = {}
         for impl in IMPLS:
-            base = instructions("w1_agent_loop.py", [impl, backend, "0", str(calls)], gc_on)
+            # A run of one turn as the base: the agent's set-up and the run's
+            # fixed costs cancel, and what remains is what each further turn costs.
+            base = instructions("w1_agent_loop.py", [impl, backend, "1", str(calls)], gc_on)
             for k in sizes:
                 total = instructions("w1_agent_loop.py", [impl, backend, str(k), str(calls)], gc_on)
-                per_turn = (total - base) / k
+                per_turn = (total - base) / (k - 1)
                 if impl == "deepactors":
                     ours[k] = per_turn
                 print(f"  {backend:8} {impl:10} K={k:5}: {per_turn / 1e3:7.1f} k per turn")

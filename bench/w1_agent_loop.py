@@ -107,11 +107,10 @@ def cpu_per_turn(run: Callable[[], Awaitable[int]], backend: str, repeats: int) 
 
 
 def worker(impl: str, backend: str, turns: int, calls: int) -> None:
-    """One warm-up run, then one run of ``turns`` (none for 0): for bench/instructions.py."""
+    """A warm-up run, then one run of ``turns`` on a fresh agent: for bench/instructions.py."""
     make = agent_runner if impl == "deepactors" else _floor_runner
     anyio.run(make(10, calls), backend=backend)
-    if turns:
-        anyio.run(make(turns, calls), backend=backend)
+    anyio.run(make(turns, calls), backend=backend)
 
 
 def _floor_runner(turns: int, calls: int) -> Callable[[], Awaitable[int]]:
