@@ -1,12 +1,16 @@
-"""Shared pieces of the benchmarks: timers, RSS, result tables."""
+"""Shared pieces of the benchmarks: timers, GC pauses, RSS, worker processes."""
 
 from __future__ import annotations
 
+import gc
+import json
 import resource
+import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -18,16 +22,103 @@ def peak_rss_mb() -> float:
     return peak / 1024 if sys.platform != "darwin" else peak / 1024 / 1024
 
 
+def _status_kib(field: str) -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def rss_mb() -> float:
+    """Resident set size of this process now, in MiB (Linux; else the peak so far)."""
+    kib = _status_kib("VmRSS")
+    return kib / 1024 if kib is not None else peak_rss_mb()
+
+
+def reset_peak_rss() -> bool:
+    """Reset the kernel's peak-RSS mark (Linux >= 4.0), so a run's own peak can be read."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        return False
+    return True
+
+
+def run_peak_rss_mb() -> float:
+    """Peak RSS since :func:`reset_peak_rss` (Linux), else since the process began, in MiB."""
+    kib = _status_kib("VmHWM")
+    return kib / 1024 if kib is not None else peak_rss_mb()
+
+
+class GcWatch:
+    """Times every collection of CPython's cyclic collector, through ``gc.callbacks``.
+
+    A pause is the wall time between the collector's start and stop callbacks:
+    what a timer in the same loop waits for. ``longest_cpu`` is the same pause in
+    thread CPU time, which another process on the machine cannot inflate.
+    """
+
+    __slots__ = ("_c0", "_t0", "collections", "full", "longest", "longest_cpu", "total")
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self.longest = 0.0
+        self.longest_cpu = 0.0
+        self.collections = 0
+        self.full = 0
+        self._t0 = 0.0
+        self._c0 = 0.0
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+            self._c0 = time.thread_time()
+            return
+        pause = time.perf_counter() - self._t0
+        self.total += pause
+        self.longest = max(self.longest, pause)
+        self.longest_cpu = max(self.longest_cpu, time.thread_time() - self._c0)
+        self.collections += 1
+        if info["generation"] == 2:
+            self.full += 1
+
+    def __enter__(self) -> GcWatch:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+
 @dataclass(slots=True)
 class Measured:
+    """One run's figures.
+
+    ``cpu`` is the whole process's CPU time (``time.process_time``: every thread).
+    """
+
     wall: float
     cpu: float
     timer_late: float
     value: Any
+    gc_time: float = 0.0
+    gc_longest: float = 0.0
+    gc_longest_cpu: float = 0.0
+    gc_full: int = 0
+    rss_mb: float = 0.0
 
 
 async def measure(work: Callable[[], Awaitable[Any]], *, period: float = 0.005) -> Measured:
-    """Run ``work`` beside a periodic timer; return wall, CPU and the timer's worst lateness."""
+    """Run ``work`` beside a periodic timer; return wall, CPU, GC and the timer's worst lateness.
+
+    ``rss_mb`` is the run's peak RSS above the RSS it started from (Linux; elsewhere
+    the process's peak).
+    """
     worst = 0.0
     done = anyio.Event()
 
@@ -42,10 +133,45 @@ async def measure(work: Callable[[], Awaitable[Any]], *, period: float = 0.005) 
     async with anyio.create_task_group() as tg:
         tg.start_soon(ticker)
         await anyio.sleep(0.02)  # let the ticker settle before the clock starts
-        w0, c0 = time.perf_counter(), time.process_time()
-        try:
-            value = await work()
-        finally:
-            wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-            done.set()
-    return Measured(wall=wall, cpu=cpu, timer_late=worst, value=value)
+        base_rss = rss_mb()
+        reset_peak_rss()
+        with GcWatch() as watch:
+            w0, c0 = time.perf_counter(), time.process_time()
+            try:
+                value = await work()
+            finally:
+                wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+                done.set()
+    return Measured(
+        wall=wall,
+        cpu=cpu,
+        timer_late=worst,
+        value=value,
+        gc_time=watch.total,
+        gc_longest=watch.longest,
+        gc_longest_cpu=watch.longest_cpu,
+        gc_full=watch.full,
+        rss_mb=run_peak_rss_mb() - base_rss,
+    )
+
+
+def emit_result(m: Measured, **extra: Any) -> None:
+    """Print a worker's result as one JSON line (read by :func:`run_worker`)."""
+    data = asdict(m)
+    data.update(extra)
+    print("RESULT " + json.dumps(data, default=str), flush=True)
+
+
+def run_worker(script: Path, args: Sequence[str]) -> dict[str, Any]:
+    """Run one measurement in a fresh interpreter and return its result.
+
+    A fresh process per run keeps runs from inheriting each other's heap, GC
+    generations and peak RSS.
+    """
+    proc = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, check=False
+    )
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT ") :])  # type: ignore[no-any-return]
+    raise RuntimeError(f"worker {args} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")

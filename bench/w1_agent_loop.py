@@ -5,10 +5,12 @@ FunctionModel with no latency, with the default middleware stack. The floor is
 the same loop as plain coroutines: pydantic messages, one model call and one
 tool call per turn, a task group per tool step, run in the same process.
 
-    python bench/w1_agent_loop.py [--turns 200] [--repeats 7]
+    python bench/w1_agent_loop.py [--turns 200 3000] [--repeats 7]
 
 Prints CPU ms per turn for both, and the ratio, on asyncio and trio (median of
-the repeats; the first run of each is a discarded warm-up). The issue's shape is
+the repeats; the first run of each is a discarded warm-up), at each number of
+turns, and how deepactors' cost per turn grows from the shortest run to the
+longest (a history copied into every request would make it grow with K). The issue's shape is
 one tool call per turn; the loop skips the task group for a lone call, so a
 second row with 3 concurrent calls per turn shows the cost with a task group on
 both sides.
@@ -82,7 +84,9 @@ async def floor_run(turns: int, calls_per_turn: int) -> int:
 
 
 def agent_runner(turns: int, calls_per_turn: int) -> Callable[[], Awaitable[int]]:
-    agent = create_deep_agent(FunctionModel(make_answer(turns, calls_per_turn)), tools=[noop])
+    agent = create_deep_agent(
+        FunctionModel(make_answer(turns, calls_per_turn)), tools=[noop], max_steps=turns + 1
+    )
 
     async def run() -> int:
         result = await agent.ainvoke({"messages": [{"role": "user", "content": "go"}]})
@@ -102,24 +106,49 @@ def cpu_per_turn(run: Callable[[], Awaitable[int]], backend: str, repeats: int) 
     return statistics.median(samples)
 
 
+def worker(impl: str, backend: str, turns: int, calls: int) -> None:
+    """A warm-up run, then one run of ``turns`` on a fresh agent: for bench/instructions.py."""
+    make = agent_runner if impl == "deepactors" else _floor_runner
+    anyio.run(make(10, calls), backend=backend)
+    anyio.run(make(turns, calls), backend=backend)
+
+
+def _floor_runner(turns: int, calls: int) -> Callable[[], Awaitable[int]]:
+    return functools.partial(floor_run, turns, calls)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--turns", type=int, nargs="+", default=[200, 3000])
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument(
+        "--worker", nargs=4, metavar=("IMPL", "LOOP", "K", "C"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
+    if args.worker:
+        impl, backend, turns, calls = args.worker
+        worker(impl, backend, int(turns), int(calls))
+        return
     print(f"W1: {args.turns} model turns on a FunctionModel (latency 0), default middleware")
-    header = f"{'loop':8} {'calls/turn':>10} {'floor ms/turn':>14} {'deepactors ms/turn':>19}"
-    print(f"{header} {'ratio':>6}")
+    header = f"{'loop':8} {'turns':>6} {'calls/turn':>10} {'floor ms/turn':>14}"
+    print(f"{header} {'deepactors ms/turn':>19} {'ratio':>6}")
     for calls in (1, 3):
         for backend in ("asyncio", "trio"):
-            floor_ms = cpu_per_turn(
-                functools.partial(floor_run, args.turns, calls), backend, args.repeats
-            )
-            ours_ms = cpu_per_turn(agent_runner(args.turns, calls), backend, args.repeats)
-            print(
-                f"{backend:8} {calls:10} {floor_ms:14.4f} {ours_ms:19.4f} "
-                f"{ours_ms / floor_ms:5.2f}x"
-            )
+            ours_by_turns = {}
+            for turns in args.turns:
+                floor_ms = cpu_per_turn(
+                    functools.partial(floor_run, turns, calls), backend, args.repeats
+                )
+                ours_ms = cpu_per_turn(agent_runner(turns, calls), backend, args.repeats)
+                ours_by_turns[turns] = ours_ms
+                print(
+                    f"{backend:8} {turns:6} {calls:10} {floor_ms:14.4f} {ours_ms:19.4f} "
+                    f"{ours_ms / floor_ms:5.2f}x"
+                )
+            if len(args.turns) > 1:
+                lo, hi = min(args.turns), max(args.turns)
+                growth = ours_by_turns[hi] / ours_by_turns[lo]
+                print(f"{'':8} deepactors per turn at {hi} turns / at {lo}: {growth:.2f}x")
 
 
 if __name__ == "__main__":

@@ -5,19 +5,34 @@ a trivial tool, then an answer) at 50 ms simulated latency per model call; one
 final main turn. The critical path is 5 x 50 ms. The floor is the same tree as
 plain coroutines: pydantic messages, a task group per tool step.
 
-    python bench/w2_fanout.py [--sizes 10 100 1000] [--loops asyncio trio] [--budget]
+    python bench/w2_fanout.py [--sizes 100 1000 3000 10000] [--loops asyncio trio]
+                              [--repeats 3] [--census] [--sdk] [--freeze]
 
-Prints, for the floor and deepactors side by side (each figure the median of
-the repeats): wall time over the critical path, CPU ms per subagent, the worst
-lateness of a 5 ms timer running beside it, and the process's peak RSS after
-the runs. The repeats of the rows alternate, so a drift of the machine's load
-touches every row alike.
+Every run is a fresh interpreter (after a small warm-up run in it), so runs do
+not inherit each other's heap, collector generations or peak RSS; the floor's
+and deepactors' runs alternate, so a change in the machine's load hits both.
+Printed per (loop, N), each figure the median of the repeats:
 
-``--budget`` adds a row for the same run under a tree-wide ``Budget`` that
-limits all four resources (so every model call estimates its request and
-reserves, and every tool call is counted), set high enough never to refuse,
-and prints its CPU beside the run without one: the cost of the reservations.
-Figures are indicative on a shared machine; compare ratios from one run.
+- wall time over the critical path, and deepactors' wall over the floor's;
+- CPU ms per subagent: the whole process (``time.process_time``, every thread);
+- GC: total time in CPython's cyclic collector, its longest single pause (wall,
+  and in thread CPU time, which load on the machine cannot inflate) and how
+  many full (generation 2) collections ran;
+- the worst lateness of a 5 ms timer running in the same loop beside the run;
+- RSS per subagent: the run's peak RSS above where it started, over N.
+
+``--census`` adds, from one more run per (loop, N), GC-tracked objects per
+subagent: how many the largest full collection walked (garbage cycles waiting
+for it included), and how many are alive when the N-th child model call is
+made (all children are alive then; counted after a collection). The figures
+the collector's pauses grow with, independent of the machine's load.
+``--sdk`` imports the Anthropic SDK first, so the heap is that of a process
+talking to a real model (~120,000 more objects for every full collection);
+``--freeze`` then does what ``open_runtime(freeze_heap=True)`` does when a
+server starts (``gc.collect(); gc.freeze()``), in the floor's runs too.
+
+Wall-clock figures on a shared machine are indicative; CPU, GC CPU pauses and
+object counts are the robust ones.
 """
 
 from __future__ import annotations
@@ -27,6 +42,7 @@ import functools
 import gc
 import statistics
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +50,10 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import Measured, measure, peak_rss_mb
+from _common import emit_result, measure, run_worker
 
 from deepactors import (
     AssistantMessage,
-    Budget,
     ToolCall,
     ToolMessage,
     UserMessage,
@@ -49,6 +64,48 @@ from deepactors.models import FunctionModel, ModelRequest
 
 LATENCY = 0.05
 CRITICAL_PATH = 5 * LATENCY
+IMPLS = ("floor", "deepactors")
+
+
+class Census:
+    """Counts GC-tracked objects: what the collector walks when it pauses longest.
+
+    ``walked`` is the largest number of objects any full collection of the run
+    started with (garbage cycles waiting for it included), less the objects
+    alive before the run. ``live`` is the objects alive after a collection made
+    when the N-th child model call is made (all children are alive then).
+    """
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.calls = 0
+        self.base = 0
+        self.walked = 0
+        self.live: int | None = None
+        self._own = False  # our own collection below is not one of the run's
+
+    def start(self) -> None:
+        gc.collect()
+        self.base = len(gc.get_objects())
+        gc.callbacks.append(self._on_gc)
+
+    def stop(self) -> None:
+        gc.callbacks.remove(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and info["generation"] == 2 and not self._own:
+            self.walked = max(self.walked, len(gc.get_objects()) - self.base)
+
+    def tick(self) -> None:
+        self.calls += 1
+        if self.calls == self.n and self.live is None:
+            self._own = True
+            gc.collect()
+            self._own = False
+            self.live = len(gc.get_objects()) - self.base
+
+
+CENSUS: Census | None = None
 
 
 async def lookup(key: str) -> str:
@@ -61,6 +118,8 @@ async def lookup(key: str) -> str:
 
 
 def child_turn(messages: list[Message] | Any) -> AssistantMessage:
+    if CENSUS is not None:
+        CENSUS.tick()
     done = sum(1 for m in messages if isinstance(m, ToolMessage))
     if done < 2:
         return AssistantMessage(tool_calls=[ToolCall(name="lookup", args={"key": f"k{done}"})])
@@ -110,14 +169,14 @@ async def floor_run(n: int) -> int:
     return int(answer.split()[2])
 
 
+def floor_work(n: int) -> Callable[[], Awaitable[int]]:
+    return functools.partial(floor_run, n)
+
+
 # -- deepactors ------------------------------------------------------------------------
 
 
-UNREACHABLE = Budget(model_calls=10**9, input_tokens=10**12, output_tokens=10**12, tool_calls=10**9)
-"""Limits every resource (so all the accounting runs) and never refuses."""
-
-
-def ours(n: int, budget: Budget | None = None) -> Any:
+def our_work(n: int) -> Callable[[], Awaitable[int]]:
     child = {
         "name": "r",
         "description": "researches one topic",
@@ -134,70 +193,120 @@ def ours(n: int, budget: Budget | None = None) -> Any:
     )
 
     async def run() -> int:
-        result = await agent.ainvoke("go", budget=budget)
-        if budget is not None:
-            assert result["budget"].model_calls == 3 * n + 2, result["budget"]
+        result = await agent.ainvoke("go")
         return int(result["messages"][-1].text.split()[2])
 
     return run
 
 
-def floor_work(n: int) -> Any:
-    return functools.partial(floor_run, n)
+MAKERS = {"floor": floor_work, "deepactors": our_work}
 
 
-def median_of(runs: list[Measured]) -> Measured:
-    """Each figure's median over the runs (they vary a lot on a shared 2-core box)."""
-    return Measured(
-        wall=statistics.median(m.wall for m in runs),
-        cpu=statistics.median(m.cpu for m in runs),
-        timer_late=statistics.median(m.timer_late for m in runs),
-        value=runs[0].value,
-    )
+# -- one run in a fresh process --------------------------------------------------------
 
 
-def row(name: str, n: int, m: Measured) -> str:
-    assert m.value == n, f"{name} returned {m.value} findings, expected {n}"
+def worker(impl: str, backend: str, n: int, mode: str, sdk: bool, freeze: bool) -> None:
+    global CENSUS
+    if sdk:
+        # The heap of a process that talks to a real model: the SDK's modules.
+        import anthropic  # noqa: F401
+    make = MAKERS[impl]
+    anyio.run(make(10), backend=backend)  # warm-up: imports, first-call caches
+    work = make(n)
+    if freeze:
+        # What open_runtime(freeze_heap=True) does when a server starts.
+        gc.collect()
+        gc.freeze()
+    if mode == "plain":  # just the run, for an instruction counter (bench/instructions.py)
+        value = anyio.run(work, backend=backend)
+        assert value == n, f"{impl} returned {value} findings, expected {n}"
+        return
+    if mode == "census":
+        CENSUS = Census(n)
+        CENSUS.start()
+        value = anyio.run(work, backend=backend)
+        CENSUS.stop()
+        assert value == n, f"{impl} returned {value} findings, expected {n}"
+        print(f'RESULT {{"walked": {CENSUS.walked}, "live": {CENSUS.live}}}', flush=True)
+        return
+    gc.collect()
+    m = anyio.run(measure, work, backend=backend)
+    assert m.value == n, f"{impl} returned {m.value} findings, expected {n}"
+    emit_result(m)
+
+
+# -- the driver ------------------------------------------------------------------------
+
+
+def _median(runs: list[dict[str, Any]], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
+
+
+def _row(impl: str, n: int, runs: list[dict[str, Any]], objects: dict[str, int] | None) -> str:
+    wall = _median(runs, "wall")
+    per_obj = ""
+    if objects is not None:
+        per_obj = (
+            f" | GC objects/sub: {objects['walked'] / n:3.0f} walked by the largest "
+            f"full collection, {objects['live'] / n:3.0f} live"
+        )
     return (
-        f"  {name:11} wall {m.wall:6.3f} s = {m.wall / CRITICAL_PATH:5.2f}x critical path | "
-        f"CPU {m.cpu / n * 1000:6.3f} ms/subagent | timer late {m.timer_late * 1000:7.1f} ms | "
-        f"peak RSS {peak_rss_mb():6.0f} MiB"
+        f"  {impl:10} wall {wall:6.3f} s = {wall / CRITICAL_PATH:5.2f}x path | "
+        f"CPU {_median(runs, 'cpu') / n * 1000:6.3f} ms/sub | "
+        f"GC {_median(runs, 'gc_time') * 1000:6.0f} ms, longest "
+        f"{_median(runs, 'gc_longest') * 1000:5.1f} ms "
+        f"({_median(runs, 'gc_longest_cpu') * 1000:5.1f} CPU), "
+        f"{_median(runs, 'gc_full'):3.0f} full | "
+        f"timer late {_median(runs, 'timer_late') * 1000:6.1f} ms | "
+        f"RSS {_median(runs, 'rss_mb') * 1024 / n:6.1f} KiB/sub{per_obj}"
     )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 3000, 10000])
     parser.add_argument("--loops", nargs="+", default=["asyncio", "trio"])
-    parser.add_argument("--repeats", type=int, default=5, help="median of this many runs")
+    parser.add_argument("--repeats", type=int, default=3, help="median of this many runs")
+    parser.add_argument("--census", action="store_true", help="count GC objects per subagent")
     parser.add_argument(
-        "--budget", action="store_true", help="also run under a Budget and compare the CPU"
+        "--sdk", action="store_true", help="import the anthropic SDK first (a real app's heap)"
     )
+    parser.add_argument(
+        "--freeze", action="store_true", help="gc.freeze() before the run (open_runtime's knob)"
+    )
+    parser.add_argument("--worker", nargs=3, metavar=("IMPL", "LOOP", "N"), help=argparse.SUPPRESS)
+    parser.add_argument("--mode", default="measure", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker:
+        impl, backend, n = args.worker
+        worker(impl, backend, int(n), args.mode, args.sdk, args.freeze)
+        return
+    flags = [*(["--sdk"] if args.sdk else []), *(["--freeze"] if args.freeze else [])]
+    script = Path(__file__)
     print(
         f"W2 fan-out: 3 model turns per child at {LATENCY * 1000:.0f} ms, critical path "
-        f"{CRITICAL_PATH * 1000:.0f} ms"
+        f"{CRITICAL_PATH * 1000:.0f} ms; medians of {args.repeats} fresh-process runs"
+        + (f" ({' '.join(flags)})" if flags else "")
     )
     for backend in args.loops:
         for n in args.sizes:
-            print(f"{backend}, N={n}:")
-            makers = [
-                ("floor", functools.partial(floor_work, n)),
-                ("deepactors", functools.partial(ours, n)),
-            ]
-            if args.budget:
-                makers.append(("+budget", functools.partial(ours, n, UNREACHABLE)))
-            runs: dict[str, list[Measured]] = {name: [] for name, _ in makers}
+            runs: dict[str, list[dict[str, Any]]] = {impl: [] for impl in IMPLS}
             for _ in range(args.repeats):
-                for name, make in makers:
-                    gc.collect()
-                    runs[name].append(anyio.run(measure, make(), backend=backend))
-            medians = {name: median_of(r) for name, r in runs.items()}
-            for name, m in medians.items():
-                print(row(name, n, m))
-            if args.budget:
-                ratio = medians["+budget"].cpu / medians["deepactors"].cpu
-                print(f"  CPU with a budget / without: {ratio:.3f}x (target <= 1.1x)")
+                for impl in IMPLS:  # alternate, so load changes hit both alike
+                    worker_args = ["--worker", impl, backend, str(n), *flags]
+                    runs[impl].append(run_worker(script, worker_args))
+            objects: dict[str, dict[str, int] | None] = dict.fromkeys(IMPLS)
+            if args.census:
+                for impl in IMPLS:
+                    census_args = ["--worker", impl, backend, str(n), *flags, "--mode", "census"]
+                    out = run_worker(script, census_args)
+                    objects[impl] = out
+            print(f"{backend}, N={n}:")
+            for impl in IMPLS:
+                print(_row(impl, n, runs[impl], objects[impl]))
+            ratio = _median(runs["deepactors"], "wall") / _median(runs["floor"], "wall")
+            cpu_ratio = _median(runs["deepactors"], "cpu") / _median(runs["floor"], "cpu")
+            print(f"  deepactors / floor: wall {ratio:.2f}x, CPU {cpu_ratio:.2f}x")
 
 
 if __name__ == "__main__":

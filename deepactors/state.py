@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import InputError
 from .filediff import FileChange, FileDiff, FileRecord, MergeResult, merge
-from .messages import Message, to_message, to_messages
+from .messages import Message, MessageList, to_message, to_messages
 
 __all__ = [
     "REMOVE_ALL_MESSAGES",
@@ -67,44 +67,20 @@ REMOVE_ALL_MESSAGES = "__remove_all__"
 """``RemoveMessage(REMOVE_ALL_MESSAGES)`` clears the history before the rest of the update."""
 
 
-class MessageList(list[Message]):
-    """The ``messages`` channel's value: a list that also indexes its ids.
-
-    The index is what keeps replace-by-id O(1) for long threads.
-    """
-
-    __slots__ = ("_index",)
-
-    def __init__(self, items: Iterable[Message] = ()) -> None:
-        super().__init__(items)
-        self._index = {m.id: i for i, m in enumerate(self)}
-
-    def index_of(self, message_id: str) -> int | None:
-        """Position of the message with this id, or None."""
-        return self._index.get(message_id)
-
-
 def add_messages(current: MessageList, update: Iterable[Message | RemoveMessage]) -> MessageList:
     """The ``messages`` reducer: append, replace by id, or remove.
 
-    Mutates ``current``: a state's value belongs to its one actor.
+    Mutates ``current``: a state's value belongs to its one actor. (Views of it
+    handed to model requests do not change: see :class:`MessageList`.)
     """
-    index = current._index
     for item in update:
         if isinstance(item, RemoveMessage):
             if item.id == REMOVE_ALL_MESSAGES:
                 current.clear()
-                index.clear()
-            elif item.id in index:
-                del current[index[item.id]]
-                current._index = index = {m.id: i for i, m in enumerate(current)}
-            continue
-        pos = index.get(item.id)
-        if pos is None:
-            index[item.id] = len(current)
-            current.append(item)
+            else:
+                current.remove_id(item.id)
         else:
-            current[pos] = item
+            current.put(item)
     return current
 
 

@@ -1,28 +1,31 @@
-"""Child actors: a subagent run in a task group owned by its parent's tool call.
+"""Child actors: a subagent run in the task of the parent's tool call that asked for it.
 
 :func:`run_child` runs the child actor in the task of the calling tool call,
-which lives in the task group of the parent's tool step, with its run order
-already in its mailbox; the child answers with a reply message. So a child can
-never outlive the call that made it, and cancelling the parent's scope cancels
-the child's whole subtree with it. The child's own tool steps open their own
-task groups under it.
+which lives in the task group of the parent's tool step. So a child can never
+outlive the call that made it, and cancelling the parent's scope cancels the
+child's whole subtree with it. The child's own tool steps open their own task
+groups under it.
 
-The child's reply is a message: its final answer and its file diff, or a failure
-or cancellation notice. Exceptions never escape into the shared task group, so a
-failing child cannot cancel its siblings.
+The child's reply is a message (:class:`ChildOutcome`): its final answer and
+its file diff, or a failure or cancellation notice. Exceptions never escape into
+the shared task group, so a failing child cannot cancel its siblings.
+
+A child gets its one order (the task description) when it is made, and nothing
+can reach it while it runs, so it has no mailbox: at 10,000 children at once,
+each stream pair is a dozen objects the garbage collector walks at every full
+collection. When messages to running children come (resume decisions,
+background subagents), a mailbox comes with the sender that needs it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 import anyio
 import anyio.lowlevel
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..budget import Budget
 from ..context import RunContext, TreeSlot
@@ -62,85 +65,6 @@ class ChildOutcome:
     usage: Usage | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _RunOrder:
-    description: str
-    reply: MemoryObjectSendStream[ChildOutcome]
-
-
-class _ChildActor:
-    """Owns one subagent's state for the length of one ``task`` call."""
-
-    __slots__ = ("base_files", "budget", "label", "parent", "path", "slot", "spec")
-
-    def __init__(
-        self,
-        *,
-        spec: AgentSpec,
-        path: str,
-        label: str,
-        parent: RunContext,
-        files: Mapping[str, FileRecord],
-        slot: TreeSlot | None = None,
-        budget: Budget | None = None,
-    ) -> None:
-        self.slot = slot
-        self.budget = budget
-        self.spec = spec
-        self.path = path
-        self.label = label
-        self.parent = parent
-        self.base_files = dict(files)  # the snapshot the diff is taken against
-
-    async def serve(self, mailbox: MemoryObjectReceiveStream[_RunOrder]) -> None:
-        # A mailbox, not a plain call: later messages (resume decisions, updates
-        # to a background subagent) reach a running child the same way.
-        async with mailbox:
-            async for order in mailbox:
-                order.reply.send_nowait(await self._run(order.description))
-
-    async def _run(self, description: str) -> ChildOutcome:
-        parent = self.parent
-        session = child_session(
-            self.spec,
-            parent=parent,
-            path=self.path,
-            files=self.base_files,
-            slot=self.slot,
-            budget=self.budget,
-        )
-        state, run = session.state, session.run
-        if not session.resumed:
-            state.add_message(UserMessage(content=description))
-        try:
-            await run_loop(self.spec, state, run)
-        except Interrupt as exc:
-            return ChildOutcome(
-                status="interrupted",
-                answer=str(exc),
-                diff=None,
-                path=self.path,
-                requests=tuple(exc.requests),
-            )
-        except Exception as exc:
-            if stop_in(exc) is not None:
-                raise  # a KeyboardInterrupt or SystemExit: for the caller, not the parent
-            return ChildOutcome(
-                status="failed", answer=f"{type(exc).__name__}: {exc}", diff=None, path=self.path
-            )
-        finally:
-            session.close()
-            parent.add_usage(run.usage)
-        diff = FileDiff(changes=diff_files(self.base_files, state.files), label=self.label)
-        return ChildOutcome(
-            status="completed",
-            answer=_final_answer(state),
-            diff=diff,
-            path=self.path,
-            usage=run.usage,
-        )
-
-
 def _final_answer(state: State) -> str:
     structured = state.get("structured_response")
     if structured is not None:
@@ -152,10 +76,7 @@ def _final_answer(state: State) -> str:
     return "(the subagent finished without a final message)"
 
 
-_NO_SCOPE = contextlib.nullcontext(None)
-
-
-async def run_child(
+def run_child(
     spec: AgentSpec,
     *,
     description: str,
@@ -167,71 +88,104 @@ async def run_child(
     limiter: anyio.Semaphore | None = None,
     tree_limiter: anyio.Semaphore | None = None,
     budget: Budget | None = None,
-) -> ChildOutcome:
-    """Run the agent ``spec`` as a child actor of ``parent`` and return its reply.
+) -> Awaitable[ChildOutcome]:
+    """Run the agent ``spec`` as a child actor of ``parent``; await its reply.
 
     ``limiter`` caps the parent's children working at once, ``tree_limiter`` the
     whole tree's. ``budget`` is the child's own, inside its parent's. ``timeout``
     covers the wait for a slot too. Past it, the child and everything under it
     are cancelled and the outcome is ``timed_out``; its file changes are dropped
     whole.
+
+    Returns the child itself to await, not a coroutine around it: one frame
+    less per child, for as long as it runs.
     """
-    outcome: ChildOutcome | None = None
+    child = _child(spec, description, path, label, parent, files, limiter, tree_limiter, budget)
+    if timeout is None:
+        # No scope at all without a timeout: on trio each one costs, times N children.
+        return child
+    return _within(child, timeout, path)
+
+
+async def _within(child: Awaitable[ChildOutcome], timeout: float, path: str) -> ChildOutcome:
+    with anyio.move_on_after(timeout) as scope:
+        return await child
+    assert scope.cancelled_caught
+    return ChildOutcome(
+        status="timed_out",
+        answer=f"The subagent did not finish within its {timeout:g} s timeout; it was "
+        "cancelled and none of its file changes were kept.",
+        diff=None,
+        path=path,
+    )
+
+
+async def _child(
+    spec: AgentSpec,
+    description: str,
+    path: str,
+    label: str,
+    parent: RunContext,
+    files: Mapping[str, FileRecord],
+    limiter: anyio.Semaphore | None,
+    tree_limiter: anyio.Semaphore | None,
+    budget: Budget | None,
+) -> ChildOutcome:
+    """The child actor: wait for its slots, run its one order, reply."""
     lender = parent.slot
     slot = TreeSlot(tree_limiter) if tree_limiter is not None else None
-    # No scope at all without a timeout: on trio each one costs, times N children.
-    with anyio.move_on_after(timeout) if timeout is not None else _NO_SCOPE as scope:
-        if lender is not None:
-            lender.lend()
-        own = False
-        try:
-            if limiter is not None:
-                await limiter.acquire()
-                own = True
-            if slot is not None:
-                await slot.acquire()
-            actor = _ChildActor(
-                spec=spec,
-                path=path,
-                label=label,
-                parent=parent,
-                files=files,
-                slot=slot,
-                budget=budget,
-            )
-            reply_send, reply_receive = anyio.create_memory_object_stream[ChildOutcome](1)
-            mailbox_send, mailbox = anyio.create_memory_object_stream[_RunOrder](4)
-            with reply_send, reply_receive:
-                # The order is queued before the actor starts, so the actor is ready
-                # the moment it runs, and neither side parks on an empty stream: the
-                # reply is read once the actor's task group has closed.
-                with mailbox_send:
-                    mailbox_send.send_nowait(_RunOrder(description=description, reply=reply_send))
-                # Yield once between spawning and running, so a wide fan-out's
-                # setup and first model calls do not land in one long loop turn
-                # (other tasks, timers above all, get to run in between).
-                await anyio.lowlevel.checkpoint()
-                # The actor runs in this task, which belongs to the parent's tool
-                # step (its task group, when the step has several calls): it
-                # cannot outlive the call, and needs no task of its own.
-                await actor.serve(mailbox)
-                outcome = reply_receive.receive_nowait()
-        finally:
-            if slot is not None:
-                slot.release()
-            if own:
-                assert limiter is not None
-                limiter.release()
-            if lender is not None:
-                await lender.reclaim()
-    if outcome is None:
-        assert scope is not None
-        assert scope.cancelled_caught
-        return ChildOutcome(
-            status="timed_out",
-            answer=f"The subagent did not finish within its {timeout:g} s timeout; it was "
-            "cancelled and none of its file changes were kept.",
-            diff=None,
-            path=path,
+    if lender is not None:
+        lender.lend()
+    own = False
+    try:
+        if limiter is not None:
+            await limiter.acquire()
+            own = True
+        if slot is not None:
+            await slot.acquire()
+        base = dict(files)  # the snapshot the diff is taken against
+        # Yield once between spawning and running, so a wide fan-out's setup
+        # and first model calls do not land in one long loop turn (other
+        # tasks, timers above all, get to run in between).
+        await anyio.lowlevel.checkpoint()
+        session = child_session(
+            spec, parent=parent, path=path, files=base, slot=slot, budget=budget
         )
-    return outcome
+        state, run = session.state, session.run
+        if not session.resumed:
+            state.add_message(UserMessage(content=description))
+        try:
+            await run_loop(spec, state, run)
+        except Interrupt as exc:
+            return ChildOutcome(
+                status="interrupted",
+                answer=str(exc),
+                diff=None,
+                path=path,
+                requests=tuple(exc.requests),
+            )
+        except Exception as exc:
+            if stop_in(exc) is not None:
+                raise  # a KeyboardInterrupt or SystemExit: for the caller, not the parent
+            return ChildOutcome(
+                status="failed", answer=f"{type(exc).__name__}: {exc}", diff=None, path=path
+            )
+        finally:
+            session.close()
+            parent.add_usage(run.usage)
+        diff = FileDiff(changes=diff_files(base, state.files), label=label)
+        return ChildOutcome(
+            status="completed",
+            answer=_final_answer(state),
+            diff=diff,
+            path=path,
+            usage=run.usage,
+        )
+    finally:
+        if slot is not None:
+            slot.release()
+        if own:
+            assert limiter is not None
+            limiter.release()
+        if lender is not None:
+            await lender.reclaim()

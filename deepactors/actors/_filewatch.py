@@ -14,20 +14,31 @@ __all__ = ["actor_listener", "state_events"]
 Change = Literal["created", "modified", "deleted"]
 
 
-def state_events(run: RunContext, state: State) -> Callable[[Applied], None]:
-    """A state listener that emits an event per file change and per plan change.
+class _StateEvents:
+    """Emits an event per file change and per plan change (see :func:`state_events`).
 
-    Whoever changed the state (a tool, a hook, a subagent's merge), listeners see
-    it here, once, after the change is applied.
+    An object, not a closure: one object per actor instead of a function, its
+    cells and their tuple, for as long as the actor runs.
     """
-    emit = run.emit
-    assert emit is not None
 
-    def listener(applied: Applied) -> None:
+    __slots__ = ("run", "state")
+
+    def __init__(self, run: RunContext, state: State) -> None:
+        self.run = run
+        self.state = state
+
+    def __call__(self, applied: Applied) -> None:
         update = applied.update
-        emit(StateUpdated(path=run.path, run_id=run.run_id, update=update, values=state.to_dict()))
+        run = self.run
+        emit = run.emit
+        assert emit is not None
+        emit(
+            StateUpdated(
+                path=run.path, run_id=run.run_id, update=update, values=self.state.to_dict()
+            )
+        )
         if "todos" in update:
-            emit(TodosUpdated(path=run.path, run_id=run.run_id, todos=state["todos"]))
+            emit(TodosUpdated(path=run.path, run_id=run.run_id, todos=self.state["todos"]))
         files = update.get("files")
         if not files:
             return
@@ -47,24 +58,49 @@ def state_events(run: RunContext, state: State) -> Callable[[Applied], None]:
                 change = "modified"
             emit(FileChanged(path=run.path, run_id=run.run_id, file_path=path, change=change))
 
-    return listener
+
+def state_events(run: RunContext, state: State) -> Callable[[Applied], None]:
+    """A state listener that emits an event per file change and per plan change.
+
+    Whoever changed the state (a tool, a hook, a subagent's merge), listeners see
+    it here, once, after the change is applied.
+    """
+    assert run.emit is not None
+    return _StateEvents(run, state)
+
+
+class _Both:
+    __slots__ = ("listeners",)
+
+    def __init__(self, *listeners: Callable[[Applied], None]) -> None:
+        self.listeners = listeners
+
+    def __call__(self, applied: Applied) -> None:
+        for listener in self.listeners:
+            listener(applied)
+
+
+class _Step:
+    """The run's current step, read when a record is made (instead of a lambda)."""
+
+    __slots__ = ("run",)
+
+    def __init__(self, run: RunContext) -> None:
+        self.run = run
+
+    def __call__(self) -> int:
+        return self.run.step
 
 
 def actor_listener(run: RunContext, state: State) -> Callable[[Applied], None] | None:
-    """The state listener of an actor: events and the journal, whichever apply."""
-    listeners: list[Callable[[Applied], None]] = []
-    if run.emit is not None:
-        listeners.append(state_events(run, state))
+    """The state listener of an actor: events and the journal, whichever apply.
+
+    The listener refers to the state that holds it (a cycle), until the actor's
+    session closes and drops it, so that reference counting frees both.
+    """
+    events = state_events(run, state) if run.emit is not None else None
     journal = run.journal
-    if journal is not None:
-        listeners.append(journal.listener(run.path, state, lambda: run.step))
-    if not listeners:
-        return None
-    if len(listeners) == 1:
-        return listeners[0]
-
-    def both(applied: Applied) -> None:
-        for listener in listeners:
-            listener(applied)
-
-    return both
+    recorder = journal.listener(run.path, state, _Step(run)) if journal is not None else None
+    if events is not None and recorder is not None:
+        return _Both(events, recorder)
+    return events or recorder

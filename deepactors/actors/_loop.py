@@ -111,7 +111,8 @@ async def run_loop(spec: AgentSpec, state: State, run: RunContext) -> Usage | No
                 if debug:
                     _log.debug("model call", path=run.path, step=step)
                 request = ModelRequest(
-                    messages=list(state.messages),
+                    # O(1): a view that never changes, not a copy per turn.
+                    messages=state.messages.view(),
                     system_prompt=spec.system_prompt,
                     tools=spec.tool_list,
                     state=state,

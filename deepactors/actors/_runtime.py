@@ -20,11 +20,12 @@ a runtime opens its own) from interleaving too, in arrival order.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import weakref
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
@@ -37,6 +38,7 @@ from ..errors import InputError, RunCancelled, RuntimeClosed
 from ..events import Event, RunFinished
 from ..messages import new_id
 from ..state import State
+from ._heap import frozen_heap
 from ._session import execute_root
 from ._spec import AgentSpec, HasSpec, RunInput, prepare_input
 from ._tool_call import stop_in
@@ -142,6 +144,9 @@ class _Turn:
 
     def __init__(self) -> None:
         self.lock = anyio.Lock()  # FIFO: runs take turns in arrival order
+        # The token of the actor that ran the thread last, not the actor: the
+        # actor holds its turn, and a reference back would make the pair (and
+        # the thread's whole state) a cycle only the garbage collector frees.
         self.writer: object | None = None
 
 
@@ -171,6 +176,7 @@ class _ThreadActor:
     mailbox: MemoryObjectSendStream[_Order] | None = None
     turn: _Turn | None = None
     state: State | None = None
+    token: object = field(default_factory=object)  # who this actor is, to its turn
     running: bool = False
     queued: int = 0
 
@@ -220,7 +226,11 @@ class _ThreadActor:
                 try:
                     async with _hold(self.turn):
                         turn = self.turn
-                        if turn is not None and turn.writer is not self and self.spec.checkpointer:
+                        if (
+                            turn is not None
+                            and turn.writer is not self.token
+                            and self.spec.checkpointer
+                        ):
                             # Another actor ran this thread since (a call without a
                             # runtime, another runtime): the state kept in memory is
                             # stale, so read the thread again from its checkpoint.
@@ -234,7 +244,7 @@ class _ThreadActor:
                             emit=emit.send_nowait if emit is not None else None,
                         )
                         if self.turn is not None:
-                            self.turn.writer = self
+                            self.turn.writer = self.token
                 except (Exception, KeyboardInterrupt, SystemExit) as exc:
                     # Supervision: the failure goes to whoever awaits the handle,
                     # never into the runtime's task group. A KeyboardInterrupt or
@@ -432,16 +442,30 @@ async def await_handle(handle: RunHandle) -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def open_runtime(*, idle_timeout: float = 300.0) -> AsyncIterator[Runtime]:
+async def open_runtime(
+    *, idle_timeout: float = 300.0, freeze_heap: bool = False
+) -> AsyncIterator[Runtime]:
     """Open a runtime whose actors live until the ``async with`` block ends.
 
     Meant for a server's lifespan: each request's run is an actor under it, and a
     run on a busy thread queues behind the one in progress. Leaving the block
     waits for the runs in progress to finish; cancel them first to stop sooner.
+
+    Args:
+        idle_timeout: Seconds a thread actor with nothing to do stays alive.
+        freeze_heap: Opt in to moving every object alive when the runtime opens
+            (modules, the model SDK, compiled agents, tool schemas) out of the
+            cyclic garbage collector's sight until it closes (``gc.collect()``
+            then ``gc.freeze()``; ``gc.unfreeze()`` when the last such runtime
+            closes). Each full collection then walks only what runs create:
+            importing the Anthropic SDK alone adds ~120,000 objects to every
+            full pause. It changes a process-wide setting, hence off by default;
+            open it after the app is built, and expect one full collection then.
     """
-    async with anyio.create_task_group() as tg:
-        rt = Runtime(tg, idle_timeout=idle_timeout)
-        try:
-            yield rt
-        finally:
-            rt._close()
+    with frozen_heap() if freeze_heap else contextlib.nullcontext():
+        async with anyio.create_task_group() as tg:
+            rt = Runtime(tg, idle_timeout=idle_timeout)
+            try:
+                yield rt
+            finally:
+                rt._close()

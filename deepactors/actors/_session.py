@@ -78,7 +78,8 @@ def _new_run(
         context=context,
         parent=parent,
         tree=tree,
-        tool_names=spec.tools.keys(),
+        # The spec's own mapping (a collection of the names): no object per run.
+        tool_names=spec.tools,
         slot=slot,
         budget=budget,
     )

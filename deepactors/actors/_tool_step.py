@@ -53,9 +53,10 @@ async def run_tools(
         Interrupt: Some calls wait for a human; the others' results are appended.
     """
     results: list[ToolResult | None] = [None] * len(calls)
-    # Per call, so the requests come out in the order of the calls (a human
+    # By call, so the requests come out in the order of the calls (a human
     # answers them in that order), not in the order the calls reached them.
-    interrupts: list[list[ActionRequest]] = [[] for _ in calls]
+    # A dict filled on demand: no list per call of a wide fan-out.
+    interrupts: dict[int, list[ActionRequest]] = {}
     resumed = run.resumed
 
     async def one(i: int, call: ToolCall) -> None:
@@ -112,6 +113,6 @@ async def run_tools(
                 # The merge outcome (conflicts above all) is for the model to read.
                 message = message.model_copy(update={"content": f"{message.text}\n\n{note}"})
         state.add_message(message)
-    pending = [r for requests in interrupts for r in requests]
+    pending = [r for i in sorted(interrupts) for r in interrupts[i]]
     if pending:
         raise Interrupt(pending)

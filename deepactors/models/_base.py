@@ -46,6 +46,10 @@ class ModelRequest:
             ``system_prompt``; a :class:`~deepactors.messages.SystemMessage` here
             is context that changes from call to call (the agent's memory), which
             models send after the system prompt (Claude: after its cache breakpoint).
+            The agent loop passes a read-only view of the actor's history
+            (:class:`~deepactors.messages.MessageView`), made without copying and
+            unchanged by whatever the actor does later, so a model may keep the
+            request. To send other messages, ``replace`` it with any sequence.
         system_prompt: The full system prompt of this call.
         tools: The tools the model may call (each has ``.name``,
             ``.description``, ``.parameters``).

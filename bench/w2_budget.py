@@ -1,0 +1,208 @@
+"""W2 with a tree-wide budget: the cost of the reservations, beside the same run without.
+
+(The W2 shape, in one process per size; ``bench/w2_fanout.py`` is the full W2
+with fresh processes, GC pauses and RSS per subagent.)
+
+
+One main turn emits N ``task`` calls; each child does 3 model turns (two calls of
+a trivial tool, then an answer) at 50 ms simulated latency per model call; one
+final main turn. The critical path is 5 x 50 ms. The floor is the same tree as
+plain coroutines: pydantic messages, a task group per tool step.
+
+    python bench/w2_budget.py [--sizes 10 100 1000] [--loops asyncio trio] [--budget]
+
+Prints, for the floor and deepactors side by side (each figure the median of
+the repeats): wall time over the critical path, CPU ms per subagent, the worst
+lateness of a 5 ms timer running beside it, and the process's peak RSS after
+the runs. The repeats of the rows alternate, so a drift of the machine's load
+touches every row alike.
+
+``--budget`` adds a row for the same run under a tree-wide ``Budget`` that
+limits all four resources (so every model call estimates its request and
+reserves, and every tool call is counted), set high enough never to refuse,
+and prints its CPU beside the run without one: the cost of the reservations.
+Figures are indicative on a shared machine; compare ratios from one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import gc
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from _common import Measured, measure, peak_rss_mb
+
+from deepactors import (
+    AssistantMessage,
+    Budget,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+    create_deep_agent,
+)
+from deepactors.messages import Message
+from deepactors.models import FunctionModel, ModelRequest
+
+LATENCY = 0.05
+CRITICAL_PATH = 5 * LATENCY
+
+
+async def lookup(key: str) -> str:
+    """Look a key up (trivially).
+
+    Args:
+        key: The key.
+    """
+    return f"value of {key}"
+
+
+def child_turn(messages: list[Message] | Any) -> AssistantMessage:
+    done = sum(1 for m in messages if isinstance(m, ToolMessage))
+    if done < 2:
+        return AssistantMessage(tool_calls=[ToolCall(name="lookup", args={"key": f"k{done}"})])
+    return AssistantMessage(content=f"finding for {messages[0].text}")
+
+
+def main_turn(n: int, messages: list[Message] | Any) -> AssistantMessage:
+    if len(messages) == 1:
+        return AssistantMessage(
+            tool_calls=[
+                ToolCall(name="task", args={"description": f"topic {i}", "subagent_type": "r"})
+                for i in range(n)
+            ]
+        )
+    return AssistantMessage(content=f"report from {len(messages) - 2} findings")
+
+
+# -- the floor: plain coroutines -------------------------------------------------------
+
+
+async def floor_agent(messages: list[Message], turn: Any, tools: dict[str, Any]) -> str:
+    while True:
+        await anyio.sleep(LATENCY)
+        msg = turn(messages)
+        messages.append(msg)
+        if not msg.tool_calls:
+            return msg.text
+        results: list[ToolMessage | None] = [None] * len(msg.tool_calls)
+
+        async def run(i: int, call: ToolCall, out: list[ToolMessage | None]) -> None:
+            text = await tools[call.name](**call.args)
+            out[i] = ToolMessage(tool_call_id=call.id, name=call.name, content=text)
+
+        async with anyio.create_task_group() as tg:
+            for i, call in enumerate(msg.tool_calls):
+                tg.start_soon(run, i, call, results)
+        messages.extend(r for r in results if r is not None)
+
+
+async def floor_run(n: int) -> int:
+    async def task(description: str, subagent_type: str) -> str:
+        return await floor_agent([UserMessage(content=description)], child_turn, {"lookup": lookup})
+
+    answer = await floor_agent(
+        [UserMessage(content="go")], lambda m: main_turn(n, m), {"task": task}
+    )
+    return int(answer.split()[2])
+
+
+# -- deepactors ------------------------------------------------------------------------
+
+
+UNREACHABLE = Budget(model_calls=10**9, input_tokens=10**12, output_tokens=10**12, tool_calls=10**9)
+"""Limits every resource (so all the accounting runs) and never refuses."""
+
+
+def ours(n: int, budget: Budget | None = None) -> Any:
+    child = {
+        "name": "r",
+        "description": "researches one topic",
+        "system_prompt": "Research the topic.",
+        "tools": [lookup],
+        "model": FunctionModel(lambda r: child_turn(r.messages), latency=LATENCY),
+    }
+
+    def main_answer(request: ModelRequest) -> AssistantMessage:
+        return main_turn(n, request.messages)
+
+    agent = create_deep_agent(
+        FunctionModel(main_answer, latency=LATENCY), tools=[lookup], subagents=[child]
+    )
+
+    async def run() -> int:
+        result = await agent.ainvoke("go", budget=budget)
+        if budget is not None:
+            assert result["budget"].model_calls == 3 * n + 2, result["budget"]
+        return int(result["messages"][-1].text.split()[2])
+
+    return run
+
+
+def floor_work(n: int) -> Any:
+    return functools.partial(floor_run, n)
+
+
+def median_of(runs: list[Measured]) -> Measured:
+    """Each figure's median over the runs (they vary a lot on a shared 2-core box)."""
+    return Measured(
+        wall=statistics.median(m.wall for m in runs),
+        cpu=statistics.median(m.cpu for m in runs),
+        timer_late=statistics.median(m.timer_late for m in runs),
+        value=runs[0].value,
+    )
+
+
+def row(name: str, n: int, m: Measured) -> str:
+    assert m.value == n, f"{name} returned {m.value} findings, expected {n}"
+    return (
+        f"  {name:11} wall {m.wall:6.3f} s = {m.wall / CRITICAL_PATH:5.2f}x critical path | "
+        f"CPU {m.cpu / n * 1000:6.3f} ms/subagent | timer late {m.timer_late * 1000:7.1f} ms | "
+        f"peak RSS {peak_rss_mb():6.0f} MiB"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
+    parser.add_argument("--loops", nargs="+", default=["asyncio", "trio"])
+    parser.add_argument("--repeats", type=int, default=5, help="median of this many runs")
+    parser.add_argument(
+        "--budget", action="store_true", help="also run under a Budget and compare the CPU"
+    )
+    args = parser.parse_args()
+    print(
+        f"W2 fan-out: 3 model turns per child at {LATENCY * 1000:.0f} ms, critical path "
+        f"{CRITICAL_PATH * 1000:.0f} ms"
+    )
+    for backend in args.loops:
+        for n in args.sizes:
+            print(f"{backend}, N={n}:")
+            makers = [
+                ("floor", functools.partial(floor_work, n)),
+                ("deepactors", functools.partial(ours, n)),
+            ]
+            if args.budget:
+                makers.append(("+budget", functools.partial(ours, n, UNREACHABLE)))
+            runs: dict[str, list[Measured]] = {name: [] for name, _ in makers}
+            for _ in range(args.repeats):
+                for name, make in makers:
+                    gc.collect()
+                    runs[name].append(anyio.run(measure, make(), backend=backend))
+            medians = {name: median_of(r) for name, r in runs.items()}
+            for name, m in medians.items():
+                print(row(name, n, m))
+            if args.budget:
+                ratio = medians["+budget"].cpu / medians["deepactors"].cpu
+                print(f"  CPU with a budget / without: {ratio:.3f}x (target <= 1.1x)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""The garbage collector's work: runs free their objects without it; the opt-in heap freeze."""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+
+import anyio
+
+from deepactors import AssistantMessage, ToolCall, create_deep_agent, open_runtime
+from deepactors.context import RunContext
+from deepactors.messages import MessageList
+from deepactors.models import FunctionModel, ModelRequest
+from deepactors.persistence import SqliteCheckpointer
+from deepactors.state import State
+
+
+def _child_answer(request: ModelRequest) -> AssistantMessage | str:
+    if len(request.messages) == 1:
+        return AssistantMessage(tool_calls=[ToolCall(name="write_file", args=_NOTE)])
+    return "noted"
+
+
+_NOTE = {"file_path": "/note.md", "content": "hello"}
+
+
+def _main_answer(request: ModelRequest) -> AssistantMessage | str:
+    if len(request.messages) == 1:
+        brief = {"description": "write a note", "subagent_type": "w"}
+        return AssistantMessage(tool_calls=[ToolCall(name="task", args=brief) for _ in range(3)])
+    return "done"
+
+
+async def test_a_finished_run_leaves_no_cycle_for_the_collector(tmp_path: Path) -> None:
+    # Subagents, events and checkpoints: every listener and actor kind. What a
+    # run leaves behind must be freed by reference counting alone, or every
+    # thread's whole state waits for a full collection.
+    child = {
+        "name": "w",
+        "description": "w",
+        "system_prompt": "w",
+        "model": FunctionModel(_child_answer),
+    }
+    agent = create_deep_agent(
+        FunctionModel(_main_answer),
+        subagents=[child],
+        checkpointer=SqliteCheckpointer(tmp_path / "threads.db"),
+    )
+    gc.collect()
+    gc.disable()
+    try:
+        async with agent.astream("go", thread_id="t1") as stream:
+            seen = [event async for event in stream]
+        result = await agent.ainvoke({"messages": "again"}, thread_id="t1")
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        ours = (State, MessageList, RunContext, AssistantMessage)
+        left = [type(o).__name__ for o in gc.garbage if isinstance(o, ours)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert seen
+    assert result["files"]["/note.md"].content == "hello"
+    assert left == []
+
+
+async def test_a_runtime_keeps_the_heap_frozen_only_when_asked_and_only_while_open() -> None:
+    assert gc.get_freeze_count() == 0
+    agent = create_deep_agent(FunctionModel(lambda request: "hi"))
+    async with open_runtime() as rt:
+        assert gc.get_freeze_count() == 0  # not without asking
+        await rt.ainvoke(agent, "go")
+    async with open_runtime(freeze_heap=True) as rt:
+        frozen = gc.get_freeze_count()
+        assert frozen > 1000  # modules, classes, the compiled agent
+        result = await rt.ainvoke(agent, "go")
+        assert result["messages"][-1].text == "hi"
+        made_since = [[] for _ in range(5000)]  # tracked objects, not frozen
+        async with open_runtime(freeze_heap=True):
+            # Nested: nothing frozen again (these would be), nothing thawed.
+            assert frozen // 2 < gc.get_freeze_count() < frozen + len(made_since)
+        assert frozen // 2 < gc.get_freeze_count()  # the outer runtime still holds it
+        del made_since
+    assert gc.get_freeze_count() == 0
+
+
+async def test_the_heap_thaws_when_the_runtime_fails() -> None:
+    class Boom(Exception):
+        pass
+
+    try:
+        with anyio.fail_after(5):
+            async with open_runtime(freeze_heap=True):
+                raise Boom
+    except* Boom:
+        pass
+    assert gc.get_freeze_count() == 0

@@ -1,0 +1,142 @@
+"""History views: model requests share the history without a copy, and never see it change."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import pytest
+
+from deepactors import AssistantMessage, ToolCall, ToolMessage, UserMessage, create_deep_agent
+from deepactors.messages import Message, MessageList, MessageView
+from deepactors.models import ModelRequest, ScriptedModel
+from deepactors.state import REMOVE_ALL_MESSAGES, RemoveMessage, add_messages
+
+
+def _history(*texts: str) -> tuple[MessageList, list[Message]]:
+    items: list[Message] = [UserMessage(content=t) for t in texts]
+    return MessageList(items), items
+
+
+def test_a_view_reads_like_the_list_it_was_made_from() -> None:
+    msgs, items = _history("a", "b", "c")
+    view = msgs.view()
+    assert isinstance(view, MessageView)
+    assert len(view) == 3
+    assert view[0] is items[0]
+    assert view[-1] is items[2]
+    assert view[1:] == items[1:]
+    assert list(reversed(view)) == items[::-1]
+    assert view == items
+    assert view == tuple(items)
+    assert items == view
+    assert view != items[:2]
+    assert items[1] in view
+    assert view.index(items[2]) == 2
+    assert view + [items[0]] == [*items, items[0]]  # noqa: RUF005  (the operator itself)
+    assert [items[0]] + view == [items[0], *items]  # noqa: RUF005
+    with pytest.raises(IndexError):
+        view[3]
+    with pytest.raises(IndexError):
+        view[-4]
+    with pytest.raises(TypeError):
+        hash(view)
+
+
+def test_a_view_does_not_see_messages_appended_after_it() -> None:
+    msgs, items = _history("a")
+    view = msgs.view()
+    add_messages(msgs, [UserMessage(content="b")])
+    msgs.append(UserMessage(content="c"))
+    msgs.extend([UserMessage(content="d")])
+    assert view == items
+    assert [m.text for m in view] == ["a"]
+    assert [m.text for m in msgs.view()] == ["a", "b", "c", "d"]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(
+            lambda m: add_messages(m, [m[0].model_copy(update={"content": "A"})]),
+            id="replace-by-id",
+        ),
+        pytest.param(lambda m: add_messages(m, [RemoveMessage(m[0].id)]), id="remove-by-id"),
+        pytest.param(
+            lambda m: add_messages(m, [RemoveMessage(REMOVE_ALL_MESSAGES)]), id="remove-all"
+        ),
+        pytest.param(lambda m: m.__setitem__(1, UserMessage(content="x")), id="setitem"),
+        pytest.param(lambda m: m.__delitem__(slice(0, 2)), id="delitem"),
+        pytest.param(lambda m: m.insert(0, UserMessage(content="x")), id="insert"),
+        pytest.param(lambda m: m.pop(), id="pop"),
+        pytest.param(lambda m: m.remove(m[1]), id="remove"),
+        pytest.param(lambda m: m.clear(), id="clear"),
+        pytest.param(lambda m: m.reverse(), id="reverse"),
+        pytest.param(lambda m: m.sort(key=lambda x: x.text, reverse=True), id="sort"),
+    ],
+)
+def test_a_view_keeps_its_messages_when_the_list_changes_in_place(change: object) -> None:
+    msgs, items = _history("a", "b", "c")
+    before = msgs.view()
+    iterating = iter(before)
+    assert next(iterating) is items[0]
+    change(msgs)  # type: ignore[operator]
+    assert before == items
+    assert list(iterating) == items[1:]
+    # The list's own index follows the change; a new view shows the new state.
+    assert all(msgs.index_of(m.id) == i for i, m in enumerate(msgs))
+    assert msgs.view() == list(msgs)
+
+
+def test_views_made_between_changes_each_keep_their_own_messages() -> None:
+    msgs, items = _history("a", "b")
+    first = msgs.view()
+    add_messages(msgs, [UserMessage(content="c")])
+    second = msgs.view()
+    add_messages(msgs, [RemoveMessage(items[0].id)])
+    third = msgs.view()
+    add_messages(msgs, [RemoveMessage(REMOVE_ALL_MESSAGES)])
+    assert [m.text for m in first] == ["a", "b"]
+    assert [m.text for m in second] == ["a", "b", "c"]
+    assert [m.text for m in third] == ["b", "c"]
+    assert len(msgs.view()) == 0
+
+
+def test_a_copied_or_pickled_history_is_independent_of_the_original_views() -> None:
+    msgs, items = _history("a", "b")
+    view = msgs.view()
+    for clone in (copy.copy(msgs), copy.deepcopy(msgs), pickle.loads(pickle.dumps(msgs))):
+        assert isinstance(clone, MessageList)
+        assert clone == items
+        clone.clear()
+        assert view == items
+        assert msgs == items
+
+
+async def test_a_model_that_keeps_its_requests_sees_each_turn_as_it_was() -> None:
+    call = ToolCall(name="note", args={"text": "x"})
+    model = ScriptedModel([AssistantMessage(tool_calls=[call]), AssistantMessage(content="done")])
+
+    async def note(text: str) -> str:
+        """Take a note.
+
+        Args:
+            text: The note.
+        """
+        return "noted"
+
+    agent = create_deep_agent(model, tools=[note])
+    result = await agent.ainvoke("go")
+    first, second = (r.messages for r in model.requests)
+    assert [m.role for m in first] == ["user"]
+    assert [m.role for m in second] == ["user", "assistant", "tool"]
+    assert isinstance(second[2], ToolMessage)
+    assert len(result["messages"]) == 4
+
+
+def test_a_request_may_replace_the_history_with_any_sequence() -> None:
+    msgs, items = _history("a", "b")
+    request = ModelRequest(messages=msgs.view())
+    shorter = request.replace(messages=request.messages[1:])
+    assert shorter.messages == items[1:]
+    assert request.messages == items
