@@ -27,7 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import InputError
 from .filediff import FileChange, FileDiff, FileRecord, MergeResult, merge
-from .messages import Message, MessageList, to_message, to_messages
+from .history import MessageList
+from .messages import Message, to_message, to_messages
 
 __all__ = [
     "REMOVE_ALL_MESSAGES",

@@ -9,7 +9,7 @@ top-level run with :func:`execute_root`; a child actor opens its run with
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +20,7 @@ from ..errors import BudgetExceeded, InputError
 from ..events import Event, Interrupted, RunStarted
 from ..filediff import FileRecord
 from ..interrupts import ActionRequest, Interrupt, interrupt_view, parse_decisions
-from ..messages import AssistantMessage, new_id
+from ..messages import AssistantMessage, ToolMessage, new_id
 from ..state import State
 from ._filewatch import actor_listener
 from ._journal import open_journal
@@ -214,9 +214,30 @@ def _has_work(state: State, run_input: RunInput, thread_id: str | None) -> bool:
                 f"thread {thread_id!r} has no saved state to continue: start it with input messages"
             )
         return bool(next_step(state.messages))
-    if not state.messages and not run_input.values.get("messages"):
+    incoming = run_input.values.get("messages") or ()
+    if not state.messages and not incoming:
         raise InputError("the input has no message for the agent to answer")
+    _check_tool_results(state, incoming)
     return True
+
+
+def _check_tool_results(state: State, incoming: Sequence[object]) -> None:
+    """Refuse an input tool result that answers no tool call of the thread.
+
+    The model API rejects a tool result without its call, and the thread would be
+    stuck with it; an id the history or the input itself asked for is fine.
+    """
+    if not any(isinstance(m, ToolMessage) for m in incoming):
+        return
+    asked = {c.id for m in state.messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
+    for message in incoming:
+        if isinstance(message, AssistantMessage):
+            asked.update(c.id for c in message.tool_calls)
+        elif isinstance(message, ToolMessage) and message.tool_call_id not in asked:
+            raise InputError(
+                f"the input's tool result for call {message.tool_call_id!r} answers no tool "
+                "call of this thread; send the assistant message that made the call first"
+            )
 
 
 def _take_decisions(run: RunContext, resume: object) -> None:

@@ -47,7 +47,7 @@ class ModelRequest:
             is context that changes from call to call (the agent's memory), which
             models send after the system prompt (Claude: after its cache breakpoint).
             The agent loop passes a read-only view of the actor's history
-            (:class:`~deepactors.messages.MessageView`), made without copying and
+            (:class:`~deepactors.history.MessageView`), made without copying and
             unchanged by whatever the actor does later, so a model may keep the
             request. To send other messages, ``replace`` it with any sequence.
         system_prompt: The full system prompt of this call.

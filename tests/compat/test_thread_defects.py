@@ -269,3 +269,22 @@ async def test_file_data_dicts_are_read_and_shown_as_deepagents_does() -> None:
     assert result["files"]["/notes.md"]["created_at"] == "2025-06-01T10:00:00+00:00"
     with pytest.raises(InputError, match=r"\.\."):
         await agent.ainvoke({"messages": "x", "files": {"/a/../b.md": "x"}})
+
+
+async def test_a_tool_result_without_its_call_is_refused_as_input() -> None:
+    agent = create_deep_agent(FunctionModel(lambda r: "ok"), checkpointer=MemoryCheckpointer())
+    orphan = {"role": "tool", "tool_call_id": "nope", "name": "x", "content": "r"}
+    with pytest.raises(InputError, match="answers no tool call"):
+        await agent.ainvoke(
+            {"messages": [{"role": "user", "content": "hi"}, orphan]}, thread_id="t"
+        )
+    # With its call in the input, the same result is fine.
+    call = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"id": "nope", "name": "x", "args": {}}],
+    }
+    result = await agent.ainvoke(
+        {"messages": [{"role": "user", "content": "hi"}, call, orphan]}, thread_id="u"
+    )
+    assert result["messages"][-1].text == "ok"

@@ -9,7 +9,7 @@ import anyio
 
 from deepactors import AssistantMessage, ToolCall, create_deep_agent, open_runtime
 from deepactors.context import RunContext
-from deepactors.messages import MessageList
+from deepactors.history import MessageList
 from deepactors.models import FunctionModel, ModelRequest
 from deepactors.persistence import SqliteCheckpointer
 from deepactors.state import State

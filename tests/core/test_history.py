@@ -8,7 +8,8 @@ import pickle
 import pytest
 
 from deepactors import AssistantMessage, ToolCall, ToolMessage, UserMessage, create_deep_agent
-from deepactors.messages import Message, MessageList, MessageView
+from deepactors.history import MessageList, MessageView
+from deepactors.messages import Message
 from deepactors.models import ModelRequest, ScriptedModel
 from deepactors.state import REMOVE_ALL_MESSAGES, RemoveMessage, add_messages
 

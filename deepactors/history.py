@@ -1,0 +1,193 @@
+"""Conversation histories: the ``messages`` channel's list, and the snapshots it hands out.
+
+:class:`MessageList` indexes its messages' ids (replace-by-id in O(1)) and gives
+model requests a :class:`MessageView`: an O(1) read-only snapshot that does not
+change when the actor appends or edits later, so a history is never copied per turn.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, overload
+
+from .messages import Message
+
+__all__ = ["MessageList", "MessageView"]
+
+
+class _Shared:
+    """The views a history has handed out since it last changed other than by appending.
+
+    ``items`` is None while they read the live list; it is set to a copy when the
+    list is about to change in place, so what they show never changes.
+    """
+
+    __slots__ = ("items",)
+
+    def __init__(self) -> None:
+        self.items: list[Message] | None = None
+
+
+class MessageList(list[Message]):
+    """A conversation: a list that indexes its ids and hands out O(1) snapshots.
+
+    The index keeps replace-by-id O(1) for long threads. :meth:`view` is how a
+    model request gets the history without a copy per turn: appending leaves the
+    views alone (each has its own length); any other change (replacing or removing
+    a message, by the reducer or by a list method) first gives the views made so
+    far a copy of their items, once, so a view never changes.
+    """
+
+    __slots__ = ("_index", "_shared")
+
+    def __init__(self, items: Iterable[Message] = ()) -> None:
+        super().__init__(items)
+        self._index = {m.id: i for i, m in enumerate(self)}
+        # No reference from here back to the views, and none from a view's
+        # _Shared back to this list: no cycle for the collector to find.
+        self._shared: _Shared | None = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # copy/pickle: a new list with no views (the slots would share _shared).
+        return (type(self), (list(self),))
+
+    def index_of(self, message_id: str) -> int | None:
+        """Position of the message with this id, or None."""
+        return self._index.get(message_id)
+
+    def view(self) -> MessageView:
+        """The messages as they are now, as a sequence that never changes. O(1)."""
+        shared = self._shared
+        if shared is None:
+            shared = self._shared = _Shared()
+        return MessageView(self, shared, len(self))
+
+    def put(self, message: Message) -> None:
+        """Append ``message``, or replace the message with its id."""
+        pos = self._index.get(message.id)
+        if pos is None:
+            self._index[message.id] = len(self)
+            self.append(message)
+        else:
+            self._detach()
+            list.__setitem__(self, pos, message)  # same id, same place: the index holds
+
+    def remove_id(self, message_id: str) -> None:
+        """Remove the message with this id, if present."""
+        pos = self._index.get(message_id)
+        if pos is not None:
+            del self[pos]
+
+    def _detach(self) -> None:
+        shared = self._shared
+        if shared is not None:
+            shared.items = list(self)
+            self._shared = None
+
+    def _reindex(self) -> None:
+        self._index = {m.id: i for i, m in enumerate(self)}
+
+
+def _changing_in_place(name: str) -> Any:
+    """``list.<name>``, after which the views made so far read a copy of their items."""
+    base = getattr(list, name)
+
+    def method(self: MessageList, *args: Any, **kwargs: Any) -> Any:
+        self._detach()
+        result = base(self, *args, **kwargs)
+        self._reindex()
+        return result
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = base.__doc__
+    return method
+
+
+# Every list method that changes a list other than by appending. (The reducer
+# replaces and removes through these too, so it never bypasses them.)
+for _name in (
+    "__setitem__",
+    "__delitem__",
+    "__imul__",
+    "insert",
+    "pop",
+    "remove",
+    "clear",
+    "sort",
+    "reverse",
+):
+    setattr(MessageList, _name, _changing_in_place(_name))
+
+
+class MessageView(Sequence[Message]):
+    """A read-only snapshot of a :class:`MessageList`, made in O(1) by :meth:`~MessageList.view`.
+
+    It reads the live list while that only grows (up to the length it was made
+    with), and a copy once the list changes otherwise. It compares equal to a
+    list or tuple of the same messages; ``+`` with one gives a list.
+    """
+
+    __slots__ = ("_len", "_list", "_shared")
+
+    def __init__(self, source: MessageList, shared: _Shared, length: int) -> None:
+        self._list = source
+        self._shared = shared
+        self._len = length
+
+    def _items(self) -> list[Message]:
+        items = self._shared.items
+        return self._list if items is None else items
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Message]: ...
+
+    def __getitem__(self, index: int | slice) -> Message | list[Message]:
+        n = self._len
+        if isinstance(index, slice):
+            return self._items()[:n][index]
+        i = index.__index__()
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("message index out of range")
+        return self._items()[i]
+
+    def __iter__(self) -> Iterator[Message]:
+        items = self._shared.items
+        if items is not None:  # a copy nobody changes
+            return itertools.islice(items, self._len)
+        return self._iter_live()
+
+    def _iter_live(self) -> Iterator[Message]:
+        # Looks the source up per item: a change to the list during a long
+        # iteration moves the rest of it to the copy.
+        shared, live = self._shared, self._list
+        for i in range(self._len):
+            items = shared.items
+            yield live[i] if items is None else items[i]
+
+    def __reversed__(self) -> Iterator[Message]:
+        return reversed(self[:])
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, MessageView | list | tuple):
+            return len(other) == self._len and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # like a list: equal to lists
+
+    def __add__(self, other: Iterable[Message]) -> list[Message]:
+        return [*self, *other]
+
+    def __radd__(self, other: Iterable[Message]) -> list[Message]:
+        return [*other, *self]
+
+    def __repr__(self) -> str:
+        return f"MessageView({list(self)!r})"
