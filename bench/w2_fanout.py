@@ -5,12 +5,19 @@ a trivial tool, then an answer) at 50 ms simulated latency per model call; one
 final main turn. The critical path is 5 x 50 ms. The floor is the same tree as
 plain coroutines: pydantic messages, a task group per tool step.
 
-    python bench/w2_fanout.py [--sizes 10 100 1000] [--loops asyncio trio]
+    python bench/w2_fanout.py [--sizes 10 100 1000] [--loops asyncio trio] [--budget]
 
 Prints, for the floor and deepactors side by side (each figure the median of
 the repeats): wall time over the critical path, CPU ms per subagent, the worst
 lateness of a 5 ms timer running beside it, and the process's peak RSS after
-the runs.
+the runs. The repeats of the rows alternate, so a drift of the machine's load
+touches every row alike.
+
+``--budget`` adds a row for the same run under a tree-wide ``Budget`` that
+limits all four resources (so every model call estimates its request and
+reserves, and every tool call is counted), set high enough never to refuse,
+and prints its CPU beside the run without one: the cost of the reservations.
+Figures are indicative on a shared machine; compare ratios from one run.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from _common import Measured, measure, peak_rss_mb
 
 from deepactors import (
     AssistantMessage,
+    Budget,
     ToolCall,
     ToolMessage,
     UserMessage,
@@ -105,7 +113,11 @@ async def floor_run(n: int) -> int:
 # -- deepactors ------------------------------------------------------------------------
 
 
-def ours(n: int) -> Any:
+UNREACHABLE = Budget(model_calls=10**9, input_tokens=10**12, output_tokens=10**12, tool_calls=10**9)
+"""Limits every resource (so all the accounting runs) and never refuses."""
+
+
+def ours(n: int, budget: Budget | None = None) -> Any:
     child = {
         "name": "r",
         "description": "researches one topic",
@@ -122,7 +134,9 @@ def ours(n: int) -> Any:
     )
 
     async def run() -> int:
-        result = await agent.ainvoke("go")
+        result = await agent.ainvoke("go", budget=budget)
+        if budget is not None:
+            assert result["budget"].model_calls == 3 * n + 2, result["budget"]
         return int(result["messages"][-1].text.split()[2])
 
     return run
@@ -156,6 +170,9 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
     parser.add_argument("--loops", nargs="+", default=["asyncio", "trio"])
     parser.add_argument("--repeats", type=int, default=5, help="median of this many runs")
+    parser.add_argument(
+        "--budget", action="store_true", help="also run under a Budget and compare the CPU"
+    )
     args = parser.parse_args()
     print(
         f"W2 fan-out: 3 model turns per child at {LATENCY * 1000:.0f} ms, critical path "
@@ -164,16 +181,23 @@ def main() -> None:
     for backend in args.loops:
         for n in args.sizes:
             print(f"{backend}, N={n}:")
-            makers = (
+            makers = [
                 ("floor", functools.partial(floor_work, n)),
                 ("deepactors", functools.partial(ours, n)),
-            )
-            for name, make in makers:
-                runs: list[Measured] = []
-                for _ in range(args.repeats):
+            ]
+            if args.budget:
+                makers.append(("+budget", functools.partial(ours, n, UNREACHABLE)))
+            runs: dict[str, list[Measured]] = {name: [] for name, _ in makers}
+            for _ in range(args.repeats):
+                for name, make in makers:
                     gc.collect()
-                    runs.append(anyio.run(measure, make(), backend=backend))
-                print(row(name, n, median_of(runs)))
+                    runs[name].append(anyio.run(measure, make(), backend=backend))
+            medians = {name: median_of(r) for name, r in runs.items()}
+            for name, m in medians.items():
+                print(row(name, n, m))
+            if args.budget:
+                ratio = medians["+budget"].cpu / medians["deepactors"].cpu
+                print(f"  CPU with a budget / without: {ratio:.3f}x (target <= 1.1x)")
 
 
 if __name__ == "__main__":

@@ -18,15 +18,21 @@ from .actors import open_runtime as open_runtime
 from .agent import DeepAgent as DeepAgent
 from .backends import CompositeBackend as CompositeBackend
 from .backends import FilesystemBackend as FilesystemBackend
+from .backends import FilesystemPermission as FilesystemPermission
 from .backends import LocalShellBackend as LocalShellBackend
 from .backends import StateBackend as StateBackend
 from .backends import StoreBackend as StoreBackend
+from .budget import Budget as Budget
+from .budget import BudgetReport as BudgetReport
 from .context import RunContext as RunContext
 from .context import ToolRuntime as ToolRuntime
+from .errors import BudgetExceeded as BudgetExceeded
+from .errors import CallLimitExceeded as CallLimitExceeded
 from .errors import DeepActorsError as DeepActorsError
 from .errors import InputError as InputError
 from .errors import RunCancelled as RunCancelled
 from .errors import StepLimitExceeded as StepLimitExceeded
+from .errors import StructuredOutputError as StructuredOutputError
 from .errors import ToolError as ToolError
 from .factory import create_deep_agent as create_deep_agent
 from .messages import AssistantMessage as AssistantMessage
@@ -37,6 +43,9 @@ from .messages import ToolMessage as ToolMessage
 from .messages import Usage as Usage
 from .messages import UserMessage as UserMessage
 from .middleware import AgentMiddleware as AgentMiddleware
+from .middleware import AutoStrategy as AutoStrategy
+from .middleware import ProviderStrategy as ProviderStrategy
+from .middleware import ToolStrategy as ToolStrategy
 from .models import ChatModel as ChatModel
 from .models import FunctionModel as FunctionModel
 from .models import ModelRequest as ModelRequest
@@ -54,6 +63,11 @@ from .tools import tool as tool
 __all__ = [
     "AgentMiddleware",
     "AssistantMessage",
+    "AutoStrategy",
+    "Budget",
+    "BudgetExceeded",
+    "BudgetReport",
+    "CallLimitExceeded",
     "ChatModel",
     "Command",
     "CompositeBackend",
@@ -62,12 +76,14 @@ __all__ = [
     "EventStream",
     "FileRecord",
     "FilesystemBackend",
+    "FilesystemPermission",
     "FunctionModel",
     "InputError",
     "LocalShellBackend",
     "MemoryCheckpointer",
     "MemoryStore",
     "ModelRequest",
+    "ProviderStrategy",
     "RunCancelled",
     "RunContext",
     "RunHandle",
@@ -78,6 +94,7 @@ __all__ = [
     "StateBackend",
     "StepLimitExceeded",
     "StoreBackend",
+    "StructuredOutputError",
     "SystemMessage",
     "TextBlock",
     "Todo",
@@ -86,6 +103,7 @@ __all__ = [
     "ToolError",
     "ToolMessage",
     "ToolRuntime",
+    "ToolStrategy",
     "Usage",
     "UserMessage",
     "create_deep_agent",

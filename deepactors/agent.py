@@ -11,10 +11,11 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+from ._agent_parts import AgentParts
 from ._agent_threads import SavedThreads
 from ._config import check_timeout, read_config, warn_if_unsaved
+from ._lg_stream import StreamParts
 from .actors import (
-    AgentSpec,
     EventStream,
     RunHandle,
     RunInput,
@@ -24,84 +25,30 @@ from .actors import (
     run_sync,
     stream_sync,
 )
-from .events import Event
-from .middleware import AgentMiddleware, aclose_tree_models
-from .models import ChatModel
-from .tools import Command, Tool
+from .budget import Budget
+from .errors import InputError
+from .lc_views import LangGraphStream
+from .middleware import aclose_tree_models
+from .tools import Command
 
 if TYPE_CHECKING:
-    from .backends import Backend
-    from .persistence import Checkpointer, Store
+    pass
 
 __all__ = ["DeepAgent"]
 
 AgentInput = Mapping[str, Any] | str | Command | None
 
 
-class DeepAgent(SavedThreads):
+class DeepAgent(AgentParts, SavedThreads):
     """An agent made by :func:`create_deep_agent`. Run it with :meth:`ainvoke`.
 
     The object is immutable and shareable: any number of runs, on any number of
-    threads and event loops, may use one agent at once. Saved threads are read
-    with :meth:`aget_state` and :meth:`ahistory` (see :class:`SavedThreads`).
+    threads and event loops, may use one agent at once. Its parts are read as
+    attributes (:class:`AgentParts`); saved threads with :meth:`aget_state` and
+    :meth:`ahistory` (:class:`SavedThreads`).
     """
 
-    __slots__ = ("_spec",)
-
-    def __init__(self, spec: AgentSpec) -> None:
-        self._spec = spec
-
-    def __repr__(self) -> str:
-        s = self._spec
-        return (
-            f"<DeepAgent {s.name!r} model={s.model.model_name!r} tools={len(s.tools)} "
-            f"middleware={[mw.name for mw in s.middleware]}>"
-        )
-
-    @property
-    def spec(self) -> AgentSpec:
-        """The agent's resolved parts, as the runtime runs them."""
-        return self._spec
-
-    @property
-    def name(self) -> str:
-        """The agent's name, also the root of its actor paths."""
-        return self._spec.name
-
-    @property
-    def model(self) -> ChatModel:
-        """The model the agent calls."""
-        return self._spec.model
-
-    @property
-    def tools(self) -> Mapping[str, Tool]:
-        """Every tool the model sees, by name."""
-        return self._spec.tools
-
-    @property
-    def system_prompt(self) -> str | None:
-        """The full system prompt, middleware sections included."""
-        return self._spec.system_prompt
-
-    @property
-    def middleware(self) -> Sequence[AgentMiddleware]:
-        """The middleware stack, outermost first."""
-        return self._spec.middleware
-
-    @property
-    def backend(self) -> Backend | None:
-        """Where the file tools keep files."""
-        return self._spec.backend
-
-    @property
-    def store(self) -> Store | None:
-        """The long-term store, if any."""
-        return self._spec.store
-
-    @property
-    def checkpointer(self) -> Checkpointer | None:
-        """Where threads are saved, if anywhere."""
-        return self._spec.checkpointer
+    __slots__ = ()
 
     # -- running -------------------------------------------------------------------
 
@@ -112,7 +59,8 @@ class DeepAgent(SavedThreads):
         *,
         thread_id: str | None = None,
         timeout: float | None = None,
-        context: Mapping[str, Any] | None = None,
+        context: object = None,
+        budget: Budget | None = None,
         runtime: Runtime | None = None,
     ) -> dict[str, Any]:
         """Run the agent to completion and return its final state.
@@ -130,13 +78,15 @@ class DeepAgent(SavedThreads):
             timeout: Seconds for the whole run, every subagent included, the wait
                 behind earlier runs of the thread too. Past it, everything the run
                 started is cancelled and ``TimeoutError`` raised.
-            context: Values hooks and tools can read as ``run.context``.
+            context: What hooks and tools read as ``run.context`` (checked against
+                ``context_schema``).
+            budget: Limits on what the run and every subagent may spend together.
             runtime: A runtime from :func:`open_runtime` to run under; without one,
                 the run opens its own task group inside the caller's task.
 
         Returns:
             The state: ``messages``, ``todos``, ``files``, ``structured_response``,
-            and ``usage`` (tokens of this run, or ``None``).
+            ``usage`` (tokens of this run, or ``None``) and ``budget`` (a report).
 
         Raises:
             InputError: Invalid input, before any model call.
@@ -145,16 +95,14 @@ class DeepAgent(SavedThreads):
         """
         # Fail before opening anything.
         check_timeout(timeout)
-        thread_id, run_input = self._prepare(input, config, thread_id, runtime)
+        thread_id, run_input = self._prepare(
+            input, config, thread_id, runtime, context=context, budget=budget
+        )
         if runtime is not None:
-            return await runtime.ainvoke(
-                self, run_input, thread_id=thread_id, timeout=timeout, context=context
-            )
+            return await runtime.ainvoke(self, run_input, thread_id=thread_id, timeout=timeout)
         handle: RunHandle
         async with open_runtime() as rt:
-            handle = await rt.start(
-                self, run_input, thread_id=thread_id, timeout=timeout, context=context
-            )
+            handle = await rt.start(self, run_input, thread_id=thread_id, timeout=timeout)
             await handle.wait()
         # Raised outside the task group, so callers get the run's own exception
         # rather than an ExceptionGroup around it.
@@ -167,9 +115,12 @@ class DeepAgent(SavedThreads):
         *,
         thread_id: str | None = None,
         timeout: float | None = None,
-        context: Mapping[str, Any] | None = None,
+        context: object = None,
+        budget: Budget | None = None,
         runtime: Runtime | None = None,
-    ) -> EventStream:
+        stream_mode: str | Sequence[str] | None = None,
+        subgraphs: bool = False,
+    ) -> EventStream | StreamParts:
         """Run the agent and stream its events as they happen.
 
         Use it as ``async with agent.astream(...) as events: async for e in events``
@@ -177,18 +128,36 @@ class DeepAgent(SavedThreads):
         client went away), or directly as ``async for e in agent.astream(...)``
         when you read to the end. ``stream.result`` holds the final state after.
 
+        With ``stream_mode`` (``"values"``, ``"updates"``, ``"messages"``,
+        ``"custom"``, or a list), it yields LangGraph's shapes instead of typed
+        events, as a deepagents script expects; ``subgraphs=True`` adds the
+        subagents' parts under their namespaces.
+
         Raises:
             InputError: Invalid input (at once, before the stream is entered).
         """
         check_timeout(timeout)
-        thread_id, run_input = self._prepare(input, config, thread_id, runtime)
+        thread_id, run_input = self._prepare(
+            input, config, thread_id, runtime, context=context, budget=budget
+        )
 
         async def start(rt: Runtime) -> RunHandle:
             return await rt.start(
-                self, run_input, thread_id=thread_id, timeout=timeout, context=context, stream=True
+                self, run_input, thread_id=thread_id, timeout=timeout, stream=True
             )
 
-        return EventStream(start, runtime=runtime)
+        events = EventStream(start, runtime=runtime)
+        if stream_mode is None:
+            return events
+        try:
+            adapter = LangGraphStream(
+                stream_mode, subgraphs=subgraphs, thread_id=thread_id, objects=True
+            )
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+        return StreamParts(
+            events, adapter, single=isinstance(stream_mode, str), subgraphs=subgraphs
+        )
 
     def invoke(
         self,
@@ -219,11 +188,11 @@ class DeepAgent(SavedThreads):
         *,
         backend: str = "asyncio",
         **kwargs: Any,
-    ) -> Iterator[Event]:
-        """Blocking :meth:`astream`: yields events as the run produces them."""
+    ) -> Iterator[Any]:
+        """Blocking :meth:`astream`: yields events (or, with ``stream_mode``, parts)."""
 
         @asynccontextmanager
-        async def events_then_close() -> AsyncIterator[EventStream]:
+        async def events_then_close() -> AsyncIterator[EventStream | StreamParts]:
             try:
                 async with self.astream(input, config, **kwargs) as events:
                     yield events
@@ -238,9 +207,14 @@ class DeepAgent(SavedThreads):
         config: Mapping[str, Any] | None,
         thread_id: str | None,
         runtime: Runtime | None,
+        *,
+        context: Any = None,
+        budget: Budget | None = None,
     ) -> tuple[str | None, RunInput]:
         options = read_config(config, thread_id)
-        run_input = prepare_input(self._spec, input, options.thread_id)
+        run_input = prepare_input(
+            self._spec, input, options.thread_id, context=context, budget=budget
+        )
         if options.max_steps is not None:
             run_input = dataclasses.replace(run_input, max_steps=options.max_steps)
         warn_if_unsaved(options.thread_id, checkpointer=self._spec.checkpointer, runtime=runtime)

@@ -1,7 +1,8 @@
 """The ``deepactors`` command.
 
 ``deepactors demo`` runs the offline demo; ``deepactors run "question"`` runs the
-deep agent on Claude (``ANTHROPIC_API_KEY``) with the live event view.
+deep agent on Claude (``ANTHROPIC_API_KEY``) with the live event view;
+``deepactors serve [module:agent]`` serves an agent over HTTP (LangGraph's protocol).
 """
 
 from __future__ import annotations
@@ -26,12 +27,14 @@ def _version() -> str:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from ._live import open_view
     from .demo import DEMO_QUESTION, run_demo
 
     question = " ".join(args.question) or DEMO_QUESTION
     print(f"deepactors demo on {args.loop} (offline, deterministic model)")
     print(f"question: {question}\n")
-    result = anyio.run(lambda: run_demo(question), backend=args.loop)
+    with open_view() as view:
+        result = anyio.run(lambda: run_demo(question, on_event=view.feed), backend=args.loop)
     todos = result["todos"]
     done = sum(t.status == "completed" for t in todos)
     files = result["files"]
@@ -45,7 +48,7 @@ def _demo(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     import os
 
-    from .demo import print_event
+    from ._live import View, open_view
     from .errors import ConfigurationError, DeepActorsError
     from .factory import create_deep_agent
     from .middleware import aclose_tree_models
@@ -80,19 +83,40 @@ def _run(args: argparse.Namespace) -> int:
     thread = args.thread or ("cli" if checkpointer is not None else None)
     question = " ".join(args.question)
 
-    async def main() -> None:
+    async def main(view: View) -> None:
         try:
             async with agent.astream(question, thread_id=thread, timeout=args.timeout) as events:
                 async for event in events:
-                    print_event(event)
+                    view.feed(event)
         finally:
             await aclose_tree_models(agent.spec)
 
     try:
-        anyio.run(main, backend=args.loop)
+        with open_view() as view:
+            anyio.run(main, view, backend=args.loop)
     except (DeepActorsError, TimeoutError) as exc:
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from .errors import ConfigurationError
+    from .server import ServeOptions, serve
+
+    options = ServeOptions(
+        target=args.agent,
+        host=args.host,
+        port=args.port,
+        db=args.db,
+        loop=args.loop,
+        workers=args.workers,
+    )
+    try:
+        serve(options)
+    except ConfigurationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -120,6 +144,24 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout", type=float, default=None, help="seconds for the whole run")
     run.add_argument("--loop", choices=("asyncio", "trio"), default="asyncio", help=_LOOP_HELP)
     run.set_defaults(func=_run)
+    serve = sub.add_parser(
+        "serve",
+        help="serve an agent on the LangGraph Agent Protocol (langgraph-sdk, Agent Chat UI)",
+    )
+    serve.add_argument(
+        "agent", nargs="?", help="module:attribute of a DeepAgent (default: the offline demo agent)"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="interface to listen on")
+    serve.add_argument("--port", type=int, default=2024, help="port to listen on")
+    serve.add_argument("--db", help="SQLite file that keeps threads and the store")
+    serve.add_argument(
+        "--loop",
+        choices=("asyncio", "trio"),
+        default="asyncio",
+        help="asyncio serves with uvicorn, trio with hypercorn",
+    )
+    serve.add_argument("--workers", type=int, default=1, help="processes (asyncio, with --db)")
+    serve.set_defaults(func=_serve)
     return parser
 
 

@@ -24,6 +24,7 @@ from .messages import ToolMessage, Usage
 
 if TYPE_CHECKING:
     from .backends import Backend
+    from .budget import BudgetLedger
     from .persistence import Store
     from .state import Applied, State
 
@@ -158,6 +159,8 @@ class TreeContext:
         subagent_limiter: The tree-wide cap on subagents working at once.
         max_steps: Model calls allowed to each agent of the tree, when the caller
             set a limit for this run (``recursion_limit``); else each agent's own.
+        budget: The ledger of the run's budget, shared by the whole tree (see
+            :mod:`deepactors.budget`), if the run has one.
     """
 
     thread_id: str | None = None
@@ -166,6 +169,7 @@ class TreeContext:
     restored: ThreadRecords | None = None
     subagent_limiter: anyio.Semaphore | None = None
     max_steps: int | None = None
+    budget: BudgetLedger | None = None
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
@@ -182,7 +186,8 @@ class RunContext:
         store: The long-term store, if the agent has one.
         emit: Sends an event to the run's listeners; ``None`` when nobody listens,
             so callers test it before building an event.
-        context: Free-form values the caller passed with ``context=``.
+        context: What the caller passed with ``context=``: an instance of the
+            agent's ``context_schema`` when it has one, else a mapping.
         parent: The run of the parent actor, for a subagent.
         tree: What the whole actor tree shares (the same object in every run of it).
         tool_names: The names of the tools the agent has.
@@ -192,6 +197,8 @@ class RunContext:
         usage: Tokens spent by this run and every subagent under it, so far.
         step: Model calls this run has made so far.
         loop_thread: The OS thread of the event loop the run is on.
+        budget: The budget ledger this run's calls draw from: the tree's, or a
+            subagent's own one inside it; ``None`` when nothing is budgeted.
     """
 
     path: str
@@ -202,7 +209,7 @@ class RunContext:
     backend: Backend | None = None
     store: Store | None = None
     emit: Callable[[Event], None] | None = None
-    context: Mapping[str, Any] = field(default_factory=dict)
+    context: Any = field(default_factory=dict)
     parent: RunContext | None = None
     tree: TreeContext = field(default_factory=TreeContext)
     tool_names: Collection[str] = ()
@@ -211,6 +218,7 @@ class RunContext:
     usage: Usage | None = None
     step: int = 0
     loop_thread: int = field(default_factory=threading.get_ident)
+    budget: BudgetLedger | None = None
     _locals: dict[RunKey[Any], Any] = field(default_factory=dict, init=False, repr=False)
 
     @property
@@ -276,8 +284,8 @@ class ToolRuntime:
         return self.run.store
 
     @property
-    def context(self) -> Mapping[str, Any]:
-        """The values the caller passed with ``context=``."""
+    def context(self) -> Any:
+        """What the caller passed with ``context=`` (an instance of ``context_schema``)."""
         return self.run.context
 
     def write(self, data: Any) -> None:

@@ -1,5 +1,8 @@
 """The offline demo: a small research run on a deterministic model.
 
+The final report is a structured answer (``response_format=ResearchReport``):
+the run ends with it in ``result["structured_response"]``.
+
 The "models" here are plain functions of the conversation (a
 :class:`~deepactors.models.FunctionModel` each): the main agent plans with
 ``write_todos``, fans out to three researcher subagents at once (each searches a
@@ -21,6 +24,8 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from pydantic import BaseModel
+
 from .agent import DeepAgent
 from .backends import CompositeBackend, StateBackend, StoreBackend
 from .events import (
@@ -31,6 +36,7 @@ from .events import (
     ModelDelta,
     RunFinished,
     RunStarted,
+    StateUpdated,
     TodosUpdated,
     ToolCallFinished,
     ToolCallStarted,
@@ -44,6 +50,7 @@ from .persistence import MemoryStore
 
 __all__ = [
     "DEMO_QUESTION",
+    "ResearchReport",
     "build_demo_agent",
     "print_event",
     "run_demo",
@@ -89,6 +96,15 @@ license: MIT
 
 ARCHIVE_PARTS = 8
 _PART = re.compile(r"[Aa]rchive part (\d+)|parts 1-(\d+)")
+
+
+class ResearchReport(BaseModel):
+    """The demo's final answer: where the report is, and what it says in short."""
+
+    title: str
+    summary: str
+    report_path: str
+    sources: list[str]
 
 
 async def search_library(topic: str) -> str:
@@ -222,8 +238,15 @@ def research_model(request: ModelRequest) -> AssistantMessage:
         )
     noted = [line for line in _remembered(request) if line.startswith("Asked about")]
     memory = f" (Memory updated: {noted[-1]})" if noted else ""
+    answer = ResearchReport(
+        title="How the pieces fit",
+        summary="In short: " + CONCLUSION + memory,
+        report_path="/report.md",
+        sources=[f"/notes/{_slug(t)}.md" for t in topics],
+    )
     return AssistantMessage(
-        content="The report is in /report.md. In short: " + CONCLUSION + memory,
+        content="The report is in /report.md.",
+        tool_calls=[ToolCall(name="ResearchReport", args=answer.model_dump())],
     )
 
 
@@ -332,6 +355,7 @@ def build_demo_agent(*, latency: float = 0.05) -> DeepAgent:
         backend=backend,
         memory=[MEMORY_PATH],
         skills=["/skills/"],
+        response_format=ResearchReport,
         subagents=[
             {
                 "name": "researcher",
@@ -365,7 +389,7 @@ async def seed_demo_files(agent: DeepAgent) -> None:
 
 def print_event(event: Event, out: TextIO = sys.stdout) -> None:
     """Print one event as a line of the live view (text deltas are shown whole)."""
-    if isinstance(event, ModelDelta | ModelCallStarted):
+    if isinstance(event, ModelDelta | ModelCallStarted | StateUpdated):
         return
     if isinstance(event, ModelCallFinished) and not event.message.tool_calls:
         print(f"[{event.path}] answer: {event.message.text}", file=out)

@@ -7,10 +7,13 @@ Where a builtin means the same thing, the error subclasses it too, so
     ├── InputError (ValueError)            invalid input to a run, raised before any work
     ├── ConfigurationError (ValueError)    a bad argument to create_deep_agent & co.
     ├── StepLimitExceeded (RuntimeError)   the agent loop ran more model turns than allowed
+    ├── CallLimitExceeded (RuntimeError)   a call limit middleware with exit_behavior="error"
+    ├── BudgetExceeded (RuntimeError)      a model call the run's budget cannot cover: not made
     ├── RunCancelled                       the run was cancelled through its handle
     ├── RuntimeClosed (RuntimeError)       a run was started on a runtime that has closed
     ├── ToolError                          raise inside a tool: the model sees the message
     ├── ModelError                         a model could not answer
+    │   ├── StructuredOutputError          the answer kept failing its response_format
     │   ├── ModelAPIError                  the provider rejected or failed a request
     │   │   ├── RateLimitError             429: retryable
     │   │   ├── OverloadedError            529 / 5xx: retryable
@@ -24,15 +27,21 @@ Where a builtin means the same thing, the error subclasses it too, so
     │   ├── InvalidPath (ValueError)       malformed path: "..", "~", a host path, NUL, ...
     │   ├── InvalidPattern (ValueError)    a grep regular expression that does not compile
     │   ├── PathOutsideRoot (PermissionError)  resolves outside the backend's root
+    │   ├── PermissionDenied (PermissionError) refused by the agent's file permissions
     │   ├── FileTooLarge                   over a backend's size limit
     │   ├── BinaryFile                     not text; the file tools cannot show it
     │   ├── SpecialFile                    a FIFO, socket or device: not a regular file
     │   ├── EditError                      the edit's old string is missing or not unique
     │   ├── ReadBeforeWrite                changing a file not read since it last changed
     │   └── UnsupportedOperation (NotImplementedError)  e.g. execute on a file-only backend
-    └── CheckpointError                    a checkpoint or store database failed
-        └── CheckpointCorrupt              the file or a row is damaged or of another schema
-            └── CheckpointSchemaMismatch   the file was written with another schema version
+    ├── ThreadBusy                         another run holds the thread (and we may not wait)
+    └── PersistenceError                   a checkpoint or store database failed
+        ├── CheckpointError                checkpoints could not be read or written
+        │   ├── CheckpointCorrupt          the file or a record is damaged or of another schema
+        │   │   └── CheckpointSchemaMismatch  written with another schema version
+        │   └── ThreadLeaseLost            the run's lease lapsed: its writes are refused
+        └── StoreError                     the store could not be read or written
+            └── StoreCorrupt               the file or an item is damaged or of another schema
 
 anyio's cancellation exception is never caught and turned into one of these.
 """
@@ -42,6 +51,8 @@ from __future__ import annotations
 __all__ = [
     "BackendError",
     "BinaryFile",
+    "BudgetExceeded",
+    "CallLimitExceeded",
     "CheckpointCorrupt",
     "CheckpointError",
     "CheckpointSchemaMismatch",
@@ -61,6 +72,8 @@ __all__ = [
     "NotADirectory",
     "OverloadedError",
     "PathOutsideRoot",
+    "PermissionDenied",
+    "PersistenceError",
     "RateLimitError",
     "ReadBeforeWrite",
     "RunCancelled",
@@ -68,6 +81,11 @@ __all__ = [
     "ScriptExhausted",
     "SpecialFile",
     "StepLimitExceeded",
+    "StoreCorrupt",
+    "StoreError",
+    "StructuredOutputError",
+    "ThreadBusy",
+    "ThreadLeaseLost",
     "ToolError",
     "UnsupportedOperation",
 ]
@@ -89,6 +107,34 @@ class StepLimitExceeded(DeepActorsError, RuntimeError):
     """The agent loop made more model calls than its ``max_steps`` allows."""
 
 
+class CallLimitExceeded(DeepActorsError, RuntimeError):
+    """A run made more model or tool calls than a call limit middleware allows.
+
+    Raised only with ``exit_behavior="error"``; ``"end"`` ends the run with a
+    final message instead.
+    """
+
+
+class BudgetExceeded(DeepActorsError, RuntimeError):
+    """A model call was not made: the run's :class:`~deepactors.Budget` cannot cover it.
+
+    A subagent that meets it fails (its parent reads why); the top-level run
+    catches it and ends with a final message, its ``result["budget"]`` showing
+    what was spent.
+
+    Attributes:
+        resource: ``model_calls``, ``input_tokens``, ``output_tokens`` or ``tool_calls``.
+        limit: The budget's limit for it.
+        spent: How much of it was spent when the call was refused.
+    """
+
+    def __init__(self, message: str, *, resource: str, limit: int, spent: int) -> None:
+        super().__init__(message)
+        self.resource = resource
+        self.limit = limit
+        self.spent = spent
+
+
 class RunCancelled(DeepActorsError):
     """The run was cancelled through its handle (``RunHandle.cancel()``)."""
 
@@ -107,6 +153,18 @@ class ToolError(DeepActorsError):
 
 class ModelError(DeepActorsError):
     """A model could not produce an answer."""
+
+
+class StructuredOutputError(ModelError):
+    """The model's answer kept failing its ``response_format`` past the retry limit.
+
+    Attributes:
+        last_error: What was wrong with the last answer.
+    """
+
+    def __init__(self, message: str, *, last_error: str) -> None:
+        super().__init__(message)
+        self.last_error = last_error
 
 
 class ModelAPIError(ModelError):
@@ -181,6 +239,10 @@ class PathOutsideRoot(BackendError, PermissionError):
     """The path (or a symlink on it) resolves outside the backend's root."""
 
 
+class PermissionDenied(BackendError, PermissionError):
+    """The agent's file permissions (``FilesystemPermission`` rules) refuse the operation."""
+
+
 class FileTooLarge(BackendError):
     """The file or the content is over the backend's size limit."""
 
@@ -208,15 +270,38 @@ class UnsupportedOperation(BackendError, NotImplementedError):
     """The backend cannot do this operation (for example ``execute``)."""
 
 
-class CheckpointError(DeepActorsError):
+class ThreadBusy(DeepActorsError):
+    """Another run holds the thread, and this checkpointer refuses to wait for it.
+
+    Raised only by a checkpointer made with ``when_busy="raise"``; by default a run
+    waits for its turn (and the wait counts against its ``timeout``).
+
+    Attributes:
+        thread_id: The thread.
+        holder: Who holds it, as far as the checkpointer knows (``"pid 4242 on
+            host-a"``, ``"another run in this process"``).
+    """
+
+    def __init__(self, message: str, *, thread_id: str, holder: str) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.holder = holder
+
+
+class PersistenceError(DeepActorsError):
     """A checkpoint or store database cannot be read or written.
 
-    The message names the file (and the thread and record, when one is at fault).
+    The message names the file (and the thread and record, or the item, when one
+    is at fault), never the stored data itself.
     """
 
 
+class CheckpointError(PersistenceError):
+    """Checkpoints cannot be read or written."""
+
+
 class CheckpointCorrupt(CheckpointError):
-    """A checkpoint file or row is damaged, or was written with another schema."""
+    """A checkpoint file or record is damaged, or was written with another schema."""
 
 
 class CheckpointSchemaMismatch(CheckpointCorrupt):
@@ -225,3 +310,20 @@ class CheckpointSchemaMismatch(CheckpointCorrupt):
     Nothing is wrong with the bytes: it was written by another version. The
     message names the file and both versions.
     """
+
+
+class ThreadLeaseLost(CheckpointError):
+    """A run's lease on its thread lapsed and another run took it.
+
+    The lease is renewed while the run is alive; it lapses only when the run's
+    event loop was stalled for longer than the lease lasts. Once another run has
+    the thread, this run's writes are refused, so the two never interleave.
+    """
+
+
+class StoreError(PersistenceError):
+    """The store's database cannot be read or written."""
+
+
+class StoreCorrupt(StoreError):
+    """A store file or item is damaged, or was written with another schema."""

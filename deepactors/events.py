@@ -15,6 +15,7 @@ from .messages import AssistantMessage, ToolCall, ToolMessage, Usage
 from .state import Todo
 
 __all__ = [
+    "BudgetExhausted",
     "ContextSummarized",
     "CustomEvent",
     "Event",
@@ -23,10 +24,12 @@ __all__ = [
     "ModelCallFinished",
     "ModelCallStarted",
     "ModelDelta",
+    "ModelFallback",
     "ModelRetry",
     "RunFinished",
     "RunStarted",
     "SkillSkipped",
+    "StateUpdated",
     "SubagentCancelled",
     "SubagentFailed",
     "SubagentFinished",
@@ -103,6 +106,36 @@ class ModelCallFinished(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ModelFallback(Event):
+    """A model failed past its retries; the next model of a fallback chain is asked.
+
+    Attributes:
+        failed: The model that failed.
+        error: Its error.
+        next: The model asked instead (whose answer's ``model`` names who answered).
+    """
+
+    failed: str
+    error: str
+    next: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetExhausted(Event):
+    """The run's budget refused a call: a model call was not made, or a tool call not run.
+
+    Attributes:
+        resource: ``model_calls``, ``input_tokens``, ``output_tokens`` or ``tool_calls``.
+        limit: The limit of the budget that refused (the tree's, or a subagent's own).
+        spent: How much of it was spent then.
+    """
+
+    resource: str
+    limit: int
+    spent: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallStarted(Event):
     """A tool call began running."""
 
@@ -122,6 +155,20 @@ class TodosUpdated(Event):
     """The plan changed."""
 
     todos: Sequence[Todo]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StateUpdated(Event):
+    """An actor's state changed (an input, a model answer, a tool result, a hook).
+
+    Attributes:
+        update: The update as applied, channel by channel (a subagent's diff
+            replaced by its effect).
+        values: The actor's whole state after it (a shallow copy).
+    """
+
+    update: Mapping[str, Any]
+    values: Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -264,6 +311,10 @@ def describe(event: Event) -> str:
             return f"model -> {calls}" if calls else f"model: {text}"
         case ModelDelta(text=text):
             return text
+        case ModelFallback(failed=failed, next=nxt, error=error):
+            return f"model {failed} failed ({_clip(error, 60)}); asking {nxt}"
+        case BudgetExhausted(resource=resource, limit=limit, spent=spent):
+            return f"budget spent: {resource} {spent} of {limit}"
         case ToolCallStarted(call=call):
             return f"tool {call.name}({_args(call.args)})"
         case ToolCallFinished(call=call, result=result):
@@ -272,6 +323,8 @@ def describe(event: Event) -> str:
         case TodosUpdated(todos=todos):
             marks = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
             return "plan: " + "  ".join(f"{marks[t.status]} {t.content}" for t in todos)
+        case StateUpdated(update=update):
+            return f"state updated: {', '.join(update)}"
         case FileChanged(file_path=fp, change=change):
             return f"file {change}: {fp}"
         case SubagentSpawned(child=child, description=d):

@@ -9,7 +9,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .actors import AgentSpec
 from .agent import DeepAgent
-from .backends import StateBackend
+from .backends import (
+    FilesystemPermission,
+    PermissionedBackend,
+    PermissionRules,
+    StateBackend,
+    check_execute,
+)
+from .budget import Budget
 from .errors import ConfigurationError
 from .middleware import (
     GENERAL_PURPOSE,
@@ -18,8 +25,10 @@ from .middleware import (
     AgentMiddleware,
     AnthropicPromptCachingMiddleware,
     FilesystemMiddleware,
+    FilesystemPermissionMiddleware,
     HumanInTheLoopMiddleware,
     ModelRetryMiddleware,
+    StructuredOutputMiddleware,
     SubAgentMiddleware,
     SubAgentSpec,
     TodoListMiddleware,
@@ -57,6 +66,8 @@ def create_deep_agent(
     store: Store | None = None,
     interrupt_on: Mapping[str, bool | Mapping[str, Any]] | None = None,
     response_format: Any = None,
+    context_schema: Any = None,
+    permissions: Sequence[FilesystemPermission] | None = None,
     debug: bool = False,
     name: str | None = None,
     max_steps: int = 1000,
@@ -82,17 +93,27 @@ def create_deep_agent(
         middleware: Extra middleware, after the default stack.
         subagents: What ``task`` can start besides ``general-purpose``: dicts with
             ``name``, ``description``, ``system_prompt`` and optionally ``tools``,
-            ``model``, ``middleware``, ``timeout`` (seconds), ``skills``,
-            ``interrupt_on``; or a prebuilt agent as
+            ``model``, ``middleware``, ``timeout`` (seconds), ``response_format``,
+            ``budget`` (its own, inside the run's), ``permissions`` (instead of
+            the parent's), ``skills`` and ``interrupt_on``; or a prebuilt agent as
             ``{"name", "description", "agent": <DeepAgent>}``. A dict named
             ``general-purpose`` replaces the built-in one.
         skills: Folders of ``<name>/SKILL.md`` skills in the backend (later ones
             override earlier ones by name); subagent dicts take ``skills`` too, and
-            ``general-purpose`` gets these.
+            the built-in ``general-purpose`` gets these.
         memory: Memory files (``AGENTS.md``) in the backend, shown to the model on
             every call and reloaded whenever they change.
         backend: Where the file tools keep files (default: in agent state).
         store: Long-term key-value store for backends and memory.
+        response_format: A schema (pydantic model class, dataclass, TypedDict or
+            JSON schema dict) the run's final answer must fit, landing in
+            ``result["structured_response"]``; or a ``ToolStrategy`` /
+            ``ProviderStrategy`` / ``AutoStrategy`` to choose how it is asked for.
+        context_schema: The type a run's ``context=`` must fit (pydantic model,
+            dataclass or TypedDict); hooks and tools get the validated instance.
+        permissions: ``FilesystemPermission`` rules for the file tools (first
+            match wins, no match allows); subagents inherit them unless they set
+            their own.
         debug: Log every hook and model call through structlog.
         name: The agent's name and the root of its actor paths (default ``main``).
         max_steps: Model calls allowed per run before ``StepLimitExceeded``.
@@ -103,13 +124,12 @@ def create_deep_agent(
     Raises:
         ConfigurationError: A bad argument, or one whose feature is not available.
     """
-    if response_format:
-        raise ConfigurationError("response_format= is not available in this version of deepactors")
     if interrupt_on and checkpointer is None:
         raise ConfigurationError(
             "interrupt_on needs a checkpointer: an interrupted run is continued from its "
             "saved thread (for example checkpointer=MemoryCheckpointer())"
         )
+    rules = PermissionRules(permissions) if permissions else None
     # The tail runs innermost: a retry repeats only the model call, and the human
     # decides on the exact call that would run.
     tail: list[AgentMiddleware] = [ModelRetryMiddleware()]
@@ -128,11 +148,14 @@ def create_deep_agent(
         tail=tail,
         models=models,
         checkpointer=checkpointer,
+        rules=rules,
+        saves=checkpointer is not None,
     )
     specs = _subagent_specs(subagents or (), model=resolved, parts=parts, skills=skills)
+    own_backend, guard = _guarded(backend, rules, parts)
     defaults: list[AgentMiddleware] = [
         TodoListMiddleware(),
-        FilesystemMiddleware(execute=backend.can_execute),
+        FilesystemMiddleware(execute=own_backend.can_execute),
         SubAgentMiddleware(
             specs,
             max_concurrent=max_concurrent_subagents,
@@ -145,10 +168,12 @@ def create_deep_agent(
         model=resolved,
         tools=user_tools,
         system_prompt=system_prompt,
-        stack=[*stack, *tail],
+        stack=[*stack, *_answer(response_format, resolved), *tail, *guard],
         parts=parts,
+        backend=own_backend,
         name=name,
         checkpointer=checkpointer,
+        context_schema=context_schema,
     )
     _check_interrupt_on(spec)
     return DeepAgent(spec)
@@ -189,6 +214,29 @@ def _tree(root: AgentSpec) -> list[AgentSpec]:
     return out
 
 
+def _answer(response_format: Any, model: ChatModel) -> list[AgentMiddleware]:
+    if response_format is None:
+        return []
+    return [StructuredOutputMiddleware(response_format, model=model)]
+
+
+def _guarded(
+    backend: Backend, rules: PermissionRules | None, parts: _Parts
+) -> tuple[Backend, list[AgentMiddleware]]:
+    """The backend under ``rules`` (deny), and the middleware that asks (interrupt)."""
+    if rules is None:
+        return backend, []
+    check_execute(rules, backend)
+    if not rules.has_interrupt:
+        return PermissionedBackend(backend, rules), []
+    if not parts.saves:
+        raise ConfigurationError(
+            "a permission with mode='interrupt' needs a checkpointer: the run stops for a "
+            "human and is continued from its saved thread"
+        )
+    return PermissionedBackend(backend, rules), [FilesystemPermissionMiddleware(rules)]
+
+
 class _Parts:
     """What every agent of one tree is built with (the parent's, unless a child overrides)."""
 
@@ -198,6 +246,8 @@ class _Parts:
         "debug",
         "max_steps",
         "models",
+        "rules",
+        "saves",
         "store",
         "tail",
         "tools",
@@ -214,15 +264,19 @@ class _Parts:
         tail: Sequence[AgentMiddleware],
         models: _ModelCache,
         checkpointer: Checkpointer | None,
+        rules: PermissionRules | None,
+        saves: bool,
     ) -> None:
         self.checkpointer = checkpointer
         self.tools = tools
-        self.backend = backend
+        self.backend = backend  # unguarded: a subagent may bring its own permissions
         self.store = store
         self.debug = debug
         self.max_steps = max_steps
         self.tail = tail
         self.models = models
+        self.rules = rules
+        self.saves = saves
 
 
 def _build_spec(
@@ -232,15 +286,17 @@ def _build_spec(
     system_prompt: str | None,
     stack: Sequence[AgentMiddleware],
     parts: _Parts,
+    backend: Backend,
     name: str | None,
     checkpointer: Checkpointer | None = None,
+    context_schema: Any = None,
 ) -> AgentSpec:
     if not (isinstance(model, SupportsPromptCaching) and model.prompt_caching):
         # Cache hints are for Claude; for any other model the layer would only
         # copy each request, on the hot path, for nothing.
         stack = [mw for mw in stack if type(mw) is not AnthropicPromptCachingMiddleware]
     all_tools = {t.name: t for t in tools}
-    channels: dict[str, Channel] = default_channels()
+    declared: dict[str, Channel] = {}
     prompt_parts = [system_prompt or DEFAULT_PROMPT]
     for mw in stack:
         for t in mw.tools:
@@ -250,9 +306,12 @@ def _build_spec(
                 )
             all_tools[t.name] = t
         for key, ch in mw.channels.items():
-            channels.setdefault(key, ch)
+            declared.setdefault(key, ch)
         if mw.system_prompt:
             prompt_parts.append(mw.system_prompt)
+    # A middleware's channel replaces a built-in one of the same name (the
+    # structured answer's channel knows how to read its type back from JSON).
+    channels: dict[str, Channel] = {**default_channels(), **declared}
     return AgentSpec(
         name=name or "main",
         model=model,
@@ -262,9 +321,10 @@ def _build_spec(
         channels=channels,
         max_steps=parts.max_steps,
         debug=parts.debug,
-        backend=parts.backend,
+        backend=backend,
         store=parts.store,
         checkpointer=checkpointer,
+        context_schema=context_schema,
     )
 
 
@@ -289,6 +349,9 @@ class _SubAgentConfig(BaseModel):
     skills: Sequence[str] | None = None
     agent: DeepAgent | None = None
     runnable: DeepAgent | None = None
+    response_format: Any = None
+    budget: Budget | None = None
+    permissions: Sequence[FilesystemPermission] | None = None
 
 
 def _subagent_specs(
@@ -312,10 +375,18 @@ def _subagent_specs(
         if config.agent is not None and config.runnable is not None:
             raise ConfigurationError(f"subagent {config.name!r}: give 'agent' or 'runnable'")
         if prebuilt is not None:
+            if config.response_format is not None or config.permissions is not None:
+                raise ConfigurationError(
+                    f"subagent {config.name!r}: a prebuilt agent brings its own "
+                    "response_format and permissions; give them to its create_deep_agent"
+                )
             spec = prebuilt.spec
         elif prompt is None:
             raise ConfigurationError(f"subagent {config.name!r} needs a 'system_prompt'")
         else:
+            rules = parts.rules
+            if config.permissions is not None:
+                rules = PermissionRules(config.permissions) if config.permissions else None
             spec = _child_spec(
                 config.name,
                 prompt,
@@ -324,6 +395,8 @@ def _subagent_specs(
                 extra=config.middleware,
                 parts=parts,
                 interrupt_on=config.interrupt_on,
+                response_format=config.response_format,
+                rules=rules,
                 skills=config.skills,
             )
         specs.append(
@@ -332,6 +405,7 @@ def _subagent_specs(
                 description=config.description,
                 agent=spec,
                 timeout=config.timeout,
+                budget=config.budget,
             )
         )
     if not any(s.name == GENERAL_PURPOSE for s in specs):
@@ -342,6 +416,7 @@ def _subagent_specs(
             tools=parts.tools,
             extra=(),
             parts=parts,
+            rules=parts.rules,
             skills=skills,  # general-purpose gets the main agent's skills, as in deepagents
         )
         specs.insert(
@@ -371,14 +446,17 @@ def _child_spec(
     tools: Sequence[Tool],
     extra: Sequence[AgentMiddleware],
     parts: _Parts,
+    rules: PermissionRules | None,
+    response_format: Any = None,
     interrupt_on: Mapping[str, Any] | None = None,
     skills: Sequence[str] | None = None,
 ) -> AgentSpec:
+    backend, guard = _guarded(parts.backend, rules, parts)
     # Declarative subagents get the default stack minus `task`: one level of
     # delegation, as in deepagents. A prebuilt agent may bring its own.
     defaults: list[AgentMiddleware] = [
         TodoListMiddleware(),
-        FilesystemMiddleware(execute=parts.backend.can_execute),
+        FilesystemMiddleware(execute=backend.can_execute),
     ]
     # Declarative subagents inherit interrupt_on: a guarded tool stays guarded
     # when the work is delegated. Their own interrupt_on replaces the parent's
@@ -392,9 +470,20 @@ def _child_spec(
                     f"subagent {name!r}: interrupt_on needs a checkpointer on the agent"
                 )
             tail.append(HumanInTheLoopMiddleware(interrupt_on))
-    stack = [*context_stack(defaults, extra, model=model, skills=skills), *tail]
+    stack = [
+        *context_stack(defaults, extra, model=model, skills=skills),
+        *_answer(response_format, model),
+        *tail,
+        *guard,
+    ]
     return _build_spec(
-        model=model, tools=tools, system_prompt=prompt, stack=stack, parts=parts, name=name
+        model=model,
+        tools=tools,
+        system_prompt=prompt,
+        stack=stack,
+        parts=parts,
+        backend=backend,
+        name=name,
     )
 
 

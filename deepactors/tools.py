@@ -10,6 +10,21 @@ read, never a crash of the run.
 A parameter annotated :class:`~deepactors.context.ToolRuntime` is filled in by
 the runtime and hidden from the model. Sync functions run in a worker thread, so
 a slow one never blocks the event loop.
+
+What a deadline can interrupt: an async tool is cancelled at its next ``await``
+(anyio cancellation, as anywhere else). A sync tool cannot be: a thread cannot
+be killed. When the run's deadline passes (``ainvoke(timeout=...)``, a
+subagent's timeout, the caller's ``move_on_after``, a cancelled run), the run
+stops waiting for the thread and ends at the deadline; the thread runs on as a
+*stray* thread until the function returns, and what it returns is discarded.
+Side effects it makes after the deadline still happen. Each stray thread is
+logged (``left a worker thread running``) and logged again if it ever finishes;
+while :data:`MAX_STRAY_THREADS` (16) of them are still
+running, a sync tool call is refused with an error result instead of starting
+another thread. A sync tool that may block for long should take a timeout of
+its own, or be written as an async function. An async tool that blocks without
+awaiting (``time.sleep`` inside ``async def``) blocks the whole event loop and
+no deadline can help: that is a bug in the tool.
 """
 
 from __future__ import annotations
@@ -22,10 +37,17 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast, get_type_hints, overload
 
-import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
+from ._threads import (
+    MAX_STRAY_THREADS,
+    StrayThreadStatistics,
+    TooManyStrayThreads,
+    run_sync_in_thread,
+    stray_thread_statistics,
+    wait_for_stray_threads,
+)
 from .context import ToolRuntime
 from .errors import ConfigurationError, ToolError
 from .messages import (
@@ -38,7 +60,19 @@ from .messages import (
     ToolMessage,
 )
 
-__all__ = ["Command", "Tool", "ToolArgumentsError", "as_tool", "tool", "tool_result_message"]
+__all__ = [
+    "MAX_STRAY_THREADS",
+    "Command",
+    "StrayThreadStatistics",
+    "TooManyStrayThreads",
+    "Tool",
+    "ToolArgumentsError",
+    "as_tool",
+    "stray_thread_statistics",
+    "tool",
+    "tool_result_message",
+    "wait_for_stray_threads",
+]
 
 _BLOCK_TYPES = (TextBlock, ImageBlock, ThinkingBlock, RedactedThinkingBlock)
 
@@ -101,7 +135,15 @@ class Tool:
         return {name: values[name] for name in self._fields}
 
     async def call(self, args: Mapping[str, Any], runtime: ToolRuntime | None = None) -> Any:
-        """Validate ``args`` and run the function; return what it returned."""
+        """Validate ``args`` and run the function; return what it returned.
+
+        A sync function runs in a worker thread that a cancellation leaves
+        behind (see the module docstring).
+
+        Raises:
+            TooManyStrayThreads: A sync tool, while :data:`MAX_STRAY_THREADS`
+                stray threads still run.
+        """
         kwargs = self.validate(args)
         if self.runtime_param is not None:
             if runtime is None:
@@ -109,7 +151,7 @@ class Tool:
             kwargs[self.runtime_param] = runtime
         if self.is_async:
             return await self.fn(**kwargs)
-        return await anyio.to_thread.run_sync(functools.partial(self.fn, **kwargs))
+        return await run_sync_in_thread(functools.partial(self.fn, **kwargs), name=self.name)
 
 
 @overload

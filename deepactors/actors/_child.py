@@ -24,6 +24,7 @@ import anyio
 import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from ..budget import Budget
 from ..context import RunContext, TreeSlot
 from ..filediff import FileDiff, FileRecord, diff_files
 from ..interrupts import ActionRequest, Interrupt
@@ -70,7 +71,7 @@ class _RunOrder:
 class _ChildActor:
     """Owns one subagent's state for the length of one ``task`` call."""
 
-    __slots__ = ("base_files", "label", "parent", "path", "slot", "spec")
+    __slots__ = ("base_files", "budget", "label", "parent", "path", "slot", "spec")
 
     def __init__(
         self,
@@ -81,8 +82,10 @@ class _ChildActor:
         parent: RunContext,
         files: Mapping[str, FileRecord],
         slot: TreeSlot | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.slot = slot
+        self.budget = budget
         self.spec = spec
         self.path = path
         self.label = label
@@ -99,7 +102,12 @@ class _ChildActor:
     async def _run(self, description: str) -> ChildOutcome:
         parent = self.parent
         session = child_session(
-            self.spec, parent=parent, path=self.path, files=self.base_files, slot=self.slot
+            self.spec,
+            parent=parent,
+            path=self.path,
+            files=self.base_files,
+            slot=self.slot,
+            budget=self.budget,
         )
         state, run = session.state, session.run
         if not session.resumed:
@@ -136,9 +144,8 @@ class _ChildActor:
 def _final_answer(state: State) -> str:
     structured = state.get("structured_response")
     if structured is not None:
-        if hasattr(structured, "model_dump_json"):
-            return str(structured.model_dump_json())
-        return json.dumps(structured, default=str)
+        # As JSON, through the channel's own encoder (a model, a dataclass, a dict).
+        return json.dumps(state.channels["structured_response"].encode(structured))
     for message in reversed(state.messages):
         if isinstance(message, AssistantMessage) and message.text.strip():
             return message.text
@@ -159,13 +166,15 @@ async def run_child(
     timeout: float | None,
     limiter: anyio.Semaphore | None = None,
     tree_limiter: anyio.Semaphore | None = None,
+    budget: Budget | None = None,
 ) -> ChildOutcome:
     """Run the agent ``spec`` as a child actor of ``parent`` and return its reply.
 
     ``limiter`` caps the parent's children working at once, ``tree_limiter`` the
-    whole tree's. ``timeout`` covers the wait for a slot too. Past it, the child
-    and everything under it are cancelled and the outcome is ``timed_out``; its
-    file changes are dropped whole.
+    whole tree's. ``budget`` is the child's own, inside its parent's. ``timeout``
+    covers the wait for a slot too. Past it, the child and everything under it
+    are cancelled and the outcome is ``timed_out``; its file changes are dropped
+    whole.
     """
     outcome: ChildOutcome | None = None
     lender = parent.slot
@@ -182,7 +191,13 @@ async def run_child(
             if slot is not None:
                 await slot.acquire()
             actor = _ChildActor(
-                spec=spec, path=path, label=label, parent=parent, files=files, slot=slot
+                spec=spec,
+                path=path,
+                label=label,
+                parent=parent,
+                files=files,
+                slot=slot,
+                budget=budget,
             )
             reply_send, reply_receive = anyio.create_memory_object_stream[ChildOutcome](1)
             mailbox_send, mailbox = anyio.create_memory_object_stream[_RunOrder](4)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Literal
 
 from ..context import RunContext
-from ..events import FileChanged, TodosUpdated
+from ..events import FileChanged, StateUpdated, TodosUpdated
 from ..state import Applied, FileRecord, State
 
 __all__ = ["actor_listener", "state_events"]
@@ -25,6 +25,7 @@ def state_events(run: RunContext, state: State) -> Callable[[Applied], None]:
 
     def listener(applied: Applied) -> None:
         update = applied.update
+        emit(StateUpdated(path=run.path, run_id=run.run_id, update=update, values=state.to_dict()))
         if "todos" in update:
             emit(TodosUpdated(path=run.path, run_id=run.run_id, todos=state["todos"]))
         files = update.get("files")

@@ -10,6 +10,17 @@ before everything it recorded is durable (:meth:`Journal.sync`): a crash can los
 at most the step in progress, and the results of tool calls that finished in
 that step are recorded one by one as they finish, so a resumed step does not run
 them again.
+
+A journal holds its thread's lease (:meth:`Checkpointer.lease
+<deepactors.persistence.Checkpointer.lease>`) from before it reads the thread
+until its last record is stored: runs of one thread, in this process or
+another, take turns and never interleave their records.
+
+Reading back checks what it reads (:class:`Restored`): records numbered 1, 2,
+3... with none missing, of the kinds written here, holding data that decodes.
+Anything else is :class:`~deepactors.errors.CheckpointCorrupt` naming where the
+records are kept, the thread and the record, without quoting what it holds:
+a damaged checkpoint never silently resumes on a shorter history.
 """
 
 from __future__ import annotations
@@ -22,6 +33,7 @@ from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from pydantic import ValidationError
 
 from ..context import ToolResult
 from ..errors import CheckpointCorrupt, CheckpointError
@@ -31,49 +43,118 @@ from ..persistence import Checkpointer, CheckpointRecord, CheckpointWrite
 from ..state import Applied, State
 from ._codec import decode_tool_result, decode_update, encode_tool_result, encode_update
 
-__all__ = ["Journal", "Restored", "open_journal"]
+__all__ = ["KINDS", "Journal", "Restored", "open_journal"]
+
+KINDS = frozenset({"update", "tool_result", "interrupt", "resume"})
+"""The kinds of record a journal writes, and so the only ones it reads back."""
+
+
+def _why(exc: BaseException) -> str:
+    """What is wrong with a stored value, without quoting the value.
+
+    pydantic's messages (and ``repr`` of the input) would quote the stored text
+    (a user's message, a file's content): keep only the kinds of error.
+    """
+    cause = exc.__cause__ if isinstance(exc, CheckpointCorrupt) else exc
+    if isinstance(cause, ValidationError):
+        kinds = sorted({e["type"] for e in cause.errors(include_url=False, include_input=False)})
+        return f"{cause.error_count()} invalid value(s): {', '.join(kinds)}"
+    return type(cause).__name__ if cause is not None else "invalid"
 
 
 class Restored:
-    """What a thread's checkpoint holds, indexed for the actors that resume from it."""
+    """What a thread's checkpoint holds, indexed for the actors that resume from it.
 
-    def __init__(self, thread_id: str, records: Sequence[CheckpointRecord]) -> None:
+    Args:
+        thread_id: The thread.
+        records: All its records, or all up to some ``seq``, in ``seq`` order.
+        source: Where they were kept (:attr:`Checkpointer.location`), for errors.
+
+    Raises:
+        CheckpointCorrupt: A record is missing (the ``seq`` numbers are not 1, 2,
+            3...) or is of a kind no journal writes.
+    """
+
+    def __init__(
+        self, thread_id: str, records: Sequence[CheckpointRecord], *, source: str = ""
+    ) -> None:
         self.thread_id = thread_id
+        self._source = f"{source}: " if source else ""
         self.by_path: dict[str, list[CheckpointRecord]] = defaultdict(list)
-        for record in records:
+        for expected, record in enumerate(records, 1):
+            if record.seq != expected:
+                raise CheckpointCorrupt(
+                    f"{self._source}thread {thread_id!r}: record seq {expected} is missing "
+                    f"(the records go on at seq {record.seq})"
+                )
+            if record.kind not in KINDS:
+                raise CheckpointCorrupt(
+                    f"{self._where(record)}: unknown kind {record.kind[:40]!r}; "
+                    f"a journal writes {', '.join(sorted(KINDS))}"
+                )
             self.by_path[record.path].append(record)
+
+    def _where(self, record: CheckpointRecord) -> str:
+        thread, seq = self.thread_id, record.seq
+        return f"{self._source}thread {thread!r}, actor {record.path!r}, record seq {seq}"
 
     def has(self, path: str) -> bool:
         """Whether the actor at ``path`` left anything to resume from."""
         return path in self.by_path
 
     def pending_interrupt(self, path: str) -> list[ActionRequest] | None:
-        """The requests the actor at ``path`` stopped for, unless already answered."""
+        """The requests the actor at ``path`` stopped for, unless already answered.
+
+        Raises:
+            CheckpointCorrupt: The interrupt record cannot be read.
+        """
         for record in reversed(self.by_path.get(path, ())):
             if record.kind == "resume":
                 return None
             if record.kind == "interrupt":
                 try:
                     return [ActionRequest.from_dict(r) for r in record.data["requests"]]
-                except (KeyError, TypeError) as exc:
+                except (KeyError, TypeError, ValueError, AttributeError) as exc:
                     raise CheckpointCorrupt(
-                        f"thread {self.thread_id!r}, actor {path!r}, record {record.seq}: "
-                        f"unreadable interrupt: {exc}"
-                    ) from exc
+                        f"{self._where(record)}: unreadable interrupt ({_why(exc)})"
+                    ) from None
         return None
 
     def replay(self, path: str, state: State) -> dict[str, ToolResult]:
-        """Rebuild the actor's state; return the tool results of its unfinished step."""
+        """Rebuild the actor's state; return the tool results of its unfinished step.
+
+        Raises:
+            CheckpointCorrupt: A record cannot be decoded; the message names the
+                thread, the actor, the record and the channel, not the data.
+        """
         results: dict[str, ToolResult] = {}
         for record in self.by_path.get(path, ()):
-            where = f"thread {self.thread_id!r}, actor {path!r}, record {record.seq}"
+            where = self._where(record)
             if record.kind == "update":
-                state.apply(decode_update(record.data, where=where, state=state))
+                state.apply(self._update(record.data, where, state))
             elif record.kind == "tool_result":
-                message, update = decode_tool_result(record.data, where=where, state=state)
+                try:
+                    message, update = decode_tool_result(record.data, where=where, state=state)
+                except CheckpointCorrupt as exc:
+                    raise CheckpointCorrupt(
+                        f"{where}: unreadable tool result ({_why(exc)})"
+                    ) from None
                 results[message.tool_call_id] = (message, update)
         answered = {m.tool_call_id for m in state.messages if isinstance(m, ToolMessage)}
         return {k: v for k, v in results.items() if k not in answered}
+
+    @staticmethod
+    def _update(data: Mapping[str, Any], where: str, state: State) -> dict[str, Any]:
+        # Channel by channel, to name the one at fault.
+        out: dict[str, Any] = {}
+        for name, value in data.items():
+            try:
+                out.update(decode_update({name: value}, where=where, state=state))
+            except CheckpointCorrupt as exc:
+                raise CheckpointCorrupt(
+                    f"{where}: unreadable update of channel {name[:40]!r} ({_why(exc)})"
+                ) from None
+        return out
 
 
 class Journal:
@@ -85,15 +166,29 @@ class Journal:
         thread_id: str,
         send: MemoryObjectSendStream[tuple[int, CheckpointWrite]],
         restored: Restored | None,
+        head_at_open: int = 0,
     ) -> None:
         self.checkpointer = checkpointer
         self.thread_id = thread_id
         self.restored = restored
+        self.head_at_open = head_at_open
+        self._stored = 0
         self._send = send
         self._ticket = 0
         self._committed = 0
         self._committed_event = anyio.Event()
         self._error: BaseException | None = None
+
+    @property
+    def head(self) -> int:
+        """The ``seq`` of the thread's newest record, this run's stored ones included.
+
+        Exact while the journal holds the thread's lease (nobody else writes):
+        an actor that keeps the thread's state in memory between runs remembers
+        it, and reloads the state when the next run's :attr:`head_at_open`
+        differs (another process ran the thread meanwhile).
+        """
+        return self.head_at_open + self._stored
 
     def record(self, path: str, step: int, kind: str, data: dict[str, Any]) -> int:
         """Queue a record; return its ticket for :meth:`sync`."""
@@ -160,6 +255,8 @@ class Journal:
                 await self.checkpointer.put(self.thread_id, [w for _, w in batch])
             except Exception as exc:
                 self._error = exc
+            else:
+                self._stored += len(batch)
         self._committed = batch[-1][0]
         event, self._committed_event = self._committed_event, anyio.Event()
         event.set()
@@ -182,34 +279,44 @@ async def open_journal(
 ) -> AsyncIterator[Journal]:
     """A journal for one top-level run, with its writer running in a task group.
 
-    With ``restore``, the thread's records are read first (:attr:`Journal.restored`).
-    Leaving the block waits for the last records to be stored, even when the run
-    was cancelled (a timed-out run's finished work is kept).
+    The thread's lease is taken first (waiting for another run of the thread,
+    here or in another process, to finish: the wait counts against the caller's
+    deadline), and given back once the last records are stored. With
+    ``restore``, the thread's records are read under the lease
+    (:attr:`Journal.restored`). Leaving the block waits for the last records to
+    be stored, even when the run was cancelled (a timed-out run's finished work
+    is kept).
+
+    Raises:
+        ThreadBusy: The checkpointer refuses to wait for a busy thread.
+        CheckpointCorrupt: ``restore`` found a damaged checkpoint.
+        CheckpointError: The last records could not be stored.
     """
-    restored = None
-    if restore:
-        records = await checkpointer.read(thread_id)
-        if records:
-            restored = Restored(thread_id, records)
-    send, receive = anyio.create_memory_object_stream[tuple[int, CheckpointWrite]](math.inf)
-    journal = Journal(checkpointer, thread_id, send, restored)
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(journal._write, receive)
-            try:
-                yield journal
-            finally:
-                send.close()  # the writer stores what is queued, then ends
-    finally:
-        # Cancelled (a deadline, say): the writer may have stopped while records
-        # were still queued. Store them anyway: a timed-out run keeps its work.
-        with anyio.CancelScope(shield=True), anyio.move_on_after(30):
-            rest = _take_all(receive)
-            if rest:
-                await journal._put(rest)
-        receive.close()
-    # Reached only when the run itself ended without an exception: its last
-    # records (the final answer, an interrupt) must be stored, or it did not end.
-    if journal._error is not None or journal._committed < journal._ticket:
-        why = journal._error or "timed out storing the last records"
-        raise CheckpointError(f"could not save thread {thread_id!r}: {why}") from journal._error
+    async with checkpointer.lease(thread_id) as lease:
+        restored = None
+        if restore:
+            records = await checkpointer.read(thread_id)
+            if records:
+                restored = Restored(thread_id, records, source=checkpointer.location)
+        send, receive = anyio.create_memory_object_stream[tuple[int, CheckpointWrite]](math.inf)
+        journal = Journal(checkpointer, thread_id, send, restored, head_at_open=lease.head)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(journal._write, receive)
+                try:
+                    yield journal
+                finally:
+                    send.close()  # the writer stores what is queued, then ends
+        finally:
+            # Cancelled (a deadline, say): the writer may have stopped while records
+            # were still queued. Store them anyway: a timed-out run keeps its work.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(30):
+                rest = _take_all(receive)
+                if rest:
+                    await journal._put(rest)
+            receive.close()
+        # Reached only when the run itself ended without an exception: its last
+        # records (the final answer, an interrupt) must be stored, or it did not end.
+        if journal._error is not None or journal._committed < journal._ticket:
+            why = journal._error or "timed out storing the last records"
+            raise CheckpointError(f"could not save thread {thread_id!r}: {why}") from journal._error

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import anyio
+import anyio.lowlevel
 import structlog
 
 from ..context import RunContext
@@ -86,6 +88,7 @@ async def run_loop(spec: AgentSpec, state: State, run: RunContext) -> Usage | No
         jump = "tools"
     step = 0
     while jump != "end":
+        await _check_deadline()
         if jump != "tools":
             jump = await _apply_hooks(spec.before_model, state, run, debug)
             if jump == "end":
@@ -113,6 +116,7 @@ async def run_loop(spec: AgentSpec, state: State, run: RunContext) -> Usage | No
                     tools=spec.tool_list,
                     state=state,
                     run=run,
+                    model=spec.model,
                 )
                 message = await spec.call_model(request)
                 run.add_usage(message.usage)
@@ -134,4 +138,20 @@ async def run_loop(spec: AgentSpec, state: State, run: RunContext) -> Usage | No
             break
         await run_tools(spec, state, run, pending)
     await _apply_hooks(spec.after_agent, state, run, debug)
+    await _check_deadline()
     return run.usage
+
+
+async def _check_deadline() -> None:
+    """Raise the cancellation of a deadline that has passed, even one no await saw.
+
+    A deadline is delivered only when the task yields to the event loop; a turn
+    with a zero-latency model and quick tools may never yield, and without this
+    check a run could finish after its deadline (``timeout=0`` would return).
+    """
+    await anyio.lowlevel.checkpoint_if_cancelled()
+    if anyio.current_time() >= anyio.current_effective_deadline():
+        # Passed but not delivered yet (asyncio delivers it from a timer callback
+        # that runs after this task's next step): yield until it is.
+        for _ in range(100):
+            await anyio.lowlevel.checkpoint()

@@ -32,6 +32,7 @@ import anyio.lowlevel
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from ..budget import Budget
 from ..errors import InputError, RunCancelled, RuntimeClosed
 from ..events import Event, RunFinished
 from ..messages import new_id
@@ -131,7 +132,6 @@ class _Order:
 
     handle: RunHandle
     input: RunInput
-    context: Mapping[str, Any]
     emit_stream: MemoryObjectSendStream[Event] | None
 
 
@@ -232,7 +232,6 @@ class _ThreadActor:
                             run_id=handle.run_id,
                             thread_id=self.thread_id,
                             emit=emit.send_nowait if emit is not None else None,
-                            context=order.context,
                         )
                         if self.turn is not None:
                             self.turn.writer = self
@@ -310,7 +309,8 @@ class Runtime:
         *,
         thread_id: str | None = None,
         timeout: float | None = None,
-        context: Mapping[str, Any] | None = None,
+        context: object = None,
+        budget: Budget | None = None,
         stream: bool = False,
     ) -> RunHandle:
         """Validate the input and queue a run; return its handle at once.
@@ -320,7 +320,10 @@ class Runtime:
             input: What :meth:`DeepAgent.ainvoke` takes.
             thread_id: The thread to run on; runs of one thread queue.
             timeout: Seconds for the run, the wait in the queue included.
-            context: Values hooks and tools read as ``run.context``.
+            context: What hooks and tools read as ``run.context``, checked
+                against the agent's ``context_schema``.
+            budget: Limits for the run and every subagent under it
+                (``result["budget"]`` reports what was spent).
             stream: Keep the run's events for :attr:`RunHandle.events`.
 
         Raises:
@@ -330,10 +333,8 @@ class Runtime:
         if self._closed:
             raise RuntimeClosed("this runtime is closed; open a new one with open_runtime()")
         spec = agent.spec
-        run_input = prepare_input(spec, input, thread_id)
+        run_input = prepare_input(spec, input, thread_id, context=context, budget=budget)
         deadline = _deadline(timeout)
-        if context is not None and not isinstance(context, Mapping):
-            raise InputError(f"context must be a dict, not {type(context).__name__}")
         send: MemoryObjectSendStream[Event] | None = None
         receive: MemoryObjectReceiveStream[Event] | None = None
         if stream:
@@ -341,7 +342,7 @@ class Runtime:
             # its hot path); the consumer's pace is its own business.
             send, receive = anyio.create_memory_object_stream[Event](math.inf)
         handle = RunHandle(path=spec.name, thread_id=thread_id, deadline=deadline, events=receive)
-        order = _Order(handle=handle, input=run_input, context=context or {}, emit_stream=send)
+        order = _Order(handle=handle, input=run_input, emit_stream=send)
         if thread_id is None:
             # No thread: a one-shot actor that exits after this order.
             actor = _ThreadActor(runtime=self, spec=spec, thread_id=None, key=None)

@@ -14,12 +14,13 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
+from ..budget import Budget, BudgetLedger
 from ..context import RunContext, TreeContext, TreeSlot
-from ..errors import InputError
+from ..errors import BudgetExceeded, InputError
 from ..events import Event, Interrupted, RunStarted
 from ..filediff import FileRecord
 from ..interrupts import ActionRequest, Interrupt, interrupt_view, parse_decisions
-from ..messages import new_id
+from ..messages import AssistantMessage, new_id
 from ..state import State
 from ._filewatch import actor_listener
 from ._journal import open_journal
@@ -59,9 +60,10 @@ def _new_run(
     run_id: str,
     tree: TreeContext,
     emit: Callable[[Event], None] | None,
-    context: Mapping[str, Any],
+    context: Any,
     parent: RunContext | None = None,
     slot: TreeSlot | None = None,
+    budget: BudgetLedger | None = None,
 ) -> RunContext:
     backend = spec.backend
     return RunContext(
@@ -78,6 +80,7 @@ def _new_run(
         tree=tree,
         tool_names=spec.tools.keys(),
         slot=slot,
+        budget=budget,
     )
 
 
@@ -100,10 +103,13 @@ def child_session(
     path: str,
     files: Mapping[str, FileRecord],
     slot: TreeSlot | None,
+    budget: Budget | None = None,
 ) -> Session:
     """Set up a subagent's run: fresh state on a copy-on-write view of ``files``.
 
     A child that was working when its tree stopped continues from its records.
+    With a ``budget`` of its own, its calls draw on that and on every budget
+    above it; without, on its parent's.
     """
     state = State(spec.channels)
     state.files.update(files)  # copy-on-write: records are immutable
@@ -117,6 +123,7 @@ def child_session(
         context=parent.context,
         parent=parent,
         slot=slot,
+        budget=parent.budget if budget is None else BudgetLedger(budget, parent=parent.budget),
     )
     return _open(spec, state, run, restore=True)
 
@@ -129,20 +136,27 @@ async def execute_root(
     run_id: str,
     thread_id: str | None,
     emit: Callable[[Event], None] | None,
-    context: Mapping[str, Any],
 ) -> tuple[dict[str, Any], State]:
     """One top-level run on a thread actor's state (None: a new actor).
 
     Returns:
-        The run's result (the state as a dict, ``usage``, and ``__interrupt__``
-        when it stopped for human decisions) and the actor's state.
+        The run's result (the state as a dict, ``usage``, ``budget``, and
+        ``__interrupt__`` when it stopped for human decisions) and the actor's state.
     """
     fresh = state is None
     if state is None:
         state = State(spec.channels)
-    tree = TreeContext(thread_id=thread_id, max_steps=run_input.max_steps)
+    ledger = None if run_input.budget is None else BudgetLedger(run_input.budget)
+    tree = TreeContext(thread_id=thread_id, max_steps=run_input.max_steps, budget=ledger)
     run = _new_run(
-        spec, state, path=spec.name, run_id=run_id, tree=tree, emit=emit, context=context
+        spec,
+        state,
+        path=spec.name,
+        run_id=run_id,
+        tree=tree,
+        emit=emit,
+        context=run_input.context,
+        budget=ledger,
     )
     failure: Exception | None = None
     interrupted: list[ActionRequest] = []
@@ -158,6 +172,9 @@ async def execute_root(
                 tree.restored = journal.restored
             session = _open(spec, state, run, restore=fresh)
             stack.callback(session.close)
+            if run_input.update_only:
+                session.state.apply(run_input.values)
+                return _result(state, run, []), state
             if run_input.resume is not None:
                 _take_decisions(run, run_input.resume)
             elif not _has_work(state, run_input, thread_id):
@@ -177,6 +194,8 @@ async def execute_root(
 def _result(state: State, run: RunContext, interrupted: list[ActionRequest]) -> dict[str, Any]:
     result = state.to_dict()
     result["usage"] = run.usage
+    ledger = run.tree.budget
+    result["budget"] = None if ledger is None else ledger.report()
     if interrupted:
         result["__interrupt__"] = interrupt_view([r.to_dict() for r in interrupted])
     return result
@@ -222,6 +241,11 @@ async def _execute(session: Session, values: Mapping[str, Any]) -> list[ActionRe
         if values:
             state.apply(values)
         await run_loop(session.spec, state, run)
+    except BudgetExceeded as exc:
+        # The top of the tree: the run ends here, cleanly, saying why.
+        state.add_message(
+            AssistantMessage(content=f"Stopped: {exc}.", stop_reason="budget_exhausted")
+        )
     except Interrupt as exc:
         requests = [r.to_dict() for r in exc.requests]
         journal = run.journal

@@ -16,9 +16,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pydantic import TypeAdapter, ValidationError
+
+from ..budget import Budget
 from ..context import RunContext
 from ..errors import ConfigurationError, InputError
 from ..events import ModelDelta
@@ -33,13 +36,14 @@ from ..messages import AssistantMessage
 from ..models import ChatModel, ModelRequest
 from ..state import Channel, State, validate_input
 from ..tools import Command, Tool
+from ._budget import budgeted_call
 from ._tool_call import execute_tool
 
 if TYPE_CHECKING:
     from ..backends import Backend
     from ..persistence import Checkpointer, Store
 
-__all__ = ["AgentSpec", "HasSpec", "Hook", "RunInput", "prepare_input"]
+__all__ = ["AgentSpec", "HasSpec", "Hook", "RunInput", "check_context", "prepare_input"]
 
 Hook = Callable[[State, RunContext], Awaitable[HookResult]]
 
@@ -60,6 +64,8 @@ class AgentSpec:
         backend: Where the file tools keep files (None: no file tools' backend).
         store: The long-term store, if any.
         checkpointer: Where threads are saved, if anywhere.
+        context_schema: What a run's ``context=`` must be (a pydantic model,
+            dataclass or TypedDict); ``None`` takes any mapping.
     """
 
     name: str
@@ -73,6 +79,7 @@ class AgentSpec:
     backend: Backend | None = None
     store: Store | None = None
     checkpointer: Checkpointer | None = None
+    context_schema: Any = None
     # Resolved in __post_init__:
     tool_list: tuple[Tool, ...] = field(init=False)
     before_agent: tuple[Hook, ...] = field(init=False)
@@ -81,6 +88,7 @@ class AgentSpec:
     after_agent: tuple[Hook, ...] = field(init=False)
     call_model: ModelHandler = field(init=False)
     call_tool: ToolHandler = field(init=False)
+    context_adapter: TypeAdapter[Any] | None = field(init=False)
 
     def __post_init__(self) -> None:
         if self.max_steps < 1:
@@ -107,19 +115,30 @@ class AgentSpec:
             "after_agent": tuple(mw.after_agent for mw in rev if overrides(mw, "after_agent")),
             "call_model": model_handler,
             "call_tool": tool_handler,
+            "context_adapter": _context_adapter(self.context_schema),
         }
         for name, value in resolved.items():
             object.__setattr__(self, name, value)
 
     async def _model_call(self, request: ModelRequest) -> AssistantMessage:
+        # The innermost handler: the request is final here, so this is where a
+        # budget reserves (no middleware can raise max_tokens after it).
+        model = request.model or self.model
+        run = request.run
+        ledger = run.budget if run is not None else None
+        if ledger is None:
+            return await self._ask(model, request)
+        return await budgeted_call(ledger, request, model, self._ask)
+
+    async def _ask(self, model: ChatModel, request: ModelRequest) -> AssistantMessage:
         run = request.run
         emit = run.emit if run is not None else None
         if emit is None:
-            return await self.model.generate(request)
+            return await model.generate(request)
         assert run is not None
         # Someone listens: stream, so token deltas reach them as they arrive.
         final: AssistantMessage | None = None
-        async with aclosing(self.model.stream(request)) as parts:  # type: ignore[type-var]
+        async with aclosing(model.stream(request)) as parts:  # type: ignore[type-var]
             async for part in parts:
                 if isinstance(part, AssistantMessage):
                     final = part
@@ -134,10 +153,19 @@ class AgentSpec:
                         )
                     )
         if final is None:
-            raise RuntimeError(
-                f"model {self.model.model_name!r} ended its stream without a message"
-            )
+            raise RuntimeError(f"model {model.model_name!r} ended its stream without a message")
         return final
+
+
+def _context_adapter(schema: Any) -> TypeAdapter[Any] | None:
+    if schema is None:
+        return None
+    try:
+        return TypeAdapter(schema)
+    except Exception as exc:  # pydantic's schema errors have no common base
+        raise ConfigurationError(
+            f"context_schema {schema!r} is not a type pydantic can validate: {exc}"
+        ) from exc
 
 
 class HasSpec(Protocol):
@@ -161,22 +189,75 @@ class RunInput:
             ``Command(resume=...)``) rather than adding to it.
         max_steps: Model calls allowed to each agent of this run's tree, when the
             caller set a limit for this run (else each agent's own).
+        update_only: Apply ``values`` to the thread's state (recorded like any
+            update) and stop: no hook, no model call (LangGraph's ``update_state``).
+        context: The run's context, checked against the agent's ``context_schema``.
+        budget: The budget of the run and every subagent under it, if any.
     """
 
     values: Mapping[str, Any]
     resume: object = None
     resuming: bool = False
     max_steps: int | None = None
+    update_only: bool = False
+    context: Any = field(default_factory=dict)
+    budget: Budget | None = None
 
 
-def prepare_input(spec: AgentSpec, input: object, thread_id: str | None) -> RunInput:
-    """Check a run's input against the agent and convert it, before anything runs.
+def prepare_input(
+    spec: AgentSpec,
+    input: object,
+    thread_id: str | None,
+    *,
+    context: object = None,
+    budget: object = None,
+) -> RunInput:
+    """Check a run's input, context and budget against the agent, before anything runs.
+
+    An input that is a :class:`RunInput` already is taken as it is, with the
+    ``context`` and ``budget`` given here (if any) checked and put in it.
 
     Raises:
-        InputError: What is wrong with the input, in words a caller can act on.
+        InputError: What is wrong, in words a caller can act on.
     """
+    if budget is not None and not isinstance(budget, Budget):
+        raise InputError(f"budget must be a deepactors.Budget, not {type(budget).__name__}")
     if isinstance(input, RunInput):
-        return input
+        if context is not None:
+            input = replace(input, context=check_context(spec, context))
+        return input if budget is None else replace(input, budget=budget)
+    run_input = _prepare_values(spec, input, thread_id)
+    return replace(run_input, context=check_context(spec, context), budget=budget)
+
+
+def check_context(spec: AgentSpec, context: object) -> Any:
+    """A run's ``context=`` as the agent's hooks and tools will see it.
+
+    Without a ``context_schema``: the mapping given (``{}`` for None). With one:
+    an instance of it, validated (``None`` validates ``{}``, which works when
+    every field has a default).
+
+    Raises:
+        InputError: The context does not fit; the error names the field.
+    """
+    adapter = spec.context_adapter
+    if adapter is None:
+        if context is None:
+            return {}
+        if not isinstance(context, Mapping):
+            raise InputError(f"context must be a dict, not {type(context).__name__}")
+        return context
+    try:
+        return adapter.validate_python({} if context is None else context)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "context"
+        raise InputError(
+            f"context does not fit the agent's context_schema: {where}: {err['msg']}"
+        ) from None
+
+
+def _prepare_values(spec: AgentSpec, input: object, thread_id: str | None) -> RunInput:
     if thread_id is not None and (not isinstance(thread_id, str) or not thread_id):
         raise InputError(f"thread_id must be a non-empty string, not {thread_id!r}")
     if spec.checkpointer is not None and thread_id is None:

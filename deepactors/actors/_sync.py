@@ -5,14 +5,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import anyio.from_thread
 import sniffio
-
-from ..events import Event
-from ._stream import EventStream
 
 __all__ = ["run_sync", "stream_sync"]
 
@@ -49,9 +46,15 @@ def run_sync(fn: Callable[..., Awaitable[T]], *args: Any, backend: str, **kwargs
         return portal.call(call)
 
 
+class _Parts(Protocol):
+    """Anything read with ``__anext__``: an event stream, or LangGraph-shaped parts."""
+
+    def __anext__(self) -> Awaitable[Any]: ...
+
+
 def stream_sync(
-    make: Callable[[], AbstractAsyncContextManager[EventStream]], *, backend: str
-) -> Iterator[Event]:
+    make: Callable[[], AbstractAsyncContextManager[_Parts]], *, backend: str
+) -> Iterator[Any]:
     """Iterate an event stream from sync code, on a loop in a worker thread.
 
     ``make`` returns the async context manager that opens the stream; it is

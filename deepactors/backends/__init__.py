@@ -14,6 +14,10 @@ paths (:func:`normalize_path`).
 from ._composite import CompositeBackend as CompositeBackend
 from ._filesystem import FilesystemBackend as FilesystemBackend
 from ._paths import normalize_path as normalize_path
+from ._permissions import FilesystemPermission as FilesystemPermission
+from ._permissions import PermissionedBackend as PermissionedBackend
+from ._permissions import PermissionRules as PermissionRules
+from ._permissions import check_execute as check_execute
 from ._protocol import ABSENT as ABSENT
 from ._protocol import DEFAULT_MAX_MATCHES as DEFAULT_MAX_MATCHES
 from ._protocol import Backend as Backend
@@ -40,13 +44,17 @@ __all__ = [
     "FileInfo",
     "FilesOnly",
     "FilesystemBackend",
+    "FilesystemPermission",
     "GrepMatch",
     "GrepResult",
     "LocalShellBackend",
+    "PermissionRules",
+    "PermissionedBackend",
     "ReadWindow",
     "StateBackend",
     "StoreBackend",
     "WriteResult",
+    "check_execute",
     "check_version",
     "normalize_path",
 ]

@@ -6,6 +6,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+import anyio.to_thread
+
 from deepactors.backends._glob import strip_mount
 from deepactors.backends._paths import is_under, join, normalize_path, path_key, relative_to
 from deepactors.backends._protocol import (
@@ -25,6 +27,11 @@ if TYPE_CHECKING:
     from deepactors.state import State
 
 __all__ = ["CompositeBackend"]
+
+
+async def _strip_mount(pattern: str, mount: str) -> list[str]:
+    # A model's pattern is matched in a worker thread, never on the loop.
+    return await anyio.to_thread.run_sync(strip_mount, pattern, tuple(mount.split("/")))
 
 
 class CompositeBackend:
@@ -174,6 +181,8 @@ class CompositeBackend:
     async def glob(self, pattern: str, path: str = "/") -> list[FileInfo]:
         """See :meth:`Backend.glob`."""
         path = normalize_path(path)
+        if not isinstance(pattern, str):
+            raise InvalidPath(f"a glob pattern must be a string, not {type(pattern).__name__}")
         # A relative pattern is rooted at ``path``; an absolute one at "/", with
         # results then kept to ``path``. Mounts below the root get the pattern
         # with their own segments stripped off its front (see strip_mount).
@@ -191,7 +200,7 @@ class CompositeBackend:
         # than inside an exception group.
         await run(backend, mount, inner, pattern)
         for m in self._below(base):
-            for residual in strip_mount(pattern, tuple(relative_to(m, base).split("/"))):
+            for residual in await _strip_mount(pattern, relative_to(m, base)):
                 await run(self.routes[m], m, "/", residual)
         return [found[k] for k in sorted(found, key=path_key)]
 
@@ -205,6 +214,8 @@ class CompositeBackend:
     ) -> GrepResult:
         """See :meth:`Backend.grep`."""
         path = normalize_path(path)
+        if glob is not None and not isinstance(glob, str):
+            raise InvalidPath(f"a glob filter must be a string, not {type(glob).__name__}")
         backend, mount, inner = self._route(path)
         results: list[tuple[str, GrepResult]] = []
 
@@ -222,7 +233,7 @@ class CompositeBackend:
             if glob is None or "/" not in glob.strip("/"):
                 await run(self.routes[m], m, "/", glob)  # a name filter fits any depth
             else:
-                for residual in strip_mount(glob, tuple(relative_to(m, path).split("/"))):
+                for residual in await _strip_mount(glob, relative_to(m, path)):
                     await run(self.routes[m], m, "/", residual)
         seen: set[tuple[str, int]] = set()
         matches: list[GrepMatch] = []

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import re
 import secrets
 import shutil
 import stat as stat_module
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import anyio.to_thread
 
+from deepactors._threads import StopFlag, run_sync_in_thread
 from deepactors.errors import (
     BackendError,
     BinaryFile,
@@ -28,8 +28,14 @@ from deepactors.errors import (
 )
 
 from ._fdpath import DIR_FLAGS, Anchor, open_anchor
-from ._glob import compile_glob, name_filter
-from ._grep import grep_file_with_python, grep_with_python, grep_with_ripgrep
+from ._glob import compile_glob
+from ._grep import (
+    glob_filter,
+    grep_file_with_python,
+    grep_with_python,
+    grep_with_ripgrep,
+    host_mapper,
+)
 from ._paths import join, normalize_path, path_key, relative_to
 from ._protocol import (
     DEFAULT_MAX_MATCHES,
@@ -42,7 +48,8 @@ from ._protocol import (
     check_version,
     make_window,
 )
-from ._text import apply_edit, compile_pattern, split_lines
+from ._regex import LinePattern, compile_pattern
+from ._text import apply_edit, split_lines
 
 if TYPE_CHECKING:
     from deepactors.state import State
@@ -448,20 +455,6 @@ class FilesystemBackend(FilesOnly):
             # --max-filesize only to the files it finds in folders).
             return (None if st.st_size > self.max_read_bytes else host), False, rg
 
-    def _grep_python(
-        self,
-        path: str,
-        is_dir: bool,
-        regex: re.Pattern[str],
-        accept: Callable[[str], bool],
-        max_matches: int,
-    ) -> GrepResult:
-        with self._opened(path) as anchor:
-            search = grep_with_python if is_dir else grep_file_with_python
-            return search(
-                anchor, path, regex, accept, max_matches=max_matches, max_bytes=self.max_read_bytes
-            )
-
     def _stat_sync(self, path: str) -> FileInfo:
         anchor = self._anchor()
         if anchor is None and path == "/":
@@ -524,44 +517,34 @@ class FilesystemBackend(FilesOnly):
     ) -> GrepResult:
         """See :meth:`Backend.grep`."""
         path = normalize_path(path)
-        regex = compile_pattern(pattern)
-        filter_ = name_filter(glob) if glob is not None else None
 
-        def accept(virtual: str) -> bool:
-            if filter_ is None:
-                return True
-            matcher, names_only = filter_
-            rel = virtual.rsplit("/", 1)[1] if names_only else relative_to(virtual, path)
-            return matcher.matches(rel)
+        def compile_all() -> tuple[LinePattern, Callable[[str], bool]]:
+            return compile_pattern(pattern), glob_filter(glob, path)
 
+        # Compiled in a worker thread, like every use of the model's patterns.
+        regex, accept = await anyio.to_thread.run_sync(compile_all)
         host, is_dir, rg = await self._run(self._grep_prepare, path)
         if host is None:
             return GrepResult(matches=(), truncated=False)
-
-        def to_virtual(found: str) -> str | None:
-            # Reported under the path the agent gave, even when that is an
-            # (in-root) symlink to a file or folder elsewhere in the root.
-            if not is_dir or found == host:
-                virtual: str | None = path
-            elif found.startswith(host.rstrip(os.sep) + os.sep):
-                rel = found[len(host.rstrip(os.sep)) + 1 :]
-                virtual = join(path, rel.replace(os.sep, "/")) if _utf8(rel) else None
-            else:
-                virtual = None
-            return virtual if virtual is not None and accept(virtual) else None
-
         if rg is not None:
             result = await grep_with_ripgrep(
                 rg,
                 host,
                 regex,
-                to_virtual,
+                host_mapper(host, path, is_dir=is_dir, accept=accept),
                 max_matches=max_matches,
                 max_bytes=self.max_read_bytes,
             )
             if result is not None:
                 return result
-        return await self._run(self._grep_python, path, is_dir, regex, accept, max_matches)
+        stop = StopFlag()
+
+        def search() -> GrepResult:
+            grep = grep_with_python if is_dir else grep_file_with_python
+            with self._opened(path) as anchor:
+                return grep(anchor, path, regex, accept, max_matches, self.max_read_bytes, stop)
+
+        return await run_sync_in_thread(search, name="grep", stop=stop)
 
     async def stat(self, path: str) -> FileInfo:
         """See :meth:`Backend.stat`."""

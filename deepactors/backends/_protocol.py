@@ -184,7 +184,8 @@ class Backend(Protocol):
     segment ``**`` matches any number of folders (also none). Like a shell, a
     wildcard does not match a leading dot: ``*`` skips ``.env`` and ``**`` does
     not enter ``.git/``; a pattern segment that itself starts with ``.`` (``.*``,
-    ``.github``) matches dot-names. There is no brace expansion.
+    ``.github``) matches dot-names. ``{a,b}`` within a segment matches either
+        alternative (``*.{py,md}``), as a shell expands it.
     """
 
     @property
@@ -318,10 +319,19 @@ class Backend(Protocol):
         glob: str | None = None,
         max_matches: int = DEFAULT_MAX_MATCHES,
     ) -> GrepResult:
-        """Lines matching a Python regular expression, searched line by line.
+        """Lines matching a regular expression, searched line by line.
+
+        The pattern is written in Python's :mod:`re` syntax and matched, as by
+        ``re.search``, on each line (without its ending), but by a linear-time
+        engine (RE2), so no pattern can stall the process: backreferences,
+        lookaround, atomic groups, possessive quantifiers, conditionals and
+        ``(?x)`` are refused with :class:`~deepactors.errors.InvalidPattern`
+        naming the feature, and ``\\b``/``\\B`` treat only ASCII letters, digits
+        and ``_`` as word characters (``\\d``, ``\\w``, ``\\s`` are Unicode-aware as
+        in :mod:`re`). The search runs in a worker thread.
 
         Args:
-            pattern: A :mod:`re` pattern, matched with ``re.search`` on each line.
+            pattern: The regular expression.
             path: A folder to search under, or a single file.
             glob: Only files matching this; a pattern without ``/`` matches file
                 names at any depth (``*.py``), one with ``/`` matches paths
@@ -331,7 +341,8 @@ class Backend(Protocol):
         Binary files and files over the backend's read limit are skipped.
 
         Raises:
-            InvalidPattern: The regular expression does not compile.
+            InvalidPattern: The regular expression does not compile, is too
+                large, or uses a feature the engine does not have.
             FileNotFound: Nothing at ``path``.
         """
         ...

@@ -22,7 +22,14 @@ from ._protocol import (
     make_window,
 )
 from ._text import apply_edit, split_lines
-from ._tree import check_writable, glob_paths, grep_contents, is_folder, list_folder, paths_under
+from ._tree import (
+    check_writable,
+    glob_paths_in_thread,
+    grep_contents_in_thread,
+    is_folder,
+    list_folder,
+    paths_under,
+)
 
 if TYPE_CHECKING:
     from deepactors.state import State
@@ -173,7 +180,7 @@ class StateBackend(FilesOnly):
         path = normalize_path(path)
         await anyio.lowlevel.checkpoint()
         files = self._files()
-        return [_info(p, files[p]) for p in glob_paths(files, pattern, path)]
+        return [_info(p, files[p]) for p in await glob_paths_in_thread(tuple(files), pattern, path)]
 
     async def grep(
         self,
@@ -187,7 +194,9 @@ class StateBackend(FilesOnly):
         path = normalize_path(path)
         await anyio.lowlevel.checkpoint()
         contents = {p: r.content for p, r in self._files().items()}
-        return grep_contents(contents, pattern, path=path, glob=glob, max_matches=max_matches)
+        return await grep_contents_in_thread(
+            contents, pattern, path=path, glob=glob, max_matches=max_matches
+        )
 
     async def stat(self, path: str) -> FileInfo:
         """See :meth:`Backend.stat`."""

@@ -31,7 +31,14 @@ from ._protocol import (
     make_window,
 )
 from ._text import apply_edit, split_lines
-from ._tree import check_writable, glob_paths, grep_contents, is_folder, list_folder, paths_under
+from ._tree import (
+    check_writable,
+    glob_paths_in_thread,
+    grep_contents_in_thread,
+    is_folder,
+    list_folder,
+    paths_under,
+)
 
 if TYPE_CHECKING:
     from deepactors.state import State
@@ -242,7 +249,7 @@ class StoreBackend(FilesOnly):
         """See :meth:`Backend.glob`."""
         path = normalize_path(path)
         files = await self._all()
-        return [_info(p, files[p]) for p in glob_paths(files, pattern, path)]
+        return [_info(p, files[p]) for p in await glob_paths_in_thread(tuple(files), pattern, path)]
 
     async def grep(
         self,
@@ -255,7 +262,9 @@ class StoreBackend(FilesOnly):
         """See :meth:`Backend.grep`."""
         path = normalize_path(path)
         contents = {p: _content(i) for p, i in (await self._all()).items()}
-        return grep_contents(contents, pattern, path=path, glob=glob, max_matches=max_matches)
+        return await grep_contents_in_thread(
+            contents, pattern, path=path, glob=glob, max_matches=max_matches
+        )
 
     async def stat(self, path: str) -> FileInfo:
         """See :meth:`Backend.stat`."""

@@ -1,4 +1,4 @@
-"""Text helpers shared by every backend: lines, edits, regular expressions.
+"""Text helpers shared by every backend: lines and edits.
 
 Keeping them in one place is what makes the backends agree to the byte on line
 numbers, edits and grep output.
@@ -7,12 +7,10 @@ numbers, edits and grep output.
 from __future__ import annotations
 
 import re
-import warnings
-from collections.abc import Iterator
 
-from deepactors.errors import EditError, InvalidPattern
+from deepactors.errors import EditError
 
-__all__ = ["apply_edit", "compile_pattern", "grep_text", "split_lines"]
+__all__ = ["apply_edit", "split_lines"]
 
 
 def split_lines(content: str) -> list[str]:
@@ -89,22 +87,3 @@ def apply_edit(
         )
     changed = pattern.sub(lambda _: replacement, content, count=0 if replace_all else 1)
     return changed, count if replace_all else 1
-
-
-def compile_pattern(pattern: str) -> re.Pattern[str]:
-    """Compile a grep pattern, turning a bad one into :class:`InvalidPattern`."""
-    try:
-        # A pattern like "[[:alpha:]]" only warns (FutureWarning); for the model it
-        # is as much a mistake as a syntax error, and tests run with warnings as errors.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return re.compile(pattern)
-    except re.error as exc:
-        raise InvalidPattern(f"invalid regular expression {pattern!r}: {exc}") from None
-
-
-def grep_text(regex: re.Pattern[str], content: str) -> Iterator[tuple[int, str]]:
-    """``(line_number, line)`` for each line of ``content`` that ``regex`` matches."""
-    for number, line in enumerate(split_lines(content), 1):
-        if regex.search(line):
-            yield number, line

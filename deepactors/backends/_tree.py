@@ -5,20 +5,24 @@ Folders are implicit there: a path is a folder when some file lies under it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TypeVar
 
+from deepactors._threads import StopFlag, run_sync_in_thread
 from deepactors.errors import FileNotFound, IsADirectory, NotADirectory
 
 from ._glob import compile_glob, name_filter
 from ._paths import is_under, join, parent, path_key, relative_to
 from ._protocol import FileInfo, GrepMatch, GrepResult
-from ._text import compile_pattern, grep_text
+from ._regex import Stopped, compile_pattern
 
 __all__ = [
     "check_writable",
     "glob_paths",
+    "glob_paths_in_thread",
     "grep_contents",
+    "grep_contents_in_thread",
     "is_folder",
     "list_folder",
     "paths_under",
@@ -82,17 +86,26 @@ def list_folder(
     return [entries[k] for k in sorted(entries)]
 
 
-def glob_paths(paths: Iterable[str], pattern: str, folder: str) -> list[str]:
-    """The files below ``folder`` that ``pattern`` matches, in tree order."""
-    absolute = pattern.startswith("/")
+def glob_paths(
+    paths: Iterable[str], pattern: str, folder: str, stop: StopFlag | None = None
+) -> list[str]:
+    """The files below ``folder`` that ``pattern`` matches, in tree order.
+
+    Raises:
+        Stopped: ``stop`` was set.
+    """
     matcher = compile_glob(pattern)
-    out = [
-        p
-        for p in paths
-        if is_under(p, folder)
-        and p != folder
-        and matcher.matches(p[1:] if absolute else relative_to(p, folder))
-    ]
+    absolute = pattern.startswith("/")
+    out: list[str] = []
+    for n, p in enumerate(paths):
+        if n % 1024 == 0 and stop is not None and stop.is_set():
+            raise Stopped
+        if (
+            is_under(p, folder)
+            and p != folder
+            and matcher.matches(p[1:] if absolute else relative_to(p, folder))
+        ):
+            out.append(p)
     return sorted(out, key=path_key)
 
 
@@ -103,12 +116,14 @@ def grep_contents(
     path: str,
     glob: str | None,
     max_matches: int,
+    stop: StopFlag | None = None,
 ) -> GrepResult:
     """Grep a ``path -> content`` map (see :meth:`Backend.grep`).
 
     Raises:
         InvalidPattern: The regular expression does not compile.
         FileNotFound: Nothing at ``path``.
+        Stopped: ``stop`` was set.
     """
     regex = compile_pattern(pattern)
     if path not in files and not is_folder(files, path):
@@ -123,8 +138,27 @@ def grep_contents(
         ]
     matches: list[GrepMatch] = []
     for p in candidates:
-        for number, line in grep_text(regex, files[p]):
+        for number, line in regex.search_text(files[p], stop):
             if len(matches) == max_matches:
                 return GrepResult(matches=tuple(matches), truncated=True)
             matches.append(GrepMatch(path=p, line_number=number, line=line))
     return GrepResult(matches=tuple(matches), truncated=False)
+
+
+async def glob_paths_in_thread(paths: Collection[str], pattern: str, folder: str) -> list[str]:
+    """:func:`glob_paths` in a worker thread: a model's pattern never runs on the loop."""
+    stop = StopFlag()
+    return await run_sync_in_thread(
+        functools.partial(glob_paths, paths, pattern, folder, stop), name="glob", stop=stop
+    )
+
+
+async def grep_contents_in_thread(
+    files: Mapping[str, str], pattern: str, *, path: str, glob: str | None, max_matches: int
+) -> GrepResult:
+    """:func:`grep_contents` in a worker thread, given up at a cancellation."""
+    stop = StopFlag()
+    search = functools.partial(
+        grep_contents, files, pattern, path=path, glob=glob, max_matches=max_matches, stop=stop
+    )
+    return await run_sync_in_thread(search, name="grep", stop=stop)

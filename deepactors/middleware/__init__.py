@@ -21,13 +21,22 @@ from ..hooks import wrap_tool_call as wrap_tool_call
 from ._caching import AnthropicPromptCachingMiddleware as AnthropicPromptCachingMiddleware
 from ._context_editing import ContextEditingMiddleware as ContextEditingMiddleware
 from ._context_stack import context_stack as context_stack
+from ._fallback import ModelFallbackMiddleware as ModelFallbackMiddleware
 from ._filesystem import FilesystemMiddleware as FilesystemMiddleware
 from ._hitl import HumanInTheLoopMiddleware as HumanInTheLoopMiddleware
+from ._limits import ModelCallLimitMiddleware as ModelCallLimitMiddleware
+from ._limits import ToolCallLimitMiddleware as ToolCallLimitMiddleware
 from ._memory import MemoryMiddleware as MemoryMiddleware
 from ._patch import PatchToolCallsMiddleware as PatchToolCallsMiddleware
+from ._permissions import FilesystemPermissionMiddleware as FilesystemPermissionMiddleware
 from ._retry import ModelRetryMiddleware as ModelRetryMiddleware
 from ._skill_parse import Skill as Skill
 from ._skills import SkillsMiddleware as SkillsMiddleware
+from ._structured import AutoStrategy as AutoStrategy
+from ._structured import ProviderStrategy as ProviderStrategy
+from ._structured import ResponseFormat as ResponseFormat
+from ._structured import StructuredOutputMiddleware as StructuredOutputMiddleware
+from ._structured import ToolStrategy as ToolStrategy
 from ._subagents import GENERAL_PURPOSE as GENERAL_PURPOSE
 from ._subagents import GENERAL_PURPOSE_DESCRIPTION as GENERAL_PURPOSE_DESCRIPTION
 from ._subagents import GENERAL_PURPOSE_PROMPT as GENERAL_PURPOSE_PROMPT
@@ -38,6 +47,7 @@ from ._subagents import tree_models as tree_models
 from ._summarization import SummarizationMiddleware as SummarizationMiddleware
 from ._todo import TodoListMiddleware as TodoListMiddleware
 from ._tokens import approximate_tokens as approximate_tokens
+from ._tool_retry import ToolRetryMiddleware as ToolRetryMiddleware
 
 __all__ = [
     "GENERAL_PURPOSE",
@@ -45,23 +55,33 @@ __all__ = [
     "GENERAL_PURPOSE_PROMPT",
     "AgentMiddleware",
     "AnthropicPromptCachingMiddleware",
+    "AutoStrategy",
     "ContextEditingMiddleware",
     "FilesystemMiddleware",
+    "FilesystemPermissionMiddleware",
     "HookResult",
     "HumanInTheLoopMiddleware",
     "JumpTo",
     "MemoryMiddleware",
+    "ModelCallLimitMiddleware",
+    "ModelFallbackMiddleware",
     "ModelHandler",
     "ModelRetryMiddleware",
     "PatchToolCallsMiddleware",
+    "ProviderStrategy",
+    "ResponseFormat",
     "Skill",
     "SkillsMiddleware",
+    "StructuredOutputMiddleware",
     "SubAgentMiddleware",
     "SubAgentSpec",
     "SummarizationMiddleware",
     "TodoListMiddleware",
+    "ToolCallLimitMiddleware",
     "ToolCallRequest",
     "ToolHandler",
+    "ToolRetryMiddleware",
+    "ToolStrategy",
     "aclose_tree_models",
     "after_agent",
     "after_model",

@@ -43,8 +43,9 @@ Find files whose paths match a glob pattern, such as `**/*.py` or `/docs/*.md`.
 
 A relative pattern is matched against paths relative to `path`; an absolute one
 against the whole path. `*` and `?` match within one path segment (never `/`),
-`[abc]` is a character class, and a `**` segment matches any number of folders,
-none included. There is no brace expansion (`{a,b}`). Dotfiles: as in a shell,
+`[abc]` is a character class, a `**` segment matches any number of folders,
+none included, and `{a,b}` matches either alternative (`**/*.{py,md}`,
+`{src,tests}/**`). Dotfiles: as in a shell,
 wildcards do not match a leading dot, so `*` skips `.env` and `**` does not enter
 `.git/`; write the dot to match them (`.*`, `**/.env`, `.github/**`)."""
 
@@ -342,7 +343,8 @@ def make_file_tools(
         to read are skipped.
 
         Args:
-            pattern: A Python regular expression, searched in each line.
+            pattern: A regular expression in Python syntax, searched in each
+                line. No backreferences or lookaround (the engine is RE2).
             path: Absolute path of a folder to search under, or of one file.
             glob: Only search files matching this glob ("*.py" matches names at
                 any depth; a pattern with "/" matches paths relative to path).

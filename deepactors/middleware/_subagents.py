@@ -16,6 +16,7 @@ from typing import assert_never
 import anyio
 
 from ..actors import AgentSpec, ChildOutcome, run_child
+from ..budget import Budget
 from ..context import RunContext, RunKey, ToolRuntime
 from ..errors import ConfigurationError, ToolError
 from ..events import (
@@ -98,12 +99,16 @@ class SubAgentSpec:
         description: What the parent model is told it is good for.
         agent: The agent it runs (a ``DeepAgent``'s ``spec``).
         timeout: Seconds it may take (waiting for a slot included), or None.
+        budget: Its own budget, inside its parent's: each of its runs (and
+            their subagents) may spend at most this, and every call counts
+            against the budgets above too.
     """
 
     name: str
     description: str
     agent: AgentSpec
     timeout: float | None = None
+    budget: Budget | None = None
 
 
 class SubAgentMiddleware(AgentMiddleware):
@@ -225,6 +230,7 @@ class SubAgentMiddleware(AgentMiddleware):
             timeout=spec.timeout,
             limiter=own,
             tree_limiter=tree,
+            budget=spec.budget,
         )
         if emit is not None:
             emit(_outcome_event(run, outcome))

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from ..errors import ConfigurationError
+from ._base import STRUCTURED_OUTPUT as STRUCTURED_OUTPUT
 from ._base import ChatModel as ChatModel
 from ._base import ModelRequest as ModelRequest
 from ._base import StreamDelta as StreamDelta
 from ._base import StreamPart as StreamPart
 from ._base import SupportsAclose as SupportsAclose
 from ._base import SupportsContextWindow as SupportsContextWindow
+from ._base import SupportsMaxTokens as SupportsMaxTokens
 from ._base import SupportsPromptCaching as SupportsPromptCaching
+from ._base import SupportsStructuredOutput as SupportsStructuredOutput
 from ._base import context_window_of as context_window_of
 from ._limiter import RequestLimiter as RequestLimiter
 from ._limiter import RequestLimiterStatistics as RequestLimiterStatistics
@@ -18,6 +21,7 @@ from .testing import ScriptedModel as ScriptedModel
 
 __all__ = [
     "DEFAULT_MODEL",
+    "STRUCTURED_OUTPUT",
     "AnthropicModel",
     "ChatModel",
     "FunctionModel",
@@ -29,7 +33,9 @@ __all__ = [
     "StreamPart",
     "SupportsAclose",
     "SupportsContextWindow",
+    "SupportsMaxTokens",
     "SupportsPromptCaching",
+    "SupportsStructuredOutput",
     "context_window_of",
     "resolve_model",
 ]

@@ -7,9 +7,13 @@ byte in tests.
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
+
+import anthropic
 
 from deepactors.messages import (
     AssistantMessage,
@@ -37,7 +41,9 @@ __all__ = [
     "apply_cache_breakpoints",
     "message_from_api",
     "messages_to_api",
+    "output_format_to_api",
     "parse_tool_input",
+    "supports_structured_output",
     "system_option_to_api",
     "system_to_api",
     "tools_to_api",
@@ -79,6 +85,36 @@ def tools_to_api(tools: Sequence[Tool]) -> list[JSON]:
     return [
         {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools
     ]
+
+
+_NO_STRUCTURED_OUTPUT: Final = (
+    "claude-2",
+    "claude-instant",
+    "claude-3",
+    "claude-opus-4-0",
+    "claude-opus-4-1",
+    "claude-opus-4-2025",
+    "claude-sonnet-4-0",
+    "claude-sonnet-4-2025",
+)
+"""Model id prefixes of models without structured outputs (those before Claude 4.5)."""
+
+
+def supports_structured_output(model_id: str) -> bool:
+    """Whether the model takes ``output_config.format`` (a JSON schema for its answer)."""
+    return not model_id.startswith(_NO_STRUCTURED_OUTPUT)
+
+
+def output_format_to_api(schema: Mapping[str, Any]) -> JSON:
+    """``output_config.format`` for a JSON schema: made strict as the API requires
+    (every object closed, unsupported keywords moved into descriptions) by the
+    SDK's ``transform_schema``; made once per schema, copied into each body."""
+    return copy.deepcopy(_strict_format(json.dumps(schema, sort_keys=True)))
+
+
+@functools.lru_cache(maxsize=64)
+def _strict_format(schema_json: str) -> JSON:
+    return {"type": "json_schema", "schema": anthropic.transform_schema(json.loads(schema_json))}
 
 
 def messages_to_api(messages: Sequence[Message]) -> list[JSON]:

@@ -15,15 +15,24 @@ if TYPE_CHECKING:
     from ..tools import Tool
 
 __all__ = [
+    "STRUCTURED_OUTPUT",
     "ChatModel",
     "ModelRequest",
     "StreamDelta",
     "StreamPart",
     "SupportsAclose",
     "SupportsContextWindow",
+    "SupportsMaxTokens",
     "SupportsPromptCaching",
+    "SupportsStructuredOutput",
     "context_window_of",
 ]
+
+STRUCTURED_OUTPUT = "structured_output"
+"""The ``ModelRequest.settings`` key asking for a final answer that is JSON matching a
+schema: its value is the JSON schema (a dict). Only models that are
+:class:`SupportsStructuredOutput` read it; ``response_format`` writes it when it
+chose the native strategy."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,12 +53,15 @@ class ModelRequest:
             provider extras such as cache hints); the model decides what it honours.
         state: The calling actor's state (read-only by convention).
         run: The calling actor's run context.
+        model: The model to ask instead of the agent's own (a fallback chain
+            sets it); ``None`` for the agent's model.
     """
 
     messages: Sequence[Message]
     system_prompt: str | None = None
     tools: Sequence[Tool] = ()
     settings: Mapping[str, Any] = field(default_factory=dict)
+    model: ChatModel | None = field(default=None, compare=False, repr=False)
     state: State | None = field(default=None, compare=False, repr=False)
     run: RunContext | None = field(default=None, compare=False, repr=False)
 
@@ -104,6 +116,33 @@ class SupportsPromptCaching(Protocol):
     @property
     def prompt_caching(self) -> bool:
         """Whether cache breakpoints in requests reach the provider."""
+        ...
+
+
+@runtime_checkable
+class SupportsMaxTokens(Protocol):
+    """A model with an output limit per call, unless ``settings["max_tokens"]`` says otherwise.
+
+    A run's budget reserves that many output tokens for each call.
+    """
+
+    @property
+    def max_tokens(self) -> int:
+        """Output tokens a call may produce at most."""
+        ...
+
+
+@runtime_checkable
+class SupportsStructuredOutput(Protocol):
+    """A model that can constrain its final answer to a JSON schema itself.
+
+    It honours ``settings[STRUCTURED_OUTPUT]``; ``response_format`` then uses the
+    native strategy unless told otherwise.
+    """
+
+    @property
+    def native_structured_output(self) -> bool:
+        """Whether ``settings[STRUCTURED_OUTPUT]`` reaches the provider."""
         ...
 
 

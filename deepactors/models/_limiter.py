@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Literal
+from typing import Literal
 
 import anyio
 import anyio.lowlevel
 
+from deepactors._loops import Wakeup
 from deepactors.errors import ConfigurationError
 
 __all__ = ["RequestLimiter", "RequestLimiterStatistics"]
@@ -49,36 +49,16 @@ class RequestLimiterStatistics:
 
 @dataclass(slots=True, kw_only=True, eq=False)
 class _Waiter:
-    """One queued acquire: its loop, the event that wakes it, and where it stands.
+    """One queued acquire: the wake-up of its run, and where it stands.
 
     ``state`` changes under the limiter's lock only: ``waiting`` in the queue,
     ``granted`` a slot by :meth:`RequestLimiter.release` (maybe not woken yet),
-    ``done`` once the slot is in use or passed on. It, not ``event.is_set()``,
-    says who owns the slot: a wake-up sent to another loop lands later.
+    ``done`` once the slot is in use or passed on. It, not the wake-up, says who
+    owns the slot: a wake-up sent to another loop lands later.
     """
 
-    token: anyio.lowlevel.EventLoopToken
-    event: anyio.Event
+    wakeup: Wakeup
     state: Literal["waiting", "granted", "done"] = field(default="waiting")
-
-
-def _same_loop(token: anyio.lowlevel.EventLoopToken) -> bool:
-    try:
-        return anyio.lowlevel.current_token().native_token is token.native_token
-    except RuntimeError:  # no event loop in this thread
-        return False
-
-
-def _call_soon_threadsafe(token: anyio.lowlevel.EventLoopToken, fn: Callable[[], object]) -> None:
-    """Schedule ``fn()`` on ``token``'s loop from any thread, without waiting for it.
-
-    (``anyio.from_thread.run_sync`` would block this loop until the other ran it.)
-    """
-    native: Any = token.native_token
-    if hasattr(native, "run_sync_soon"):  # trio.lowlevel.TrioToken
-        native.run_sync_soon(fn)
-    else:  # the asyncio event loop
-        native.call_soon_threadsafe(fn)
 
 
 class RequestLimiter:
@@ -133,12 +113,12 @@ class RequestLimiter:
                 self._total_acquired += 1
                 self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
                 return 0.0
-            waiter = _Waiter(token=anyio.lowlevel.current_token(), event=anyio.Event())
+            waiter = _Waiter(wakeup=Wakeup())
             self._waiters.append(waiter)
             self._peak_waiting = max(self._peak_waiting, len(self._waiters))
         started = anyio.current_time()
         try:
-            await waiter.event.wait()
+            await waiter.wakeup.wait()
         except BaseException:
             with self._lock:
                 if waiter.state == "waiting":
@@ -181,20 +161,15 @@ class RequestLimiter:
             # Hand over without decrementing: in_flight stays the same.
             waiter = self._waiters.popleft()
             waiter.state = "granted"
-        if _same_loop(waiter.token):
-            waiter.event.set()
+        if waiter.wakeup.set():
             return
-        try:
-            _call_soon_threadsafe(waiter.token, waiter.event.set)
-        except RuntimeError:
-            # Its loop has ended (trio.RunFinishedError and asyncio's closed loop
-            # are RuntimeErrors), so that waiter will never take the slot: unless
-            # its cancellation already passed it on, pass it on here.
-            with self._lock:
-                if waiter.state != "granted":
-                    return
-                waiter.state = "done"
-            self.release()
+        # Its loop has ended, so that waiter will never take the slot: unless its
+        # cancellation already passed it on, pass it on here.
+        with self._lock:
+            if waiter.state != "granted":
+                return
+            waiter.state = "done"
+        self.release()
 
     def statistics(self) -> RequestLimiterStatistics:
         """A frozen snapshot of the limiter's counters."""

@@ -35,6 +35,16 @@ How a request is built, lowest precedence first:
     messages, and a ``tools`` option (server tools such as web search) after
     the request's tools. Options are copied into each body, never changed.
 
+Structured output
+    ``settings[STRUCTURED_OUTPUT]`` (a JSON schema, written by ``response_format``
+    when it uses the native strategy) becomes ``output_config.format``
+    (``{"type": "json_schema", "schema": ...}``, the schema made strict by the SDK's
+    ``transform_schema``), beside any other ``output_config`` field. The final
+    answer's text is then JSON that matches the schema. Models before Claude 4.5
+    (``claude-3*``, ``claude-opus-4-0``/``-4-1``, ``claude-sonnet-4-0``, dated 4.0
+    ids) do not support it; for them ``native_structured_output`` is False and
+    ``response_format`` uses a tool instead.
+
 Errors
     SDK errors become deepactors errors: 429 -> :class:`~deepactors.errors.RateLimitError`
     and 529/5xx (or an ``overloaded_error`` event in a stream) ->
@@ -69,16 +79,15 @@ from __future__ import annotations
 import contextlib
 import copy
 import importlib
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from types import TracebackType
 from typing import Any, ClassVar, Final, cast
 
 import anthropic
 import anyio
-import anyio.lowlevel
 import anyio.to_thread
-import sniffio
 
+from deepactors._loops import PerLoop
 from deepactors.errors import (
     ConfigurationError,
     ContextWindowExceeded,
@@ -94,6 +103,8 @@ from ._anthropic_convert import (
     apply_cache_breakpoints,
     message_from_api,
     messages_to_api,
+    output_format_to_api,
+    supports_structured_output,
     system_option_to_api,
     system_to_api,
     tools_to_api,
@@ -101,7 +112,7 @@ from ._anthropic_convert import (
 from ._anthropic_errors import map_error
 from ._anthropic_stream import StreamAccumulator
 from ._anthropic_windows import context_window_for
-from ._base import ModelRequest, StreamPart
+from ._base import STRUCTURED_OUTPUT, ModelRequest, StreamPart
 from ._limiter import RequestLimiter, RequestLimiterStatistics
 
 __all__ = [
@@ -159,10 +170,6 @@ def _transport_errors() -> tuple[type[Exception], ...]:
 
 _TRANSPORT_ERRORS: Final = _transport_errors()
 
-# (native event-loop token, client, closed): a client this model made for one loop
-# run, and the event that tells the run's closer task it was closed.
-_OwnClient = tuple[object, anthropic.AsyncAnthropic, anyio.Event]
-
 
 def _transport_failure(exc: Exception) -> ModelConnectionError:
     kind = "timed out" if "Timeout" in type(exc).__name__ else "broke off"
@@ -195,6 +202,8 @@ class AnthropicModel:
         limiter: A :class:`RequestLimiter` to share with other models.
         max_concurrent_requests: The size of this model's own limiter when
             ``limiter`` is not given.
+        native_structured_output: Whether the model takes a JSON schema for its
+            answer (``output_config.format``); default: by the model id.
         **request_options: Further Messages API fields sent with every request
             (``thinking={...}``, ``top_k=...``), plus the SDK options
             ``extra_headers`` and ``timeout``.
@@ -220,6 +229,7 @@ class AnthropicModel:
         max_retries: int = 0,
         limiter: RequestLimiter | None = None,
         max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
+        native_structured_output: bool | None = None,
         **request_options: Any,
     ) -> None:
         if not model_id:
@@ -237,17 +247,20 @@ class AnthropicModel:
             self._client_args["base_url"] = base_url
         if timeout is not None:
             self._client_args["timeout"] = timeout
-        # (native event loop token, client, closed): the client made for that loop
-        # run, and the event that tells the run's closer task it was closed.
-        # Keyed by the loop's native token: several threads' loops may use one model
-        # at once, each with its own client. Only a loop's own run touches its key.
-        self._own_clients: dict[object, _OwnClient] = {}
-        self._making_clients: dict[object, anyio.Event] = {}
+        # A client belongs to the event-loop run that made it (its connections
+        # do): one per live run, closed by that run as it ends. Several threads'
+        # loops may use one model at once, each with its own client.
+        self._own_clients: PerLoop[anthropic.AsyncAnthropic] = PerLoop(
+            self._make_client, _close_client
+        )
         self.limiter = limiter if limiter is not None else RequestLimiter(max_concurrent_requests)
         self._sdk_options = {
             k: request_options.pop(k) for k in _SDK_OPTIONS if k in request_options
         }
         self.request_options: dict[str, Any] = request_options
+        if native_structured_output is None:
+            native_structured_output = supports_structured_output(model_id)
+        self.native_structured_output = native_structured_output
 
     @property
     def model_name(self) -> str:
@@ -420,6 +433,12 @@ class AnthropicModel:
         if tools:
             body["tools"] = tools
         body["messages"] = messages_to_api(request.messages)
+        schema = settings.get(STRUCTURED_OUTPUT)
+        if schema is not None:
+            body["output_config"] = {
+                **(body.get("output_config") or {}),
+                "format": output_format_to_api(schema),
+            }
         cache: CacheSettings | None = settings.get(CACHE_SETTING)
         if cache is not None:  # {} asks for the defaults
             apply_cache_breakpoints(body, cache, already_used=_count_breakpoints(body))
@@ -433,32 +452,12 @@ class AnthropicModel:
     async def _client(self) -> anthropic.AsyncAnthropic:
         if self._user_client is not None:
             return self._user_client
-        loop = anyio.lowlevel.current_token().native_token
-        while True:
-            own = self._own_clients.get(loop)
-            if own is not None:
-                return own[1]
-            making = self._making_clients.get(loop)
-            if making is None:
-                break
-            # Another task of this loop is making the client: wait for it rather
-            # than have a burst of first calls each build (and drop) its own.
-            await making.wait()
-        done = anyio.Event()
-        self._making_clients[loop] = done
-        try:
-            # Building the client reads credential files and loads CA certificates:
-            # blocking work, so it happens in a thread.
-            client = await anyio.to_thread.run_sync(self._new_client)
-            # A client belongs to the loop that made it (its connections do), so
-            # it is closed by that loop's run as it ends (see _close_at_run_end).
-            own = (loop, client, anyio.Event())
-            self._own_clients[loop] = own
-            _spawn_system_task(self._close_at_run_end, own)
-        finally:
-            del self._making_clients[loop]
-            done.set()
-        return client
+        return await self._own_clients.get()
+
+    async def _make_client(self) -> anthropic.AsyncAnthropic:
+        # Building the client reads credential files and loads CA certificates:
+        # blocking work, so it happens in a thread.
+        return await anyio.to_thread.run_sync(self._new_client)
 
     def _new_client(self) -> anthropic.AsyncAnthropic:
         try:
@@ -472,35 +471,13 @@ class AnthropicModel:
             )
         return client
 
-    async def _close_at_run_end(self, own: _OwnClient) -> None:
-        """Close ``own``'s client when :meth:`aclose` says so or its run ends.
-
-        Runs as a system task of the run that made the client, which no task group
-        owns: the run cancels it as it ends, while its loop can still close the
-        client's connections (else their sockets would outlive the run).
-        """
-        try:
-            await own[2].wait()
-        finally:
-            # Cancelled at the run's end, and trio keeps cancelling: shield.
-            with anyio.CancelScope(shield=True):
-                if self._own_clients.get(own[0]) is own:
-                    del self._own_clients[own[0]]
-                # Nothing can be done about a failed close at the end of a run,
-                # and an error escaping a trio system task would crash the run.
-                with contextlib.suppress(Exception):
-                    await own[1].close()
-
     async def aclose(self) -> None:
         """Close the HTTP client this model made for the current event loop, if any.
 
         Not needed for cleanliness: the client is also closed when the event-loop
         run that made it ends. A later call makes a new one.
         """
-        own = self._own_clients.pop(anyio.lowlevel.current_token().native_token, None)
-        if own is not None:
-            own[2].set()
-            await own[1].close()
+        await self._own_clients.aclose()
 
     async def __aenter__(self) -> AnthropicModel:
         return self
@@ -524,20 +501,8 @@ def _checked(message: AssistantMessage) -> AssistantMessage:
     return message
 
 
-def _spawn_system_task(fn: Callable[[_OwnClient], Awaitable[None]], arg: _OwnClient) -> None:
-    """Start ``fn(arg)`` as a task of the current run that no task group owns."""
-    if sniffio.current_async_library() == "trio":
-        import trio.lowlevel
-
-        trio.lowlevel.spawn_system_task(fn, arg)
-    else:
-        # asyncio's counterpart lives in the one module allowed to import asyncio.
-        from deepactors.persistence._aiosqlite import spawn_system_task
-
-        async def call() -> None:
-            await fn(arg)
-
-        spawn_system_task(call)
+async def _close_client(client: anthropic.AsyncAnthropic) -> None:
+    await client.close()
 
 
 def _count_breakpoints(body: Mapping[str, Any]) -> int:

@@ -1,8 +1,9 @@
 """The asyncio side of the SQLite connection: aiosqlite, and the few asyncio calls it needs.
 
-This is the one library module allowed to import :mod:`asyncio` (ruff bans it
-elsewhere): aiosqlite only works on asyncio, and finding the running loop and
-starting a run-scoped task have no loop-agnostic spelling.
+A driver, and so one of the two library modules allowed to import :mod:`asyncio`
+(ruff bans it elsewhere; the other is ``deepactors._loops``, the seam for what
+differs between event loops): aiosqlite only works on asyncio, and waiting out
+a native ``task.cancel()`` (:func:`settle`) has no loop-agnostic spelling.
 
 Every operation is one function run in aiosqlite's own thread (its
 ``_execute``), not a sequence of ``execute``/``commit`` awaits: one thread hop
@@ -16,52 +17,19 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import aiosqlite
 import anyio
 
-__all__ = [
-    "AiosqliteConnection",
-    "ConnectionClosed",
-    "loop_is_closed",
-    "running_loop",
-    "settle",
-    "spawn_system_task",
-]
+__all__ = ["AiosqliteConnection", "ConnectionClosed", "settle"]
 
 T = TypeVar("T")
 
 
 class ConnectionClosed(Exception):
     """The connection was closed before the operation started; retry on a new one."""
-
-
-def running_loop() -> object:
-    """The running asyncio loop: identifies this event-loop run."""
-    return asyncio.get_running_loop()
-
-
-def loop_is_closed(loop: object) -> bool:
-    """Whether ``loop`` (from :func:`running_loop`) is closed: its run is over for good."""
-    assert isinstance(loop, asyncio.AbstractEventLoop)
-    return loop.is_closed()
-
-
-# asyncio keeps only weak references to tasks; these must outlive their creator.
-_system_tasks: set[asyncio.Task[None]] = set()
-
-
-def spawn_system_task(fn: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    """Start ``fn()`` as a task of the running loop that no task group owns.
-
-    asyncio's counterpart of ``trio.lowlevel.spawn_system_task``: when the run
-    ends, ``asyncio.run`` (and anyio's runner) cancels it and runs its cleanup.
-    """
-    task = asyncio.get_running_loop().create_task(fn())
-    _system_tasks.add(task)
-    task.add_done_callback(_system_tasks.discard)
 
 
 async def settle(job: Awaitable[T]) -> T:

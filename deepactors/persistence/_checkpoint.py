@@ -10,14 +10,19 @@ JSON text, so the bytes on disk follow the size of what changed.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
+import anyio
 import anyio.lowlevel
 
+from ..errors import ThreadBusy
 from ._json import check_text, decode_object, encode_object
+from ._lease import LocalTurns, ThreadLease, WhenBusy
 
 __all__ = [
     "CheckpointRecord",
@@ -25,6 +30,8 @@ __all__ = [
     "Checkpointer",
     "MemoryCheckpointer",
     "ThreadInfo",
+    "check_thread_id",
+    "encode_writes",
 ]
 
 
@@ -97,6 +104,27 @@ class Checkpointer(Protocol):
     calls :meth:`aclose`.
     """
 
+    @property
+    def location(self) -> str:
+        """Where the records are kept, for messages: a file, ``"memory"``..."""
+        ...
+
+    def lease(self, thread_id: str) -> AbstractAsyncContextManager[ThreadLease]:
+        """Hold the thread for one run: ``async with checkpointer.lease(t) as lease:``.
+
+        One holder per thread at a time, across tasks, event loops, threads and
+        (for a shared database) processes; the others wait in line, or, for a
+        checkpointer made with ``when_busy="raise"``, get :class:`ThreadBusy`.
+        A durable checkpointer's lease expires unless renewed, so a process that
+        dies does not hold its threads for ever; while it is held, its holder's
+        :meth:`put` calls on the thread are refused once another run has taken
+        the thread (:class:`~deepactors.errors.ThreadLeaseLost`).
+
+        Raises:
+            ThreadBusy: The thread is held and the checkpointer does not wait.
+        """
+        ...
+
     async def put(self, thread_id: str, records: Sequence[CheckpointWrite]) -> None:
         """Append ``records`` to the thread, all or none (one transaction).
 
@@ -129,7 +157,10 @@ class Checkpointer(Protocol):
                 then.
 
         Raises:
-            CheckpointCorrupt: A stored record cannot be decoded.
+            CheckpointCorrupt: A stored record cannot be decoded, or the
+                thread's ``seq`` numbers are not 1, 2, 3... (a record is
+                missing). The message names the place, thread and ``seq``, never
+                the stored data.
         """
         ...
 
@@ -160,9 +191,16 @@ EncodedWrite = tuple[str, int, str, str]
 
 
 def check_thread_id(thread_id: str) -> None:
-    """Raise ValueError unless ``thread_id`` is a non-empty string that can be stored."""
-    if not isinstance(thread_id, str) or not thread_id:
-        raise ValueError(f"a thread_id is a non-empty string, not {thread_id!r}")
+    """Raise unless ``thread_id`` is a non-empty string that can be stored.
+
+    Raises:
+        TypeError: It is not a string.
+        ValueError: It is empty, or holds a lone surrogate.
+    """
+    if not isinstance(thread_id, str):
+        raise TypeError(f"a thread_id is a non-empty string, not {type(thread_id).__name__}")
+    if not thread_id:
+        raise ValueError("a thread_id is a non-empty string, not ''")
     check_text(thread_id, what="thread_id")
 
 
@@ -205,13 +243,30 @@ class MemoryCheckpointer:
     Records are kept as the same JSON text SQLite would store, and decoded afresh
     on every read, so it behaves exactly like :class:`SqliteCheckpointer`: nothing
     the caller does to a dict after ``put`` or after ``read`` changes what is stored.
+    Its leases serialize the runs of one thread within the process (across event
+    loops and threads too); they never expire, as their holder cannot die alone.
+
+    Args:
+        when_busy: ``"wait"`` (the default) to wait for a held thread,
+            ``"raise"`` to fail with :class:`~deepactors.errors.ThreadBusy`.
+        clock: The time recorded with each batch (``time.time`` by default).
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self, *, when_busy: WhenBusy = "wait", clock: Callable[[], float] = time.time
+    ) -> None:
         self._threads: dict[str, list[_Stored]] = {}
+        self._turns = LocalTurns()
+        self._when_busy = when_busy
+        self._clock = clock
 
     def __repr__(self) -> str:
         return f"MemoryCheckpointer(threads={len(self._threads)})"
+
+    @property
+    def location(self) -> str:
+        """See :attr:`Checkpointer.location`."""
+        return "memory"
 
     async def __aenter__(self) -> Self:
         return self
@@ -224,6 +279,28 @@ class MemoryCheckpointer:
     ) -> None:
         await self.aclose()
 
+    @asynccontextmanager
+    async def lease(self, thread_id: str) -> AsyncIterator[ThreadLease]:
+        """See :meth:`Checkpointer.lease`."""
+        check_thread_id(thread_id)
+        started = anyio.current_time()
+        if not await self._turns.acquire(thread_id, wait=self._when_busy == "wait"):
+            raise ThreadBusy(
+                f"thread {thread_id!r} is being run by another run in this process",
+                thread_id=thread_id,
+                holder="another run in this process",
+            )
+        try:
+            log = self._threads.get(thread_id)
+            yield ThreadLease(
+                thread_id=thread_id,
+                owner=uuid.uuid4().hex,
+                head=log[-1].seq if log else 0,
+                waited=anyio.current_time() - started,
+            )
+        finally:
+            self._turns.release(thread_id)
+
     async def put(self, thread_id: str, records: Sequence[CheckpointWrite]) -> None:
         """See :meth:`Checkpointer.put`."""
         check_thread_id(thread_id)
@@ -231,7 +308,7 @@ class MemoryCheckpointer:
         await anyio.lowlevel.checkpoint()
         if not encoded:
             return
-        now = time.time()
+        now = self._clock()
         log = self._threads.setdefault(thread_id, [])
         last = log[-1].seq if log else 0
         log.extend(
@@ -243,7 +320,7 @@ class MemoryCheckpointer:
         self, thread_id: str, *, path: str | None = None, upto_seq: int | None = None
     ) -> list[CheckpointRecord]:
         """See :meth:`Checkpointer.read`."""
-        check_text(thread_id, what="thread_id")
+        check_thread_id(thread_id)
         if path is not None:
             check_text(path, what="a record's path")
         await anyio.lowlevel.checkpoint()
@@ -276,7 +353,7 @@ class MemoryCheckpointer:
 
     async def delete_thread(self, thread_id: str) -> None:
         """See :meth:`Checkpointer.delete_thread`."""
-        check_text(thread_id, what="thread_id")
+        check_thread_id(thread_id)
         await anyio.lowlevel.checkpoint()
         self._threads.pop(thread_id, None)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -147,10 +147,14 @@ class MemoryStore:
     Values are kept as the same JSON text SQLite stores and decoded afresh on every
     read, so it accepts and refuses exactly what :class:`SqliteStore` does, and
     nothing the caller does to a dict afterwards changes what is stored.
+
+    Args:
+        clock: Wall-clock time for ``created_at`` / ``updated_at`` (``time.time``).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self._data: dict[Namespace, dict[str, _Stored]] = {}
+        self._clock = clock
 
     def __repr__(self) -> str:
         return f"MemoryStore(namespaces={len(self._data)})"
@@ -178,7 +182,7 @@ class MemoryStore:
         ns = check_namespace(namespace)
         text = encode_value(check_key(key), value)
         await anyio.lowlevel.checkpoint()
-        now = time.time()
+        now = self._clock()
         items = self._data.setdefault(ns, {})
         old = items.get(key)
         items[key] = _Stored(

@@ -393,6 +393,32 @@ def _invalid(body: JSON) -> str | None:
     for block in system if isinstance(system, list) else []:
         if block.get("type") == "text" and not block.get("text", "").strip():
             return "system: text content blocks must contain non-whitespace text"
+    if "output_format" in body:
+        return "output_format: Extra inputs are not permitted (use output_config.format)"
+    fmt = (body.get("output_config") or {}).get("format")
+    if fmt is not None:
+        if fmt.get("type") != "json_schema" or not isinstance(fmt.get("schema"), dict):
+            return "output_config.format: expected {'type': 'json_schema', 'schema': {...}}"
+        problem = _strict_schema_problem(fmt["schema"], "output_config.format.schema")
+        if problem is not None:
+            return problem
+    return None
+
+
+def _strict_schema_problem(schema: Any, where: str) -> str | None:
+    """What structured outputs refuse in a schema: an object not closed to extra keys."""
+    if not isinstance(schema, dict):
+        return None
+    if schema.get("type") == "object" and schema.get("additionalProperties") is not False:
+        return f"{where}: For 'object' type, 'additionalProperties' must be explicitly set to false"
+    children = [*schema.get("properties", {}).values(), *schema.get("$defs", {}).values()]
+    for key in ("items", "anyOf", "allOf"):
+        value = schema.get(key)
+        children += value if isinstance(value, list) else [value] if value else []
+    for child in children:
+        problem = _strict_schema_problem(child, where)
+        if problem is not None:
+            return problem
     return None
 
 

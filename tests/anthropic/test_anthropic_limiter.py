@@ -141,11 +141,22 @@ async def test_acquire_says_how_long_it_waited() -> None:
         waited.append(await limiter.acquire())
         limiter.release()
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(second)
-        await anyio.sleep(0.02)
-        limiter.release()
-    assert waited[0] >= 0.015
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            before = anyio.current_time()
+            tg.start_soon(second)
+            await anyio.wait_all_tasks_blocked()
+            assert limiter.statistics().waiting == 1  # queued: its wait has begun
+            queued = anyio.current_time()
+            # Let the clock move on while it is queued (no sleep: nothing is ordered by it).
+            while anyio.current_time() == queued:
+                await anyio.lowlevel.checkpoint()
+            released = anyio.current_time()
+            limiter.release()
+        after = anyio.current_time()
+    # The wait it reports spans at least queued..released and at most the whole test.
+    assert released - queued <= waited[0] <= after - before
+    assert limiter.statistics().total_wait_seconds == waited[0]
 
 
 async def test_waiters_are_served_first_come_first_served() -> None:

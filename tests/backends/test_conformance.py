@@ -433,8 +433,6 @@ async def test_grep_glob_filter_and_path(backend: Backend) -> None:
     assert [(m.path, m.line_number) for m in one_file.matches] == [("/notes.md", 2)]
     end_anchor = await backend.grep(r"two$", path="/src")
     assert [m.line for m in end_anchor.matches] == ["TODO two"]
-    lookahead = await backend.grep(r"TODO(?= one)")
-    assert [m.path for m in lookahead.matches] == ["/src/data.txt"]
 
 
 async def test_grep_truncates_at_max_matches(backend: Backend) -> None:
@@ -454,6 +452,11 @@ async def test_grep_errors(backend: Backend) -> None:
     await write_tree(backend, TREE)
     with pytest.raises(InvalidPattern):
         await backend.grep("(unclosed")
+    # What a linear-time engine cannot do is refused, naming the feature.
+    with pytest.raises(InvalidPattern, match="lookahead"):
+        await backend.grep(r"TODO(?= one)")
+    with pytest.raises(InvalidPattern, match="backreferences"):
+        await backend.grep(r"(\w+) \1")
     with pytest.raises(FileNotFound):
         await backend.grep("x", path="/nowhere")
 
@@ -466,3 +469,13 @@ async def test_execute_only_where_supported(harness: Harness) -> None:
     else:
         with pytest.raises(UnsupportedOperation):
             await backend.execute("echo hi")
+
+
+async def test_patterns_that_are_not_strings_are_refused_clearly(backend: Backend) -> None:
+    await write_tree(backend, TREE)
+    with pytest.raises(InvalidPath, match="must be a string, not int"):
+        await backend.glob(5)  # type: ignore[arg-type]
+    with pytest.raises(InvalidPattern, match="must be a string, not list"):
+        await backend.grep(["TODO"])  # type: ignore[arg-type]
+    with pytest.raises(InvalidPath, match="must be a string, not dict"):
+        await backend.grep("TODO", glob={})  # type: ignore[arg-type]

@@ -229,3 +229,56 @@ async def test_the_checkpointer_example_continues_a_conversation() -> None:
     assert state.config["configurable"]["thread_id"] == "1"
     history = await agent.aget_state_history(config)
     assert [len(s.values["messages"]) for s in history] == [4, 3, 2, 1]
+
+
+async def test_the_streaming_examples_run_as_written() -> None:
+    agent = create_deep_agent(
+        model=research_model(), tools=[internet_search], subagents=[research_subagent]
+    )
+    inputs = {"messages": [{"role": "user", "content": "What is langgraph?"}]}
+
+    seen = []
+    async for chunk in agent.astream(inputs, stream_mode="values"):
+        if "messages" in chunk:
+            chunk["messages"][-1].pretty_print()
+            seen.append(chunk["messages"][-1].type)
+    assert seen[0] == "human"
+    assert seen[-1] == "ai"
+
+    namespaces = set()
+    async for namespace, chunk in agent.astream(inputs, stream_mode="updates", subgraphs=True):
+        namespaces.add(namespace)
+        assert set(chunk) <= {"model", "tools", "middleware"}
+    assert () in namespaces
+    assert ("task-1:research-agent",) in namespaces
+
+    tokens = []
+    async for token, metadata in agent.astream(inputs, stream_mode="messages"):
+        if token.type == "ai" and token.content:
+            tokens.append(token.content)
+        assert metadata["langgraph_node"] in ("model", "tools")
+    assert "".join(tokens).endswith("LangGraph is a library for agent graphs.")
+
+    modes = set()
+    async for mode, chunk in agent.astream(inputs, stream_mode=["updates", "values"]):
+        modes.add(mode)
+        assert isinstance(chunk, dict)
+    assert modes == {"updates", "values"}
+
+
+def test_streaming_through_the_sync_api() -> None:
+    agent = create_deep_agent(model=research_model(), tools=[internet_search])
+    inputs = {"messages": [{"role": "user", "content": "What is langgraph?"}]}
+    last = None
+    for chunk in agent.stream(inputs, stream_mode="values"):
+        last = chunk["messages"][-1]
+    assert last is not None
+    assert last.type == "ai"
+
+
+def test_an_unknown_stream_mode_is_refused_by_name() -> None:
+    from deepactors import InputError
+
+    agent = create_deep_agent(model=research_model())
+    with pytest.raises(InputError, match="unknown stream mode 'valuez'"):
+        agent.astream("hi", stream_mode="valuez")

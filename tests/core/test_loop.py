@@ -172,18 +172,25 @@ async def test_wrap_tool_call_can_short_circuit_and_rewrite_arguments() -> None:
 
 
 async def test_tool_calls_of_one_turn_run_concurrently() -> None:
-    async def nap(seconds: float) -> str:
-        """Sleep."""
-        await anyio.sleep(seconds)
-        return "rested"
+    # Each call waits until all ten have started: run one after the other, the
+    # first would wait forever (and fail_after would fail the test).
+    started = 0
+    all_started = anyio.Event()
 
-    model = ScriptedModel([calls(*[("nap", {"seconds": 1.0})] * 10), "done"])
-    agent = create_deep_agent(model, tools=[nap])
-    start = anyio.current_time()
-    result = await agent.ainvoke("go")
-    elapsed = anyio.current_time() - start
-    assert [m.text for m in tool_results(result)] == ["rested"] * 10
-    assert 1.0 <= elapsed < 1.5  # ten 1 s naps together, not 10 s
+    async def meet() -> str:
+        """Wait for the others."""
+        nonlocal started
+        started += 1
+        if started == 10:
+            all_started.set()
+        await all_started.wait()
+        return "met"
+
+    model = ScriptedModel([calls(*[("meet", {})] * 10), "done"])
+    agent = create_deep_agent(model, tools=[meet])
+    with anyio.fail_after(5):
+        result = await agent.ainvoke("go")
+    assert [m.text for m in tool_results(result)] == ["met"] * 10
 
 
 async def test_results_keep_call_order_whatever_finishes_first() -> None:

@@ -178,3 +178,27 @@ async def test_the_root_cannot_be_deleted(env: Env) -> None:
     env.seed(TREE)
     out = await run_turns(env, [call("delete", file_path="/")])
     assert "cannot be deleted" in out.error(0)
+
+
+async def test_glob_expands_braces_as_a_shell_does(env: Env) -> None:
+    env.seed(TREE)
+    out = await run_turns(
+        env,
+        [
+            call("glob", pattern="**/*.{py,md}"),
+            call("glob", pattern="{src,docs}/{app,missing}.py"),
+            call("glob", pattern="{.env,README.md}"),
+            call("grep", pattern="TODO", glob="*.{md,txt}", output_mode="files_with_matches"),
+            call("glob", pattern="{a,b}" * 9),
+        ],
+    )
+    assert out.ok(0).split("\n") == [
+        "/README.md (27 bytes)",
+        "/src/app.py (47 bytes)",
+        "/src/util.py (22 bytes)",
+    ]
+    assert out.ok(1).split("\n") == ["/src/app.py (47 bytes)"]
+    assert out.ok(2).split("\n") == ["/.env (9 bytes)", "/README.md (27 bytes)"]
+    assert "/README.md" in out.ok(3)
+    assert "/src/app.py" not in out.ok(3)
+    assert "more than 256 alternatives" in out.error(4)

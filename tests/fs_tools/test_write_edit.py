@@ -82,7 +82,9 @@ async def test_a_partial_read_is_enough(env: Env) -> None:
             call("edit_file", file_path="/a.txt", old_string="299\n", new_string="end\n"),
         ],
     )
-    out.ok(1)
+    assert out.ok(0).startswith("    11\t10\n")  # only line 11 was read
+    assert out.ok(1) == "Edited /a.txt: 1 replacement."
+    assert env.raw(out.state, "/a.txt") == "".join(f"{n}\n" for n in range(299)) + "end\n"
 
 
 async def test_consecutive_edits_and_writes_need_no_reread(env: Env) -> None:
@@ -223,8 +225,14 @@ async def test_reads_are_recorded_per_path_through_a_composite(tmp_path: Path) -
         ],
         backend=backend,
     )
-    out.ok(1)
-    out.ok(2)
+    assert out.ok(0) == "Created /memories/m.md (1 line)."
+    assert out.ok(1) == "Edited /memories/m.md: 1 replacement."
+    assert out.ok(2) == "Replaced /memories/m.md (1 line)."
+    # The writes went through the route to the store, not to the default backend.
+    item = await store.get(("files",), "/m.md")
+    assert item is not None
+    assert item.value["content"] == "again\n"
+    assert "/memories/m.md" not in out.state["files"]
 
 
 async def test_parallel_edits_of_one_file_in_one_turn_both_land(env: Env) -> None:

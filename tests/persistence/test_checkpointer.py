@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 
 import anyio
 import pytest
 
 from deepactors.persistence import Checkpointer, CheckpointWrite
+
+from .conftest import Clock
 
 
 def write(
@@ -144,8 +147,48 @@ async def test_aclose_is_idempotent_and_not_final(checkpointer: Checkpointer) ->
     assert [r.seq for r in await checkpointer.read("t")] == [1]
 
 
-async def test_is_a_checkpointer(checkpointer: Checkpointer) -> None:
+async def test_works_through_the_protocol_alone(checkpointer: Checkpointer) -> None:
+    # What the runtime does with any checkpointer, knowing only the protocol.
     assert isinstance(checkpointer, Checkpointer)
+    async with checkpointer as cp:
+        assert cp is checkpointer
+        async with cp.lease("t") as lease:
+            assert (lease.thread_id, lease.head) == ("t", 0)
+            await cp.put("t", [write(0), write(0)])
+        assert [r.seq for r in await cp.read("t")] == [1, 2]
+        assert [(i.thread_id, i.records) for i in await cp.threads()] == [("t", 2)]
+        assert cp.location
+    # Leaving the block closed it, but not for good.
+    async with checkpointer.lease("t") as lease:
+        assert lease.head == 2
+    assert [r.seq for r in await checkpointer.read("t")] == [1, 2]
+
+
+async def test_created_at_comes_from_the_clock(
+    make_checkpointer: Callable[..., Checkpointer], clock: Clock
+) -> None:
+    async with make_checkpointer(clock=clock) as cp:
+        await cp.put("t", [write(0), write(0)])
+        clock.now += 5
+        await cp.put("t", [write(1)])
+        assert [r.created_at for r in await cp.read("t")] == [clock.now - 5] * 2 + [clock.now]
+        assert [i.updated_at for i in await cp.threads()] == [clock.now]
+
+
+async def test_a_thread_id_that_is_not_a_string_is_a_type_error(
+    checkpointer: Checkpointer,
+) -> None:
+    for call in (
+        lambda: checkpointer.put(123, [write(0)]),  # type: ignore[arg-type]
+        lambda: checkpointer.read(123),  # type: ignore[arg-type]
+        lambda: checkpointer.delete_thread(123),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(TypeError, match="thread_id"):
+            await call()
+    with pytest.raises(TypeError, match="thread_id"):
+        async with checkpointer.lease(123):  # type: ignore[arg-type]
+            pass
+    assert await checkpointer.threads() == []
 
 
 # A lone surrogate, as json.loads('"\\udcff"') or os.fsdecode(b"\xff") produce.

@@ -12,14 +12,19 @@ import anyio
 import pytest
 import sniffio
 
-from deepactors.errors import CheckpointCorrupt, CheckpointError, CheckpointSchemaMismatch
+from deepactors.errors import (
+    CheckpointCorrupt,
+    CheckpointError,
+    CheckpointSchemaMismatch,
+    PersistenceError,
+    StoreCorrupt,
+)
 from deepactors.persistence import (
     CHECKPOINT_SCHEMA_VERSION,
     CheckpointWrite,
     SqliteCheckpointer,
     SqliteStore,
 )
-from deepactors.persistence._sqlite import _loop_token
 
 
 def write(step: int, **data: object) -> CheckpointWrite:
@@ -135,9 +140,12 @@ async def test_a_file_that_is_not_sqlite_is_corrupt(tmp_path: Path) -> None:
         # Still the same error on the next call: nothing half-open stays behind.
         with pytest.raises(CheckpointCorrupt):
             await cp.threads()
+    # The store reports its own kind of error (it used to say "checkpoint").
     async with SqliteStore(file) as store:
-        with pytest.raises(CheckpointCorrupt, match="not a SQLite database"):
+        with pytest.raises(StoreCorrupt, match="not a SQLite database") as store_info:
             await store.get(("ns",), "k")
+    assert isinstance(store_info.value, PersistenceError)
+    assert not isinstance(store_info.value, CheckpointError)
 
 
 async def test_a_row_with_broken_json_names_file_thread_and_seq(tmp_path: Path) -> None:
@@ -189,10 +197,15 @@ async def test_a_put_cancelled_while_running_still_lands_whole(tmp_path: Path) -
         assert len(await cp.read("t")) in (0, 2)
 
 
-def test_unsupported_loop_is_a_clear_error() -> None:
+async def test_unsupported_loop_is_a_clear_error(tmp_path: Path) -> None:
+    cp = SqliteCheckpointer(tmp_path / "cp.db")
+    # trio names itself in sniffio's thread-local, asyncio through the context var.
+    before = sniffio.thread_local.name
     token = sniffio.current_async_library_cvar.set("curio")
+    sniffio.thread_local.name = "curio" if before is not None else None
     try:
         with pytest.raises(CheckpointError, match="asyncio or trio"):
-            _loop_token()
+            await cp.read("t")
     finally:
+        sniffio.thread_local.name = before
         sniffio.current_async_library_cvar.reset(token)

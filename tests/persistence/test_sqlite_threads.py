@@ -7,15 +7,22 @@ checkpointer object.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Awaitable, Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from deepactors.persistence import CheckpointWrite, SqliteCheckpointer, SqliteStore
+from deepactors.persistence import (
+    CHECKPOINT_SCHEMA_VERSION,
+    CheckpointWrite,
+    SqliteCheckpointer,
+    SqliteStore,
+)
 
 PUTS = 60  # per thread; half single-record puts, half two-record batches
 
@@ -130,7 +137,8 @@ def test_two_threads_creating_one_new_file_at_once_both_open_it(
     # here), so repeat on fresh files.
     backend, options = backend_of(anyio_backend)
     for attempt in range(40):
-        cp = SqliteCheckpointer(tmp_path / f"cp{attempt}.db")
+        file = tmp_path / f"cp{attempt}.db"
+        cp = SqliteCheckpointer(file)
         both = threading.Barrier(2)
 
         def opener(who: str, cp: SqliteCheckpointer = cp, both: threading.Barrier = both) -> Any:
@@ -141,3 +149,55 @@ def test_two_threads_creating_one_new_file_at_once_both_open_it(
             return job
 
         run_in_threads([(backend, options, opener("a")), ("asyncio", {}, opener("b"))])
+        # Both writes landed, numbered 1 and 2, in one WAL database with one schema.
+        with closing(sqlite3.connect(file)) as raw:
+            rows = raw.execute(
+                "SELECT seq, json_extract(data, '$.who') FROM checkpoint_records ORDER BY seq"
+            ).fetchall()
+            assert [seq for seq, _ in rows] == [1, 2]
+            assert sorted(who for _, who in rows) == ["a", "b"]
+            assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+            assert raw.execute("SELECT key, value FROM meta ORDER BY key").fetchall() == [
+                ("checkpoints", str(CHECKPOINT_SCHEMA_VERSION))
+            ]
+
+
+def worker_threads() -> int:
+    """Threads alive besides the main one and any loop threads of this test."""
+    return sum(1 for t in threading.enumerate() if t is not threading.main_thread())
+
+
+def test_many_checkpointers_in_runs_use_a_bounded_number_of_threads(
+    anyio_backend: Any, tmp_path: Path
+) -> None:
+    # 260 checkpointers used at once in one trio run left 91 worker threads
+    # behind (one per connection closing at the run's end, each with a limiter
+    # of its own). They share the run's default thread limiter now.
+    backend, options = backend_of(anyio_backend)
+    # On asyncio every open aiosqlite connection has a thread, by design, closed
+    # and joined at the run's end: fewer checkpointers show that as well.
+    cps = [
+        SqliteCheckpointer(tmp_path / f"{i}.db") for i in range(260 if backend == "trio" else 60)
+    ]
+    bound = 40 + 2  # the default thread limiter's tokens, and a little slack
+    before = worker_threads()
+    most = 0
+
+    async def use(cp: SqliteCheckpointer, run: int) -> None:
+        nonlocal most
+        await cp.put("t", [write(run, "x")])
+        assert [r.step for r in await cp.read("t")] == list(range(run + 1))
+        most = max(most, worker_threads() - before)
+
+    async def main(run: int) -> None:
+        async with anyio.create_task_group() as tg:
+            for cp in cps:
+                tg.start_soon(use, cp, run)
+
+    for run in range(2):
+        anyio.run(main, run, backend=backend, backend_options=options)
+        # Idle worker threads may linger for reuse, but do not pile up.
+        assert worker_threads() - before <= bound
+    if backend == "trio":
+        # aiosqlite keeps a thread per open connection on asyncio, by design.
+        assert most <= bound

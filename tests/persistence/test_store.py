@@ -4,28 +4,33 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
-import anyio
 import pytest
 
 from deepactors.persistence import SqliteStore, Store
 
+from .conftest import Clock
 
-async def test_put_get_round_trip_and_replace(store: Store) -> None:
+
+async def test_put_get_round_trip_and_replace(
+    make_store: Callable[..., Store], clock: Clock
+) -> None:
+    store = make_store(clock=clock)
     assert await store.get(("ns",), "k") is None
     await store.put(("ns",), "k", {"v": [1, "é"]})
     first = await store.get(("ns",), "k")
     assert first is not None
     assert (first.namespace, first.key, first.value) == (("ns",), "k", {"v": [1, "é"]})
-    assert first.created_at == first.updated_at
-    await anyio.sleep(0.01)
+    assert first.created_at == first.updated_at == clock.now
+    clock.now += 1.5
     await store.put(("ns",), "k", {"v": 2})
     second = await store.get(("ns",), "k")
     assert second is not None
     assert second.value == {"v": 2}
     assert second.created_at == first.created_at
-    assert second.updated_at > first.updated_at
+    assert second.updated_at == first.updated_at + 1.5
 
 
 async def test_values_are_copied_in_and_out(store: Store) -> None:
@@ -105,8 +110,15 @@ async def test_delete_removes_one_key(store: Store) -> None:
     assert [i.key for i in await store.list(("ns",))] == ["k2"]
 
 
-async def test_is_a_store(store: Store) -> None:
+async def test_works_through_the_protocol_alone(store: Store) -> None:
+    # What StoreBackend and the memory middleware do with any store.
     assert isinstance(store, Store)
+    await store.put(("a", "b"), "k", {"v": 1})
+    await store.put(("a",), "k", {"v": 0})
+    assert [i.value for i in await store.list(("a", "b"))] == [{"v": 1}]
+    assert [i.namespace for i in await store.search(("a",))] == [("a",), ("a", "b")]
+    await store.delete(("a", "b"), "k")
+    assert await store.get(("a", "b"), "k") is None
 
 
 async def test_sqlite_store_persists_across_connections(tmp_path: Path) -> None:

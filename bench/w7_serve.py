@@ -1,0 +1,310 @@
+"""W7: many concurrent streaming runs against one server process, beside the same runs in-process.
+
+Each run is W2-shaped: the main agent fans out to ``--fanout`` subagents that do
+3 model turns each (two calls of a trivial tool, then an answer), at 50 ms
+simulated latency per model call; then one final main turn. ``--runs``
+streaming runs are started at once through the real ``langgraph-sdk`` async
+client (stateless ``/runs/stream``, ``stream_mode="updates"``) against one
+``deepactors serve``-style server process on 127.0.0.1 (uvicorn/asyncio or
+hypercorn/trio), which also runs a 5 ms timer to measure how late its event
+loop gets. The same runs are then made in-process (``agent.astream`` under one
+``open_runtime``), so the difference is the cost of HTTP and SSE.
+
+    python bench/w7_serve.py [--runs 1000] [--fanout 3] [--loop asyncio|trio] [--repeats 3]
+
+Prints, per side, the median over the repeats of: p50/p99 time to the first
+event (metadata on the wire; the run's first ``updates`` part) , wall time and
+throughput, errors; for the server also its peak RSS and the worst and p99
+lateness of its 5 ms timer. Loopback only, bounded by ``--deadline`` seconds per
+repeat, and the server process is stopped at the end. Figures are indicative:
+the client, the server and other work share the machine's cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from _common import peak_rss_mb
+from w2_fanout import LATENCY, child_turn, lookup
+
+from deepactors import AssistantMessage, ToolCall, create_deep_agent, open_runtime
+from deepactors.models import FunctionModel, ModelRequest
+from deepactors.persistence import MemoryCheckpointer
+
+
+def build_agent(fanout: int) -> Any:
+    """The W2 tree with ``fanout`` children per run (latency 50 ms per model call)."""
+
+    def main_answer(request: ModelRequest) -> AssistantMessage:
+        if len(request.messages) == 1:
+            return AssistantMessage(
+                tool_calls=[
+                    ToolCall(name="task", args={"description": f"topic {i}", "subagent_type": "r"})
+                    for i in range(fanout)
+                ]
+            )
+        return AssistantMessage(content=f"report from {len(request.messages) - 2} findings")
+
+    child = {
+        "name": "r",
+        "description": "researches one topic",
+        "system_prompt": "Research the topic.",
+        "tools": [lookup],
+        "model": FunctionModel(lambda r: child_turn(r.messages), latency=LATENCY),
+    }
+    return create_deep_agent(
+        FunctionModel(main_answer, latency=LATENCY),
+        tools=[lookup],
+        subagents=[child],
+        checkpointer=MemoryCheckpointer(),  # as the server gives every agent
+    )
+
+
+# -- the server process ------------------------------------------------------------------
+
+
+class _Ticker:
+    """A 5 ms timer in the server's loop; how late it fires is the loop's health."""
+
+    def __init__(self) -> None:
+        self.late: list[float] = []
+
+    async def run(self) -> None:
+        while True:
+            t0 = time.perf_counter()
+            await anyio.sleep(0.005)
+            self.late.append(time.perf_counter() - t0 - 0.005)
+
+    def stats(self) -> dict[str, float]:
+        late = sorted(self.late) or [0.0]
+        return {
+            "timer_worst_ms": late[-1] * 1000,
+            "timer_p99_ms": late[int(len(late) * 0.99) - 1 if len(late) > 1 else 0] * 1000,
+            "rss_mb": peak_rss_mb(),
+        }
+
+
+def serve_process(port: int, loop: str, fanout: int) -> None:
+    """The server side: the app plus ``/bench/stats`` and ``/bench/reset``, until SIGTERM."""
+    from deepactors.server import create_app
+
+    app = create_app({"agent": build_agent(fanout)})
+    ticker = _Ticker()
+
+    async def bench_app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/bench/"):
+            if scope["path"] == "/bench/reset":
+                ticker.late.clear()
+            body = json.dumps(ticker.stats()).encode()
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await app(scope, receive, send)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ticker.run)
+            if loop == "asyncio":
+                import uvicorn
+
+                config = uvicorn.Config(
+                    bench_app, host="127.0.0.1", port=port, log_level="warning", backlog=4096
+                )
+                await uvicorn.Server(config).serve()
+            else:
+                import trio
+                from hypercorn.config import Config
+                from hypercorn.trio import serve
+
+                config = Config()
+                config.bind = [f"127.0.0.1:{port}"]
+                config.backlog = 4096
+                config.loglevel = "WARNING"
+                with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+
+                    async def stop() -> None:
+                        async for _ in signals:
+                            return
+
+                    await serve(bench_app, config, shutdown_trigger=stop)
+            tg.cancel_scope.cancel()
+
+    anyio.run(main, backend=loop)
+
+
+# -- the client --------------------------------------------------------------------------
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else float("nan")
+
+
+async def _over_http(url: str, runs: int, deadline: float) -> dict[str, Any]:
+    from langgraph_sdk.client import LangGraphClient
+
+    transport = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=None))
+    http = httpx.AsyncClient(base_url=url, transport=transport, timeout=httpx.Timeout(deadline))
+    first: list[float] = []
+    first_state: list[float] = []
+    errors: list[str] = []
+
+    async def one() -> None:
+        t0 = time.perf_counter()
+        seen = False
+        try:
+            async for part in client.runs.stream(
+                None,
+                "agent",
+                input={"messages": [{"role": "user", "content": "go"}]},
+                stream_mode="updates",
+            ):
+                now = time.perf_counter() - t0
+                if not seen:
+                    first.append(now)
+                    seen = True
+                if part.event == "updates" and len(first_state) < len(first):
+                    first_state.append(now)
+                if part.event == "error":
+                    errors.append(str(part.data))
+        except Exception as exc:  # counted, not fatal: the figure says how many failed
+            errors.append(repr(exc))
+
+    async with LangGraphClient(http) as client:
+        await client.http.client.get("/bench/reset")
+        t0 = time.perf_counter()
+        async with asyncio.timeout(deadline):
+            await asyncio.gather(*(one() for _ in range(runs)))
+        wall = time.perf_counter() - t0
+        stats = (await client.http.client.get("/bench/stats")).json()
+    return {"first": first, "first_state": first_state, "wall": wall, "errors": errors, **stats}
+
+
+async def _in_process(runs: int, fanout: int, deadline: float) -> dict[str, Any]:
+    agent = build_agent(fanout)
+    first: list[float] = []
+    first_state: list[float] = []
+    errors: list[str] = []
+    ticker = _Ticker()
+
+    async def one(rt: Any, i: int) -> None:
+        t0 = time.perf_counter()
+        try:
+            async with agent.astream("go", thread_id=f"t{i}", runtime=rt) as events:
+                seen = False
+                async for event in events:
+                    if not seen:
+                        first.append(time.perf_counter() - t0)
+                        seen = True
+                    if type(event).__name__ == "StateUpdated" and len(first_state) < len(first):
+                        first_state.append(time.perf_counter() - t0)
+        except Exception as exc:
+            errors.append(repr(exc))
+
+    async with anyio.create_task_group() as outer:
+        outer.start_soon(ticker.run)
+        t0 = time.perf_counter()
+        with anyio.fail_after(deadline):
+            async with open_runtime() as rt, anyio.create_task_group() as tg:
+                for i in range(runs):
+                    tg.start_soon(one, rt, i)
+        wall = time.perf_counter() - t0
+        outer.cancel_scope.cancel()
+    return {
+        "first": first,
+        "first_state": first_state,
+        "wall": wall,
+        "errors": errors,
+        **ticker.stats(),
+    }
+
+
+def _row(name: str, reps: list[dict[str, Any]], runs: int) -> str:
+    def med(f: Any) -> float:
+        return statistics.median(f(r) for r in reps)
+
+    text = (
+        f"  {name:10} first event p50 {med(lambda r: _percentile(r['first'], 0.5)) * 1000:7.1f} ms"
+        f" p99 {med(lambda r: _percentile(r['first'], 0.99)) * 1000:7.1f} ms |"
+        f" first update p50 {med(lambda r: _percentile(r['first_state'], 0.5)) * 1000:7.1f} ms |"
+        f" wall {med(lambda r: r['wall']):6.2f} s = {runs / med(lambda r: r['wall']):6.1f} runs/s |"
+        f" errors {max(len(r['errors']) for r in reps)} |"
+        f" timer late worst {med(lambda r: r['timer_worst_ms']):6.1f} ms"
+        f" p99 {med(lambda r: r['timer_p99_ms']):5.1f} ms"
+        f" | peak RSS {med(lambda r: r['rss_mb']):5.0f} MiB"
+    )
+    return text
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--fanout", type=int, default=3)
+    parser.add_argument("--loop", choices=("asyncio", "trio"), default="asyncio")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--deadline", type=float, default=120.0, help="seconds per repeat")
+    parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)  # the server role
+    args = parser.parse_args()
+    if args.serve:
+        serve_process(args.serve, args.loop, args.fanout)
+        return
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--serve",
+        str(port),
+        "--loop",
+        args.loop,
+        "--fanout",
+        str(args.fanout),
+    ]
+    server = subprocess.Popen(cmd, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            try:
+                if httpx.get(f"{url}/ok").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        print(
+            f"W7: {args.runs} concurrent streaming runs, fan-out {args.fanout} (W2 children, "
+            f"{LATENCY * 1000:.0f} ms per model call), server on {args.loop}; "
+            f"median of {args.repeats} (indicative: shared CPU)"
+        )
+        http = [asyncio.run(_over_http(url, args.runs, args.deadline)) for _ in range(args.repeats)]
+        print(_row("HTTP+SSE", http, args.runs))
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    local = [
+        anyio.run(_in_process, args.runs, args.fanout, args.deadline, backend=args.loop)
+        for _ in range(args.repeats)
+    ]
+    print(_row("in-process", local, args.runs))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,418 @@
+"""Budgets: limits on what a whole actor tree may spend, that parallel children cannot overshoot.
+
+``agent.ainvoke(..., budget=Budget(model_calls=50, output_tokens=200_000))`` covers
+the run and every subagent under it. The tree shares one :class:`BudgetLedger`.
+Before each model call, the calling actor *reserves* the call's worst case from
+it: one model call, the request's input tokens (an estimate that errs high, see
+:func:`estimate_input_tokens`) and its ``max_tokens`` of output; after the call it
+*settles* the reservation with the usage the model reported, giving the rest
+back. A reservation that does not fit beside the ones in flight waits for them to
+settle; one that could never fit is refused, and the call is not made. So the
+limits hold however many children call at once: no branch checks a total that
+another branch is about to change.
+
+A subagent spec may carry a smaller ``budget`` of its own: its ledger is a child
+of its parent's, and each call reserves at every level, so the subagent spends
+at most its own limits and its spending counts against every budget above it.
+
+Thread safety
+    A ledger is changed only by code running on its event loop's thread, and
+    every check-and-reserve is one synchronous step with no ``await`` inside, so
+    two tasks of one loop cannot interleave in it: plain integers suffice, and
+    there is no lock for the tree's calls to queue on. The only wait is for a
+    reservation that does not fit until others settle. (Sync tools run in worker
+    threads, but never touch the ledger: tool calls are counted on the loop
+    before the tool runs.)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Literal, Protocol
+
+import anyio
+
+from .errors import BudgetExceeded, ConfigurationError
+from .messages import (
+    AssistantMessage,
+    ImageBlock,
+    Message,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolMessage,
+    Usage,
+)
+
+__all__ = [
+    "DEFAULT_OUTPUT_RESERVATION",
+    "Budget",
+    "BudgetLedger",
+    "BudgetReport",
+    "Hold",
+    "Refusal",
+    "estimate_input_tokens",
+    "message_tokens",
+    "text_tokens",
+    "tool_tokens",
+]
+
+Resource = Literal["model_calls", "input_tokens", "output_tokens", "tool_calls"]
+
+DEFAULT_OUTPUT_RESERVATION = 4096
+"""Output tokens reserved for a call to a model that names no ``max_tokens`` (not
+:class:`~deepactors.models.SupportsMaxTokens`, and none in the request's settings).
+Such a model is trusted to write no more; the budget's guarantee needs a model
+that honours its ``max_tokens``."""
+
+# Allowances on top of the text's size (see estimate_input_tokens).
+PER_MESSAGE_TOKENS = 8
+PER_TOOL_TOKENS = 16
+TOOL_USE_PROMPT_TOKENS = 600
+IMAGE_TOKENS = 2_000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Budget:
+    """Limits on what a run and every subagent under it may spend. ``None``: no limit.
+
+    Attributes:
+        model_calls: Requests to a model (a retried request counts again).
+        input_tokens: Prompt tokens, cache reads and writes included.
+        output_tokens: Tokens the models write.
+        tool_calls: Tool calls run (``task`` calls included).
+
+    Raises:
+        ConfigurationError: A limit that is not a whole number of 0 or more.
+    """
+
+    model_calls: int | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    tool_calls: int | None = None
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigurationError(
+                    f"Budget({f.name}=...) must be a whole number of 0 or more, not {value!r}"
+                )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetReport:
+    """What a run spent of its budget (``result["budget"]``).
+
+    Attributes:
+        limits: The budget.
+        model_calls: Model requests made by the whole tree.
+        input_tokens: Input tokens charged (cache reads and writes included).
+        output_tokens: Output tokens charged.
+        tool_calls: Tool calls run.
+        exhausted: The limits that refused a call, if any.
+    """
+
+    limits: Budget
+    model_calls: int
+    input_tokens: int
+    output_tokens: int
+    tool_calls: int
+    exhausted: tuple[Resource, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """A model call's reservation, to settle when the call ends.
+
+    Attributes:
+        input_tokens: Input tokens held (the estimate).
+        output_tokens: Output tokens held: the call's ``max_tokens``.
+    """
+
+    input_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Refusal:
+    """Why a budget refused a call: the limit, and what was spent of it."""
+
+    resource: Resource
+    limit: int
+    spent: int
+    scope: Literal["tree", "subagent"]
+
+    def error(self, what: str) -> BudgetExceeded:
+        """The error that stops the actor whose call this was."""
+        whose = "the run's budget" if self.scope == "tree" else "this subagent's own budget"
+        return BudgetExceeded(
+            f"{whose} is spent: {self.spent} of {self.limit} {self.resource.replace('_', ' ')} "
+            f"used, so {what} was not made",
+            resource=self.resource,
+            limit=self.limit,
+            spent=self.spent,
+        )
+
+
+class BudgetLedger:
+    """The running account of one :class:`Budget`: spent, and held by calls in flight.
+
+    Args:
+        limits: The budget.
+        parent: The ledger of the budget above this one (a subagent's own budget
+            sits inside its parent's); every call reserves at every level.
+    """
+
+    __slots__ = (
+        "_chain",
+        "_changed",
+        "_held_in",
+        "_held_out",
+        "_max_calls",
+        "_max_in",
+        "_max_out",
+        "_max_tools",
+        "_out_levels",
+        "exhausted",
+        "input_tokens",
+        "limits",
+        "model_calls",
+        "output_tokens",
+        "parent",
+        "tool_calls",
+        "tracks_input",
+        "tracks_output",
+    )
+
+    def __init__(self, limits: Budget, *, parent: BudgetLedger | None = None) -> None:
+        self.limits = limits
+        self.parent = parent
+        self.model_calls = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.tool_calls = 0
+        self.exhausted: list[Resource] = []
+        self._held_in = 0
+        self._held_out = 0
+        self._changed: anyio.Event | None = None
+        chain: list[BudgetLedger] = [self]
+        while chain[-1].parent is not None:
+            chain.append(chain[-1].parent)
+        self._chain = tuple(chain)
+        # The limits as plain attributes: read on every call.
+        self._max_calls = limits.model_calls
+        self._max_in = limits.input_tokens
+        self._max_out = limits.output_tokens
+        self._max_tools = limits.tool_calls
+        self._out_levels = tuple(led for led in chain if led._max_out is not None)
+        #: Whether any level limits input / output tokens (else nothing is estimated).
+        self.tracks_input = any(led._max_in is not None for led in chain)
+        self.tracks_output = bool(self._out_levels)
+
+    def __repr__(self) -> str:
+        return (
+            f"<BudgetLedger calls={self.model_calls} in={self.input_tokens} "
+            f"out={self.output_tokens} tools={self.tool_calls} of {self.limits}>"
+        )
+
+    # -- model calls ---------------------------------------------------------------
+
+    def try_reserve(self, input_tokens: int, output_tokens: int) -> Hold | Refusal | anyio.Event:
+        """Reserve one model call, or say why not.
+
+        Args:
+            input_tokens: The request's estimated input tokens.
+            output_tokens: The ``max_tokens`` the call would be made with.
+
+        Returns:
+            A :class:`Hold` (reserved; its ``output_tokens`` may be less than asked:
+            the call must then be made with that ``max_tokens``); a :class:`Refusal`
+            when the budget can never cover the call; or an event to wait on when
+            it would fit once calls in flight have settled.
+        """
+        # One pass for what can never fit (refused) and for input that fits only
+        # once calls in flight settle; output waits need the final grant.
+        grant = output_tokens
+        busy: BudgetLedger | None = None
+        for led in self._chain:
+            cap = led._max_calls
+            if cap is not None and led.model_calls >= cap:
+                return led._refuse("model_calls", cap, led.model_calls)
+            cap = led._max_in
+            if cap is not None:
+                spent = led.input_tokens
+                if spent + input_tokens > cap:
+                    return led._refuse("input_tokens", cap, spent)
+                if busy is None and spent + led._held_in + input_tokens > cap:
+                    busy = led
+            cap = led._max_out
+            if cap is not None:
+                left = cap - led.output_tokens
+                if left < 1:
+                    return led._refuse("output_tokens", cap, led.output_tokens)
+                if left < grant:
+                    grant = left
+        if busy is None:
+            for led in self._out_levels:
+                if led.output_tokens + led._held_out + grant > led._max_out:  # type: ignore[operator]
+                    busy = led
+                    break
+        if busy is not None:
+            # Fits once the calls in flight settle: they hold what is missing.
+            if busy._changed is None:
+                busy._changed = anyio.Event()
+            return busy._changed
+        for led in self._chain:
+            led.model_calls += 1
+            led._held_in += input_tokens
+            led._held_out += grant
+        return Hold(input_tokens, grant)
+
+    def settle(self, hold: Hold, usage: Usage | None, *, charge: bool = True) -> None:
+        """End a call's reservation, charging what it really used.
+
+        Args:
+            hold: The reservation.
+            usage: The usage the model reported. ``None`` charges the whole
+                reservation (a call cut off, or a model that reports nothing).
+            charge: ``False`` charges no tokens (the provider refused the request).
+        """
+        used_in = used_out = 0
+        if charge:
+            if usage is None:
+                used_in, used_out = hold.input_tokens, hold.output_tokens
+            else:
+                used_in = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
+                used_out = usage.output_tokens
+        for led in self._chain:
+            led._held_in -= hold.input_tokens
+            led._held_out -= hold.output_tokens
+            led.input_tokens += used_in
+            led.output_tokens += used_out
+            changed = led._changed
+            if changed is not None:
+                led._changed = None
+                changed.set()
+
+    # -- tool calls ----------------------------------------------------------------
+
+    def take_tool_call(self) -> Refusal | None:
+        """Count one tool call, or return why the budget refuses it."""
+        for led in self._chain:
+            limit = led._max_tools
+            if limit is not None and led.tool_calls >= limit:
+                return led._refuse("tool_calls", limit, led.tool_calls)
+        for led in self._chain:
+            led.tool_calls += 1
+        return None
+
+    # -- reports -------------------------------------------------------------------
+
+    def report(self) -> BudgetReport:
+        """What has been spent so far (calls in flight not included)."""
+        return BudgetReport(
+            limits=self.limits,
+            model_calls=self.model_calls,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            tool_calls=self.tool_calls,
+            exhausted=tuple(self.exhausted),
+        )
+
+    def _refuse(self, resource: Resource, limit: int, spent: int) -> Refusal:
+        if resource not in self.exhausted:
+            self.exhausted.append(resource)
+        scope: Literal["tree", "subagent"] = "tree" if self.parent is None else "subagent"
+        return Refusal(resource=resource, limit=limit, spent=spent, scope=scope)
+
+
+# -- estimating a request's input tokens ---------------------------------------------
+
+
+class ToolLike(Protocol):
+    """What the estimate reads of a tool (a :class:`~deepactors.tools.Tool`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def parameters(self) -> Mapping[str, object]: ...
+
+
+def text_tokens(text: str) -> int:
+    """The estimate's share of a text: its size in UTF-8 bytes."""
+    # UTF-8 bytes: an upper bound on the tokens of a byte-level BPE tokenizer,
+    # whose every token stands for at least one byte.
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def _content_tokens(content: str | Sequence[object]) -> int:
+    if isinstance(content, str):
+        return text_tokens(content)
+    total = 0
+    for block in content:
+        if isinstance(block, TextBlock):
+            total += text_tokens(block.text)
+        elif isinstance(block, ThinkingBlock):
+            total += text_tokens(block.thinking)
+        elif isinstance(block, RedactedThinkingBlock):
+            total += text_tokens(block.data)
+        elif isinstance(block, ImageBlock):
+            total += IMAGE_TOKENS
+    return total
+
+
+def message_tokens(message: Message) -> int:
+    """The estimate's share of one message (see :func:`estimate_input_tokens`)."""
+    content = message.content
+    if isinstance(content, str):  # the common case, inline: this runs for every message
+        size = len(content) if content.isascii() else text_tokens(content)
+    else:
+        size = _content_tokens(content)
+    total = PER_MESSAGE_TOKENS + size
+    if isinstance(message, AssistantMessage):
+        for call in message.tool_calls:
+            # repr() of the parsed arguments: as long as their JSON or longer (True
+            # vs true), non-ASCII text measured in UTF-8, and several times cheaper.
+            total += PER_MESSAGE_TOKENS + text_tokens(call.name) + text_tokens(repr(call.args))
+    elif isinstance(message, ToolMessage):
+        total += text_tokens(message.name)
+    return total
+
+
+def tool_tokens(tool: ToolLike) -> int:
+    """The estimate's share of one tool definition."""
+    return (
+        PER_TOOL_TOKENS
+        + text_tokens(tool.name)
+        + text_tokens(tool.description)
+        + text_tokens(json.dumps(tool.parameters))
+    )
+
+
+def estimate_input_tokens(
+    messages: Sequence[Message], system_prompt: str | None, tools: Sequence[ToolLike]
+) -> int:
+    """An estimate of a request's input tokens that errs high.
+
+    The size in UTF-8 bytes of every text the request sends (messages, tool call
+    arguments and results, the system prompt, tool names, descriptions and
+    schemas), plus allowances for each message's framing, each image, and the
+    tool-use instructions providers add when tools are offered. Each token of a
+    byte-level BPE tokenizer (Claude's among them) stands for at least one byte, so
+    this is an upper bound for them; it is typically 3-4x the real count for
+    English, so a tight ``input_tokens`` budget refuses a call a little early
+    rather than ever overshooting.
+    """
+    total = text_tokens(system_prompt) if system_prompt else 0
+    for message in messages:
+        total += message_tokens(message)
+    if tools:
+        total += TOOL_USE_PROMPT_TOKENS + sum(tool_tokens(t) for t in tools)
+    return total

@@ -1,0 +1,345 @@
+"""LangGraph stream parts from a run's typed events (see :mod:`deepactors.lc_views`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple, TypeAlias
+
+from ..events import (
+    CustomEvent,
+    Event,
+    Interrupted,
+    ModelCallFinished,
+    ModelCallStarted,
+    ModelDelta,
+    RunFinished,
+    StateUpdated,
+    SubagentCancelled,
+    SubagentFailed,
+    SubagentFinished,
+    SubagentInterrupted,
+)
+from ..interrupts import interrupt_view
+from ..messages import AssistantMessage, Content, ThinkingBlock, ToolMessage
+from ._views import (
+    Namespace,
+    content_to_lc,
+    event_to_json,
+    interrupts_to_lc,
+    invalid_call_to_lc,
+    jsonable,
+    message_to_lc,
+    namespace_of,
+    tool_call_to_lc,
+    update_to_lc,
+    usage_to_lc,
+    values_to_lc,
+)
+
+__all__ = ["STREAM_MODES", "LangGraphStream", "StreamMode", "StreamPart", "parse_stream_modes"]
+
+StreamMode: TypeAlias = Literal["values", "updates", "messages", "custom", "events", "debug"]
+STREAM_MODES: tuple[StreamMode, ...] = (
+    "values",
+    "updates",
+    "messages",
+    "custom",
+    "events",
+    "debug",
+)
+"""Modes :class:`LangGraphStream` produces (``messages-tuple`` is read as ``messages``)."""
+
+
+class StreamPart(NamedTuple):
+    """One part of a LangGraph stream: a tuple ``(namespace, mode, data)``.
+
+    ``namespace`` is ``()`` for the root agent. ``data`` is JSON-ready, except
+    for ``messages`` parts, whose data is a ``(message_chunk, metadata)`` pair.
+    """
+
+    namespace: Namespace
+    mode: StreamMode
+    data: Any
+
+
+def parse_stream_modes(modes: str | Sequence[str] | None) -> tuple[StreamMode, ...]:
+    """Check stream modes; ``messages-tuple`` is read as ``messages``.
+
+    Raises:
+        ValueError: An unknown mode; the message lists the known ones.
+    """
+    if modes is None:
+        return ("values",)
+    items = [modes] if isinstance(modes, str) else list(modes)
+    out: list[StreamMode] = []
+    for mode in items:
+        name = "messages" if mode == "messages-tuple" else mode
+        if name not in STREAM_MODES:
+            known = ", ".join([*STREAM_MODES, "messages-tuple"])
+            raise ValueError(f"unknown stream mode {mode!r}; known: {known}")
+        if name not in out:
+            out.append(name)
+    return tuple(out)
+
+
+@dataclass(slots=True)
+class _Actor:
+    """What the adapter remembers of one actor between its events."""
+
+    step: int = 0
+    called: bool = False  # a model call has started (what came before was input)
+    values: Mapping[str, Any] | None = None  # latest state not yet streamed
+    update: dict[str, Any] = field(default_factory=dict)  # updates not yet streamed
+    streamed: bool = False  # text of the current model call went out as chunks
+
+
+class LangGraphStream:
+    """Turns one run's typed events into LangGraph stream parts.
+
+    Feed every event of the run, in order, to :meth:`feed`; it returns the parts
+    to send (often none). ``values`` and ``updates`` follow LangGraph's steps: a
+    model answer is one step, and everything else an actor applies until its next
+    model call (a turn's tool results, hook updates, the input) is the next.
+
+    Args:
+        modes: The modes wanted (see :func:`parse_stream_modes`).
+        subgraphs: Also stream subagents' parts, under their namespaces; without
+            it only the root agent's parts are streamed.
+        thread_id: Put in ``messages`` metadata.
+        objects: Data as deepactors objects (messages with ``.content``,
+            ``.type``, ``.pretty_print()``; files readable as ``FileData``;
+            interrupts with ``.value``), as ``agent.astream(stream_mode=...)``
+            yields them in-process; else JSON in LangChain's shapes (the server).
+
+    Raises:
+        ValueError: An unknown mode.
+    """
+
+    def __init__(
+        self,
+        modes: str | Sequence[str] | None = "values",
+        *,
+        subgraphs: bool = False,
+        thread_id: str | None = None,
+        objects: bool = False,
+    ) -> None:
+        self.modes = parse_stream_modes(modes)
+        self.subgraphs = subgraphs
+        self.thread_id = thread_id
+        self.objects = objects
+        self._actors: dict[str, _Actor] = {}
+        self._state_modes = bool({"values", "updates"} & set(self.modes))
+
+    def feed(self, event: Event) -> list[StreamPart]:
+        """The parts this event produces, in order."""
+        ns = namespace_of(event.path)
+        if ns and not self.subgraphs:
+            return self._bookkeeping(event)
+        out: list[StreamPart] = []
+        if "events" in self.modes or "debug" in self.modes:
+            data = event_to_json(event)
+            out.extend(StreamPart(ns, m, data) for m in ("events", "debug") if m in self.modes)
+        match event:
+            case StateUpdated():
+                out.extend(self._state(ns, event))
+            case ModelCallStarted():
+                out.extend(self._flush(ns, event.path))
+                actor = self._actor(event.path)
+                actor.step, actor.called, actor.streamed = event.step, True, False
+            case ModelDelta():
+                if "messages" in self.modes and event.kind != "tool_input":
+                    self._actor(event.path).streamed = True
+                    out.append(self._delta(ns, event))
+            case ModelCallFinished():
+                if "messages" in self.modes:
+                    out.append(self._answer(ns, event))
+            case CustomEvent():
+                if "custom" in self.modes:
+                    out.append(StreamPart(ns, "custom", jsonable(event.data)))
+            case Interrupted():
+                out.extend(self._flush(ns, event.path))
+                out.extend(self._interrupt(ns, event.requests))
+            case RunFinished():
+                out.extend(self._flush(ns, event.path))
+                self._actors.pop(event.path, None)
+            case (
+                SubagentFinished() | SubagentFailed() | SubagentCancelled() | SubagentInterrupted()
+            ):
+                out.extend(self._flush(namespace_of(event.child), event.child))
+                self._actors.pop(event.child, None)
+        return out
+
+    def _bookkeeping(self, event: Event) -> list[StreamPart]:
+        # A subagent's events are not streamed, but its actor's memory must end.
+        if isinstance(
+            event, SubagentFinished | SubagentFailed | SubagentCancelled | SubagentInterrupted
+        ):
+            self._actors.pop(event.child, None)
+        return []
+
+    def _actor(self, path: str) -> _Actor:
+        actor = self._actors.get(path)
+        if actor is None:
+            actor = self._actors[path] = _Actor()
+        return actor
+
+    def _state(self, ns: Namespace, event: StateUpdated) -> list[StreamPart]:
+        if not self._state_modes and "messages" not in self.modes:
+            return []
+        actor = self._actor(event.path)
+        out: list[StreamPart] = []
+        answer = _is_answer(event.update)
+        if answer:
+            out.extend(self._flush(ns, event.path))
+        elif "messages" in self.modes:
+            for m in event.update.get("messages", ()):
+                if isinstance(m, ToolMessage):
+                    meta = self._metadata(event.path, "tools", actor.step)
+                    data = m if self.objects else message_to_lc(m)
+                    out.append(StreamPart(ns, "messages", (data, meta)))
+        if not self._state_modes:
+            return out
+        actor.values = event.values
+        _fold(actor.update, event.update)
+        if answer:
+            out.extend(self._flush(ns, event.path, node="model"))
+        return out
+
+    def _flush(self, ns: Namespace, path: str, *, node: str | None = None) -> list[StreamPart]:
+        actor = self._actors.get(path)
+        if actor is None or actor.values is None:
+            return []
+        out: list[StreamPart] = []
+        if "updates" in self.modes and (actor.called or node is not None):
+            name = node or ("tools" if _has_tool_result(actor.update) else "middleware")
+            update = dict(actor.update) if self.objects else update_to_lc(actor.update)
+            out.append(StreamPart(ns, "updates", {name: update}))
+        if "values" in self.modes:
+            values = _values(actor.values) if self.objects else values_to_lc(actor.values)
+            out.append(StreamPart(ns, "values", values))
+        actor.values, actor.update = None, {}
+        return out
+
+    def _interrupt(self, ns: Namespace, requests: Sequence[Mapping[str, Any]]) -> list[StreamPart]:
+        pending = interrupt_view(requests) if self.objects else interrupts_to_lc(requests)
+        data = {"__interrupt__": pending}
+        # As LangGraph's server does: an interrupt always reaches a client that
+        # asked for state, as an update or else as values.
+        if "updates" in self.modes:
+            return [StreamPart(ns, "updates", data)]
+        if "values" in self.modes:
+            return [StreamPart(ns, "values", data)]
+        return []
+
+    def _metadata(self, path: str, node: str, step: int) -> dict[str, Any]:
+        meta: dict[str, Any] = {
+            "langgraph_node": node,
+            "langgraph_step": step,
+            "langgraph_checkpoint_ns": "|".join(namespace_of(path)),
+            "path": path,
+        }
+        if self.thread_id is not None:
+            meta["thread_id"] = self.thread_id
+        return meta
+
+    def _chunk_id(self, event: Event) -> str:
+        return f"run-{event.run_id}-{self._actor(event.path).step}"
+
+    def _delta(self, ns: Namespace, event: ModelDelta) -> StreamPart:
+        meta = self._metadata(event.path, "model", self._actor(event.path).step)
+        if self.objects:
+            blocks: Content = event.text
+            if event.kind == "thinking":
+                blocks = [ThinkingBlock(thinking=event.text)]
+            piece = AssistantMessage(id=self._chunk_id(event), content=blocks)
+            return StreamPart(ns, "messages", (piece, meta))
+        content: str | list[dict[str, Any]] = event.text
+        if event.kind == "thinking":
+            content = [{"type": "thinking", "thinking": event.text, "index": event.index}]
+        chunk = _chunk(self._chunk_id(event), content)
+        return StreamPart(ns, "messages", (chunk, meta))
+
+    def _answer(self, ns: Namespace, event: ModelCallFinished) -> StreamPart:
+        """The end of a model call: the calls, usage and stop reason (and the text,
+        when none of it was streamed), as the last chunk of the message."""
+        message = event.message
+        actor = self._actor(event.path)
+        if self.objects:
+            # The last piece of the message: its calls, usage and stop reason, and
+            # its text unless that went out piece by piece already.
+            last = message.model_copy(
+                update={
+                    "id": self._chunk_id(event),
+                    "content": "" if actor.streamed else message.content,
+                }
+            )
+            return StreamPart(
+                ns, "messages", (last, self._metadata(event.path, "model", event.step))
+            )
+        chunk = _chunk(
+            self._chunk_id(event), "" if actor.streamed else content_to_lc(message.content)
+        )
+        calls = [c for c in message.tool_calls if c.error is None]
+        chunk["tool_calls"] = [tool_call_to_lc(c) for c in calls]
+        chunk["tool_call_chunks"] = [
+            {
+                "name": c.name,
+                "args": json.dumps(c.args),
+                "id": c.id,
+                "index": i,
+                "type": "tool_call_chunk",
+            }
+            for i, c in enumerate(calls)
+        ]
+        chunk["invalid_tool_calls"] = [
+            invalid_call_to_lc(c) for c in message.tool_calls if c.error is not None
+        ]
+        chunk["usage_metadata"] = usage_to_lc(message.usage)
+        meta = {"model_name": message.model, "stop_reason": message.stop_reason}
+        chunk["response_metadata"] = {k: v for k, v in meta.items() if v is not None}
+        chunk["chunk_position"] = "last"
+        return StreamPart(ns, "messages", (chunk, self._metadata(event.path, "model", event.step)))
+
+
+def _chunk(chunk_id: str, content: str | list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "type": "AIMessageChunk",
+        "content": content,
+        "id": chunk_id,
+        "name": None,
+        "additional_kwargs": {},
+        "response_metadata": {},
+        "tool_calls": [],
+        "invalid_tool_calls": [],
+        "tool_call_chunks": [],
+        "usage_metadata": None,
+    }
+
+
+_RUN_REPORTS = frozenset({"usage", "budget"})
+
+
+def _values(values: Mapping[str, Any]) -> dict[str, Any]:
+    """A state's values as objects (a run's reports left out, as in JSON)."""
+    return {k: v for k, v in values.items() if k not in _RUN_REPORTS}
+
+
+def _is_answer(update: Mapping[str, Any]) -> bool:
+    return any(isinstance(m, AssistantMessage) for m in update.get("messages") or ())
+
+
+def _has_tool_result(update: Mapping[str, Any]) -> bool:
+    return any(isinstance(m, ToolMessage) for m in update.get("messages") or ())
+
+
+def _fold(into: dict[str, Any], update: Mapping[str, Any]) -> None:
+    """Gather the updates of one step: messages append, files merge, the rest replace."""
+    for name, value in update.items():
+        if name == "messages":
+            into["messages"] = [*into.get("messages", ()), *value]
+        elif name == "files" and isinstance(value, Mapping):
+            into["files"] = {**into.get("files", {}), **value}
+        else:
+            into[name] = value

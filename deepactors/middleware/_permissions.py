@@ -1,0 +1,110 @@
+"""File permissions in ``interrupt`` mode: ask a human before a file tool touches such a path.
+
+``deny`` is kept by the agent's backend (:class:`~deepactors.backends.PermissionedBackend`);
+this middleware handles ``interrupt`` rules through the human-in-the-loop
+machinery: the run stops with an :class:`~deepactors.interrupts.ActionRequest`
+(decisions ``approve`` or ``reject``) and continues with ``Command(resume=...)``.
+
+Which calls ask (as deepagents does):
+
+* ``read_file``, ``write_file``, ``edit_file``: the path's first matching rule
+  says ``interrupt``;
+* ``ls``, ``glob``, ``grep`` (searches): the folder searched holds, or lies
+  inside, a path an ``interrupt`` rule is about, since its results could show it;
+* ``delete``: the path says ``interrupt``, or the folder holds such a path.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from ..backends import PermissionRules, normalize_path
+from ..errors import BackendError
+from ..hooks import AgentMiddleware, ToolCallRequest, ToolHandler
+from ..interrupts import ActionRequest, Interrupt
+from ..messages import ToolMessage
+from ..tools import Command
+
+__all__ = ["FilesystemPermissionMiddleware"]
+
+Operation = Literal["read", "write"]
+Scope = Literal["exact", "search", "delete"]
+
+# The file tools: the operation, the argument naming the path (and its default), the scope.
+FILE_TOOLS: dict[str, tuple[Operation, str, str | None, Scope]] = {
+    "ls": ("read", "path", "/", "search"),
+    "read_file": ("read", "file_path", None, "exact"),
+    "glob": ("read", "path", "/", "search"),
+    "grep": ("read", "path", "/", "search"),
+    "write_file": ("write", "file_path", None, "exact"),
+    "edit_file": ("write", "file_path", None, "exact"),
+    "delete": ("write", "file_path", None, "delete"),
+}
+
+DECISIONS = ("approve", "reject")
+
+
+class FilesystemPermissionMiddleware(AgentMiddleware):
+    """Stops a run before a file tool call that an ``interrupt`` permission covers.
+
+    ``create_deep_agent(permissions=...)`` adds it when a rule says
+    ``interrupt`` (it needs a checkpointer, as ``interrupt_on`` does).
+
+    Args:
+        rules: The agent's rules.
+    """
+
+    def __init__(self, rules: PermissionRules) -> None:
+        self.rules = rules
+
+    def asks(self, tool: str, args: dict[str, object]) -> str | None:
+        """The path a call of ``tool`` needs a human for, or None."""
+        entry = FILE_TOOLS.get(tool)
+        if entry is None or not self.rules.has_interrupt:
+            return None
+        operation, arg, default, scope = entry
+        raw = args.get(arg, default)
+        if not isinstance(raw, str):
+            return None
+        try:
+            path = normalize_path(raw)
+        except BackendError:
+            return None  # the tool itself says what is wrong with the path
+        mode = self.rules.mode(operation, path)
+        if mode == "interrupt":
+            return path
+        if mode == "deny" or scope == "exact":
+            return None  # denied calls are refused by the backend, without asking
+        reaches = self.rules.reaches(operation, path, "interrupt", inside=scope == "delete")
+        return path if reaches else None
+
+    async def wrap_tool_call(
+        self, request: ToolCallRequest, handler: ToolHandler
+    ) -> ToolMessage | Command:
+        call = request.call
+        path = self.asks(call.name, call.args)
+        if path is None:
+            return await handler(request)
+        decision = request.run.tree.decisions.get(call.id)
+        if decision is None:
+            raise Interrupt(
+                [
+                    ActionRequest(
+                        id=call.id,
+                        tool=call.name,
+                        args=call.args,
+                        path=request.run.path,
+                        allowed_decisions=DECISIONS,
+                        description=f"{call.name} on {path}: a file permission asks a human first",
+                    )
+                ]
+            )
+        if decision.type == "approve":
+            return await handler(request)
+        reason = decision.message or "no reason given"
+        return ToolMessage(
+            tool_call_id=call.id,
+            name=call.name,
+            content=f"A human refused this access to {path} ({reason}). It did not run.",
+            status="error",
+        )

@@ -1,0 +1,385 @@
+"""``SqliteCheckpointer``: checkpoint records and thread leases in a SQLite file.
+
+Records are rows of ``checkpoint_records``, numbered per thread under the write
+lock, so ``seq`` stays unique and gap-free whichever connection (thread, event
+loop, process) writes. Reading checks what it reads: ``seq`` 1, 2, 3... with
+none missing, text that is UTF-8, data that is a JSON object; anything else is
+:class:`~deepactors.errors.CheckpointCorrupt` naming the file, the thread and
+the record, never quoting the stored data.
+
+Leases (see ``_sqlite_lease``) live in the same file, so runs of one thread in
+several processes take turns; while a run holds its thread, its writes to that
+thread are fenced: refused once another run has taken the lease.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+
+from ..errors import (
+    CheckpointCorrupt,
+    CheckpointError,
+    CheckpointSchemaMismatch,
+    ConfigurationError,
+    ThreadLeaseLost,
+)
+from ._checkpoint import (
+    CheckpointRecord,
+    CheckpointWrite,
+    EncodedWrite,
+    ThreadInfo,
+    check_thread_id,
+    encode_writes,
+)
+from ._json import check_text, decode_object
+from ._lease import ThreadLease, WhenBusy
+from ._sqlite_conn import Database, Errors, Schema, SqliteBase, text
+from ._sqlite_lease import LEASE_DDL, SqliteLeases, holds_lease
+
+__all__ = ["CHECKPOINT_SCHEMA_VERSION", "SqliteCheckpointer"]
+
+CHECKPOINT_SCHEMA_VERSION = 2
+"""The version of the checkpoint tables this code writes and reads (2 added leases)."""
+
+# A rowid table, not WITHOUT ROWID: records are 1-2 KB, and SQLite advises
+# WITHOUT ROWID only for rows much smaller than a page. ``data`` comes last so
+# that listing threads never reads it.
+_RECORDS_DDL = """CREATE TABLE checkpoint_records (
+        thread_id  TEXT    NOT NULL,
+        seq        INTEGER NOT NULL,
+        path       TEXT    NOT NULL,
+        step       INTEGER NOT NULL,
+        kind       TEXT    NOT NULL,
+        created_at REAL    NOT NULL,
+        data       TEXT    NOT NULL,
+        PRIMARY KEY (thread_id, seq)
+    )"""
+
+_SCHEMA = Schema(
+    key="checkpoints",
+    version=CHECKPOINT_SCHEMA_VERSION,
+    ddl=(_RECORDS_DDL, *LEASE_DDL),
+    # Version 1 had no leases: adding the table is all it takes. The version is
+    # raised even so, so that a process of an older deepactors, which would
+    # ignore leases, refuses the file instead of running threads beside them.
+    upgrades={1: LEASE_DDL},
+)
+
+_ERRORS = Errors(
+    failed=CheckpointError, corrupt=CheckpointCorrupt, mismatch=CheckpointSchemaMismatch
+)
+
+_COLUMNS = "thread_id, seq, path, step, kind, created_at, data"
+_INSERT_RECORD = f"INSERT INTO checkpoint_records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+_NEXT_SEQ = "(SELECT coalesce(max(seq), 0) + 1 FROM checkpoint_records WHERE thread_id = ?)"
+_INSERT_NEXT = f"INSERT INTO checkpoint_records ({_COLUMNS}) VALUES (?, {_NEXT_SEQ}, ?, ?, ?, ?, ?)"
+# The same, only while ``owner`` holds the thread's lease: a fenced write.
+_INSERT_NEXT_FENCED = (
+    f"INSERT INTO checkpoint_records ({_COLUMNS}) SELECT ?, {_NEXT_SEQ}, ?, ?, ?, ?, ?"
+    " WHERE EXISTS (SELECT 1 FROM thread_leases WHERE thread_id = ? AND owner = ?)"
+)
+
+# Text columns are read as blobs and decoded here (see ``_sqlite_conn.text``).
+_SELECT_RECORDS = (
+    "SELECT seq, CAST(path AS BLOB), step, CAST(kind AS BLOB), created_at, CAST(data AS BLOB)"
+    " FROM checkpoint_records WHERE thread_id = ?"
+)
+
+
+def _lease_lost(file: str, thread_id: str) -> ThreadLeaseLost:
+    return ThreadLeaseLost(
+        f"{file}: thread {thread_id!r} was taken over by another run after this run's lease "
+        "lapsed (its event loop stalled longer than the lease lasts); nothing more is written"
+    )
+
+
+def _put_records(
+    raw: sqlite3.Connection,
+    *,
+    file: str,
+    thread_id: str,
+    rows: list[EncodedWrite],
+    now: float,
+    owner: str | None,
+) -> None:
+    if len(rows) == 1:
+        # The common case, one record per step: a single statement in autocommit
+        # is its own transaction, numbering (and fencing) included.
+        path, step, kind, data = rows[0]
+        if owner is None:
+            raw.execute(_INSERT_NEXT, (thread_id, thread_id, path, step, kind, now, data))
+            return
+        cursor = raw.execute(
+            _INSERT_NEXT_FENCED,
+            (thread_id, thread_id, path, step, kind, now, data, thread_id, owner),
+        )
+        if cursor.rowcount != 1:
+            raise _lease_lost(file, thread_id)
+        return
+    # IMMEDIATE takes the write lock before reading the last seq, so another
+    # process writing the same file cannot get the same numbers.
+    raw.execute("BEGIN IMMEDIATE")
+    try:
+        if owner is not None and not holds_lease(raw, thread_id, owner):
+            raise _lease_lost(file, thread_id)
+        (last,) = raw.execute(
+            "SELECT coalesce(max(seq), 0) FROM checkpoint_records WHERE thread_id = ?",
+            (thread_id,),
+        ).fetchone()
+        raw.executemany(
+            _INSERT_RECORD,
+            [
+                (thread_id, last + i, path, step, kind, now, data)
+                for i, (path, step, kind, data) in enumerate(rows, 1)
+            ],
+        )
+        raw.execute("COMMIT")
+    except BaseException:
+        if raw.in_transaction:
+            raw.execute("ROLLBACK")
+        raise
+
+
+def _integer(value: object, what: str) -> int:
+    if type(value) is not int:
+        raise ValueError(f"{what} is not an integer")
+    return value
+
+
+def _record(thread_id: str, seq: int, row: tuple[Any, ...]) -> CheckpointRecord:
+    """One row as a record. Raises ValueError saying which column is bad."""
+    _, path, step, kind, created_at, data = row
+    if not isinstance(created_at, int | float):
+        raise ValueError("its time is not a number")
+    json_text = text(data, what="its data")
+    try:
+        decoded = decode_object(json_text)
+    except RecursionError:
+        raise ValueError("its data is nested too deeply to be JSON written here") from None
+    except ValueError as exc:
+        raise ValueError(f"its data is not a JSON object ({exc})") from None
+    return CheckpointRecord(
+        thread_id=thread_id,
+        seq=seq,
+        path=text(path, what="its path"),
+        step=_integer(step, "its step"),
+        kind=text(kind, what="its kind"),
+        data=decoded,
+        created_at=float(created_at),
+    )
+
+
+def _read_records(
+    raw: sqlite3.Connection,
+    *,
+    file: str,
+    thread_id: str,
+    path: str | None,
+    upto_seq: int | None,
+) -> list[CheckpointRecord]:
+    sql = _SELECT_RECORDS
+    params: list[Any] = [thread_id]
+    if path is not None:
+        sql += " AND path = ?"
+        params.append(path)
+    if upto_seq is not None:
+        sql += " AND seq <= ?"
+        params.append(upto_seq)
+    sql += " ORDER BY seq"
+    out: list[CheckpointRecord] = []
+    expected = 1
+    # Decoded here, in the connection's thread, so a long thread does not stall
+    # the event loop.
+    for row in raw.execute(sql, params):
+        seq = _checked_seq(file, thread_id, row[0], expected if path is None else None)
+        expected = seq + 1
+        try:
+            out.append(_record(thread_id, seq, row))
+        except ValueError as exc:
+            raise CheckpointCorrupt(
+                f"{file}: thread {thread_id!r}, record seq {seq}: {exc}"
+            ) from None
+    if path is not None:
+        _check_seqs(raw, file, thread_id, upto_seq)
+    return out
+
+
+def _checked_seq(file: str, thread_id: str, seq: object, expected: int | None) -> int:
+    where = f"{file}: thread {thread_id!r}"
+    if type(seq) is not int:
+        raise CheckpointCorrupt(f"{where}: a record's seq is not an integer")
+    if expected is not None and seq != expected:
+        if seq > expected:
+            raise CheckpointCorrupt(
+                f"{where}: record seq {expected} is missing (the records go on at seq {seq})"
+            )
+        raise CheckpointCorrupt(f"{where}: record seq {seq} is out of sequence (seqs start at 1)")
+    return seq
+
+
+def _check_seqs(raw: sqlite3.Connection, file: str, thread_id: str, upto_seq: int | None) -> None:
+    """Check that the thread's seqs are 1, 2, 3... (reading one actor's records skips some)."""
+    sql = "FROM checkpoint_records WHERE thread_id = ?"
+    params: list[Any] = [thread_id]
+    if upto_seq is not None:
+        sql += " AND seq <= ?"
+        params.append(upto_seq)
+    count, low, high = raw.execute(f"SELECT count(*), min(seq), max(seq) {sql}", params).fetchone()
+    # Distinct integers (the primary key) from 1 to count are exactly 1..count.
+    if count == 0 or (type(high) is int and low == 1 and high == count):
+        return
+    expected = 1
+    for (seq,) in raw.execute(f"SELECT seq {sql} ORDER BY seq", params):
+        expected = _checked_seq(file, thread_id, seq, expected) + 1
+
+
+def _list_threads(raw: sqlite3.Connection, *, file: str) -> list[ThreadInfo]:
+    # Counting walks the primary-key index only; one lookup per thread fetches
+    # the newest record's time.
+    rows = raw.execute(
+        "SELECT CAST(t.thread_id AS BLOB), t.n, t.last, r.created_at FROM"
+        " (SELECT thread_id, count(*) AS n, max(seq) AS last"
+        "  FROM checkpoint_records GROUP BY thread_id) AS t"
+        " JOIN checkpoint_records AS r ON r.thread_id = t.thread_id AND r.seq = t.last"
+        " ORDER BY t.thread_id"
+    ).fetchall()
+    try:
+        return [
+            ThreadInfo(
+                thread_id=text(tid, what="a thread id"),
+                records=n,
+                last_seq=_integer(last, "a record's seq"),
+                updated_at=float(at),
+            )
+            for tid, n, last, at in rows
+        ]
+    except (ValueError, TypeError) as exc:
+        raise CheckpointCorrupt(f"{file}: {exc}") from None
+
+
+def _delete_thread(raw: sqlite3.Connection, *, thread_id: str) -> None:
+    raw.execute("DELETE FROM checkpoint_records WHERE thread_id = ?", (thread_id,))
+
+
+class SqliteCheckpointer(SqliteBase):
+    """A :class:`~deepactors.persistence.Checkpointer` in a SQLite file.
+
+    Records are rows of ``checkpoint_records`` holding their data as compact JSON
+    text, in WAL mode with ``synchronous=NORMAL``: each ``put`` is one
+    transaction and one commit, durable against a crash of the process.
+
+    The connection opens on first use in the running event loop (aiosqlite on
+    asyncio, ``sqlite3`` in worker threads on trio) and closes by itself when
+    that event-loop run ends. Parent folders of ``path`` are created.
+
+    Runs of one thread take turns through a lease kept in the file (see
+    :meth:`lease`), across processes too. The lease expires ``lease_ttl``
+    seconds after its last renewal (renewed every third of that while its run
+    lives), or at once when the process holding it on this machine is gone.
+
+    Args:
+        path: The database file. It may be shared with a :class:`SqliteStore`.
+        when_busy: ``"wait"`` (the default) for a thread another run holds,
+            ``"raise"`` to fail with :class:`~deepactors.errors.ThreadBusy`.
+        lease_ttl: Seconds a lease lasts without renewal.
+        clock: Wall-clock time for records and lease expiries (``time.time``).
+
+    Raises:
+        CheckpointCorrupt: On first use, when the file is not SQLite or is damaged.
+        CheckpointSchemaMismatch: On first use, when the file holds checkpoints of
+            another schema version.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        when_busy: WhenBusy = "wait",
+        lease_ttl: float = 30.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if when_busy not in ("wait", "raise"):
+            raise ConfigurationError(f"when_busy is 'wait' or 'raise', not {when_busy!r}")
+        if not lease_ttl > 0:
+            raise ConfigurationError(
+                f"lease_ttl must be a positive number of seconds, not {lease_ttl!r}"
+            )
+        self._db = Database(path, schema=_SCHEMA, errors=_ERRORS)
+        self._clock = clock
+        # Puts on a thread held through these leases are fenced with its token.
+        self._leases = SqliteLeases(
+            self._db, when_busy=when_busy, ttl=float(lease_ttl), clock=clock
+        )
+
+    @property
+    def location(self) -> str:
+        """See :attr:`Checkpointer.location`: the file."""
+        return self._db.file
+
+    async def put(self, thread_id: str, records: Sequence[CheckpointWrite]) -> None:
+        """See :meth:`Checkpointer.put`.
+
+        Raises:
+            ThreadLeaseLost: This object holds the thread's lease, and it lapsed
+                and was taken by another run: nothing was stored.
+        """
+        check_thread_id(thread_id)
+        rows = encode_writes(records)
+        if not rows:
+            await anyio.lowlevel.checkpoint()
+            return
+        await self._db.run(
+            functools.partial(
+                _put_records,
+                file=self._db.file,
+                thread_id=thread_id,
+                rows=rows,
+                now=self._clock(),
+                owner=self._leases.owner_of(thread_id),
+            )
+        )
+
+    async def read(
+        self, thread_id: str, *, path: str | None = None, upto_seq: int | None = None
+    ) -> list[CheckpointRecord]:
+        """See :meth:`Checkpointer.read`."""
+        check_thread_id(thread_id)
+        if path is not None:
+            check_text(path, what="a record's path")
+        return await self._db.run(
+            functools.partial(
+                _read_records,
+                file=self._db.file,
+                thread_id=thread_id,
+                path=path,
+                upto_seq=upto_seq,
+            )
+        )
+
+    async def threads(self) -> list[ThreadInfo]:
+        """See :meth:`Checkpointer.threads`."""
+        return await self._db.run(functools.partial(_list_threads, file=self._db.file))
+
+    async def delete_thread(self, thread_id: str) -> None:
+        """See :meth:`Checkpointer.delete_thread`."""
+        check_thread_id(thread_id)
+        await self._db.run(functools.partial(_delete_thread, thread_id=thread_id))
+
+    def lease(self, thread_id: str) -> AbstractAsyncContextManager[ThreadLease]:
+        """See :meth:`Checkpointer.lease`.
+
+        Runs of this object wait for each other in arrival order; then the
+        lease in the file is taken, polling (5 ms, growing to 250 ms) while
+        another process holds it. Waiting counts against the caller's deadline.
+        """
+        check_thread_id(thread_id)
+        return self._leases.hold(thread_id)

@@ -1,0 +1,429 @@
+"""SQLite connections on either event loop, for the checkpointer and the store.
+
+How the connection follows the event loop
+-----------------------------------------
+aiosqlite only works on asyncio, so a :class:`Database` opens, lazily on first
+use, the connection that fits the loop running at that moment:
+
+- **asyncio**: an aiosqlite connection (its own thread, its own queue).
+- **trio**: a plain ``sqlite3`` connection used from anyio worker threads, one
+  operation at a time (which is what makes ``check_same_thread=False`` safe).
+  The threads come from the run's default thread limiter, so a run with
+  hundreds of checkpointers still uses a bounded number of worker threads.
+
+Either way every operation is *one* function run in that thread (a whole
+transaction, with its JSON decoding), so a ``put`` costs one thread hop and no
+other task's statement can interleave with it.
+
+A connection belongs to the event-loop *run* that opened it, and a ``Database``
+keeps one per live run (a :class:`~deepactors._loops.PerLoop`), so one
+checkpointer can serve several threads at once, each running its own loop (the
+sync ``invoke`` called from a threaded web server). Their writes to the one file
+are ordinary cross-connection SQLite writes: WAL lets readers run beside the
+writer, and writers take turns on the write lock (waiting up to
+``BUSY_TIMEOUT``). When a run ends, the run closes its connection; a connection
+left by a run that ended without that cleanup is closed by the next run to open
+one. Every operation has committed before it returns, so nothing is lost at
+these boundaries.
+
+What goes wrong is reported as the component's own errors (:class:`Errors`):
+a file that is not a database, or is damaged or truncated, is "corrupt" (even
+when SQLite only says "database is locked", see :func:`diagnose`); a schema of
+another version is a mismatch; anything else is a plain failure naming the file.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sqlite3
+import struct
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Protocol, Self, TypeVar
+
+import anyio
+import anyio.to_thread
+
+# Imported now, not lazily on first use: that import would take the import lock on
+# the event loop, racing other threads' loops.
+from anyio import Path as AsyncPath
+
+from .._loops import PerLoop, UnsupportedLoop, current_run
+from ..errors import PersistenceError
+from . import _aiosqlite
+
+__all__ = ["BUSY_TIMEOUT", "Database", "Errors", "Schema", "SqliteBase", "diagnose", "text"]
+
+T = TypeVar("T")
+
+BUSY_TIMEOUT = 5.0
+"""How long a connection waits for another connection's write lock (another
+thread's run, another process) before failing with "database is locked". A put
+holds the lock for one insert and commit, so this is ample."""
+
+# SQLite's primary result codes: "locked by another connection", and the two
+# that mean "this file is not (or no longer) a database"; everything else
+# (read-only, disk full...) is not corruption.
+_SQLITE_BUSY = 5
+_SQLITE_CORRUPT = 11
+_SQLITE_NOTADB = 26
+
+_HEADER = b"SQLite format 3\x00"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Errors:
+    """The exceptions one component raises: a failure, corruption, a schema mismatch."""
+
+    failed: type[PersistenceError]
+    corrupt: type[PersistenceError]
+    mismatch: type[PersistenceError]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Schema:
+    """One component's tables, versioned by its own row in the ``meta`` table.
+
+    Attributes:
+        key: Its row in ``meta`` (``"checkpoints"``, ``"store"``).
+        version: The version this code reads and writes.
+        ddl: Creates the current version in a file that has none of it.
+        upgrades: For an older version ``v``, the statements that bring it to
+            ``v + 1``; a file of a version with no path up is a mismatch.
+    """
+
+    key: str
+    version: int
+    ddl: Sequence[str]
+    upgrades: Mapping[int, Sequence[str]] = field(default_factory=dict)
+
+
+def text(value: object, *, what: str) -> str:
+    """A text column read as ``CAST(column AS BLOB)``, decoded strictly.
+
+    Reading through a cast keeps sqlite3 from decoding it: its error for a
+    column that is not UTF-8 quotes the stored bytes.
+
+    Raises:
+        ValueError: Not UTF-8 (the message says ``what``, not the bytes).
+    """
+    if isinstance(value, bytes):
+        try:
+            return value.decode()
+        except UnicodeDecodeError:
+            raise ValueError(f"{what} is not valid UTF-8 text") from None
+    raise ValueError(f"{what} is missing")
+
+
+def _emptied(file: str) -> str | None:
+    """The one damage checked before a connection's first statement (see :func:`diagnose`)."""
+    if _size(file) == 0 and (_size(file + "-wal") or _index_had_pages(file + "-shm")):
+        return "it is empty, though its write-ahead log held pages: it was truncated"
+    return None
+
+
+def diagnose(file: str) -> str | None:
+    """What is visibly wrong with a database file, or None. Blocking: in a thread.
+
+    Looked at when SQLite reports "database is locked". A file truncated to
+    nothing while another connection still has it open looks busy to a new
+    connection, for ever: SQLite takes the empty file for a new database,
+    deletes the write-ahead log it finds beside it, and then cannot switch it
+    to WAL under the other connection's lock. What is left to tell is the
+    shared-memory index of that log, which still says the database had pages.
+    """
+    if file == ":memory:" or file.startswith("file:"):
+        return None
+    try:
+        size = os.stat(file).st_size
+        if size == 0:
+            return _emptied(file)
+        with open(file, "rb") as f:
+            header = f.read(100)
+    except OSError:
+        return None
+    if len(header) < 100 or not header.startswith(_HEADER):
+        return "its header is not a SQLite header"  # pragma: no cover - SQLite says NOTADB
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    if page_size and size % page_size:
+        return f"it is {size} bytes long, not a whole number of {page_size}-byte pages: truncated"
+    return None
+
+
+def _size(file: str) -> int:
+    try:
+        return os.stat(file).st_size
+    except OSError:
+        return 0
+
+
+# The start of the WAL index header (in the -shm file, native byte order):
+# version, unused, change counter, is-initialised, checksum order, page size,
+# frames in the log, pages in the database.
+_INDEX_HEADER = struct.Struct("=IIIBBHII")
+
+
+def _index_had_pages(shm: str) -> bool:
+    try:
+        with open(shm, "rb") as f:
+            head = f.read(_INDEX_HEADER.size)
+    except OSError:
+        return False
+    if len(head) < _INDEX_HEADER.size:
+        return False
+    fields: tuple[int, ...] = _INDEX_HEADER.unpack(head)
+    initialised, frames, pages = fields[3], fields[6], fields[7]
+    return initialised == 1 and (frames > 0 or pages > 0)
+
+
+def _translate(exc: sqlite3.Error, file: str, errors: Errors) -> PersistenceError:
+    # Extended result codes keep the primary code in their low byte.
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+        return errors.corrupt(f"{file} is not a SQLite database, or it is damaged: {exc}")
+    if code == _SQLITE_BUSY:
+        damage = diagnose(file)
+        if damage is not None:
+            return errors.corrupt(f"{file} is not a SQLite database, or it is damaged: {damage}")
+    return errors.failed(f"{file}: {exc}")
+
+
+def _set_wal(raw: sqlite3.Connection, file: str, errors: Errors) -> None:
+    # Switching a new file to WAL can fail with SQLITE_BUSY without going through
+    # the busy handler, when another connection (another thread's run, another
+    # process) is creating the same file at that moment: wait here, in the
+    # connection's thread, as the busy handler would have. A damaged file looks
+    # the same, for ever: tell them apart before waiting.
+    deadline = time.monotonic() + BUSY_TIMEOUT
+    while True:
+        try:
+            raw.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            busy = getattr(exc, "sqlite_errorcode", 0) & 0xFF == _SQLITE_BUSY
+            if not busy or time.monotonic() > deadline:
+                raise
+            damage = diagnose(file)
+            if damage is not None:
+                raise errors.corrupt(
+                    f"{file} is not a SQLite database, or it is damaged: {damage}"
+                ) from exc
+        time.sleep(0.01)
+
+
+def _prepare(raw: sqlite3.Connection, *, file: str, schema: Schema, errors: Errors) -> None:
+    """Set the pragmas, then create, upgrade or check the component's schema."""
+    # WAL: readers never block the writer, and a commit is one append to the log.
+    # synchronous=NORMAL: no fsync per commit; a committed step survives a
+    # process crash (SIGKILL), only an OS crash may lose the last ones.
+    if file != ":memory:" and not file.startswith("file:"):
+        # Before the first statement, which would delete the evidence.
+        damage = _emptied(file)
+        if damage is not None:
+            raise errors.corrupt(f"{file} is not a SQLite database, or it is damaged: {damage}")
+    _set_wal(raw, file, errors)
+    raw.execute("PRAGMA synchronous=NORMAL")
+    raw.execute("BEGIN IMMEDIATE")
+    try:
+        raw.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        row = raw.execute("SELECT value FROM meta WHERE key = ?", (schema.key,)).fetchone()
+        if row is None:
+            for statement in schema.ddl:
+                raw.execute(statement)
+            raw.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?)", (schema.key, str(schema.version))
+            )
+        elif row[0] != str(schema.version):
+            found = int(row[0]) if str(row[0]).isdigit() else None
+            steps = range(found or 0, schema.version)
+            if found is None or not steps or any(v not in schema.upgrades for v in steps):
+                raise errors.mismatch(
+                    f"{file}: its {schema.key} schema is version {row[0]}, "
+                    f"but this version of deepactors reads and writes version {schema.version}"
+                )
+            for version in steps:
+                for statement in schema.upgrades[version]:
+                    raw.execute(statement)
+            raw.execute(
+                "UPDATE meta SET value = ? WHERE key = ?", (str(schema.version), schema.key)
+            )
+        raw.execute("COMMIT")
+    except BaseException:
+        if raw.in_transaction:
+            raw.execute("ROLLBACK")
+        raise
+
+
+class _Connection(Protocol):
+    async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
+    async def aclose(self) -> None: ...
+    async def aclose_stale(self) -> None: ...
+
+
+class _ThreadConnection:
+    """A ``sqlite3`` connection driven from anyio worker threads, one call at a time."""
+
+    def __init__(self, raw: sqlite3.Connection) -> None:
+        self._raw = raw
+        # Created inside the run: anyio's primitives bind to the loop that first uses them.
+        self._lock = anyio.Lock()
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls, path: str, prepare: Callable[[sqlite3.Connection], None]
+    ) -> _ThreadConnection:
+        def connect() -> sqlite3.Connection:
+            raw = sqlite3.connect(
+                path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
+            )
+            try:
+                prepare(raw)
+            except BaseException:
+                raw.close()
+                raise
+            return raw
+
+        return cls(await anyio.to_thread.run_sync(connect))
+
+    def _guarded(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        # An operation that waited while the connection was closed has done
+        # nothing yet: the caller retries it on a new connection.
+        if self._closed:
+            raise _aiosqlite.ConnectionClosed
+        return fn(self._raw)
+
+    async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        # One call at a time, in a thread of the run's default limiter (shared by
+        # every connection of the run: worker threads stay bounded). Not
+        # abandoned on cancel (anyio's default): the transaction finishes in the
+        # thread and the caller is cancelled at its next checkpoint.
+        async with self._lock:
+            return await anyio.to_thread.run_sync(self._guarded, fn)
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        with anyio.CancelScope(shield=True):
+            async with self._lock:
+                self._closed = True
+                await anyio.to_thread.run_sync(self._raw.close)
+
+    async def aclose_stale(self) -> None:
+        # The lock belongs to the ended run; nothing else can use the
+        # connection any more, so no lock is needed.
+        if self._closed:
+            return
+        self._closed = True
+        await anyio.to_thread.run_sync(self._raw.close)
+
+
+async def _close(conn: _Connection) -> None:
+    await conn.aclose()
+
+
+async def _close_stale(conn: _Connection) -> None:
+    await conn.aclose_stale()
+
+
+class Database:
+    """The lazily opened, loop-adaptive connections to one file (see the module docstring).
+
+    Args:
+        path: The file.
+        schema: The component's tables.
+        errors: The component's exceptions.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, schema: Schema, errors: Errors) -> None:
+        self.file = os.fspath(path)
+        self.errors = errors
+        self._prepare = functools.partial(_prepare, file=self.file, schema=schema, errors=errors)
+        self._connections: PerLoop[_Connection] = PerLoop(
+            self._open, _close, close_stale=_close_stale
+        )
+
+    async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(connection)`` in the connection's thread, opening it if needed.
+
+        ``fn`` may raise the component's own errors; SQLite's are translated (in
+        the thread, where the file may be looked at).
+
+        Raises:
+            PersistenceError: Of the component's kinds (see :class:`Errors`).
+        """
+        call = functools.partial(self._translated, fn)
+        while True:
+            try:
+                conn = await self._connections.get()
+            except UnsupportedLoop as exc:
+                raise self.errors.failed(f"{self.file}: SQLite persistence: {exc}") from None
+            try:
+                return await conn.run(call)
+            except _aiosqlite.ConnectionClosed:
+                continue  # closed under us before it started: reopen and retry
+
+    def _translated(self, fn: Callable[[sqlite3.Connection], T], raw: sqlite3.Connection) -> T:
+        try:
+            return fn(raw)
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.file, self.errors) from exc
+
+    async def _open(self) -> _Connection:
+        if self.file != ":memory:" and not self.file.startswith("file:"):
+            await AsyncPath(self.file).parent.mkdir(parents=True, exist_ok=True)
+        prepare = functools.partial(self._translated, self._prepare)
+        try:
+            if current_run().library == "asyncio":
+                return await _aiosqlite.AiosqliteConnection.open(
+                    self.file, prepare, timeout=BUSY_TIMEOUT
+                )
+            return await _ThreadConnection.open(self.file, prepare)
+        except sqlite3.Error as exc:  # from connecting, before prepare
+            error = await anyio.to_thread.run_sync(_translate, exc, self.file, self.errors)
+            raise error from exc
+
+    async def aclose(self) -> None:
+        """Close this run's connection, if open, and any left by ended runs.
+
+        Connections of other live runs (other threads) stay open. A later
+        :meth:`run` reopens.
+        """
+        await self._connections.aclose()
+
+
+class SqliteBase:
+    """What the SQLite checkpointer and store share: a file, closing, ``async with``."""
+
+    _db: Database
+
+    @property
+    def path(self) -> str:
+        """The database file."""
+        return self._db.file
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._db.file!r})"
+
+    async def aclose(self) -> None:
+        """Close the connection now (idempotent).
+
+        Not final: a later call opens a new connection. The connection is also
+        closed by itself when the event-loop run that opened it ends.
+        """
+        await self._db.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

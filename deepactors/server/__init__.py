@@ -1,0 +1,20 @@
+"""Serve agents over HTTP on the LangGraph Agent Protocol (Starlette; uvicorn or hypercorn).
+
+::
+
+    from deepactors.server import create_app
+
+    app = create_app({"agent": agent})      # any ASGI server: uvicorn, hypercorn (trio)
+
+``langgraph-sdk`` (``get_client(url=...)``), Agent Chat UI and deep-agents-ui
+talk to it unchanged. See :func:`create_app`.
+"""
+
+from __future__ import annotations
+
+from ._app import create_app as create_app
+from ._serve import ServeOptions as ServeOptions
+from ._serve import load_agents as load_agents
+from ._serve import serve as serve
+
+__all__ = ["ServeOptions", "create_app", "load_agents", "serve"]

@@ -1,0 +1,136 @@
+"""``create_app``: an ASGI app serving agents on the LangGraph Agent Protocol."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+
+import anyio
+import structlog
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ..actors import open_runtime
+from ..agent import DeepAgent
+from ..errors import ConfigurationError, DeepActorsError, InputError
+from ..persistence import Checkpointer, MemoryCheckpointer, Store
+from ._misc_api import misc_routes
+from ._records import AssistantRecord
+from ._runs import RunManager
+from ._runs_api import run_routes
+from ._threads_api import thread_routes
+
+__all__ = ["create_app"]
+
+_log = structlog.get_logger("deepactors.server")
+
+
+def create_app(
+    agents: DeepAgent | Mapping[str, DeepAgent],
+    *,
+    checkpointer: Checkpointer | None = None,
+    store: Store | None = None,
+    idle_timeout: float = 300.0,
+    cors_origins: tuple[str, ...] = ("*",),
+) -> Starlette:
+    """An ASGI app that serves ``agents`` on the LangGraph Agent Protocol.
+
+    ``langgraph-sdk`` clients, Agent Chat UI and deep-agents-ui talk to it
+    unchanged. Every run is an actor of one runtime, opened in the app's
+    lifespan; a client that disconnects from a streamed run cancels that run's
+    whole subtree (unless it asked for ``on_disconnect="continue"``), and
+    shutting the app down cancels every run and waits for it.
+
+    Args:
+        agents: One agent (served as its name) or several by assistant id.
+        checkpointer: Where threads are saved, for agents that have no
+            checkpointer of their own (default: in memory, for this process).
+        store: The store of the ``/store`` endpoints, and of agents that have
+            none of their own.
+        idle_timeout: Seconds a thread's actor keeps its state in memory.
+        cors_origins: Origins browsers may call from (Agent Chat UI in a browser).
+
+    Raises:
+        ConfigurationError: No agent, or a bad assistant id.
+    """
+    if isinstance(agents, DeepAgent):
+        agents = {agents.name: agents}
+    if not agents:
+        raise ConfigurationError("create_app needs at least one agent")
+    saver = checkpointer if checkpointer is not None else MemoryCheckpointer()
+    assistants: dict[str, AssistantRecord] = {}
+    for graph_id, agent in agents.items():
+        if not isinstance(agent, DeepAgent):
+            raise ConfigurationError(f"assistant {graph_id!r}: not a DeepAgent: {agent!r}")
+        if not graph_id or "/" in graph_id:
+            raise ConfigurationError(f"assistant id {graph_id!r} must be non-empty, without '/'")
+        assistants[graph_id] = AssistantRecord(
+            graph_id=graph_id, agent=_served(agent, saver, store)
+        )
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with (
+            open_runtime(idle_timeout=idle_timeout) as runtime,
+            anyio.create_task_group() as tg,
+        ):
+            manager = RunManager(runtime, tg, assistants)
+            await manager.load_saved()
+            app.state.runs = manager
+            try:
+                yield
+            finally:
+                # Shutdown: every run is cancelled (its whole subtree) and
+                # waited for before the runtime closes.
+                with anyio.CancelScope(shield=True):
+                    await manager.aclose()
+
+    app = Starlette(
+        routes=[*misc_routes, *thread_routes, *run_routes],
+        lifespan=lifespan,
+        exception_handlers={
+            HTTPException: _http_error,
+            InputError: _input_error,
+            DeepActorsError: _our_error,
+        },
+        middleware=[
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(cors_origins),
+                allow_methods=["*"],
+                allow_headers=["*"],
+                expose_headers=["Content-Location", "Location", "X-Pagination-Next"],
+            )
+        ],
+    )
+    app.state.store = store
+    return app
+
+
+def _served(agent: DeepAgent, checkpointer: Checkpointer, store: Store | None) -> DeepAgent:
+    """The agent with the server's checkpointer and store where it has none."""
+    spec = agent.spec
+    saver = spec.checkpointer if spec.checkpointer is not None else checkpointer
+    keep = spec.store if spec.store is not None else store
+    if saver is spec.checkpointer and keep is spec.store:
+        return agent
+    return DeepAgent(dataclasses.replace(spec, checkpointer=saver, store=keep))
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+
+async def _input_error(request: Request, exc: Exception) -> Response:
+    return JSONResponse({"detail": str(exc)}, status_code=422)
+
+
+async def _our_error(request: Request, exc: Exception) -> Response:
+    _log.warning("request failed", path=request.url.path, error=repr(exc))
+    return JSONResponse({"detail": f"{type(exc).__name__}: {exc}"}, status_code=500)

@@ -1,0 +1,233 @@
+"""Assistants, the store, and the server's meta endpoints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, create_model
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..filediff import FileRecord
+from ..messages import Message
+from ..persistence import Store, StoreItem
+from ..state import Todo
+from ._records import AssistantRecord, iso, matches
+from ._runs import RunManager
+from ._schemas import (
+    AssistantSearch,
+    StoreDelete,
+    StoreNamespaces,
+    StorePut,
+    StoreSearch,
+    read_body,
+)
+
+__all__ = ["misc_routes"]
+
+
+def _manager(request: Request) -> RunManager:
+    manager: RunManager = request.app.state.runs
+    return manager
+
+
+# -- assistants ------------------------------------------------------------------------
+
+
+def _assistants(request: Request, body: AssistantSearch) -> list[AssistantRecord]:
+    return [
+        a
+        for a in _manager(request).assistants.values()
+        if (body.graph_id is None or a.graph_id == body.graph_id)
+        and (body.name is None or body.name.lower() in a.graph_id.lower())
+        and matches({"created_by": "system"}, body.metadata)
+    ]
+
+
+async def search_assistants(request: Request) -> Response:
+    body = await read_body(request, AssistantSearch)
+    found = _assistants(request, body)[body.offset : body.offset + body.limit]
+    return JSONResponse([a.to_json() for a in found])
+
+
+async def count_assistants(request: Request) -> Response:
+    body = await read_body(request, AssistantSearch)
+    return JSONResponse(len(_assistants(request, body)))
+
+
+async def get_assistant(request: Request) -> Response:
+    assistant = _manager(request).assistant(request.path_params["assistant_id"])
+    return JSONResponse(assistant.to_json())
+
+
+async def assistant_versions(request: Request) -> Response:
+    assistant = _manager(request).assistant(request.path_params["assistant_id"])
+    return JSONResponse([assistant.to_json()])
+
+
+def _schema(name: str, fields: dict[str, Any]) -> dict[str, Any]:
+    model: type[BaseModel] = create_model(name, **fields)
+    return model.model_json_schema()
+
+
+async def get_schemas(request: Request) -> Response:
+    assistant = _manager(request).assistant(request.path_params["assistant_id"])
+    channels = assistant.agent.spec.channels
+    inputs: dict[str, Any] = {
+        "messages": (list[Message], ...),
+        "files": (dict[str, FileRecord] | None, None),
+    }
+    for name, channel in channels.items():
+        if name not in inputs and not channel.private:
+            inputs[name] = (Any, None)
+    outputs = {**inputs, "todos": (list[Todo], []), "structured_response": (Any, None)}
+    for name in channels:
+        outputs.setdefault(name, (Any, None))
+    state = _schema("State", outputs)
+    return JSONResponse(
+        {
+            "graph_id": assistant.graph_id,
+            "input_schema": _schema("Input", inputs),
+            "output_schema": state,
+            "state_schema": state,
+            "config_schema": {"title": "Config", "type": "object", "properties": {}},
+            "context_schema": {"title": "Context", "type": "object", "additionalProperties": True},
+        }
+    )
+
+
+async def get_graph(request: Request) -> Response:
+    _manager(request).assistant(request.path_params["assistant_id"])
+    nodes = [
+        {"id": n, "type": "runnable", "data": n} for n in ("__start__", "model", "tools", "__end__")
+    ]
+    edges = [
+        {"source": "__start__", "target": "model"},
+        {"source": "model", "target": "tools", "conditional": True},
+        {"source": "tools", "target": "model"},
+        {"source": "model", "target": "__end__", "conditional": True},
+    ]
+    return JSONResponse({"nodes": nodes, "edges": edges})
+
+
+async def get_subgraphs(request: Request) -> Response:
+    _manager(request).assistant(request.path_params["assistant_id"])
+    return JSONResponse({})
+
+
+async def not_supported(request: Request) -> Response:
+    raise HTTPException(
+        405, f"{request.method} {request.url.path}: assistants are the served agents, read-only"
+    )
+
+
+# -- store -----------------------------------------------------------------------------
+
+
+def _store(request: Request) -> Store:
+    store: Store | None = request.app.state.store
+    if store is None:
+        raise HTTPException(404, "this server has no store (create_app(..., store=...))")
+    return store
+
+
+def _item(item: StoreItem) -> dict[str, Any]:
+    return {
+        "namespace": list(item.namespace),
+        "key": item.key,
+        "value": item.value,
+        "created_at": iso(item.created_at),
+        "updated_at": iso(item.updated_at),
+    }
+
+
+async def put_item(request: Request) -> Response:
+    body = await read_body(request, StorePut)
+    if body.ttl is not None:
+        raise HTTPException(422, "ttl: not supported by this store")
+    try:
+        await _store(request).put(tuple(body.namespace), body.key, body.value)
+    except (TypeError, ValueError) as exc:
+        raise HTTPException(422, f"value: {exc}") from None
+    return Response(status_code=204)
+
+
+async def get_item(request: Request) -> Response:
+    raw_ns = request.query_params.get("namespace", "")
+    key = request.query_params.get("key")
+    if not key:
+        raise HTTPException(422, "key: required")
+    namespace = tuple(raw_ns.split("."))
+    if not all(namespace):
+        raise HTTPException(422, f"namespace: labels joined by '.', not {raw_ns!r}")
+    item = await _store(request).get(namespace, key)
+    return JSONResponse(None if item is None else _item(item))
+
+
+async def delete_item(request: Request) -> Response:
+    body = await read_body(request, StoreDelete)
+    await _store(request).delete(tuple(body.namespace), body.key)
+    return Response(status_code=204)
+
+
+async def search_items(request: Request) -> Response:
+    body = await read_body(request, StoreSearch)
+    if body.query:
+        raise HTTPException(422, "query: semantic search is not supported by this store")
+    items = await _store(request).search(tuple(body.namespace_prefix))
+    found = [i for i in items if matches(i.value, body.filter)]
+    page = found[body.offset : body.offset + body.limit]
+    return JSONResponse({"items": [{**_item(i), "score": None} for i in page]})
+
+
+async def list_namespaces(request: Request) -> Response:
+    body = await read_body(request, StoreNamespaces)
+    items = await _store(request).search(tuple(body.prefix or ()))
+    seen: dict[tuple[str, ...], None] = {}
+    for item in items:
+        ns = item.namespace
+        if body.suffix and ns[-len(body.suffix) :] != tuple(body.suffix):
+            continue
+        seen.setdefault(ns[: body.max_depth] if body.max_depth else ns, None)
+    names = [list(ns) for ns in seen][body.offset : body.offset + body.limit]
+    return JSONResponse({"namespaces": names})
+
+
+# -- meta ------------------------------------------------------------------------------
+
+
+async def ok(request: Request) -> Response:
+    return JSONResponse({"ok": True})
+
+
+async def info(request: Request) -> Response:
+    return JSONResponse(
+        {
+            "version": "deepactors",
+            "flags": {"assistants": True, "crons": False, "langsmith": False},
+            "metadata": {},
+        }
+    )
+
+
+misc_routes = [
+    Route("/", ok, methods=["GET"]),
+    Route("/ok", ok, methods=["GET"]),
+    Route("/info", info, methods=["GET"]),
+    Route("/assistants/search", search_assistants, methods=["POST"]),
+    Route("/assistants/count", count_assistants, methods=["POST"]),
+    Route("/assistants", not_supported, methods=["POST"]),
+    Route("/assistants/{assistant_id}", get_assistant, methods=["GET"]),
+    Route("/assistants/{assistant_id}", not_supported, methods=["PATCH", "DELETE"]),
+    Route("/assistants/{assistant_id}/schemas", get_schemas, methods=["GET"]),
+    Route("/assistants/{assistant_id}/graph", get_graph, methods=["GET"]),
+    Route("/assistants/{assistant_id}/subgraphs", get_subgraphs, methods=["GET"]),
+    Route("/assistants/{assistant_id}/versions", assistant_versions, methods=["POST"]),
+    Route("/store/items", put_item, methods=["PUT"]),
+    Route("/store/items", get_item, methods=["GET"]),
+    Route("/store/items", delete_item, methods=["DELETE"]),
+    Route("/store/items/search", search_items, methods=["POST"]),
+    Route("/store/namespaces", list_namespaces, methods=["POST"]),
+]

@@ -1,0 +1,195 @@
+"""What the server keeps about assistants, threads and runs, and their wire JSON.
+
+These are the Agent Protocol's resources as ``langgraph-sdk`` reads them
+(``Assistant``, ``Thread``, ``Run``). Thread *state* lives in the agents'
+checkpointer; a :class:`ThreadRecord` only holds what the protocol adds around
+it (metadata, status, the values of the last run) and is kept in memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal, TypeAlias
+
+import anyio
+
+from ..actors import RunHandle
+from ..agent import DeepAgent
+
+__all__ = [
+    "AssistantRecord",
+    "RunRecord",
+    "RunStatus",
+    "ThreadRecord",
+    "ThreadStatus",
+    "iso",
+    "new_uuid",
+]
+
+RunStatus: TypeAlias = Literal["pending", "running", "error", "success", "timeout", "interrupted"]
+ThreadStatus: TypeAlias = Literal["idle", "busy", "interrupted", "error"]
+
+_ASSISTANT_NS = uuid.UUID("6f1c4a5e-2d0b-4c58-9a43-5d6b2f1e8a11")
+
+
+def new_uuid() -> str:
+    """A fresh id in the protocol's format (a UUID)."""
+    return str(uuid.uuid4())
+
+
+def iso(seconds: float) -> str:
+    """An ISO 8601 UTC timestamp, as the protocol writes times."""
+    return datetime.fromtimestamp(seconds, UTC).isoformat()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AssistantRecord:
+    """One served agent.
+
+    Attributes:
+        graph_id: The name it is served under (also accepted as an assistant id).
+        assistant_id: A stable UUID derived from the name.
+        agent: The agent, with the server's checkpointer and store.
+        description: Shown to clients.
+        stateless: The agent without a checkpointer, for stateless runs.
+    """
+
+    graph_id: str
+    agent: DeepAgent
+    description: str | None = None
+    created_at: float = field(default_factory=time.time)
+    stateless: DeepAgent = field(init=False)
+
+    def __post_init__(self) -> None:
+        # Stateless runs keep nothing: the same agent without a checkpointer
+        # runs them as one-shot actors, with no journal to write or delete.
+        spec = dataclasses.replace(self.agent.spec, checkpointer=None)
+        object.__setattr__(self, "stateless", DeepAgent(spec))
+
+    @property
+    def assistant_id(self) -> str:
+        return str(uuid.uuid5(_ASSISTANT_NS, self.graph_id))
+
+    def to_json(self) -> dict[str, Any]:
+        """The protocol's ``Assistant``."""
+        return {
+            "assistant_id": self.assistant_id,
+            "graph_id": self.graph_id,
+            "config": {},
+            "context": {},
+            "created_at": iso(self.created_at),
+            "updated_at": iso(self.created_at),
+            "metadata": {"created_by": "system"},
+            "version": 1,
+            "name": self.graph_id,
+            "description": self.description,
+        }
+
+
+@dataclass(slots=True, kw_only=True, eq=False)
+class ThreadRecord:
+    """A thread as the protocol sees it; its state is in the checkpointer.
+
+    Attributes:
+        graph_id: The assistant whose runs the thread holds (None: never run).
+        values: The JSON values after the last run (None: none yet).
+        interrupts: The pending interrupts after the last run.
+        temporary: Made for a stateless run; deleted when that run ends.
+    """
+
+    thread_id: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
+    graph_id: str | None = None
+    values: dict[str, Any] | None = None
+    interrupts: list[dict[str, Any]] = field(default_factory=list)
+    error: bool = False
+    temporary: bool = False
+    runs: list[RunRecord] = field(default_factory=list)
+    # Held while a run is admitted (its multitask strategy applied), so two
+    # requests on one thread do not both see it idle.
+    turn: anyio.Lock = field(default_factory=anyio.Lock)
+
+    @property
+    def inflight(self) -> list[RunRecord]:
+        """Runs of this thread not finished yet, oldest first."""
+        return [r for r in self.runs if not r.done.is_set()]
+
+    @property
+    def status(self) -> ThreadStatus:
+        if self.inflight:
+            return "busy"
+        if self.interrupts:
+            return "interrupted"
+        return "error" if self.error else "idle"
+
+    def to_json(self) -> dict[str, Any]:
+        """The protocol's ``Thread``."""
+        return {
+            "thread_id": self.thread_id,
+            "created_at": iso(self.created_at),
+            "updated_at": iso(self.updated_at),
+            "state_updated_at": iso(self.updated_at),
+            "metadata": self.metadata,
+            "status": self.status,
+            "config": {},
+            "values": self.values,
+            "interrupts": {"tools": self.interrupts} if self.interrupts else {},
+        }
+
+
+@dataclass(slots=True, kw_only=True, eq=False)
+class RunRecord:
+    """One run: its protocol fields, its handle, and who listens to its events.
+
+    Attributes:
+        kwargs: What the run was created with (stream modes, input...), echoed.
+        seq_before: The thread's last checkpoint seq when the run was created
+            on an idle thread (None otherwise): the rollback point.
+        subscribers: Streams of listeners that receive the run's raw events.
+        done: Set when the run has ended and its record is final.
+        result: The run's final values as JSON, once done (or its error).
+    """
+
+    run_id: str
+    thread: ThreadRecord
+    assistant: AssistantRecord
+    kwargs: dict[str, Any]
+    metadata: dict[str, Any]
+    multitask_strategy: str
+    status: RunStatus = "pending"
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
+    seq_before: int | None = None
+    handle: RunHandle | None = None
+    cancel_requested: str | None = None  # "interrupt" or "rollback"
+    cancelled: anyio.Event = field(default_factory=anyio.Event)
+    subscribers: list[Any] = field(default_factory=list)
+    done: anyio.Event = field(default_factory=anyio.Event)
+    result: dict[str, Any] | None = None
+    finished_at: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The protocol's ``Run``."""
+        return {
+            "run_id": self.run_id,
+            "thread_id": self.thread.thread_id,
+            "assistant_id": self.assistant.assistant_id,
+            "created_at": iso(self.created_at),
+            "updated_at": iso(self.updated_at),
+            "status": self.status,
+            "metadata": self.metadata,
+            "multitask_strategy": self.multitask_strategy,
+            "kwargs": self.kwargs,
+        }
+
+
+def matches(metadata: Mapping[str, Any], wanted: Mapping[str, Any] | None) -> bool:
+    """Whether every key of ``wanted`` has that value in ``metadata``."""
+    return not wanted or all(metadata.get(k) == v for k, v in wanted.items())

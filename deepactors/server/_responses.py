@@ -1,0 +1,196 @@
+"""ASGI responses that watch the client: a run's SSE stream, and a wait for its result.
+
+Both are plain ASGI callables (not async generators): the response's own task
+group holds a watcher that reads ``http.disconnect`` while the body is sent, so
+a client that leaves is noticed at once, even while no event is due, and the
+run it was following can be cancelled (``on_disconnect``). Events come in
+through a memory object stream fed by the run's driver task, which the
+server's task group owns; nothing here owns a scope across a ``yield``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream
+from starlette.responses import Response
+from starlette.types import Message, Receive, Scope, Send
+
+from ..events import Event
+from ..lc_views import LangGraphStream, StreamPart
+
+__all__ = ["EventSourceResponse", "WaitResponse", "sse_frame"]
+
+HEARTBEAT = 15.0
+"""Seconds of silence before a comment line keeps proxies from closing the stream."""
+
+
+def sse_frame(event: str, data: Any) -> bytes:
+    """One server-sent event: ``event: <name>`` and its JSON ``data``."""
+    body = json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=repr)
+    return f"event: {event}\r\ndata: {body}\r\n\r\n".encode()
+
+
+def _part_frame(part: StreamPart) -> bytes:
+    name = part.mode if not part.namespace else "|".join((part.mode, *part.namespace))
+    data = list(part.data) if part.mode == "messages" else part.data
+    return sse_frame(name, data)
+
+
+def _headers(extra: Mapping[str, str], content_type: bytes) -> list[tuple[bytes, bytes]]:
+    headers = [
+        (b"content-type", content_type),
+        (b"cache-control", b"no-store"),
+        (b"x-accel-buffering", b"no"),
+    ]
+    headers.extend((k.lower().encode(), v.encode()) for k, v in extra.items())
+    return headers
+
+
+async def _watched(
+    respond: Callable[[], Awaitable[None]], receive: Receive, on_disconnect: Callable[[], None]
+) -> None:
+    """Run ``respond`` while watching for the client to leave; if it does (a
+    disconnect message, or a write that fails), call ``on_disconnect`` once and
+    stop ``respond``."""
+    left = False
+
+    def leave() -> None:
+        nonlocal left
+        if not left:
+            left = True
+            on_disconnect()
+
+    async def watch(scope: anyio.CancelScope) -> None:
+        while True:
+            message: Message = await receive()
+            if message["type"] == "http.disconnect":
+                leave()
+                scope.cancel()
+                return
+
+    async def body(scope: anyio.CancelScope) -> None:
+        try:
+            await respond()
+        except OSError:
+            leave()  # the server could not write: the client is gone
+        scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch, tg.cancel_scope)
+        tg.start_soon(body, tg.cancel_scope)
+
+
+class EventSourceResponse(Response):
+    """Streams one run's events as SSE in LangGraph's format.
+
+    Args:
+        events: The run's raw events (closed by the driver when the run ends).
+        adapter: Turns events into stream parts (modes, subgraphs).
+        run_id: Sent first, as the ``metadata`` event.
+        on_disconnect: Called once if the client leaves before the end.
+        finish: Awaited after the last event; returns an ``error`` event's data
+            when the run failed (sent last), else None.
+        headers: Extra response headers (``Location``...).
+    """
+
+    def __init__(
+        self,
+        events: MemoryObjectReceiveStream[Event],
+        adapter: LangGraphStream,
+        *,
+        run_id: str,
+        on_disconnect: Callable[[], None],
+        finish: Callable[[], Awaitable[dict[str, Any] | None]],
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self._events = events
+        self._adapter = adapter
+        self._run_id = run_id
+        self._on_disconnect = on_disconnect
+        self._finish = finish
+        self._extra = headers or {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = _headers(self._extra, b"text/event-stream; charset=utf-8")
+
+        async def respond() -> None:
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await self._send_events(send)
+
+        try:
+            await _watched(respond, receive, self._on_disconnect)
+        finally:
+            self._events.close()
+
+    async def _send_events(self, send: Send) -> None:
+        metadata = sse_frame("metadata", {"run_id": self._run_id, "attempt": 1})
+        await send({"type": "http.response.body", "body": metadata, "more_body": True})
+        async with self._events:
+            while True:
+                event: Event | None = None
+                with anyio.move_on_after(HEARTBEAT):
+                    try:
+                        event = await self._events.receive()
+                    except anyio.EndOfStream:
+                        break
+                if event is None:
+                    body = b": heartbeat\r\n\r\n"
+                else:
+                    body = b"".join(_part_frame(p) for p in self._adapter.feed(event))
+                if body:
+                    await send({"type": "http.response.body", "body": body, "more_body": True})
+        error = await self._finish()
+        tail = sse_frame("error", error) if error is not None else b""
+        await send({"type": "http.response.body", "body": tail, "more_body": False})
+
+
+class WaitResponse(Response):
+    """Waits for a run to end, then sends its final values (or ``__error__``) as JSON.
+
+    Whitespace is sent while waiting (JSON parsers skip it), as LangGraph's
+    server does, so idle connections are not cut by proxies.
+
+    Args:
+        result: Awaited for the body: the run's final values as JSON.
+        on_disconnect: Called once if the client leaves before the end.
+    """
+
+    def __init__(
+        self,
+        result: Callable[[], Awaitable[Any]],
+        *,
+        on_disconnect: Callable[[], None],
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self._result = result
+        self._on_disconnect = on_disconnect
+        self._extra = headers or {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = _headers(self._extra, b"application/json")
+
+        async def respond() -> None:
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            value: Any = None
+            done = anyio.Event()
+
+            async def wait() -> None:
+                nonlocal value
+                value = await self._result()
+                done.set()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(wait)
+                while not done.is_set():
+                    with anyio.move_on_after(HEARTBEAT):
+                        await done.wait()
+                    if not done.is_set():
+                        await send({"type": "http.response.body", "body": b"\n", "more_body": True})
+            body = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=repr)
+            await send({"type": "http.response.body", "body": body.encode(), "more_body": False})
+
+        await _watched(respond, receive, self._on_disconnect)

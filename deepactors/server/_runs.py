@@ -1,0 +1,444 @@
+"""Runs of the server: created on a thread, driven under the app's runtime, cancelled.
+
+Every run is started with ``Runtime.start(..., stream=True)`` by a driver task
+that the app's task group owns (so no request task owns a run). The driver
+reads the run's events and hands each to the run's subscribers (SSE responses,
+each with a memory object stream of its own), then records how the run ended.
+
+Runs of one thread take turns in that thread's actor (enqueue). The other
+multitask strategies act before the new run is queued: ``reject`` refuses it,
+``interrupt`` cancels the runs in progress and waits for them (the thread
+keeps what they finished), ``rollback`` also takes the thread's checkpoint
+back to where the oldest of them started.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from starlette.exceptions import HTTPException
+
+from ..actors import RunInput, Runtime, open_runtime, prepare_input
+from ..agent import DeepAgent
+from ..errors import DeepActorsError, InputError, RunCancelled
+from ..events import Event
+from ..lc_views import interrupts_to_lc, values_to_lc
+from ..persistence import CheckpointWrite
+from ..tools import Command
+from ._records import AssistantRecord, RunRecord, RunStatus, ThreadRecord, new_uuid
+from ._schemas import RunCreate
+
+__all__ = ["RunManager"]
+
+
+class RunManager:
+    """Threads and runs of one app, on one runtime.
+
+    Args:
+        runtime: The runtime every run is an actor of.
+        task_group: Owns the driver task of every run.
+        assistants: The served agents by graph id.
+    """
+
+    def __init__(
+        self, runtime: Runtime, task_group: TaskGroup, assistants: Mapping[str, AssistantRecord]
+    ) -> None:
+        self.runtime = runtime
+        self._tg = task_group
+        self.assistants = dict(assistants)
+        self._by_uuid = {a.assistant_id: a for a in assistants.values()}
+        self.threads: dict[str, ThreadRecord] = {}
+        self.runs: dict[str, RunRecord] = {}
+        self._closing = False
+
+    # -- lookups ---------------------------------------------------------------------
+
+    def assistant(self, assistant_id: str) -> AssistantRecord:
+        """The assistant with this id or graph name (404 if none)."""
+        found = self.assistants.get(assistant_id) or self._by_uuid.get(assistant_id)
+        if found is None:
+            known = ", ".join(self.assistants)
+            raise HTTPException(404, f"assistant {assistant_id!r} not found (known: {known})")
+        return found
+
+    def thread_assistant(self, thread: ThreadRecord) -> AssistantRecord:
+        """The assistant whose state a thread holds (its last run's, else the first)."""
+        if thread.graph_id is not None and thread.graph_id in self.assistants:
+            return self.assistants[thread.graph_id]
+        return next(iter(self.assistants.values()))
+
+    async def thread(self, thread_id: str) -> ThreadRecord:
+        """A known thread, or one whose state the checkpointer holds (404 if neither)."""
+        found = self.threads.get(thread_id)
+        if found is not None:
+            return found
+        for assistant in self.assistants.values():
+            checkpointer = assistant.agent.checkpointer
+            assert checkpointer is not None
+            records = await checkpointer.read(thread_id, path=assistant.agent.name)
+            if records:
+                # Saved before this server started: known again from now on.
+                found = ThreadRecord(
+                    thread_id=thread_id,
+                    graph_id=assistant.graph_id,
+                    created_at=records[0].created_at,
+                    updated_at=records[-1].created_at,
+                )
+                self.threads[thread_id] = found
+                await self.refresh(found)
+                return found
+        raise HTTPException(404, f"thread {thread_id!r} not found")
+
+    def run(self, thread_id: str, run_id: str) -> RunRecord:
+        """A run of a thread (404 if none)."""
+        run = self.runs.get(run_id)
+        if run is None or run.thread.thread_id != thread_id:
+            raise HTTPException(404, f"run {run_id!r} not found on thread {thread_id!r}")
+        return run
+
+    async def load_saved(self) -> None:
+        """Know the threads the checkpointers already hold (after a restart)."""
+        for assistant in self.assistants.values():
+            checkpointer = assistant.agent.checkpointer
+            assert checkpointer is not None
+            sharing = [a for a in self.assistants.values() if a.agent.checkpointer is checkpointer]
+            for info in await checkpointer.threads():
+                if info.thread_id in self.threads:
+                    continue
+                self.threads[info.thread_id] = ThreadRecord(
+                    thread_id=info.thread_id,
+                    graph_id=sharing[0].graph_id if len(sharing) == 1 else None,
+                    created_at=info.updated_at,
+                    updated_at=info.updated_at,
+                )
+
+    # -- creating runs ---------------------------------------------------------------
+
+    async def create(
+        self,
+        thread: ThreadRecord,
+        body: RunCreate,
+        *,
+        subscriber: MemoryObjectSendStream[Event] | None = None,
+    ) -> RunRecord:
+        """Validate a run, apply its multitask strategy, and start it.
+
+        Raises:
+            HTTPException: 404 unknown assistant, 409 a busy thread with ``reject``,
+                422 invalid input (nothing was started).
+        """
+        if self._closing:
+            raise HTTPException(503, "the server is shutting down")
+        body.refuse_unsupported()
+        assistant = self.assistant(body.assistant_id)
+        if thread.temporary:
+            if body.command is not None:
+                raise HTTPException(422, "command: resuming needs a thread (thread_id)")
+            run_input = _run_input(assistant.stateless, body, None)
+        else:
+            run_input = _run_input(assistant.agent, body, thread.thread_id)
+        async with thread.turn:
+            inflight = thread.inflight
+            if inflight:
+                await self._make_room(thread, inflight, body.multitask_strategy)
+            if body.command is not None and not thread.inflight and not thread.interrupts:
+                raise HTTPException(
+                    422,
+                    f"command.resume: thread {thread.thread_id!r} is not waiting for any decision",
+                )
+            run = RunRecord(
+                run_id=new_uuid(),
+                thread=thread,
+                assistant=assistant,
+                kwargs=_kwargs(body),
+                metadata=dict(body.metadata or {}),
+                multitask_strategy=body.multitask_strategy,
+            )
+            if not thread.inflight and not thread.temporary:
+                run.seq_before = await _last_seq(assistant.agent, thread.thread_id)
+            if subscriber is not None:
+                run.subscribers.append(subscriber)
+            thread.graph_id = assistant.graph_id
+            # As LangGraph's server does, so clients find a graph's threads by metadata.
+            thread.metadata.setdefault("graph_id", assistant.graph_id)
+            thread.metadata.setdefault("assistant_id", assistant.assistant_id)
+            thread.runs.append(run)
+            thread.updated_at = time.time()
+            self.runs[run.run_id] = run
+            self._tg.start_soon(self._drive, run, run_input, body.context, body.after_seconds)
+        return run
+
+    async def _make_room(
+        self, thread: ThreadRecord, inflight: list[RunRecord], strategy: str
+    ) -> None:
+        if strategy == "reject":
+            raise HTTPException(
+                409,
+                f"thread {thread.thread_id!r} is busy with run {inflight[0].run_id}; "
+                "wait for it, or choose multitask_strategy enqueue, interrupt or rollback",
+            )
+        if strategy == "enqueue":
+            return  # the thread actor's mailbox queues it
+        await self.cancel(inflight, action=strategy, wait=True)
+
+    def subscribe(self, run: RunRecord) -> MemoryObjectReceiveStream[Event]:
+        """A stream of the run's events from now on (ends at once if the run ended)."""
+        send, receive = anyio.create_memory_object_stream[Event](math.inf)
+        if run.done.is_set():
+            send.close()
+        else:
+            run.subscribers.append(send)
+        return receive
+
+    # -- driving a run ---------------------------------------------------------------
+
+    async def _drive(
+        self,
+        run: RunRecord,
+        run_input: RunInput,
+        context: Mapping[str, Any] | None,
+        after: float | None,
+    ) -> None:
+        status: RunStatus = "error"
+        result: dict[str, Any] | None = None
+        try:
+            if after:
+                with anyio.move_on_after(after):
+                    await run.cancelled.wait()
+            if run.cancel_requested is not None:
+                status = "interrupted"
+                return
+            temporary = run.thread.temporary
+            handle = await self.runtime.start(
+                run.assistant.stateless if temporary else run.assistant.agent,
+                run_input,
+                thread_id=None if temporary else run.thread.thread_id,
+                context=context,
+                stream=True,
+            )
+            run.handle = handle
+            if run.cancel_requested is not None:
+                handle.cancel()
+            assert handle.events is not None
+            async with handle.events:
+                async for event in handle.events:
+                    if run.status == "pending":
+                        run.status = "running"
+                        run.updated_at = time.time()
+                    for subscriber in list(run.subscribers):
+                        try:
+                            subscriber.send_nowait(event)
+                        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                            subscriber.close()  # that listener left
+                            run.subscribers.remove(subscriber)
+            try:
+                values = await handle.result()
+            except RunCancelled:
+                status = "interrupted"
+            except TimeoutError:
+                status = "timeout"
+            except Exception as exc:
+                result = {"__error__": _error(exc)}
+            else:
+                status = "success"
+                result = values_to_lc(values)
+        except Exception as exc:
+            # Starting it failed (the runtime is closing, say): the run failed.
+            result = {"__error__": _error(exc)}
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._finish(run, status, result)
+
+    async def _finish(
+        self, run: RunRecord, status: RunStatus, result: dict[str, Any] | None
+    ) -> None:
+        run.status = status
+        run.updated_at = run.finished_at = time.time()
+        run.result = result
+        for subscriber in run.subscribers:
+            subscriber.close()
+        run.subscribers.clear()
+        thread = run.thread
+        try:
+            if thread.temporary:
+                self._forget_runs(thread)
+            elif status == "success" and result is not None and not thread.inflight[1:]:
+                thread.values = {k: v for k, v in result.items() if k != "__interrupt__"}
+                thread.interrupts = result.get("__interrupt__", [])
+                thread.error = False
+            else:
+                thread.error = status == "error"
+                await self.refresh(thread)
+        except DeepActorsError:
+            pass  # the record stays as it was; the run's own outcome is set
+        finally:
+            thread.updated_at = time.time()
+            run.done.set()
+
+    async def refresh(self, thread: ThreadRecord) -> None:
+        """Read the thread's values and interrupts back from its checkpoint."""
+        agent = self.thread_assistant(thread).agent
+        state = await agent.aget_state(thread.thread_id)
+        thread.values = values_to_lc(state.values) if state.seq is not None else None
+        thread.interrupts = interrupts_to_lc(list(state.interrupts))
+
+    async def result(self, run: RunRecord) -> dict[str, Any]:
+        """Wait for the run; its final values as JSON (``__error__`` if it failed)."""
+        await run.done.wait()
+        if run.result is not None:
+            return run.result
+        thread = run.thread
+        if thread.values is None and not thread.temporary:
+            return {}
+        values = dict(thread.values or {})
+        if thread.interrupts:
+            values["__interrupt__"] = thread.interrupts
+        return values
+
+    # -- cancelling ------------------------------------------------------------------
+
+    async def cancel(self, runs: list[RunRecord], *, action: str = "interrupt", wait: bool) -> None:
+        """Cancel runs (their whole subtrees); with ``rollback``, also undo them.
+
+        A rollback waits for the runs, takes the thread's checkpoint back to where
+        the oldest of them started, and forgets them.
+        """
+        for run in runs:
+            if not run.done.is_set():
+                run.cancel_requested = action
+                run.cancelled.set()
+                if run.handle is not None:
+                    run.handle.cancel()
+        if not (wait or action == "rollback"):
+            return
+        with anyio.CancelScope(shield=True):
+            for run in runs:
+                await run.done.wait()
+        if action == "rollback" and runs:
+            await self._rollback(runs)
+
+    async def _rollback(self, runs: list[RunRecord]) -> None:
+        thread = runs[0].thread
+        seqs = [r.seq_before for r in runs if r.seq_before is not None]
+        if seqs:
+            agent = runs[0].assistant.agent
+            checkpointer = agent.checkpointer
+            assert checkpointer is not None
+            keep = (
+                await checkpointer.read(thread.thread_id, upto_seq=min(seqs)) if min(seqs) else []
+            )
+            await checkpointer.delete_thread(thread.thread_id)
+            if keep:
+                writes = [
+                    CheckpointWrite(path=r.path, step=r.step, kind=r.kind, data=r.data)
+                    for r in keep
+                ]
+                await checkpointer.put(thread.thread_id, writes)
+            await _reread(agent, thread.thread_id)
+        for run in runs:
+            self.runs.pop(run.run_id, None)
+            if run in thread.runs:
+                thread.runs.remove(run)
+        await self.refresh(thread)
+
+    async def delete_thread(self, thread: ThreadRecord) -> None:
+        """Cancel the thread's runs, then forget it and its checkpoint."""
+        await self.cancel(thread.inflight, wait=True)
+        await self._forget_thread(thread)
+
+    def _forget_runs(self, thread: ThreadRecord) -> None:
+        self.threads.pop(thread.thread_id, None)
+        for run in thread.runs:
+            self.runs.pop(run.run_id, None)
+
+    async def _forget_thread(self, thread: ThreadRecord) -> None:
+        self._forget_runs(thread)
+        if thread.temporary:
+            return
+        for assistant in self.assistants.values():
+            agent = assistant.agent
+            checkpointer = agent.checkpointer
+            assert checkpointer is not None
+            if await checkpointer.read(thread.thread_id, path=agent.name):
+                await checkpointer.delete_thread(thread.thread_id)
+                await _reread(agent, thread.thread_id)
+
+    async def update_state(self, thread: ThreadRecord, values: Mapping[str, Any]) -> None:
+        """Apply ``values`` to the thread's state, in turn with its runs (no model call)."""
+        assistant = self.thread_assistant(thread)
+        agent = assistant.agent
+        run_input = dataclasses.replace(
+            _prepare(agent, dict(values), thread.thread_id), update_only=True
+        )
+        handle = await self.runtime.start(agent, run_input, thread_id=thread.thread_id)
+        try:
+            await handle.result()
+        except DeepActorsError as exc:
+            raise HTTPException(422, f"values: {exc}") from None
+        thread.graph_id = assistant.graph_id
+        thread.updated_at = time.time()
+        await self.refresh(thread)
+
+    async def aclose(self) -> None:
+        """Cancel every run and wait for all of them (server shutdown)."""
+        self._closing = True
+        await self.cancel(list(self.runs.values()), wait=True)
+
+
+def _prepare(agent: DeepAgent, input: Any, thread_id: str | None) -> RunInput:
+    try:
+        return prepare_input(agent.spec, input, thread_id)
+    except InputError as exc:
+        raise HTTPException(422, f"input: {exc}") from None
+
+
+def _run_input(agent: DeepAgent, body: RunCreate, thread_id: str | None) -> RunInput:
+    run_input = _prepare(
+        agent,
+        Command(resume=body.command.resume) if body.command is not None else body.input,
+        thread_id,
+    )
+    limit = (body.config or {}).get("recursion_limit")
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 2:
+            raise HTTPException(422, f"config.recursion_limit: an integer >= 2, not {limit!r}")
+        # One agent turn is two LangGraph steps (model, then tools).
+        run_input = dataclasses.replace(run_input, max_steps=limit // 2)
+    return run_input
+
+
+def _kwargs(body: RunCreate) -> dict[str, Any]:
+    return body.model_dump(
+        include={"input", "command", "config", "context", "stream_mode", "stream_subgraphs"},
+        mode="json",
+    )
+
+
+def _error(exc: BaseException) -> dict[str, str]:
+    return {"error": type(exc).__name__, "message": str(exc)}
+
+
+async def _last_seq(agent: DeepAgent, thread_id: str) -> int:
+    checkpointer = agent.checkpointer
+    assert checkpointer is not None
+    records = await checkpointer.read(thread_id)
+    return records[-1].seq if records else 0
+
+
+async def _reread(agent: DeepAgent, thread_id: str) -> None:
+    """Make the app runtime's actor of this thread read it again from its checkpoint.
+
+    A thread actor keeps its state in memory and reads the checkpoint again only
+    when another actor has run the thread since; an empty update through a
+    runtime of its own is such a run (and takes its turn like any other).
+    """
+    async with open_runtime() as rt:
+        handle = await rt.start(agent, RunInput(values={}, update_only=True), thread_id=thread_id)
+        await handle.wait()

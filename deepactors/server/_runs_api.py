@@ -1,0 +1,254 @@
+"""Run endpoints: create (background), stream, wait, join, get, list, cancel; stateless too."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..lc_views import LangGraphStream
+from ._records import RunRecord, ThreadRecord, new_uuid
+from ._responses import EventSourceResponse, WaitResponse
+from ._runs import RunManager
+from ._schemas import RunCreate, RunsCancel, read_body
+
+__all__ = ["run_routes"]
+
+
+def _manager(request: Request) -> RunManager:
+    manager: RunManager = request.app.state.runs
+    return manager
+
+
+def _adapter(modes: Any, subgraphs: bool, thread_id: str | None) -> LangGraphStream:
+    try:
+        return LangGraphStream(modes, subgraphs=subgraphs, thread_id=thread_id)
+    except ValueError as exc:
+        raise HTTPException(422, f"stream_mode: {exc}") from None
+
+
+async def _thread_for(request: Request, body: RunCreate) -> ThreadRecord:
+    manager = _manager(request)
+    thread_id = request.path_params.get("thread_id")
+    if thread_id is None:  # stateless: a thread of its own, gone when the run ends
+        thread = ThreadRecord(thread_id=new_uuid(), temporary=body.on_completion != "keep")
+        manager.threads[thread.thread_id] = thread
+        return thread
+    if thread_id not in manager.threads and body.if_not_exists == "create":
+        manager.threads[thread_id] = ThreadRecord(thread_id=thread_id)
+    return await manager.thread(thread_id)
+
+
+def _locations(run: RunRecord, suffix: str) -> dict[str, str]:
+    base = f"/threads/{run.thread.thread_id}/runs/{run.run_id}"
+    if run.thread.temporary:
+        return {"Content-Location": f"/runs/{run.run_id}"}
+    return {"Location": f"{base}/{suffix}", "Content-Location": base}
+
+
+async def create_run(request: Request) -> Response:
+    body = await read_body(request, RunCreate)
+    thread = await _thread_for(request, body)
+    try:
+        run = await _manager(request).create(thread, body)
+    except BaseException:
+        _drop_unused(request, thread)
+        raise
+    return JSONResponse(
+        run.to_json(), headers={"Content-Location": _locations(run, "")["Content-Location"]}
+    )
+
+
+def _drop_unused(request: Request, thread: ThreadRecord) -> None:
+    if thread.temporary and not thread.runs:
+        _manager(request).threads.pop(thread.thread_id, None)
+
+
+async def stream_run(request: Request) -> Response:
+    body = await read_body(request, RunCreate)
+    thread = await _thread_for(request, body)
+    adapter = _adapter(
+        body.stream_mode, body.stream_subgraphs, None if thread.temporary else thread.thread_id
+    )
+    manager = _manager(request)
+    send, receive = anyio.create_memory_object_stream[Any](float("inf"))
+    try:
+        run = await manager.create(thread, body, subscriber=send)
+    except BaseException:
+        send.close()
+        receive.close()
+        _drop_unused(request, thread)
+        raise
+    cancel = body.on_disconnect != "continue"
+    return EventSourceResponse(
+        receive,
+        adapter,
+        run_id=run.run_id,
+        on_disconnect=lambda: _left(manager, run, cancel),
+        finish=lambda: _error_of(manager, run),
+        headers=_locations(run, "stream"),
+    )
+
+
+def _left(manager: RunManager, run: RunRecord, cancel: bool) -> None:
+    """The client went away: cancel its run (and subtree) unless told to continue."""
+    if cancel and not run.done.is_set():
+        run.cancel_requested = "interrupt"
+        run.cancelled.set()
+        if run.handle is not None:
+            run.handle.cancel()
+
+
+async def _error_of(manager: RunManager, run: RunRecord) -> dict[str, Any] | None:
+    await run.done.wait()
+    if run.result is not None and "__error__" in run.result:
+        error: dict[str, Any] = run.result["__error__"]
+        return error
+    if run.status == "timeout":
+        return {"error": "TimeoutError", "message": "the run passed its deadline"}
+    return None
+
+
+async def wait_run(request: Request) -> Response:
+    body = await read_body(request, RunCreate)
+    thread = await _thread_for(request, body)
+    manager = _manager(request)
+    try:
+        run = await manager.create(thread, body)
+    except BaseException:
+        _drop_unused(request, thread)
+        raise
+    cancel = body.on_disconnect != "continue"
+    return WaitResponse(
+        lambda: manager.result(run),
+        on_disconnect=lambda: _left(manager, run, cancel),
+        headers=_locations(run, "join"),
+    )
+
+
+async def list_runs(request: Request) -> Response:
+    manager = _manager(request)
+    thread = await manager.thread(request.path_params["thread_id"])
+    limit, offset = _int(request, "limit", 10), _int(request, "offset", 0)
+    status = request.query_params.get("status")
+    runs = [r for r in reversed(thread.runs) if status is None or r.status == status]
+    return JSONResponse([r.to_json() for r in runs[offset : offset + limit]])
+
+
+def _int(request: Request, name: str, default: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise HTTPException(422, f"{name}: an integer, not {raw!r}") from None
+    if value < 0:
+        raise HTTPException(422, f"{name}: must be >= 0")
+    return value
+
+
+def _flag(request: Request, name: str) -> bool:
+    return request.query_params.get(name, "false").lower() in ("1", "true", "yes")
+
+
+async def get_run(request: Request) -> Response:
+    manager = _manager(request)
+    await manager.thread(request.path_params["thread_id"])
+    run = manager.run(request.path_params["thread_id"], request.path_params["run_id"])
+    return JSONResponse(run.to_json())
+
+
+async def delete_run(request: Request) -> Response:
+    manager = _manager(request)
+    run = manager.run(request.path_params["thread_id"], request.path_params["run_id"])
+    if not run.done.is_set():
+        raise HTTPException(409, f"run {run.run_id} is still {run.status}; cancel it first")
+    manager.runs.pop(run.run_id, None)
+    run.thread.runs.remove(run)
+    return Response(status_code=204)
+
+
+async def join_run(request: Request) -> Response:
+    manager = _manager(request)
+    run = manager.run(request.path_params["thread_id"], request.path_params["run_id"])
+    cancel = _flag(request, "cancel_on_disconnect")
+    return WaitResponse(
+        lambda: manager.result(run), on_disconnect=lambda: _left(manager, run, cancel)
+    )
+
+
+async def join_stream(request: Request) -> Response:
+    manager = _manager(request)
+    run = manager.run(request.path_params["thread_id"], request.path_params["run_id"])
+    modes: Any = request.query_params.get("stream_mode") or run.kwargs.get("stream_mode")
+    if isinstance(modes, str) and modes.startswith("["):
+        try:
+            modes = json.loads(modes)
+        except ValueError:
+            raise HTTPException(422, f"stream_mode: not a mode or a JSON list: {modes!r}") from None
+    adapter = _adapter(modes, bool(run.kwargs.get("stream_subgraphs")), run.thread.thread_id)
+    cancel = _flag(request, "cancel_on_disconnect")
+    return EventSourceResponse(
+        manager.subscribe(run),
+        adapter,
+        run_id=run.run_id,
+        on_disconnect=lambda: _left(manager, run, cancel),
+        finish=lambda: _error_of(manager, run),
+    )
+
+
+async def cancel_run(request: Request) -> Response:
+    manager = _manager(request)
+    run = manager.run(request.path_params["thread_id"], request.path_params["run_id"])
+    action = request.query_params.get("action", "interrupt")
+    if action not in ("interrupt", "rollback"):
+        raise HTTPException(422, f"action: 'interrupt' or 'rollback', not {action!r}")
+    wait = _flag(request, "wait")
+    await manager.cancel([run], action=action, wait=wait)
+    if not wait:
+        return Response(status_code=202)
+    return JSONResponse(await manager.result(run) if action != "rollback" else {})
+
+
+async def cancel_runs(request: Request) -> Response:
+    manager = _manager(request)
+    body = await read_body(request, RunsCancel)
+    action = request.query_params.get("action", "interrupt")
+    if action not in ("interrupt", "rollback"):
+        raise HTTPException(422, f"action: 'interrupt' or 'rollback', not {action!r}")
+    if body.status is not None:
+        if body.thread_id or body.run_ids:
+            raise HTTPException(422, "status: give either status, or thread_id and run_ids")
+        wanted = {"pending": ("pending",), "running": ("running",)}.get(
+            body.status, ("pending", "running")
+        )
+        runs = [r for r in manager.runs.values() if r.status in wanted and not r.done.is_set()]
+    else:
+        if body.thread_id is None or not body.run_ids:
+            raise HTTPException(422, "thread_id: give thread_id and run_ids, or status")
+        runs = [manager.run(body.thread_id, run_id) for run_id in body.run_ids]
+    await manager.cancel(runs, action=action, wait=False)
+    return Response(status_code=204)
+
+
+run_routes = [
+    Route("/runs", create_run, methods=["POST"]),
+    Route("/runs/stream", stream_run, methods=["POST"]),
+    Route("/runs/wait", wait_run, methods=["POST"]),
+    Route("/runs/cancel", cancel_runs, methods=["POST"]),
+    Route("/threads/{thread_id}/runs", create_run, methods=["POST"]),
+    Route("/threads/{thread_id}/runs", list_runs, methods=["GET"]),
+    Route("/threads/{thread_id}/runs/stream", stream_run, methods=["POST"]),
+    Route("/threads/{thread_id}/runs/wait", wait_run, methods=["POST"]),
+    Route("/threads/{thread_id}/runs/{run_id}", get_run, methods=["GET"]),
+    Route("/threads/{thread_id}/runs/{run_id}", delete_run, methods=["DELETE"]),
+    Route("/threads/{thread_id}/runs/{run_id}/join", join_run, methods=["GET"]),
+    Route("/threads/{thread_id}/runs/{run_id}/stream", join_stream, methods=["GET"]),
+    Route("/threads/{thread_id}/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
+]

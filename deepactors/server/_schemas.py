@@ -1,0 +1,229 @@
+"""Request bodies of the Agent Protocol, validated with pydantic.
+
+Fields ``langgraph-sdk`` sends that have no meaning here (tracing, durability,
+feedback keys) are accepted and ignored; fields that would change what a run
+does and are not implemented (webhooks, ``interrupt_before``, running from a
+past checkpoint) are refused with a 422 that names them, never ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+
+__all__ = [
+    "AssistantSearch",
+    "HistoryRequest",
+    "RunCreate",
+    "RunsCancel",
+    "StoreDelete",
+    "StoreNamespaces",
+    "StorePut",
+    "StoreSearch",
+    "ThreadCreate",
+    "ThreadPatch",
+    "ThreadSearch",
+    "ThreadStateUpdate",
+    "read_body",
+]
+
+Body = TypeVar("Body", bound=BaseModel)
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class _Command(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    resume: Any = None
+    update: Any = None
+    goto: Any = None
+
+
+class RunCreate(_Body):
+    """``POST .../runs``, ``.../runs/stream``, ``.../runs/wait``."""
+
+    assistant_id: str = Field(min_length=1)
+    input: dict[str, Any] | None = None
+    command: _Command | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    stream_mode: str | list[str] = "values"
+    stream_subgraphs: bool = False
+    stream_resumable: bool = False
+    on_disconnect: Literal["cancel", "continue"] | None = None
+    on_completion: Literal["delete", "keep"] | None = None
+    multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] = "enqueue"
+    if_not_exists: Literal["create", "reject"] = "reject"
+    after_seconds: float | None = Field(default=None, ge=0)
+    # Not implemented: refused when set.
+    webhook: str | None = None
+    interrupt_before: str | list[str] | None = None
+    interrupt_after: str | list[str] | None = None
+    checkpoint: dict[str, Any] | None = None
+    checkpoint_id: str | None = None
+
+    def refuse_unsupported(self) -> None:
+        """Raise a 422 for a field whose feature this server does not have."""
+        for name in (
+            "webhook",
+            "interrupt_before",
+            "interrupt_after",
+            "checkpoint",
+            "checkpoint_id",
+        ):
+            if getattr(self, name):
+                raise HTTPException(422, f"{name}: not supported by this server")
+        if self.command is not None:
+            if self.command.update is not None or self.command.goto is not None:
+                raise HTTPException(422, "command: only 'resume' is supported")
+            if self.command.resume is None:
+                raise HTTPException(422, "command.resume: give the decisions to resume with")
+            if self.input is not None:
+                raise HTTPException(422, "input: give either input or command, not both")
+
+
+class ThreadCreate(_Body):
+    """``POST /threads``."""
+
+    thread_id: str | None = Field(default=None, min_length=1, max_length=256)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    if_exists: Literal["raise", "do_nothing"] = "raise"
+    supersteps: list[Any] | None = None
+
+
+class ThreadPatch(_Body):
+    """``PATCH /threads/{thread_id}``."""
+
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ThreadSearch(_Body):
+    """``POST /threads/search`` and ``/threads/count``."""
+
+    metadata: dict[str, Any] | None = None
+    values: dict[str, Any] | None = None
+    ids: list[str] | None = None
+    status: Literal["idle", "busy", "interrupted", "error"] | None = None
+    limit: int = Field(default=10, ge=0, le=10_000)
+    offset: int = Field(default=0, ge=0)
+    sort_by: Literal["thread_id", "status", "created_at", "updated_at"] | None = None
+    sort_order: Literal["asc", "desc"] | None = None
+
+
+class ThreadStateUpdate(_Body):
+    """``POST /threads/{thread_id}/state``."""
+
+    values: dict[str, Any] | None = None
+    as_node: str | None = None
+    checkpoint_id: str | None = None
+    checkpoint: dict[str, Any] | None = None
+
+
+class HistoryRequest(_Body):
+    """``POST /threads/{thread_id}/history``."""
+
+    limit: int = Field(default=10, ge=1, le=1000)
+    before: str | dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    checkpoint: dict[str, Any] | None = None
+
+
+class RunsCancel(_Body):
+    """``POST /runs/cancel``."""
+
+    thread_id: str | None = None
+    run_ids: list[str] | None = None
+    status: Literal["pending", "running", "all"] | None = None
+
+
+class AssistantSearch(_Body):
+    """``POST /assistants/search`` and ``/assistants/count``."""
+
+    graph_id: str | None = None
+    name: str | None = None
+    metadata: dict[str, Any] | None = None
+    limit: int = Field(default=10, ge=0, le=1000)
+    offset: int = Field(default=0, ge=0)
+
+
+def _namespace(value: list[str]) -> list[str]:
+    for label in value:
+        if not label or "." in label:
+            raise ValueError(f"namespace label {label!r} must be non-empty, without '.'")
+    return value
+
+
+class StorePut(_Body):
+    """``PUT /store/items``."""
+
+    namespace: list[str] = Field(min_length=1)
+    key: str = Field(min_length=1)
+    value: dict[str, Any]
+    index: Any = None
+    ttl: float | None = None
+
+    _check_ns = field_validator("namespace")(_namespace)
+
+
+class StoreDelete(_Body):
+    """``DELETE /store/items``."""
+
+    namespace: list[str] = Field(min_length=1)
+    key: str = Field(min_length=1)
+
+    _check_ns = field_validator("namespace")(_namespace)
+
+
+class StoreSearch(_Body):
+    """``POST /store/items/search``."""
+
+    namespace_prefix: list[str] = Field(default_factory=list)
+    filter: dict[str, Any] | None = None
+    limit: int = Field(default=10, ge=0, le=10_000)
+    offset: int = Field(default=0, ge=0)
+    query: str | None = None
+
+    _check_ns = field_validator("namespace_prefix")(_namespace)
+
+
+class StoreNamespaces(_Body):
+    """``POST /store/namespaces``."""
+
+    prefix: list[str] | None = None
+    suffix: list[str] | None = None
+    max_depth: int | None = Field(default=None, ge=1)
+    limit: int = Field(default=100, ge=0, le=10_000)
+    offset: int = Field(default=0, ge=0)
+
+
+async def read_body(request: Request, model: type[Body]) -> Body:
+    """The request's JSON body as ``model``; a 422 naming the field when it is not.
+
+    An empty body reads as ``{}`` (the SDK sends none for some calls).
+    """
+    raw = await request.body()
+    try:
+        data = json.loads(raw) if raw.strip() else {}
+    except ValueError as exc:
+        raise HTTPException(422, f"body: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise HTTPException(422, f"body: must be a JSON object, not {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise HTTPException(422, validation_detail(exc)) from None
+
+
+def validation_detail(exc: ValidationError) -> str:
+    """The first problem of a validation error, naming its field."""
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "body"
+    return f"{where}: {err['msg']}"

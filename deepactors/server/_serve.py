@@ -1,0 +1,160 @@
+"""``deepactors serve``: run the app under uvicorn (asyncio) or hypercorn (trio)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+import uvicorn
+from hypercorn.config import Config as HypercornConfig
+from hypercorn.trio import serve as hypercorn_serve
+from starlette.applications import Starlette
+
+from ..agent import DeepAgent
+from ..demo import build_demo_agent
+from ..errors import ConfigurationError
+from ..persistence import SqliteCheckpointer, SqliteStore
+from ._app import create_app
+
+__all__ = ["ServeOptions", "load_agents", "serve"]
+
+_TARGET_ENV = "DEEPACTORS_SERVE_TARGET"
+_DB_ENV = "DEEPACTORS_SERVE_DB"
+GRACEFUL_SECONDS = 3.0
+"""How long open streams may run on at shutdown before their runs are cancelled."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServeOptions:
+    """What ``deepactors serve`` was asked for."""
+
+    target: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 2024
+    db: str | None = None
+    loop: str = "asyncio"
+    workers: int = 1
+
+
+def load_agents(target: str | None) -> dict[str, DeepAgent]:
+    """The agents named by ``module:attribute`` (None: the offline demo agent).
+
+    The attribute may be a ``DeepAgent``, a dict of them by assistant id, or a
+    function of no arguments returning either. A lone agent is served as
+    ``agent`` (the assistant id Agent Chat UI asks for by default).
+
+    Raises:
+        ConfigurationError: The target cannot be imported or is not agents.
+    """
+    if target is None:
+        return {"agent": build_demo_agent()}
+    module_name, _, attribute = target.partition(":")
+    if not module_name or not attribute:
+        raise ConfigurationError(f"give the agent as module:attribute, not {target!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # like uvicorn: modules of the current folder
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigurationError(f"cannot import {module_name!r}: {exc}") from exc
+    try:
+        value: Any = getattr(module, attribute)
+    except AttributeError:
+        raise ConfigurationError(f"module {module_name!r} has no {attribute!r}") from None
+    if callable(value) and not isinstance(value, DeepAgent):
+        value = value()
+    if isinstance(value, DeepAgent):
+        return {"agent": value}
+    if (
+        isinstance(value, Mapping)
+        and value
+        and all(isinstance(v, DeepAgent) for v in value.values())
+    ):
+        return dict(value)
+    raise ConfigurationError(f"{target} is not a DeepAgent or a dict of them: {value!r}")
+
+
+def build_app(target: str | None, db: str | None) -> Starlette:
+    """The app ``serve`` runs: the agents, with SQLite threads and store when ``db``."""
+    agents = load_agents(target)
+    if db is None:
+        return create_app(agents)
+    return create_app(agents, checkpointer=SqliteCheckpointer(db), store=SqliteStore(db))
+
+
+def worker_app() -> Starlette:
+    """The app of one uvicorn worker process (``--workers``), from the environment."""
+    return build_app(os.environ.get(_TARGET_ENV) or None, os.environ.get(_DB_ENV) or None)
+
+
+def serve(options: ServeOptions) -> None:
+    """Serve until interrupted (Ctrl-C or SIGTERM shut it down cleanly).
+
+    Raises:
+        ConfigurationError: Bad options or agents.
+    """
+    if options.workers < 1:
+        raise ConfigurationError("--workers must be at least 1")
+    if options.workers > 1:
+        _serve_workers(options)
+        return
+    app = build_app(options.target, options.db)
+    if options.loop == "trio":
+        _serve_trio(app, options)
+    elif options.loop == "asyncio":
+        uvicorn.run(
+            app,
+            host=options.host,
+            port=options.port,
+            timeout_graceful_shutdown=int(GRACEFUL_SECONDS),
+            log_level="info",
+        )
+    else:
+        raise ConfigurationError(f"--loop must be asyncio or trio, not {options.loop!r}")
+
+
+def _serve_trio(app: Starlette, options: ServeOptions) -> None:
+    config = HypercornConfig()
+    config.bind = [f"{options.host}:{options.port}"]
+    config.graceful_timeout = GRACEFUL_SECONDS
+    config.accesslog = "-"
+    print(f"deepactors: serving on http://{options.host}:{options.port} (hypercorn, trio)")
+
+    async def main() -> None:
+        # Ctrl-C or SIGTERM: a clean shutdown (runs cancelled and awaited), not a
+        # KeyboardInterrupt thrown into whatever task was running.
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+
+            async def shutdown_trigger() -> None:
+                async for _ in signals:
+                    return
+
+            await hypercorn_serve(app, config, shutdown_trigger=shutdown_trigger)  # type: ignore[arg-type]
+
+    trio.run(main)
+
+
+def _serve_workers(options: ServeOptions) -> None:
+    """Several processes (uvicorn only). Each has its own runtime and thread actors,
+    so the threads must be shared through ``--db`` and a thread's runs must reach
+    one process at a time (a proxy that routes by thread id)."""
+    if options.loop != "asyncio":
+        raise ConfigurationError("--workers > 1 runs uvicorn processes: use --loop asyncio")
+    if options.db is None:
+        raise ConfigurationError("--workers > 1 needs --db: processes share threads through it")
+    os.environ[_TARGET_ENV] = options.target or ""
+    os.environ[_DB_ENV] = options.db
+    uvicorn.run(
+        "deepactors.server._serve:worker_app",
+        factory=True,
+        host=options.host,
+        port=options.port,
+        workers=options.workers,
+        timeout_graceful_shutdown=int(GRACEFUL_SECONDS),
+    )

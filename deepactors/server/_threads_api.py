@@ -1,0 +1,250 @@
+"""Thread endpoints: create, get, search, count, patch, delete, state, history."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..actors import ThreadState
+from ..agent import DeepAgent
+from ..lc_views import interrupts_to_lc, values_to_lc
+from ._records import ThreadRecord, iso, matches, new_uuid
+from ._runs import RunManager
+from ._schemas import (
+    HistoryRequest,
+    ThreadCreate,
+    ThreadPatch,
+    ThreadSearch,
+    ThreadStateUpdate,
+    read_body,
+)
+
+__all__ = ["thread_routes"]
+
+
+def _manager(request: Request) -> RunManager:
+    manager: RunManager = request.app.state.runs
+    return manager
+
+
+async def create_thread(request: Request) -> Response:
+    body = await read_body(request, ThreadCreate)
+    if body.supersteps:
+        raise HTTPException(422, "supersteps: not supported by this server")
+    manager = _manager(request)
+    if body.thread_id is not None:
+        try:
+            existing = await manager.thread(body.thread_id)
+        except HTTPException:
+            existing = None
+        if existing is not None:
+            if body.if_exists == "do_nothing":
+                return JSONResponse(existing.to_json())
+            raise HTTPException(409, f"thread {body.thread_id!r} already exists")
+        thread = ThreadRecord(thread_id=body.thread_id, metadata=body.metadata)
+    else:
+        thread = ThreadRecord(thread_id=new_uuid(), metadata=body.metadata)
+    graph = body.metadata.get("graph_id")
+    if isinstance(graph, str) and graph in manager.assistants:
+        thread.graph_id = graph
+    manager.threads[thread.thread_id] = thread
+    return JSONResponse(thread.to_json())
+
+
+async def get_thread(request: Request) -> Response:
+    thread = await _manager(request).thread(request.path_params["thread_id"])
+    return JSONResponse(thread.to_json())
+
+
+async def patch_thread(request: Request) -> Response:
+    body = await read_body(request, ThreadPatch)
+    thread = await _manager(request).thread(request.path_params["thread_id"])
+    thread.metadata = {**thread.metadata, **body.metadata}
+    thread.updated_at = time.time()
+    return JSONResponse(thread.to_json())
+
+
+async def delete_thread(request: Request) -> Response:
+    manager = _manager(request)
+    thread = await manager.thread(request.path_params["thread_id"])
+    await manager.delete_thread(thread)
+    return Response(status_code=204)
+
+
+def _search(manager: RunManager, body: ThreadSearch) -> list[ThreadRecord]:
+    found = [
+        t
+        for t in manager.threads.values()
+        if not t.temporary
+        and matches(t.metadata, body.metadata)
+        and matches(t.values or {}, body.values)
+        and (body.ids is None or t.thread_id in body.ids)
+        and (body.status is None or t.status == body.status)
+    ]
+    key = body.sort_by or "created_at"
+    found.sort(key=lambda t: getattr(t, key), reverse=(body.sort_order or "desc") == "desc")
+    return found
+
+
+async def search_threads(request: Request) -> Response:
+    body = await read_body(request, ThreadSearch)
+    found = _search(_manager(request), body)
+    page = found[body.offset : body.offset + body.limit]
+    return JSONResponse([t.to_json() for t in page])
+
+
+async def count_threads(request: Request) -> Response:
+    body = await read_body(request, ThreadSearch)
+    return JSONResponse(len(_search(_manager(request), body)))
+
+
+def _checkpoint(thread_id: str, seq: int | None) -> dict[str, Any] | None:
+    if seq is None:
+        return None
+    return {
+        "thread_id": thread_id,
+        "checkpoint_ns": "",
+        "checkpoint_id": str(seq),
+        "checkpoint_map": None,
+    }
+
+
+def _state_json(
+    thread_id: str, state: ThreadState, *, parent: int | None, created_at: float | None
+) -> dict[str, Any]:
+    interrupts = interrupts_to_lc(list(state.interrupts))
+    tasks = [
+        {
+            "id": f"{task.name}:{state.seq}",
+            "name": task.name,
+            "path": [],
+            "error": None,
+            "interrupts": interrupts,
+            "checkpoint": None,
+            "state": None,
+            "result": None,
+        }
+        for task in state.tasks
+    ]
+    checkpoint = _checkpoint(thread_id, state.seq)
+    return {
+        "values": values_to_lc(state.values) if state.seq is not None else {},
+        "next": list(state.next),
+        "tasks": tasks,
+        "metadata": {"source": "loop", "step": state.seq or 0},
+        "created_at": iso(created_at) if created_at is not None else None,
+        "checkpoint": checkpoint,
+        "parent_checkpoint": _checkpoint(thread_id, parent),
+        "interrupts": interrupts,
+        "checkpoint_id": checkpoint["checkpoint_id"] if checkpoint else None,
+        "parent_checkpoint_id": str(parent) if parent is not None else None,
+    }
+
+
+def _seq(raw: Any, field: str) -> int:
+    try:
+        seq = int(raw)
+    except (TypeError, ValueError):
+        raise HTTPException(422, f"{field}: a checkpoint id of this server, not {raw!r}") from None
+    if seq < 1:
+        raise HTTPException(422, f"{field}: a checkpoint id of this server, not {raw!r}")
+    return seq
+
+
+async def _state_at(agent: DeepAgent, thread_id: str, seq: int | None) -> dict[str, Any]:
+    records = await agent.ahistory(thread_id)
+    seqs = [r.seq for r in records if r.path == agent.name and (seq is None or r.seq <= seq)]
+    if seq is not None and seq not in {r.seq for r in records}:
+        raise HTTPException(404, f"thread {thread_id!r} has no checkpoint {seq}")
+    state = await agent.aget_state(thread_id, upto_seq=seq)
+    created = next((r.created_at for r in records if r.seq == state.seq), None)
+    parent = seqs[-2] if len(seqs) > 1 else None
+    return _state_json(thread_id, state, parent=parent, created_at=created)
+
+
+async def get_state(request: Request) -> Response:
+    manager = _manager(request)
+    thread = await manager.thread(request.path_params["thread_id"])
+    agent = manager.thread_assistant(thread).agent
+    raw = request.path_params.get("checkpoint_id")
+    seq = None if raw is None else _seq(raw, "checkpoint_id")
+    return JSONResponse(await _state_at(agent, thread.thread_id, seq))
+
+
+async def get_state_at_checkpoint(request: Request) -> Response:
+    manager = _manager(request)
+    thread = await manager.thread(request.path_params["thread_id"])
+    body = await read_body(request, HistoryRequest)
+    if body.checkpoint is None:
+        raise HTTPException(422, "checkpoint: an object with checkpoint_id")
+    seq = _seq(body.checkpoint.get("checkpoint_id"), "checkpoint.checkpoint_id")
+    agent = manager.thread_assistant(thread).agent
+    return JSONResponse(await _state_at(agent, thread.thread_id, seq))
+
+
+async def update_state(request: Request) -> Response:
+    body = await read_body(request, ThreadStateUpdate)
+    if body.checkpoint_id or body.checkpoint:
+        raise HTTPException(422, "checkpoint_id: updating a past checkpoint is not supported")
+    manager = _manager(request)
+    thread = await manager.thread(request.path_params["thread_id"])
+    if body.values:
+        await manager.update_state(thread, body.values)
+    agent = manager.thread_assistant(thread).agent
+    records = await agent.ahistory(thread.thread_id)
+    return JSONResponse(
+        {"checkpoint": _checkpoint(thread.thread_id, records[-1].seq if records else None)}
+    )
+
+
+async def history(request: Request) -> Response:
+    manager = _manager(request)
+    thread = await manager.thread(request.path_params["thread_id"])
+    if request.method == "GET":
+        limit_raw = request.query_params.get("limit", "10")
+        body = HistoryRequest(
+            limit=_seq(limit_raw, "limit"), before=request.query_params.get("before")
+        )
+    else:
+        body = await read_body(request, HistoryRequest)
+    before: Any = body.before
+    if isinstance(before, dict):
+        before = before.get("checkpoint_id")
+    upper = None if before is None else _seq(before, "before")
+    agent = manager.thread_assistant(thread).agent
+    records = await agent.ahistory(thread.thread_id)
+    seqs = [r.seq for r in records if r.path == agent.name]
+    created = {r.seq: r.created_at for r in records}
+    out: list[dict[str, Any]] = []
+    for i in range(len(seqs) - 1, -1, -1):
+        seq = seqs[i]
+        if upper is not None and seq >= upper:
+            continue
+        state = await agent.aget_state(thread.thread_id, upto_seq=seq)
+        parent = seqs[i - 1] if i > 0 else None
+        snapshot = _state_json(thread.thread_id, state, parent=parent, created_at=created[seq])
+        if matches(snapshot["metadata"], body.metadata):
+            out.append(snapshot)
+        if len(out) >= body.limit:
+            break
+    return JSONResponse(out)
+
+
+thread_routes = [
+    Route("/threads", create_thread, methods=["POST"]),
+    Route("/threads/search", search_threads, methods=["POST"]),
+    Route("/threads/count", count_threads, methods=["POST"]),
+    Route("/threads/{thread_id}", get_thread, methods=["GET"]),
+    Route("/threads/{thread_id}", patch_thread, methods=["PATCH"]),
+    Route("/threads/{thread_id}", delete_thread, methods=["DELETE"]),
+    Route("/threads/{thread_id}/state", get_state, methods=["GET"]),
+    Route("/threads/{thread_id}/state", update_state, methods=["POST"]),
+    Route("/threads/{thread_id}/state/checkpoint", get_state_at_checkpoint, methods=["POST"]),
+    Route("/threads/{thread_id}/state/{checkpoint_id}", get_state, methods=["GET"]),
+    Route("/threads/{thread_id}/history", history, methods=["GET", "POST"]),
+]

@@ -1,0 +1,154 @@
+"""The package's imports point one way, down the layers, and never in a circle.
+
+Every import counts, as the house rules say: module level, inside functions,
+under ``TYPE_CHECKING`` (a type is a dependency too). A new module must be given
+a layer here, so where it sits is a decision, not an accident.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import deepactors
+
+ROOT = Path(deepactors.__file__).parent
+
+# Lowest first. A module may import only from its own layer or below. Longest
+# prefix wins, so a package can sit in one layer and one of its modules in another.
+LAYERS: list[tuple[str, ...]] = [
+    ("errors", "messages", "_loops", "models.cache", "_config", "_threads"),
+    ("filediff", "state", "interrupts", "events", "budget"),
+    ("persistence", "backends"),
+    ("context", "tools", "lc_views"),
+    ("models", "hooks"),
+    # Middleware that spawns no children sits below the runtime.
+    (
+        "middleware._caching",
+        "middleware._fallback",
+        "middleware._filesystem",
+        "middleware._fs_format",
+        "middleware._fs_tools",
+        "middleware._hitl",
+        "middleware._limits",
+        "middleware._patch",
+        "middleware._permissions",
+        "middleware._retry",
+        "middleware._schema",
+        "middleware._structured",
+        "middleware._todo",
+        "middleware._tool_retry",
+    ),
+    ("actors",),
+    ("middleware._subagents", "middleware"),
+    ("agent", "_agent_threads", "_agent_parts", "_lg_stream"),
+    ("factory", "demo"),
+    ("server", "_live"),
+    ("cli", "__main__", "__init__"),
+]
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in ROOT.rglob("*.py"):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The package modules ``name`` imports (relative names, '' for the package)."""
+    is_pkg = path.name == "__init__.py"
+    package = name if is_pkg else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names if a.name.startswith("deepactors")]
+            targets = [t.removeprefix("deepactors").lstrip(".") for t in targets]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                up = package.split(".") if package else []
+                up = up[: len(up) - node.level + 1]
+                base = ".".join([*up, *([node.module] if node.module else [])])
+            elif (node.module or "").startswith("deepactors"):
+                base = (node.module or "").removeprefix("deepactors").lstrip(".")
+            else:
+                continue
+            for alias in node.names:
+                sub = f"{base}.{alias.name}" if base else alias.name
+                targets.append(sub if sub in known else base)
+        found.update(targets)
+    found.discard(name)
+    return found
+
+
+def _layer(name: str) -> int:
+    # The package's own __init__ (name "") re-exports the public API: the top.
+    best, rank = -1, (len(LAYERS) - 1 if name == "" else -1)
+    for i, layer in enumerate(LAYERS):
+        for prefix in layer:
+            if (name == prefix or name.startswith(f"{prefix}.")) and len(prefix) > best:
+                best, rank = len(prefix), i
+    return rank
+
+
+def test_every_module_has_a_layer() -> None:
+    unplaced = [m for m in _modules() if _layer(m) < 0]
+    assert not unplaced
+
+
+def test_imports_point_down_the_layers() -> None:
+    modules = _modules()
+    known = set(modules)
+    upward = []
+    for name, path in modules.items():
+        for target in _imports(name, path, known):
+            # Importing a module runs its packages' __init__ first: from outside
+            # a package, those count as imported too.
+            chain = [target]
+            while "." in chain[-1]:
+                chain.append(chain[-1].rpartition(".")[0])
+            for t in chain:
+                if name != t and not name.startswith(f"{t}.") and _layer(t) > _layer(name):
+                    upward.append(f"{name} (layer {_layer(name)}) imports {t} ({_layer(t)})")
+    assert not upward, "\n".join(sorted(upward))
+
+
+def test_no_module_reaches_into_another_packages_private_module() -> None:
+    # A private module (``_x``) serves the package it is in, subpackages included:
+    # ``persistence._aiosqlite`` is for ``persistence``; ``_loops`` for everyone.
+    modules = _modules()
+    known = set(modules)
+    reaching = []
+    for name, path in modules.items():
+        for target in _imports(name, path, known):
+            parent, _, last = target.rpartition(".")
+            inside = not parent or name == parent or name.startswith(f"{parent}.")
+            if last.startswith("_") and not last.startswith("__") and not inside:
+                reaching.append(f"{name} imports {target}")
+    assert not reaching, "\n".join(sorted(reaching))
+
+
+def test_there_is_no_import_circle() -> None:
+    modules = _modules()
+    known = set(modules)
+    graph = {name: _imports(name, path, known) & known for name, path in modules.items()}
+    state: dict[str, int] = {}
+    circles: list[list[str]] = []
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                circles.append([*trail[trail.index(nxt) :], nxt])
+            elif nxt not in state:
+                visit(nxt, [*trail, nxt])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert not circles, circles
