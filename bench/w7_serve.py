@@ -13,9 +13,10 @@ loop gets. The same runs are then made in-process (``agent.astream`` under one
     python bench/w7_serve.py [--runs 1000] [--fanout 3] [--loop asyncio|trio] [--repeats 3]
 
 Prints, per side, the median over the repeats of: p50/p99 time to the first
-event (metadata on the wire; the run's first ``updates`` part) , wall time and
-throughput, errors; for the server also its peak RSS and the worst and p99
-lateness of its 5 ms timer. Loopback only, bounded by ``--deadline`` seconds per
+event (metadata on the wire; the run's first ``updates`` part), wall time and
+throughput, errors, CPU per run of the process that runs the agents (the server
+process, or the in-process one), its peak RSS and the worst and p99 lateness of
+its 5 ms timer. Loopback only, bounded by ``--deadline`` seconds per
 repeat, and the server process is stopped at the end. Figures are indicative:
 the client, the server and other work share the machine's cores.
 """
@@ -45,11 +46,14 @@ from w2_fanout import LATENCY, child_turn, lookup
 
 from deepactors import AssistantMessage, ToolCall, create_deep_agent, open_runtime
 from deepactors.models import FunctionModel, ModelRequest
-from deepactors.persistence import MemoryCheckpointer
 
 
 def build_agent(fanout: int) -> Any:
-    """The W2 tree with ``fanout`` children per run (latency 50 ms per model call)."""
+    """The W2 tree with ``fanout`` children per run (latency 50 ms per model call).
+
+    The runs are stateless on both sides (no thread, nothing checkpointed), as
+    the server runs ``/runs/stream`` without a thread id.
+    """
 
     def main_answer(request: ModelRequest) -> AssistantMessage:
         if len(request.messages) == 1:
@@ -69,10 +73,7 @@ def build_agent(fanout: int) -> Any:
         "model": FunctionModel(lambda r: child_turn(r.messages), latency=LATENCY),
     }
     return create_deep_agent(
-        FunctionModel(main_answer, latency=LATENCY),
-        tools=[lookup],
-        subagents=[child],
-        checkpointer=MemoryCheckpointer(),  # as the server gives every agent
+        FunctionModel(main_answer, latency=LATENCY), tools=[lookup], subagents=[child]
     )
 
 
@@ -84,6 +85,11 @@ class _Ticker:
 
     def __init__(self) -> None:
         self.late: list[float] = []
+        self.cpu0 = time.process_time()
+
+    def reset(self) -> None:
+        self.late.clear()
+        self.cpu0 = time.process_time()
 
     async def run(self) -> None:
         while True:
@@ -97,6 +103,7 @@ class _Ticker:
             "timer_worst_ms": late[-1] * 1000,
             "timer_p99_ms": late[int(len(late) * 0.99) - 1 if len(late) > 1 else 0] * 1000,
             "rss_mb": peak_rss_mb(),
+            "cpu_s": time.process_time() - self.cpu0,  # the whole process, threads too
         }
 
 
@@ -110,7 +117,7 @@ def serve_process(port: int, loop: str, fanout: int) -> None:
     async def bench_app(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["path"].startswith("/bench/"):
             if scope["path"] == "/bench/reset":
-                ticker.late.clear()
+                ticker.reset()
             body = json.dumps(ticker.stats()).encode()
             await send({"type": "http.response.start", "status": 200, "headers": []})
             await send({"type": "http.response.body", "body": body})
@@ -187,13 +194,23 @@ async def _over_http(url: str, runs: int, deadline: float) -> dict[str, Any]:
             errors.append(repr(exc))
 
     async with LangGraphClient(http) as client:
-        await client.http.client.get("/bench/reset")
-        t0 = time.perf_counter()
+        # Connections of their own: a pooled one may have been closed by the server.
+        async with httpx.AsyncClient() as side:
+            await side.post(f"{url}/bench/reset")
+        t0, c0 = time.perf_counter(), time.process_time()
         async with asyncio.timeout(deadline):
             await asyncio.gather(*(one() for _ in range(runs)))
-        wall = time.perf_counter() - t0
-        stats = (await client.http.client.get("/bench/stats")).json()
-    return {"first": first, "first_state": first_state, "wall": wall, "errors": errors, **stats}
+        wall, client_cpu = time.perf_counter() - t0, time.process_time() - c0
+        async with httpx.AsyncClient() as side:
+            stats = (await side.get(f"{url}/bench/stats")).json()
+    return {
+        "first": first,
+        "first_state": first_state,
+        "wall": wall,
+        "errors": errors,
+        "client_cpu_s": client_cpu,
+        **stats,
+    }
 
 
 async def _in_process(runs: int, fanout: int, deadline: float) -> dict[str, Any]:
@@ -206,7 +223,8 @@ async def _in_process(runs: int, fanout: int, deadline: float) -> dict[str, Any]
     async def one(rt: Any, i: int) -> None:
         t0 = time.perf_counter()
         try:
-            async with agent.astream("go", thread_id=f"t{i}", runtime=rt) as events:
+            # Stateless, as the server runs /runs/stream without a thread.
+            async with agent.astream("go", runtime=rt) as events:
                 seen = False
                 async for event in events:
                     if not seen:
@@ -219,6 +237,7 @@ async def _in_process(runs: int, fanout: int, deadline: float) -> dict[str, Any]
 
     async with anyio.create_task_group() as outer:
         outer.start_soon(ticker.run)
+        ticker.reset()
         t0 = time.perf_counter()
         with anyio.fail_after(deadline):
             async with open_runtime() as rt, anyio.create_task_group() as tg:
@@ -239,17 +258,22 @@ def _row(name: str, reps: list[dict[str, Any]], runs: int) -> str:
     def med(f: Any) -> float:
         return statistics.median(f(r) for r in reps)
 
-    text = (
+    parts = [
         f"  {name:10} first event p50 {med(lambda r: _percentile(r['first'], 0.5)) * 1000:7.1f} ms"
-        f" p99 {med(lambda r: _percentile(r['first'], 0.99)) * 1000:7.1f} ms |"
-        f" first update p50 {med(lambda r: _percentile(r['first_state'], 0.5)) * 1000:7.1f} ms |"
-        f" wall {med(lambda r: r['wall']):6.2f} s = {runs / med(lambda r: r['wall']):6.1f} runs/s |"
-        f" errors {max(len(r['errors']) for r in reps)} |"
-        f" timer late worst {med(lambda r: r['timer_worst_ms']):6.1f} ms"
+        f" p99 {med(lambda r: _percentile(r['first'], 0.99)) * 1000:7.1f} ms",
+        f"first update p50 {med(lambda r: _percentile(r['first_state'], 0.5)) * 1000:7.1f} ms",
+        f"wall {med(lambda r: r['wall']):6.2f} s = {runs / med(lambda r: r['wall']):6.1f} runs/s",
+        f"errors {max(len(r['errors']) for r in reps)}",
+        f"CPU {med(lambda r: r['cpu_s']) / runs * 1000:5.1f} ms/run",
+    ]
+    if "client_cpu_s" in reps[0]:
+        parts.append(f"client CPU {med(lambda r: r['client_cpu_s']) / runs * 1000:5.1f} ms/run")
+    parts.append(
+        f"timer late worst {med(lambda r: r['timer_worst_ms']):6.1f} ms"
         f" p99 {med(lambda r: r['timer_p99_ms']):5.1f} ms"
-        f" | peak RSS {med(lambda r: r['rss_mb']):5.0f} MiB"
     )
-    return text
+    parts.append(f"peak RSS {med(lambda r: r['rss_mb']):5.0f} MiB")
+    return " | ".join(parts)
 
 
 def main() -> None:

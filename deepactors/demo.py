@@ -240,12 +240,12 @@ def research_model(request: ModelRequest) -> AssistantMessage:
     memory = f" (Memory updated: {noted[-1]})" if noted else ""
     answer = ResearchReport(
         title="How the pieces fit",
-        summary="In short: " + CONCLUSION + memory,
+        summary="In short: " + CONCLUSION,
         report_path="/report.md",
         sources=[f"/notes/{_slug(t)}.md" for t in topics],
     )
     return AssistantMessage(
-        content="The report is in /report.md.",
+        content="The report is in /report.md. In short: " + CONCLUSION + memory,
         tool_calls=[ToolCall(name="ResearchReport", args=answer.model_dump())],
     )
 
@@ -352,10 +352,10 @@ def build_demo_agent(*, latency: float = 0.05) -> DeepAgent:
         FunctionModel(research_model, latency=latency, name="demo-model"),
         tools=[search_library],
         system_prompt="You research questions with researcher subagents and write reports.",
+        response_format=ResearchReport,
         backend=backend,
         memory=[MEMORY_PATH],
         skills=["/skills/"],
-        response_format=ResearchReport,
         subagents=[
             {
                 "name": "researcher",

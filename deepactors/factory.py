@@ -93,14 +93,14 @@ def create_deep_agent(
         middleware: Extra middleware, after the default stack.
         subagents: What ``task`` can start besides ``general-purpose``: dicts with
             ``name``, ``description``, ``system_prompt`` and optionally ``tools``,
-            ``model``, ``middleware``, ``timeout`` (seconds), ``response_format``,
-            ``budget`` (its own, inside the run's), ``permissions`` (instead of
-            the parent's), ``skills`` and ``interrupt_on``; or a prebuilt agent as
-            ``{"name", "description", "agent": <DeepAgent>}``. A dict named
-            ``general-purpose`` replaces the built-in one.
+            ``model``, ``middleware``, ``timeout`` (seconds), ``skills``,
+            ``interrupt_on``, ``response_format``, ``budget`` (its own, inside the
+            run's) and ``permissions`` (instead of the parent's); or a prebuilt
+            agent as ``{"name", "description", "agent": <DeepAgent>}``. A dict
+            named ``general-purpose`` replaces the built-in one.
         skills: Folders of ``<name>/SKILL.md`` skills in the backend (later ones
             override earlier ones by name); subagent dicts take ``skills`` too, and
-            the built-in ``general-purpose`` gets these.
+            ``general-purpose`` gets these.
         memory: Memory files (``AGENTS.md``) in the backend, shown to the model on
             every call and reloaded whenever they change.
         backend: Where the file tools keep files (default: in agent state).

@@ -17,14 +17,17 @@ from datetime import UTC, datetime
 from typing import Any, Literal, TypeAlias
 
 import anyio
+from anyio.streams.memory import MemoryObjectSendStream
 
 from ..actors import RunHandle
 from ..agent import DeepAgent
+from ..events import Event
 
 __all__ = [
     "AssistantRecord",
     "RunRecord",
     "RunStatus",
+    "Subscriber",
     "ThreadRecord",
     "ThreadStatus",
     "iso",
@@ -144,6 +147,21 @@ class ThreadRecord:
         }
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class Subscriber:
+    """A listener of a run's events: its stream, and whether it wants subagents' events.
+
+    A listener that streams only the root agent is not woken for the events of
+    subagents (most of a fan-out's events).
+    """
+
+    stream: MemoryObjectSendStream[Event]
+    subgraphs: bool = True
+
+    def wants(self, event: Event) -> bool:
+        return self.subgraphs or "/" not in event.path
+
+
 @dataclass(slots=True, kw_only=True, eq=False)
 class RunRecord:
     """One run: its protocol fields, its handle, and who listens to its events.
@@ -170,7 +188,7 @@ class RunRecord:
     handle: RunHandle | None = None
     cancel_requested: str | None = None  # "interrupt" or "rollback"
     cancelled: anyio.Event = field(default_factory=anyio.Event)
-    subscribers: list[Any] = field(default_factory=list)
+    subscribers: list[Subscriber] = field(default_factory=list)
     done: anyio.Event = field(default_factory=anyio.Event)
     result: dict[str, Any] | None = None
     finished_at: float | None = None

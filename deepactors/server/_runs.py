@@ -22,7 +22,7 @@ from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream
 from starlette.exceptions import HTTPException
 
 from ..actors import RunInput, Runtime, open_runtime, prepare_input
@@ -32,7 +32,7 @@ from ..events import Event
 from ..lc_views import interrupts_to_lc, values_to_lc
 from ..persistence import CheckpointWrite
 from ..tools import Command
-from ._records import AssistantRecord, RunRecord, RunStatus, ThreadRecord, new_uuid
+from ._records import AssistantRecord, RunRecord, RunStatus, Subscriber, ThreadRecord, new_uuid
 from ._schemas import RunCreate
 
 __all__ = ["RunManager"]
@@ -126,7 +126,7 @@ class RunManager:
         thread: ThreadRecord,
         body: RunCreate,
         *,
-        subscriber: MemoryObjectSendStream[Event] | None = None,
+        subscriber: Subscriber | None = None,
     ) -> RunRecord:
         """Validate a run, apply its multitask strategy, and start it.
 
@@ -188,13 +188,16 @@ class RunManager:
             return  # the thread actor's mailbox queues it
         await self.cancel(inflight, action=strategy, wait=True)
 
-    def subscribe(self, run: RunRecord) -> MemoryObjectReceiveStream[Event]:
-        """A stream of the run's events from now on (ends at once if the run ended)."""
+    def subscribe(self, run: RunRecord, *, subgraphs: bool) -> MemoryObjectReceiveStream[Event]:
+        """A stream of the run's events from now on (ends at once if the run ended).
+
+        Without ``subgraphs``, subagents' events are left out.
+        """
         send, receive = anyio.create_memory_object_stream[Event](math.inf)
         if run.done.is_set():
             send.close()
         else:
-            run.subscribers.append(send)
+            run.subscribers.append(Subscriber(send, subgraphs))
         return receive
 
     # -- driving a run ---------------------------------------------------------------
@@ -233,10 +236,12 @@ class RunManager:
                         run.status = "running"
                         run.updated_at = time.time()
                     for subscriber in list(run.subscribers):
+                        if not subscriber.wants(event):
+                            continue
                         try:
-                            subscriber.send_nowait(event)
+                            subscriber.stream.send_nowait(event)
                         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                            subscriber.close()  # that listener left
+                            subscriber.stream.close()  # that listener left
                             run.subscribers.remove(subscriber)
             try:
                 values = await handle.result()
@@ -263,7 +268,7 @@ class RunManager:
         run.updated_at = run.finished_at = time.time()
         run.result = result
         for subscriber in run.subscribers:
-            subscriber.close()
+            subscriber.stream.close()
         run.subscribers.clear()
         thread = run.thread
         try:

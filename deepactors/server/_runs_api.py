@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..lc_views import LangGraphStream
-from ._records import RunRecord, ThreadRecord, new_uuid
+from ._records import RunRecord, Subscriber, ThreadRecord, new_uuid
 from ._responses import EventSourceResponse, WaitResponse
 from ._runs import RunManager
 from ._schemas import RunCreate, RunsCancel, read_body
@@ -78,7 +78,7 @@ async def stream_run(request: Request) -> Response:
     manager = _manager(request)
     send, receive = anyio.create_memory_object_stream[Any](float("inf"))
     try:
-        run = await manager.create(thread, body, subscriber=send)
+        run = await manager.create(thread, body, subscriber=Subscriber(send, body.stream_subgraphs))
     except BaseException:
         send.close()
         receive.close()
@@ -192,10 +192,11 @@ async def join_stream(request: Request) -> Response:
             modes = json.loads(modes)
         except ValueError:
             raise HTTPException(422, f"stream_mode: not a mode or a JSON list: {modes!r}") from None
-    adapter = _adapter(modes, bool(run.kwargs.get("stream_subgraphs")), run.thread.thread_id)
+    subgraphs = bool(run.kwargs.get("stream_subgraphs"))
+    adapter = _adapter(modes, subgraphs, run.thread.thread_id)
     cancel = _flag(request, "cancel_on_disconnect")
     return EventSourceResponse(
-        manager.subscribe(run),
+        manager.subscribe(run, subgraphs=subgraphs),
         adapter,
         run_id=run.run_id,
         on_disconnect=lambda: _left(manager, run, cancel),

@@ -28,7 +28,8 @@ async def test_the_demo_uses_memory_and_a_skill_and_summarizes_a_long_run() -> N
     ]
     assert edits == [MEMORY_PATH]
     # The final call saw the memory the agent had just edited.
-    assert "Memory updated: Asked about: actors" in result["messages"][-1].text
+    last_ai = next(m for m in reversed(result["messages"]) if m.type == "ai")
+    assert "Memory updated: Asked about: actors" in last_ai.text
     # The report follows the skill: a one-line answer first, sources last.
     report = result["files"]["/report.md"].content
     assert report.splitlines()[2].startswith("In one line:")
