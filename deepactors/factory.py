@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
+from ._subagent_config import read_subagent_config
 from .actors import AgentSpec
 from .agent import DeepAgent
 from .backends import (
@@ -16,7 +15,6 @@ from .backends import (
     StateBackend,
     check_execute,
 )
-from .budget import Budget
 from .errors import ConfigurationError
 from .middleware import (
     GENERAL_PURPOSE,
@@ -328,32 +326,6 @@ def _build_spec(
     )
 
 
-class _SubAgentConfig(BaseModel):
-    """A subagent dict, checked: unknown keys and wrong types are refused by name.
-
-    ``prompt`` is older deepagents' name for ``system_prompt``; ``runnable`` is
-    deepagents' ``CompiledSubAgent`` key, here a prebuilt agent like ``agent``.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
-
-    name: str = Field(min_length=1)
-    description: str = Field(min_length=1)
-    system_prompt: str | None = None
-    prompt: str | None = None
-    tools: Sequence[Any] | None = None
-    model: Any = None
-    middleware: Sequence[Any] = ()
-    timeout: float | None = Field(None, gt=0)
-    interrupt_on: Mapping[str, Any] | None = None
-    skills: Sequence[str] | None = None
-    agent: DeepAgent | None = None
-    runnable: DeepAgent | None = None
-    response_format: Any = None
-    budget: Budget | None = None
-    permissions: Sequence[FilesystemPermission] | None = None
-
-
 def _subagent_specs(
     items: Sequence[SubAgentLike],
     *,
@@ -369,7 +341,7 @@ def _subagent_specs(
             continue
         if not isinstance(item, Mapping):
             raise ConfigurationError(f"a subagent must be a dict, not {type(item).__name__}")
-        config = _read_config(item)
+        config = read_subagent_config(item)
         prebuilt = config.agent or config.runnable
         prompt = config.system_prompt if config.system_prompt is not None else config.prompt
         if config.agent is not None and config.runnable is not None:
@@ -423,19 +395,6 @@ def _subagent_specs(
             0, SubAgentSpec(name=GENERAL_PURPOSE, description=GENERAL_PURPOSE_DESCRIPTION, agent=gp)
         )
     return specs
-
-
-def _read_config(item: Mapping[str, Any]) -> _SubAgentConfig:
-    try:
-        return _SubAgentConfig.model_validate(dict(item))
-    except ValidationError as exc:
-        label = item.get("name") if isinstance(item.get("name"), str) else None
-        first = exc.errors()[0]
-        where = ".".join(str(x) for x in first["loc"]) or "value"
-        known = ", ".join(sorted(_SubAgentConfig.model_fields))
-        extra = f" (known keys: {known})" if first["type"] == "extra_forbidden" else ""
-        who = f"subagent {label!r}" if label else "a subagent"
-        raise ConfigurationError(f"{who}: {where}: {first['msg']}{extra}") from None
 
 
 def _child_spec(

@@ -22,12 +22,19 @@ from deepactors.errors import (
     FileTooLarge,
     InvalidPath,
     IsADirectory,
-    NotADirectory,
     SpecialFile,
     UnsupportedOperation,
 )
 
 from ._fdpath import DIR_FLAGS, Anchor, open_anchor
+from ._fs_host import (
+    TEMP_FLAGS,
+    append_at,
+    encoded,
+    host_version,
+    is_utf8,
+    translate_os_error,
+)
 from ._glob import compile_glob
 from ._grep import (
     glob_filter,
@@ -58,41 +65,6 @@ __all__ = ["FilesystemBackend"]
 
 T = TypeVar("T")
 MIB = 1024 * 1024
-_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-_APPEND_FLAGS = (
-    os.O_WRONLY
-    | os.O_APPEND
-    | os.O_CREAT
-    | os.O_NOFOLLOW
-    | os.O_NONBLOCK
-    | getattr(os, "O_CLOEXEC", 0)
-)
-
-
-def _utf8(name: str) -> bool:
-    """Whether a host name is valid UTF-8 (otherwise it cannot be an agent path)."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _version(st: os.stat_result) -> str:
-    # The inode is in the token because our writes replace the file (new inode):
-    # two writes within one mtime tick that keep the size still differ.
-    return f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}"
-
-
-def _translate(exc: OSError, path: str) -> BackendError:
-    """The typed error for an ``OSError`` about agent path ``path``."""
-    if isinstance(exc, FileNotFoundError):
-        return FileNotFound(f"nothing at {path}", path=path)
-    if isinstance(exc, IsADirectoryError):
-        return IsADirectory(f"{path} is a folder", path=path)
-    if isinstance(exc, NotADirectoryError | FileExistsError):
-        return NotADirectory(f"a parent of {path} is a file, not a folder", path=path)
-    return BackendError(f"{path}: {exc.strerror or exc}", path=path)
 
 
 class FilesystemBackend(FilesOnly):
@@ -187,7 +159,7 @@ class FilesystemBackend(FilesOnly):
         except BackendError:
             raise  # PathOutsideRoot is a PermissionError, but already typed
         except OSError as exc:
-            raise _translate(exc, path) from None
+            raise translate_os_error(exc, path) from None
         finally:
             anchor.close()
 
@@ -210,7 +182,7 @@ class FilesystemBackend(FilesOnly):
         if stat_module.S_ISDIR(st.st_mode):
             return FileInfo(path=path, is_dir=True, modified=st.st_mtime)
         return FileInfo(
-            path=path, is_dir=False, size=st.st_size, modified=st.st_mtime, version=_version(st)
+            path=path, is_dir=False, size=st.st_size, modified=st.st_mtime, version=host_version(st)
         )
 
     def _ls_sync(self, path: str) -> list[FileInfo]:
@@ -222,7 +194,7 @@ class FilesystemBackend(FilesOnly):
                 entries = list(it)
             out = []
             for entry in entries:
-                if not _utf8(entry.name):
+                if not is_utf8(entry.name):
                     continue  # a name that is not UTF-8 cannot be an agent path
                 virtual = join(path, entry.name)
                 try:
@@ -262,7 +234,7 @@ class FilesystemBackend(FilesOnly):
     def _read_sync(self, path: str, offset: int, limit: int | None) -> ReadWindow:
         with self._opened(path) as anchor:
             content, st = self._load(anchor, path)
-        return make_window(path, split_lines(content), offset, limit, _version(st))
+        return make_window(path, split_lines(content), offset, limit, host_version(st))
 
     def _store(
         self, anchor: Anchor, path: str, content: str, expected: str | None
@@ -272,16 +244,7 @@ class FilesystemBackend(FilesOnly):
         Called under the write lock, which makes the ``expected`` version check
         and the write one step for writers through this backend.
         """
-        try:
-            data = content.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise BackendError(f"content for {path} is not valid text: {exc}", path=path) from None
-        if len(data) > self.max_write_bytes:
-            raise FileTooLarge(
-                f"content for {path} is {len(data)} bytes, over the write limit of "
-                f"{self.max_write_bytes}",
-                path=path,
-            )
+        data = encoded(path, content, self.max_write_bytes)
         with anchor.target(path, last="follow", create=True) as t:
             old = t.stat
             if not t.name or (old is not None and stat_module.S_ISDIR(old.st_mode)):
@@ -291,9 +254,9 @@ class FilesystemBackend(FilesOnly):
                     f"{path} is not a regular file (a FIFO, socket or device); it is not replaced",
                     path=path,
                 )
-            check_version(path, expected, None if old is None else _version(old))
+            check_version(path, expected, None if old is None else host_version(old))
             tmp = f".{t.name[:200]}.{secrets.token_hex(6)}.tmp"
-            fd = os.open(tmp, _TEMP_FLAGS, 0o600, dir_fd=t.parent_fd)
+            fd = os.open(tmp, TEMP_FLAGS, 0o600, dir_fd=t.parent_fd)
             try:
                 with open(fd, "wb") as f:
                     f.write(data)
@@ -307,7 +270,7 @@ class FilesystemBackend(FilesOnly):
                 with contextlib.suppress(OSError):
                     os.unlink(tmp, dir_fd=t.parent_fd)
                 raise
-        return _version(st), old is None
+        return host_version(st), old is None
 
     def _write_sync(self, path: str, content: str, expected: str | None) -> WriteResult:
         with self._write_lock, self._opened(path, create=True) as anchor:
@@ -315,16 +278,7 @@ class FilesystemBackend(FilesOnly):
         return WriteResult(path=path, version=version, created=created)
 
     def _append_sync(self, path: str, content: str) -> WriteResult:
-        try:
-            data = content.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise BackendError(f"content for {path} is not valid text: {exc}", path=path) from None
-        if len(data) > self.max_write_bytes:
-            raise FileTooLarge(
-                f"content for {path} is {len(data)} bytes, over the write limit of "
-                f"{self.max_write_bytes}",
-                path=path,
-            )
+        data = encoded(path, content, self.max_write_bytes)
         # Under the write lock: an edit (read, replace, rename) in between would
         # otherwise replace the file with a copy that lacks this append.
         with (
@@ -335,23 +289,8 @@ class FilesystemBackend(FilesOnly):
             old = t.stat
             if not t.name or (old is not None and stat_module.S_ISDIR(old.st_mode)):
                 raise IsADirectory(f"{path} is a folder", path=path)
-            # O_NOFOLLOW: a symlink swapped in since the walk is refused, not followed;
-            # O_NONBLOCK: a FIFO swapped in fails instead of waiting for a reader.
-            fd = os.open(t.name, _APPEND_FLAGS, 0o644, dir_fd=t.parent_fd)
-            try:
-                if not stat_module.S_ISREG(os.fstat(fd).st_mode):
-                    raise SpecialFile(
-                        f"{path} is not a regular file (a FIFO, socket or device); "
-                        "nothing is appended",
-                        path=path,
-                    )
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                st = os.fstat(fd)
-            finally:
-                os.close(fd)
-        return WriteResult(path=path, version=_version(st), created=old is None)
+            st = append_at(t.parent_fd, t.name, data, path)
+        return WriteResult(path=path, version=host_version(st), created=old is None)
 
     def _edit_sync(
         self, path: str, old: str, new: str, replace_all: bool, expected: str | None
@@ -360,11 +299,11 @@ class FilesystemBackend(FilesOnly):
         # Nothing in it can block for long: the read never waits on a FIFO.
         with self._write_lock, self._opened(path) as anchor:
             content, st = self._load(anchor, path)
-            check_version(path, expected, _version(st))
+            check_version(path, expected, host_version(st))
             changed, count = apply_edit(content, old, new, replace_all=replace_all, path=path)
             # The version read is expected again: a change by another process
             # between the read and the write is refused rather than lost.
-            version, _ = self._store(anchor, path, changed, _version(st))
+            version, _ = self._store(anchor, path, changed, host_version(st))
         return EditResult(path=path, version=version, replacements=count)
 
     def _delete_sync(self, path: str) -> None:
@@ -394,7 +333,7 @@ class FilesystemBackend(FilesOnly):
             except OSError:
                 return
             for entry in entries:
-                if not _utf8(entry.name):
+                if not is_utf8(entry.name):
                     continue
                 virtual = join(folder, entry.name)
                 try:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import datetime
 import email.utils
+import importlib
 import re
 import time
 from collections.abc import Mapping
+from typing import Final
 
 import anthropic
 
@@ -18,7 +20,7 @@ from deepactors.errors import (
     RateLimitError,
 )
 
-__all__ = ["map_error", "parse_retry_after"]
+__all__ = ["TRANSPORT_ERRORS", "map_error", "parse_retry_after", "transport_failure"]
 
 # How the API words a prompt that does not fit ("prompt is too long: 215000 tokens >
 # 200000 maximum", "input length and `max_tokens` exceed context limit: ...").
@@ -89,3 +91,27 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
         # which .timestamp() would read as local time.
         when = when.replace(tzinfo=datetime.UTC)
     return max(when.timestamp() - time.time(), 0.0)
+
+
+def _transport_errors() -> tuple[type[Exception], ...]:
+    # The SDK wraps transport failures of the request itself in APIConnectionError,
+    # but not those raised while a stream is read: those come straight from its HTTP
+    # library, which is the httpx fork ``httpx2`` in current SDKs and httpx before.
+    found: list[type[Exception]] = []
+    for name in ("httpx2", "httpx"):
+        try:
+            found.append(importlib.import_module(name).TransportError)
+        except ImportError:
+            continue
+    return tuple(found)
+
+
+TRANSPORT_ERRORS: Final = _transport_errors()
+"""The HTTP library's transport errors, which the SDK does not wrap mid-stream."""
+
+
+def transport_failure(exc: Exception) -> ModelConnectionError:
+    """The error for a transport failure raised while a stream is read."""
+    kind = "timed out" if "Timeout" in type(exc).__name__ else "broke off"
+    detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return ModelConnectionError(f"the connection to the Anthropic API {kind}: {detail}")

@@ -78,7 +78,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import importlib
 from collections.abc import AsyncGenerator, Mapping
 from types import TracebackType
 from typing import Any, ClassVar, Final, cast
@@ -91,7 +90,6 @@ from deepactors._loops import PerLoop
 from deepactors.errors import (
     ConfigurationError,
     ContextWindowExceeded,
-    ModelConnectionError,
 )
 from deepactors.events import CustomEvent
 from deepactors.messages import AssistantMessage
@@ -109,7 +107,7 @@ from ._anthropic_convert import (
     system_to_api,
     tools_to_api,
 )
-from ._anthropic_errors import map_error
+from ._anthropic_errors import TRANSPORT_ERRORS, map_error, transport_failure
 from ._anthropic_stream import StreamAccumulator
 from ._anthropic_windows import context_window_for
 from ._base import STRUCTURED_OUTPUT, ModelRequest, StreamPart
@@ -153,28 +151,6 @@ SETTINGS_KEYS: Final = frozenset(
 """The ``ModelRequest.settings`` keys that go into the request body as they are."""
 
 _SDK_OPTIONS: Final = ("extra_headers", "timeout")
-
-
-def _transport_errors() -> tuple[type[Exception], ...]:
-    # The SDK wraps transport failures of the request itself in APIConnectionError,
-    # but not those raised while a stream is read: those come straight from its HTTP
-    # library, which is the httpx fork ``httpx2`` in current SDKs and httpx before.
-    found: list[type[Exception]] = []
-    for name in ("httpx2", "httpx"):
-        try:
-            found.append(importlib.import_module(name).TransportError)
-        except ImportError:
-            continue
-    return tuple(found)
-
-
-_TRANSPORT_ERRORS: Final = _transport_errors()
-
-
-def _transport_failure(exc: Exception) -> ModelConnectionError:
-    kind = "timed out" if "Timeout" in type(exc).__name__ else "broke off"
-    detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    return ModelConnectionError(f"the connection to the Anthropic API {kind}: {detail}")
 
 
 # Above this, the SDK's plain (non-streaming) request would be expected to outlast its
@@ -315,8 +291,8 @@ class AnthropicModel:
             response = None
         except anthropic.APIError as exc:
             raise map_error(exc) from exc
-        except _TRANSPORT_ERRORS as exc:
-            raise _transport_failure(exc) from exc
+        except TRANSPORT_ERRORS as exc:
+            raise transport_failure(exc) from exc
         finally:
             self.limiter.release()
         if response is None:
@@ -378,10 +354,10 @@ class AnthropicModel:
                         yield delta
         except anthropic.APIError as exc:
             raise map_error(exc) from exc
-        except _TRANSPORT_ERRORS as exc:
+        except TRANSPORT_ERRORS as exc:
             # A stream cut off midway (reset, read timeout, truncated chunk) is as
             # passing a failure as a refused connection, and as worth retrying.
-            raise _transport_failure(exc) from exc
+            raise transport_failure(exc) from exc
         finally:
             self.limiter.release()
         yield _checked(acc.result())

@@ -53,7 +53,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("actors",),
     ("middleware._subagents", "middleware"),
     ("agent", "_agent_threads", "_agent_parts", "_lg_stream"),
-    ("factory", "demo"),
+    ("factory", "demo", "_subagent_config"),
     ("server", "_live"),
     ("cli", "__main__", "__init__"),
 ]
