@@ -22,6 +22,8 @@ import pytest
 import trio
 from blockbuster import blockbuster_ctx
 
+from tests.pgserver import PostgresServer
+
 
 # Explicit, so a missing trio fails the suite instead of silently skipping it.
 @pytest.fixture(
@@ -51,3 +53,20 @@ def blocking_detector(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(bb_module, "asyncio", _LoopProbe)
     with blockbuster_ctx(["deepactors"]):
         yield
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One private PostgreSQL server for the whole test session (tests/pgserver.py).
+
+    Tests that share it keep apart by thread ids or by :func:`postgres_dsn`'s
+    fresh database each.
+    """
+    with PostgresServer() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_dsn(postgres_server: PostgresServer) -> str:
+    """A fresh, empty database on the session's server, for one test."""
+    return postgres_server.new_database()
