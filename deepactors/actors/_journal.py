@@ -131,7 +131,13 @@ class Restored:
         for record in self.by_path.get(path, ()):
             where = self._where(record)
             if record.kind == "update":
-                state.apply(self._update(record.data, where, state))
+                change = self._update(record.data, where, state)
+                try:
+                    state.apply(change)
+                except ValueError as exc:
+                    # A stored change that does not fit the state the records
+                    # before it built (an append to a file that is not there).
+                    raise CheckpointCorrupt(f"{where}: {exc}") from None
             elif record.kind == "tool_result":
                 try:
                     message, update = decode_tool_result(record.data, where=where, state=state)
