@@ -257,12 +257,48 @@ class _Appended:
 def _resolve_files(current: Any, value: Any) -> tuple[Any, MergeResult | None]:
     if isinstance(value, FileDiff):
         result = merge(current, value)
-        return result.changes, result
-    if any(isinstance(v, _Appended) for v in value.values()):
-        return {
-            p: v.on(p, current.get(p)) if isinstance(v, _Appended) else v for p, v in value.items()
-        }, None
-    return value, None
+        return _settle_appends(current, result.changes), result
+    return _settle_appends(current, value), None
+
+
+def _settle_appends(current: dict[str, FileRecord], update: Any) -> Any:
+    """The update with every append tied to the state it lands on.
+
+    A stored append (read back from a checkpoint) becomes its record. A record
+    that says it grew from an older version, but lands on another one (a child
+    that appended twice, merged over the version it started from), becomes a
+    plain record, so its checkpoint stores it whole instead of an append that
+    would not replay. The update itself comes back when nothing changed.
+    """
+    settled: dict[str, Any] | None = None
+    for path, value in update.items():
+        if isinstance(value, _Appended):
+            value = value.on(path, current.get(path))
+        elif isinstance(value, FileRecord) and value.appended_at is not None:
+            if _grows(current.get(path), value):
+                continue
+            value = FileRecord(
+                content=value.content,
+                version=value.version,
+                created_at=value.created_at,
+                modified_at=value.modified_at,
+            )
+        else:
+            continue
+        if settled is None:
+            settled = dict(update)
+        settled[path] = value
+    return update if settled is None else settled
+
+
+def _grows(base: FileRecord | None, record: FileRecord) -> bool:
+    """Whether ``record`` is ``base`` with text added at its end (the stored append's claim)."""
+    return (
+        base is not None
+        and base.version == record.version - 1
+        and len(base.content) == record.appended_at
+        and record.content.startswith(base.content)
+    )
 
 
 _DIFF_KEY = "__diff__"  # never a path: paths start with "/"

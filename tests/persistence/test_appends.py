@@ -95,3 +95,38 @@ async def test_an_append_that_does_not_fit_the_file_is_a_damaged_checkpoint(
     assert "appended to /log.md at version 1" in str(info.value)
     await saver.aclose()
     await other.aclose()
+
+
+async def test_a_child_that_appended_twice_merges_into_a_checkpoint_that_replays(
+    tmp_path: Path,
+) -> None:
+    # The child's last version grew from its own middle version, which the parent
+    # never had: the parent's checkpoint must store that record whole.
+    saver = SqliteCheckpointer(tmp_path / "t.db")
+    child = ScriptedModel(
+        [
+            AssistantMessage(tool_calls=[ToolCall(name="log", args={"line": "two\n"})]),
+            AssistantMessage(tool_calls=[ToolCall(name="log", args={"line": "three\n"})]),
+            "logged twice",
+        ]
+    )
+    parent = ScriptedModel(
+        [
+            AssistantMessage(tool_calls=[ToolCall(name="log", args={"line": "one\n"})]),
+            AssistantMessage(
+                tool_calls=[
+                    ToolCall(name="task", args={"description": "log", "subagent_type": "logger"})
+                ]
+            ),
+            "done",
+        ]
+    )
+    logger = {"name": "logger", "description": "logs", "system_prompt": "log", "model": child}
+    agent = create_deep_agent(parent, tools=[log], subagents=[logger], checkpointer=saver)
+    result = await agent.ainvoke("go", thread_id="t")
+    assert result["files"]["/log.md"].content == "one\ntwo\nthree\n"
+
+    again = create_deep_agent(ScriptedModel(["more"]), tools=[log], checkpointer=saver)
+    state = await again.aget_state("t")
+    assert state.values["files"]["/log.md"] == result["files"]["/log.md"]
+    await saver.aclose()
