@@ -155,7 +155,7 @@ class Subscriber:
     subagents (most of a fan-out's events).
     """
 
-    stream: MemoryObjectSendStream[Event]
+    stream: MemoryObjectSendStream[Event | bytes]
     subgraphs: bool = True
 
     def wants(self, event: Event) -> bool:
@@ -173,6 +173,8 @@ class RunRecord:
         subscribers: Streams of listeners that receive the run's raw events.
         done: Set when the run has ended and its record is final.
         result: The run's final values as JSON, once done (or its error).
+        remote: Driven by another server process (shared through the relay);
+            this record follows it.
     """
 
     run_id: str
@@ -192,6 +194,7 @@ class RunRecord:
     done: anyio.Event = field(default_factory=anyio.Event)
     result: dict[str, Any] | None = None
     finished_at: float | None = None
+    remote: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The protocol's ``Run``."""

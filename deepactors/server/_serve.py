@@ -19,13 +19,14 @@ from starlette.applications import Starlette
 from ..agent import DeepAgent
 from ..demo import build_demo_agent
 from ..errors import ConfigurationError
-from ..persistence import SqliteCheckpointer, SqliteStore
+from ..persistence import Checkpointer, SqliteCheckpointer, SqliteStore, Store
 from ._app import create_app
 
 __all__ = ["ServeOptions", "load_agents", "serve"]
 
 _TARGET_ENV = "DEEPACTORS_SERVE_TARGET"
 _DB_ENV = "DEEPACTORS_SERVE_DB"
+_RUNS_DB_ENV = "DEEPACTORS_SERVE_RUNS_DB"
 GRACEFUL_SECONDS = 3.0
 """How long open streams may run on at shutdown before their runs are cancelled."""
 
@@ -40,6 +41,14 @@ class ServeOptions:
     db: str | None = None
     loop: str = "asyncio"
     workers: int = 1
+    runs_db: str | None = None
+
+    @property
+    def shared_runs(self) -> str | None:
+        """The PostgreSQL DSN runs are shared through: ``--runs-db``, else a PostgreSQL ``--db``."""
+        if self.runs_db is not None:
+            return self.runs_db
+        return self.db if self.db is not None and is_postgres(self.db) else None
 
 
 def load_agents(target: str | None) -> dict[str, DeepAgent]:
@@ -80,17 +89,45 @@ def load_agents(target: str | None) -> dict[str, DeepAgent]:
     raise ConfigurationError(f"{target} is not a DeepAgent or a dict of them: {value!r}")
 
 
-def build_app(target: str | None, db: str | None) -> Starlette:
-    """The app ``serve`` runs: the agents, with SQLite threads and store when ``db``."""
+def is_postgres(db: str) -> bool:
+    """Whether ``db`` names a PostgreSQL database (else it is a SQLite file)."""
+    return db.startswith(("postgresql://", "postgres://"))
+
+
+def persistence_for(db: str) -> tuple[Checkpointer, Store]:
+    """The checkpointer and store ``--db`` names: a SQLite file, or PostgreSQL.
+
+    Raises:
+        ConfigurationError: PostgreSQL threads are not available in this build.
+    """
+    if is_postgres(db):
+        # Threads in PostgreSQL (with their leases across processes) come with
+        # PostgresCheckpointer/PostgresStore; until then, share runs through
+        # PostgreSQL (--runs-db) and threads through one SQLite file (--db).
+        raise ConfigurationError(
+            "threads in PostgreSQL need PostgresCheckpointer, not in this build: "
+            "give --db a SQLite file and --runs-db postgresql://..."
+        )
+    return SqliteCheckpointer(db), SqliteStore(db)
+
+
+def build_app(target: str | None, db: str | None, runs_db: str | None = None) -> Starlette:
+    """The app ``serve`` runs: the agents, with threads and store in ``db`` when
+    given, and runs shared through ``runs_db`` (PostgreSQL) when given."""
     agents = load_agents(target)
     if db is None:
-        return create_app(agents)
-    return create_app(agents, checkpointer=SqliteCheckpointer(db), store=SqliteStore(db))
+        return create_app(agents, runs_db=runs_db)
+    checkpointer, store = persistence_for(db)
+    return create_app(agents, checkpointer=checkpointer, store=store, runs_db=runs_db)
 
 
 def worker_app() -> Starlette:
     """The app of one uvicorn worker process (``--workers``), from the environment."""
-    return build_app(os.environ.get(_TARGET_ENV) or None, os.environ.get(_DB_ENV) or None)
+    return build_app(
+        os.environ.get(_TARGET_ENV) or None,
+        os.environ.get(_DB_ENV) or None,
+        os.environ.get(_RUNS_DB_ENV) or None,
+    )
 
 
 def serve(options: ServeOptions) -> None:
@@ -104,7 +141,7 @@ def serve(options: ServeOptions) -> None:
     if options.workers > 1:
         _serve_workers(options)
         return
-    app = build_app(options.target, options.db)
+    app = build_app(options.target, options.db, options.shared_runs)
     if options.loop == "trio":
         _serve_trio(app, options)
     elif options.loop == "asyncio":
@@ -141,15 +178,22 @@ def _serve_trio(app: Starlette, options: ServeOptions) -> None:
 
 
 def _serve_workers(options: ServeOptions) -> None:
-    """Several processes (uvicorn only). Each has its own runtime and thread actors,
-    so the threads must be shared through ``--db`` and a thread's runs must reach
-    one process at a time (a proxy that routes by thread id)."""
+    """Several uvicorn processes on one socket. Each has its own runtime and thread
+    actors; threads are shared through ``--db`` (whose lease keeps one run of a
+    thread at a time across processes) and runs through PostgreSQL, so whichever
+    process a request reaches can find, join, stream and cancel any run."""
     if options.loop != "asyncio":
         raise ConfigurationError("--workers > 1 runs uvicorn processes: use --loop asyncio")
     if options.db is None:
         raise ConfigurationError("--workers > 1 needs --db: processes share threads through it")
+    if options.shared_runs is None:
+        raise ConfigurationError(
+            "--workers > 1 shares runs through PostgreSQL: give --db postgresql://... "
+            "(or --runs-db postgresql://...)"
+        )
     os.environ[_TARGET_ENV] = options.target or ""
     os.environ[_DB_ENV] = options.db
+    os.environ[_RUNS_DB_ENV] = options.shared_runs
     uvicorn.run(
         "deepactors.server._serve:worker_app",
         factory=True,

@@ -1,0 +1,392 @@
+"""Runs shared by server processes through PostgreSQL (``--runs-db postgresql://``).
+
+Tables (made on first use, under an advisory lock so processes starting
+together do not race on ``CREATE``):
+
+- ``deepactors_runs``: one row per run: its protocol fields, its status, its
+  final values, and its *owner*, the backend pid and start time of the owning
+  process's ``LISTEN`` connection. A process that dies closes that connection,
+  so a run whose owner is no longer in ``pg_stat_activity`` is known to be lost.
+- ``deepactors_run_watches``: a follower in another process wants a run's
+  stream in these modes.
+- ``deepactors_run_events``: SSE frames the owner rendered for those watches,
+  numbered per run.
+
+Notifications on one channel carry ids only (``NOTIFY`` payloads are small, and
+rows are the truth): ``r:<run>`` the run's row or frames changed, ``w:<run>``
+a watch was added (for the owner), ``c:<run>:<action>`` cancel it (for the owner).
+
+The owner never waits on the database while it drives a run: status changes and
+frames go through one writer task, which writes whatever has accumulated in one
+transaction (group commit) and notifies once per run touched. Only creating a
+run is awaited, so that any process can find the run as soon as its id is out.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import structlog
+from anyio.abc import TaskGroup, TaskStatus
+from anyio.streams.memory import MemoryObjectSendStream
+from psycopg.types.json import Jsonb
+
+from ..events import Event
+from ..lc_views import LangGraphStream
+from ._pg_db import Op, PgDatabase
+from ._records import RunRecord, new_uuid
+from ._relay import FINAL, CancelHandler, SharedRun
+from ._responses import part_frames
+
+__all__ = ["PgRelay"]
+
+_log = structlog.get_logger("deepactors.server")
+
+CHANNEL = "deepactors_runs"
+LIVENESS_EVERY = 2.0
+"""Seconds a follower waits for news before checking the owner is still alive."""
+
+_SCHEMA = [
+    "SELECT pg_advisory_xact_lock(7340238921)",
+    """CREATE TABLE IF NOT EXISTS deepactors_runs (
+        run_id text PRIMARY KEY, thread_id text NOT NULL, graph_id text NOT NULL,
+        status text NOT NULL, metadata jsonb NOT NULL, kwargs jsonb NOT NULL,
+        multitask_strategy text NOT NULL, result jsonb,
+        owner_pid integer NOT NULL, owner_start timestamptz NOT NULL,
+        created_at double precision NOT NULL, updated_at double precision NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS deepactors_runs_thread ON deepactors_runs (thread_id)",
+    """CREATE TABLE IF NOT EXISTS deepactors_run_watches (
+        run_id text NOT NULL, watch_id text NOT NULL, modes jsonb NOT NULL,
+        subgraphs boolean NOT NULL, PRIMARY KEY (run_id, watch_id))""",
+    """CREATE TABLE IF NOT EXISTS deepactors_run_events (
+        run_id text NOT NULL, seq integer NOT NULL, watch_id text NOT NULL,
+        frame text NOT NULL, PRIMARY KEY (run_id, seq))""",
+]
+_COLUMNS = (
+    "run_id, thread_id, graph_id, status, metadata, kwargs, multitask_strategy,"
+    " created_at, updated_at, result"
+)
+_LOST = {"__error__": {"error": "WorkerLost", "message": "the server process running it died"}}
+# A run whose owner's LISTEN connection is gone is lost: marked so in one statement.
+_MARK_LOST = """UPDATE deepactors_runs r SET status = 'error', result = %s, updated_at = %s
+    WHERE status IN ('pending', 'running') AND {where} AND NOT EXISTS (
+        SELECT 1 FROM pg_stat_activity a
+        WHERE a.pid = r.owner_pid AND a.backend_start = r.owner_start)"""
+
+
+def _jsonb(value: Any) -> Jsonb:
+    return Jsonb(value, dumps=lambda v: json.dumps(v, default=repr))
+
+
+def _shared(row: tuple[Any, ...]) -> SharedRun:
+    run_id, thread_id, graph_id, status, metadata, kwargs, strategy, created, updated, result = row
+    return SharedRun(
+        run_id=run_id,
+        thread_id=thread_id,
+        graph_id=graph_id,
+        status=status,
+        metadata=metadata,
+        kwargs=kwargs,
+        multitask_strategy=strategy,
+        created_at=created,
+        updated_at=updated,
+        result=result,
+    )
+
+
+@dataclass(slots=True, eq=False)
+class _Owned:
+    """A run this process drives: the watches other processes hold on it."""
+
+    run: RunRecord
+    watches: dict[str, LangGraphStream] = field(default_factory=dict)
+    seq: int = 0
+
+
+@dataclass(slots=True, eq=False)
+class _Followed:
+    """A run of another process that this one follows."""
+
+    wake: anyio.Event = field(default_factory=anyio.Event)
+    streams: dict[str, MemoryObjectSendStream[Event | bytes]] = field(default_factory=dict)
+
+
+class PgRelay:
+    """Runs shared through PostgreSQL (see the module docstring).
+
+    Args:
+        dsn: The database (``postgresql://...``).
+    """
+
+    shared = True
+
+    def __init__(self, dsn: str) -> None:
+        self._db = PgDatabase(dsn)
+        self._owned: dict[str, _Owned] = {}
+        self._followed: dict[str, _Followed] = {}
+        self._on_cancel: CancelHandler | None = None
+        self._owner: tuple[int, Any] | None = None
+        self._send, self._receive = anyio.create_memory_object_stream[tuple[Op, str | None]](
+            math.inf
+        )
+        self._flushed = anyio.Event()
+        self._tg: TaskGroup | None = None
+
+    async def serve(
+        self, on_cancel: CancelHandler, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Open the database, listen, and write what runs report, until cancelled."""
+        self._on_cancel = on_cancel
+        await self._db.open()
+        try:
+            await self._db.run([(sql, ()) for sql in _SCHEMA])
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                pid = await tg.start(self._db.listen, CHANNEL, self._notified)
+                rows = await self._db.run(
+                    [("SELECT backend_start FROM pg_stat_activity WHERE pid = %s", (pid,))]
+                )
+                self._owner = (pid, rows[0][0])
+                # Runs of processes that died while this one was not running.
+                await self._db.run(
+                    [(_MARK_LOST.format(where="TRUE"), (_jsonb(_LOST), time.time()))]
+                )
+                task_status.started()
+                await self._write()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._db.aclose()
+
+    async def aclose(self) -> None:
+        """Write the status changes still pending (bounded wait)."""
+        self._send.close()
+        with anyio.move_on_after(5):
+            await self._flushed.wait()
+
+    # -- the owner's side ------------------------------------------------------------
+
+    async def created(self, run: RunRecord) -> None:
+        assert self._owner is not None, "serve() first"
+        now = time.time()
+        await self._db.run(
+            [
+                (
+                    f"INSERT INTO deepactors_runs ({_COLUMNS}, owner_pid, owner_start)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, NULL, %s, %s)",
+                    (
+                        run.run_id,
+                        run.thread.thread_id,
+                        run.assistant.graph_id,
+                        run.status,
+                        _jsonb(run.metadata),
+                        _jsonb(run.kwargs),
+                        run.multitask_strategy,
+                        run.created_at,
+                        now,
+                        *self._owner,
+                    ),
+                )
+            ]
+        )
+        self._owned[run.run_id] = _Owned(run)
+
+    def started(self, run: RunRecord) -> None:
+        self._queue(
+            "UPDATE deepactors_runs SET status = %s, updated_at = %s WHERE run_id = %s",
+            (run.status, run.updated_at, run.run_id),
+            run.run_id,
+        )
+
+    def event(self, run: RunRecord, event: Event) -> None:
+        owned = self._owned.get(run.run_id)
+        if owned is None or not owned.watches:
+            return
+        for watch_id, adapter in owned.watches.items():
+            frame = part_frames(adapter.feed(event))
+            if frame:
+                owned.seq += 1
+                self._queue(
+                    "INSERT INTO deepactors_run_events (run_id, seq, watch_id, frame)"
+                    " VALUES (%s, %s, %s, %s)",
+                    (run.run_id, owned.seq, watch_id, frame.decode()),
+                    run.run_id,
+                )
+
+    def finished(self, run: RunRecord, values: dict[str, Any]) -> None:
+        self._owned.pop(run.run_id, None)
+        self._queue(
+            "UPDATE deepactors_runs SET status = %s, result = %s, updated_at = %s"
+            " WHERE run_id = %s",
+            (run.status, _jsonb(values), run.updated_at, run.run_id),
+            run.run_id,
+        )
+        self._queue("DELETE FROM deepactors_run_watches WHERE run_id = %s", (run.run_id,), None)
+
+    def _queue(self, sql: str, params: tuple[Any, ...], notify: str | None) -> None:
+        try:
+            self._send.send_nowait(((sql, params), notify))
+        except anyio.ClosedResourceError:
+            _log.warning("run relay closed: a run's change is not shared", sql=sql[:40])
+
+    async def _write(self) -> None:
+        """Write queued changes in batches (one transaction, one notify per run)."""
+        try:
+            async with self._receive:
+                async for first in self._receive:
+                    batch = [first]
+                    while True:
+                        try:
+                            batch.append(self._receive.receive_nowait())
+                        except (anyio.WouldBlock, anyio.EndOfStream):
+                            break
+                    ops = [op for op, _ in batch]
+                    runs = dict.fromkeys(n for _, n in batch if n is not None)
+                    ops.extend(("SELECT pg_notify(%s, %s)", (CHANNEL, f"r:{r}")) for r in runs)
+                    try:
+                        await self._db.run(ops)
+                    except Exception as exc:  # the runs go on; their followers time out
+                        _log.error("run relay write failed", error=repr(exc))
+        finally:
+            self._flushed.set()
+
+    def _notified(self, payload: str) -> None:
+        kind, _, rest = payload.partition(":")
+        if kind == "r":
+            followed = self._followed.get(rest)
+            if followed is not None:
+                followed.wake.set()
+        elif kind == "w" and rest in self._owned:
+            self._spawn(self._load_watches, rest)
+        elif kind == "c":
+            run_id, _, action = rest.partition(":")
+            if run_id in self._owned and self._on_cancel is not None:
+                self._on_cancel(run_id, action)
+
+    def _spawn(self, fn: Any, *args: Any) -> None:
+        if self._tg is not None:
+            self._tg.start_soon(fn, *args)
+
+    async def _load_watches(self, run_id: str) -> None:
+        owned = self._owned.get(run_id)
+        if owned is None:
+            return
+        try:
+            rows = await self._db.run(
+                [
+                    (
+                        "SELECT watch_id, modes, subgraphs FROM deepactors_run_watches"
+                        " WHERE run_id = %s",
+                        (run_id,),
+                    )
+                ]
+            )
+        except Exception as exc:
+            _log.error("run relay: reading watches failed", run_id=run_id, error=repr(exc))
+            return
+        for watch_id, modes, subgraphs in rows:
+            if watch_id not in owned.watches:
+                owned.watches[watch_id] = LangGraphStream(
+                    modes, subgraphs=subgraphs, thread_id=owned.run.thread.thread_id
+                )
+
+    # -- a follower's side -----------------------------------------------------------
+
+    async def find(self, run_id: str) -> SharedRun | None:
+        rows = await self._db.run(
+            [
+                (_MARK_LOST.format(where="run_id = %s"), (_jsonb(_LOST), time.time(), run_id)),
+                (f"SELECT {_COLUMNS} FROM deepactors_runs WHERE run_id = %s", (run_id,)),
+            ]
+        )
+        return _shared(rows[0]) if rows else None
+
+    async def runs_of(self, thread_id: str) -> list[SharedRun]:
+        rows = await self._db.run(
+            [
+                (
+                    f"SELECT {_COLUMNS} FROM deepactors_runs WHERE thread_id = %s"
+                    " ORDER BY created_at",
+                    (thread_id,),
+                )
+            ]
+        )
+        return [_shared(r) for r in rows]
+
+    async def cancel(self, run_id: str, action: str) -> None:
+        await self._db.run([("SELECT pg_notify(%s, %s)", (CHANNEL, f"c:{run_id}:{action}"))])
+
+    async def watch(
+        self,
+        run: RunRecord,
+        stream: MemoryObjectSendStream[Event | bytes],
+        modes: Any,
+        subgraphs: bool,
+    ) -> None:
+        followed = self._followed.setdefault(run.run_id, _Followed())
+        watch_id = new_uuid()
+        followed.streams[watch_id] = stream
+        await self._db.run(
+            [
+                (
+                    "INSERT INTO deepactors_run_watches (run_id, watch_id, modes, subgraphs)"
+                    " VALUES (%s, %s, %s, %s)",
+                    (run.run_id, watch_id, _jsonb(modes), subgraphs),
+                ),
+                ("SELECT pg_notify(%s, %s)", (CHANNEL, f"w:{run.run_id}")),
+            ]
+        )
+
+    async def follow(self, run: RunRecord) -> None:
+        followed = self._followed.setdefault(run.run_id, _Followed())
+        last = 0
+        try:
+            while True:
+                wake = followed.wake = anyio.Event()
+                rows = await self._db.run(
+                    [
+                        (
+                            _MARK_LOST.format(where="run_id = %s"),
+                            (_jsonb(_LOST), time.time(), run.run_id),
+                        ),
+                        (
+                            "SELECT status, updated_at, result FROM deepactors_runs"
+                            " WHERE run_id = %s",
+                            (run.run_id,),
+                        ),
+                    ]
+                )
+                frames = await self._db.run(
+                    [
+                        (
+                            "SELECT seq, watch_id, frame FROM deepactors_run_events"
+                            " WHERE run_id = %s AND seq > %s ORDER BY seq",
+                            (run.run_id, last),
+                        )
+                    ]
+                )
+                for seq, watch_id, frame in frames:
+                    last = seq
+                    stream = followed.streams.get(watch_id)
+                    if stream is not None:
+                        try:
+                            stream.send_nowait(frame.encode())
+                        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                            followed.streams.pop(watch_id, None)
+                status, updated_at, result = rows[0] if rows else ("error", time.time(), None)
+                run.status, run.updated_at = status, updated_at
+                if status in FINAL:
+                    run.result = result or {}
+                    run.finished_at = updated_at
+                    return
+                with anyio.move_on_after(LIVENESS_EVERY):
+                    await wake.wait()
+        finally:
+            self._followed.pop(run.run_id, None)
+            for stream in followed.streams.values():
+                stream.close()
+            run.done.set()
