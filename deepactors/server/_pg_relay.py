@@ -40,7 +40,7 @@ from ..events import Event
 from ..lc_views import LangGraphStream
 from ._pg_db import Op, PgDatabase
 from ._records import RunRecord, new_uuid
-from ._relay import FINAL, CancelHandler, SharedRun
+from ._relay import FINAL, CancelHandler, SharedRun, SharedThread
 from ._responses import part_frames
 
 __all__ = ["PgRelay"]
@@ -60,6 +60,9 @@ _SCHEMA = [
         owner_pid integer NOT NULL, owner_start timestamptz NOT NULL,
         created_at double precision NOT NULL, updated_at double precision NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS deepactors_runs_thread ON deepactors_runs (thread_id)",
+    """CREATE TABLE IF NOT EXISTS deepactors_threads (
+        thread_id text PRIMARY KEY, metadata jsonb NOT NULL,
+        created_at double precision NOT NULL)""",
     """CREATE TABLE IF NOT EXISTS deepactors_run_watches (
         run_id text NOT NULL, watch_id text NOT NULL, modes jsonb NOT NULL,
         subgraphs boolean NOT NULL, PRIMARY KEY (run_id, watch_id))""",
@@ -305,7 +308,34 @@ class PgRelay:
         )
         return _shared(rows[0]) if rows else None
 
-    async def runs_of(self, thread_id: str) -> list[SharedRun]:
+    async def thread_created(self, thread_id: str, metadata: dict[str, Any]) -> None:
+        await self._db.run(
+            [
+                (
+                    "INSERT INTO deepactors_threads (thread_id, metadata, created_at)"
+                    " VALUES (%s, %s, %s) ON CONFLICT (thread_id) DO NOTHING",
+                    (thread_id, _jsonb(metadata), time.time()),
+                )
+            ]
+        )
+
+    async def thread_deleted(self, thread_id: str) -> None:
+        await self._db.run(
+            [
+                ("DELETE FROM deepactors_threads WHERE thread_id = %s", (thread_id,)),
+                ("DELETE FROM deepactors_runs WHERE thread_id = %s", (thread_id,)),
+            ]
+        )
+
+    async def find_thread(self, thread_id: str) -> SharedThread | None:
+        made = await self._db.run(
+            [
+                (
+                    "SELECT metadata, created_at FROM deepactors_threads WHERE thread_id = %s",
+                    (thread_id,),
+                )
+            ]
+        )
         rows = await self._db.run(
             [
                 (
@@ -315,7 +345,13 @@ class PgRelay:
                 )
             ]
         )
-        return [_shared(r) for r in rows]
+        runs = [_shared(r) for r in rows]
+        if not made and not runs:
+            return None
+        metadata, created_at = made[0] if made else ({}, runs[0].created_at)
+        return SharedThread(
+            thread_id=thread_id, metadata=metadata, created_at=created_at, runs=runs
+        )
 
     async def cancel(self, run_id: str, action: str) -> None:
         await self._db.run([("SELECT pg_notify(%s, %s)", (CHANNEL, f"c:{run_id}:{action}"))])

@@ -25,7 +25,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from ..events import Event
 from ._records import RunRecord, RunStatus
 
-__all__ = ["FINAL", "CancelHandler", "LocalRelay", "RunRelay", "SharedRun"]
+__all__ = ["FINAL", "CancelHandler", "LocalRelay", "RunRelay", "SharedRun", "SharedThread"]
 
 FINAL: frozenset[str] = frozenset({"error", "success", "timeout", "interrupted"})
 """Statuses a run does not leave."""
@@ -53,6 +53,20 @@ class SharedRun:
     created_at: float
     updated_at: float
     result: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SharedThread:
+    """A thread as the processes recorded it: made by one, or run by some.
+
+    Attributes:
+        runs: Its recorded runs, oldest first.
+    """
+
+    thread_id: str
+    metadata: dict[str, Any]
+    created_at: float
+    runs: list[SharedRun]
 
 
 class RunRelay(Protocol):
@@ -90,8 +104,16 @@ class RunRelay(Protocol):
         """A run of another process (None: unknown)."""
         ...
 
-    async def runs_of(self, thread_id: str) -> list[SharedRun]:
-        """Every recorded run of a thread, oldest first."""
+    async def thread_created(self, thread_id: str, metadata: dict[str, Any]) -> None:
+        """A thread was made here (known to other processes once this returns)."""
+        ...
+
+    async def thread_deleted(self, thread_id: str) -> None:
+        """A thread was deleted here, with its runs."""
+        ...
+
+    async def find_thread(self, thread_id: str) -> SharedThread | None:
+        """A thread some process made or ran (None: unknown)."""
         ...
 
     async def follow(self, run: RunRecord) -> None:
@@ -147,8 +169,14 @@ class LocalRelay:
     async def find(self, run_id: str) -> SharedRun | None:
         return None
 
-    async def runs_of(self, thread_id: str) -> list[SharedRun]:
-        return []
+    async def thread_created(self, thread_id: str, metadata: dict[str, Any]) -> None:
+        return
+
+    async def thread_deleted(self, thread_id: str) -> None:
+        return
+
+    async def find_thread(self, thread_id: str) -> SharedThread | None:
+        return None
 
     async def follow(self, run: RunRecord) -> None:
         raise AssertionError("a local relay has no runs of other processes")

@@ -414,10 +414,18 @@ class RunManager:
                 thread.runs.remove(run)
         await self.refresh(thread)
 
+    async def add_thread(self, thread: ThreadRecord) -> None:
+        """Know a new thread (and let other server processes know it)."""
+        self.threads[thread.thread_id] = thread
+        if self.relay.shared and not thread.temporary:
+            await self.relay.thread_created(thread.thread_id, thread.metadata)
+
     async def delete_thread(self, thread: ThreadRecord) -> None:
         """Cancel the thread's runs, then forget it and its checkpoint."""
         await self.cancel(thread.inflight, wait=True)
         await self._forget_thread(thread)
+        if self.relay.shared:
+            await self.relay.thread_deleted(thread.thread_id)
 
     def _forget_runs(self, thread: ThreadRecord) -> None:
         self.threads.pop(thread.thread_id, None)

@@ -13,6 +13,7 @@ from typing import Any
 import trio
 import uvicorn
 from hypercorn.config import Config as HypercornConfig
+from hypercorn.run import run as hypercorn_run
 from hypercorn.trio import serve as hypercorn_serve
 from starlette.applications import Starlette
 
@@ -182,8 +183,8 @@ def _serve_workers(options: ServeOptions) -> None:
     actors; threads are shared through ``--db`` (whose lease keeps one run of a
     thread at a time across processes) and runs through PostgreSQL, so whichever
     process a request reaches can find, join, stream and cancel any run."""
-    if options.loop != "asyncio":
-        raise ConfigurationError("--workers > 1 runs uvicorn processes: use --loop asyncio")
+    if options.loop not in ("asyncio", "trio"):
+        raise ConfigurationError(f"--loop must be asyncio or trio, not {options.loop!r}")
     if options.db is None:
         raise ConfigurationError("--workers > 1 needs --db: processes share threads through it")
     if options.shared_runs is None:
@@ -194,6 +195,18 @@ def _serve_workers(options: ServeOptions) -> None:
     os.environ[_TARGET_ENV] = options.target or ""
     os.environ[_DB_ENV] = options.db
     os.environ[_RUNS_DB_ENV] = options.shared_runs
+    if options.loop == "trio":
+        config = HypercornConfig()
+        config.bind = [f"{options.host}:{options.port}"]
+        config.graceful_timeout = GRACEFUL_SECONDS
+        config.accesslog = "-"
+        config.workers = options.workers
+        config.worker_class = "trio"
+        # Each worker process (spawned) builds its app from the environment.
+        config.application_path = "deepactors.server._serve:worker_app()"
+        print(f"deepactors: serving on http://{options.host}:{options.port} (hypercorn, trio)")
+        hypercorn_run(config)
+        return
     uvicorn.run(
         "deepactors.server._serve:worker_app",
         factory=True,

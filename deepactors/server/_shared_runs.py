@@ -62,11 +62,17 @@ class SharedRuns:
             self.adopt(shared)
 
     async def adopt_thread(self, thread_id: str) -> bool:
-        """Adopt every run of the thread that other processes recorded (any?)."""
-        found = await self._relay.runs_of(thread_id)
-        for shared in found:
+        """Know a thread other processes made or ran, with its runs (False: none)."""
+        found = await self._relay.find_thread(thread_id)
+        if found is None:
+            return False
+        if thread_id not in self._book.threads:
+            self._book.threads[thread_id] = ThreadRecord(
+                thread_id=thread_id, metadata=dict(found.metadata), created_at=found.created_at
+            )
+        for shared in found.runs:
             self.adopt(shared)
-        return bool(found)
+        return True
 
     def adopt(self, shared: SharedRun) -> RunRecord:
         """The record of a run driven by another process, followed while it runs."""

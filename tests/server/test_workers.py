@@ -22,6 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 from langgraph_sdk import get_sync_client
+from langgraph_sdk.client import SyncLangGraphClient
 
 from deepactors.errors import ConfigurationError
 from deepactors.server import create_app
@@ -135,7 +136,8 @@ def test_a_run_created_on_one_process_is_streamed_and_joined_on_the_other(
 ) -> None:
     url_a, url_b = two_servers
     with get_sync_client(url=url_a, timeout=20) as a, get_sync_client(url=url_b, timeout=20) as b:
-        thread_id = a.threads.create()["thread_id"]
+        thread_id = a.threads.create(metadata={"owner": "a"})["thread_id"]
+        assert b.threads.get(thread_id)["metadata"] == {"owner": "a"}
         run = a.runs.create(thread_id, "agent", input=_input("ticker"))
         assert b.runs.get(thread_id, run["run_id"])["run_id"] == run["run_id"]
         ticks = []
@@ -163,6 +165,7 @@ def test_a_run_on_one_process_is_cancelled_through_the_other(
         assert b.runs.get(thread_id, run["run_id"])["status"] == "interrupted"
         assert a.runs.get(thread_id, run["run_id"])["status"] == "interrupted"
         # The thread is free again, and its next run may go through the other process.
+        assert b.threads.get(thread_id)["status"] == "idle"
         (tmp_path / "release").touch()
         done = b.runs.wait(thread_id, "agent", input=_input("ticker"))
         assert done["messages"][-1]["content"] == "done: released"
@@ -171,3 +174,31 @@ def test_a_run_on_one_process_is_cancelled_through_the_other(
 def test_runs_db_must_be_postgres(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="PostgreSQL"):
         create_app(blocking_agent(Probe()), runs_db=str(tmp_path / "x.db"))
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "trio"])
+def test_serve_workers_share_runs_on_one_port(
+    loop: str, tmp_path: Path, postgres_dsn: str
+) -> None:
+    (tmp_path / "workers_agent.py").write_text(AGENT_MODULE)
+    args = ["workers_agent:agent", "--db", str(tmp_path / "threads.db")]
+    args += ["--runs-db", postgres_dsn, "--loop", loop, "--workers", "2"]
+    with _serve(args, tmp_path) as url:
+        # A connection per request, so requests reach either process: every
+        # one must find the thread and runs made through the other.
+        def client() -> SyncLangGraphClient:
+            return get_sync_client(url=url, timeout=20)
+
+        with client() as c:
+            thread_id = c.threads.create()["thread_id"]
+        for _ in range(3):
+            with client() as c:
+                run = c.runs.create(thread_id, "agent", input=_input("blocker"))
+            with client() as c:
+                c.runs.cancel(thread_id, run["run_id"], wait=True)
+            with client() as c:
+                assert c.runs.get(thread_id, run["run_id"])["status"] == "interrupted"
+        (tmp_path / "release").touch()
+        with client() as c:
+            done = c.runs.wait(thread_id, "agent", input=_input("ticker"))
+        assert done["messages"][-1]["content"] == "done: released"
