@@ -11,6 +11,12 @@ loop gets. The same runs are then made in-process (``agent.astream`` under one
 ``open_runtime``), so the difference is the cost of HTTP and SSE.
 
     python bench/w7_serve.py [--runs 1000] [--fanout 3] [--loop asyncio|trio] [--repeats 3]
+    python bench/w7_serve.py --workers 2 [--db postgresql://...] [--runs 300]
+
+With ``--workers N``, N server processes share their runs through one
+PostgreSQL database (``--db``, else a private durable server started for the
+bench): see ``_w7_workers.py`` for what that measures (throughput with 1 and N
+processes, and the latency of cancelling a run through another process).
 
 Prints, per side, the median over the repeats of: p50/p99 time to the first
 event (metadata on the wire; the run's first ``updates`` part), wall time and
@@ -48,14 +54,23 @@ from deepactors import AssistantMessage, ToolCall, create_deep_agent, open_runti
 from deepactors.models import FunctionModel, ModelRequest
 
 
+async def block() -> str:
+    """Wait until cancelled (the cross-process cancel measure)."""
+    await anyio.sleep_forever()
+    return "never"
+
+
 def build_agent(fanout: int) -> Any:
     """The W2 tree with ``fanout`` children per run (latency 50 ms per model call).
 
     The runs are stateless on both sides (no thread, nothing checkpointed), as
-    the server runs ``/runs/stream`` without a thread id.
+    the server runs ``/runs/stream`` without a thread id. Asked ``block``, the
+    main agent calls a tool that waits until cancelled.
     """
 
     def main_answer(request: ModelRequest) -> AssistantMessage:
+        if request.messages[0].text == "block":
+            return AssistantMessage(tool_calls=[ToolCall(name="block", args={})])
         if len(request.messages) == 1:
             return AssistantMessage(
                 tool_calls=[
@@ -73,7 +88,7 @@ def build_agent(fanout: int) -> Any:
         "model": FunctionModel(lambda r: child_turn(r.messages), latency=LATENCY),
     }
     return create_deep_agent(
-        FunctionModel(main_answer, latency=LATENCY), tools=[lookup], subagents=[child]
+        FunctionModel(main_answer, latency=LATENCY), tools=[lookup, block], subagents=[child]
     )
 
 
@@ -107,11 +122,11 @@ class _Ticker:
         }
 
 
-def serve_process(port: int, loop: str, fanout: int) -> None:
+def serve_process(port: int, loop: str, fanout: int, runs_db: str | None = None) -> None:
     """The server side: the app plus ``/bench/stats`` and ``/bench/reset``, until SIGTERM."""
     from deepactors.server import create_app
 
-    app = create_app({"agent": build_agent(fanout)})
+    app = create_app({"agent": build_agent(fanout)}, runs_db=runs_db)
     ticker = _Ticker()
 
     async def bench_app(scope: Any, receive: Any, send: Any) -> None:
@@ -283,10 +298,19 @@ def main() -> None:
     parser.add_argument("--loop", choices=("asyncio", "trio"), default="asyncio")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--deadline", type=float, default=120.0, help="seconds per repeat")
+    parser.add_argument("--workers", type=int, help="server processes sharing one database")
+    parser.add_argument("--db", help="postgresql://... for --workers (default: a private one)")
+    parser.add_argument("--cancels", type=int, default=50, help="cross-process cancels measured")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)  # the server role
+    parser.add_argument("--runs-db", help=argparse.SUPPRESS)  # the server role, shared runs
     args = parser.parse_args()
     if args.serve:
-        serve_process(args.serve, args.loop, args.fanout)
+        serve_process(args.serve, args.loop, args.fanout, args.runs_db)
+        return
+    if args.workers:
+        from _w7_workers import run_workers
+
+        run_workers(args, _row)
         return
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -74,6 +74,12 @@ def _free_port() -> int:
 
 @contextlib.contextmanager
 def _serve(args: list[str], cwd: Path) -> Iterator[str]:
+    with _process(args, cwd) as (url, _):
+        yield url
+
+
+@contextlib.contextmanager
+def _process(args: list[str], cwd: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     port = _free_port()
     log = cwd / f"serve-{port}.log"
     with log.open("wb") as out:
@@ -96,8 +102,10 @@ def _serve(args: list[str], cwd: Path) -> Iterator[str]:
                 pass
             assert time.monotonic() < deadline, "the server did not start"
             time.sleep(0.05)
-        yield url
+        yield url, process
     finally:
+        if process.poll() is not None:  # killed by the test
+            return
         process.send_signal(signal.SIGINT)
         try:
             code = process.wait(20)
@@ -177,9 +185,7 @@ def test_runs_db_must_be_postgres(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("loop", ["asyncio", "trio"])
-def test_serve_workers_share_runs_on_one_port(
-    loop: str, tmp_path: Path, postgres_dsn: str
-) -> None:
+def test_serve_workers_share_runs_on_one_port(loop: str, tmp_path: Path, postgres_dsn: str) -> None:
     (tmp_path / "workers_agent.py").write_text(AGENT_MODULE)
     args = ["workers_agent:agent", "--db", str(tmp_path / "threads.db")]
     args += ["--runs-db", postgres_dsn, "--loop", loop, "--workers", "2"]
@@ -202,3 +208,32 @@ def test_serve_workers_share_runs_on_one_port(
         with client() as c:
             done = c.runs.wait(thread_id, "agent", input=_input("ticker"))
         assert done["messages"][-1]["content"] == "done: released"
+
+
+def test_runs_of_a_killed_process_end_as_lost_and_its_thread_resumes_elsewhere(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    (tmp_path / "workers_agent.py").write_text(AGENT_MODULE)
+    args = ["workers_agent:agent", "--db", str(tmp_path / "threads.db")]
+    args += ["--runs-db", postgres_dsn]
+    with _process(args, tmp_path) as (url_a, process_a), _serve(args, tmp_path) as url_b:
+        with get_sync_client(url=url_a, timeout=20) as a:
+            thread_id = a.threads.create()["thread_id"]
+            run = a.runs.create(thread_id, "agent", input=_input("blocker"))
+            for part in a.runs.join_stream(thread_id, run["run_id"], stream_mode="updates"):
+                if part.event == "updates":
+                    break  # the run is under way in A
+        process_a.kill()
+        process_a.wait()
+        with get_sync_client(url=url_b, timeout=20) as b:
+            result = b.runs.join(thread_id, run["run_id"])
+            assert result["__error__"]["error"] == "WorkerLost"
+            assert b.runs.get(thread_id, run["run_id"])["status"] == "error"
+            # The thread's lease died with A: B runs it on from its checkpoint.
+            (tmp_path / "release").touch()
+            done = b.runs.wait(thread_id, "agent", input=_input("ticker"))
+            assert done["messages"][-1]["content"] == "done: released"
+            assert [m["content"] for m in done["messages"] if m["type"] == "human"] == [
+                "blocker",
+                "ticker",
+            ]
