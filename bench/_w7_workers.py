@@ -147,6 +147,8 @@ async def _throughput(urls: list[str], runs: int, deadline: float) -> dict[str, 
         "timer_worst_ms": max(s["timer_worst_ms"] for s in stats),
         "timer_p99_ms": max(s["timer_p99_ms"] for s in stats),
         "rss_mb": max(s["rss_mb"] for s in stats),
+        "server_first_p50_ms": max(s["server_first_p50_ms"] for s in stats),
+        "server_first_p99_ms": max(s["server_first_p99_ms"] for s in stats),
     }
 
 

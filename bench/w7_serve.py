@@ -100,10 +100,12 @@ class _Ticker:
 
     def __init__(self) -> None:
         self.late: list[float] = []
+        self.first: list[float] = []  # request in -> first body byte out, in the server
         self.cpu0 = time.process_time()
 
     def reset(self) -> None:
         self.late.clear()
+        self.first.clear()
         self.cpu0 = time.process_time()
 
     async def run(self) -> None:
@@ -114,7 +116,10 @@ class _Ticker:
 
     def stats(self) -> dict[str, float]:
         late = sorted(self.late) or [0.0]
+        first = sorted(self.first) or [float("nan")]
         return {
+            "server_first_p50_ms": first[len(first) // 2] * 1000,
+            "server_first_p99_ms": first[min(len(first) - 1, int(len(first) * 0.99))] * 1000,
             "timer_worst_ms": late[-1] * 1000,
             "timer_p99_ms": late[int(len(late) * 0.99) - 1 if len(late) > 1 else 0] * 1000,
             "rss_mb": peak_rss_mb(),
@@ -124,9 +129,11 @@ class _Ticker:
 
 def serve_process(port: int, loop: str, fanout: int, runs_db: str | None = None) -> None:
     """The server side: the app plus ``/bench/stats`` and ``/bench/reset``, until SIGTERM."""
-    from deepactors.server import create_app
+    from deepactors.server import create_app, tune_gc
 
     app = create_app({"agent": build_agent(fanout)}, runs_db=runs_db)
+    if os.environ.get("W7_GC") != "default":
+        tune_gc()  # as `deepactors serve` does
     ticker = _Ticker()
 
     async def bench_app(scope: Any, receive: Any, send: Any) -> None:
@@ -137,7 +144,20 @@ def serve_process(port: int, loop: str, fanout: int, runs_db: str | None = None)
             await send({"type": "http.response.start", "status": 200, "headers": []})
             await send({"type": "http.response.body", "body": body})
             return
-        await app(scope, receive, send)
+        if scope["type"] != "http" or not scope["path"].endswith("/stream"):
+            await app(scope, receive, send)
+            return
+        t0 = time.perf_counter()
+        timed = False
+
+        async def timed_send(message: Any) -> None:
+            nonlocal timed
+            if not timed and message["type"] == "http.response.body":
+                timed = True
+                ticker.first.append(time.perf_counter() - t0)
+            await send(message)
+
+        await app(scope, receive, timed_send)
 
     async def main() -> None:
         async with anyio.create_task_group() as tg:
@@ -288,6 +308,11 @@ def _row(name: str, reps: list[dict[str, Any]], runs: int) -> str:
         f" p99 {med(lambda r: r['timer_p99_ms']):5.1f} ms"
     )
     parts.append(f"peak RSS {med(lambda r: r['rss_mb']):5.0f} MiB")
+    if "server_first_p50_ms" in reps[0]:
+        parts.append(
+            f"in server: first event p50 {med(lambda r: r['server_first_p50_ms']):6.1f} ms"
+            f" p99 {med(lambda r: r['server_first_p99_ms']):6.1f} ms"
+        )
     return " | ".join(parts)
 
 

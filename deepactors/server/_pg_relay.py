@@ -24,7 +24,6 @@ run is awaited, so that any process can find the run as soon as its id is out.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -34,11 +33,11 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
-from psycopg.types.json import Jsonb
 
 from ..events import Event
 from ..lc_views import LangGraphStream
 from ._pg_db import Op, PgDatabase
+from ._pg_schema import LOST, MARK_LOST, RUN_COLUMNS, SCHEMA, check_version, jsonb, shared_run
 from ._records import RunRecord, new_uuid
 from ._relay import FINAL, CancelHandler, SharedRun, SharedThread
 from ._responses import part_frames
@@ -50,56 +49,6 @@ _log = structlog.get_logger("deepactors.server")
 CHANNEL = "deepactors_runs"
 LIVENESS_EVERY = 2.0
 """Seconds a follower waits for news before checking the owner is still alive."""
-
-_SCHEMA = [
-    "SELECT pg_advisory_xact_lock(7340238921)",
-    """CREATE TABLE IF NOT EXISTS deepactors_runs (
-        run_id text PRIMARY KEY, thread_id text NOT NULL, graph_id text NOT NULL,
-        status text NOT NULL, metadata jsonb NOT NULL, kwargs jsonb NOT NULL,
-        multitask_strategy text NOT NULL, result jsonb,
-        owner_pid integer NOT NULL, owner_start timestamptz NOT NULL,
-        created_at double precision NOT NULL, updated_at double precision NOT NULL)""",
-    "CREATE INDEX IF NOT EXISTS deepactors_runs_thread ON deepactors_runs (thread_id)",
-    """CREATE TABLE IF NOT EXISTS deepactors_threads (
-        thread_id text PRIMARY KEY, metadata jsonb NOT NULL,
-        created_at double precision NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS deepactors_run_watches (
-        run_id text NOT NULL, watch_id text NOT NULL, modes jsonb NOT NULL,
-        subgraphs boolean NOT NULL, PRIMARY KEY (run_id, watch_id))""",
-    """CREATE TABLE IF NOT EXISTS deepactors_run_events (
-        run_id text NOT NULL, seq integer NOT NULL, watch_id text NOT NULL,
-        frame text NOT NULL, PRIMARY KEY (run_id, seq))""",
-]
-_COLUMNS = (
-    "run_id, thread_id, graph_id, status, metadata, kwargs, multitask_strategy,"
-    " created_at, updated_at, result"
-)
-_LOST = {"__error__": {"error": "WorkerLost", "message": "the server process running it died"}}
-# A run whose owner's LISTEN connection is gone is lost: marked so in one statement.
-_MARK_LOST = """UPDATE deepactors_runs r SET status = 'error', result = %s, updated_at = %s
-    WHERE status IN ('pending', 'running') AND {where} AND NOT EXISTS (
-        SELECT 1 FROM pg_stat_activity a
-        WHERE a.pid = r.owner_pid AND a.backend_start = r.owner_start)"""
-
-
-def _jsonb(value: Any) -> Jsonb:
-    return Jsonb(value, dumps=lambda v: json.dumps(v, default=repr))
-
-
-def _shared(row: tuple[Any, ...]) -> SharedRun:
-    run_id, thread_id, graph_id, status, metadata, kwargs, strategy, created, updated, result = row
-    return SharedRun(
-        run_id=run_id,
-        thread_id=thread_id,
-        graph_id=graph_id,
-        status=status,
-        metadata=metadata,
-        kwargs=kwargs,
-        multitask_strategy=strategy,
-        created_at=created,
-        updated_at=updated,
-        result=result,
-    )
 
 
 @dataclass(slots=True, eq=False)
@@ -147,7 +96,7 @@ class PgRelay:
         self._on_cancel = on_cancel
         await self._db.open()
         try:
-            await self._db.run([(sql, ()) for sql in _SCHEMA])
+            check_version(await self._db.run([(sql, ()) for sql in SCHEMA]))
             async with anyio.create_task_group() as tg:
                 self._tg = tg
                 pid = await tg.start(self._db.listen, CHANNEL, self._notified)
@@ -156,9 +105,7 @@ class PgRelay:
                 )
                 self._owner = (pid, rows[0][0])
                 # Runs of processes that died while this one was not running.
-                await self._db.run(
-                    [(_MARK_LOST.format(where="TRUE"), (_jsonb(_LOST), time.time()))]
-                )
+                await self._db.run([(MARK_LOST.format(where="TRUE"), (jsonb(LOST), time.time()))])
                 task_status.started()
                 await self._write()
         finally:
@@ -176,18 +123,20 @@ class PgRelay:
     async def created(self, run: RunRecord) -> None:
         assert self._owner is not None, "serve() first"
         now = time.time()
+        # Owned before it is visible: a watch may be asked for the moment it is.
+        self._owned[run.run_id] = _Owned(run)
         await self._db.run(
             [
                 (
-                    f"INSERT INTO deepactors_runs ({_COLUMNS}, owner_pid, owner_start)"
+                    f"INSERT INTO deepactors_runs ({RUN_COLUMNS}, owner_pid, owner_start)"
                     " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, NULL, %s, %s)",
                     (
                         run.run_id,
                         run.thread.thread_id,
                         run.assistant.graph_id,
                         run.status,
-                        _jsonb(run.metadata),
-                        _jsonb(run.kwargs),
+                        jsonb(run.metadata),
+                        jsonb(run.kwargs),
                         run.multitask_strategy,
                         run.created_at,
                         now,
@@ -196,7 +145,6 @@ class PgRelay:
                 )
             ]
         )
-        self._owned[run.run_id] = _Owned(run)
 
     def started(self, run: RunRecord) -> None:
         self._queue(
@@ -225,7 +173,7 @@ class PgRelay:
         self._queue(
             "UPDATE deepactors_runs SET status = %s, result = %s, updated_at = %s"
             " WHERE run_id = %s",
-            (run.status, _jsonb(values), run.updated_at, run.run_id),
+            (run.status, jsonb(values), run.updated_at, run.run_id),
             run.run_id,
         )
         self._queue("DELETE FROM deepactors_run_watches WHERE run_id = %s", (run.run_id,), None)
@@ -302,11 +250,11 @@ class PgRelay:
     async def find(self, run_id: str) -> SharedRun | None:
         rows = await self._db.run(
             [
-                (_MARK_LOST.format(where="run_id = %s"), (_jsonb(_LOST), time.time(), run_id)),
-                (f"SELECT {_COLUMNS} FROM deepactors_runs WHERE run_id = %s", (run_id,)),
+                (MARK_LOST.format(where="run_id = %s"), (jsonb(LOST), time.time(), run_id)),
+                (f"SELECT {RUN_COLUMNS} FROM deepactors_runs WHERE run_id = %s", (run_id,)),
             ]
         )
-        return _shared(rows[0]) if rows else None
+        return shared_run(rows[0]) if rows else None
 
     async def thread_created(self, thread_id: str, metadata: dict[str, Any]) -> None:
         await self._db.run(
@@ -314,7 +262,7 @@ class PgRelay:
                 (
                     "INSERT INTO deepactors_threads (thread_id, metadata, created_at)"
                     " VALUES (%s, %s, %s) ON CONFLICT (thread_id) DO NOTHING",
-                    (thread_id, _jsonb(metadata), time.time()),
+                    (thread_id, jsonb(metadata), time.time()),
                 )
             ]
         )
@@ -339,13 +287,13 @@ class PgRelay:
         rows = await self._db.run(
             [
                 (
-                    f"SELECT {_COLUMNS} FROM deepactors_runs WHERE thread_id = %s"
+                    f"SELECT {RUN_COLUMNS} FROM deepactors_runs WHERE thread_id = %s"
                     " ORDER BY created_at",
                     (thread_id,),
                 )
             ]
         )
-        runs = [_shared(r) for r in rows]
+        runs = [shared_run(r) for r in rows]
         if not made and not runs:
             return None
         metadata, created_at = made[0] if made else ({}, runs[0].created_at)
@@ -371,7 +319,7 @@ class PgRelay:
                 (
                     "INSERT INTO deepactors_run_watches (run_id, watch_id, modes, subgraphs)"
                     " VALUES (%s, %s, %s, %s)",
-                    (run.run_id, watch_id, _jsonb(modes), subgraphs),
+                    (run.run_id, watch_id, jsonb(modes), subgraphs),
                 ),
                 ("SELECT pg_notify(%s, %s)", (CHANNEL, f"w:{run.run_id}")),
             ]
@@ -380,15 +328,17 @@ class PgRelay:
     async def follow(self, run: RunRecord) -> None:
         followed = self._followed.setdefault(run.run_id, _Followed())
         last = 0
+        quiet = True  # no news for a while: is its owner still alive?
         try:
             while True:
                 wake = followed.wake = anyio.Event()
+                lost: list[Op] = []
+                if quiet:
+                    where = MARK_LOST.format(where="run_id = %s")
+                    lost.append((where, (jsonb(LOST), time.time(), run.run_id)))
                 rows = await self._db.run(
                     [
-                        (
-                            _MARK_LOST.format(where="run_id = %s"),
-                            (_jsonb(_LOST), time.time(), run.run_id),
-                        ),
+                        *lost,
                         (
                             "SELECT status, updated_at, result FROM deepactors_runs"
                             " WHERE run_id = %s",
@@ -419,8 +369,10 @@ class PgRelay:
                     run.result = result or {}
                     run.finished_at = updated_at
                     return
+                quiet = True
                 with anyio.move_on_after(LIVENESS_EVERY):
                     await wake.wait()
+                    quiet = False
         finally:
             self._followed.pop(run.run_id, None)
             for stream in followed.streams.values():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import signal
@@ -23,7 +24,7 @@ from ..errors import ConfigurationError
 from ..persistence import Checkpointer, SqliteCheckpointer, SqliteStore, Store
 from ._app import create_app
 
-__all__ = ["ServeOptions", "load_agents", "serve"]
+__all__ = ["ServeOptions", "load_agents", "serve", "tune_gc"]
 
 _TARGET_ENV = "DEEPACTORS_SERVE_TARGET"
 _DB_ENV = "DEEPACTORS_SERVE_DB"
@@ -90,6 +91,29 @@ def load_agents(target: str | None) -> dict[str, DeepAgent]:
     raise ConfigurationError(f"{target} is not a DeepAgent or a dict of them: {value!r}")
 
 
+GC_THRESHOLDS = (50_000, 20, 100)
+"""Young-generation collections every 50,000 net allocations instead of 700, and
+full collections 10x rarer than CPython's defaults (700, 10, 10)."""
+
+
+def tune_gc() -> None:
+    """Process-wide collector settings for a process that only serves (``deepactors serve``).
+
+    A burst of runs allocates much and frees little until the runs end: with
+    CPython's defaults the cyclic collector runs hundreds of times during such a
+    burst and collects nothing, and its full passes walk everything alive. In
+    W7 (1,000 runs started at once, in-process) that was a third of the CPU and
+    pauses of 250-500 ms; after this, 12 collections, pauses under 80 ms, 25%
+    less CPU. What is alive now (modules, the model SDK, the built agents) never
+    becomes garbage, so it is frozen out of the collector's sight (``gc.freeze``).
+    Process-wide, so only for processes that are servers and nothing else:
+    ``create_app`` never does it.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
 def is_postgres(db: str) -> bool:
     """Whether ``db`` names a PostgreSQL database (else it is a SQLite file)."""
     return db.startswith(("postgresql://", "postgres://"))
@@ -123,12 +147,14 @@ def build_app(target: str | None, db: str | None, runs_db: str | None = None) ->
 
 
 def worker_app() -> Starlette:
-    """The app of one uvicorn worker process (``--workers``), from the environment."""
-    return build_app(
+    """The app of one worker process (``--workers``), from the environment."""
+    app = build_app(
         os.environ.get(_TARGET_ENV) or None,
         os.environ.get(_DB_ENV) or None,
         os.environ.get(_RUNS_DB_ENV) or None,
     )
+    tune_gc()
+    return app
 
 
 def serve(options: ServeOptions) -> None:
@@ -143,6 +169,7 @@ def serve(options: ServeOptions) -> None:
         _serve_workers(options)
         return
     app = build_app(options.target, options.db, options.shared_runs)
+    tune_gc()
     if options.loop == "trio":
         _serve_trio(app, options)
     elif options.loop == "asyncio":
