@@ -51,7 +51,7 @@ class PgDatabase:
         max_size: Connections in the pool (the listener has one more of its own).
     """
 
-    def __init__(self, dsn: str, *, max_size: int = 4) -> None:
+    def __init__(self, dsn: str, *, max_size: int = 8) -> None:
         self.dsn = dsn
         self._max_size = max_size
         self._async_pool: AsyncConnectionPool | None = None

@@ -27,13 +27,14 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
+from ..errors import ConfigurationError
 from ..events import Event
 from ..lc_views import LangGraphStream
 from ._pg_db import Op, PgDatabase
@@ -49,6 +50,20 @@ _log = structlog.get_logger("deepactors.server")
 CHANNEL = "deepactors_runs"
 LIVENESS_EVERY = 2.0
 """Seconds a follower waits for news before checking the owner is still alive."""
+
+
+@dataclass(slots=True, eq=False)
+class _Commit:
+    """Set when a write that someone waits for is committed (or failed)."""
+
+    done: anyio.Event = field(default_factory=anyio.Event)
+    error: Exception | None = None
+
+
+class _Write(NamedTuple):
+    op: Op
+    notify: str | None  # the run whose followers to wake
+    commit: _Commit | None
 
 
 @dataclass(slots=True, eq=False)
@@ -83,9 +98,7 @@ class PgRelay:
         self._followed: dict[str, _Followed] = {}
         self._on_cancel: CancelHandler | None = None
         self._owner: tuple[int, Any] | None = None
-        self._send, self._receive = anyio.create_memory_object_stream[tuple[Op, str | None]](
-            math.inf
-        )
+        self._send, self._receive = anyio.create_memory_object_stream[_Write](math.inf)
         self._flushed = anyio.Event()
         self._tg: TaskGroup | None = None
 
@@ -122,28 +135,23 @@ class PgRelay:
 
     async def created(self, run: RunRecord) -> None:
         assert self._owner is not None, "serve() first"
-        now = time.time()
         # Owned before it is visible: a watch may be asked for the moment it is.
         self._owned[run.run_id] = _Owned(run)
-        await self._db.run(
-            [
-                (
-                    f"INSERT INTO deepactors_runs ({RUN_COLUMNS}, owner_pid, owner_start)"
-                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, NULL, %s, %s)",
-                    (
-                        run.run_id,
-                        run.thread.thread_id,
-                        run.assistant.graph_id,
-                        run.status,
-                        jsonb(run.metadata),
-                        jsonb(run.kwargs),
-                        run.multitask_strategy,
-                        run.created_at,
-                        now,
-                        *self._owner,
-                    ),
-                )
-            ]
+        await self._committed(
+            f"INSERT INTO deepactors_runs ({RUN_COLUMNS}, owner_pid, owner_start)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, NULL, %s, %s)",
+            (
+                run.run_id,
+                run.thread.thread_id,
+                run.assistant.graph_id,
+                run.status,
+                jsonb(run.metadata),
+                jsonb(run.kwargs),
+                run.multitask_strategy,
+                run.created_at,
+                time.time(),
+                *self._owner,
+            ),
         )
 
     def started(self, run: RunRecord) -> None:
@@ -178,11 +186,32 @@ class PgRelay:
         )
         self._queue("DELETE FROM deepactors_run_watches WHERE run_id = %s", (run.run_id,), None)
 
-    def _queue(self, sql: str, params: tuple[Any, ...], notify: str | None) -> None:
+    async def _committed(self, sql: str, params: tuple[Any, ...]) -> None:
+        """Write through the writer, and wait until committed.
+
+        Creating runs and threads must be durable before the reply, but a burst
+        of them (1,000 clients at once) then costs a few transactions, not one
+        round trip each through a small pool.
+
+        Raises:
+            psycopg.Error: The batch it was written in failed.
+        """
+        commit = _Commit()
+        self._queue(sql, params, None, commit)
+        await commit.done.wait()
+        if commit.error is not None:
+            raise commit.error
+
+    def _queue(
+        self, sql: str, params: tuple[Any, ...], notify: str | None, commit: _Commit | None = None
+    ) -> None:
         try:
-            self._send.send_nowait(((sql, params), notify))
+            self._send.send_nowait(_Write((sql, params), notify, commit))
         except anyio.ClosedResourceError:
             _log.warning("run relay closed: a run's change is not shared", sql=sql[:40])
+            if commit is not None:
+                commit.error = ConfigurationError("the run relay is closed (shutting down)")
+                commit.done.set()
 
     async def _write(self) -> None:
         """Write queued changes in batches (one transaction, one notify per run)."""
@@ -195,13 +224,19 @@ class PgRelay:
                             batch.append(self._receive.receive_nowait())
                         except (anyio.WouldBlock, anyio.EndOfStream):
                             break
-                    ops = [op for op, _ in batch]
-                    runs = dict.fromkeys(n for _, n in batch if n is not None)
+                    ops = [w.op for w in batch]
+                    runs = dict.fromkeys(w.notify for w in batch if w.notify is not None)
                     ops.extend(("SELECT pg_notify(%s, %s)", (CHANNEL, f"r:{r}")) for r in runs)
+                    error: Exception | None = None
                     try:
                         await self._db.run(ops)
                     except Exception as exc:  # the runs go on; their followers time out
                         _log.error("run relay write failed", error=repr(exc))
+                        error = exc
+                    for write in batch:
+                        if write.commit is not None:
+                            write.commit.error = error
+                            write.commit.done.set()
         finally:
             self._flushed.set()
 
@@ -257,14 +292,10 @@ class PgRelay:
         return shared_run(rows[0]) if rows else None
 
     async def thread_created(self, thread_id: str, metadata: dict[str, Any]) -> None:
-        await self._db.run(
-            [
-                (
-                    "INSERT INTO deepactors_threads (thread_id, metadata, created_at)"
-                    " VALUES (%s, %s, %s) ON CONFLICT (thread_id) DO NOTHING",
-                    (thread_id, jsonb(metadata), time.time()),
-                )
-            ]
+        await self._committed(
+            "INSERT INTO deepactors_threads (thread_id, metadata, created_at)"
+            " VALUES (%s, %s, %s) ON CONFLICT (thread_id) DO NOTHING",
+            (thread_id, jsonb(metadata), time.time()),
         )
 
     async def thread_deleted(self, thread_id: str) -> None:

@@ -10,6 +10,13 @@ multitask strategies act before the new run is queued: ``reject`` refuses it,
 ``interrupt`` cancels the runs in progress and waits for them (the thread
 keeps what they finished), ``rollback`` also takes the thread's checkpoint
 back to where the oldest of them started.
+
+Several server processes may share their runs through a relay (``runs_db``,
+see ``_relay.py``): the manager tells it of its own runs (created, started,
+each event, finished) without waiting on it except at creation, and a run it
+does not know is looked up there and adopted (``_shared_runs.py``), so joining,
+streaming and cancelling work through any process. Without a relay nothing of
+this costs anything (:class:`LocalRelay`).
 """
 
 from __future__ import annotations

@@ -179,6 +179,24 @@ def test_a_run_on_one_process_is_cancelled_through_the_other(
         assert done["messages"][-1]["content"] == "done: released"
 
 
+def test_a_client_leaving_a_stream_on_one_process_cancels_the_run_on_the_other(
+    two_servers: tuple[str, str],
+) -> None:
+    url_a, url_b = two_servers
+    with get_sync_client(url=url_a, timeout=20) as a, get_sync_client(url=url_b, timeout=20) as b:
+        thread_id = a.threads.create()["thread_id"]
+        run = a.runs.create(thread_id, "agent", input=_input("ticker"))  # never released
+        stream = b.runs.join_stream(
+            thread_id, run["run_id"], stream_mode="custom", cancel_on_disconnect=True
+        )
+        for part in stream:
+            if part.event == "custom":
+                break  # leave: the connection to B closes
+        stream.close()
+        a.runs.join(thread_id, run["run_id"])
+        assert a.runs.get(thread_id, run["run_id"])["status"] == "interrupted"
+
+
 def test_runs_db_must_be_postgres(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="PostgreSQL"):
         create_app(blocking_agent(Probe()), runs_db=str(tmp_path / "x.db"))
