@@ -91,7 +91,10 @@ def _servers(n: int, args: argparse.Namespace, dsn: str) -> Iterator[list[str]]:
 def _client(url: str, timeout: float) -> Any:
     from langgraph_sdk.client import LangGraphClient
 
-    transport = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=None))
+    # Idle connections are dropped before uvicorn's 5 s keep-alive would close
+    # them under a request just sent on one (a ReadError that is not the server's).
+    limits = httpx.Limits(max_connections=None, keepalive_expiry=2.0)
+    transport = httpx.AsyncHTTPTransport(limits=limits)
     http = httpx.AsyncClient(base_url=url, transport=transport, timeout=httpx.Timeout(timeout))
     return LangGraphClient(http)
 
@@ -219,6 +222,8 @@ def run_workers(
                     for _ in range(args.repeats)
                 ]
                 print(row(f"{n} process" + ("es" if n > 1 else ""), reps, args.runs))
+                for error in sorted({e for r in reps for e in r["errors"]})[:3]:
+                    print(f"    error: {error[:300]}")
                 walls[n] = statistics.median(r["wall"] for r in reps)
                 if n > 1:
                     stopped, trip = asyncio.run(_cancels(urls, args.cancels))
