@@ -116,8 +116,10 @@ class ThreadRecord:
     temporary: bool = False
     runs: list[RunRecord] = field(default_factory=list)
     # Held while a run is admitted (its multitask strategy applied), so two
-    # requests on one thread do not both see it idle.
-    turn: anyio.Lock = field(default_factory=anyio.Lock)
+    # requests on one thread do not both see it idle. Taken free without a
+    # trip through the event loop: under a burst of requests each such trip
+    # waits behind every ready task, and delays the run's first event.
+    turn: anyio.Lock = field(default_factory=lambda: anyio.Lock(fast_acquire=True))
 
     @property
     def inflight(self) -> list[RunRecord]:

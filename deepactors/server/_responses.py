@@ -124,17 +124,24 @@ class EventSourceResponse(Response):
         headers = _headers(self._extra, b"text/event-stream; charset=utf-8")
 
         async def respond() -> None:
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
             await self._send_events(send)
 
         try:
+            # The headers and the metadata event go out at once, before the
+            # watcher's task group starts (a task that would first wait its turn
+            # behind every ready task of a busy loop).
+            metadata = sse_frame("metadata", {"run_id": self._run_id, "attempt": 1})
+            try:
+                await send({"type": "http.response.start", "status": 200, "headers": headers})
+                await send({"type": "http.response.body", "body": metadata, "more_body": True})
+            except OSError:
+                self._on_disconnect()  # the client is gone already
+                return
             await _watched(respond, receive, self._on_disconnect)
         finally:
             self._events.close()
 
     async def _send_events(self, send: Send) -> None:
-        metadata = sse_frame("metadata", {"run_id": self._run_id, "attempt": 1})
-        await send({"type": "http.response.body", "body": metadata, "more_body": True})
         async with self._events:
             while True:
                 event: Event | bytes | None = None
