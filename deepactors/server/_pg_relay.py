@@ -50,6 +50,8 @@ _log = structlog.get_logger("deepactors.server")
 CHANNEL = "deepactors_runs"
 LIVENESS_EVERY = 2.0
 """Seconds a follower waits for news before checking the owner is still alive."""
+FRAMES_KEPT = 300.0
+"""Seconds the SSE frames of an ended run are kept for its followers (then swept)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -120,7 +122,9 @@ class PgRelay:
                 # Runs of processes that died while this one was not running.
                 await self._db.run([(MARK_LOST.format(where="TRUE"), (jsonb(LOST), time.time()))])
                 task_status.started()
+                tg.start_soon(self._sweep)
                 await self._write()
+                tg.cancel_scope.cancel()  # the writer ended: shutting down
         finally:
             with anyio.CancelScope(shield=True):
                 await self._db.aclose()
@@ -239,6 +243,18 @@ class PgRelay:
                             write.commit.done.set()
         finally:
             self._flushed.set()
+
+    async def _sweep(self) -> None:
+        """Now and then, delete the frames of runs that ended a while ago."""
+        while True:
+            await anyio.sleep(FRAMES_KEPT / 5)
+            self._queue(
+                "DELETE FROM deepactors_run_events e USING deepactors_runs r"
+                " WHERE e.run_id = r.run_id AND r.status IN"
+                " ('error', 'success', 'timeout', 'interrupted') AND r.updated_at < %s",
+                (time.time() - FRAMES_KEPT,),
+                None,
+            )
 
     def _notified(self, payload: str) -> None:
         kind, _, rest = payload.partition(":")
