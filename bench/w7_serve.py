@@ -11,6 +11,12 @@ loop gets. The same runs are then made in-process (``agent.astream`` under one
 ``open_runtime``), so the difference is the cost of HTTP and SSE.
 
     python bench/w7_serve.py [--runs 1000] [--fanout 3] [--loop asyncio|trio] [--repeats 3]
+    python bench/w7_serve.py --workers 2 [--db postgresql://...] [--runs 300]
+
+With ``--workers N``, N server processes share their runs through one
+PostgreSQL database (``--db``, else a private durable server started for the
+bench): see ``_w7_workers.py`` for what that measures (throughput with 1 and N
+processes, and the latency of cancelling a run through another process).
 
 Prints, per side, the median over the repeats of: p50/p99 time to the first
 event (metadata on the wire; the run's first ``updates`` part), wall time and
@@ -48,14 +54,23 @@ from deepactors import AssistantMessage, ToolCall, create_deep_agent, open_runti
 from deepactors.models import FunctionModel, ModelRequest
 
 
+async def block() -> str:
+    """Wait until cancelled (the cross-process cancel measure)."""
+    await anyio.sleep_forever()
+    return "never"
+
+
 def build_agent(fanout: int) -> Any:
     """The W2 tree with ``fanout`` children per run (latency 50 ms per model call).
 
     The runs are stateless on both sides (no thread, nothing checkpointed), as
-    the server runs ``/runs/stream`` without a thread id.
+    the server runs ``/runs/stream`` without a thread id. Asked ``block``, the
+    main agent calls a tool that waits until cancelled.
     """
 
     def main_answer(request: ModelRequest) -> AssistantMessage:
+        if request.messages[0].text == "block":
+            return AssistantMessage(tool_calls=[ToolCall(name="block", args={})])
         if len(request.messages) == 1:
             return AssistantMessage(
                 tool_calls=[
@@ -73,7 +88,7 @@ def build_agent(fanout: int) -> Any:
         "model": FunctionModel(lambda r: child_turn(r.messages), latency=LATENCY),
     }
     return create_deep_agent(
-        FunctionModel(main_answer, latency=LATENCY), tools=[lookup], subagents=[child]
+        FunctionModel(main_answer, latency=LATENCY), tools=[lookup, block], subagents=[child]
     )
 
 
@@ -85,10 +100,12 @@ class _Ticker:
 
     def __init__(self) -> None:
         self.late: list[float] = []
+        self.first: list[float] = []  # request in -> first body byte out, in the server
         self.cpu0 = time.process_time()
 
     def reset(self) -> None:
         self.late.clear()
+        self.first.clear()
         self.cpu0 = time.process_time()
 
     async def run(self) -> None:
@@ -99,7 +116,10 @@ class _Ticker:
 
     def stats(self) -> dict[str, float]:
         late = sorted(self.late) or [0.0]
+        first = sorted(self.first) or [float("nan")]
         return {
+            "server_first_p50_ms": first[len(first) // 2] * 1000,
+            "server_first_p99_ms": first[min(len(first) - 1, int(len(first) * 0.99))] * 1000,
             "timer_worst_ms": late[-1] * 1000,
             "timer_p99_ms": late[int(len(late) * 0.99) - 1 if len(late) > 1 else 0] * 1000,
             "rss_mb": peak_rss_mb(),
@@ -107,11 +127,13 @@ class _Ticker:
         }
 
 
-def serve_process(port: int, loop: str, fanout: int) -> None:
+def serve_process(port: int, loop: str, fanout: int, runs_db: str | None = None) -> None:
     """The server side: the app plus ``/bench/stats`` and ``/bench/reset``, until SIGTERM."""
-    from deepactors.server import create_app
+    from deepactors.server import create_app, tune_gc
 
-    app = create_app({"agent": build_agent(fanout)})
+    app = create_app({"agent": build_agent(fanout)}, runs_db=runs_db)
+    if os.environ.get("W7_GC") != "default":
+        tune_gc()  # as `deepactors serve` does
     ticker = _Ticker()
 
     async def bench_app(scope: Any, receive: Any, send: Any) -> None:
@@ -122,7 +144,20 @@ def serve_process(port: int, loop: str, fanout: int) -> None:
             await send({"type": "http.response.start", "status": 200, "headers": []})
             await send({"type": "http.response.body", "body": body})
             return
-        await app(scope, receive, send)
+        if scope["type"] != "http" or not scope["path"].endswith("/stream"):
+            await app(scope, receive, send)
+            return
+        t0 = time.perf_counter()
+        timed = False
+
+        async def timed_send(message: Any) -> None:
+            nonlocal timed
+            if not timed and message["type"] == "http.response.body":
+                timed = True
+                ticker.first.append(time.perf_counter() - t0)
+            await send(message)
+
+        await app(scope, receive, timed_send)
 
     async def main() -> None:
         async with anyio.create_task_group() as tg:
@@ -273,6 +308,11 @@ def _row(name: str, reps: list[dict[str, Any]], runs: int) -> str:
         f" p99 {med(lambda r: r['timer_p99_ms']):5.1f} ms"
     )
     parts.append(f"peak RSS {med(lambda r: r['rss_mb']):5.0f} MiB")
+    if "server_first_p50_ms" in reps[0]:
+        parts.append(
+            f"in server: first event p50 {med(lambda r: r['server_first_p50_ms']):6.1f} ms"
+            f" p99 {med(lambda r: r['server_first_p99_ms']):6.1f} ms"
+        )
     return " | ".join(parts)
 
 
@@ -283,10 +323,19 @@ def main() -> None:
     parser.add_argument("--loop", choices=("asyncio", "trio"), default="asyncio")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--deadline", type=float, default=120.0, help="seconds per repeat")
+    parser.add_argument("--workers", type=int, help="server processes sharing one database")
+    parser.add_argument("--db", help="postgresql://... for --workers (default: a private one)")
+    parser.add_argument("--cancels", type=int, default=50, help="cross-process cancels measured")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)  # the server role
+    parser.add_argument("--runs-db", help=argparse.SUPPRESS)  # the server role, shared runs
     args = parser.parse_args()
     if args.serve:
-        serve_process(args.serve, args.loop, args.fanout)
+        serve_process(args.serve, args.loop, args.fanout, args.runs_db)
+        return
+    if args.workers:
+        from _w7_workers import run_workers
+
+        run_workers(args, _row)
         return
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

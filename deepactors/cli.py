@@ -111,6 +111,7 @@ def _serve(args: argparse.Namespace) -> int:
         db=args.db,
         loop=args.loop,
         workers=args.workers,
+        runs_db=args.runs_db,
     )
     try:
         serve(options)
@@ -160,7 +161,14 @@ def build_parser() -> argparse.ArgumentParser:
         default="asyncio",
         help="asyncio serves with uvicorn, trio with hypercorn",
     )
-    serve.add_argument("--workers", type=int, default=1, help="processes (asyncio, with --db)")
+    serve.add_argument(
+        "--workers", type=int, default=1, help="processes (asyncio, with --db and PostgreSQL)"
+    )
+    serve.add_argument(
+        "--runs-db",
+        help="postgresql://... through which several server processes share runs "
+        "(default: --db when it is PostgreSQL)",
+    )
     serve.set_defaults(func=_serve)
     return parser
 

@@ -16,5 +16,6 @@ from ._app import create_app as create_app
 from ._serve import ServeOptions as ServeOptions
 from ._serve import load_agents as load_agents
 from ._serve import serve as serve
+from ._serve import tune_gc as tune_gc
 
-__all__ = ["ServeOptions", "create_app", "load_agents", "serve"]
+__all__ = ["ServeOptions", "create_app", "load_agents", "serve", "tune_gc"]

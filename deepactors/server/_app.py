@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 
 import anyio
 import structlog
+from anyio.abc import TaskStatus
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -21,6 +22,7 @@ from ..errors import ConfigurationError, DeepActorsError, InputError
 from ..persistence import Checkpointer, MemoryCheckpointer, Store
 from ._misc_api import misc_routes
 from ._records import AssistantRecord
+from ._relay import LocalRelay, RunRelay
 from ._runs import RunManager
 from ._runs_api import run_routes
 from ._threads_api import thread_routes
@@ -37,6 +39,7 @@ def create_app(
     store: Store | None = None,
     idle_timeout: float = 300.0,
     cors_origins: tuple[str, ...] = ("*",),
+    runs_db: str | None = None,
 ) -> Starlette:
     """An ASGI app that serves ``agents`` on the LangGraph Agent Protocol.
 
@@ -54,10 +57,16 @@ def create_app(
             none of their own.
         idle_timeout: Seconds a thread's actor keeps its state in memory.
         cors_origins: Origins browsers may call from (Agent Chat UI in a browser).
+        runs_db: A PostgreSQL DSN through which several server processes share
+            their runs: a run created through one can be found, joined,
+            streamed and cancelled through any other. None: runs are this
+            process's own (no database is asked anything about them).
 
     Raises:
-        ConfigurationError: No agent, or a bad assistant id.
+        ConfigurationError: No agent, a bad assistant id, or a ``runs_db``
+            that is not PostgreSQL.
     """
+    _open_relay(runs_db)  # bad options fail here, not in the lifespan
     if isinstance(agents, DeepAgent):
         agents = {agents.name: agents}
     if not agents:
@@ -79,16 +88,23 @@ def create_app(
             open_runtime(idle_timeout=idle_timeout) as runtime,
             anyio.create_task_group() as tg,
         ):
-            manager = RunManager(runtime, tg, assistants)
+            relay = _open_relay(runs_db)
+            manager = RunManager(runtime, tg, assistants, relay=relay)
+            relay_scope = anyio.CancelScope()
+            if relay.shared:
+                await tg.start(_run_relay, relay, manager, relay_scope)
             await manager.load_saved()
             app.state.runs = manager
             try:
                 yield
             finally:
                 # Shutdown: every run is cancelled (its whole subtree) and
-                # waited for before the runtime closes.
+                # waited for before the runtime closes; what they reported is
+                # written before the relay lets go of its database.
                 with anyio.CancelScope(shield=True):
                     await manager.aclose()
+                    await relay.aclose()
+                relay_scope.cancel()
 
     app = Starlette(
         routes=[*misc_routes, *thread_routes, *run_routes],
@@ -110,6 +126,17 @@ def create_app(
     )
     app.state.store = store
     return app
+
+
+async def _run_relay(
+    relay: RunRelay,
+    manager: RunManager,
+    scope: anyio.CancelScope,
+    *,
+    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    with scope:
+        await relay.serve(manager.cancel_requested, task_status=task_status)
 
 
 def _served(agent: DeepAgent, checkpointer: Checkpointer, store: Store | None) -> DeepAgent:
@@ -134,3 +161,25 @@ async def _input_error(request: Request, exc: Exception) -> Response:
 async def _our_error(request: Request, exc: Exception) -> Response:
     _log.warning("request failed", path=request.url.path, error=repr(exc))
     return JSONResponse({"detail": f"{type(exc).__name__}: {exc}"}, status_code=500)
+
+
+def _open_relay(runs_db: str | None) -> RunRelay:
+    """The relay for ``runs_db`` (a PostgreSQL DSN), or the local one when None.
+
+    Raises:
+        ConfigurationError: ``runs_db`` is not PostgreSQL, or psycopg is missing.
+    """
+    if runs_db is None:
+        return LocalRelay()
+    if not runs_db.startswith(("postgresql://", "postgres://")):
+        raise ConfigurationError(f"runs are shared through PostgreSQL, not {runs_db!r}")
+    try:
+        # psycopg is an optional dependency (the [postgres] extra): imported only
+        # when runs are shared, so a single-process server never needs it.
+        from ._pg_relay import PgRelay
+    except ImportError as exc:
+        raise ConfigurationError(
+            "sharing runs through PostgreSQL needs psycopg: "
+            f"pip install 'deepactors[postgres]' ({exc})"
+        ) from exc
+    return PgRelay(runs_db)

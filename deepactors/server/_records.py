@@ -116,8 +116,10 @@ class ThreadRecord:
     temporary: bool = False
     runs: list[RunRecord] = field(default_factory=list)
     # Held while a run is admitted (its multitask strategy applied), so two
-    # requests on one thread do not both see it idle.
-    turn: anyio.Lock = field(default_factory=anyio.Lock)
+    # requests on one thread do not both see it idle. Taken free without a
+    # trip through the event loop: under a burst of requests each such trip
+    # waits behind every ready task, and delays the run's first event.
+    turn: anyio.Lock = field(default_factory=lambda: anyio.Lock(fast_acquire=True))
 
     @property
     def inflight(self) -> list[RunRecord]:
@@ -155,7 +157,7 @@ class Subscriber:
     subagents (most of a fan-out's events).
     """
 
-    stream: MemoryObjectSendStream[Event]
+    stream: MemoryObjectSendStream[Event | bytes]
     subgraphs: bool = True
 
     def wants(self, event: Event) -> bool:
@@ -173,6 +175,8 @@ class RunRecord:
         subscribers: Streams of listeners that receive the run's raw events.
         done: Set when the run has ended and its record is final.
         result: The run's final values as JSON, once done (or its error).
+        remote: Driven by another server process (shared through the relay);
+            this record follows it.
     """
 
     run_id: str
@@ -192,6 +196,7 @@ class RunRecord:
     done: anyio.Event = field(default_factory=anyio.Event)
     result: dict[str, Any] | None = None
     finished_at: float | None = None
+    remote: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The protocol's ``Run``."""

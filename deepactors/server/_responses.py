@@ -22,7 +22,7 @@ from starlette.types import Message, Receive, Scope, Send
 from ..events import Event
 from ..lc_views import LangGraphStream, StreamPart
 
-__all__ = ["EventSourceResponse", "WaitResponse", "sse_frame"]
+__all__ = ["EventSourceResponse", "WaitResponse", "part_frames", "sse_frame"]
 
 HEARTBEAT = 15.0
 """Seconds of silence before a comment line keeps proxies from closing the stream."""
@@ -38,6 +38,11 @@ def _part_frame(part: StreamPart) -> bytes:
     name = part.mode if not part.namespace else "|".join((part.mode, *part.namespace))
     data = list(part.data) if part.mode == "messages" else part.data
     return sse_frame(name, data)
+
+
+def part_frames(parts: list[StreamPart]) -> bytes:
+    """Stream parts as the SSE frames sent for them (empty: nothing to send)."""
+    return b"".join(_part_frame(p) for p in parts)
 
 
 def _headers(extra: Mapping[str, str], content_type: bytes) -> list[tuple[bytes, bytes]]:
@@ -88,7 +93,8 @@ class EventSourceResponse(Response):
     """Streams one run's events as SSE in LangGraph's format.
 
     Args:
-        events: The run's raw events (closed by the driver when the run ends).
+        events: The run's raw events (closed by the driver when the run ends),
+            or SSE frames already rendered (a run followed in another process).
         adapter: Turns events into stream parts (modes, subgraphs).
         run_id: Sent first, as the ``metadata`` event.
         on_disconnect: Called once if the client leaves before the end.
@@ -99,7 +105,7 @@ class EventSourceResponse(Response):
 
     def __init__(
         self,
-        events: MemoryObjectReceiveStream[Event],
+        events: MemoryObjectReceiveStream[Event | bytes],
         adapter: LangGraphStream,
         *,
         run_id: str,
@@ -118,20 +124,27 @@ class EventSourceResponse(Response):
         headers = _headers(self._extra, b"text/event-stream; charset=utf-8")
 
         async def respond() -> None:
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
             await self._send_events(send)
 
         try:
+            # The headers and the metadata event go out at once, before the
+            # watcher's task group starts (a task that would first wait its turn
+            # behind every ready task of a busy loop).
+            metadata = sse_frame("metadata", {"run_id": self._run_id, "attempt": 1})
+            try:
+                await send({"type": "http.response.start", "status": 200, "headers": headers})
+                await send({"type": "http.response.body", "body": metadata, "more_body": True})
+            except OSError:
+                self._on_disconnect()  # the client is gone already
+                return
             await _watched(respond, receive, self._on_disconnect)
         finally:
             self._events.close()
 
     async def _send_events(self, send: Send) -> None:
-        metadata = sse_frame("metadata", {"run_id": self._run_id, "attempt": 1})
-        await send({"type": "http.response.body", "body": metadata, "more_body": True})
         async with self._events:
             while True:
-                event: Event | None = None
+                event: Event | bytes | None = None
                 with anyio.move_on_after(HEARTBEAT):
                     try:
                         event = await self._events.receive()
@@ -139,8 +152,10 @@ class EventSourceResponse(Response):
                         break
                 if event is None:
                     body = b": heartbeat\r\n\r\n"
+                elif isinstance(event, bytes):
+                    body = event
                 else:
-                    body = b"".join(_part_frame(p) for p in self._adapter.feed(event))
+                    body = part_frames(self._adapter.feed(event))
                 if body:
                     await send({"type": "http.response.body", "body": body, "more_body": True})
         error = await self._finish()

@@ -10,11 +10,19 @@ multitask strategies act before the new run is queued: ``reject`` refuses it,
 ``interrupt`` cancels the runs in progress and waits for them (the thread
 keeps what they finished), ``rollback`` also takes the thread's checkpoint
 back to where the oldest of them started.
+
+Several server processes may share their runs through a relay (``runs_db``,
+see ``_relay.py``): the manager tells it of its own runs (created, started,
+each event, finished) without waiting on it except at creation, and a run it
+does not know is looked up there and adopted (``_shared_runs.py``), so joining,
+streaming and cancelling work through any process. Without a relay nothing of
+this costs anything (:class:`LocalRelay`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from collections.abc import Mapping
@@ -25,15 +33,23 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 from starlette.exceptions import HTTPException
 
-from ..actors import RunInput, Runtime, open_runtime, prepare_input
-from ..agent import DeepAgent
-from ..errors import DeepActorsError, InputError, RunCancelled
+from ..actors import RunInput, Runtime
+from ..errors import DeepActorsError, RunCancelled
 from ..events import Event
 from ..lc_views import interrupts_to_lc, values_to_lc
-from ..persistence import CheckpointWrite
-from ..tools import Command
 from ._records import AssistantRecord, RunRecord, RunStatus, Subscriber, ThreadRecord, new_uuid
+from ._relay import LocalRelay, RunRelay
+from ._run_inputs import (
+    error_json,
+    last_seq,
+    prepare_run_input,
+    reread,
+    roll_back,
+    run_input_of,
+    run_kwargs,
+)
 from ._schemas import RunCreate
+from ._shared_runs import SharedRuns
 
 __all__ = ["RunManager"]
 
@@ -45,17 +61,25 @@ class RunManager:
         runtime: The runtime every run is an actor of.
         task_group: Owns the driver task of every run.
         assistants: The served agents by graph id.
+        relay: Shares runs with other server processes (default: none).
     """
 
     def __init__(
-        self, runtime: Runtime, task_group: TaskGroup, assistants: Mapping[str, AssistantRecord]
+        self,
+        runtime: Runtime,
+        task_group: TaskGroup,
+        assistants: Mapping[str, AssistantRecord],
+        *,
+        relay: RunRelay | None = None,
     ) -> None:
         self.runtime = runtime
         self._tg = task_group
+        self.relay: RunRelay = relay if relay is not None else LocalRelay()
         self.assistants = dict(assistants)
         self._by_uuid = {a.assistant_id: a for a in assistants.values()}
         self.threads: dict[str, ThreadRecord] = {}
         self.runs: dict[str, RunRecord] = {}
+        self._shared = SharedRuns(self.relay, task_group, self)
         self._closing = False
 
     # -- lookups ---------------------------------------------------------------------
@@ -94,14 +118,49 @@ class RunManager:
                 self.threads[thread_id] = found
                 await self.refresh(found)
                 return found
+        if self.relay.shared and await self._shared.adopt_thread(thread_id):
+            return self.threads[thread_id]  # a thread of runs in other processes
         raise HTTPException(404, f"thread {thread_id!r} not found")
 
     def run(self, thread_id: str, run_id: str) -> RunRecord:
-        """A run of a thread (404 if none)."""
+        """A run of a thread known to this process (404 if none)."""
         run = self.runs.get(run_id)
         if run is None or run.thread.thread_id != thread_id:
             raise HTTPException(404, f"run {run_id!r} not found on thread {thread_id!r}")
         return run
+
+    async def find_run(self, thread_id: str, run_id: str) -> RunRecord:
+        """A run of a thread, here or in another server process (404 if none)."""
+        if run_id not in self.runs and self.relay.shared:
+            await self._shared.adopt_run(thread_id, run_id)
+        return self.run(thread_id, run_id)
+
+    async def runs_of(self, thread: ThreadRecord) -> list[RunRecord]:
+        """The thread's runs, oldest first, with those of other server processes."""
+        if self.relay.shared and not thread.temporary:
+            await self._shared.adopt_thread(thread.thread_id)
+        return list(thread.runs)
+
+    def cancel_soon(self, run: RunRecord) -> None:
+        """Cancel a run without waiting (a client that left)."""
+        if run.done.is_set():
+            return
+        if run.remote:
+            self._tg.start_soon(self.relay.cancel, run.run_id, "interrupt")
+            return
+        run.cancel_requested = "interrupt"
+        run.cancelled.set()
+        if run.handle is not None:
+            run.handle.cancel()
+
+    def cancel_requested(self, run_id: str, action: str) -> None:
+        """Another process asks to cancel a run of this one (through the relay)."""
+        run = self.runs.get(run_id)
+        if run is None or run.remote or run.done.is_set():
+            return
+        if action not in ("interrupt", "rollback"):
+            action = "interrupt"
+        self._tg.start_soon(functools.partial(self.cancel, [run], action=action, wait=False))
 
     async def load_saved(self) -> None:
         """Know the threads the checkpointers already hold (after a restart)."""
@@ -141,9 +200,9 @@ class RunManager:
         if thread.temporary:
             if body.command is not None:
                 raise HTTPException(422, "command: resuming needs a thread (thread_id)")
-            run_input = _run_input(assistant.stateless, body, None)
+            run_input = run_input_of(assistant.stateless, body, None)
         else:
-            run_input = _run_input(assistant.agent, body, thread.thread_id)
+            run_input = run_input_of(assistant.agent, body, thread.thread_id)
         async with thread.turn:
             inflight = thread.inflight
             if inflight:
@@ -157,14 +216,16 @@ class RunManager:
                 run_id=new_uuid(),
                 thread=thread,
                 assistant=assistant,
-                kwargs=_kwargs(body),
+                kwargs=run_kwargs(body),
                 metadata=dict(body.metadata or {}),
                 multitask_strategy=body.multitask_strategy,
             )
             if not thread.inflight and not thread.temporary:
-                run.seq_before = await _last_seq(assistant.agent, thread.thread_id)
+                run.seq_before = await last_seq(assistant.agent, thread.thread_id)
             if subscriber is not None:
                 run.subscribers.append(subscriber)
+            if self.relay.shared and not thread.temporary:
+                await self.relay.created(run)
             thread.graph_id = assistant.graph_id
             # As LangGraph's server does, so clients find a graph's threads by metadata.
             thread.metadata.setdefault("graph_id", assistant.graph_id)
@@ -188,14 +249,19 @@ class RunManager:
             return  # the thread actor's mailbox queues it
         await self.cancel(inflight, action=strategy, wait=True)
 
-    def subscribe(self, run: RunRecord, *, subgraphs: bool) -> MemoryObjectReceiveStream[Event]:
+    async def subscribe(
+        self, run: RunRecord, *, modes: Any, subgraphs: bool
+    ) -> MemoryObjectReceiveStream[Event | bytes]:
         """A stream of the run's events from now on (ends at once if the run ended).
 
-        Without ``subgraphs``, subagents' events are left out.
+        Without ``subgraphs``, subagents' events are left out. A run of another
+        process streams SSE frames it rendered in ``modes``.
         """
-        send, receive = anyio.create_memory_object_stream[Event](math.inf)
+        send, receive = anyio.create_memory_object_stream[Event | bytes](math.inf)
         if run.done.is_set():
             send.close()
+        elif run.remote:
+            await self.relay.watch(run, send, modes, subgraphs)
         else:
             run.subscribers.append(Subscriber(send, subgraphs))
         return receive
@@ -230,11 +296,16 @@ class RunManager:
             if run.cancel_requested is not None:
                 handle.cancel()
             assert handle.events is not None
+            relay = self.relay if self.relay.shared and not temporary else None
             async with handle.events:
                 async for event in handle.events:
                     if run.status == "pending":
                         run.status = "running"
                         run.updated_at = time.time()
+                        if relay is not None:
+                            relay.started(run)
+                    if relay is not None:
+                        relay.event(run, event)
                     for subscriber in list(run.subscribers):
                         if not subscriber.wants(event):
                             continue
@@ -250,13 +321,13 @@ class RunManager:
             except TimeoutError:
                 status = "timeout"
             except Exception as exc:
-                result = {"__error__": _error(exc)}
+                result = {"__error__": error_json(exc)}
             else:
                 status = "success"
                 result = values_to_lc(values)
         except Exception as exc:
             # Starting it failed (the runtime is closing, say): the run failed.
-            result = {"__error__": _error(exc)}
+            result = {"__error__": error_json(exc)}
         finally:
             with anyio.CancelScope(shield=True):
                 await self._finish(run, status, result)
@@ -285,6 +356,8 @@ class RunManager:
             pass  # the record stays as it was; the run's own outcome is set
         finally:
             thread.updated_at = time.time()
+            if self.relay.shared and not thread.temporary:
+                self.relay.finished(run, self._values(run))
             run.done.set()
 
     async def refresh(self, thread: ThreadRecord) -> None:
@@ -297,6 +370,9 @@ class RunManager:
     async def result(self, run: RunRecord) -> dict[str, Any]:
         """Wait for the run; its final values as JSON (``__error__`` if it failed)."""
         await run.done.wait()
+        return self._values(run)
+
+    def _values(self, run: RunRecord) -> dict[str, Any]:
         if run.result is not None:
             return run.result
         thread = run.thread
@@ -316,47 +392,47 @@ class RunManager:
         the oldest of them started, and forgets them.
         """
         for run in runs:
-            if not run.done.is_set():
-                run.cancel_requested = action
-                run.cancelled.set()
-                if run.handle is not None:
-                    run.handle.cancel()
+            if run.done.is_set():
+                continue
+            if run.remote:  # its own process cancels it (and rolls it back)
+                await self.relay.cancel(run.run_id, action)
+                continue
+            run.cancel_requested = action
+            run.cancelled.set()
+            if run.handle is not None:
+                run.handle.cancel()
         if not (wait or action == "rollback"):
             return
         with anyio.CancelScope(shield=True):
             for run in runs:
                 await run.done.wait()
-        if action == "rollback" and runs:
-            await self._rollback(runs)
+        local = [r for r in runs if not r.remote]
+        if action == "rollback" and local:
+            await self._rollback(local)
 
     async def _rollback(self, runs: list[RunRecord]) -> None:
         thread = runs[0].thread
         seqs = [r.seq_before for r in runs if r.seq_before is not None]
         if seqs:
-            agent = runs[0].assistant.agent
-            checkpointer = agent.checkpointer
-            assert checkpointer is not None
-            keep = (
-                await checkpointer.read(thread.thread_id, upto_seq=min(seqs)) if min(seqs) else []
-            )
-            await checkpointer.delete_thread(thread.thread_id)
-            if keep:
-                writes = [
-                    CheckpointWrite(path=r.path, step=r.step, kind=r.kind, data=r.data)
-                    for r in keep
-                ]
-                await checkpointer.put(thread.thread_id, writes)
-            await _reread(agent, thread.thread_id)
+            await roll_back(runs[0].assistant.agent, thread.thread_id, min(seqs))
         for run in runs:
             self.runs.pop(run.run_id, None)
             if run in thread.runs:
                 thread.runs.remove(run)
         await self.refresh(thread)
 
+    async def add_thread(self, thread: ThreadRecord) -> None:
+        """Know a new thread (and let other server processes know it)."""
+        self.threads[thread.thread_id] = thread
+        if self.relay.shared and not thread.temporary:
+            await self.relay.thread_created(thread.thread_id, thread.metadata)
+
     async def delete_thread(self, thread: ThreadRecord) -> None:
         """Cancel the thread's runs, then forget it and its checkpoint."""
         await self.cancel(thread.inflight, wait=True)
         await self._forget_thread(thread)
+        if self.relay.shared:
+            await self.relay.thread_deleted(thread.thread_id)
 
     def _forget_runs(self, thread: ThreadRecord) -> None:
         self.threads.pop(thread.thread_id, None)
@@ -373,14 +449,14 @@ class RunManager:
             assert checkpointer is not None
             if await checkpointer.read(thread.thread_id, path=agent.name):
                 await checkpointer.delete_thread(thread.thread_id)
-                await _reread(agent, thread.thread_id)
+                await reread(agent, thread.thread_id)
 
     async def update_state(self, thread: ThreadRecord, values: Mapping[str, Any]) -> None:
         """Apply ``values`` to the thread's state, in turn with its runs (no model call)."""
         assistant = self.thread_assistant(thread)
         agent = assistant.agent
         run_input = dataclasses.replace(
-            _prepare(agent, dict(values), thread.thread_id), update_only=True
+            prepare_run_input(agent, dict(values), thread.thread_id), update_only=True
         )
         handle = await self.runtime.start(agent, run_input, thread_id=thread.thread_id)
         try:
@@ -394,56 +470,5 @@ class RunManager:
     async def aclose(self) -> None:
         """Cancel every run and wait for all of them (server shutdown)."""
         self._closing = True
-        await self.cancel(list(self.runs.values()), wait=True)
-
-
-def _prepare(agent: DeepAgent, input: Any, thread_id: str | None) -> RunInput:
-    try:
-        return prepare_input(agent.spec, input, thread_id)
-    except InputError as exc:
-        raise HTTPException(422, f"input: {exc}") from None
-
-
-def _run_input(agent: DeepAgent, body: RunCreate, thread_id: str | None) -> RunInput:
-    run_input = _prepare(
-        agent,
-        Command(resume=body.command.resume) if body.command is not None else body.input,
-        thread_id,
-    )
-    limit = (body.config or {}).get("recursion_limit")
-    if limit is not None:
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 2:
-            raise HTTPException(422, f"config.recursion_limit: an integer >= 2, not {limit!r}")
-        # One agent turn is two LangGraph steps (model, then tools).
-        run_input = dataclasses.replace(run_input, max_steps=limit // 2)
-    return run_input
-
-
-def _kwargs(body: RunCreate) -> dict[str, Any]:
-    return body.model_dump(
-        include={"input", "command", "config", "context", "stream_mode", "stream_subgraphs"},
-        mode="json",
-    )
-
-
-def _error(exc: BaseException) -> dict[str, str]:
-    return {"error": type(exc).__name__, "message": str(exc)}
-
-
-async def _last_seq(agent: DeepAgent, thread_id: str) -> int:
-    checkpointer = agent.checkpointer
-    assert checkpointer is not None
-    records = await checkpointer.read(thread_id)
-    return records[-1].seq if records else 0
-
-
-async def _reread(agent: DeepAgent, thread_id: str) -> None:
-    """Make the app runtime's actor of this thread read it again from its checkpoint.
-
-    A thread actor keeps its state in memory and reads the checkpoint again only
-    when another actor has run the thread since; an empty update through a
-    runtime of its own is such a run (and takes its turn like any other).
-    """
-    async with open_runtime() as rt:
-        handle = await rt.start(agent, RunInput(values={}, update_only=True), thread_id=thread_id)
-        await handle.wait()
+        await self.cancel([r for r in self.runs.values() if not r.remote], wait=True)
+        self._shared.close()  # runs of other processes go on there

@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..events import Event
 from ..lc_views import LangGraphStream
 from ._records import RunRecord, Subscriber, ThreadRecord, new_uuid
 from ._responses import EventSourceResponse, WaitResponse
@@ -76,7 +77,7 @@ async def stream_run(request: Request) -> Response:
         body.stream_mode, body.stream_subgraphs, None if thread.temporary else thread.thread_id
     )
     manager = _manager(request)
-    send, receive = anyio.create_memory_object_stream[Any](float("inf"))
+    send, receive = anyio.create_memory_object_stream[Event | bytes](float("inf"))
     try:
         run = await manager.create(thread, body, subscriber=Subscriber(send, body.stream_subgraphs))
     except BaseException:
@@ -97,11 +98,8 @@ async def stream_run(request: Request) -> Response:
 
 def _left(manager: RunManager, run: RunRecord, cancel: bool) -> None:
     """The client went away: cancel its run (and subtree) unless told to continue."""
-    if cancel and not run.done.is_set():
-        run.cancel_requested = "interrupt"
-        run.cancelled.set()
-        if run.handle is not None:
-            run.handle.cancel()
+    if cancel:
+        manager.cancel_soon(run)
 
 
 async def _error_of(manager: RunManager, run: RunRecord) -> dict[str, Any] | None:
@@ -136,7 +134,8 @@ async def list_runs(request: Request) -> Response:
     thread = await manager.thread(request.path_params["thread_id"])
     limit, offset = _int(request, "limit", 10), _int(request, "offset", 0)
     status = request.query_params.get("status")
-    runs = [r for r in reversed(thread.runs) if status is None or r.status == status]
+    known = await manager.runs_of(thread)
+    runs = [r for r in reversed(known) if status is None or r.status == status]
     return JSONResponse([r.to_json() for r in runs[offset : offset + limit]])
 
 
@@ -159,8 +158,7 @@ def _flag(request: Request, name: str) -> bool:
 
 async def get_run(request: Request) -> Response:
     manager = _manager(request)
-    await manager.thread(request.path_params["thread_id"])
-    run = manager.run(request.path_params["thread_id"], request.path_params["run_id"])
+    run = await manager.find_run(request.path_params["thread_id"], request.path_params["run_id"])
     return JSONResponse(run.to_json())
 
 
@@ -176,7 +174,7 @@ async def delete_run(request: Request) -> Response:
 
 async def join_run(request: Request) -> Response:
     manager = _manager(request)
-    run = manager.run(request.path_params["thread_id"], request.path_params["run_id"])
+    run = await manager.find_run(request.path_params["thread_id"], request.path_params["run_id"])
     cancel = _flag(request, "cancel_on_disconnect")
     return WaitResponse(
         lambda: manager.result(run), on_disconnect=lambda: _left(manager, run, cancel)
@@ -185,7 +183,7 @@ async def join_run(request: Request) -> Response:
 
 async def join_stream(request: Request) -> Response:
     manager = _manager(request)
-    run = manager.run(request.path_params["thread_id"], request.path_params["run_id"])
+    run = await manager.find_run(request.path_params["thread_id"], request.path_params["run_id"])
     modes: Any = request.query_params.get("stream_mode") or run.kwargs.get("stream_mode")
     if isinstance(modes, str) and modes.startswith("["):
         try:
@@ -196,7 +194,7 @@ async def join_stream(request: Request) -> Response:
     adapter = _adapter(modes, subgraphs, run.thread.thread_id)
     cancel = _flag(request, "cancel_on_disconnect")
     return EventSourceResponse(
-        manager.subscribe(run, subgraphs=subgraphs),
+        await manager.subscribe(run, modes=modes, subgraphs=subgraphs),
         adapter,
         run_id=run.run_id,
         on_disconnect=lambda: _left(manager, run, cancel),
@@ -206,7 +204,7 @@ async def join_stream(request: Request) -> Response:
 
 async def cancel_run(request: Request) -> Response:
     manager = _manager(request)
-    run = manager.run(request.path_params["thread_id"], request.path_params["run_id"])
+    run = await manager.find_run(request.path_params["thread_id"], request.path_params["run_id"])
     action = request.query_params.get("action", "interrupt")
     if action not in ("interrupt", "rollback"):
         raise HTTPException(422, f"action: 'interrupt' or 'rollback', not {action!r}")
@@ -233,7 +231,7 @@ async def cancel_runs(request: Request) -> Response:
     else:
         if body.thread_id is None or not body.run_ids:
             raise HTTPException(422, "thread_id: give thread_id and run_ids, or status")
-        runs = [manager.run(body.thread_id, run_id) for run_id in body.run_ids]
+        runs = [await manager.find_run(body.thread_id, run_id) for run_id in body.run_ids]
     await manager.cancel(runs, action=action, wait=False)
     return Response(status_code=204)
 

@@ -52,7 +52,7 @@ async def create_thread(request: Request) -> Response:
     graph = body.metadata.get("graph_id")
     if isinstance(graph, str) and graph in manager.assistants:
         thread.graph_id = graph
-    manager.threads[thread.thread_id] = thread
+    await manager.add_thread(thread)
     return JSONResponse(thread.to_json())
 
 

@@ -1,0 +1,427 @@
+"""Runs shared by server processes through PostgreSQL (``--runs-db postgresql://``).
+
+Tables (made on first use, under an advisory lock so processes starting
+together do not race on ``CREATE``):
+
+- ``deepactors_runs``: one row per run: its protocol fields, its status, its
+  final values, and its *owner*, the backend pid and start time of the owning
+  process's ``LISTEN`` connection. A process that dies closes that connection,
+  so a run whose owner is no longer in ``pg_stat_activity`` is known to be lost.
+- ``deepactors_run_watches``: a follower in another process wants a run's
+  stream in these modes.
+- ``deepactors_run_events``: SSE frames the owner rendered for those watches,
+  numbered per run.
+
+Notifications on one channel carry ids only (``NOTIFY`` payloads are small, and
+rows are the truth): ``r:<run>`` the run's row or frames changed, ``w:<run>``
+a watch was added (for the owner), ``c:<run>:<action>`` cancel it (for the owner).
+
+The owner never waits on the database while it drives a run: status changes and
+frames go through one writer task, which writes whatever has accumulated in one
+transaction (group commit) and notifies once per run touched. Only creating a
+run is awaited, so that any process can find the run as soon as its id is out.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import anyio
+import structlog
+from anyio.abc import TaskGroup, TaskStatus
+from anyio.streams.memory import MemoryObjectSendStream
+
+from ..errors import ConfigurationError
+from ..events import Event
+from ..lc_views import LangGraphStream
+from ._pg_db import Op, PgDatabase
+from ._pg_schema import LOST, MARK_LOST, RUN_COLUMNS, SCHEMA, check_version, jsonb, shared_run
+from ._records import RunRecord, new_uuid
+from ._relay import FINAL, CancelHandler, SharedRun, SharedThread
+from ._responses import part_frames
+
+__all__ = ["PgRelay"]
+
+_log = structlog.get_logger("deepactors.server")
+
+CHANNEL = "deepactors_runs"
+LIVENESS_EVERY = 2.0
+"""Seconds a follower waits for news before checking the owner is still alive."""
+FRAMES_KEPT = 300.0
+"""Seconds the SSE frames of an ended run are kept for its followers (then swept)."""
+
+
+@dataclass(slots=True, eq=False)
+class _Commit:
+    """Set when a write that someone waits for is committed (or failed)."""
+
+    done: anyio.Event = field(default_factory=anyio.Event)
+    error: Exception | None = None
+
+
+class _Write(NamedTuple):
+    op: Op
+    notify: str | None  # the run whose followers to wake
+    commit: _Commit | None
+
+
+@dataclass(slots=True, eq=False)
+class _Owned:
+    """A run this process drives: the watches other processes hold on it."""
+
+    run: RunRecord
+    watches: dict[str, LangGraphStream] = field(default_factory=dict)
+    seq: int = 0
+
+
+@dataclass(slots=True, eq=False)
+class _Followed:
+    """A run of another process that this one follows."""
+
+    wake: anyio.Event = field(default_factory=anyio.Event)
+    streams: dict[str, MemoryObjectSendStream[Event | bytes]] = field(default_factory=dict)
+
+
+class PgRelay:
+    """Runs shared through PostgreSQL (see the module docstring).
+
+    Args:
+        dsn: The database (``postgresql://...``).
+    """
+
+    shared = True
+
+    def __init__(self, dsn: str) -> None:
+        self._db = PgDatabase(dsn)
+        self._owned: dict[str, _Owned] = {}
+        self._followed: dict[str, _Followed] = {}
+        self._on_cancel: CancelHandler | None = None
+        self._owner: tuple[int, Any] | None = None
+        self._send, self._receive = anyio.create_memory_object_stream[_Write](math.inf)
+        self._flushed = anyio.Event()
+        self._tg: TaskGroup | None = None
+
+    async def serve(
+        self, on_cancel: CancelHandler, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Open the database, listen, and write what runs report, until cancelled."""
+        self._on_cancel = on_cancel
+        await self._db.open()
+        try:
+            check_version(await self._db.run([(sql, ()) for sql in SCHEMA]))
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                pid = await tg.start(self._db.listen, CHANNEL, self._notified)
+                rows = await self._db.run(
+                    [("SELECT backend_start FROM pg_stat_activity WHERE pid = %s", (pid,))]
+                )
+                self._owner = (pid, rows[0][0])
+                # Runs of processes that died while this one was not running.
+                await self._db.run([(MARK_LOST.format(where="TRUE"), (jsonb(LOST), time.time()))])
+                task_status.started()
+                tg.start_soon(self._sweep)
+                await self._write()
+                tg.cancel_scope.cancel()  # the writer ended: shutting down
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._db.aclose()
+
+    async def aclose(self) -> None:
+        """Write the status changes still pending (bounded wait)."""
+        self._send.close()
+        with anyio.move_on_after(5):
+            await self._flushed.wait()
+
+    # -- the owner's side ------------------------------------------------------------
+
+    async def created(self, run: RunRecord) -> None:
+        assert self._owner is not None, "serve() first"
+        # Owned before it is visible: a watch may be asked for the moment it is.
+        self._owned[run.run_id] = _Owned(run)
+        await self._committed(
+            f"INSERT INTO deepactors_runs ({RUN_COLUMNS}, owner_pid, owner_start)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, NULL, %s, %s)",
+            (
+                run.run_id,
+                run.thread.thread_id,
+                run.assistant.graph_id,
+                run.status,
+                jsonb(run.metadata),
+                jsonb(run.kwargs),
+                run.multitask_strategy,
+                run.created_at,
+                time.time(),
+                *self._owner,
+            ),
+        )
+
+    def started(self, run: RunRecord) -> None:
+        self._queue(
+            "UPDATE deepactors_runs SET status = %s, updated_at = %s WHERE run_id = %s",
+            (run.status, run.updated_at, run.run_id),
+            run.run_id,
+        )
+
+    def event(self, run: RunRecord, event: Event) -> None:
+        owned = self._owned.get(run.run_id)
+        if owned is None or not owned.watches:
+            return
+        for watch_id, adapter in owned.watches.items():
+            frame = part_frames(adapter.feed(event))
+            if frame:
+                owned.seq += 1
+                self._queue(
+                    "INSERT INTO deepactors_run_events (run_id, seq, watch_id, frame)"
+                    " VALUES (%s, %s, %s, %s)",
+                    (run.run_id, owned.seq, watch_id, frame.decode()),
+                    run.run_id,
+                )
+
+    def finished(self, run: RunRecord, values: dict[str, Any]) -> None:
+        self._owned.pop(run.run_id, None)
+        self._queue(
+            "UPDATE deepactors_runs SET status = %s, result = %s, updated_at = %s"
+            " WHERE run_id = %s",
+            (run.status, jsonb(values), run.updated_at, run.run_id),
+            run.run_id,
+        )
+        self._queue("DELETE FROM deepactors_run_watches WHERE run_id = %s", (run.run_id,), None)
+
+    async def _committed(self, sql: str, params: tuple[Any, ...]) -> None:
+        """Write through the writer, and wait until committed.
+
+        Creating runs and threads must be durable before the reply, but a burst
+        of them (1,000 clients at once) then costs a few transactions, not one
+        round trip each through a small pool.
+
+        Raises:
+            psycopg.Error: The batch it was written in failed.
+        """
+        commit = _Commit()
+        self._queue(sql, params, None, commit)
+        await commit.done.wait()
+        if commit.error is not None:
+            raise commit.error
+
+    def _queue(
+        self, sql: str, params: tuple[Any, ...], notify: str | None, commit: _Commit | None = None
+    ) -> None:
+        try:
+            self._send.send_nowait(_Write((sql, params), notify, commit))
+        except anyio.ClosedResourceError:
+            _log.warning("run relay closed: a run's change is not shared", sql=sql[:40])
+            if commit is not None:
+                commit.error = ConfigurationError("the run relay is closed (shutting down)")
+                commit.done.set()
+
+    async def _write(self) -> None:
+        """Write queued changes in batches (one transaction, one notify per run)."""
+        try:
+            async with self._receive:
+                async for first in self._receive:
+                    batch = [first]
+                    while True:
+                        try:
+                            batch.append(self._receive.receive_nowait())
+                        except (anyio.WouldBlock, anyio.EndOfStream):
+                            break
+                    ops = [w.op for w in batch]
+                    runs = dict.fromkeys(w.notify for w in batch if w.notify is not None)
+                    ops.extend(("SELECT pg_notify(%s, %s)", (CHANNEL, f"r:{r}")) for r in runs)
+                    error: Exception | None = None
+                    try:
+                        await self._db.run(ops)
+                    except Exception as exc:  # the runs go on; their followers time out
+                        _log.error("run relay write failed", error=repr(exc))
+                        error = exc
+                    for write in batch:
+                        if write.commit is not None:
+                            write.commit.error = error
+                            write.commit.done.set()
+        finally:
+            self._flushed.set()
+
+    async def _sweep(self) -> None:
+        """Now and then, delete the frames of runs that ended a while ago."""
+        while True:
+            await anyio.sleep(FRAMES_KEPT / 5)
+            self._queue(
+                "DELETE FROM deepactors_run_events e USING deepactors_runs r"
+                " WHERE e.run_id = r.run_id AND r.status IN"
+                " ('error', 'success', 'timeout', 'interrupted') AND r.updated_at < %s",
+                (time.time() - FRAMES_KEPT,),
+                None,
+            )
+
+    def _notified(self, payload: str) -> None:
+        kind, _, rest = payload.partition(":")
+        if kind == "r":
+            followed = self._followed.get(rest)
+            if followed is not None:
+                followed.wake.set()
+        elif kind == "w" and rest in self._owned:
+            self._spawn(self._load_watches, rest)
+        elif kind == "c":
+            run_id, _, action = rest.partition(":")
+            if run_id in self._owned and self._on_cancel is not None:
+                self._on_cancel(run_id, action)
+
+    def _spawn(self, fn: Any, *args: Any) -> None:
+        if self._tg is not None:
+            self._tg.start_soon(fn, *args)
+
+    async def _load_watches(self, run_id: str) -> None:
+        owned = self._owned.get(run_id)
+        if owned is None:
+            return
+        try:
+            rows = await self._db.run(
+                [
+                    (
+                        "SELECT watch_id, modes, subgraphs FROM deepactors_run_watches"
+                        " WHERE run_id = %s",
+                        (run_id,),
+                    )
+                ]
+            )
+        except Exception as exc:
+            _log.error("run relay: reading watches failed", run_id=run_id, error=repr(exc))
+            return
+        for watch_id, modes, subgraphs in rows:
+            if watch_id not in owned.watches:
+                owned.watches[watch_id] = LangGraphStream(
+                    modes, subgraphs=subgraphs, thread_id=owned.run.thread.thread_id
+                )
+
+    # -- a follower's side -----------------------------------------------------------
+
+    async def find(self, run_id: str) -> SharedRun | None:
+        rows = await self._db.run(
+            [
+                (MARK_LOST.format(where="run_id = %s"), (jsonb(LOST), time.time(), run_id)),
+                (f"SELECT {RUN_COLUMNS} FROM deepactors_runs WHERE run_id = %s", (run_id,)),
+            ]
+        )
+        return shared_run(rows[0]) if rows else None
+
+    async def thread_created(self, thread_id: str, metadata: dict[str, Any]) -> None:
+        await self._committed(
+            "INSERT INTO deepactors_threads (thread_id, metadata, created_at)"
+            " VALUES (%s, %s, %s) ON CONFLICT (thread_id) DO NOTHING",
+            (thread_id, jsonb(metadata), time.time()),
+        )
+
+    async def thread_deleted(self, thread_id: str) -> None:
+        await self._db.run(
+            [
+                ("DELETE FROM deepactors_threads WHERE thread_id = %s", (thread_id,)),
+                ("DELETE FROM deepactors_runs WHERE thread_id = %s", (thread_id,)),
+            ]
+        )
+
+    async def find_thread(self, thread_id: str) -> SharedThread | None:
+        made = await self._db.run(
+            [
+                (
+                    "SELECT metadata, created_at FROM deepactors_threads WHERE thread_id = %s",
+                    (thread_id,),
+                )
+            ]
+        )
+        rows = await self._db.run(
+            [
+                (
+                    f"SELECT {RUN_COLUMNS} FROM deepactors_runs WHERE thread_id = %s"
+                    " ORDER BY created_at",
+                    (thread_id,),
+                )
+            ]
+        )
+        runs = [shared_run(r) for r in rows]
+        if not made and not runs:
+            return None
+        metadata, created_at = made[0] if made else ({}, runs[0].created_at)
+        return SharedThread(
+            thread_id=thread_id, metadata=metadata, created_at=created_at, runs=runs
+        )
+
+    async def cancel(self, run_id: str, action: str) -> None:
+        await self._db.run([("SELECT pg_notify(%s, %s)", (CHANNEL, f"c:{run_id}:{action}"))])
+
+    async def watch(
+        self,
+        run: RunRecord,
+        stream: MemoryObjectSendStream[Event | bytes],
+        modes: Any,
+        subgraphs: bool,
+    ) -> None:
+        followed = self._followed.setdefault(run.run_id, _Followed())
+        watch_id = new_uuid()
+        followed.streams[watch_id] = stream
+        await self._db.run(
+            [
+                (
+                    "INSERT INTO deepactors_run_watches (run_id, watch_id, modes, subgraphs)"
+                    " VALUES (%s, %s, %s, %s)",
+                    (run.run_id, watch_id, jsonb(modes), subgraphs),
+                ),
+                ("SELECT pg_notify(%s, %s)", (CHANNEL, f"w:{run.run_id}")),
+            ]
+        )
+
+    async def follow(self, run: RunRecord) -> None:
+        followed = self._followed.setdefault(run.run_id, _Followed())
+        last = 0
+        quiet = True  # no news for a while: is its owner still alive?
+        try:
+            while True:
+                wake = followed.wake = anyio.Event()
+                lost: list[Op] = []
+                if quiet:
+                    where = MARK_LOST.format(where="run_id = %s")
+                    lost.append((where, (jsonb(LOST), time.time(), run.run_id)))
+                rows = await self._db.run(
+                    [
+                        *lost,
+                        (
+                            "SELECT status, updated_at, result FROM deepactors_runs"
+                            " WHERE run_id = %s",
+                            (run.run_id,),
+                        ),
+                    ]
+                )
+                frames = await self._db.run(
+                    [
+                        (
+                            "SELECT seq, watch_id, frame FROM deepactors_run_events"
+                            " WHERE run_id = %s AND seq > %s ORDER BY seq",
+                            (run.run_id, last),
+                        )
+                    ]
+                )
+                for seq, watch_id, frame in frames:
+                    last = seq
+                    stream = followed.streams.get(watch_id)
+                    if stream is not None:
+                        try:
+                            stream.send_nowait(frame.encode())
+                        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                            followed.streams.pop(watch_id, None)
+                status, updated_at, result = rows[0] if rows else ("error", time.time(), None)
+                run.status, run.updated_at = status, updated_at
+                if status in FINAL:
+                    run.result = result or {}
+                    run.finished_at = updated_at
+                    return
+                quiet = True
+                with anyio.move_on_after(LIVENESS_EVERY):
+                    await wake.wait()
+                    quiet = False
+        finally:
+            self._followed.pop(run.run_id, None)
+            for stream in followed.streams.values():
+                stream.close()
+            run.done.set()

@@ -1,0 +1,257 @@
+"""Two ``deepactors serve`` processes sharing runs through one PostgreSQL database.
+
+A run created through one process is found, joined, streamed and cancelled
+through the other, with the real ``langgraph-sdk`` client over real sockets, on
+uvicorn (asyncio) and on hypercorn (trio). Threads are kept in one SQLite file
+both processes open (its lease keeps one run of a thread at a time); runs and
+their events go through PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from langgraph_sdk import get_sync_client
+from langgraph_sdk.client import SyncLangGraphClient
+
+from deepactors.errors import ConfigurationError
+from deepactors.server import create_app
+
+from .agents import Probe, blocking_agent
+
+AGENT_MODULE = """
+import anyio
+from pathlib import Path
+
+from deepactors import AssistantMessage, ToolCall, ToolMessage, ToolRuntime, create_deep_agent
+from deepactors.models import FunctionModel, ModelRequest
+
+RELEASE = Path(__file__).with_name("release")
+
+
+async def ticker(runtime: ToolRuntime) -> str:
+    \"\"\"Tick until released.\"\"\"
+    n = 0
+    while not await anyio.Path(RELEASE).exists():
+        n += 1
+        runtime.write({"tick": n})
+        await anyio.sleep(0.02)
+    return "released"
+
+
+async def blocker() -> str:
+    \"\"\"Block until cancelled.\"\"\"
+    await anyio.sleep_forever()
+    return "never"
+
+
+def model(request: ModelRequest) -> AssistantMessage:
+    last = request.messages[-1]
+    if isinstance(last, ToolMessage):
+        return AssistantMessage(content="done: " + last.text)
+    return AssistantMessage(tool_calls=[ToolCall(name=last.text, args={})])
+
+
+agent = create_deep_agent(FunctionModel(model), tools=[ticker, blocker])
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def _serve(args: list[str], cwd: Path) -> Iterator[str]:
+    with _process(args, cwd) as (url, _):
+        yield url
+
+
+@contextlib.contextmanager
+def _process(args: list[str], cwd: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    port = _free_port()
+    log = cwd / f"serve-{port}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "deepactors", "serve", *args, "--port", str(port)],
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    try:
+        while True:  # another process: poll until it answers
+            assert process.poll() is None, log.read_text()
+            try:
+                if httpx.get(f"{url}/ok").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.05)
+        yield url, process
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(20)
+            finally:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+    # A clean shutdown, unless the test killed it.
+    assert process.returncode in (0, -signal.SIGKILL), log.read_text()
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def two_servers(
+    request: pytest.FixtureRequest, tmp_path: Path, postgres_dsn: str
+) -> Iterator[tuple[str, str]]:
+    """Two server processes on two ports: one SQLite file of threads, one runs database."""
+    (tmp_path / "workers_agent.py").write_text(AGENT_MODULE)
+    args = [
+        "workers_agent:agent",
+        "--db",
+        str(tmp_path / "threads.db"),
+        "--runs-db",
+        postgres_dsn,
+        "--loop",
+        str(request.param),
+    ]
+    with _serve(args, tmp_path) as a, _serve(args, tmp_path) as b:
+        yield a, b
+
+
+def _input(text: str) -> dict[str, object]:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+def test_a_run_created_on_one_process_is_streamed_and_joined_on_the_other(
+    two_servers: tuple[str, str], tmp_path: Path
+) -> None:
+    url_a, url_b = two_servers
+    with get_sync_client(url=url_a, timeout=20) as a, get_sync_client(url=url_b, timeout=20) as b:
+        thread_id = a.threads.create(metadata={"owner": "a"})["thread_id"]
+        assert b.threads.get(thread_id)["metadata"] == {"owner": "a"}
+        run = a.runs.create(thread_id, "agent", input=_input("ticker"))
+        assert b.runs.get(thread_id, run["run_id"])["run_id"] == run["run_id"]
+        ticks = []
+        for part in b.runs.join_stream(thread_id, run["run_id"], stream_mode="custom"):
+            if part.event == "custom":
+                ticks.append(part.data["tick"])
+                (tmp_path / "release").touch()  # seen through B: let the run end
+        assert ticks, "no event of the run reached the other process"
+        assert ticks == sorted(ticks)
+        result = b.runs.join(thread_id, run["run_id"])
+        assert result["messages"][-1]["content"] == "done: released"
+        assert b.runs.get(thread_id, run["run_id"])["status"] == "success"
+        listed = b.runs.list(thread_id)
+        assert [r["run_id"] for r in listed] == [run["run_id"]]
+
+
+def test_a_run_on_one_process_is_cancelled_through_the_other(
+    two_servers: tuple[str, str], tmp_path: Path
+) -> None:
+    url_a, url_b = two_servers
+    with get_sync_client(url=url_a, timeout=20) as a, get_sync_client(url=url_b, timeout=20) as b:
+        thread_id = a.threads.create()["thread_id"]
+        run = a.runs.create(thread_id, "agent", input=_input("blocker"))
+        b.runs.cancel(thread_id, run["run_id"], wait=True)
+        assert b.runs.get(thread_id, run["run_id"])["status"] == "interrupted"
+        assert a.runs.get(thread_id, run["run_id"])["status"] == "interrupted"
+        # The thread is free again, and its next run may go through the other process.
+        assert b.threads.get(thread_id)["status"] == "idle"
+        (tmp_path / "release").touch()
+        done = b.runs.wait(thread_id, "agent", input=_input("ticker"))
+        assert done["messages"][-1]["content"] == "done: released"
+
+
+def test_a_client_leaving_a_stream_on_one_process_cancels_the_run_on_the_other(
+    two_servers: tuple[str, str],
+) -> None:
+    url_a, url_b = two_servers
+    with get_sync_client(url=url_a, timeout=20) as a, get_sync_client(url=url_b, timeout=20) as b:
+        thread_id = a.threads.create()["thread_id"]
+        run = a.runs.create(thread_id, "agent", input=_input("ticker"))  # never released
+        stream = b.runs.join_stream(
+            thread_id, run["run_id"], stream_mode="custom", cancel_on_disconnect=True
+        )
+        for part in stream:
+            if part.event == "custom":
+                break  # leave: the connection to B closes
+        stream.close()
+        a.runs.join(thread_id, run["run_id"])
+        assert a.runs.get(thread_id, run["run_id"])["status"] == "interrupted"
+
+
+def test_runs_db_must_be_postgres(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="PostgreSQL"):
+        create_app(blocking_agent(Probe()), runs_db=str(tmp_path / "x.db"))
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "trio"])
+def test_serve_workers_share_runs_on_one_port(loop: str, tmp_path: Path, postgres_dsn: str) -> None:
+    (tmp_path / "workers_agent.py").write_text(AGENT_MODULE)
+    args = ["workers_agent:agent", "--db", str(tmp_path / "threads.db")]
+    args += ["--runs-db", postgres_dsn, "--loop", loop, "--workers", "2"]
+    with _serve(args, tmp_path) as url:
+        # A connection per request, so requests reach either process: every
+        # one must find the thread and runs made through the other.
+        def client() -> SyncLangGraphClient:
+            return get_sync_client(url=url, timeout=20)
+
+        with client() as c:
+            thread_id = c.threads.create()["thread_id"]
+        for _ in range(3):
+            with client() as c:
+                run = c.runs.create(thread_id, "agent", input=_input("blocker"))
+            with client() as c:
+                c.runs.cancel(thread_id, run["run_id"], wait=True)
+            with client() as c:
+                assert c.runs.get(thread_id, run["run_id"])["status"] == "interrupted"
+        (tmp_path / "release").touch()
+        with client() as c:
+            done = c.runs.wait(thread_id, "agent", input=_input("ticker"))
+        assert done["messages"][-1]["content"] == "done: released"
+
+
+def test_runs_of_a_killed_process_end_as_lost_and_its_thread_resumes_elsewhere(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    (tmp_path / "workers_agent.py").write_text(AGENT_MODULE)
+    args = ["workers_agent:agent", "--db", str(tmp_path / "threads.db")]
+    args += ["--runs-db", postgres_dsn]
+    with _process(args, tmp_path) as (url_a, process_a), _serve(args, tmp_path) as url_b:
+        with get_sync_client(url=url_a, timeout=20) as a:
+            thread_id = a.threads.create()["thread_id"]
+            run = a.runs.create(thread_id, "agent", input=_input("blocker"))
+            for part in a.runs.join_stream(thread_id, run["run_id"], stream_mode="updates"):
+                if part.event == "updates":
+                    break  # the run is under way in A
+        process_a.kill()
+        process_a.wait()
+        with get_sync_client(url=url_b, timeout=20) as b:
+            result = b.runs.join(thread_id, run["run_id"])
+            assert result["__error__"]["error"] == "WorkerLost"
+            assert b.runs.get(thread_id, run["run_id"])["status"] == "error"
+            # The thread's lease died with A: B runs it on from its checkpoint.
+            (tmp_path / "release").touch()
+            done = b.runs.wait(thread_id, "agent", input=_input("ticker"))
+            assert done["messages"][-1]["content"] == "done: released"
+            assert [m["content"] for m in done["messages"] if m["type"] == "human"] == [
+                "blocker",
+                "ticker",
+            ]
