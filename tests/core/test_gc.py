@@ -98,9 +98,7 @@ async def test_the_heap_thaws_when_the_runtime_fails() -> None:
     assert gc.get_freeze_count() == 0
 
 
-async def test_a_deferring_runtime_freezes_instead_of_collecting_only_while_runs_are_in_progress() -> (
-    None
-):
+async def test_a_deferring_runtime_freezes_instead_of_collecting_only_during_runs() -> None:
     seen: dict[str, int] = {}
 
     async def probe() -> str:
