@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import anyio
-
+from .._loops import open_task_group
 from ..context import RunContext, ToolResult
 from ..errors import InputError
 from ..events import ToolCallFinished, ToolCallStarted
@@ -99,7 +98,7 @@ async def run_tools(
     if len(calls) == 1:
         await one(0, calls[0])
     else:
-        async with anyio.create_task_group() as tg:
+        async with open_task_group() as tg:
             for i, call in enumerate(calls):
                 tg.start_soon(one, i, call)
     for item in results:
