@@ -57,6 +57,7 @@ async def run_tools(
     # A dict filled on demand: no list per call of a wide fan-out.
     interrupts: dict[int, list[ActionRequest]] = {}
     resumed = run.resumed
+    lone = len(calls) == 1
 
     async def one(i: int, call: ToolCall) -> None:
         emit = run.emit
@@ -88,7 +89,10 @@ async def run_tools(
                     # learns, the state stays as it was.
                     done = (error_result(call, f"the tool's state update was refused: {exc}"), None)
             journal = run.journal
-            if journal is not None:
+            if journal is not None and not lone:
+                # Recorded as it finishes, so a resumed step does not run it
+                # again. A lone call's result is appended (and recorded) with no
+                # await in between: the same batch, so no record of its own.
                 journal.record_tool_result(run.path, run.step, *done, state)
         # else: finished before a crash or an interrupt; its result was checkpointed.
         results[i] = done
