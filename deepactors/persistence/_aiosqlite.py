@@ -15,6 +15,7 @@ shape since aiosqlite 0.1; the test suite exercises them on every run.
 from __future__ import annotations
 
 import asyncio
+import functools
 import sqlite3
 import threading
 from collections.abc import Awaitable, Callable
@@ -59,6 +60,23 @@ async def settle(job: Awaitable[T]) -> T:
             task.exception()  # retrieved: the caller's cancellation wins
         raise cancelled
     return task.result()
+
+
+async def _settled(future: asyncio.Future[T]) -> T:
+    """:func:`settle` for a future the connection's thread will complete: no task."""
+    cancelled: asyncio.CancelledError | None = None
+    while not future.done():
+        try:
+            # shield: cancelling the caller leaves ``future`` to the thread.
+            await asyncio.shield(future)
+        except asyncio.CancelledError as exc:
+            if future.cancelled():
+                raise  # cancelled itself: the loop is shutting down
+            cancelled = cancelled or exc
+    if cancelled is not None:
+        future.exception()  # retrieved: the caller's cancellation wins
+        raise cancelled
+    return future.result()
 
 
 def _join_thread(db: aiosqlite.Connection) -> None:
@@ -143,8 +161,12 @@ class AiosqliteConnection:
         """
         if self._closed:
             raise ConnectionClosed
+        # Queued as aiosqlite's ``_execute`` queues it, but awaited without the
+        # task ``settle`` would make for it: a put per step pays this.
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._db._tx.put_nowait((future, functools.partial(self._guarded, fn)))
         with anyio.CancelScope(shield=True):
-            result: T = await settle(self._db._execute(self._guarded, fn))  # type: ignore[no-untyped-call]
+            result = await _settled(future)
         return result
 
     async def aclose(self) -> None:
