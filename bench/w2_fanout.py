@@ -6,7 +6,7 @@ final main turn. The critical path is 5 x 50 ms. The floor is the same tree as
 plain coroutines: pydantic messages, a task group per tool step.
 
     python bench/w2_fanout.py [--sizes 100 1000 3000 10000] [--loops asyncio trio]
-                              [--repeats 3] [--census] [--sdk] [--freeze]
+                              [--repeats 3] [--census] [--sdk] [--freeze] [--defer-gc]
 
 Every run is a fresh interpreter (after a small warm-up run in it), so runs do
 not inherit each other's heap, collector generations or peak RSS; the floor's
@@ -30,6 +30,9 @@ the collector's pauses grow with, independent of the machine's load.
 talking to a real model (~120,000 more objects for every full collection);
 ``--freeze`` then does what ``open_runtime(freeze_heap=True)`` does when a
 server starts (``gc.collect(); gc.freeze()``), in the floor's runs too.
+
+``--defer-gc`` adds a third row: deepactors under ``open_runtime(defer_gc=True)``,
+which defers the collector's full collections while runs are in progress.
 
 Wall-clock figures on a shared machine are indicative; CPU, GC CPU pauses and
 object counts are the robust ones.
