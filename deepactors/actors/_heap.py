@@ -34,7 +34,6 @@ from typing import Any
 __all__ = [
     "MAX_DEFER",
     "deferred_collections",
-    "deferred_count",
     "frozen_heap",
     "run_in_progress",
 ]
@@ -68,7 +67,6 @@ class _Collector:
         self.running = 0  # runs in progress under those runtimes
         self.deferring_since: float | None = None  # when the first deferred collection fell due
         self.refreeze = False  # freeze what survives the next full collection (freeze_heap)
-        self.deferred = 0  # collections that walked nothing, for tests and benchmarks
         self.last_stop = 0.0  # when the last collection ended
 
     def on_gc(self, phase: str, info: dict[str, Any]) -> None:
@@ -98,7 +96,6 @@ class _Collector:
             self.refreeze = True
             return
         gc.freeze()
-        self.deferred += 1
 
     def run_ended(self) -> None:
         """Called under the lock when the last run in progress ended."""
@@ -177,8 +174,3 @@ def run_in_progress() -> Iterator[None]:
             _STATE.running -= 1
             if _STATE.running == 0:
                 _STATE.run_ended()
-
-
-def deferred_count() -> int:
-    """How many full collections were deferred in this process so far."""
-    return _STATE.deferred
