@@ -477,7 +477,8 @@ async def open_runtime(
             reference counting meanwhile; the collector's longest pause at
             10,000 concurrent subagents drops from ~0.4 s to a young
             collection's few ms. Cyclic garbage your own code makes waits for
-            the next full collection, and the hand-back thaws whatever else
+            the next full collection (an explicit ``gc.collect()`` during a
+            run finds nothing either), and the hand-back thaws whatever else
             was frozen (by ``gc.freeze()`` of your own) as well. Process-wide,
             hence off by default.
     """
