@@ -62,21 +62,32 @@ async def settle(job: Awaitable[T]) -> T:
     return task.result()
 
 
-async def _settled(future: asyncio.Future[T]) -> T:
-    """:func:`settle` for a future the connection's thread will complete: no task."""
-    cancelled: asyncio.CancelledError | None = None
-    while not future.done():
-        try:
-            # shield: cancelling the caller leaves ``future`` to the thread.
-            await asyncio.shield(future)
-        except asyncio.CancelledError as exc:
-            if future.cancelled():
-                raise  # cancelled itself: the loop is shutting down
-            cancelled = cancelled or exc
-    if cancelled is not None:
-        future.exception()  # retrieved: the caller's cancellation wins
-        raise cancelled
-    return future.result()
+def _queue(db: aiosqlite.Connection, fn: Callable[[], T]) -> asyncio.Future[T]:
+    """Queue ``fn`` in the connection's thread as aiosqlite's ``_execute`` does."""
+    future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+    db._tx.put_nowait((future, fn))
+    return future
+
+
+async def _settled(db: aiosqlite.Connection, fn: Callable[[], T]) -> T:
+    """:func:`settle` for one call queued in the connection's thread, without a task.
+
+    Awaited directly (a put per step pays every loop turn here). A native
+    cancellation cancels the future, not the call: the caller then waits for
+    a call queued behind it, which the thread runs after it, and re-raises.
+    """
+    future = _queue(db, fn)
+    try:
+        return await future
+    except asyncio.CancelledError:
+        if not future.cancelled():
+            raise  # the call itself was cancelled: the loop is shutting down
+        await settle(_queue(db, _nothing))
+        raise
+
+
+def _nothing() -> None:
+    pass
 
 
 def _join_thread(db: aiosqlite.Connection) -> None:
@@ -163,10 +174,8 @@ class AiosqliteConnection:
             raise ConnectionClosed
         # Queued as aiosqlite's ``_execute`` queues it, but awaited without the
         # task ``settle`` would make for it: a put per step pays this.
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._db._tx.put_nowait((future, functools.partial(self._guarded, fn)))
         with anyio.CancelScope(shield=True):
-            result = await _settled(future)
+            result = await _settled(self._db, functools.partial(self._guarded, fn))
         return result
 
     async def aclose(self) -> None:
