@@ -6,7 +6,7 @@ final main turn. The critical path is 5 x 50 ms. The floor is the same tree as
 plain coroutines: pydantic messages, a task group per tool step.
 
     python bench/w2_fanout.py [--sizes 100 1000 3000 10000] [--loops asyncio trio]
-                              [--repeats 3] [--census] [--sdk] [--freeze]
+                              [--repeats 3] [--census] [--sdk] [--freeze] [--defer-gc]
 
 Every run is a fresh interpreter (after a small warm-up run in it), so runs do
 not inherit each other's heap, collector generations or peak RSS; the floor's
@@ -30,6 +30,9 @@ the collector's pauses grow with, independent of the machine's load.
 talking to a real model (~120,000 more objects for every full collection);
 ``--freeze`` then does what ``open_runtime(freeze_heap=True)`` does when a
 server starts (``gc.collect(); gc.freeze()``), in the floor's runs too.
+
+``--defer-gc`` adds a third row: deepactors under ``open_runtime(defer_gc=True)``,
+which defers the collector's full collections while runs are in progress.
 
 Wall-clock figures on a shared machine are indicative; CPU, GC CPU pauses and
 object counts are the robust ones.
@@ -58,6 +61,7 @@ from deepactors import (
     ToolMessage,
     UserMessage,
     create_deep_agent,
+    open_runtime,
 )
 from deepactors.messages import Message
 from deepactors.models import FunctionModel, ModelRequest
@@ -176,7 +180,7 @@ def floor_work(n: int) -> Callable[[], Awaitable[int]]:
 # -- deepactors ------------------------------------------------------------------------
 
 
-def our_work(n: int) -> Callable[[], Awaitable[int]]:
+def our_work(n: int, defer_gc: bool = False) -> Callable[[], Awaitable[int]]:
     child = {
         "name": "r",
         "description": "researches one topic",
@@ -193,13 +197,21 @@ def our_work(n: int) -> Callable[[], Awaitable[int]]:
     )
 
     async def run() -> int:
-        result = await agent.ainvoke("go")
+        if defer_gc:
+            async with open_runtime(defer_gc=True) as rt:
+                result = await agent.ainvoke("go", runtime=rt)
+        else:
+            result = await agent.ainvoke("go")
         return int(result["messages"][-1].text.split()[2])
 
     return run
 
 
-MAKERS = {"floor": floor_work, "deepactors": our_work}
+MAKERS = {
+    "floor": floor_work,
+    "deepactors": our_work,
+    "defer_gc": functools.partial(our_work, defer_gc=True),
+}
 
 
 # -- one run in a fresh process --------------------------------------------------------
@@ -274,6 +286,11 @@ def main() -> None:
     parser.add_argument(
         "--freeze", action="store_true", help="gc.freeze() before the run (open_runtime's knob)"
     )
+    parser.add_argument(
+        "--defer-gc",
+        action="store_true",
+        help="also run deepactors under open_runtime(defer_gc=True)",
+    )
     parser.add_argument("--worker", nargs=3, metavar=("IMPL", "LOOP", "N"), help=argparse.SUPPRESS)
     parser.add_argument("--mode", default="measure", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -288,25 +305,27 @@ def main() -> None:
         f"{CRITICAL_PATH * 1000:.0f} ms; medians of {args.repeats} fresh-process runs"
         + (f" ({' '.join(flags)})" if flags else "")
     )
+    impls = (*IMPLS, "defer_gc") if args.defer_gc else IMPLS
     for backend in args.loops:
         for n in args.sizes:
-            runs: dict[str, list[dict[str, Any]]] = {impl: [] for impl in IMPLS}
+            runs: dict[str, list[dict[str, Any]]] = {impl: [] for impl in impls}
             for _ in range(args.repeats):
-                for impl in IMPLS:  # alternate, so load changes hit both alike
+                for impl in impls:  # alternate, so load changes hit both alike
                     worker_args = ["--worker", impl, backend, str(n), *flags]
                     runs[impl].append(run_worker(script, worker_args))
-            objects: dict[str, dict[str, int] | None] = dict.fromkeys(IMPLS)
+            objects: dict[str, dict[str, int] | None] = dict.fromkeys(impls)
             if args.census:
-                for impl in IMPLS:
+                for impl in impls:
                     census_args = ["--worker", impl, backend, str(n), *flags, "--mode", "census"]
                     out = run_worker(script, census_args)
                     objects[impl] = out
             print(f"{backend}, N={n}:")
-            for impl in IMPLS:
+            for impl in impls:
                 print(_row(impl, n, runs[impl], objects[impl]))
-            ratio = _median(runs["deepactors"], "wall") / _median(runs["floor"], "wall")
-            cpu_ratio = _median(runs["deepactors"], "cpu") / _median(runs["floor"], "cpu")
-            print(f"  deepactors / floor: wall {ratio:.2f}x, CPU {cpu_ratio:.2f}x")
+            for impl in impls[1:]:
+                ratio = _median(runs[impl], "wall") / _median(runs["floor"], "wall")
+                cpu_ratio = _median(runs[impl], "cpu") / _median(runs["floor"], "cpu")
+                print(f"  {impl} / floor: wall {ratio:.2f}x, CPU {cpu_ratio:.2f}x")
 
 
 if __name__ == "__main__":

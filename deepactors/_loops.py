@@ -10,6 +10,13 @@ aiosqlite adapter aside) needs to know which loop it is on:
 - :func:`spawn_system_task` starts a task of the current run that no task group
   owns and that the run cancels as it ends.
 - :class:`Wakeup` is an event of one run that any thread may set.
+- :func:`open_task_group` is a task group for many short tasks: on trio a bare
+  nursery, without the cancel scope, event and wrapper coroutine anyio's task
+  group adds to every task (at 10,000 subagents, ~10 objects per child that
+  the garbage collector walks, and a cancel scope entered and left each).
+- :class:`CallThread` is a thread of its own that runs blocking calls one at a
+  time for a trio run: one wakeup per call, a third of the CPU of
+  ``anyio.to_thread.run_sync`` (~60 us against ~180 us per call here).
 - :class:`PerLoop` holds one resource per live event-loop run (a database
   connection, an HTTP client), opened lazily on first use in that run and closed
   by that run as it ends.
@@ -24,9 +31,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import queue
+import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -35,13 +44,16 @@ import trio
 import trio.lowlevel
 
 __all__ = [
+    "CallThread",
     "LoopRun",
     "PerLoop",
+    "Spawner",
     "UnsupportedLoop",
     "Wakeup",
     "current_run",
     "current_run_or_none",
     "loop_running_here",
+    "open_task_group",
     "spawn_system_task",
 ]
 
@@ -143,6 +155,120 @@ def loop_running_here() -> bool:
     except RuntimeError:
         return False
     return True
+
+
+class Spawner(Protocol):
+    """What :func:`open_task_group` yields: it starts tasks, and that is all."""
+
+    def start_soon(self, fn: Callable[..., Coroutine[Any, Any, Any]], /, *args: Any) -> object:
+        """Start ``fn(*args)`` as a task of the group."""
+        ...
+
+
+class _TrioGroup:
+    """A trio nursery that leaves like anyio's task group does."""
+
+    __slots__ = ("_manager",)
+
+    def __init__(self) -> None:
+        self._manager = trio.open_nursery()
+
+    async def __aenter__(self) -> Spawner:
+        return await self._manager.__aenter__()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> bool:
+        try:
+            return bool(await self._manager.__aexit__(exc_type, exc, tb))  # type: ignore[arg-type]
+        except BaseExceptionGroup as group:
+            # Only cancellations: one Cancelled, as anyio raises, so that code
+            # above sees what it would see with anyio's task group.
+            if group.split(trio.Cancelled)[1] is None:
+                raise _first_leaf(group) from group
+            raise
+        finally:
+            del exc, tb
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
+
+
+def open_task_group() -> contextlib.AbstractAsyncContextManager[Spawner]:
+    """A task group for many short tasks that need no handle (see the module docstring).
+
+    Cancellation and errors behave as in ``anyio.create_task_group()``.
+    """
+    if sniffio.current_async_library() == "trio":
+        return _TrioGroup()
+    return anyio.create_task_group()
+
+
+def _refuse_abort(raise_cancel: object) -> trio.lowlevel.Abort:
+    return trio.lowlevel.Abort.FAILED
+
+
+class _Call:
+    """One call handed to a :class:`CallThread`, and what came of it."""
+
+    __slots__ = ("error", "fn", "result", "task")
+
+    def __init__(self, fn: Callable[[], Any], task: trio.lowlevel.Task) -> None:
+        self.fn = fn
+        self.task = task
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+class CallThread:
+    """A thread that runs blocking calls one at a time for the trio run that made it.
+
+    A call is not abandoned when its caller is cancelled (what it started, a
+    transaction say, finishes in the thread); the caller gets the cancellation
+    at its next checkpoint after that, as with ``anyio.to_thread.run_sync``.
+    Calls queue in order. :meth:`stop` lets the thread end after the queued calls.
+    """
+
+    __slots__ = ("_jobs", "_thread", "_token")
+
+    def __init__(self, name: str) -> None:
+        self._token = trio.lowlevel.current_trio_token()
+        self._jobs: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        # A daemon: a thread left blocked on its queue must not keep the process alive.
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            call = self._jobs.get()
+            if call is None:
+                return
+            try:
+                call.result = call.fn()
+            except BaseException as exc:  # handed to the caller, whatever it is
+                call.error = exc
+            with contextlib.suppress(trio.RunFinishedError):  # the run ended meanwhile
+                self._token.run_sync_soon(trio.lowlevel.reschedule, call.task)
+
+    async def run(self, fn: Callable[[], T]) -> T:
+        """Run ``fn()`` in the thread; return its result or raise its exception."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        call = _Call(fn, trio.lowlevel.current_task())
+        self._jobs.put(call)
+        await trio.lowlevel.wait_task_rescheduled(_refuse_abort)
+        if call.error is not None:
+            try:
+                raise call.error
+            finally:
+                del call  # no cycle through the traceback's frame
+        result: T = call.result
+        return result
+
+    def stop(self) -> None:
+        """End the thread once the calls queued so far are done."""
+        self._jobs.put(None)
 
 
 # asyncio keeps only weak references to tasks; these must outlive their creator.

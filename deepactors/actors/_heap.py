@@ -1,10 +1,25 @@
-"""The opt-in heap freeze of :func:`~deepactors.actors.open_runtime` (``freeze_heap=True``).
+"""The opt-in collector settings of :func:`~deepactors.actors.open_runtime`.
 
-CPython's cyclic collector walks every tracked object at each full collection,
-so a full pause grows with everything alive: the imported modules and the model
-SDK (importing ``anthropic`` alone is ~120,000 objects), compiled agents and tool
-schemas, none of which ever becomes garbage. ``gc.freeze()`` moves what is alive
-now out of its sight. It is process-wide, so it is never done unasked.
+CPython's cyclic collector walks every tracked object at each full (generation
+2) collection, so a full pause grows with everything alive. Two things a
+runtime can do about it, both process-wide and so never done unasked:
+
+- ``freeze_heap=True`` (:func:`frozen_heap`): what is alive when the runtime
+  opens (imported modules, the model SDK: ``anthropic`` alone is ~120,000
+  objects, compiled agents, tool schemas) never becomes garbage; ``gc.freeze()``
+  moves it out of the collector's sight.
+- ``defer_gc=True`` (:func:`deferred_collections`): while a run is in progress, a
+  full collection that falls due walks nothing: a ``gc.callbacks`` hook moves
+  the objects alive then out of sight (``gc.freeze()``) as it starts. At 10,000
+  concurrent subagents each full collection would walk ~800,000 objects (a
+  pause of 0.4 s on a 2-core VM), all of them alive, because the runtime
+  leaves no reference cycle behind (``tests/core/test_gc.py``): a finished
+  actor is freed by reference counting, frozen or not. When no run is in
+  progress any more, or after ``max_defer`` seconds of deferring, the objects
+  are handed back (``gc.unfreeze()``) and the next full collection, on a heap
+  the fan-out has left, walks them. Young collections run as always; cyclic
+  garbage that lives long enough to reach the old generation meanwhile (made
+  by code outside the runtime) waits for that collection.
 """
 
 from __future__ import annotations
@@ -12,20 +27,111 @@ from __future__ import annotations
 import contextlib
 import gc
 import threading
+import time
 from collections.abc import Iterator
+from typing import Any
 
-__all__ = ["frozen_heap"]
+__all__ = [
+    "MAX_DEFER",
+    "deferred_collections",
+    "frozen_heap",
+    "run_in_progress",
+]
+
+MAX_DEFER = 30.0
+"""Seconds full collections may be deferred in a row, under constant load."""
+
+YOUNG_GAP = 0.01
+"""Seconds after which a due young collection is deferred too.
+
+A young collection is due when allocations outrun deallocations by 700,
+whichever objects those are: while a fan-out's children end (old objects freed)
+and their results arrive (new ones), the youngest generation can grow to
+hundreds of thousands of live objects before it is collected, as long a pause as
+a full one. Counting it would touch every object; the time since the last
+collection bounds it instead (what a few ms can allocate)."""
 
 
-class _Holders:
-    """How many runtimes hold the heap frozen: the first freezes, the last thaws."""
+class _Collector:
+    """The process-wide state of both settings; a ``gc.callbacks`` hook while deferring.
+
+    The hook runs in whichever thread allocates, between any two bytecodes, so it
+    takes no lock (a lock held by the same thread would deadlock it); it only
+    freezes or thaws, which the interpreter does atomically.
+    """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()  # runtimes of event loops in other threads
-        self.count = 0
+        self.holders = 0  # runtimes with freeze_heap=True
+        self.deferrers = 0  # runtimes with defer_gc=True
+        self.running = 0  # runs in progress under those runtimes
+        self.deferring_since: float | None = None  # when the first deferred collection fell due
+        self.refreeze = False  # freeze what survives the next full collection (freeze_heap)
+        self.last_stop = 0.0  # when the last collection ended
+
+    def on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        now = time.perf_counter()
+        if phase == "stop":
+            self.last_stop = now
+            if info["generation"] == 2 and self.refreeze:
+                # The survivors of a real full collection: the startup heap, or
+                # what runs in progress hold; out of sight again.
+                self.refreeze = False
+                if self.holders or self.running:
+                    gc.freeze()
+            return
+        if self.running <= 0 or not self.deferrers:
+            return
+        if info["generation"] < 2 and now - self.last_stop < YOUNG_GAP:
+            return  # a young generation of what a few ms allocated: quick to walk
+        # A full collection, or a young one long after the last (see YOUNG_GAP):
+        # freeze what is alive instead of walking it.
+        since = self.deferring_since
+        if since is None:
+            self.deferring_since = now
+        elif now - since > MAX_DEFER:
+            # Deferred too long (constant load): this one walks everything.
+            self.deferring_since = None
+            gc.unfreeze()
+            self.refreeze = True
+            return
+        gc.freeze()
+
+    def run_ended(self) -> None:
+        """Called under the lock when the last run in progress ended."""
+        if self.deferring_since is not None:
+            self.deferring_since = None
+            gc.unfreeze()
+            # With freeze_heap on, what survives the next full collection (the
+            # startup heap, not the fan-out: gone by then) is frozen again.
+            self.refreeze = self.holders > 0
 
 
-_HOLDERS = _Holders()
+_STATE = _Collector()
+
+
+def _enter(kind: str) -> None:
+    with _STATE.lock:
+        first = _STATE.holders + _STATE.deferrers == 0
+        setattr(_STATE, kind, getattr(_STATE, kind) + 1)
+        if first:
+            gc.callbacks.append(_STATE.on_gc)
+        if kind == "holders" and _STATE.holders == 1:
+            gc.collect()
+            gc.freeze()
+
+
+def _exit(kind: str) -> None:
+    with _STATE.lock:
+        setattr(_STATE, kind, getattr(_STATE, kind) - 1)
+        if _STATE.holders == 0 and (kind == "holders" or _STATE.deferring_since is not None):
+            # The last freeze_heap runtime closed, or the last deferring one left
+            # objects frozen: thaw them all (deferral freezes again when due).
+            _STATE.deferring_since = None
+            gc.unfreeze()
+        if _STATE.holders + _STATE.deferrers == 0:
+            gc.callbacks.remove(_STATE.on_gc)
+            _STATE.refreeze = False
 
 
 @contextlib.contextmanager
@@ -36,15 +142,35 @@ def frozen_heap() -> Iterator[None]:
     the thaw), then ``gc.freeze()``. On the last exit: ``gc.unfreeze()``, which
     hands the objects back to the oldest generation.
     """
-    with _HOLDERS.lock:
-        _HOLDERS.count += 1
-        if _HOLDERS.count == 1:
-            gc.collect()
-            gc.freeze()
+    _enter("holders")
     try:
         yield
     finally:
-        with _HOLDERS.lock:
-            _HOLDERS.count -= 1
-            if _HOLDERS.count == 0:
-                gc.unfreeze()
+        _exit("holders")
+
+
+@contextlib.contextmanager
+def deferred_collections() -> Iterator[None]:
+    """Defer full collections while runs are in progress (see the module docstring).
+
+    Runs mark themselves with :func:`run_in_progress`.
+    """
+    _enter("deferrers")
+    try:
+        yield
+    finally:
+        _exit("deferrers")
+
+
+@contextlib.contextmanager
+def run_in_progress() -> Iterator[None]:
+    """Mark a run of a runtime that defers full collections as in progress."""
+    with _STATE.lock:
+        _STATE.running += 1
+    try:
+        yield
+    finally:
+        with _STATE.lock:
+            _STATE.running -= 1
+            if _STATE.running == 0:
+                _STATE.run_ended()

@@ -25,14 +25,12 @@ a damaged checkpoint never silently resumes on a shorter history.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import ValidationError
 
 from ..context import ToolResult
@@ -170,7 +168,6 @@ class Journal:
         self,
         checkpointer: Checkpointer,
         thread_id: str,
-        send: MemoryObjectSendStream[tuple[int, CheckpointWrite]],
         restored: Restored | None,
         head_at_open: int = 0,
     ) -> None:
@@ -179,10 +176,14 @@ class Journal:
         self.restored = restored
         self.head_at_open = head_at_open
         self._stored = 0
-        self._send = send
+        # A list and an event made only when the writer waits: a record costs an
+        # append, not a memory stream's send (this runs for every state change).
+        self._queue: list[tuple[int, CheckpointWrite]] = []
+        self._closed = False
+        self._wakeup: anyio.Event | None = None
         self._ticket = 0
         self._committed = 0
-        self._committed_event = anyio.Event()
+        self._committed_event: anyio.Event | None = None
         self._error: BaseException | None = None
 
     @property
@@ -198,11 +199,29 @@ class Journal:
 
     def record(self, path: str, step: int, kind: str, data: dict[str, Any]) -> int:
         """Queue a record; return its ticket for :meth:`sync`."""
+        if self._closed:
+            raise anyio.ClosedResourceError(f"the journal of thread {self.thread_id!r} is closed")
         self._ticket += 1
-        self._send.send_nowait(
+        self._queue.append(
             (self._ticket, CheckpointWrite(path=path, step=step, kind=kind, data=data))
         )
+        self._wake()
         return self._ticket
+
+    def _wake(self) -> None:
+        wakeup = self._wakeup
+        if wakeup is not None:
+            self._wakeup = None
+            wakeup.set()
+
+    def _close(self) -> None:
+        """No more records: the writer stores what is queued, then ends."""
+        self._closed = True
+        self._wake()
+
+    def _take(self) -> list[tuple[int, CheckpointWrite]]:
+        batch, self._queue = self._queue, []
+        return batch
 
     def record_tool_result(
         self,
@@ -235,22 +254,29 @@ class Journal:
         while self._committed < target:
             if self._error is not None:
                 break
-            await self._committed_event.wait()
+            event = self._committed_event
+            if event is None:
+                event = self._committed_event = anyio.Event()
+            await event.wait()
         if self._error is not None:
             raise CheckpointError(
                 f"could not save thread {self.thread_id!r}: {self._error}"
             ) from self._error
 
-    async def _write(self, receive: MemoryObjectReceiveStream[tuple[int, CheckpointWrite]]) -> None:
-        while True:
-            try:
-                first = await receive.receive()
-            except anyio.EndOfStream:
-                return
-            batch = [first, *_take_all(receive)]
-            # A batch that left the queue is stored even if the run is cancelled now.
-            with anyio.CancelScope(shield=True):
-                await self._put(batch)
+    async def _write(self) -> None:
+        # Shielded for its whole life: a batch that left the queue is stored even
+        # if the run is cancelled, and so is what is queued when the journal
+        # closes (a timed-out run keeps its work). It ends once closed and drained.
+        with anyio.CancelScope(shield=True):
+            while True:
+                batch = self._take()
+                if batch:
+                    await self._put(batch)
+                elif self._closed:
+                    return
+                else:
+                    wakeup = self._wakeup = anyio.Event()
+                    await wakeup.wait()
 
     async def _put(self, batch: list[tuple[int, CheckpointWrite]]) -> None:
         # After a failed batch nothing more is stored: the saved log stays a clean
@@ -264,19 +290,10 @@ class Journal:
             else:
                 self._stored += len(batch)
         self._committed = batch[-1][0]
-        event, self._committed_event = self._committed_event, anyio.Event()
-        event.set()
-
-
-def _take_all(
-    receive: MemoryObjectReceiveStream[tuple[int, CheckpointWrite]],
-) -> list[tuple[int, CheckpointWrite]]:
-    items = []
-    while True:
-        try:
-            items.append(receive.receive_nowait())
-        except (anyio.WouldBlock, anyio.EndOfStream):
-            return items
+        event = self._committed_event
+        if event is not None:
+            self._committed_event = None
+            event.set()
 
 
 @asynccontextmanager
@@ -305,23 +322,20 @@ async def open_journal(
             records = await checkpointer.read(thread_id)
             if records:
                 restored = Restored(thread_id, records, source=checkpointer.location)
-        send, receive = anyio.create_memory_object_stream[tuple[int, CheckpointWrite]](math.inf)
-        journal = Journal(checkpointer, thread_id, send, restored, head_at_open=lease.head)
+        journal = Journal(checkpointer, thread_id, restored, head_at_open=lease.head)
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(journal._write, receive)
+                tg.start_soon(journal._write)
                 try:
                     yield journal
                 finally:
-                    send.close()  # the writer stores what is queued, then ends
+                    journal._close()  # the writer stores what is queued, then ends
         finally:
-            # Cancelled (a deadline, say): the writer may have stopped while records
-            # were still queued. Store them anyway: a timed-out run keeps its work.
+            # Should the writer have failed: store what it left, whatever happened.
             with anyio.CancelScope(shield=True), anyio.move_on_after(30):
-                rest = _take_all(receive)
+                rest = journal._take()
                 if rest:
                     await journal._put(rest)
-            receive.close()
         # Reached only when the run itself ended without an exception: its last
         # records (the final answer, an interrupt) must be stored, or it did not end.
         if journal._error is not None or journal._committed < journal._ticket:

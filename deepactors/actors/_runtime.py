@@ -45,7 +45,7 @@ from ..errors import InputError, RunCancelled, RuntimeClosed
 from ..events import Event, RunFinished
 from ..messages import new_id
 from ..state import State
-from ._heap import frozen_heap
+from ._heap import deferred_collections, frozen_heap, run_in_progress
 from ._session import execute_root
 from ._spec import AgentSpec, HasSpec, RunInput, prepare_input
 from ._tool_call import stop_in
@@ -233,15 +233,16 @@ class _ThreadActor:
                         # its checkpoint (without one, the state kept here is all
                         # there is, so it stays as the failed run left it).
                         head, self.head = self.head, None
-                        result, self.state, self.head = await execute_root(
-                            self.spec,
-                            self.state,
-                            order.input,
-                            run_id=handle.run_id,
-                            thread_id=self.thread_id,
-                            emit=emit.send_nowait if emit is not None else None,
-                            known_head=head,
-                        )
+                        with self.runtime._in_progress():
+                            result, self.state, self.head = await execute_root(
+                                self.spec,
+                                self.state,
+                                order.input,
+                                run_id=handle.run_id,
+                                thread_id=self.thread_id,
+                                emit=emit.send_nowait if emit is not None else None,
+                                known_head=head,
+                            )
                 except (Exception, KeyboardInterrupt, SystemExit) as exc:
                     # Supervision: the failure goes to whoever awaits the handle,
                     # never into the runtime's task group. A KeyboardInterrupt or
@@ -293,12 +294,18 @@ class Runtime:
             (keeping its state in memory) before it exits.
     """
 
-    def __init__(self, task_group: TaskGroup, *, idle_timeout: float = 300.0) -> None:
+    def __init__(
+        self, task_group: TaskGroup, *, idle_timeout: float = 300.0, defer_gc: bool = False
+    ) -> None:
         self._tg = task_group
         self.idle_timeout = idle_timeout
+        self._defer_gc = defer_gc
         self._actors: dict[tuple[int, str], _ThreadActor] = {}
         self._closed = False
         self._anonymous: set[_ThreadActor] = set()
+
+    def _in_progress(self) -> contextlib.AbstractContextManager[None]:
+        return run_in_progress() if self._defer_gc else contextlib.nullcontext()
 
     def statistics(self) -> ActorStatistics:
         """Counts of actors, queued orders and running runs."""
@@ -440,7 +447,7 @@ async def await_handle(handle: RunHandle) -> dict[str, Any]:
 
 @asynccontextmanager
 async def open_runtime(
-    *, idle_timeout: float = 300.0, freeze_heap: bool = False
+    *, idle_timeout: float = 300.0, freeze_heap: bool = False, defer_gc: bool = False
 ) -> AsyncIterator[Runtime]:
     """Open a runtime whose actors live until the ``async with`` block ends.
 
@@ -458,10 +465,27 @@ async def open_runtime(
             importing the Anthropic SDK alone adds ~120,000 objects to every
             full pause. It changes a process-wide setting, hence off by default;
             open it after the app is built, and expect one full collection then.
+        defer_gc: Opt in to deferring CPython's full (generation 2) collections
+            while runs of this runtime are in progress: one that falls due then
+            freezes what is alive (``gc.freeze()``) instead of walking it, and
+            what was frozen is handed back (``gc.unfreeze()``) once no run is in
+            progress, or after 30 s of deferring under constant load. A run
+            leaves no reference cycle, so a fan-out's objects are freed by
+            reference counting meanwhile; the collector's longest pause at
+            10,000 concurrent subagents drops from ~0.4 s to a young
+            collection's few ms. Cyclic garbage your own code makes waits for
+            the next full collection (an explicit ``gc.collect()`` during a
+            run finds nothing either), and the hand-back thaws whatever else
+            was frozen (by ``gc.freeze()`` of your own) as well. Process-wide,
+            hence off by default.
     """
-    with frozen_heap() if freeze_heap else contextlib.nullcontext():
+    with contextlib.ExitStack() as stack:
+        if freeze_heap:
+            stack.enter_context(frozen_heap())
+        if defer_gc:
+            stack.enter_context(deferred_collections())
         async with anyio.create_task_group() as tg:
-            rt = Runtime(tg, idle_timeout=idle_timeout)
+            rt = Runtime(tg, idle_timeout=idle_timeout, defer_gc=defer_gc)
             try:
                 yield rt
             finally:

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import anyio
-
+from .._loops import open_task_group
 from ..context import RunContext, ToolResult
 from ..errors import InputError
 from ..events import ToolCallFinished, ToolCallStarted
@@ -58,6 +57,7 @@ async def run_tools(
     # A dict filled on demand: no list per call of a wide fan-out.
     interrupts: dict[int, list[ActionRequest]] = {}
     resumed = run.resumed
+    lone = len(calls) == 1
 
     async def one(i: int, call: ToolCall) -> None:
         emit = run.emit
@@ -89,7 +89,10 @@ async def run_tools(
                     # learns, the state stays as it was.
                     done = (error_result(call, f"the tool's state update was refused: {exc}"), None)
             journal = run.journal
-            if journal is not None:
+            if journal is not None and not lone:
+                # Recorded as it finishes, so a resumed step does not run it
+                # again. A lone call's result is appended (and recorded) with no
+                # await in between: the same batch, so no record of its own.
                 journal.record_tool_result(run.path, run.step, *done, state)
         # else: finished before a crash or an interrupt; its result was checkpointed.
         results[i] = done
@@ -99,7 +102,7 @@ async def run_tools(
     if len(calls) == 1:
         await one(0, calls[0])
     else:
-        async with anyio.create_task_group() as tg:
+        async with open_task_group() as tg:
             for i, call in enumerate(calls):
                 tg.start_soon(one, i, call)
     for item in results:

@@ -91,12 +91,33 @@ def _args_chars(args: Mapping[str, Any]) -> int:
     return chars
 
 
+# Characters of each tool's definition, by tool (held, so its id stays its own):
+# the schema's JSON is made once per tool, not once per run of every subagent.
+_TOOL_CHARS: dict[int, tuple[Tool, str, str, dict[str, Any], int]] = {}
+_TOOL_CHARS_MAX = 4096
+
+
+def _tool_chars(t: Tool) -> int:
+    known = _TOOL_CHARS.get(id(t))
+    # The same tool with the same fields (a schema edited in place keeps its
+    # old size here: this is an estimate).
+    if (
+        known is not None
+        and known[1] is t.name
+        and known[2] is t.description
+        and known[3] is t.parameters
+    ):
+        return known[4]
+    chars = len(t.name) + len(t.description) + len(json.dumps(t.parameters))
+    if len(_TOOL_CHARS) >= _TOOL_CHARS_MAX:
+        _TOOL_CHARS.clear()
+    _TOOL_CHARS[id(t)] = (t, t.name, t.description, t.parameters, chars)
+    return chars
+
+
 def tools_tokens(tools: Sequence[Tool]) -> int:
     """Estimated tokens of the tool definitions sent with each call."""
-    chars = 0
-    for t in tools:
-        chars += len(t.name) + len(t.description) + len(json.dumps(t.parameters))
-    return text_tokens(chars)
+    return text_tokens(sum(_tool_chars(t) for t in tools))
 
 
 def approximate_tokens(

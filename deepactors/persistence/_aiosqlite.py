@@ -15,6 +15,7 @@ shape since aiosqlite 0.1; the test suite exercises them on every run.
 from __future__ import annotations
 
 import asyncio
+import functools
 import sqlite3
 import threading
 from collections.abc import Awaitable, Callable
@@ -59,6 +60,34 @@ async def settle(job: Awaitable[T]) -> T:
             task.exception()  # retrieved: the caller's cancellation wins
         raise cancelled
     return task.result()
+
+
+def _queue(db: aiosqlite.Connection, fn: Callable[[], T]) -> asyncio.Future[T]:
+    """Queue ``fn`` in the connection's thread as aiosqlite's ``_execute`` does."""
+    future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+    db._tx.put_nowait((future, fn))
+    return future
+
+
+async def _settled(db: aiosqlite.Connection, fn: Callable[[], T]) -> T:
+    """:func:`settle` for one call queued in the connection's thread, without a task.
+
+    Awaited directly (a put per step pays every loop turn here). A native
+    cancellation cancels the future, not the call: the caller then waits for
+    a call queued behind it, which the thread runs after it, and re-raises.
+    """
+    future = _queue(db, fn)
+    try:
+        return await future
+    except asyncio.CancelledError:
+        if not future.cancelled():
+            raise  # the call itself was cancelled: the loop is shutting down
+        await settle(_queue(db, _nothing))
+        raise
+
+
+def _nothing() -> None:
+    pass
 
 
 def _join_thread(db: aiosqlite.Connection) -> None:
@@ -143,8 +172,10 @@ class AiosqliteConnection:
         """
         if self._closed:
             raise ConnectionClosed
+        # Queued as aiosqlite's ``_execute`` queues it, but awaited without the
+        # task ``settle`` would make for it: a put per step pays this.
         with anyio.CancelScope(shield=True):
-            result: T = await settle(self._db._execute(self._guarded, fn))  # type: ignore[no-untyped-call]
+            result = await _settled(self._db, functools.partial(self._guarded, fn))
         return result
 
     async def aclose(self) -> None:

@@ -87,22 +87,26 @@ def encode_object(value: object, *, what: str) -> str:
 
 
 def _check_keys(value: dict[Any, Any], what: str) -> None:
-    # Iterative, and building no path unless a bad key is found: this runs on
-    # every put.
-    stack: list[object] = [value]
+    # Iterative, dispatching on exact types first (what JSON data is made of),
+    # and building no path unless a bad key is found: this runs on every put.
+    stack: list[Any] = [value]
+    pop, push = stack.pop, stack.append
     while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
+        node = pop()
+        if type(node) is dict or isinstance(node, dict):
             for key in node:
-                if not isinstance(key, str):
+                if type(key) is not str and not isinstance(key, str):
                     raise TypeError(
                         f"{what} has a {type(key).__name__} key {key!r} at "
                         f"{_where(value, node)}; JSON object keys must be strings"
                     )
-            children: Any = node.values()
-        else:
-            children = node
-        stack.extend(c for c in children if isinstance(c, dict | list | tuple))
+            node = node.values()
+        for child in node:
+            kind = type(child)
+            if kind is str or kind is int or kind is float or kind is bool or child is None:
+                continue
+            if kind is dict or kind is list or isinstance(child, dict | list | tuple):
+                push(child)
 
 
 def _where(root: object, target: object) -> str:

@@ -88,6 +88,25 @@ _INSERT_NEXT_FENCED = (
     " WHERE EXISTS (SELECT 1 FROM thread_leases WHERE thread_id = ? AND owner = ?)"
 )
 
+_MAX_ONE_STATEMENT = 32
+"""Records put with one statement; more take an explicit transaction."""
+
+
+@functools.cache
+def _insert_many(count: int, *, fenced: bool) -> str:
+    """One INSERT of ``count`` records numbered after the thread's last (fenced: if leased)."""
+    values = ", ".join(["(?, ?, ?, ?, ?)"] * count)
+    sql = (
+        f"INSERT INTO checkpoint_records ({_COLUMNS})"
+        " SELECT ?, base.last + v.column1, v.column2, v.column3, v.column4, ?, v.column5"
+        " FROM (SELECT coalesce(max(seq), 0) AS last FROM checkpoint_records"
+        f" WHERE thread_id = ?) AS base, (VALUES {values}) AS v"
+    )
+    if fenced:
+        sql += " WHERE EXISTS (SELECT 1 FROM thread_leases WHERE thread_id = ? AND owner = ?)"
+    return sql
+
+
 # Text columns are read as blobs and decoded here (see ``_sqlite_conn.text``).
 _SELECT_RECORDS = (
     "SELECT seq, CAST(path AS BLOB), step, CAST(kind AS BLOB), created_at, CAST(data AS BLOB)"
@@ -123,6 +142,18 @@ def _put_records(
             (thread_id, thread_id, path, step, kind, now, data, thread_id, owner),
         )
         if cursor.rowcount != 1:
+            raise _lease_lost(file, thread_id)
+        return
+    if len(rows) <= _MAX_ONE_STATEMENT:
+        # A few records (a step's, group-committed): one statement too, so one
+        # transaction without BEGIN, the lease read and the max(seq) read apart.
+        params: list[object] = [thread_id, now, thread_id]
+        for i, (path, step, kind, data) in enumerate(rows, 1):
+            params += (i, path, step, kind, data)
+        if owner is not None:
+            params += (thread_id, owner)
+        cursor = raw.execute(_insert_many(len(rows), fenced=owner is not None), params)
+        if cursor.rowcount != len(rows):
             raise _lease_lost(file, thread_id)
         return
     # IMMEDIATE takes the write lock before reading the last seq, so another

@@ -51,7 +51,7 @@ import anyio.to_thread
 # the event loop, racing other threads' loops.
 from anyio import Path as AsyncPath
 
-from .._loops import PerLoop, UnsupportedLoop, current_run
+from .._loops import CallThread, LoopRun, PerLoop, UnsupportedLoop, current_run
 from ..errors import PersistenceError
 from . import _aiosqlite
 
@@ -264,14 +264,62 @@ class _Connection(Protocol):
     async def aclose_stale(self) -> None: ...
 
 
-class _ThreadConnection:
-    """A ``sqlite3`` connection driven from anyio worker threads, one call at a time."""
+_POOL_SIZE = 4
+"""Threads a trio run's SQLite connections share at most (each connection keeps one)."""
 
-    def __init__(self, raw: sqlite3.Connection) -> None:
+
+class _Pooled:
+    """A connection thread of one trio run, and how many connections use it."""
+
+    __slots__ = ("thread", "users")
+
+    def __init__(self) -> None:
+        self.thread = CallThread("deepactors-sqlite")
+        self.users = 0
+
+
+# Each run touches only its own entry (a run whose entry another run cleans up
+# is over), and single dict operations are atomic: no lock on the event loop.
+_POOLS: dict[LoopRun, list[_Pooled]] = {}
+
+
+def _take_thread(run: LoopRun) -> _Pooled:
+    pool = _POOLS.setdefault(run, [])
+    if len(pool) < _POOL_SIZE:
+        pooled = _Pooled()
+        pool.append(pooled)
+    else:
+        pooled = min(pool, key=lambda p: p.users)
+    pooled.users += 1
+    return pooled
+
+
+def _give_back(run: LoopRun, pooled: _Pooled) -> None:
+    pooled.users -= 1
+    if pooled.users > 0:
+        return
+    pooled.thread.stop()
+    pool = _POOLS.get(run, [])
+    if pooled in pool:
+        pool.remove(pooled)
+    if not pool:
+        _POOLS.pop(run, None)
+
+
+class _ThreadConnection:
+    """A ``sqlite3`` connection driven from one thread, one call at a time (trio).
+
+    The run's connections share a few threads (:class:`~deepactors._loops.CallThread`),
+    each connection always the same one, so its calls run in order, one at a
+    time; a call wakes the run once: a third of the CPU of a hop through
+    anyio's worker threads, which a checkpoint after every step pays each time.
+    """
+
+    def __init__(self, raw: sqlite3.Connection, run: LoopRun, pooled: _Pooled) -> None:
         self._raw = raw
-        # Created inside the run: anyio's primitives bind to the loop that first uses them.
-        self._lock = anyio.Lock()
-        self._closed = False
+        self._run = run
+        self._pooled = pooled
+        self._closed = False  # read and set in the connection's thread
 
     @classmethod
     async def open(
@@ -288,38 +336,45 @@ class _ThreadConnection:
                 raise
             return raw
 
-        return cls(await anyio.to_thread.run_sync(connect))
+        run = current_run()
+        pooled = _take_thread(run)
+        try:
+            raw = await pooled.thread.run(connect)
+        except BaseException:
+            _give_back(run, pooled)
+            raise
+        return cls(raw, run, pooled)
 
     def _guarded(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        # An operation that waited while the connection was closed has done
-        # nothing yet: the caller retries it on a new connection.
+        # An operation queued behind the close has done nothing yet: the caller
+        # retries it on a new connection.
         if self._closed:
             raise _aiosqlite.ConnectionClosed
         return fn(self._raw)
 
     async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        # One call at a time, in a thread of the run's default limiter (shared by
-        # every connection of the run: worker threads stay bounded). Not
-        # abandoned on cancel (anyio's default): the transaction finishes in the
-        # thread and the caller is cancelled at its next checkpoint.
-        async with self._lock:
-            return await anyio.to_thread.run_sync(self._guarded, fn)
+        # Not abandoned on cancel: the transaction finishes in the thread and
+        # the caller is cancelled at its next checkpoint.
+        return await self._pooled.thread.run(functools.partial(self._guarded, fn))
+
+    def _close_raw(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._raw.close()
 
     async def aclose(self) -> None:
         if self._closed:
             return
         with anyio.CancelScope(shield=True):
-            async with self._lock:
-                self._closed = True
-                await anyio.to_thread.run_sync(self._raw.close)
+            await self._pooled.thread.run(self._close_raw)
+        _give_back(self._run, self._pooled)
 
     async def aclose_stale(self) -> None:
-        # The lock belongs to the ended run; nothing else can use the
-        # connection any more, so no lock is needed.
+        # The thread reports to the ended run: close from a worker thread here.
         if self._closed:
             return
-        self._closed = True
-        await anyio.to_thread.run_sync(self._raw.close)
+        await anyio.to_thread.run_sync(self._close_raw)
+        _give_back(self._run, self._pooled)
 
 
 async def _close(conn: _Connection) -> None:

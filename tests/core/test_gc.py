@@ -96,3 +96,44 @@ async def test_the_heap_thaws_when_the_runtime_fails() -> None:
     except* Boom:
         pass
     assert gc.get_freeze_count() == 0
+
+
+async def test_a_deferring_runtime_freezes_instead_of_collecting_only_during_runs() -> None:
+    seen: dict[str, int] = {}
+
+    async def probe() -> str:
+        """Look at the collector from inside a run."""
+        junk: list[object] = []
+        junk.append(junk)  # cyclic garbage made during the run
+        del junk
+        gc.collect()  # a full collection falls due: deferred, it freezes
+        seen["frozen"] = gc.get_freeze_count()
+        return "ok"
+
+    def answer(request: ModelRequest) -> AssistantMessage | str:
+        if len(request.messages) == 1:
+            return AssistantMessage(tool_calls=[ToolCall(name="probe", args={})])
+        return "done"
+
+    agent = create_deep_agent(FunctionModel(answer), tools=[probe])
+    callbacks = list(gc.callbacks)
+    async with open_runtime(defer_gc=True) as rt:
+        assert gc.get_freeze_count() == 0  # nothing before a run
+        result = await rt.ainvoke(agent, "go")
+        # The run is over: everything handed back to the collector.
+        assert gc.get_freeze_count() == 0
+        assert gc.collect() > 0  # the cycle made during the run is collected now
+    assert result["messages"][-1].text == "done"
+    assert seen["frozen"] > 1000
+    assert gc.callbacks == callbacks  # the hook leaves with the runtime
+
+
+async def test_deferring_and_a_frozen_heap_together() -> None:
+    agent = create_deep_agent(FunctionModel(lambda request: "hi"))
+    async with open_runtime(freeze_heap=True, defer_gc=True) as rt:
+        frozen = gc.get_freeze_count()
+        assert frozen > 1000
+        await rt.ainvoke(agent, "go")
+        gc.collect()  # no run in progress: a real collection, then the heap frozen again
+        assert gc.get_freeze_count() > frozen // 2
+    assert gc.get_freeze_count() == 0
