@@ -1,0 +1,271 @@
+"""The checkpoint tables in PostgreSQL, and the operations on them (``_pg_sql`` style).
+
+``checkpoint_threads`` has a row per thread: ``last_seq``, the last number
+given out, and ``owner``, the token of the lease that last took the thread.
+A put bumps ``last_seq`` by its batch's size and inserts the batch's records
+under those numbers, in one statement: the row lock on the thread's row
+serialises writers of one thread across connections and processes, so ``seq``
+stays unique and gap-free, and writers of other threads do not wait.
+
+A fenced put (its run holds the thread's lease) bumps the row only while
+``owner`` is its token *and* somebody holds the thread's advisory lock (see
+``_pg_lease``): a holder whose lease connection dropped, or whose thread was
+taken over since, stores nothing and gets
+:class:`~deepactors.errors.ThreadLeaseLost`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import CheckpointCorrupt, CheckpointSchemaMismatch
+from ._checkpoint import CheckpointRecord, EncodedWrite, ThreadInfo
+from ._json import decode_object
+from ._pg_sql import Migration, Op, Stmt
+
+__all__ = [
+    "MIGRATION",
+    "PG_CHECKPOINT_SCHEMA_VERSION",
+    "Batch",
+    "claim_thread",
+    "decode_records",
+    "delete_thread",
+    "list_threads",
+    "put_batches",
+    "read_rows",
+]
+
+PG_CHECKPOINT_SCHEMA_VERSION = 1
+"""The version of the PostgreSQL checkpoint tables this code writes and reads."""
+
+# "C" collation: ``threads()`` sorts as Python sorts strings (by code point).
+# ``data`` is text, not jsonb: the stored bytes are exactly the JSON written,
+# key order and escapes included, as in SQLite.
+MIGRATION = Migration(
+    component="checkpoints",
+    version=PG_CHECKPOINT_SCHEMA_VERSION,
+    ddl=(
+        """CREATE TABLE checkpoint_threads (
+            thread_id text COLLATE "C" PRIMARY KEY,
+            last_seq  bigint NOT NULL DEFAULT 0,
+            owner     text
+        )""",
+        """CREATE TABLE checkpoint_records (
+            thread_id  text COLLATE "C" NOT NULL,
+            seq        bigint NOT NULL,
+            path       text NOT NULL,
+            step       bigint NOT NULL,
+            kind       text NOT NULL,
+            created_at double precision NOT NULL,
+            data       text NOT NULL,
+            PRIMARY KEY (thread_id, seq)
+        )""",
+    ),
+    mismatch=CheckpointSchemaMismatch,
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Batch:
+    """One put: its thread, its encoded records, its time, and its fence (or None)."""
+
+    thread_id: str
+    rows: Sequence[EncodedWrite]
+    now: float
+    owner: str | None
+    lock_key: int | None
+
+
+# The records of a batch, numbered after the head the first CTE moved on.
+_INSERT_FROM_HEAD = (
+    "INSERT INTO checkpoint_records (thread_id, seq, path, step, kind, created_at, data)"
+    " SELECT %(t)s, head.last_seq - %(n)s + r.ord, r.path, r.step, r.kind, %(now)s, r.data"
+    " FROM head, unnest(%(paths)s::text[], %(steps)s::bigint[], %(kinds)s::text[],"
+    " %(datas)s::text[]) WITH ORDINALITY AS r(path, step, kind, data, ord)"
+)
+_PUT = (
+    "WITH head AS (INSERT INTO checkpoint_threads AS h (thread_id, last_seq)"
+    " VALUES (%(t)s, %(n)s) ON CONFLICT (thread_id)"
+    " DO UPDATE SET last_seq = h.last_seq + excluded.last_seq RETURNING last_seq) "
+    + _INSERT_FROM_HEAD
+)
+# ``pg_try_advisory_xact_lock_shared`` fails exactly while a session holds the
+# thread's lock: when it succeeds, the holder's lease connection is gone.
+_PUT_FENCED = (
+    "WITH head AS (UPDATE checkpoint_threads SET last_seq = last_seq + %(n)s"
+    " WHERE thread_id = %(t)s AND owner = %(owner)s"
+    " AND NOT pg_try_advisory_xact_lock_shared(%(key)s) RETURNING last_seq) " + _INSERT_FROM_HEAD
+)
+
+
+def _params(batch: Batch) -> dict[str, Any]:
+    return {
+        "t": batch.thread_id,
+        "n": len(batch.rows),
+        "now": batch.now,
+        "owner": batch.owner,
+        "key": batch.lock_key,
+        "paths": [r[0] for r in batch.rows],
+        "steps": [r[1] for r in batch.rows],
+        "kinds": [r[2] for r in batch.rows],
+        "datas": [r[3] for r in batch.rows],
+    }
+
+
+def put_batches(batches: Sequence[Batch]) -> Op[list[bool]]:
+    """Store each batch (one statement each); False for a fenced batch refused.
+
+    Several batches run in one transaction (group commit), in thread order so
+    that two processes committing groups never lock two threads' rows in
+    opposite orders; one thread's batches keep their order.
+    """
+    order = sorted(range(len(batches)), key=lambda i: batches[i].thread_id)
+    stored = [False] * len(batches)
+    for i in order:
+        batch = batches[i]
+        sql = _PUT if batch.owner is None else _PUT_FENCED
+        result = yield Stmt(sql, _params(batch))
+        stored[i] = result.rowcount == len(batch.rows)
+    return stored
+
+
+def claim_thread(thread_id: str, owner: str) -> Op[int]:
+    """Make ``owner`` the thread's lease token; returns the thread's head.
+
+    Run by a new holder once it has the advisory lock. The update waits for any
+    put of the previous holder in flight (the row lock); after it, that holder's
+    fenced puts are refused, so the head read next is final for this lease.
+    """
+    yield Stmt(
+        "INSERT INTO checkpoint_threads AS h (thread_id, owner) VALUES (%s, %s)"
+        " ON CONFLICT (thread_id) DO UPDATE SET owner = excluded.owner",
+        (thread_id, owner),
+    )
+    head = (
+        yield Stmt(
+            "SELECT coalesce(max(seq), 0) FROM checkpoint_records WHERE thread_id = %s",
+            (thread_id,),
+        )
+    ).rows[0][0]
+    return int(head)
+
+
+# Raw rows of a read: (seq, path, step, kind, created_at, data).
+Row = tuple[Any, ...]
+
+
+def read_rows(
+    thread_id: str, path: str | None, upto_seq: int | None
+) -> Op[tuple[list[Row], tuple[int, int | None, int | None]]]:
+    """The thread's rows in ``seq`` order, with (count, min seq, max seq) of the
+    whole thread up to ``upto_seq`` when filtering by path (to find gaps)."""
+    where = "WHERE thread_id = %s"
+    params: list[Any] = [thread_id]
+    if upto_seq is not None:
+        where += " AND seq <= %s"
+        params.append(upto_seq)
+    summary: tuple[int, int | None, int | None] = (0, None, None)
+    if path is not None:
+        result = yield Stmt(
+            f"SELECT count(*), min(seq), max(seq) FROM checkpoint_records {where}", params
+        )
+        count, low, high = result.rows[0]
+        summary = (int(count), low, high)
+        where += " AND path = %s"
+        params.append(path)
+    rows = (
+        yield Stmt(
+            "SELECT seq, path, step, kind, created_at, data FROM checkpoint_records"
+            f" {where} ORDER BY seq",
+            params,
+        )
+    ).rows
+    return rows, summary
+
+
+def decode_records(
+    location: str,
+    thread_id: str,
+    rows: list[Row],
+    summary: tuple[int, int | None, int | None],
+    *,
+    filtered: bool,
+) -> list[CheckpointRecord]:
+    """Check and decode a read's rows (CPU: call it in a worker thread when long).
+
+    Raises:
+        CheckpointCorrupt: A record is missing, or one cannot be decoded; the
+            message names the database, thread and seq, never the data.
+    """
+    where = f"{location}: thread {thread_id!r}"
+    out: list[CheckpointRecord] = []
+    expected = 1
+    for seq, path, step, kind, created_at, data in rows:
+        if not filtered and seq != expected:
+            raise CheckpointCorrupt(
+                f"{where}: record seq {expected} is missing (the records go on at seq {seq})"
+                if seq > expected
+                else f"{where}: record seq {seq} is out of sequence (seqs start at 1)"
+            )
+        expected = seq + 1
+        try:
+            decoded = decode_object(data)
+        except RecursionError:
+            raise CheckpointCorrupt(
+                f"{where}, record seq {seq}: its data is nested too deeply to be JSON written here"
+            ) from None
+        except ValueError as exc:
+            raise CheckpointCorrupt(
+                f"{where}, record seq {seq}: its data is not a JSON object ({exc})"
+            ) from None
+        out.append(
+            CheckpointRecord(
+                thread_id=thread_id,
+                seq=seq,
+                path=path,
+                step=step,
+                kind=kind,
+                data=decoded,
+                created_at=created_at,
+            )
+        )
+    count, low, high = summary
+    if filtered and count and not (low == 1 and high == count):
+        raise CheckpointCorrupt(f"{where}: {_gap(count, low, high)}")
+    return out
+
+
+def _gap(count: int, low: int | None, high: int | None) -> str:
+    if low != 1:
+        return "record seq 1 is missing"
+    # Distinct seqs from 1 to high, fewer than high of them: one in between is missing.
+    return f"{(high or 0) - count} record(s) between seq 1 and seq {high} are missing"
+
+
+def list_threads() -> Op[list[ThreadInfo]]:
+    """Every thread with records, sorted by id (counting walks the primary key)."""
+    rows = (
+        yield Stmt(
+            "SELECT t.thread_id, t.n, t.last, r.created_at FROM"
+            " (SELECT thread_id, count(*) AS n, max(seq) AS last"
+            "  FROM checkpoint_records GROUP BY thread_id) AS t"
+            " JOIN checkpoint_records AS r ON r.thread_id = t.thread_id AND r.seq = t.last"
+            " ORDER BY t.thread_id"
+        )
+    ).rows
+    return [
+        ThreadInfo(thread_id=tid, records=int(n), last_seq=int(last), updated_at=float(at))
+        for tid, n, last, at in rows
+    ]
+
+
+def delete_thread(thread_id: str) -> Op[None]:
+    """Remove the thread's records; its numbering starts again at 1.
+
+    The thread's row is locked first, as a put locks it, so a put in flight
+    lands wholly before or wholly after.
+    """
+    yield Stmt("UPDATE checkpoint_threads SET last_seq = 0 WHERE thread_id = %s", (thread_id,))
+    yield Stmt("DELETE FROM checkpoint_records WHERE thread_id = %s", (thread_id,))
