@@ -243,11 +243,11 @@ class PostgresCheckpointer:
         check_no_nul(thread_id, what="a thread_id")
         if path is not None:
             check_no_nul(check_text(path, what="a record's path"), what="a record's path")
-        rows, summary = await self._db.run(
+        rows, seqs = await self._db.run(
             read_rows(thread_id, path, upto_seq), transaction=path is not None
         )
         decode = functools.partial(
-            decode_records, self._db.location, thread_id, rows, summary, filtered=path is not None
+            decode_records, self._db.location, thread_id, rows, seqs, filtered=path is not None
         )
         if sum(len(row[5]) for row in rows) > _DECODE_INLINE:
             return await anyio.to_thread.run_sync(decode)

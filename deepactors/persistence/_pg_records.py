@@ -158,21 +158,24 @@ Row = tuple[Any, ...]
 
 def read_rows(
     thread_id: str, path: str | None, upto_seq: int | None
-) -> Op[tuple[list[Row], tuple[int, int | None, int | None]]]:
-    """The thread's rows in ``seq`` order, with (count, min seq, max seq) of the
-    whole thread up to ``upto_seq`` when filtering by path (to find gaps)."""
+) -> Op[tuple[list[Row], list[int] | None]]:
+    """The thread's rows in ``seq`` order; when filtering by path and the whole
+    thread (up to ``upto_seq``) has a gap, also every seq of it, to name the gap."""
     where = "WHERE thread_id = %s"
     params: list[Any] = [thread_id]
     if upto_seq is not None:
         where += " AND seq <= %s"
         params.append(upto_seq)
-    summary: tuple[int, int | None, int | None] = (0, None, None)
+    seqs: list[int] | None = None
     if path is not None:
         result = yield Stmt(
             f"SELECT count(*), min(seq), max(seq) FROM checkpoint_records {where}", params
         )
         count, low, high = result.rows[0]
-        summary = (int(count), low, high)
+        # Distinct integers (the primary key) from 1 to count are exactly 1..count.
+        if count and not (low == 1 and high == count):
+            result = yield Stmt(f"SELECT seq FROM checkpoint_records {where} ORDER BY seq", params)
+            seqs = [row[0] for row in result.rows]
         where += " AND path = %s"
         params.append(path)
     rows = (
@@ -182,14 +185,26 @@ def read_rows(
             params,
         )
     ).rows
-    return rows, summary
+    return rows, seqs
+
+
+def _check_seqs(where: str, seqs: list[int]) -> None:
+    expected = 1
+    for seq in seqs:
+        if seq != expected:
+            raise CheckpointCorrupt(
+                f"{where}: record seq {expected} is missing (the records go on at seq {seq})"
+                if seq > expected
+                else f"{where}: record seq {seq} is out of sequence (seqs start at 1)"
+            )
+        expected = seq + 1
 
 
 def decode_records(
     location: str,
     thread_id: str,
     rows: list[Row],
-    summary: tuple[int, int | None, int | None],
+    seqs: list[int] | None,
     *,
     filtered: bool,
 ) -> list[CheckpointRecord]:
@@ -200,16 +215,9 @@ def decode_records(
             message names the database, thread and seq, never the data.
     """
     where = f"{location}: thread {thread_id!r}"
+    _check_seqs(where, seqs if seqs is not None else [] if filtered else [r[0] for r in rows])
     out: list[CheckpointRecord] = []
-    expected = 1
     for seq, path, step, kind, created_at, data in rows:
-        if not filtered and seq != expected:
-            raise CheckpointCorrupt(
-                f"{where}: record seq {expected} is missing (the records go on at seq {seq})"
-                if seq > expected
-                else f"{where}: record seq {seq} is out of sequence (seqs start at 1)"
-            )
-        expected = seq + 1
         try:
             decoded = decode_object(data)
         except RecursionError:
@@ -231,17 +239,7 @@ def decode_records(
                 created_at=created_at,
             )
         )
-    count, low, high = summary
-    if filtered and count and not (low == 1 and high == count):
-        raise CheckpointCorrupt(f"{where}: {_gap(count, low, high)}")
     return out
-
-
-def _gap(count: int, low: int | None, high: int | None) -> str:
-    if low != 1:
-        return "record seq 1 is missing"
-    # Distinct seqs from 1 to high, fewer than high of them: one in between is missing.
-    return f"{(high or 0) - count} record(s) between seq 1 and seq {high} are missing"
 
 
 def list_threads() -> Op[list[ThreadInfo]]:
