@@ -188,6 +188,7 @@ def _lease_kwargs() -> dict[str, Any]:
 
 class _AsyncDriver:
     def __init__(self, dsn: str, size: int, lease_size: int) -> None:
+        self._dsn = dsn
         kwargs = {"autocommit": True}
         self._pool = AsyncConnectionPool(
             dsn, min_size=1, max_size=size, kwargs=kwargs, open=False, timeout=OPEN_TIMEOUT
@@ -203,8 +204,15 @@ class _AsyncDriver:
             reset=_unlock_all_async,
         )
 
-    async def open(self) -> None:
-        await self._pool.open(wait=True, timeout=OPEN_TIMEOUT)
+    async def open(self, prepare: Op[None]) -> None:
+        # One connection of its own first: a wrong DSN or a server that is down
+        # fails now, not after the pool's retries, and the schema is ready
+        # before any pooled connection is used.
+        async with await psycopg.AsyncConnection.connect(
+            self._dsn, autocommit=True, connect_timeout=int(OPEN_TIMEOUT)
+        ) as conn:
+            await drive_async(conn, prepare, transaction=True)
+        await self._pool.open()
         await self._leases.open()
 
     async def run(self, op: Op[T], *, transaction: bool = True) -> T:
@@ -277,6 +285,7 @@ def _cancel_and_wait(conn: psycopg.Connection[Any], finished: threading.Event) -
 
 class _ThreadDriver:
     def __init__(self, dsn: str, size: int, lease_size: int) -> None:
+        self._dsn = dsn
         kwargs = {"autocommit": True}
         self._pool = ConnectionPool(
             dsn, min_size=1, max_size=size, kwargs=kwargs, open=False, timeout=OPEN_TIMEOUT
@@ -295,9 +304,14 @@ class _ThreadDriver:
         # take the threads the run's other work needs.
         self._limiter = anyio.CapacityLimiter(lease_size)
 
-    async def open(self) -> None:
+    async def open(self, prepare: Op[None]) -> None:
         def opened() -> None:
-            self._pool.open(wait=True, timeout=OPEN_TIMEOUT)
+            # See _AsyncDriver.open.
+            with psycopg.Connection.connect(
+                self._dsn, autocommit=True, connect_timeout=int(OPEN_TIMEOUT)
+            ) as conn:
+                drive_sync(conn, prepare, transaction=True)
+            self._pool.open()
             self._leases.open()
 
         await anyio.to_thread.run_sync(opened)
@@ -382,8 +396,7 @@ class PgDatabase:
         else:
             driver = _ThreadDriver(self.dsn, *self._sizes)
         try:
-            await driver.open()
-            await driver.run(self._prepare(self.location))
+            await driver.open(self._prepare(self.location))
         except BaseException as exc:
             await driver.aclose()
             if isinstance(exc, psycopg.Error | TimeoutError):

@@ -43,7 +43,8 @@ T = TypeVar("T")
 class Stmt:
     """One statement: ``sql`` with ``%s`` placeholders and its parameters.
 
-    ``params`` may be a dict for ``%(name)s`` placeholders. With ``many``, it is a sequence of parameter tuples (``executemany``).
+    ``params`` may be a dict for ``%(name)s`` placeholders. With ``many``, it
+    is a sequence of parameter tuples (``executemany``).
     """
 
     sql: str
