@@ -62,16 +62,18 @@ def _holder(key: int) -> Op[str]:
     """Who holds the lock on ``key``, for a ThreadBusy message."""
     unsigned = key & 0xFFFF_FFFF_FFFF_FFFF
     result = yield Stmt(
-        "SELECT a.application_name, a.client_addr::text FROM pg_locks AS l"
-        " JOIN pg_stat_activity AS a ON a.pid = l.pid"
+        "SELECT l.pid, a.application_name, a.client_addr::text FROM pg_locks AS l"
+        " LEFT JOIN pg_stat_activity AS a ON a.pid = l.pid"
         " WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1"
+        " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
         " AND l.classid = %s::bigint::oid AND l.objid = %s::bigint::oid",
         (unsigned >> 32, unsigned & 0xFFFF_FFFF),
     )
     if not result.rows:
-        return "another process"
-    name, addr = result.rows[0]
-    return f"{name or 'another process'}" + (f" (from {addr})" if addr else "")
+        return "another process (which has just let go)"
+    pid, name, addr = result.rows[0]
+    who = name or f"the session of server pid {pid}"
+    return who + (f" (from {addr})" if addr else "")
 
 
 class PgLeases:
