@@ -101,7 +101,7 @@ class _GroupCommit:
 
     async def _commit(self, group: list[_Pending]) -> None:
         try:
-            stored = await self._db.run(
+            stored = await self._db.write(
                 put_batches([p.batch for p in group]), transaction=len(group) > 1
             )
         except BaseException as exc:

@@ -13,7 +13,9 @@ one transaction on one pooled connection. Connections are in autocommit mode,
 so a transaction is exactly the operation's ``BEGIN ... COMMIT``, and an
 operation that returns has committed.
 
-Lease connections come from a second pool: a run holds one for its whole
+Puts go through one more connection per run, the writer, kept open: group
+commit has one committer at a time, and a kept connection saves a pool checkout
+per put. Lease connections come from a second pool: a run holds one for its whole
 duration (its session advisory lock lives on it), so leases can never starve
 the writers of connections. Every connection given back to that pool runs
 ``pg_advisory_unlock_all()`` first, so no lock can outlive its lease, whatever
@@ -136,6 +138,7 @@ class LeaseConnection(Protocol):
 
 class _Driver(Protocol):
     async def run(self, op: Op[T], *, transaction: bool = True) -> T: ...
+    async def write(self, op: Op[T], *, transaction: bool) -> T: ...
     def lease_connection(self) -> AbstractAsyncContextManager[LeaseConnection]: ...
     async def aclose(self) -> None: ...
 
@@ -189,6 +192,8 @@ def _lease_kwargs() -> dict[str, Any]:
 class _AsyncDriver:
     def __init__(self, dsn: str, size: int, lease_size: int) -> None:
         self._dsn = dsn
+        self._writer: psycopg.AsyncConnection[Any] | None = None
+        self._write_lock = anyio.Lock()
         kwargs = {"autocommit": True}
         self._pool = AsyncConnectionPool(
             dsn, min_size=1, max_size=size, kwargs=kwargs, open=False, timeout=OPEN_TIMEOUT
@@ -219,6 +224,14 @@ class _AsyncDriver:
         async with self._pool.connection() as conn:
             return await drive_async(conn, op, transaction=transaction)
 
+    async def write(self, op: Op[T], *, transaction: bool) -> T:
+        async with self._write_lock:
+            if self._writer is None or self._writer.broken or self._writer.closed:
+                self._writer = await psycopg.AsyncConnection.connect(
+                    self._dsn, autocommit=True, connect_timeout=int(OPEN_TIMEOUT)
+                )
+            return await drive_async(self._writer, op, transaction=transaction)
+
     @asynccontextmanager
     async def lease_connection(self) -> AsyncIterator[LeaseConnection]:
         conn = await self._leases.getconn()
@@ -236,6 +249,8 @@ class _AsyncDriver:
 
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):
+            if self._writer is not None:
+                await self._writer.close()
             await self._leases.close()
             await self._pool.close()
 
@@ -286,6 +301,8 @@ def _cancel_and_wait(conn: psycopg.Connection[Any], finished: threading.Event) -
 class _ThreadDriver:
     def __init__(self, dsn: str, size: int, lease_size: int) -> None:
         self._dsn = dsn
+        self._writer: psycopg.Connection[Any] | None = None
+        self._write_lock = anyio.Lock()
         kwargs = {"autocommit": True}
         self._pool = ConnectionPool(
             dsn, min_size=1, max_size=size, kwargs=kwargs, open=False, timeout=OPEN_TIMEOUT
@@ -323,6 +340,17 @@ class _ThreadDriver:
     async def run(self, op: Op[T], *, transaction: bool = True) -> T:
         return await anyio.to_thread.run_sync(self._run, op, transaction)
 
+    def _write(self, op: Op[T], transaction: bool) -> T:
+        if self._writer is None or self._writer.broken or self._writer.closed:
+            self._writer = psycopg.Connection.connect(
+                self._dsn, autocommit=True, connect_timeout=int(OPEN_TIMEOUT)
+            )
+        return drive_sync(self._writer, op, transaction=transaction)
+
+    async def write(self, op: Op[T], *, transaction: bool) -> T:
+        async with self._write_lock:
+            return await anyio.to_thread.run_sync(self._write, op, transaction)
+
     @asynccontextmanager
     async def lease_connection(self) -> AsyncIterator[LeaseConnection]:
         conn = await anyio.to_thread.run_sync(self._leases.getconn)
@@ -337,6 +365,8 @@ class _ThreadDriver:
 
     async def aclose(self) -> None:
         def closed() -> None:
+            if self._writer is not None:
+                self._writer.close()
             self._leases.close()
             self._pool.close()
 
@@ -344,7 +374,9 @@ class _ThreadDriver:
             await anyio.to_thread.run_sync(closed)
 
     async def aclose_stale(self) -> None:
-        # A sync pool can be closed from any run.
+        # Sync connections and pools can be closed from any run.
+        if self._writer is not None:
+            await anyio.to_thread.run_sync(self._writer.close)
         await anyio.to_thread.run_sync(self._leases.close)
         await anyio.to_thread.run_sync(self._pool.close)
 
@@ -430,6 +462,19 @@ class PgDatabase:
         driver = await self.driver()
         with self.translating():
             return await driver.run(op, transaction=transaction)
+
+    async def write(self, op: Op[T], *, transaction: bool) -> T:
+        """Run ``op`` on this run's writer connection (one writer at a time).
+
+        Group commit has one committer at a time per run, so one connection
+        kept for it saves a pool checkout per put.
+
+        Raises:
+            PersistenceError: As :meth:`run`.
+        """
+        driver = await self.driver()
+        with self.translating():
+            return await driver.write(op, transaction=transaction)
 
     @contextmanager
     def translating(self) -> Iterator[None]:
