@@ -248,3 +248,17 @@ async def test_puts_made_together_share_commits(postgres_dsn: str) -> None:
         "SELECT count(DISTINCT xmin::text) FROM checkpoint_records WHERE thread_id <> 'warm'",
     )
     assert commits[0] < 20  # type: ignore[operator]
+
+
+async def test_a_put_cancelled_mid_commit_lands_whole_or_not_at_all(postgres_dsn: str) -> None:
+    async with PostgresCheckpointer(postgres_dsn) as cp:
+        await cp.put("warm", [write(0)])  # the pool and the writer are open
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(cp.put, "t", [write(0, i=0), write(0, i=1), write(0, i=2)])
+                await anyio.wait_all_tasks_blocked()  # the put waits on the server
+                tg.cancel_scope.cancel()
+        records = await cp.read("t")
+        assert [r.data["i"] for r in records] in ([], [0, 1, 2])
+        await cp.put("t", [write(1, i=3)])  # and the thread goes on, numbered on
+        assert [r.seq for r in await cp.read("t")] == list(range(1, len(records) + 2))
