@@ -17,43 +17,31 @@ Puts go through one more connection per run, the writer, kept open: group
 commit has one committer at a time, and a kept connection saves a pool checkout
 per put. Lease connections come from a second pool: a run holds one for its whole
 duration (its session advisory lock lives on it), so leases can never starve
-the writers of connections. Every connection given back to that pool runs
-``pg_advisory_unlock_all()`` first, so no lock can outlive its lease, whatever
-went wrong.
+the writers of connections. A lease connection is given back only after
+``pg_advisory_unlock_all()`` succeeded on it, and closed otherwise, so no lock
+can outlive its lease, whatever went wrong.
 """
 
 from __future__ import annotations
 
-import os
-import socket
-import threading
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import (
-    AbstractAsyncContextManager,
-    asynccontextmanager,
-    contextmanager,
-    nullcontext,
-    suppress,
-)
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import TypeVar
 
-import anyio
-import anyio.to_thread
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from .._loops import PerLoop, UnsupportedLoop, current_run
 from ..errors import PersistenceError
-from ._pg_sql import Op, Result, Stmt
+from ._pg_async import AsyncDriver
+from ._pg_drive import Driver, LeaseConnection
+from ._pg_sql import Op
+from ._pg_thread import ThreadDriver
 
 __all__ = ["LeaseConnection", "PgDatabase", "PgErrors", "describe_dsn"]
 
 T = TypeVar("T")
-
-OPEN_TIMEOUT = 30.0
-"""Seconds to wait for a first connection, or for a free one from a pool."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,316 +67,14 @@ def describe_dsn(dsn: str) -> str:
     return f"postgresql://{host}{port}/{parts.get('dbname') or parts.get('user') or ''}"
 
 
-def _first(op: Op[T]) -> tuple[Stmt | None, T | None]:
-    try:
-        return next(op), None
-    except StopIteration as stop:
-        return None, stop.value
-
-
-def drive_sync(conn: psycopg.Connection[Any], op: Op[T], *, transaction: bool) -> T:
-    """Run ``op`` on a sync connection (in a worker thread), in one transaction."""
-    with conn.transaction() if transaction else nullcontext(), conn.cursor() as cur:
-        stmt, value = _first(op)
-        while stmt is not None:
-            if stmt.many:
-                cur.executemany(stmt.sql, stmt.params)
-                result = Result([], cur.rowcount)
-            else:
-                cur.execute(stmt.sql, stmt.params)
-                rows = cur.fetchall() if cur.description is not None else []
-                result = Result(rows, cur.rowcount)
-            try:
-                stmt = op.send(result)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-        return value  # type: ignore[return-value]
-
-
-async def drive_async(conn: psycopg.AsyncConnection[Any], op: Op[T], *, transaction: bool) -> T:
-    """Run ``op`` on an async connection, in one transaction: the same as :func:`drive_sync`."""
-    async with conn.transaction() if transaction else nullcontext(), conn.cursor() as cur:
-        stmt, value = _first(op)
-        while stmt is not None:
-            if stmt.many:
-                await cur.executemany(stmt.sql, stmt.params)
-                result = Result([], cur.rowcount)
-            else:
-                await cur.execute(stmt.sql, stmt.params)
-                rows = await cur.fetchall() if cur.description is not None else []
-                result = Result(rows, cur.rowcount)
-            try:
-                stmt = op.send(result)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-        return value  # type: ignore[return-value]
-
-
-class LeaseConnection(Protocol):
-    """A connection held for one lease: its session advisory lock lives on it."""
-
-    async def run(self, op: Op[T], *, transaction: bool) -> T:
-        """Run ``op`` on this connection; cancellable even while the server waits."""
-        ...
-
-    async def alive(self) -> bool:
-        """Whether the connection (and so its session's locks) still stands."""
-        ...
-
-
-class _Driver(Protocol):
-    async def run(self, op: Op[T], *, transaction: bool = True) -> T: ...
-    async def write(self, op: Op[T], *, transaction: bool) -> T: ...
-    def lease_connection(self) -> AbstractAsyncContextManager[LeaseConnection]: ...
-    async def aclose(self) -> None: ...
-
-
-async def _unlock_all_async(conn: psycopg.AsyncConnection[Any]) -> None:
-    await conn.execute("SELECT pg_advisory_unlock_all()")
-
-
-def _unlock_all(conn: psycopg.Connection[Any]) -> None:
-    conn.execute("SELECT pg_advisory_unlock_all()")
-
-
-# Settings of a lease connection's session. A backend waiting for a lock does
-# not read its socket, so without a check it would not notice its client died
-# (SIGKILL) until granted the lock; then it would hold it until its next send.
-_LEASE_SESSION = "SET client_connection_check_interval = '1s'"
-
-
-async def _configure_lease_async(conn: psycopg.AsyncConnection[Any]) -> None:
-    await conn.execute(_LEASE_SESSION)
-
-
-def _configure_lease(conn: psycopg.Connection[Any]) -> None:
-    conn.execute(_LEASE_SESSION)
-
-
-class _AsyncLease:
-    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        self.conn = conn
-        self.dirty = False
-
-    async def run(self, op: Op[T], *, transaction: bool) -> T:
-        # psycopg cancels the server's query when the waiting task is cancelled.
-        try:
-            return await drive_async(self.conn, op, transaction=transaction)
-        except BaseException:
-            self.dirty = True
-            raise
-
-    async def alive(self) -> bool:
-        return not self.conn.broken and not self.conn.closed
-
-
-def _lease_kwargs() -> dict[str, Any]:
-    # The application name says who holds a lease, in pg_stat_activity and in
-    # the ThreadBusy a refused run gets.
-    name = f"deepactors pid {os.getpid()} on {socket.gethostname()}"
-    return {"autocommit": True, "application_name": name[:63]}
-
-
-class _AsyncDriver:
-    def __init__(self, dsn: str, size: int, lease_size: int) -> None:
-        self._dsn = dsn
-        self._writer: psycopg.AsyncConnection[Any] | None = None
-        self._write_lock = anyio.Lock()
-        kwargs = {"autocommit": True}
-        self._pool = AsyncConnectionPool(
-            dsn, min_size=1, max_size=size, kwargs=kwargs, open=False, timeout=OPEN_TIMEOUT
-        )
-        self._leases = AsyncConnectionPool(
-            dsn,
-            min_size=0,
-            max_size=lease_size,
-            kwargs=_lease_kwargs(),
-            open=False,
-            timeout=OPEN_TIMEOUT,
-            configure=_configure_lease_async,
-            reset=_unlock_all_async,
-        )
-
-    async def open(self, prepare: Op[None]) -> None:
-        # One connection of its own first: a wrong DSN or a server that is down
-        # fails now, not after the pool's retries, and the schema is ready
-        # before any pooled connection is used.
-        async with await psycopg.AsyncConnection.connect(
-            self._dsn, autocommit=True, connect_timeout=int(OPEN_TIMEOUT)
-        ) as conn:
-            await drive_async(conn, prepare, transaction=True)
-        await self._pool.open()
-        await self._leases.open()
-
-    async def run(self, op: Op[T], *, transaction: bool = True) -> T:
-        async with self._pool.connection() as conn:
-            return await drive_async(conn, op, transaction=transaction)
-
-    async def write(self, op: Op[T], *, transaction: bool) -> T:
-        async with self._write_lock:
-            if self._writer is None or self._writer.broken or self._writer.closed:
-                self._writer = await psycopg.AsyncConnection.connect(
-                    self._dsn, autocommit=True, connect_timeout=int(OPEN_TIMEOUT)
-                )
-            return await drive_async(self._writer, op, transaction=transaction)
-
-    @asynccontextmanager
-    async def lease_connection(self) -> AsyncIterator[LeaseConnection]:
-        conn = await self._leases.getconn()
-        lease = _AsyncLease(conn)
-        try:
-            yield lease
-        finally:
-            with anyio.CancelScope(shield=True):
-                if lease.dirty:
-                    # A statement failed or was cancelled (its lock may have been
-                    # granted as the wait was cancelled): closed, the connection
-                    # is dropped from the pool, lock and all.
-                    await conn.close()
-                await self._leases.putconn(conn)
-
-    async def aclose(self) -> None:
-        with anyio.CancelScope(shield=True):
-            if self._writer is not None:
-                await self._writer.close()
-            await self._leases.close()
-            await self._pool.close()
-
-
-class _ThreadLease:
-    def __init__(self, conn: psycopg.Connection[Any], limiter: anyio.CapacityLimiter) -> None:
-        self.conn = conn
-        self.dirty = False
-        self._limiter = limiter
-
-    async def run(self, op: Op[T], *, transaction: bool) -> T:
-        finished = threading.Event()
-
-        def target() -> T:
-            try:
-                return drive_sync(self.conn, op, transaction=transaction)
-            finally:
-                finished.set()
-
-        # Abandoned on cancel (the thread is blocked in libpq): the query is then
-        # cancelled in the server, and the thread waited for, before the caller
-        # goes on (and closes the connection).
-        try:
-            return await anyio.to_thread.run_sync(
-                target, abandon_on_cancel=True, limiter=self._limiter
-            )
-        except anyio.get_cancelled_exc_class():
-            self.dirty = True
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(_cancel_and_wait, self.conn, finished)
-            raise
-        except BaseException:
-            self.dirty = True
-            raise
-
-    async def alive(self) -> bool:
-        return not self.conn.broken and not self.conn.closed
-
-
-def _cancel_and_wait(conn: psycopg.Connection[Any], finished: threading.Event) -> None:
-    if not finished.is_set():
-        # Failing, the connection is closed next anyway.
-        with suppress(psycopg.Error):
-            conn.cancel_safe(timeout=5.0)
-    finished.wait(10.0)
-
-
-class _ThreadDriver:
-    def __init__(self, dsn: str, size: int, lease_size: int) -> None:
-        self._dsn = dsn
-        self._writer: psycopg.Connection[Any] | None = None
-        self._write_lock = anyio.Lock()
-        kwargs = {"autocommit": True}
-        self._pool = ConnectionPool(
-            dsn, min_size=1, max_size=size, kwargs=kwargs, open=False, timeout=OPEN_TIMEOUT
-        )
-        self._leases = ConnectionPool(
-            dsn,
-            min_size=0,
-            max_size=lease_size,
-            kwargs=_lease_kwargs(),
-            open=False,
-            timeout=OPEN_TIMEOUT,
-            configure=_configure_lease,
-            reset=_unlock_all,
-        )
-        # Lease waits block a thread each: their own limiter, so they never
-        # take the threads the run's other work needs.
-        self._limiter = anyio.CapacityLimiter(lease_size)
-
-    async def open(self, prepare: Op[None]) -> None:
-        def opened() -> None:
-            # See _AsyncDriver.open.
-            with psycopg.Connection.connect(
-                self._dsn, autocommit=True, connect_timeout=int(OPEN_TIMEOUT)
-            ) as conn:
-                drive_sync(conn, prepare, transaction=True)
-            self._pool.open()
-            self._leases.open()
-
-        await anyio.to_thread.run_sync(opened)
-
-    def _run(self, op: Op[T], transaction: bool) -> T:
-        with self._pool.connection() as conn:
-            return drive_sync(conn, op, transaction=transaction)
-
-    async def run(self, op: Op[T], *, transaction: bool = True) -> T:
-        return await anyio.to_thread.run_sync(self._run, op, transaction)
-
-    def _write(self, op: Op[T], transaction: bool) -> T:
-        if self._writer is None or self._writer.broken or self._writer.closed:
-            self._writer = psycopg.Connection.connect(
-                self._dsn, autocommit=True, connect_timeout=int(OPEN_TIMEOUT)
-            )
-        return drive_sync(self._writer, op, transaction=transaction)
-
-    async def write(self, op: Op[T], *, transaction: bool) -> T:
-        async with self._write_lock:
-            return await anyio.to_thread.run_sync(self._write, op, transaction)
-
-    @asynccontextmanager
-    async def lease_connection(self) -> AsyncIterator[LeaseConnection]:
-        conn = await anyio.to_thread.run_sync(self._leases.getconn)
-        lease = _ThreadLease(conn, self._limiter)
-        try:
-            yield lease
-        finally:
-            with anyio.CancelScope(shield=True):
-                if lease.dirty:  # see _AsyncDriver.lease_connection
-                    await anyio.to_thread.run_sync(conn.close)
-                await anyio.to_thread.run_sync(self._leases.putconn, conn)
-
-    async def aclose(self) -> None:
-        def closed() -> None:
-            if self._writer is not None:
-                self._writer.close()
-            self._leases.close()
-            self._pool.close()
-
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(closed)
-
-    async def aclose_stale(self) -> None:
-        # Sync connections and pools can be closed from any run.
-        if self._writer is not None:
-            await anyio.to_thread.run_sync(self._writer.close)
-        await anyio.to_thread.run_sync(self._leases.close)
-        await anyio.to_thread.run_sync(self._pool.close)
-
-
-async def _close(driver: _Driver) -> None:
+async def _close(driver: Driver) -> None:
     await driver.aclose()
 
 
-async def _close_stale(driver: _Driver) -> None:
+async def _close_stale(driver: Driver) -> None:
     # An async pool belongs to its ended loop and cannot be closed from here;
     # its connections close when it is collected.
-    if isinstance(driver, _ThreadDriver):
+    if isinstance(driver, ThreadDriver):
         await driver.aclose_stale()
 
 
@@ -418,15 +104,15 @@ class PgDatabase:
         self.errors = errors
         self._prepare = prepare
         self._sizes = (pool_size, lease_connections)
-        self._drivers: PerLoop[_Driver] = PerLoop(self._open, _close, close_stale=_close_stale)
+        self._drivers: PerLoop[Driver] = PerLoop(self._open, _close, close_stale=_close_stale)
 
-    async def _open(self) -> _Driver:
+    async def _open(self) -> Driver:
         library = current_run().library
-        driver: _AsyncDriver | _ThreadDriver
+        driver: AsyncDriver | ThreadDriver
         if library == "asyncio":
-            driver = _AsyncDriver(self.dsn, *self._sizes)
+            driver = AsyncDriver(self.dsn, *self._sizes)
         else:
-            driver = _ThreadDriver(self.dsn, *self._sizes)
+            driver = ThreadDriver(self.dsn, *self._sizes)
         try:
             await driver.open(self._prepare(self.location))
         except BaseException as exc:
@@ -436,7 +122,7 @@ class PgDatabase:
             raise
         return driver
 
-    async def driver(self) -> _Driver:
+    async def driver(self) -> Driver:
         """This run's driver, opened (and the schema checked) on first use.
 
         Raises:

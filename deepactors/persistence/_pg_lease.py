@@ -109,7 +109,7 @@ class PgLeases:
             key = lock_key("thread", thread_id)
             async with AsyncExitStack() as stack:
                 with self._db.translating():
-                    # Given back on leaving, which unlocks (the pool's reset).
+                    # Given back on leaving, unlocked first (or closed).
                     conn = await stack.enter_async_context(driver.lease_connection())
                 lease = await self._take(conn, thread_id, key, started)
                 self._held[thread_id] = Held(owner=lease.owner, lock_key=key, connection=conn)
