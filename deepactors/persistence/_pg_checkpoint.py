@@ -95,7 +95,9 @@ class _GroupCommit:
                         self._pending[0].wake.set()  # the next group's leader
                     else:
                         self._leading = False
-        await anyio.lowlevel.checkpoint()
+        # A cancel point, not another trip round the loop: the commit waited on
+        # the server already.
+        await anyio.lowlevel.checkpoint_if_cancelled()
         if me.error is not None:
             raise me.error
 
