@@ -42,7 +42,8 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    # psycopg is optional: see the module docstring.
+    # psycopg is optional: see the module docstring. (Its names are not in
+    # __all__, so that a star import works without it.)
     if name in POSTGRES_NAMES:
         return load(name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -50,8 +51,6 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CHECKPOINT_SCHEMA_VERSION",
-    "PG_CHECKPOINT_SCHEMA_VERSION",
-    "PG_STORE_SCHEMA_VERSION",
     "STORE_SCHEMA_VERSION",
     "CheckpointRecord",
     "CheckpointWrite",
@@ -59,8 +58,6 @@ __all__ = [
     "MemoryCheckpointer",
     "MemoryStore",
     "Namespace",
-    "PostgresCheckpointer",
-    "PostgresStore",
     "SqliteCheckpointer",
     "SqliteStore",
     "Store",

@@ -125,11 +125,14 @@ def test_open_checkpointer_picks_the_kind_by_the_target(
 def test_without_psycopg_the_classes_say_how_to_install_it() -> None:
     code = (
         "import sys; sys.modules['psycopg'] = None\n"
+        "from deepactors import *\n"  # works without psycopg
+        "from deepactors.persistence import *\n"
         "import deepactors.persistence as p\n"
         "try:\n    p.PostgresCheckpointer\nexcept ImportError as e:\n    print(e)\n"
+        "try:\n    from deepactors import PostgresStore\nexcept ImportError as e:\n    print(e)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "pip install 'deepactors[postgres]'" in out.stdout
+    assert out.stdout.count("pip install 'deepactors[postgres]'") == 2
 
 
 # --- leases across processes (two checkpointer objects stand for two processes) ------
