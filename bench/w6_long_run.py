@@ -228,8 +228,9 @@ def run_once(shape: str, loop: str, turns: int, folder: Path) -> Outcome:
 def state_backend_checkpoints(loop: str, turns: int, folder: Path) -> tuple[int, int]:
     """The summarizing run on the default StateBackend with SQLite checkpoints.
 
-    Returns the history file's size and the checkpoint file's size: a state file
-    is one string, so each append is checkpointed as the whole file again.
+    Returns the history file's size and the checkpoint file's size. A state file
+    is one string, but an append is checkpointed as the added text only, so the
+    checkpoint holds the history about once, beside the messages.
     """
     db = folder / f"state-{loop}-{time.monotonic_ns()}.db"
     agent = create_deep_agent(
@@ -299,8 +300,8 @@ def main() -> None:
             history, checkpoints = state_backend_checkpoints(loop, turns, folder)
             print(
                 f"StateBackend + SQLite ({loop}): history file {history / 1e6:.2f} MB, "
-                f"checkpoint file {checkpoints / 1e6:.1f} MB (each append stores the whole "
-                "file again: a state file is one string)"
+                f"checkpoint file {checkpoints / 1e6:.1f} MB (appends are stored as the "
+                "added text)"
             )
     for loop, m in histories.items():
         print(

@@ -41,6 +41,7 @@ __all__ = [
     "Wakeup",
     "current_run",
     "current_run_or_none",
+    "loop_running_here",
     "spawn_system_task",
 ]
 
@@ -123,6 +124,25 @@ def current_run_or_none() -> LoopRun | None:
         return current_run()
     except (sniffio.AsyncLibraryNotFoundError, UnsupportedLoop, RuntimeError):
         return None
+
+
+def loop_running_here() -> bool:
+    """Whether an event loop runs in this thread, even outside any task.
+
+    asyncio's ``get_running_loop`` answers in a loop's callbacks too (where
+    sniffio sees no task); trio's token exists only on trio's own thread.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        return True
+    try:
+        trio.lowlevel.current_trio_token()
+    except RuntimeError:
+        return False
+    return True
 
 
 # asyncio keeps only weak references to tasks; these must outlive their creator.

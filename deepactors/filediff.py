@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 __all__ = [
     "FileChange",
@@ -64,6 +64,41 @@ class FileRecord(BaseModel):
     version: int = 1
     created_at: float = Field(default_factory=time.time)
     modified_at: float = Field(default_factory=time.time)
+    # Set when this version is the previous one with text added at its end: the
+    # previous content's length. A checkpoint then stores only the added text, so
+    # a file grown by appends (a conversation transcript) costs O(its size) in
+    # all, not O(size) per append. Not a field: it says how the version was made,
+    # not what it is, so it takes no part in equality or dumps.
+    _appended_at: int | None = PrivateAttr(default=None)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FileRecord):
+            return NotImplemented
+        return (self.content, self.version, self.created_at, self.modified_at) == (
+            other.content,
+            other.version,
+            other.created_at,
+            other.modified_at,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.content, self.version, self.created_at, self.modified_at))
+
+    @property
+    def appended_at(self) -> int | None:
+        """The previous version's length when this one only added text at its end."""
+        return self._appended_at
+
+    def appended(self, text: str, *, modified_at: float | None = None) -> FileRecord:
+        """The next version of this file with ``text`` added at its end."""
+        record = FileRecord(
+            content=self.content + text,
+            version=self.version + 1,
+            created_at=self.created_at,
+            modified_at=time.time() if modified_at is None else modified_at,
+        )
+        record._appended_at = len(self.content)
+        return record
 
     def changed(self, content: str) -> FileRecord:
         """The next version of this file with new content."""

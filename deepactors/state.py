@@ -230,11 +230,75 @@ def _check_files(state: State, value: Any) -> Any:
     return out
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Appended:
+    """A stored append, read back: the file's next version is its current one plus
+    ``text`` (see ``FileRecord.appended``); resolved against the state it lands on."""
+
+    text: str
+    at: int
+    version: int
+    modified_at: float
+
+    def on(self, path: str, current: FileRecord | None) -> FileRecord:
+        if (
+            current is None
+            or current.version != self.version - 1
+            or len(current.content) != self.at
+        ):
+            found = "no file" if current is None else f"version {current.version}"
+            raise ValueError(
+                f"text appended to {path} at version {self.version - 1}, "
+                f"offset {self.at}, but the state has {found} there"
+            )
+        return current.appended(self.text, modified_at=self.modified_at)
+
+
 def _resolve_files(current: Any, value: Any) -> tuple[Any, MergeResult | None]:
     if isinstance(value, FileDiff):
         result = merge(current, value)
-        return result.changes, result
-    return value, None
+        return _settle_appends(current, result.changes), result
+    return _settle_appends(current, value), None
+
+
+def _settle_appends(current: dict[str, FileRecord], update: Any) -> Any:
+    """The update with every append tied to the state it lands on.
+
+    A stored append (read back from a checkpoint) becomes its record. A record
+    that says it grew from an older version, but lands on another one (a child
+    that appended twice, merged over the version it started from), becomes a
+    plain record, so its checkpoint stores it whole instead of an append that
+    would not replay. The update itself comes back when nothing changed.
+    """
+    settled: dict[str, Any] | None = None
+    for path, value in update.items():
+        if isinstance(value, _Appended):
+            value = value.on(path, current.get(path))
+        elif isinstance(value, FileRecord) and value.appended_at is not None:
+            if _grows(current.get(path), value):
+                continue
+            value = FileRecord(
+                content=value.content,
+                version=value.version,
+                created_at=value.created_at,
+                modified_at=value.modified_at,
+            )
+        else:
+            continue
+        if settled is None:
+            settled = dict(update)
+        settled[path] = value
+    return update if settled is None else settled
+
+
+def _grows(base: FileRecord | None, record: FileRecord) -> bool:
+    """Whether ``record`` is ``base`` with text added at its end (the stored append's claim)."""
+    return (
+        base is not None
+        and base.version == record.version - 1
+        and len(base.content) == record.appended_at
+        and record.content.startswith(base.content)
+    )
 
 
 _DIFF_KEY = "__diff__"  # never a path: paths start with "/"
@@ -252,7 +316,35 @@ def _encode_files(value: Any) -> Any:
                 },
             }
         }
-    return {p: _record(r) for p, r in value.items()}
+    return {p: _record_or_append(r) for p, r in value.items()}
+
+
+_APPENDED_KEY = "appended"  # never a FileRecord field
+
+
+def _record_or_append(record: FileRecord | None) -> dict[str, Any] | None:
+    at = None if record is None else record.appended_at
+    if record is None or at is None:
+        return _record(record)
+    return {
+        _APPENDED_KEY: record.content[at:],
+        "at": at,
+        "version": record.version,
+        "modified_at": record.modified_at,
+    }
+
+
+def _read_record_or_append(data: Any) -> FileRecord | _Appended | None:
+    if isinstance(data, Mapping) and _APPENDED_KEY in data:
+        text, at, version, modified = (
+            data[k] for k in (_APPENDED_KEY, "at", "version", "modified_at")
+        )
+        if not isinstance(text, str) or not all(
+            isinstance(n, int | float) and not isinstance(n, bool) for n in (at, version, modified)
+        ):
+            raise ValueError("an appended file record needs text, at, version and modified_at")
+        return _Appended(text=text, at=int(at), version=int(version), modified_at=float(modified))
+    return _read_record(data)
 
 
 def _decode_files(data: Any) -> Any:
@@ -265,7 +357,7 @@ def _decode_files(data: Any) -> Any:
             },
             label=raw["label"],
         )
-    return {p: _read_record(r) for p, r in data.items()}
+    return {p: _read_record_or_append(r) for p, r in data.items()}
 
 
 def _record(record: FileRecord | None) -> dict[str, Any] | None:

@@ -131,7 +131,13 @@ class Restored:
         for record in self.by_path.get(path, ()):
             where = self._where(record)
             if record.kind == "update":
-                state.apply(self._update(record.data, where, state))
+                change = self._update(record.data, where, state)
+                try:
+                    state.apply(change)
+                except ValueError as exc:
+                    # A stored change that does not fit the state the records
+                    # before it built (an append to a file that is not there).
+                    raise CheckpointCorrupt(f"{where}: {exc}") from None
             elif record.kind == "tool_result":
                 try:
                     message, update = decode_tool_result(record.data, where=where, state=state)
@@ -275,17 +281,18 @@ def _take_all(
 
 @asynccontextmanager
 async def open_journal(
-    checkpointer: Checkpointer, thread_id: str, *, restore: bool
+    checkpointer: Checkpointer, thread_id: str, *, restore: bool, known_head: int | None = None
 ) -> AsyncIterator[Journal]:
     """A journal for one top-level run, with its writer running in a task group.
 
     The thread's lease is taken first (waiting for another run of the thread,
     here or in another process, to finish: the wait counts against the caller's
-    deadline), and given back once the last records are stored. With
-    ``restore``, the thread's records are read under the lease
-    (:attr:`Journal.restored`). Leaving the block waits for the last records to
-    be stored, even when the run was cancelled (a timed-out run's finished work
-    is kept).
+    deadline), and given back once the last records are stored. The thread's
+    records are read under the lease (:attr:`Journal.restored`) with
+    ``restore``, or when the lease's head is not ``known_head`` (the head the
+    caller's state in memory reflects; None when it holds none). Leaving the
+    block waits for the last records to be stored, even when the run was
+    cancelled (a timed-out run's finished work is kept).
 
     Raises:
         ThreadBusy: The checkpointer refuses to wait for a busy thread.
@@ -294,7 +301,7 @@ async def open_journal(
     """
     async with checkpointer.lease(thread_id) as lease:
         restored = None
-        if restore:
+        if restore or lease.head != known_head:
             records = await checkpointer.read(thread_id)
             if records:
                 restored = Restored(thread_id, records, source=checkpointer.location)

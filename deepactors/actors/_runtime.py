@@ -15,7 +15,14 @@ One rule serializes the runs of a thread: a thread actor executes an order
 only while it holds its thread's turn in this event loop (:class:`_Turn`).
 Inside one runtime the mailbox already orders them; the turn keeps runs of the
 same agent and thread that arrive through different runtimes (each call without
-a runtime opens its own) from interleaving too, in arrival order.
+a runtime opens its own) from interleaving too, in arrival order. Across event
+loops and processes the checkpointer's thread lease serializes them.
+
+A thread actor keeps its thread's state in memory between runs. With a
+checkpointer it also remembers the thread's head (the ``seq`` of the newest
+record) as its last run left it; when the next run's lease reports another head,
+someone else (another actor, runtime, event loop or process) ran the thread
+meanwhile, and the run reads the thread again from its checkpoint.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import math
 import weakref
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
@@ -138,16 +145,12 @@ class _Order:
 
 
 class _Turn:
-    """The turn of one (event loop, agent, thread): who may run it now, who ran it last."""
+    """The turn of one (event loop, agent, thread): who may run it now."""
 
-    __slots__ = ("__weakref__", "lock", "writer")
+    __slots__ = ("__weakref__", "lock")
 
     def __init__(self) -> None:
         self.lock = anyio.Lock()  # FIFO: runs take turns in arrival order
-        # The token of the actor that ran the thread last, not the actor: the
-        # actor holds its turn, and a reference back would make the pair (and
-        # the thread's whole state) a cycle only the garbage collector frees.
-        self.writer: object | None = None
 
 
 _TURNS: weakref.WeakValueDictionary[tuple[object, int, str], _Turn] = weakref.WeakValueDictionary()
@@ -176,7 +179,7 @@ class _ThreadActor:
     mailbox: MemoryObjectSendStream[_Order] | None = None
     turn: _Turn | None = None
     state: State | None = None
-    token: object = field(default_factory=object)  # who this actor is, to its turn
+    head: int | None = None  # the thread's head as this actor's last run left it
     running: bool = False
     queued: int = 0
 
@@ -225,26 +228,20 @@ class _ThreadActor:
                 emit = order.emit_stream
                 try:
                     async with _hold(self.turn):
-                        turn = self.turn
-                        if (
-                            turn is not None
-                            and turn.writer is not self.token
-                            and self.spec.checkpointer
-                        ):
-                            # Another actor ran this thread since (a call without a
-                            # runtime, another runtime): the state kept in memory is
-                            # stale, so read the thread again from its checkpoint.
-                            self.state = None
-                        result, self.state = await execute_root(
+                        # Forgotten first: after a run that fails half-way the head
+                        # is unknown, and the next run reads the thread again from
+                        # its checkpoint (without one, the state kept here is all
+                        # there is, so it stays as the failed run left it).
+                        head, self.head = self.head, None
+                        result, self.state, self.head = await execute_root(
                             self.spec,
                             self.state,
                             order.input,
                             run_id=handle.run_id,
                             thread_id=self.thread_id,
                             emit=emit.send_nowait if emit is not None else None,
+                            known_head=head,
                         )
-                        if self.turn is not None:
-                            self.turn.writer = self.token
                 except (Exception, KeyboardInterrupt, SystemExit) as exc:
                     # Supervision: the failure goes to whoever awaits the handle,
                     # never into the runtime's task group. A KeyboardInterrupt or

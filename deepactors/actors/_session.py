@@ -23,7 +23,7 @@ from ..interrupts import ActionRequest, Interrupt, interrupt_view, parse_decisio
 from ..messages import AssistantMessage, ToolMessage, new_id
 from ..state import State
 from ._filewatch import actor_listener
-from ._journal import open_journal
+from ._journal import Journal, open_journal
 from ._loop import run_loop
 from ._spec import AgentSpec, RunInput
 from ._threads import next_step
@@ -137,51 +137,67 @@ async def execute_root(
     run_id: str,
     thread_id: str | None,
     emit: Callable[[Event], None] | None,
-) -> tuple[dict[str, Any], State]:
+    known_head: int | None = None,
+) -> tuple[dict[str, Any], State, int | None]:
     """One top-level run on a thread actor's state (None: a new actor).
+
+    Args:
+        known_head: The thread's head (``seq`` of its newest record) when the
+            actor's last run ended, None when unknown. With a checkpointer, a
+            kept ``state`` whose head differs from the lease's is stale (someone
+            else ran the thread) and the thread is read again.
 
     Returns:
         The run's result (the state as a dict, ``usage``, ``budget``, and
-        ``__interrupt__`` when it stopped for human decisions) and the actor's state.
+        ``__interrupt__`` when it stopped for human decisions), the actor's
+        state, and the thread's head after the run (None without a checkpointer).
     """
-    fresh = state is None
-    if state is None:
-        state = State(spec.channels)
     ledger = None if run_input.budget is None else BudgetLedger(run_input.budget)
     tree = TreeContext(thread_id=thread_id, max_steps=run_input.max_steps, budget=ledger)
-    run = _new_run(
-        spec,
-        state,
-        path=spec.name,
-        run_id=run_id,
-        tree=tree,
-        emit=emit,
-        context=run_input.context,
-        budget=ledger,
-    )
     failure: Exception | None = None
     interrupted: list[ActionRequest] = []
+    journal: Journal | None = None
+    if state is None:
+        known_head = None  # nothing in memory: whatever the thread holds is news
     async with AsyncExitStack() as stack:
         try:
             if spec.checkpointer is not None:
                 journal = await stack.enter_async_context(
                     open_journal(
-                        spec.checkpointer, thread_id or "", restore=fresh or run_input.resuming
+                        spec.checkpointer,
+                        thread_id or "",
+                        restore=run_input.resuming,
+                        known_head=known_head,
                     )
                 )
+                if journal.head_at_open != known_head:
+                    state = None  # stale or never loaded: the journal read the thread
                 tree.journal = journal
                 tree.restored = journal.restored
+            fresh = state is None
+            if state is None:
+                state = State(spec.channels)
+            run = _new_run(
+                spec,
+                state,
+                path=spec.name,
+                run_id=run_id,
+                tree=tree,
+                emit=emit,
+                context=run_input.context,
+                budget=ledger,
+            )
             session = _open(spec, state, run, restore=fresh)
             stack.callback(session.close)
             if run_input.update_only:
                 session.state.apply(run_input.values)
-                return _result(state, run, []), state
+                return _result(state, run, []), state, _head(journal)
             if run_input.resume is not None:
                 _take_decisions(run, run_input.resume)
             elif not _has_work(state, run_input, thread_id):
                 # ainvoke(None) on a thread that finished: nothing to continue,
                 # so nothing is called; the caller gets the thread's state.
-                return _result(state, run, []), state
+                return _result(state, run, []), state, _head(journal)
             interrupted = await _execute(session, run_input.values)
         except Exception as exc:
             # Raised outside the journal's task group below, so the caller gets
@@ -189,7 +205,12 @@ async def execute_root(
             failure = exc
     if failure is not None:
         raise failure
-    return _result(state, run, interrupted), state
+    assert state is not None  # every path without a failure set it
+    return _result(state, run, interrupted), state, _head(journal)
+
+
+def _head(journal: Journal | None) -> int | None:
+    return None if journal is None else journal.head
 
 
 def _result(state: State, run: RunContext, interrupted: list[ActionRequest]) -> dict[str, Any]:

@@ -9,7 +9,8 @@ from typing import Any, Protocol, TypeVar
 
 import anyio
 import anyio.from_thread
-import sniffio
+
+from .._loops import loop_running_here
 
 __all__ = ["run_sync", "stream_sync"]
 
@@ -23,14 +24,6 @@ def _check_backend(backend: str) -> None:
         raise ValueError(f"backend must be 'asyncio' or 'trio', not {backend!r}")
 
 
-def _loop_running_here() -> bool:
-    try:
-        sniffio.current_async_library()
-    except sniffio.AsyncLibraryNotFoundError:
-        return False
-    return True
-
-
 def run_sync(fn: Callable[..., Awaitable[T]], *args: Any, backend: str, **kwargs: Any) -> T:
     """Run ``fn(*args, **kwargs)`` to completion on a fresh event loop.
 
@@ -40,7 +33,7 @@ def run_sync(fn: Callable[..., Awaitable[T]], *args: Any, backend: str, **kwargs
     """
     _check_backend(backend)
     call = functools.partial(fn, *args, **kwargs)
-    if not _loop_running_here():
+    if not loop_running_here():
         return anyio.run(call, backend=backend)
     with anyio.from_thread.start_blocking_portal(backend) as portal:
         return portal.call(call)

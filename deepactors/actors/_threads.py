@@ -106,9 +106,11 @@ async def saved_state(
         ConfigurationError: The agent has no checkpointer.
         CheckpointCorrupt: A record cannot be read; the error names the thread.
     """
-    records = await _saver(spec).read(thread_id, upto_seq=upto_seq)
+    saver = _saver(spec)
+    records = await saver.read(thread_id, upto_seq=upto_seq)
     state = State(spec.channels)
-    restored = Restored(thread_id, records)
+    # The source names the database in errors, as a resuming run's do.
+    restored = Restored(thread_id, records, source=saver.location)
     actor = path or spec.name
     restored.replay(actor, state)
     pending = restored.pending_interrupt(actor) or []

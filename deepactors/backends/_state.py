@@ -132,7 +132,8 @@ class StateBackend(FilesOnly):
         """See :meth:`Backend.append`.
 
         A state file is one string, so the new record holds a copy of the whole
-        content (the reducer and checkpoints see a plain file change).
+        content; it remembers where the old content ended, so a checkpoint stores
+        only the added text.
         """
         path = normalize_path(path)
         await anyio.lowlevel.checkpoint()
@@ -140,7 +141,7 @@ class StateBackend(FilesOnly):
         files = self._files()
         check_writable(files, path)
         old = files.get(path)
-        record = FileRecord.written(old, content if old is None else old.content + content)
+        record = FileRecord(content=content) if old is None else old.appended(content)
         self._apply({path: record})
         return WriteResult(path=path, version=_version(record), created=old is None)
 

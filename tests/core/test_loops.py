@@ -23,6 +23,7 @@ from deepactors._loops import (
     Wakeup,
     current_run,
     current_run_or_none,
+    loop_running_here,
 )
 
 
@@ -212,3 +213,23 @@ def test_closing_in_one_thread_leaves_another_threads_run_alone(anyio_backend: A
     assert not errors
     assert seen["keeper"] is not seen["closer"]
     assert [r.closed_by for r in ledger.opened] == ["its run", "its run"]
+
+
+def test_a_loop_runs_here_inside_tasks_and_asyncio_callbacks(anyio_backend: Any) -> None:
+    seen: list[bool] = []
+
+    async def main() -> None:
+        seen.append(loop_running_here())
+        if sniffio.current_async_library() == "asyncio":
+            # A callback runs outside any task, where sniffio sees no library.
+            done = asyncio.Event()
+            asyncio.get_running_loop().call_soon(
+                lambda: (seen.append(loop_running_here()), done.set())
+            )
+            await done.wait()
+
+    assert not loop_running_here()
+    name, options = backend_of(anyio_backend)
+    anyio.run(main, backend=name, backend_options=options)
+    assert seen == ([True, True] if name == "asyncio" else [True])
+    assert not loop_running_here()  # the run has ended

@@ -340,3 +340,29 @@ async def test_a_keyboard_interrupt_inside_a_subagent_reaches_the_caller_bare() 
     agent = create_deep_agent(FunctionModel(answer), tools=[stop])
     with pytest.raises(KeyboardInterrupt):
         await agent.ainvoke("go")
+
+
+async def test_an_actor_reads_the_thread_again_after_another_loop_ran_it(tmp_path: Any) -> None:
+    # The actor in `rt` keeps the thread's state in memory. Another event loop (a
+    # thread of its own, as another process would) runs the thread meanwhile; the
+    # actor's next run must see that run's messages, not its own stale copy.
+    from deepactors.persistence import SqliteCheckpointer
+
+    def answer(request: ModelRequest) -> str:
+        return f"seen {len(request.messages)}"
+
+    path = tmp_path / "threads.db"
+    agent = create_deep_agent(FunctionModel(answer), checkpointer=SqliteCheckpointer(path))
+    elsewhere = create_deep_agent(FunctionModel(answer), checkpointer=SqliteCheckpointer(path))
+
+    def run_elsewhere() -> None:
+        elsewhere.invoke("two", thread_id="t", backend="trio")
+
+    with anyio.fail_after(20):
+        async with open_runtime() as rt:
+            await agent.ainvoke("one", thread_id="t", runtime=rt)
+            assert rt.statistics().actors == 1  # it keeps the state in memory
+            await anyio.to_thread.run_sync(run_elsewhere)
+            result = await agent.ainvoke("three", thread_id="t", runtime=rt)
+    texts = [m.text for m in result["messages"]]
+    assert texts == ["one", "seen 1", "two", "seen 3", "three", "seen 5"]

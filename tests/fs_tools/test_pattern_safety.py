@@ -99,6 +99,13 @@ async def run_calls(
     return results, elapsed, max(lateness)
 
 
+# A frozen loop holds the timer for as long as the match runs: for these patterns
+# backtracking would take minutes to centuries. 100 ms (the bound) leaves
+# room for a busy CI machine's scheduling; a machine loaded far beyond its cores
+# by other jobs can exceed it without anything here freezing.
+FROZEN = 0.1
+
+
 async def test_a_catastrophic_regex_on_a_long_line_returns_at_once(
     backend_kind: str, tmp_path: Path
 ) -> None:
@@ -116,7 +123,7 @@ async def test_a_catastrophic_regex_on_a_long_line_returns_at_once(
     # It matched the short line, not the long one, in linear time.
     assert results[1].text == f"{folder}/long.txt:2:aaa"
     assert elapsed < 1
-    assert worst < 0.1
+    assert worst < FROZEN
 
 
 async def test_a_catastrophic_glob_returns_at_once(backend_kind: str, tmp_path: Path) -> None:
@@ -139,7 +146,7 @@ async def test_a_catastrophic_glob_returns_at_once(backend_kind: str, tmp_path: 
     assert results[2].text.startswith(f"{folder}/{name}")
     assert results[3].text.startswith("No matches")
     assert elapsed < 1
-    assert worst < 0.1
+    assert worst < FROZEN
 
 
 async def test_patterns_a_linear_engine_cannot_run_are_refused_by_name(
@@ -167,4 +174,4 @@ async def test_patterns_a_linear_engine_cannot_run_are_refused_by_name(
         assert message.status == "error"
         assert message.text.startswith(f"invalid regular expression {pattern!r}")
         assert feature in message.text
-    assert worst < 0.1
+    assert worst < FROZEN
