@@ -10,7 +10,10 @@ Everyday use needs only this module::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from . import events as events
+from . import persistence as _persistence
 from .actors import EventStream as EventStream
 from .actors import RunHandle as RunHandle
 from .actors import Runtime as Runtime
@@ -54,11 +57,28 @@ from .persistence import MemoryCheckpointer as MemoryCheckpointer
 from .persistence import MemoryStore as MemoryStore
 from .persistence import SqliteCheckpointer as SqliteCheckpointer
 from .persistence import SqliteStore as SqliteStore
+from .persistence import open_checkpointer as open_checkpointer
 from .state import FileRecord as FileRecord
 from .state import Todo as Todo
 from .tools import Command as Command
 from .tools import Tool as Tool
 from .tools import tool as tool
+
+if TYPE_CHECKING:
+    from .persistence import PostgresCheckpointer as PostgresCheckpointer
+    from .persistence import PostgresStore as PostgresStore
+
+_POSTGRES = frozenset({"PostgresCheckpointer", "PostgresStore"})
+
+
+def __getattr__(name: str) -> Any:
+    # psycopg is the optional [postgres] extra: deepactors.persistence resolves
+    # these on first access (ImportError naming the extra when it is missing).
+    # Not in __all__, so that `from deepactors import *` works without psycopg.
+    if name in _POSTGRES:
+        return getattr(_persistence, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "AgentMiddleware",
@@ -108,6 +128,7 @@ __all__ = [
     "UserMessage",
     "create_deep_agent",
     "events",
+    "open_checkpointer",
     "open_runtime",
     "tool",
 ]

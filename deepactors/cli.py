@@ -72,9 +72,13 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     checkpointer = None
     if args.db:
-        from .persistence import SqliteCheckpointer
+        from .persistence import open_checkpointer
 
-        checkpointer = SqliteCheckpointer(args.db)
+        try:
+            checkpointer = open_checkpointer(args.db)  # a file, or a postgresql:// URL
+        except (ImportError, ConfigurationError) as exc:
+            print(f"error: --db {args.db}: {exc}", file=sys.stderr)
+            return 2
     try:
         agent = create_deep_agent(model, checkpointer=checkpointer)
     except ConfigurationError as exc:
@@ -141,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("question", nargs="+", help="what to ask")
     run.add_argument("--model", help="a model string, e.g. anthropic:claude-sonnet-5-5")
     run.add_argument("--thread", help="thread id to continue (with --db)")
-    run.add_argument("--db", help="SQLite file that keeps threads across runs")
+    run.add_argument("--db", help="SQLite file or postgresql:// URL that keeps threads across runs")
     run.add_argument("--timeout", type=float, default=None, help="seconds for the whole run")
     run.add_argument("--loop", choices=("asyncio", "trio"), default="asyncio", help=_LOOP_HELP)
     run.set_defaults(func=_run)

@@ -2,8 +2,17 @@
 
 Checkpointers keep each conversation thread's records and hand out its lease
 (one run per thread at a time); stores keep long-term memory by namespace. Both
-come in memory and SQLite forms that behave the same.
+come in memory, SQLite and PostgreSQL forms that behave the same.
+
+``PostgresCheckpointer`` and ``PostgresStore`` need psycopg 3, the optional
+``[postgres]`` extra. They are resolved by the module ``__getattr__`` below on
+first access, so that importing ``deepactors.persistence`` does not require
+psycopg; without it, accessing them raises an ImportError saying
+``pip install 'deepactors[postgres]'``. (Not an import-circle dodge: the
+PostgreSQL modules import nothing above themselves.)
 """
+
+from typing import TYPE_CHECKING, Any
 
 from ._checkpoint import Checkpointer as Checkpointer
 from ._checkpoint import CheckpointRecord as CheckpointRecord
@@ -12,6 +21,10 @@ from ._checkpoint import MemoryCheckpointer as MemoryCheckpointer
 from ._checkpoint import ThreadInfo as ThreadInfo
 from ._lease import ThreadLease as ThreadLease
 from ._lease import WhenBusy as WhenBusy
+from ._open import is_postgres_url as is_postgres_url
+from ._open import open_checkpointer as open_checkpointer
+from ._open import open_store as open_store
+from ._pg_optional import POSTGRES_NAMES, load
 from ._sqlite_checkpoint import CHECKPOINT_SCHEMA_VERSION as CHECKPOINT_SCHEMA_VERSION
 from ._sqlite_checkpoint import SqliteCheckpointer as SqliteCheckpointer
 from ._sqlite_store import STORE_SCHEMA_VERSION as STORE_SCHEMA_VERSION
@@ -20,6 +33,21 @@ from .store import MemoryStore as MemoryStore
 from .store import Namespace as Namespace
 from .store import Store as Store
 from .store import StoreItem as StoreItem
+
+if TYPE_CHECKING:
+    from ._pg_checkpoint import PostgresCheckpointer as PostgresCheckpointer
+    from ._pg_records import PG_CHECKPOINT_SCHEMA_VERSION as PG_CHECKPOINT_SCHEMA_VERSION
+    from ._pg_store import PG_STORE_SCHEMA_VERSION as PG_STORE_SCHEMA_VERSION
+    from ._pg_store import PostgresStore as PostgresStore
+
+
+def __getattr__(name: str) -> Any:
+    # psycopg is optional: see the module docstring. (Its names are not in
+    # __all__, so that a star import works without it.)
+    if name in POSTGRES_NAMES:
+        return load(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "CHECKPOINT_SCHEMA_VERSION",
@@ -37,4 +65,7 @@ __all__ = [
     "ThreadInfo",
     "ThreadLease",
     "WhenBusy",
+    "is_postgres_url",
+    "open_checkpointer",
+    "open_store",
 ]

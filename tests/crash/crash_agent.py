@@ -2,6 +2,7 @@
 
     python crash_agent.py MODE DB LOG LOOP
 
+DB is a SQLite file or a ``postgresql://`` URL.
 MODE ``first`` starts a fan-out of 20 subagents; the 10 "slow" ones hang in their
 first model call, so the test can SIGKILL the process once the 10 fast ones have
 finished. MODE ``resume`` continues the thread (nothing hangs any more); MODE
@@ -18,7 +19,7 @@ import anyio
 
 from deepactors import AssistantMessage, ToolCall, ToolMessage, create_deep_agent
 from deepactors.models import FunctionModel, ModelRequest
-from deepactors.persistence import SqliteCheckpointer
+from deepactors.persistence import open_checkpointer
 
 MODE, DB, LOG, LOOP = sys.argv[1:5]
 BRIEFS = [f"fast{i}" for i in range(10)] + [f"slow{i}" for i in range(10)]
@@ -62,7 +63,7 @@ agent = create_deep_agent(
     subagents=[
         {"name": "w", "description": "w", "system_prompt": "w", "model": FunctionModel(child)}
     ],
-    checkpointer=SqliteCheckpointer(DB),
+    checkpointer=open_checkpointer(DB),
 )
 result = agent.invoke(None if MODE == "resume" else "go", thread_id="t", backend=LOOP)
 print(

@@ -1,4 +1,5 @@
-"""Two processes run one thread of one SQLite file: their runs take turns.
+"""Two processes run one thread (of one SQLite file, or one PostgreSQL database):
+their runs take turns.
 
 Without the thread lease their records interleaved into one history (two user
 messages in a row, a run answering on a history that missed the other's run).
@@ -15,28 +16,25 @@ import pytest
 
 from deepactors import create_deep_agent
 from deepactors.models import FunctionModel
-from deepactors.persistence import SqliteCheckpointer
+from deepactors.persistence import open_checkpointer
 
 AGENT = Path(__file__).with_name("turns_agent.py")
 RUNS = 25
+PG_RUNS = 50
 
 
-async def history(db: Path) -> list[object]:
-    async with SqliteCheckpointer(db) as saver:
+async def history(db: str) -> list[object]:
+    async with open_checkpointer(db) as saver:
         agent = create_deep_agent(FunctionModel(lambda r: "unused"), checkpointer=saver)
         state = await agent.aget_state("t")
     return list(state["messages"])
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("loops", [("asyncio", "trio"), ("trio", "trio"), ("asyncio", "asyncio")])
-def test_two_processes_on_one_thread_never_interleave_their_runs(
-    tmp_path: Path, loops: tuple[str, str]
-) -> None:
-    db = tmp_path / "threads.db"
+def run_both(db: str, loops: tuple[str, str], runs: int) -> None:
+    """Start both processes, let them go at once, wait for both to finish."""
     procs = [
         subprocess.Popen(
-            [sys.executable, str(AGENT), who, str(db), loop, str(RUNS)],
+            [sys.executable, str(AGENT), who, db, loop, str(runs)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -53,7 +51,7 @@ def test_two_processes_on_one_thread_never_interleave_their_runs(
             proc.stdin.write("go\n")
             proc.stdin.flush()
         for proc in procs:
-            out, err = proc.communicate(timeout=180)
+            out, err = proc.communicate(timeout=300)
             assert proc.returncode == 0, err
             assert out.strip() == "done"
     finally:
@@ -61,10 +59,11 @@ def test_two_processes_on_one_thread_never_interleave_their_runs(
             proc.kill()
             proc.wait()
 
-    messages = anyio.run(history, db)
-    assert len(messages) == 4 * 2 * RUNS
+
+def check_history(messages: list[object], runs: int) -> None:
+    assert len(messages) == 4 * 2 * runs
     labels = []
-    for k in range(2 * RUNS):
+    for k in range(2 * runs):
         user, call, result, final = messages[4 * k : 4 * k + 4]
         label = user.text  # type: ignore[attr-defined]
         labels.append(label)
@@ -80,4 +79,23 @@ def test_two_processes_on_one_thread_never_interleave_their_runs(
         assert result.text == f"noted {label}"  # type: ignore[attr-defined]
         assert final.text == f"{label} done after {4 * k + 3}"  # type: ignore[attr-defined]
     for who in "ab":
-        assert [x for x in labels if x.startswith(who)] == [f"{who} {i}" for i in range(RUNS)]
+        assert [x for x in labels if x.startswith(who)] == [f"{who} {i}" for i in range(runs)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("loops", [("asyncio", "trio"), ("trio", "trio"), ("asyncio", "asyncio")])
+def test_two_processes_on_one_thread_never_interleave_their_runs(
+    tmp_path: Path, loops: tuple[str, str]
+) -> None:
+    db = str(tmp_path / "threads.db")
+    run_both(db, loops, RUNS)
+    check_history(anyio.run(history, db), RUNS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("loops", [("asyncio", "trio"), ("trio", "trio"), ("asyncio", "asyncio")])
+def test_two_processes_on_one_postgres_thread_never_interleave_their_runs(
+    postgres_dsn: str, loops: tuple[str, str]
+) -> None:
+    run_both(postgres_dsn, loops, PG_RUNS)
+    check_history(anyio.run(history, postgres_dsn), PG_RUNS)

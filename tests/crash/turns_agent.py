@@ -2,6 +2,7 @@
 
     python turns_agent.py WHO DB LOOP RUNS
 
+DB is a SQLite file or a ``postgresql://`` URL.
 Prints ``ready``, waits for a line on stdin (so both processes start together),
 then runs thread ``t`` RUNS times with the sync ``invoke`` on LOOP. Each run is
 the user message "WHO i", one ``note`` tool call and an answer that says how
@@ -17,7 +18,7 @@ import anyio
 
 from deepactors import AssistantMessage, ToolCall, ToolMessage, create_deep_agent, tool
 from deepactors.models import FunctionModel, ModelRequest
-from deepactors.persistence import SqliteCheckpointer
+from deepactors.persistence import open_checkpointer
 
 WHO, DB, LOOP, RUNS = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 
@@ -36,7 +37,7 @@ async def answer(request: ModelRequest) -> AssistantMessage:
     return AssistantMessage(tool_calls=[ToolCall(name="note", args={"text": label})])
 
 
-agent = create_deep_agent(FunctionModel(answer), tools=[note], checkpointer=SqliteCheckpointer(DB))
+agent = create_deep_agent(FunctionModel(answer), tools=[note], checkpointer=open_checkpointer(DB))
 print("ready", flush=True)
 sys.stdin.readline()
 for i in range(RUNS):

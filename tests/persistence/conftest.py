@@ -6,7 +6,9 @@ from outside (:class:`Tamper`), as a broken disk or a careless hand would. The
 suites take ``checkpointer`` / ``store`` (or ``make_checkpointer`` /
 ``make_store`` for options such as a clock) and so run over every kind; the
 damage tests take ``durable`` and run over the kinds that have a ``tamper``.
-A new kind (PostgreSQL) is one more entry in :data:`KINDS`.
+Each kind gets its storage as a ``Where``: this test's ``tmp_path`` for SQLite,
+a fresh database's DSN for PostgreSQL (started once per session, and only when
+a PostgreSQL test runs).
 
 Every test here also runs under blockbuster, scanning ``deepactors``: a blocking
 call (SQLite, file I/O) made on the event-loop thread fails the test. Its probe
@@ -23,12 +25,15 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio.to_thread
+import psycopg
 import pytest
 
 from deepactors.persistence import (
     Checkpointer,
     MemoryCheckpointer,
     MemoryStore,
+    PostgresCheckpointer,
+    PostgresStore,
     SqliteCheckpointer,
     SqliteStore,
     Store,
@@ -45,14 +50,19 @@ class Tamper(Protocol):
         ...
 
 
+# Where a kind keeps its data: a folder (SQLite, memory) or a database's DSN.
+Where = Any
+
+
 @dataclass(frozen=True)
 class Kind:
     """A kind of storage under test."""
 
     name: str
-    checkpointer: Callable[[Path, dict[str, Any]], Checkpointer]
-    store: Callable[[Path, dict[str, Any]], Store]
-    tamper: Callable[[Path], Tamper] | None = None
+    checkpointer: Callable[[Where, dict[str, Any]], Checkpointer]
+    store: Callable[[Where, dict[str, Any]], Store]
+    tamper: Callable[[Where], Tamper] | None = None
+    postgres: bool = False
 
 
 class SqliteTamper:
@@ -76,6 +86,35 @@ class SqliteTamper:
         )
 
 
+class PostgresTamper:
+    """Damage what PostgreSQL's column types can hold (text that is not JSON...).
+
+    The rest (bytes that are not UTF-8, a seq that is not a number) cannot be
+    stored in a ``text`` or ``bigint`` column at all: those cases are skipped.
+    """
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+
+    def _execute(self, sql: str, params: tuple[object, ...]) -> None:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(sql, params)
+
+    def delete_record(self, thread_id: str, seq: int) -> None:
+        self._execute(
+            "DELETE FROM checkpoint_records WHERE thread_id = %s AND seq = %s", (thread_id, seq)
+        )
+
+    def set_field(self, thread_id: str, seq: int, field: str, value: object) -> None:
+        text_columns = {"path", "kind", "data"}
+        if not (field in text_columns and isinstance(value, str)):
+            pytest.skip(f"a PostgreSQL column cannot hold {field}={type(value).__name__}")
+        self._execute(
+            f"UPDATE checkpoint_records SET {field} = %s WHERE thread_id = %s AND seq = %s",
+            (value, thread_id, seq),
+        )
+
+
 KINDS = [
     Kind("memory", lambda _, opts: MemoryCheckpointer(**opts), lambda _, opts: MemoryStore(**opts)),
     Kind(
@@ -83,6 +122,13 @@ KINDS = [
         lambda dir, opts: SqliteCheckpointer(dir / "nested" / "checkpoints.db", **opts),
         lambda dir, opts: SqliteStore(dir / "store.db", **opts),
         lambda dir: SqliteTamper(dir / "nested" / "checkpoints.db"),
+    ),
+    Kind(
+        "postgres",
+        lambda dsn, opts: PostgresCheckpointer(dsn, **opts),
+        lambda dsn, opts: PostgresStore(dsn, **opts),
+        PostgresTamper,
+        postgres=True,
     ),
 ]
 
@@ -97,14 +143,24 @@ def kind(request: pytest.FixtureRequest) -> Kind:
     return request.param  # type: ignore[no-any-return]
 
 
+def where(kind: Kind, request: pytest.FixtureRequest, tmp_path: Path) -> Where:
+    """The kind's storage for this test (a fresh PostgreSQL database when it needs one)."""
+    return request.getfixturevalue("postgres_dsn") if kind.postgres else tmp_path
+
+
 @pytest.fixture
-def make_checkpointer(kind: Kind, tmp_path: Path) -> Callable[..., Checkpointer]:
+def storage(kind: Kind, request: pytest.FixtureRequest, tmp_path: Path) -> Where:
+    return where(kind, request, tmp_path)
+
+
+@pytest.fixture
+def make_checkpointer(kind: Kind, storage: Where) -> Callable[..., Checkpointer]:
     """Checkpointers of the kind on this test's storage, with options (``clock=``...).
 
     Durable kinds share the storage between the objects made here; a memory
     checkpointer is its own storage.
     """
-    return lambda **options: kind.checkpointer(tmp_path, options)
+    return lambda **options: kind.checkpointer(storage, options)
 
 
 @pytest.fixture
@@ -116,9 +172,9 @@ async def checkpointer(
 
 
 @pytest.fixture
-def make_store(kind: Kind, tmp_path: Path) -> Callable[..., Store]:
+def make_store(kind: Kind, storage: Where) -> Callable[..., Store]:
     """A store of the kind on this test's storage, with options (``clock=``)."""
-    return lambda **options: kind.store(tmp_path, options)
+    return lambda **options: kind.store(storage, options)
 
 
 @pytest.fixture
@@ -150,8 +206,9 @@ class Durable:
 async def durable(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Durable]:
     kind: Kind = request.param
     assert kind.tamper is not None
-    async with kind.checkpointer(tmp_path, {}) as cp:
-        yield Durable(cp, kind.tamper(tmp_path))
+    at = where(kind, request, tmp_path)
+    async with kind.checkpointer(at, {}) as cp:
+        yield Durable(cp, kind.tamper(at))
 
 
 class Clock:

@@ -1,0 +1,115 @@
+"""The asyncio driver: psycopg's ``AsyncConnectionPool``, no threads (see ``_pg_conn``)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import anyio
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from ._pg_drive import (
+    OPEN_TIMEOUT,
+    LeaseConnection,
+    configure_lease_async,
+    drive_async,
+    lease_kwargs,
+    unlock_all_async,
+)
+from ._pg_sql import Op
+
+__all__ = ["AsyncDriver"]
+
+T = TypeVar("T")
+
+
+class _AsyncLease:
+    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        self.conn = conn
+        self.dirty = False
+
+    async def run(self, op: Op[T], *, transaction: bool) -> T:
+        # psycopg cancels the server's query when the waiting task is cancelled.
+        try:
+            return await drive_async(self.conn, op, transaction=transaction)
+        except BaseException:
+            self.dirty = True
+            raise
+
+    async def alive(self) -> bool:
+        return not self.conn.broken and not self.conn.closed
+
+
+class AsyncDriver:
+    def __init__(self, dsn: str, size: int, lease_size: int) -> None:
+        self._dsn = dsn
+        self._writer: psycopg.AsyncConnection[Any] | None = None
+        # Uncontended (group commit has one committer): no yield on taking it.
+        self._write_lock = anyio.Lock(fast_acquire=True)
+        kwargs = {"autocommit": True}
+        self._pool = AsyncConnectionPool(
+            dsn, min_size=1, max_size=size, kwargs=kwargs, open=False, timeout=OPEN_TIMEOUT
+        )
+        self._leases = AsyncConnectionPool(
+            dsn,
+            min_size=0,
+            max_size=lease_size,
+            kwargs=lease_kwargs(),
+            open=False,
+            timeout=OPEN_TIMEOUT,
+            configure=configure_lease_async,
+        )
+
+    async def open(self, prepare: Op[None]) -> None:
+        # One connection of its own first: a wrong DSN or a server that is down
+        # fails now, not after the pool's retries, and the schema is ready
+        # before any pooled connection is used.
+        async with await psycopg.AsyncConnection.connect(
+            self._dsn, autocommit=True, connect_timeout=int(OPEN_TIMEOUT)
+        ) as conn:
+            await drive_async(conn, prepare, transaction=True)
+        await self._pool.open()
+        await self._leases.open()
+
+    async def run(self, op: Op[T], *, transaction: bool = True) -> T:
+        async with self._pool.connection() as conn:
+            return await drive_async(conn, op, transaction=transaction)
+
+    async def write(self, op: Op[T], *, transaction: bool) -> T:
+        async with self._write_lock:
+            if self._writer is None or self._writer.broken or self._writer.closed:
+                self._writer = await psycopg.AsyncConnection.connect(
+                    self._dsn, autocommit=True, connect_timeout=int(OPEN_TIMEOUT)
+                )
+            return await drive_async(self._writer, op, transaction=transaction)
+
+    @asynccontextmanager
+    async def lease_connection(self) -> AsyncIterator[LeaseConnection]:
+        conn = await self._leases.getconn()
+        lease = _AsyncLease(conn)
+        try:
+            yield lease
+        finally:
+            with anyio.CancelScope(shield=True):
+                # Unlocked here, before the next holder is let in: the pool's
+                # own reset would run later, in a task of its own. A statement
+                # that failed or was cancelled (its lock may have been granted
+                # as the wait was cancelled), or a failed unlock, closes the
+                # connection instead: dropped from the pool, lock and all.
+                if not lease.dirty:
+                    try:
+                        await unlock_all_async(conn)
+                    except psycopg.Error:
+                        lease.dirty = True
+                if lease.dirty:
+                    await conn.close()
+                await self._leases.putconn(conn)
+
+    async def aclose(self) -> None:
+        with anyio.CancelScope(shield=True):
+            if self._writer is not None:
+                await self._writer.close()
+            await self._leases.close()
+            await self._pool.close()

@@ -1,0 +1,175 @@
+"""PostgreSQL connections on either event loop, for the checkpointer and the store.
+
+A :class:`PgDatabase` opens, lazily on first use in an event-loop run, the
+driver that fits that loop, and keeps one per live run (a
+:class:`~deepactors._loops.PerLoop`, as the SQLite database does):
+
+- **asyncio**: psycopg's ``AsyncConnectionPool``; no threads.
+- **trio**: psycopg's sync ``ConnectionPool``, each operation run whole in an
+  anyio worker thread (one hop per operation, as SQLite does on trio).
+
+Both run the same operations (``_pg_sql``): a generator of statements run in
+one transaction on one pooled connection. Connections are in autocommit mode,
+so a transaction is exactly the operation's ``BEGIN ... COMMIT``, and an
+operation that returns has committed.
+
+Puts go through one more connection per run, the writer, kept open: group
+commit has one committer at a time, and a kept connection saves a pool checkout
+per put. Lease connections come from a second pool: a run holds one for its whole
+duration (its session advisory lock lives on it), so leases can never starve
+the writers of connections. A lease connection is given back only after
+``pg_advisory_unlock_all()`` succeeded on it, and closed otherwise, so no lock
+can outlive its lease, whatever went wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TypeVar
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+from .._loops import PerLoop, UnsupportedLoop, current_run
+from ..errors import PersistenceError
+from ._pg_async import AsyncDriver
+from ._pg_drive import Driver, LeaseConnection
+from ._pg_sql import Op
+from ._pg_thread import ThreadDriver
+
+__all__ = ["LeaseConnection", "PgDatabase", "PgErrors", "describe_dsn"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PgErrors:
+    """The exceptions one component raises: a failure, corruption."""
+
+    failed: type[PersistenceError]
+    corrupt: type[PersistenceError]
+
+
+def describe_dsn(dsn: str) -> str:
+    """The database a DSN names, for messages: ``postgresql://host:port/db`` (no password).
+
+    Raises:
+        ValueError: ``dsn`` is not a connection string psycopg can read.
+    """
+    try:
+        parts = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as exc:
+        raise ValueError(f"not a PostgreSQL connection string: {exc}") from None
+    host = str(parts.get("host") or "localhost")
+    port = f":{parts['port']}" if parts.get("port") else ""
+    return f"postgresql://{host}{port}/{parts.get('dbname') or parts.get('user') or ''}"
+
+
+async def _close(driver: Driver) -> None:
+    await driver.aclose()
+
+
+async def _close_stale(driver: Driver) -> None:
+    # An async pool belongs to its ended loop and cannot be closed from here;
+    # its connections close when it is collected.
+    if isinstance(driver, ThreadDriver):
+        await driver.aclose_stale()
+
+
+class PgDatabase:
+    """The lazily opened, loop-adaptive pools of one database (see the module docstring).
+
+    Args:
+        dsn: A libpq connection string or ``postgresql://`` URL.
+        prepare: Makes, given :attr:`location`, the operation that creates or
+            checks the component's tables.
+        errors: The component's exceptions.
+        pool_size: Connections for reads and writes, per event-loop run.
+        lease_connections: Connections for held leases, per event-loop run.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        prepare: Callable[[str], Op[None]],
+        errors: PgErrors,
+        pool_size: int,
+        lease_connections: int,
+    ) -> None:
+        self.dsn = dsn
+        self.location = describe_dsn(dsn)
+        self.errors = errors
+        self._prepare = prepare
+        self._sizes = (pool_size, lease_connections)
+        self._drivers: PerLoop[Driver] = PerLoop(self._open, _close, close_stale=_close_stale)
+
+    async def _open(self) -> Driver:
+        library = current_run().library
+        driver: AsyncDriver | ThreadDriver
+        if library == "asyncio":
+            driver = AsyncDriver(self.dsn, *self._sizes)
+        else:
+            driver = ThreadDriver(self.dsn, *self._sizes)
+        try:
+            await driver.open(self._prepare(self.location))
+        except BaseException as exc:
+            await driver.aclose()
+            if isinstance(exc, psycopg.Error | TimeoutError):
+                raise self.errors.failed(f"{self.location}: {exc}") from exc
+            raise
+        return driver
+
+    async def driver(self) -> Driver:
+        """This run's driver, opened (and the schema checked) on first use.
+
+        Raises:
+            PersistenceError: Of the component's failure kind.
+        """
+        try:
+            return await self._drivers.get()
+        except UnsupportedLoop as exc:
+            raise self.errors.failed(f"{self.location}: PostgreSQL persistence: {exc}") from None
+
+    async def run(self, op: Op[T], *, transaction: bool = True) -> T:
+        """Run ``op`` on a pooled connection of this run, in one transaction.
+
+        Args:
+            op: The operation.
+            transaction: False for an operation of one statement, which is
+                its own transaction in autocommit (two round trips fewer).
+
+        Raises:
+            PersistenceError: Of the component's kinds; psycopg's errors become
+                its failure kind, naming the database.
+        """
+        driver = await self.driver()
+        with self.translating():
+            return await driver.run(op, transaction=transaction)
+
+    async def write(self, op: Op[T], *, transaction: bool) -> T:
+        """Run ``op`` on this run's writer connection (one writer at a time).
+
+        Group commit has one committer at a time per run, so one connection
+        kept for it saves a pool checkout per put.
+
+        Raises:
+            PersistenceError: As :meth:`run`.
+        """
+        driver = await self.driver()
+        with self.translating():
+            return await driver.write(op, transaction=transaction)
+
+    @contextmanager
+    def translating(self) -> Iterator[None]:
+        """Turn psycopg's errors (and pool timeouts) into the component's failure."""
+        try:
+            yield
+        except (psycopg.Error, TimeoutError) as exc:
+            raise self.errors.failed(f"{self.location}: {exc}") from exc
+
+    async def aclose(self) -> None:
+        """Close this run's pools, if open; a later :meth:`run` reopens."""
+        await self._drivers.aclose()

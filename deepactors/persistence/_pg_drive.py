@@ -1,0 +1,143 @@
+"""Running ``_pg_sql`` operations on psycopg connections, and what both drivers share.
+
+:func:`drive_async` (asyncio) and :func:`drive_sync` (trio, in a worker thread)
+run one operation, its statements in order, in one transaction when asked.
+Connections are in autocommit mode, so a transaction is exactly the
+operation's ``BEGIN ... COMMIT``, and an operation that returns has committed.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from contextlib import AbstractAsyncContextManager, nullcontext
+from typing import Any, Protocol, TypeVar
+
+import psycopg
+
+from ._pg_sql import Op, Result, Stmt
+
+__all__ = [
+    "OPEN_TIMEOUT",
+    "Driver",
+    "LeaseConnection",
+    "configure_lease",
+    "configure_lease_async",
+    "drive_async",
+    "drive_sync",
+    "lease_kwargs",
+    "unlock_all",
+    "unlock_all_async",
+]
+
+T = TypeVar("T")
+
+OPEN_TIMEOUT = 30.0
+"""Seconds to wait for a first connection, or for a free one from a pool."""
+
+
+def _first(op: Op[T]) -> tuple[Stmt | None, T | None]:
+    try:
+        return next(op), None
+    except StopIteration as stop:
+        return None, stop.value
+
+
+def drive_sync(conn: psycopg.Connection[Any], op: Op[T], *, transaction: bool) -> T:
+    """Run ``op`` on a sync connection (in a worker thread), in one transaction."""
+    with conn.transaction() if transaction else nullcontext(), conn.cursor() as cur:
+        stmt, value = _first(op)
+        while stmt is not None:
+            if stmt.many:
+                cur.executemany(stmt.sql, stmt.params)
+                result = Result([], cur.rowcount)
+            else:
+                cur.execute(stmt.sql, stmt.params)
+                rows = cur.fetchall() if cur.description is not None else []
+                result = Result(rows, cur.rowcount)
+            try:
+                stmt = op.send(result)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+        return value  # type: ignore[return-value]
+
+
+async def drive_async(conn: psycopg.AsyncConnection[Any], op: Op[T], *, transaction: bool) -> T:
+    """Run ``op`` on an async connection, in one transaction: the same as :func:`drive_sync`."""
+    async with conn.transaction() if transaction else nullcontext(), conn.cursor() as cur:
+        stmt, value = _first(op)
+        while stmt is not None:
+            if stmt.many:
+                await cur.executemany(stmt.sql, stmt.params)
+                result = Result([], cur.rowcount)
+            else:
+                await cur.execute(stmt.sql, stmt.params)
+                rows = await cur.fetchall() if cur.description is not None else []
+                result = Result(rows, cur.rowcount)
+            try:
+                stmt = op.send(result)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+        return value  # type: ignore[return-value]
+
+
+class LeaseConnection(Protocol):
+    """A connection held for one lease: its session advisory lock lives on it."""
+
+    async def run(self, op: Op[T], *, transaction: bool) -> T:
+        """Run ``op`` on this connection; cancellable even while the server waits."""
+        ...
+
+    async def alive(self) -> bool:
+        """Whether the connection (and so its session's locks) still stands."""
+        ...
+
+
+class Driver(Protocol):
+    """What a PgDatabase needs of the driver of one event-loop run."""
+
+    async def run(self, op: Op[T], *, transaction: bool = True) -> T: ...
+    async def write(self, op: Op[T], *, transaction: bool) -> T: ...
+    def lease_connection(self) -> AbstractAsyncContextManager[LeaseConnection]: ...
+    async def aclose(self) -> None: ...
+
+
+async def unlock_all_async(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Release every advisory lock of the session, before the connection goes back."""
+    await conn.execute("SELECT pg_advisory_unlock_all()")
+
+
+def unlock_all(conn: psycopg.Connection[Any]) -> None:
+    """Release every advisory lock of the session, before the connection goes back."""
+    conn.execute("SELECT pg_advisory_unlock_all()")
+
+
+# Settings of a lease connection's session. A backend waiting for a lock does
+# not read its socket, so without a check it would not notice its client died
+# (SIGKILL) until granted the lock; then it would hold it until its next send.
+_LEASE_SESSION = "SET client_connection_check_interval = '1s'"
+
+
+_CHECK_SINCE = 140000  # the setting came with PostgreSQL 14
+
+
+async def configure_lease_async(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Set up a new lease connection's session (see ``_LEASE_SESSION``)."""
+    if conn.info.server_version >= _CHECK_SINCE:
+        await conn.execute(_LEASE_SESSION)
+
+
+def configure_lease(conn: psycopg.Connection[Any]) -> None:
+    """Set up a new lease connection's session (see ``_LEASE_SESSION``)."""
+    if conn.info.server_version >= _CHECK_SINCE:
+        conn.execute(_LEASE_SESSION)
+
+
+def lease_kwargs() -> dict[str, Any]:
+    """Connection options of lease connections.
+
+    The application name says who holds a lease, in ``pg_stat_activity`` and in
+    the ``ThreadBusy`` a refused run gets.
+    """
+    name = f"deepactors pid {os.getpid()} on {socket.gethostname()}"
+    return {"autocommit": True, "application_name": name[:63]}
