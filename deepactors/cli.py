@@ -158,7 +158,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--host", default="127.0.0.1", help="interface to listen on")
     serve.add_argument("--port", type=int, default=2024, help="port to listen on")
-    serve.add_argument("--db", help="SQLite file that keeps threads and the store")
+    serve.add_argument(
+        "--db",
+        help="SQLite file or postgresql:// URL that keeps threads and the store "
+        "(with PostgreSQL, runs are shared between processes too)",
+    )
     serve.add_argument(
         "--loop",
         choices=("asyncio", "trio"),
@@ -166,7 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="asyncio serves with uvicorn, trio with hypercorn",
     )
     serve.add_argument(
-        "--workers", type=int, default=1, help="processes (asyncio, with --db and PostgreSQL)"
+        "--workers",
+        type=int,
+        default=1,
+        help="server processes on one port (needs --db postgresql://...)",
     )
     serve.add_argument(
         "--runs-db",

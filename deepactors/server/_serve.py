@@ -21,7 +21,7 @@ from starlette.applications import Starlette
 from ..agent import DeepAgent
 from ..demo import build_demo_agent
 from ..errors import ConfigurationError
-from ..persistence import Checkpointer, SqliteCheckpointer, SqliteStore, Store
+from ..persistence import Checkpointer, Store, is_postgres_url, open_checkpointer, open_store
 from ._app import create_app
 
 __all__ = ["ServeOptions", "load_agents", "serve", "tune_gc"]
@@ -116,24 +116,19 @@ def tune_gc() -> None:
 
 def is_postgres(db: str) -> bool:
     """Whether ``db`` names a PostgreSQL database (else it is a SQLite file)."""
-    return db.startswith(("postgresql://", "postgres://"))
+    return is_postgres_url(db)
 
 
 def persistence_for(db: str) -> tuple[Checkpointer, Store]:
     """The checkpointer and store ``--db`` names: a SQLite file, or PostgreSQL.
 
     Raises:
-        ConfigurationError: PostgreSQL threads are not available in this build.
+        ConfigurationError: A PostgreSQL URL, and psycopg is not installed.
     """
-    if is_postgres(db):
-        # Threads in PostgreSQL (with their leases across processes) come with
-        # PostgresCheckpointer/PostgresStore; until then, share runs through
-        # PostgreSQL (--runs-db) and threads through one SQLite file (--db).
-        raise ConfigurationError(
-            "threads in PostgreSQL need PostgresCheckpointer, not in this build: "
-            "give --db a SQLite file and --runs-db postgresql://..."
-        )
-    return SqliteCheckpointer(db), SqliteStore(db)
+    try:
+        return open_checkpointer(db), open_store(db)
+    except ImportError as exc:
+        raise ConfigurationError(str(exc)) from exc
 
 
 def build_app(target: str | None, db: str | None, runs_db: str | None = None) -> Starlette:

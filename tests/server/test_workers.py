@@ -120,17 +120,9 @@ def _process(args: list[str], cwd: Path) -> Iterator[tuple[str, subprocess.Popen
 def two_servers(
     request: pytest.FixtureRequest, tmp_path: Path, postgres_dsn: str
 ) -> Iterator[tuple[str, str]]:
-    """Two server processes on two ports: one SQLite file of threads, one runs database."""
+    """Two server processes on two ports sharing threads and runs in one PostgreSQL."""
     (tmp_path / "workers_agent.py").write_text(AGENT_MODULE)
-    args = [
-        "workers_agent:agent",
-        "--db",
-        str(tmp_path / "threads.db"),
-        "--runs-db",
-        postgres_dsn,
-        "--loop",
-        str(request.param),
-    ]
+    args = ["workers_agent:agent", "--db", postgres_dsn, "--loop", str(request.param)]
     with _serve(args, tmp_path) as a, _serve(args, tmp_path) as b:
         yield a, b
 
@@ -205,8 +197,7 @@ def test_runs_db_must_be_postgres(tmp_path: Path) -> None:
 @pytest.mark.parametrize("loop", ["asyncio", "trio"])
 def test_serve_workers_share_runs_on_one_port(loop: str, tmp_path: Path, postgres_dsn: str) -> None:
     (tmp_path / "workers_agent.py").write_text(AGENT_MODULE)
-    args = ["workers_agent:agent", "--db", str(tmp_path / "threads.db")]
-    args += ["--runs-db", postgres_dsn, "--loop", loop, "--workers", "2"]
+    args = ["workers_agent:agent", "--db", postgres_dsn, "--loop", loop, "--workers", "2"]
     with _serve(args, tmp_path) as url:
         # A connection per request, so requests reach either process: every
         # one must find the thread and runs made through the other.
@@ -228,12 +219,18 @@ def test_serve_workers_share_runs_on_one_port(loop: str, tmp_path: Path, postgre
         assert done["messages"][-1]["content"] == "done: released"
 
 
+@pytest.mark.parametrize("threads", ["postgres", "sqlite"])
 def test_runs_of_a_killed_process_end_as_lost_and_its_thread_resumes_elsewhere(
-    tmp_path: Path, postgres_dsn: str
+    threads: str, tmp_path: Path, postgres_dsn: str
 ) -> None:
+    # Threads in PostgreSQL (the advisory lock ends with A's connection), or in
+    # one SQLite file beside a runs database (A's lease row names a dead pid).
     (tmp_path / "workers_agent.py").write_text(AGENT_MODULE)
-    args = ["workers_agent:agent", "--db", str(tmp_path / "threads.db")]
-    args += ["--runs-db", postgres_dsn]
+    if threads == "postgres":
+        args = ["workers_agent:agent", "--db", postgres_dsn]
+    else:
+        args = ["workers_agent:agent", "--db", str(tmp_path / "threads.db")]
+        args += ["--runs-db", postgres_dsn]
     with _process(args, tmp_path) as (url_a, process_a), _serve(args, tmp_path) as url_b:
         with get_sync_client(url=url_a, timeout=20) as a:
             thread_id = a.threads.create()["thread_id"]
