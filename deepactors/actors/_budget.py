@@ -24,6 +24,7 @@ from ..budget import (
 from ..context import RunContext, RunKey
 from ..errors import ModelError
 from ..events import BudgetExhausted
+from ..history import MessageView
 from ..messages import AssistantMessage, Message
 from ..models import ChatModel, ModelRequest
 from ..tools import Tool
@@ -72,7 +73,9 @@ def _prompt_tokens(prompt: str) -> int:
 
 def _estimate(run: RunContext, request: ModelRequest) -> int:
     seen = run.local(_SIZES)
-    messages = list(request.messages)
+    sent = request.messages
+    # A history view copies at C speed by slicing; iterating it goes item by item.
+    messages = sent[:] if isinstance(sent, MessageView) else list(sent)
     known = len(seen.messages)
     if known <= len(messages) and messages[:known] == seen.messages:
         total = seen.total + sum(map(message_tokens, messages[known:]))
