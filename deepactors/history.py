@@ -135,6 +135,19 @@ class MessageView(Sequence[Message]):
         self._shared = shared
         self._len = length
 
+    def extends(self, earlier: MessageView) -> bool:
+        """Whether this view is ``earlier``'s messages with more appended, in O(1).
+
+        True when both were made from one list with no change but appends in
+        between (a replace or remove gives later views another snapshot group);
+        False says only that O(1) cannot tell.
+        """
+        return (
+            self._shared is earlier._shared
+            and self._list is earlier._list
+            and earlier._len <= self._len
+        )
+
     def _items(self) -> list[Message]:
         items = self._shared.items
         return self._list if items is None else items

@@ -9,7 +9,7 @@ answer's usage. See :mod:`deepactors.budget` for why this cannot overshoot.
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from ..budget import (
     DEFAULT_OUTPUT_RESERVATION,
@@ -36,15 +36,17 @@ class _Sizes:
     """The messages a run's last request sent, and their estimate.
 
     A run's history grows at its end, so the next request's estimate is the last
-    one plus the new messages, after one C-speed comparison of the prefix (list
-    ``==`` compares by identity first; a message replaced by id, as a summary or
-    an edit does, is another object, and the whole request is measured again).
+    one plus the new messages. For the actor's own history view that is known in
+    O(1) (:meth:`MessageView.extends`); for any other sequence, after one C-speed
+    comparison of the prefix (list ``==`` compares by identity first). A message
+    replaced or removed, as a summary or an edit does, means the whole request is
+    measured again.
     """
 
     __slots__ = ("messages", "total")
 
     def __init__(self) -> None:
-        self.messages: list[Message] = []
+        self.messages: Sequence[Message] = ()
         self.total = 0
 
 
@@ -74,14 +76,23 @@ def _prompt_tokens(prompt: str) -> int:
 def _estimate(run: RunContext, request: ModelRequest) -> int:
     seen = run.local(_SIZES)
     sent = request.messages
-    # A history view copies at C speed by slicing; iterating it goes item by item.
-    messages = sent[:] if isinstance(sent, MessageView) else list(sent)
-    known = len(seen.messages)
-    if known <= len(messages) and messages[:known] == seen.messages:
-        total = seen.total + sum(map(message_tokens, messages[known:]))
+    before = seen.messages
+    if isinstance(sent, MessageView):
+        # The actor's history view: a later one of the same history extends the
+        # last in O(1) unless something was replaced or removed in between.
+        if isinstance(before, MessageView) and sent.extends(before):
+            total = seen.total + sum(map(message_tokens, sent[len(before) :]))
+        else:
+            total = sum(map(message_tokens, sent[:]))
+        seen.messages, seen.total = sent, total
     else:
-        total = sum(map(message_tokens, messages))
-    seen.messages, seen.total = messages, total
+        messages = list(sent)
+        known = len(before)
+        if known <= len(messages) and messages[:known] == list(before):
+            total = seen.total + sum(map(message_tokens, messages[known:]))
+        else:
+            total = sum(map(message_tokens, messages))
+        seen.messages, seen.total = messages, total
     if request.system_prompt:
         total += _prompt_tokens(request.system_prompt)
     tools = request.tools

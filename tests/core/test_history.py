@@ -141,3 +141,23 @@ def test_a_request_may_replace_the_history_with_any_sequence() -> None:
     shorter = request.replace(messages=request.messages[1:])
     assert shorter.messages == items[1:]
     assert request.messages == items
+
+
+def test_a_later_view_extends_an_earlier_one_only_across_appends() -> None:
+    msgs, items = _history("a", "b")
+    first = msgs.view()
+    add_messages(msgs, [UserMessage(content="c")])
+    second = msgs.view()
+    assert second.extends(first)
+    assert first.extends(first)
+    assert not first.extends(second)  # shorter
+    # A replace by id in between: the later view is no longer the earlier plus more.
+    add_messages(msgs, [UserMessage(id=items[0].id, content="A")])
+    third = msgs.view()
+    assert not third.extends(second)
+    assert [m.text for m in second] == ["a", "b", "c"]  # unchanged, still
+    add_messages(msgs, [UserMessage(content="d")])
+    assert msgs.view().extends(third)
+    # Views of another list never extend each other.
+    other, _ = _history("a", "b")
+    assert not other.view().extends(first)
