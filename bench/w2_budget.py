@@ -39,79 +39,16 @@ import anyio
 sys.path.insert(0, str(Path(__file__).parent))
 
 from _common import Measured, measure, peak_rss_mb
+from w2_fanout import CRITICAL_PATH, LATENCY, child_turn, floor_run, lookup, main_turn
 
 from deepactors import (
     AssistantMessage,
     Budget,
-    ToolCall,
-    ToolMessage,
-    UserMessage,
     create_deep_agent,
 )
-from deepactors.messages import Message
 from deepactors.models import FunctionModel, ModelRequest
 
-LATENCY = 0.05
-CRITICAL_PATH = 5 * LATENCY
-
-
-async def lookup(key: str) -> str:
-    """Look a key up (trivially).
-
-    Args:
-        key: The key.
-    """
-    return f"value of {key}"
-
-
-def child_turn(messages: list[Message] | Any) -> AssistantMessage:
-    done = sum(1 for m in messages if isinstance(m, ToolMessage))
-    if done < 2:
-        return AssistantMessage(tool_calls=[ToolCall(name="lookup", args={"key": f"k{done}"})])
-    return AssistantMessage(content=f"finding for {messages[0].text}")
-
-
-def main_turn(n: int, messages: list[Message] | Any) -> AssistantMessage:
-    if len(messages) == 1:
-        return AssistantMessage(
-            tool_calls=[
-                ToolCall(name="task", args={"description": f"topic {i}", "subagent_type": "r"})
-                for i in range(n)
-            ]
-        )
-    return AssistantMessage(content=f"report from {len(messages) - 2} findings")
-
-
-# -- the floor: plain coroutines -------------------------------------------------------
-
-
-async def floor_agent(messages: list[Message], turn: Any, tools: dict[str, Any]) -> str:
-    while True:
-        await anyio.sleep(LATENCY)
-        msg = turn(messages)
-        messages.append(msg)
-        if not msg.tool_calls:
-            return msg.text
-        results: list[ToolMessage | None] = [None] * len(msg.tool_calls)
-
-        async def run(i: int, call: ToolCall, out: list[ToolMessage | None]) -> None:
-            text = await tools[call.name](**call.args)
-            out[i] = ToolMessage(tool_call_id=call.id, name=call.name, content=text)
-
-        async with anyio.create_task_group() as tg:
-            for i, call in enumerate(msg.tool_calls):
-                tg.start_soon(run, i, call, results)
-        messages.extend(r for r in results if r is not None)
-
-
-async def floor_run(n: int) -> int:
-    async def task(description: str, subagent_type: str) -> str:
-        return await floor_agent([UserMessage(content=description)], child_turn, {"lookup": lookup})
-
-    answer = await floor_agent(
-        [UserMessage(content="go")], lambda m: main_turn(n, m), {"task": task}
-    )
-    return int(answer.split()[2])
+# The W2 shape and its floor, shared with bench/w2_fanout.py.
 
 
 # -- deepactors ------------------------------------------------------------------------
