@@ -9,17 +9,9 @@ their events go through PostgreSQL.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
@@ -28,6 +20,7 @@ from deepactors.errors import ConfigurationError
 from deepactors.server import create_app
 
 from .agents import Probe, blocking_agent
+from .serve_process import serve_process, serving
 
 AGENT_MODULE = """
 import anyio
@@ -66,56 +59,6 @@ agent = create_deep_agent(FunctionModel(model), tools=[ticker, blocker])
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextlib.contextmanager
-def _serve(args: list[str], cwd: Path) -> Iterator[str]:
-    with _process(args, cwd) as (url, _):
-        yield url
-
-
-@contextlib.contextmanager
-def _process(args: list[str], cwd: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    port = _free_port()
-    log = cwd / f"serve-{port}.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "deepactors", "serve", *args, "--port", str(port)],
-            cwd=cwd,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    try:
-        while True:  # another process: poll until it answers
-            assert process.poll() is None, log.read_text()
-            try:
-                if httpx.get(f"{url}/ok").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.05)
-        yield url, process
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(20)
-            finally:
-                if process.poll() is None:
-                    process.kill()
-                    process.wait()
-    # A clean shutdown, unless the test killed it.
-    assert process.returncode in (0, -signal.SIGKILL), log.read_text()
-
-
 @pytest.fixture(params=["asyncio", "trio"])
 def two_servers(
     request: pytest.FixtureRequest, tmp_path: Path, postgres_dsn: str
@@ -123,7 +66,7 @@ def two_servers(
     """Two server processes on two ports sharing threads and runs in one PostgreSQL."""
     (tmp_path / "workers_agent.py").write_text(AGENT_MODULE)
     args = ["workers_agent:agent", "--db", postgres_dsn, "--loop", str(request.param)]
-    with _serve(args, tmp_path) as a, _serve(args, tmp_path) as b:
+    with serving(args, tmp_path) as a, serving(args, tmp_path) as b:
         yield a, b
 
 
@@ -198,7 +141,7 @@ def test_runs_db_must_be_postgres(tmp_path: Path) -> None:
 def test_serve_workers_share_runs_on_one_port(loop: str, tmp_path: Path, postgres_dsn: str) -> None:
     (tmp_path / "workers_agent.py").write_text(AGENT_MODULE)
     args = ["workers_agent:agent", "--db", postgres_dsn, "--loop", loop, "--workers", "2"]
-    with _serve(args, tmp_path) as url:
+    with serving(args, tmp_path) as url:
         # A connection per request, so requests reach either process: every
         # one must find the thread and runs made through the other.
         def client() -> SyncLangGraphClient:
@@ -231,7 +174,7 @@ def test_runs_of_a_killed_process_end_as_lost_and_its_thread_resumes_elsewhere(
     else:
         args = ["workers_agent:agent", "--db", str(tmp_path / "threads.db")]
         args += ["--runs-db", postgres_dsn]
-    with _process(args, tmp_path) as (url_a, process_a), _serve(args, tmp_path) as url_b:
+    with serve_process(args, tmp_path) as (url_a, process_a), serving(args, tmp_path) as url_b:
         with get_sync_client(url=url_a, timeout=20) as a:
             thread_id = a.threads.create()["thread_id"]
             run = a.runs.create(thread_id, "agent", input=_input("blocker"))
