@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import json
 import os
 import signal
@@ -131,15 +132,27 @@ def serve_process(port: int, loop: str, fanout: int, runs_db: str | None = None)
     """The server side: the app plus ``/bench/stats`` and ``/bench/reset``, until SIGTERM."""
     from deepactors.server import create_app, tune_gc
 
-    app = create_app({"agent": build_agent(fanout)}, runs_db=runs_db)
+    pacing = os.environ.get("W7_PACING")  # an experiment's knob: seconds, or "off"
+    app = create_app(
+        {"agent": build_agent(fanout)},
+        runs_db=runs_db,
+        **({} if pacing is None else {"pacing": None if pacing == "off" else float(pacing)}),
+    )
     if os.environ.get("W7_GC") != "default":
         tune_gc()  # as `deepactors serve` does
     ticker = _Ticker()
+    profile_to = os.environ.get("W7_PROFILE")
+    profiler = cProfile.Profile()
 
     async def bench_app(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["path"].startswith("/bench/"):
             if scope["path"] == "/bench/reset":
                 ticker.reset()
+                if profile_to:  # W7_PROFILE=path: cProfile the server between reset and stats
+                    profiler.enable()
+            elif profile_to:
+                profiler.disable()
+                profiler.dump_stats(profile_to)
             body = json.dumps(ticker.stats()).encode()
             await send({"type": "http.response.start", "status": 200, "headers": []})
             await send({"type": "http.response.body", "body": body})
@@ -248,6 +261,93 @@ async def _over_http(url: str, runs: int, deadline: float) -> dict[str, Any]:
     }
 
 
+def _stream_request(host: str, port: int) -> bytes:
+    """The bytes of one ``POST /runs/stream`` as the SDK sends it (stateless, ``updates``)."""
+    body = json.dumps(
+        {
+            "assistant_id": "agent",
+            "input": {"messages": [{"role": "user", "content": "go"}]},
+            "stream_mode": ["updates"],
+        }
+    ).encode()
+    head = (
+        f"POST /runs/stream HTTP/1.1\r\nHost: {host}:{port}\r\n"
+        "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
+        f"Connection: close\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+async def _raw_run(host: str, port: int, request: bytes) -> tuple[float, float, str | None]:
+    """One streaming run over a bare socket: (first event, first update, error or None).
+
+    Reads until the server closes (``Connection: close``); looks for SSE event
+    names in the raw bytes (chunk-size lines do not matter to a substring search).
+    """
+    t0 = time.perf_counter()
+    first = first_update = float("nan")
+    seen = bytearray()
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        writer.write(request)
+        while chunk := await reader.read(65536):
+            start = max(0, len(seen) - 16)
+            seen += chunk
+            if first != first and seen.find(b"event: metadata", start) >= 0:
+                first = time.perf_counter() - t0
+            if first_update != first_update and seen.find(b"event: updates", start) >= 0:
+                first_update = time.perf_counter() - t0
+    finally:
+        writer.close()
+    if not seen.startswith(b"HTTP/1.1 200"):
+        return first, first_update, bytes(seen[:64]).decode(errors="replace")
+    if b"event: error" in seen or not seen.endswith(b"0\r\n\r\n"):
+        return first, first_update, "error event or cut stream"
+    return first, first_update, None
+
+
+async def _over_raw(url: str, runs: int, deadline: float) -> dict[str, Any]:
+    """The same runs through a lean client: a bare socket per run, no HTTP library.
+
+    The SDK's client spends several ms of CPU per run on the same cores as the
+    server, so its time to first event is mostly its own queue; this one costs
+    little, so what it measures is the server.
+    """
+    host, port = url.removeprefix("http://").split(":")
+    request = _stream_request(host, int(port))
+    first: list[float] = []
+    first_state: list[float] = []
+    errors: list[str] = []
+
+    async def one() -> None:
+        try:
+            got, update, error = await _raw_run(host, int(port), request)
+        except OSError as exc:
+            errors.append(repr(exc))
+            return
+        first.append(got)
+        first_state.append(update)
+        if error is not None:
+            errors.append(error)
+
+    async with httpx.AsyncClient() as side:
+        await side.post(f"{url}/bench/reset")
+    t0, c0 = time.perf_counter(), time.process_time()
+    async with asyncio.timeout(deadline):
+        await asyncio.gather(*(one() for _ in range(runs)))
+    wall, client_cpu = time.perf_counter() - t0, time.process_time() - c0
+    async with httpx.AsyncClient() as side:
+        stats = (await side.get(f"{url}/bench/stats")).json()
+    return {
+        "first": first,
+        "first_state": first_state,
+        "wall": wall,
+        "errors": errors,
+        "client_cpu_s": client_cpu,
+        **stats,
+    }
+
+
 async def _in_process(runs: int, fanout: int, deadline: float) -> dict[str, Any]:
     agent = build_agent(fanout)
     first: list[float] = []
@@ -323,6 +423,9 @@ def main() -> None:
     parser.add_argument("--loop", choices=("asyncio", "trio"), default="asyncio")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--deadline", type=float, default=120.0, help="seconds per repeat")
+    parser.add_argument(
+        "--client", choices=("raw", "sdk", "both"), default="both", help="load client(s)"
+    )
     parser.add_argument("--workers", type=int, help="server processes sharing one database")
     parser.add_argument("--db", help="postgresql://... for --workers (default: a private one)")
     parser.add_argument("--cancels", type=int, default=50, help="cross-process cancels measured")
@@ -364,8 +467,14 @@ def main() -> None:
             f"{LATENCY * 1000:.0f} ms per model call), server on {args.loop}; "
             f"median of {args.repeats} (indicative: shared CPU)"
         )
-        http = [asyncio.run(_over_http(url, args.runs, args.deadline)) for _ in range(args.repeats)]
-        print(_row("HTTP+SSE", http, args.runs))
+        if args.client in ("raw", "both"):
+            raw = [asyncio.run(_over_raw(url, args.runs, args.deadline)) for _ in range(args.repeats)]
+            print(_row("raw HTTP", raw, args.runs))
+        if args.client in ("sdk", "both"):
+            sdk = [
+                asyncio.run(_over_http(url, args.runs, args.deadline)) for _ in range(args.repeats)
+            ]
+            print(_row("SDK HTTP", sdk, args.runs))
     finally:
         server.send_signal(signal.SIGTERM)
         try:

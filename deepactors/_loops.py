@@ -17,25 +17,27 @@ aiosqlite adapter aside) needs to know which loop it is on:
 - :class:`CallThread` is a thread of its own that runs blocking calls one at a
   time for a trio run: one wakeup per call, a third of the CPU of
   ``anyio.to_thread.run_sync`` (~60 us against ~180 us per call here).
-- :class:`PerLoop` holds one resource per live event-loop run (a database
-  connection, an HTTP client), opened lazily on first use in that run and closed
-  by that run as it ends.
+- :func:`parking_lot` parks tasks in FIFO order until woken ``n`` at a time:
+  trio's ``ParkingLot``, or one future per task on asyncio (an ``anyio.Event``
+  per waiter would cost an event object and a deque more each).
 
 One object (a checkpointer, a model) may be used by successive ``anyio.run``
 calls, on asyncio then trio, and by several threads each running its own loop at
 once (the sync ``invoke`` called from a threaded web server): that is why
-resources are kept per run rather than per object.
+resources are kept per run rather than per object
+(:class:`~deepactors._perloop.PerLoop`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import queue
 import threading
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -46,7 +48,7 @@ import trio.lowlevel
 __all__ = [
     "CallThread",
     "LoopRun",
-    "PerLoop",
+    "Lot",
     "Spawner",
     "UnsupportedLoop",
     "Wakeup",
@@ -54,6 +56,7 @@ __all__ = [
     "current_run_or_none",
     "loop_running_here",
     "open_task_group",
+    "parking_lot",
     "spawn_system_task",
 ]
 
@@ -206,6 +209,61 @@ def open_task_group() -> contextlib.AbstractAsyncContextManager[Spawner]:
     return anyio.create_task_group()
 
 
+class Lot(Protocol):
+    """What :func:`parking_lot` returns: tasks wait in it in FIFO order."""
+
+    def __len__(self) -> int:
+        """How many tasks are parked."""
+        ...
+
+    async def park(self) -> None:
+        """Wait until woken by :meth:`unpark` (or cancelled)."""
+        ...
+
+    def unpark(self, *, count: int) -> object:
+        """Wake the ``count`` longest-parked tasks (fewer if fewer wait)."""
+        ...
+
+
+class _FutureLot:
+    """A parking lot on asyncio: a deque of futures, each resolved to wake its task."""
+
+    __slots__ = ("_loop", "_parked")
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._parked: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    def __len__(self) -> int:
+        return len(self._parked)
+
+    async def park(self) -> None:
+        future = self._loop.create_future()
+        self._parked.append(future)
+        try:
+            await future
+        except asyncio.CancelledError:
+            if not future.done():  # still parked: leave the queue
+                with contextlib.suppress(ValueError):
+                    self._parked.remove(future)
+            raise
+
+    def unpark(self, *, count: int) -> None:
+        parked = self._parked
+        while count > 0 and parked:
+            future = parked.popleft()
+            if not future.done():  # a waiter cancelled meanwhile is skipped
+                future.set_result(None)
+                count -= 1
+
+
+def parking_lot() -> Lot:
+    """A FIFO parking lot for the current run's tasks (see the module docstring)."""
+    if sniffio.current_async_library() == "trio":
+        return trio.lowlevel.ParkingLot()
+    return _FutureLot()
+
+
 def _refuse_abort(raise_cancel: object) -> trio.lowlevel.Abort:
     return trio.lowlevel.Abort.FAILED
 
@@ -317,138 +375,3 @@ class Wakeup:
             self._event.set()
             return True
         return self.run.call_soon(self._event.set)
-
-
-@dataclass(slots=True, kw_only=True)
-class _Slot(Generic[T]):
-    """One run's resource: being opened while ``resource`` is None."""
-
-    opening: anyio.Event
-    resource: T | None = None
-    retire: anyio.Event | None = None  # set by aclose(): the closer task may end
-
-
-class PerLoop(Generic[T]):
-    """One resource per live event-loop run, opened lazily, closed by its run.
-
-    :meth:`get` returns the current run's resource, opening it on first use
-    (concurrent first uses in one run wait for one opening). When the run ends,
-    a system task of that run closes it with ``close``, while the run's loop can
-    still do so. A resource whose run ended without that cleanup (a loop closed
-    without cancelling its tasks) is handed to ``close_stale`` by the next run
-    that opens one, or dropped when there is no ``close_stale``. A resource is
-    only ever closed by its own run or once its run is over, never under another
-    live run.
-
-    The slots are shared by the threads of every live run; each run adds, reads
-    and removes only its own slot, and a slot whose run is over is claimed with a
-    single ``pop``. Single dict operations are atomic in CPython, so no lock is
-    needed (a lock would be a blocking call on the event loop).
-
-    Args:
-        open: Makes the current run's resource.
-        close: Closes a resource, in its own run. Exceptions are swallowed at
-            the run's end (nothing can be done then), raised from :meth:`aclose`.
-        close_stale: Closes a resource whose run is over, from another run.
-    """
-
-    def __init__(
-        self,
-        open: Callable[[], Awaitable[T]],
-        close: Callable[[T], Awaitable[None]],
-        *,
-        close_stale: Callable[[T], Awaitable[None]] | None = None,
-    ) -> None:
-        self._open = open
-        self._close = close
-        self._close_stale = close_stale
-        self._slots: dict[LoopRun, _Slot[T]] = {}
-
-    def __len__(self) -> int:
-        """How many runs hold a resource (or are opening one) now."""
-        return len(self._slots)
-
-    async def get(self) -> T:
-        """The current run's resource, opened now if it has none.
-
-        Raises:
-            UnsupportedLoop: Not on asyncio or trio.
-            Exception: Whatever ``open`` raised; the next call tries again.
-        """
-        run = current_run()
-        while True:
-            slot = self._slots.get(run)
-            if slot is None:
-                slot = _Slot[T](opening=anyio.Event())
-                self._slots[run] = slot
-                break
-            if slot.resource is not None:
-                return slot.resource
-            # Another task of this run is opening it: wait, then look again.
-            await slot.opening.wait()
-        try:
-            await self._release_stale()
-            resource = await self._open()
-            slot.resource, slot.retire = resource, anyio.Event()
-            self._spawn_closer(run, slot)
-            return resource
-        except BaseException:
-            self._forget(run, slot)
-            raise
-        finally:
-            slot.opening.set()
-
-    def _forget(self, run: LoopRun, slot: _Slot[T]) -> None:
-        # Only this run removes its live slot, so nothing can slip in between.
-        if self._slots.get(run) is slot:
-            del self._slots[run]
-
-    def _spawn_closer(self, run: LoopRun, slot: _Slot[T]) -> None:
-        async def close_at_run_end() -> None:
-            assert slot.retire is not None
-            assert slot.resource is not None
-            try:
-                await slot.retire.wait()
-            finally:
-                # Cancelled as the run ends, and trio keeps cancelling: shield.
-                with anyio.CancelScope(shield=True):
-                    if not slot.retire.is_set():
-                        self._forget(run, slot)
-                        # An error escaping a trio system task would crash the run,
-                        # and at the run's end nobody is left to tell.
-                        with contextlib.suppress(Exception):
-                            await self._close(slot.resource)
-
-        spawn_system_task(close_at_run_end)
-
-    async def _release_stale(self) -> None:
-        """Close the resources of runs that ended without closing them."""
-        stale: list[T] = []
-        for run, slot in self._slots.copy().items():
-            if slot.resource is None or not run.is_over():
-                continue
-            # pop claims the slot: two threads sweeping at once close it only once.
-            if self._slots.pop(run, None) is slot:
-                stale.append(slot.resource)
-        if self._close_stale is None:
-            return
-        with anyio.CancelScope(shield=True):
-            for resource in stale:
-                await self._close_stale(resource)
-
-    async def aclose(self) -> None:
-        """Close the current run's resource now, if any, and those of ended runs.
-
-        Resources of other live runs (other threads) stay open; a later
-        :meth:`get` opens a new one.
-        """
-        run = current_run_or_none()
-        slot = None if run is None else self._slots.get(run)
-        if run is not None and slot is not None and slot.resource is not None:
-            self._forget(run, slot)
-            assert slot.retire is not None
-            slot.retire.set()  # the closer task ends without closing it again
-            with anyio.CancelScope(shield=True):
-                await self._close(slot.resource)
-        await self._release_stale()
-        await anyio.lowlevel.checkpoint()

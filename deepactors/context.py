@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 import anyio
 import anyio.from_thread
 
+from ._pacing import Pacer
 from .events import CustomEvent, Event
 from .interrupts import ActionRequest, Decision
 from .messages import ToolMessage, Usage
@@ -161,6 +162,8 @@ class TreeContext:
             set a limit for this run (``recursion_limit``); else each agent's own.
         budget: The ledger of the run's budget, shared by the whole tree (see
             :mod:`deepactors.budget`), if the run has one.
+        pacer: Keeps the tree's steps from holding the event loop for long at a
+            time (see :mod:`deepactors._pacing`); None when nothing paces.
     """
 
     thread_id: str | None = None
@@ -170,6 +173,7 @@ class TreeContext:
     subagent_limiter: anyio.Semaphore | None = None
     max_steps: int | None = None
     budget: BudgetLedger | None = None
+    pacer: Pacer | None = None
 
 
 @dataclass(slots=True, kw_only=True, eq=False)

@@ -144,10 +144,11 @@ async def _child(
         if slot is not None:
             await slot.acquire()
         base = dict(files)  # the snapshot the diff is taken against
-        # Yield once between spawning and running, so a wide fan-out's setup
-        # and first model calls do not land in one long loop turn (other
-        # tasks, timers above all, get to run in between).
-        await anyio.lowlevel.checkpoint()
+        pacer = parent.tree.pacer
+        if pacer is not None and pacer.due():
+            # A wide fan-out's setups and first model calls wait for their
+            # slices instead of landing in one long loop turn.
+            await pacer.wait()
         session = child_session(
             spec, parent=parent, path=path, files=base, slot=slot, budget=budget
         )

@@ -87,6 +87,7 @@ async def run_loop(spec: AgentSpec, state: State, run: RunContext) -> Usage | No
         # run): run them before asking the model anything.
         jump = "tools"
     step = 0
+    pacer = run.tree.pacer
     while jump != "end":
         await _check_deadline()
         if jump != "tools":
@@ -122,6 +123,11 @@ async def run_loop(spec: AgentSpec, state: State, run: RunContext) -> Usage | No
                 message = await spec.call_model(request)
                 run.add_usage(message.usage)
                 state.add_message(message)
+                if pacer is not None and pacer.due():
+                    # Answers arrive in waves (a fan-out's calls return
+                    # together): what follows waits for its slice. The next
+                    # pause is a tool call's start (or the next answer).
+                    await pacer.wait()
                 if emit is not None:
                     emit(
                         ModelCallFinished(

@@ -37,9 +37,10 @@ from typing import Any, Literal
 
 import anyio
 import anyio.lowlevel
-from anyio.abc import TaskGroup, TaskStatus
+from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from .._pacing import DEFAULT_QUANTUM, Pacer
 from ..budget import Budget
 from ..errors import InputError, RunCancelled, RuntimeClosed
 from ..events import Event, RunFinished
@@ -183,12 +184,7 @@ class _ThreadActor:
     running: bool = False
     queued: int = 0
 
-    async def serve(self, *, task_status: TaskStatus[_ThreadActor]) -> None:
-        send, receive = anyio.create_memory_object_stream[_Order](MAILBOX_SIZE)
-        self.mailbox = send
-        if self.key is None:
-            self.runtime._anonymous.add(self)
-        task_status.started(self)
+    async def serve(self, receive: MemoryObjectReceiveStream[_Order]) -> None:
         try:
             await self._serve(receive)
         finally:
@@ -242,6 +238,7 @@ class _ThreadActor:
                                 thread_id=self.thread_id,
                                 emit=emit.send_nowait if emit is not None else None,
                                 known_head=head,
+                                pacer=self.runtime.pacer,
                             )
                 except (Exception, KeyboardInterrupt, SystemExit) as exc:
                     # Supervision: the failure goes to whoever awaits the handle,
@@ -295,10 +292,16 @@ class Runtime:
     """
 
     def __init__(
-        self, task_group: TaskGroup, *, idle_timeout: float = 300.0, defer_gc: bool = False
+        self,
+        task_group: TaskGroup,
+        *,
+        idle_timeout: float = 300.0,
+        defer_gc: bool = False,
+        pacer: Pacer | None = None,
     ) -> None:
         self._tg = task_group
         self.idle_timeout = idle_timeout
+        self.pacer = pacer
         self._defer_gc = defer_gc
         self._actors: dict[tuple[int, str], _ThreadActor] = {}
         self._closed = False
@@ -360,19 +363,31 @@ class Runtime:
         if thread_id is None:
             # No thread: a one-shot actor that exits after this order.
             actor = _ThreadActor(runtime=self, spec=spec, thread_id=None, key=None)
-            await self._tg.start(actor.serve)
-            assert actor.mailbox is not None
+            mailbox = self._spawn(actor)
             actor.queued += 1
-            actor.mailbox.send_nowait(order)
-            actor.mailbox.close()
+            mailbox.send_nowait(order)
+            mailbox.close()
             return handle
-        actor = await self._actor_for(spec, thread_id)
+        actor = self._actor_for(spec, thread_id)
         assert actor.mailbox is not None
         actor.queued += 1
         await actor.mailbox.send(order)
         return handle
 
-    async def _actor_for(self, spec: AgentSpec, thread_id: str) -> _ThreadActor:
+    def _spawn(self, actor: _ThreadActor) -> MemoryObjectSendStream[_Order]:
+        """Start ``actor``'s task; return its mailbox, open at once.
+
+        The mailbox is made here, not by the task: no round trip through the
+        loop (``TaskGroup.start``) before the first order can be queued.
+        """
+        send, receive = anyio.create_memory_object_stream[_Order](MAILBOX_SIZE)
+        actor.mailbox = send
+        if actor.key is None:
+            self._anonymous.add(actor)
+        self._tg.start_soon(actor.serve, receive)
+        return send
+
+    def _actor_for(self, spec: AgentSpec, thread_id: str) -> _ThreadActor:
         key = (id(spec), thread_id)
         actor = self._actors.get(key)
         if actor is None:
@@ -385,7 +400,7 @@ class Runtime:
                 turn=_turn_for(spec, thread_id),
             )
             self._actors[key] = actor
-            await self._tg.start(actor.serve)
+            self._spawn(actor)
         return actor
 
     def _forget(self, actor: _ThreadActor) -> None:
@@ -447,7 +462,11 @@ async def await_handle(handle: RunHandle) -> dict[str, Any]:
 
 @asynccontextmanager
 async def open_runtime(
-    *, idle_timeout: float = 300.0, freeze_heap: bool = False, defer_gc: bool = False
+    *,
+    idle_timeout: float = 300.0,
+    pacing: float | None = DEFAULT_QUANTUM,
+    freeze_heap: bool = False,
+    defer_gc: bool = False,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime whose actors live until the ``async with`` block ends.
 
@@ -457,6 +476,12 @@ async def open_runtime(
 
     Args:
         idle_timeout: Seconds a thread actor with nothing to do stays alive.
+        pacing: Seconds of agent steps the runtime runs per event-loop turn
+            before the loop gets to poll its sockets and fire its timers (see
+            :mod:`deepactors._pacing`): with 10,000 subagents whose model calls
+            return at once, a 5 ms timer beside them fires ~10 ms late instead
+            of seconds, and a server keeps answering. Steps past the slice wait
+            in FIFO order. None turns pacing off.
         freeze_heap: Opt in to moving every object alive when the runtime opens
             (modules, the model SDK, compiled agents, tool schemas) out of the
             cyclic garbage collector's sight until it closes (``gc.collect()``
@@ -484,9 +509,17 @@ async def open_runtime(
             stack.enter_context(frozen_heap())
         if defer_gc:
             stack.enter_context(deferred_collections())
-        async with anyio.create_task_group() as tg:
-            rt = Runtime(tg, idle_timeout=idle_timeout, defer_gc=defer_gc)
+        pacer = None if pacing is None else Pacer(pacing)
+        async with anyio.create_task_group() as system:
+            if pacer is not None:
+                system.start_soon(pacer.run)
             try:
-                yield rt
+                async with anyio.create_task_group() as tg:
+                    rt = Runtime(tg, idle_timeout=idle_timeout, defer_gc=defer_gc, pacer=pacer)
+                    try:
+                        yield rt
+                    finally:
+                        rt._close()
             finally:
-                rt._close()
+                # Every actor is gone: the pump has nothing left to pace.
+                system.cancel_scope.cancel()

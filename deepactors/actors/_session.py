@@ -14,6 +14,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
+from .._pacing import Pacer
 from ..budget import Budget, BudgetLedger
 from ..context import RunContext, TreeContext, TreeSlot
 from ..errors import BudgetExceeded, InputError
@@ -138,6 +139,7 @@ async def execute_root(
     thread_id: str | None,
     emit: Callable[[Event], None] | None,
     known_head: int | None = None,
+    pacer: Pacer | None = None,
 ) -> tuple[dict[str, Any], State, int | None]:
     """One top-level run on a thread actor's state (None: a new actor).
 
@@ -146,6 +148,7 @@ async def execute_root(
             actor's last run ended, None when unknown. With a checkpointer, a
             kept ``state`` whose head differs from the lease's is stale (someone
             else ran the thread) and the thread is read again.
+        pacer: Paces the steps of the run's whole tree (its runtime's).
 
     Returns:
         The run's result (the state as a dict, ``usage``, ``budget``, and
@@ -153,7 +156,9 @@ async def execute_root(
         state, and the thread's head after the run (None without a checkpointer).
     """
     ledger = None if run_input.budget is None else BudgetLedger(run_input.budget)
-    tree = TreeContext(thread_id=thread_id, max_steps=run_input.max_steps, budget=ledger)
+    tree = TreeContext(
+        thread_id=thread_id, max_steps=run_input.max_steps, budget=ledger, pacer=pacer
+    )
     failure: Exception | None = None
     interrupted: list[ActionRequest] = []
     journal: Journal | None = None

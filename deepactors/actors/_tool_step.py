@@ -58,8 +58,11 @@ async def run_tools(
     interrupts: dict[int, list[ActionRequest]] = {}
     resumed = run.resumed
     lone = len(calls) == 1
+    pacer = run.tree.pacer
 
     async def one(i: int, call: ToolCall) -> None:
+        if pacer is not None and pacer.due():
+            await pacer.wait()
         emit = run.emit
         if emit is not None:
             emit(ToolCallStarted(path=run.path, run_id=run.run_id, call=call))
@@ -105,6 +108,8 @@ async def run_tools(
         async with open_task_group() as tg:
             for i, call in enumerate(calls):
                 tg.start_soon(one, i, call)
+                if pacer is not None and pacer.due():
+                    await pacer.wait()  # 10,000 spawns are a long step too
     for item in results:
         if item is None:
             continue  # interrupted: answered when the run resumes

@@ -86,7 +86,7 @@ import anthropic
 import anyio
 import anyio.to_thread
 
-from deepactors._loops import PerLoop
+from deepactors._perloop import PerLoop
 from deepactors.errors import (
     ConfigurationError,
     ContextWindowExceeded,

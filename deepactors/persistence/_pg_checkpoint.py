@@ -25,7 +25,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from .._loops import PerLoop
+from .._perloop import PerLoop
 from ..errors import (
     CheckpointCorrupt,
     CheckpointError,

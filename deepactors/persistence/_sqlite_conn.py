@@ -16,7 +16,7 @@ transaction, with its JSON decoding), so a ``put`` costs one thread hop and no
 other task's statement can interleave with it.
 
 A connection belongs to the event-loop *run* that opened it, and a ``Database``
-keeps one per live run (a :class:`~deepactors._loops.PerLoop`), so one
+keeps one per live run (a :class:`~deepactors._perloop.PerLoop`), so one
 checkpointer can serve several threads at once, each running its own loop (the
 sync ``invoke`` called from a threaded web server). Their writes to the one file
 are ordinary cross-connection SQLite writes: WAL lets readers run beside the
@@ -51,7 +51,8 @@ import anyio.to_thread
 # the event loop, racing other threads' loops.
 from anyio import Path as AsyncPath
 
-from .._loops import CallThread, LoopRun, PerLoop, UnsupportedLoop, current_run
+from .._loops import CallThread, LoopRun, UnsupportedLoop, current_run
+from .._perloop import PerLoop
 from ..errors import PersistenceError
 from . import _aiosqlite
 

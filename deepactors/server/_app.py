@@ -16,6 +16,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from .._pacing import DEFAULT_QUANTUM
 from ..actors import open_runtime
 from ..agent import DeepAgent
 from ..errors import ConfigurationError, DeepActorsError, InputError
@@ -40,6 +41,7 @@ def create_app(
     idle_timeout: float = 300.0,
     cors_origins: tuple[str, ...] = ("*",),
     runs_db: str | None = None,
+    pacing: float | None = DEFAULT_QUANTUM,
 ) -> Starlette:
     """An ASGI app that serves ``agents`` on the LangGraph Agent Protocol.
 
@@ -61,6 +63,9 @@ def create_app(
             their runs: a run created through one can be found, joined,
             streamed and cancelled through any other. None: runs are this
             process's own (no database is asked anything about them).
+        pacing: Seconds of agent steps per event-loop turn, as for
+            :func:`~deepactors.open_runtime`: what bounds how long a burst of
+            runs keeps the server from reading requests and writing streams.
 
     Raises:
         ConfigurationError: No agent, a bad assistant id, or a ``runs_db``
@@ -85,7 +90,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with (
-            open_runtime(idle_timeout=idle_timeout) as runtime,
+            open_runtime(idle_timeout=idle_timeout, pacing=pacing) as runtime,
             anyio.create_task_group() as tg,
         ):
             relay = _open_relay(runs_db)
@@ -107,7 +112,8 @@ def create_app(
                 relay_scope.cancel()
 
     app = Starlette(
-        routes=[*misc_routes, *thread_routes, *run_routes],
+        # Starlette tries routes in order: the runs' (the hot paths) first.
+        routes=[*run_routes, *thread_routes, *misc_routes],
         lifespan=lifespan,
         exception_handlers={
             HTTPException: _http_error,

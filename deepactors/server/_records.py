@@ -67,16 +67,14 @@ class AssistantRecord:
     description: str | None = None
     created_at: float = field(default_factory=time.time)
     stateless: DeepAgent = field(init=False)
+    assistant_id: str = field(init=False)
 
     def __post_init__(self) -> None:
         # Stateless runs keep nothing: the same agent without a checkpointer
         # runs them as one-shot actors, with no journal to write or delete.
         spec = dataclasses.replace(self.agent.spec, checkpointer=None)
         object.__setattr__(self, "stateless", DeepAgent(spec))
-
-    @property
-    def assistant_id(self) -> str:
-        return str(uuid.uuid5(_ASSISTANT_NS, self.graph_id))
+        object.__setattr__(self, "assistant_id", str(uuid.uuid5(_ASSISTANT_NS, self.graph_id)))
 
     def to_json(self) -> dict[str, Any]:
         """The protocol's ``Assistant``."""

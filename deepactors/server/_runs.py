@@ -281,6 +281,11 @@ class RunManager:
             if after:
                 with anyio.move_on_after(after):
                     await run.cancelled.wait()
+            pacer = self.runtime.pacer
+            if pacer is not None and pacer.due():
+                # Behind the agents' steps already waiting: a burst of new runs
+                # starts in slices, and the server keeps reading requests.
+                await pacer.wait()
             if run.cancel_requested is not None:
                 status = "interrupted"
                 return

@@ -17,7 +17,17 @@ ROOT = Path(deepactors.__file__).parent
 # Lowest first. A module may import only from its own layer or below. Longest
 # prefix wins, so a package can sit in one layer and one of its modules in another.
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "messages", "history", "_loops", "models.cache", "_config", "_threads"),
+    (
+        "errors",
+        "messages",
+        "history",
+        "_loops",
+        "_perloop",
+        "_pacing",
+        "models.cache",
+        "_config",
+        "_threads",
+    ),
     ("filediff", "state", "interrupts", "events", "budget"),
     ("persistence", "backends"),
     ("context", "tools", "lc_views"),

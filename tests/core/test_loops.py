@@ -18,13 +18,13 @@ import sniffio
 
 from deepactors._loops import (
     LoopRun,
-    PerLoop,
     UnsupportedLoop,
     Wakeup,
     current_run,
     current_run_or_none,
     loop_running_here,
 )
+from deepactors._perloop import PerLoop
 
 
 def backend_of(anyio_backend: Any) -> tuple[str, dict[str, Any]]:
