@@ -468,7 +468,9 @@ def main() -> None:
             f"median of {args.repeats} (indicative: shared CPU)"
         )
         if args.client in ("raw", "both"):
-            raw = [asyncio.run(_over_raw(url, args.runs, args.deadline)) for _ in range(args.repeats)]
+            raw = [
+                asyncio.run(_over_raw(url, args.runs, args.deadline)) for _ in range(args.repeats)
+            ]
             print(_row("raw HTTP", raw, args.runs))
         if args.client in ("sdk", "both"):
             sdk = [

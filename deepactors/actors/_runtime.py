@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import math
 import weakref
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -143,6 +143,7 @@ class _Order:
     handle: RunHandle
     input: RunInput
     emit_stream: MemoryObjectSendStream[Event] | None
+    emit: Callable[[Event], None] | None  # the stream's send_nowait and/or on_event
 
 
 class _Turn:
@@ -221,7 +222,6 @@ class _ThreadActor:
                 handle._scope = scope
                 if handle._cancelled:
                     scope.cancel()
-                emit = order.emit_stream
                 try:
                     async with _hold(self.turn):
                         # Forgotten first: after a run that fails half-way the head
@@ -236,7 +236,7 @@ class _ThreadActor:
                                 order.input,
                                 run_id=handle.run_id,
                                 thread_id=self.thread_id,
-                                emit=emit.send_nowait if emit is not None else None,
+                                emit=order.emit,
                                 known_head=head,
                                 pacer=self.runtime.pacer,
                             )
@@ -255,8 +255,9 @@ class _ThreadActor:
             if result is None and error is None:
                 # Cancelled from outside (the runtime is closing): tell the waiter.
                 error = RunCancelled(f"run {handle.run_id} stopped: its runtime closed")
+            if order.emit is not None:
+                order.emit(_finished_event(handle, result, error))
             if order.emit_stream is not None:
-                order.emit_stream.send_nowait(_finished_event(handle, result, error))
                 order.emit_stream.close()
             handle._finish(result, error)
 
@@ -329,6 +330,7 @@ class Runtime:
         context: object = None,
         budget: Budget | None = None,
         stream: bool = False,
+        on_event: Callable[[Event], None] | None = None,
     ) -> RunHandle:
         """Validate the input and queue a run; return its handle at once.
 
@@ -342,6 +344,11 @@ class Runtime:
             budget: Limits for the run and every subagent under it
                 (``result["budget"]`` reports what was spent).
             stream: Keep the run's events for :attr:`RunHandle.events`.
+            on_event: Called with each of the run's events as it happens, in the
+                task that emits it (the last is :class:`~deepactors.events.RunFinished`):
+                for a listener that dispatches events itself (a server's
+                subscribers), with no stream and no task of its own in between.
+                It must not block or raise.
 
         Raises:
             InputError: The input or an option is invalid (nothing was started).
@@ -359,7 +366,19 @@ class Runtime:
             # its hot path); the consumer's pace is its own business.
             send, receive = anyio.create_memory_object_stream[Event](math.inf)
         handle = RunHandle(path=spec.name, thread_id=thread_id, deadline=deadline, events=receive)
-        order = _Order(handle=handle, input=run_input, emit_stream=send)
+        emit: Callable[[Event], None] | None = None
+        if send is not None and on_event is not None:
+            put = send.send_nowait
+
+            def emit(event: Event) -> None:
+                put(event)
+                on_event(event)
+
+        elif send is not None:
+            emit = send.send_nowait
+        else:
+            emit = on_event
+        order = _Order(handle=handle, input=run_input, emit_stream=send, emit=emit)
         if thread_id is None:
             # No thread: a one-shot actor that exits after this order.
             actor = _ThreadActor(runtime=self, spec=spec, thread_id=None, key=None)

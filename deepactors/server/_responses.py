@@ -141,23 +141,41 @@ class EventSourceResponse(Response):
         finally:
             self._events.close()
 
+    def _frame(self, item: Event | bytes) -> bytes:
+        return item if isinstance(item, bytes) else part_frames(self._adapter.feed(item))
+
     async def _send_events(self, send: Send) -> None:
-        async with self._events:
-            while True:
-                event: Event | bytes | None = None
-                with anyio.move_on_after(HEARTBEAT):
+        events = self._events
+        async with events:
+            ended = False
+            chunks: list[bytes] = []
+            while not ended:
+                # Everything queued already goes out in one write: under load a
+                # run's events pile up between two turns of this task, and one
+                # write (one trip through the ASGI stack, one system call) for
+                # them all costs little more than one for each.
+                while True:
                     try:
-                        event = await self._events.receive()
-                    except anyio.EndOfStream:
+                        chunks.append(self._frame(events.receive_nowait()))
+                    except anyio.WouldBlock:
                         break
-                if event is None:
-                    body = b": heartbeat\r\n\r\n"
-                elif isinstance(event, bytes):
-                    body = event
-                else:
-                    body = part_frames(self._adapter.feed(event))
+                    except anyio.EndOfStream:
+                        ended = True
+                        break
+                body = b"".join(chunks)
+                chunks.clear()
                 if body:
                     await send({"type": "http.response.body", "body": body, "more_body": True})
+                if ended:
+                    break
+                item: Event | bytes | None = None
+                with anyio.move_on_after(HEARTBEAT):
+                    try:
+                        item = await events.receive()
+                    except anyio.EndOfStream:
+                        break
+                # With whatever came in behind it, at the top of the loop.
+                chunks.append(b": heartbeat\r\n\r\n" if item is None else self._frame(item))
         error = await self._finish()
         tail = sse_frame("error", error) if error is not None else b""
         await send({"type": "http.response.body", "body": tail, "more_body": False})

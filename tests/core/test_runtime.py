@@ -366,3 +366,39 @@ async def test_an_actor_reads_the_thread_again_after_another_loop_ran_it(tmp_pat
             result = await agent.ainvoke("three", thread_id="t", runtime=rt)
     texts = [m.text for m in result["messages"]]
     assert texts == ["one", "seen 1", "two", "seen 3", "three", "seen 5"]
+
+
+async def test_on_event_sees_every_event_as_it_happens_the_stream_too() -> None:
+    def child(request: ModelRequest) -> AssistantMessage:
+        return AssistantMessage(content="found")
+
+    def main(request: ModelRequest) -> AssistantMessage:
+        if len(request.messages) == 1:
+            calls = [
+                ToolCall(name="task", args={"description": f"t{i}", "subagent_type": "r"})
+                for i in range(3)
+            ]
+            return AssistantMessage(tool_calls=calls)
+        return AssistantMessage(content="done")
+
+    sub = {"name": "r", "description": "r", "system_prompt": "r", "model": FunctionModel(child)}
+    agent = create_deep_agent(FunctionModel(main), subagents=[sub])
+    heard: list[events.Event] = []
+    async with open_runtime() as rt:
+        alone = await rt.start(agent, "go", on_event=heard.append)
+        assert alone.events is None  # a listener needs no stream
+        await alone.result()
+        streamed: list[events.Event] = []
+        both: list[events.Event] = []
+        handle = await rt.start(agent, "go", stream=True, on_event=both.append)
+        assert handle.events is not None
+        async with handle.events:
+            async for event in handle.events:
+                streamed.append(event)
+        await handle.result()
+    assert isinstance(heard[0], events.RunStarted)
+    assert isinstance(heard[-1], events.RunFinished)
+    assert heard[-1].outcome == "completed"
+    assert sum(isinstance(e, events.SubagentFinished) for e in heard) == 3
+    assert [type(e) for e in both] == [type(e) for e in heard]
+    assert streamed == both  # the same events, in the same order
