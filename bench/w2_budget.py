@@ -21,6 +21,10 @@ touches every row alike.
 limits all four resources (so every model call estimates its request and
 reserves, and every tool call is counted), set high enough never to refuse,
 and prints its CPU beside the run without one: the cost of the reservations.
+``--no-gc`` holds the cyclic collector off during each measured run (after a
+collection): a full collection lands in one run or another by chance and swings
+a row's CPU by 20% on this kind of machine, more than the reservations cost; with
+it off the ratio is the work itself.
 Figures are indicative on a shared machine; compare ratios from one run.
 """
 
@@ -114,6 +118,9 @@ def main() -> None:
     parser.add_argument(
         "--budget", action="store_true", help="also run under a Budget and compare the CPU"
     )
+    parser.add_argument(
+        "--no-gc", action="store_true", help="the collector off during each measured run"
+    )
     args = parser.parse_args()
     print(
         f"W2 fan-out: 3 model turns per child at {LATENCY * 1000:.0f} ms, critical path "
@@ -132,7 +139,12 @@ def main() -> None:
             for _ in range(args.repeats):
                 for name, make in makers:
                     gc.collect()
-                    runs[name].append(anyio.run(measure, make(), backend=backend))
+                    if args.no_gc:
+                        gc.disable()
+                    try:
+                        runs[name].append(anyio.run(measure, make(), backend=backend))
+                    finally:
+                        gc.enable()
             medians = {name: median_of(r) for name, r in runs.items()}
             for name, m in medians.items():
                 print(row(name, n, m))

@@ -31,8 +31,11 @@ talking to a real model (~120,000 more objects for every full collection);
 ``--freeze`` then does what ``open_runtime(freeze_heap=True)`` does when a
 server starts (``gc.collect(); gc.freeze()``), in the floor's runs too.
 
-``--defer-gc`` adds a third row: deepactors under ``open_runtime(defer_gc=True)``,
+``--defer-gc`` adds a row: deepactors under ``open_runtime(defer_gc=True)``,
 which defers the collector's full collections while runs are in progress.
+``--unpaced`` adds a row: deepactors under ``open_runtime(pacing=None)``, without
+the slices that keep the loop's timers and sockets served during the fan-out
+(what pacing costs, and what it buys in timer lateness).
 
 Wall-clock figures on a shared machine are indicative; CPU, GC CPU pauses and
 object counts are the robust ones.
@@ -180,7 +183,7 @@ def floor_work(n: int) -> Callable[[], Awaitable[int]]:
 # -- deepactors ------------------------------------------------------------------------
 
 
-def our_work(n: int, defer_gc: bool = False) -> Callable[[], Awaitable[int]]:
+def our_work(n: int, defer_gc: bool = False, paced: bool = True) -> Callable[[], Awaitable[int]]:
     child = {
         "name": "r",
         "description": "researches one topic",
@@ -197,8 +200,8 @@ def our_work(n: int, defer_gc: bool = False) -> Callable[[], Awaitable[int]]:
     )
 
     async def run() -> int:
-        if defer_gc:
-            async with open_runtime(defer_gc=True) as rt:
+        if defer_gc or not paced:
+            async with open_runtime(defer_gc=defer_gc, pacing=0.005 if paced else None) as rt:
                 result = await agent.ainvoke("go", runtime=rt)
         else:
             result = await agent.ainvoke("go")
@@ -211,6 +214,7 @@ MAKERS = {
     "floor": floor_work,
     "deepactors": our_work,
     "defer_gc": functools.partial(our_work, defer_gc=True),
+    "unpaced": functools.partial(our_work, paced=False),
 }
 
 
@@ -291,6 +295,9 @@ def main() -> None:
         action="store_true",
         help="also run deepactors under open_runtime(defer_gc=True)",
     )
+    parser.add_argument(
+        "--unpaced", action="store_true", help="also run deepactors with pacing=None"
+    )
     parser.add_argument("--worker", nargs=3, metavar=("IMPL", "LOOP", "N"), help=argparse.SUPPRESS)
     parser.add_argument("--mode", default="measure", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -305,7 +312,11 @@ def main() -> None:
         f"{CRITICAL_PATH * 1000:.0f} ms; medians of {args.repeats} fresh-process runs"
         + (f" ({' '.join(flags)})" if flags else "")
     )
-    impls = (*IMPLS, "defer_gc") if args.defer_gc else IMPLS
+    impls = (
+        *IMPLS,
+        *(("defer_gc",) if args.defer_gc else ()),
+        *(("unpaced",) if args.unpaced else ()),
+    )
     for backend in args.loops:
         for n in args.sizes:
             runs: dict[str, list[dict[str, Any]]] = {impl: [] for impl in impls}
