@@ -281,8 +281,9 @@ def _stream_request(host: str, port: int) -> bytes:
 async def _raw_run(host: str, port: int, request: bytes) -> tuple[float, float, str | None]:
     """One streaming run over a bare socket: (first event, first update, error or None).
 
-    Reads until the server closes (``Connection: close``); looks for SSE event
-    names in the raw bytes (chunk-size lines do not matter to a substring search).
+    Reads until the chunked body's last chunk (or the server closes); looks for
+    SSE event names in the raw bytes (chunk-size lines do not matter to a
+    substring search).
     """
     t0 = time.perf_counter()
     first = first_update = float("nan")
@@ -297,6 +298,8 @@ async def _raw_run(host: str, port: int, request: bytes) -> tuple[float, float, 
                 first = time.perf_counter() - t0
             if first_update != first_update and seen.find(b"event: updates", start) >= 0:
                 first_update = time.perf_counter() - t0
+            if seen.endswith(b"\r\n0\r\n\r\n"):
+                break  # the last chunk (a server may keep the connection open a while)
     finally:
         writer.close()
     if not seen.startswith(b"HTTP/1.1 200"):

@@ -113,8 +113,8 @@ class Pacer:
         steps are all let go as it ends, so none waits for a pump that is gone.
         """
         checkpoint = anyio.lowlevel.checkpoint
-        lot = self._lot = parking_lot()
         quantum = self._quantum
+        lot = self._lot = parking_lot()
         try:
             while True:
                 if self._idle:

@@ -8,6 +8,7 @@ from types import TracebackType
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from ..events import Event
 from ._runtime import RunHandle, Runtime, await_handle, open_runtime
@@ -82,8 +83,16 @@ class EventStream:
         handle = self.handle
         if handle is None or handle.events is None:
             raise RuntimeError("enter the stream first: async with agent.astream(...) as s")
+        events = handle.events
         try:
-            return await handle.events.receive()
+            try:
+                # What is queued already is taken without a trip round the loop
+                # (a stream's receive() yields once per event even when one is
+                # there); cancellation is still seen here.
+                await anyio.lowlevel.checkpoint_if_cancelled()
+                return events.receive_nowait()
+            except anyio.WouldBlock:
+                return await events.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             # The run is over: surface its error here, or keep its result.
             self.result = await await_handle(handle)
