@@ -1,4 +1,4 @@
-"""W7: many concurrent streaming runs against one server process, beside the same runs in-process.
+"""W7: many concurrent streaming runs against one server, beside an HTTP floor and in-process.
 
 Each run is W2-shaped: the main agent fans out to ``--fanout`` subagents that do
 3 model turns each (two calls of a trivial tool, then an answer), at 50 ms
@@ -18,6 +18,13 @@ PostgreSQL database (``--db``, else a private durable server started for the
 bench): see ``_w7_workers.py`` for what that measures (throughput with 1 and N
 processes, and the latency of cancelling a run through another process).
 
+Three sides: the **floor** (a bare ASGI app on the same server and loop that
+parses the request and streams the run's shape, the metadata event at once and
+one ``updates`` event per 50 ms turn of the critical path, with no agent behind
+it: what HTTP, the loop and the client cost alone), deepactors' server through a
+lean raw-socket client and through the SDK's client (whose own CPU, several ms
+per run on the same cores, dominates its figures), and the runs in-process.
+
 Prints, per side, the median over the repeats of: p50/p99 time to the first
 event (metadata on the wire; the run's first ``updates`` part), wall time and
 throughput, errors, CPU per run of the process that runs the agents (the server
@@ -31,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import json
 import os
@@ -40,6 +48,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -128,16 +137,51 @@ class _Ticker:
         }
 
 
-def serve_process(port: int, loop: str, fanout: int, runs_db: str | None = None) -> None:
+async def floor_app(scope: Any, receive: Any, send: Any) -> None:
+    """The HTTP floor: a bare ASGI app that streams a run's shape with no agent behind it.
+
+    It reads and parses the request, sends the SSE headers and the ``metadata``
+    event at once, then one ``updates`` event per model turn of the W2 tree's
+    critical path (5 x 50 ms): what the server, the loop and the client cost
+    with nothing else to do.
+    """
+    if scope["type"] == "lifespan":
+        while (message := await receive())["type"] != "lifespan.shutdown":
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    body = b""
+    more = True
+    while more:
+        message = await receive()
+        body += message.get("body", b"")
+        more = message.get("more_body", False)
+    json.loads(body or b"{}")
+    headers = [(b"content-type", b"text/event-stream; charset=utf-8")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    chunk = b'event: metadata\r\ndata: {"run_id":"floor","attempt":1}\r\n\r\n'
+    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    for step in range(5):
+        await anyio.sleep(LATENCY)
+        chunk = f'event: updates\r\ndata: {{"step":{step}}}\r\n\r\n'.encode()
+        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def serve_process(
+    port: int, loop: str, fanout: int, runs_db: str | None = None, floor: bool = False
+) -> None:
     """The server side: the app plus ``/bench/stats`` and ``/bench/reset``, until SIGTERM."""
     from deepactors.server import create_app, tune_gc
 
     pacing = os.environ.get("W7_PACING")  # an experiment's knob: seconds, or "off"
-    app = create_app(
-        {"agent": build_agent(fanout)},
-        runs_db=runs_db,
-        **({} if pacing is None else {"pacing": None if pacing == "off" else float(pacing)}),
-    )
+    app: Any = floor_app
+    if not floor:
+        app = create_app(
+            {"agent": build_agent(fanout)},
+            runs_db=runs_db,
+            **({} if pacing is None else {"pacing": None if pacing == "off" else float(pacing)}),
+        )
     if os.environ.get("W7_GC") != "default":
         tune_gc()  # as `deepactors serve` does
     ticker = _Ticker()
@@ -419,6 +463,32 @@ def _row(name: str, reps: list[dict[str, Any]], runs: int) -> str:
     return " | ".join(parts)
 
 
+@contextlib.contextmanager
+def _server(args: argparse.Namespace, *, floor: bool) -> Iterator[str]:
+    """A server process (``--floor``: the bare ASGI floor) on a free port; its URL."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cmd = [sys.executable, __file__, "--serve", str(port), "--loop", args.loop]
+    cmd += ["--fanout", str(args.fanout), *(["--floor"] if floor else [])]
+    server = subprocess.Popen(cmd, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            try:
+                httpx.get(f"{url}/bench/stats")
+                break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        yield url
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1000)
@@ -434,42 +504,28 @@ def main() -> None:
     parser.add_argument("--cancels", type=int, default=50, help="cross-process cancels measured")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)  # the server role
     parser.add_argument("--runs-db", help=argparse.SUPPRESS)  # the server role, shared runs
+    parser.add_argument("--floor", action="store_true", help=argparse.SUPPRESS)  # floor server
     args = parser.parse_args()
     if args.serve:
-        serve_process(args.serve, args.loop, args.fanout, args.runs_db)
+        serve_process(args.serve, args.loop, args.fanout, args.runs_db, args.floor)
         return
     if args.workers:
         from _w7_workers import run_workers
 
         run_workers(args, _row)
         return
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    cmd = [
-        sys.executable,
-        __file__,
-        "--serve",
-        str(port),
-        "--loop",
-        args.loop,
-        "--fanout",
-        str(args.fanout),
-    ]
-    server = subprocess.Popen(cmd, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(200):
-            try:
-                if httpx.get(f"{url}/ok").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.05)
-        print(
-            f"W7: {args.runs} concurrent streaming runs, fan-out {args.fanout} (W2 children, "
-            f"{LATENCY * 1000:.0f} ms per model call), server on {args.loop}; "
-            f"median of {args.repeats} (indicative: shared CPU)"
-        )
+    print(
+        f"W7: {args.runs} concurrent streaming runs, fan-out {args.fanout} (W2 children, "
+        f"{LATENCY * 1000:.0f} ms per model call), server on {args.loop}; "
+        f"median of {args.repeats} (indicative: shared CPU)"
+    )
+    if args.client in ("raw", "both"):
+        with _server(args, floor=True) as url:
+            floor = [
+                asyncio.run(_over_raw(url, args.runs, args.deadline)) for _ in range(args.repeats)
+            ]
+        print(_row("floor HTTP", floor, args.runs))
+    with _server(args, floor=False) as url:
         if args.client in ("raw", "both"):
             raw = [
                 asyncio.run(_over_raw(url, args.runs, args.deadline)) for _ in range(args.repeats)
@@ -480,12 +536,6 @@ def main() -> None:
                 asyncio.run(_over_http(url, args.runs, args.deadline)) for _ in range(args.repeats)
             ]
             print(_row("SDK HTTP", sdk, args.runs))
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
     local = [
         anyio.run(_in_process, args.runs, args.fanout, args.deadline, backend=args.loop)
         for _ in range(args.repeats)
