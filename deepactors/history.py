@@ -164,7 +164,12 @@ class MessageView(Sequence[Message]):
     def __getitem__(self, index: int | slice) -> Message | list[Message]:
         n = self._len
         if isinstance(index, slice):
-            return self._items()[:n][index]
+            # Only the slice is copied, not the view's first n messages first (the
+            # tail of a long history is asked for on every model call).
+            start, stop, step = index.indices(n)
+            if step > 0:  # indices() clamps both ends into [0, n]
+                return self._items()[start:stop:step]
+            return self._items()[:n][index]  # backwards: -1 in indices() means "past 0"
         i = index.__index__()
         if i < 0:
             i += n

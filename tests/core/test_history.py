@@ -6,6 +6,8 @@ import copy
 import pickle
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from deepactors import AssistantMessage, ToolCall, ToolMessage, UserMessage, create_deep_agent
 from deepactors.history import MessageList, MessageView
@@ -42,6 +44,28 @@ def test_a_view_reads_like_the_list_it_was_made_from() -> None:
         view[-4]
     with pytest.raises(TypeError):
         hash(view)
+
+
+_BOUND = st.none() | st.integers(-15, 15)
+
+
+@given(
+    made_at=st.integers(0, 8),
+    grown=st.integers(0, 5),
+    start=_BOUND,
+    stop=_BOUND,
+    step=st.none() | st.integers(-3, 3).filter(bool),
+    changed=st.booleans(),
+)
+def test_any_slice_of_a_view_is_that_slice_of_what_it_saw(
+    made_at: int, grown: int, start: int | None, stop: int | None, step: int | None, changed: bool
+) -> None:
+    msgs, items = _history(*(str(i) for i in range(made_at)))
+    view = msgs.view()
+    add_messages(msgs, [UserMessage(content=f"later {i}") for i in range(grown)])
+    if changed and msgs:
+        del msgs[0]  # a change other than appends: the view reads its own copy
+    assert view[start:stop:step] == items[start:stop:step]
 
 
 def test_a_view_does_not_see_messages_appended_after_it() -> None:
