@@ -286,15 +286,29 @@ async def _over_http(url: str, runs: int, deadline: float) -> dict[str, Any]:
             errors.append(repr(exc))
 
     async with LangGraphClient(http) as client:
-        # Connections of their own: a pooled one may have been closed by the server.
-        async with httpx.AsyncClient() as side:
-            await side.post(f"{url}/bench/reset")
-        t0, c0 = time.perf_counter(), time.process_time()
-        async with asyncio.timeout(deadline):
-            await asyncio.gather(*(one() for _ in range(runs)))
-        wall, client_cpu = time.perf_counter() - t0, time.process_time() - c0
-        async with httpx.AsyncClient() as side:
-            stats = (await side.get(f"{url}/bench/stats")).json()
+        return await _run_all(
+            url, [one() for _ in range(runs)], deadline, first, first_state, errors
+        )
+
+
+async def _run_all(
+    url: str,
+    runs: list[Any],
+    deadline: float,
+    first: list[float],
+    first_state: list[float],
+    errors: list[str],
+) -> dict[str, Any]:
+    """Reset the server's figures, run ``runs`` at once, and gather both sides' figures."""
+    # Connections of their own: a pooled one may have been closed by the server.
+    async with httpx.AsyncClient() as side:
+        await side.post(f"{url}/bench/reset")
+    t0, c0 = time.perf_counter(), time.process_time()
+    async with asyncio.timeout(deadline):
+        await asyncio.gather(*runs)
+    wall, client_cpu = time.perf_counter() - t0, time.process_time() - c0
+    async with httpx.AsyncClient() as side:
+        stats = (await side.get(f"{url}/bench/stats")).json()
     return {
         "first": first,
         "first_state": first_state,
@@ -377,22 +391,7 @@ async def _over_raw(url: str, runs: int, deadline: float) -> dict[str, Any]:
         if error is not None:
             errors.append(error)
 
-    async with httpx.AsyncClient() as side:
-        await side.post(f"{url}/bench/reset")
-    t0, c0 = time.perf_counter(), time.process_time()
-    async with asyncio.timeout(deadline):
-        await asyncio.gather(*(one() for _ in range(runs)))
-    wall, client_cpu = time.perf_counter() - t0, time.process_time() - c0
-    async with httpx.AsyncClient() as side:
-        stats = (await side.get(f"{url}/bench/stats")).json()
-    return {
-        "first": first,
-        "first_state": first_state,
-        "wall": wall,
-        "errors": errors,
-        "client_cpu_s": client_cpu,
-        **stats,
-    }
+    return await _run_all(url, [one() for _ in range(runs)], deadline, first, first_state, errors)
 
 
 async def _in_process(runs: int, fanout: int, deadline: float) -> dict[str, Any]:
