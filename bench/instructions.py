@@ -8,7 +8,8 @@ per run on a busy machine); needs valgrind.
     python bench/instructions.py w2 [--sizes 100 500] [--loops asyncio trio] [--no-gc]
     python bench/instructions.py w1 [--sizes 200 3000] [--loops asyncio trio] [--calls 1]
 
-- ``w2``: instructions per subagent, (I(N2) - I(N1)) / (N2 - N1), floor and deepactors.
+- ``w2``: instructions per subagent, (I(N2) - I(N1)) / (N2 - N1): the floor, deepactors,
+  and deepactors with ``pacing=None`` (what pacing costs in instructions).
 - ``w1``: instructions per turn at each K, (I(K) - I(1)) / (K - 1), floor and
   deepactors, and how deepactors' figure grows from the smallest K to the largest.
 
@@ -54,7 +55,7 @@ def w2(loops: list[str], sizes: list[int], gc_on: bool) -> None:
     print(f"W2 instructions per subagent (N={large} minus N={small}, collector {_on(gc_on)})")
     for backend in loops:
         per = {}
-        for impl in IMPLS:
+        for impl in (*IMPLS, "unpaced"):
             a, b = (
                 instructions("w2_fanout.py", [impl, backend, str(n), "--mode", "plain"], gc_on)
                 for n in (small, large)
@@ -63,6 +64,9 @@ def w2(loops: list[str], sizes: list[int], gc_on: bool) -> None:
         print(
             f"  {backend:8} floor {per['floor'] / 1e3:8.0f} k | deepactors "
             f"{per['deepactors'] / 1e3:8.0f} k | ratio {per['deepactors'] / per['floor']:.2f}x"
+            f" | unpaced {per['unpaced'] / 1e3:8.0f} k"
+            f" ({per['unpaced'] / per['floor']:.2f}x: pacing costs "
+            f"{per['deepactors'] / per['unpaced']:.2f}x)"
         )
 
 

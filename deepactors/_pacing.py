@@ -8,8 +8,8 @@ written, for every other task in the process (a web server's clients above all).
 
 A :class:`Pacer` bounds that. Before a step, an actor asks :meth:`Pacer.due`
 (a clock read and a comparison, nothing allocated). Steps go ahead until the
-current *slice* is ``quantum`` seconds old; after that, and while any step is
-waiting, steps park in FIFO order. A pump task ticks once per loop turn while
+current *slice* is ``quantum`` seconds old; after that, steps park in FIFO
+order. A pump task ticks once per loop turn while
 there is work: each tick starts a new slice and lets the next parked steps go,
 as many as fit in ``quantum`` (the count adapts to the measured length of the
 turns). Between turns the loop polls sockets and fires timers as usual, so a
@@ -94,9 +94,10 @@ class Pacer:
             self._busy = True
             return False
         self._busy = True
-        lot = self._lot
-        if lot:  # others wait already: queue behind them
-            return True
+        # Not "queue behind whoever waits": a step let go by the last tick asks
+        # again at its next pause point a few microseconds later, and parking it
+        # then would double the parks of a saturated loop. Parked steps still
+        # go first in every tick, so nobody waits for ever.
         return time.perf_counter() - self._slice >= self._quantum
 
     async def wait(self) -> None:

@@ -144,11 +144,8 @@ async def _child(
         if slot is not None:
             await slot.acquire()
         base = dict(files)  # the snapshot the diff is taken against
-        pacer = parent.tree.pacer
-        if pacer is not None and pacer.due():
-            # A wide fan-out's setups and first model calls wait for their
-            # slices instead of landing in one long loop turn.
-            await pacer.wait()
+        # No pause for the pacer here: the tool call that runs this child just
+        # had one (a fan-out's setups already wait for their slices there).
         session = child_session(
             spec, parent=parent, path=path, files=base, slot=slot, budget=budget
         )
