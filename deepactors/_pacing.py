@@ -88,10 +88,10 @@ class Pacer:
                 return False  # not running (yet, or any more): nothing paces
             # The first step after a quiet spell: a new slice; the pump wakes
             # and ticks from the next loop turn on.
-            self._idle = self._busy = False
+            self._idle = False
+            self._busy = True
             self._slice = time.perf_counter()
             self._wake.set()
-            self._busy = True
             return False
         self._busy = True
         # Not "queue behind whoever waits": a step let go by the last tick asks

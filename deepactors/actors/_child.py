@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import anyio
-import anyio.lowlevel
 
 from ..budget import Budget
 from ..context import RunContext, TreeSlot
