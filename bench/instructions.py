@@ -5,7 +5,7 @@ Runs a benchmark's worker (a warm-up, then one run) under ``valgrind
 cancel out. ``PYTHONHASHSEED=0`` keeps runs repeatable. Slow (a minute or two
 per run on a busy machine); needs valgrind.
 
-    python bench/instructions.py w2 [--sizes 100 500] [--loops asyncio trio] [--no-gc]
+    python bench/instructions.py w2 [--sizes 100 500] [--loops asyncio trio] [--no-gc] [--budget]
     python bench/instructions.py w1 [--sizes 200 3000] [--loops asyncio trio] [--calls 1]
 
 - ``w2``: instructions per subagent, (I(N2) - I(N1)) / (N2 - N1): the floor, deepactors,
@@ -50,12 +50,12 @@ def instructions(script: str, worker: list[str], gc_on: bool) -> int:
     return int(found.group(1))
 
 
-def w2(loops: list[str], sizes: list[int], gc_on: bool) -> None:
+def w2(loops: list[str], sizes: list[int], gc_on: bool, budget: bool = False) -> None:
     small, large = sizes
     print(f"W2 instructions per subagent (N={large} minus N={small}, collector {_on(gc_on)})")
     for backend in loops:
         per = {}
-        for impl in (*IMPLS, "unpaced"):
+        for impl in (*IMPLS, "unpaced", *(("budget",) if budget else ())):
             a, b = (
                 instructions("w2_fanout.py", [impl, backend, str(n), "--mode", "plain"], gc_on)
                 for n in (small, large)
@@ -68,6 +68,11 @@ def w2(loops: list[str], sizes: list[int], gc_on: bool) -> None:
             f" ({per['unpaced'] / per['floor']:.2f}x: pacing costs "
             f"{per['deepactors'] / per['unpaced']:.2f}x)"
         )
+        if budget:
+            print(
+                f"  {backend:8} under an unreachable Budget {per['budget'] / 1e3:8.0f} k"
+                f" ({per['budget'] / per['deepactors']:.3f}x without one; goal <= 1.1x)"
+            )
 
 
 def w1(loops: list[str], sizes: list[int], calls: int, gc_on: bool) -> None:
@@ -99,9 +104,12 @@ def main() -> None:
     parser.add_argument("--loops", nargs="+", default=["asyncio", "trio"])
     parser.add_argument("--calls", type=int, default=1, help="w1: tool calls per turn")
     parser.add_argument("--no-gc", action="store_true", help="collector off in the worker")
+    parser.add_argument(
+        "--budget", action="store_true", help="w2: also under an unreachable Budget (issue 12)"
+    )
     args = parser.parse_args()
     if args.workload == "w2":
-        w2(args.loops, args.sizes or [100, 500], not args.no_gc)
+        w2(args.loops, args.sizes or [100, 500], not args.no_gc, args.budget)
     else:
         w1(args.loops, args.sizes or [200, 3000], args.calls, not args.no_gc)
 

@@ -60,6 +60,7 @@ from _common import emit_result, measure, run_worker
 
 from deepactors import (
     AssistantMessage,
+    Budget,
     ToolCall,
     ToolMessage,
     UserMessage,
@@ -183,7 +184,13 @@ def floor_work(n: int) -> Callable[[], Awaitable[int]]:
 # -- deepactors ------------------------------------------------------------------------
 
 
-def our_work(n: int, defer_gc: bool = False, paced: bool = True) -> Callable[[], Awaitable[int]]:
+# Limits every resource (so all of the budget's accounting runs) and never refuses.
+UNREACHABLE = Budget(model_calls=10**9, input_tokens=10**12, output_tokens=10**12, tool_calls=10**9)
+
+
+def our_work(
+    n: int, defer_gc: bool = False, paced: bool = True, budget: Budget | None = None
+) -> Callable[[], Awaitable[int]]:
     child = {
         "name": "r",
         "description": "researches one topic",
@@ -204,7 +211,7 @@ def our_work(n: int, defer_gc: bool = False, paced: bool = True) -> Callable[[],
             async with open_runtime(defer_gc=defer_gc, pacing=0.005 if paced else None) as rt:
                 result = await agent.ainvoke("go", runtime=rt)
         else:
-            result = await agent.ainvoke("go")
+            result = await agent.ainvoke("go", budget=budget)
         return int(result["messages"][-1].text.split()[2])
 
     return run
@@ -215,6 +222,8 @@ MAKERS = {
     "deepactors": our_work,
     "defer_gc": functools.partial(our_work, defer_gc=True),
     "unpaced": functools.partial(our_work, paced=False),
+    # For bench/instructions.py w2 --budget (bench/w2_budget.py times it).
+    "budget": functools.partial(our_work, budget=UNREACHABLE),
 }
 
 
