@@ -43,7 +43,15 @@ import anyio
 sys.path.insert(0, str(Path(__file__).parent))
 
 from _common import Measured, measure, peak_rss_mb
-from w2_fanout import CRITICAL_PATH, LATENCY, child_turn, floor_run, lookup, main_turn
+from w2_fanout import (
+    CRITICAL_PATH,
+    LATENCY,
+    UNREACHABLE,
+    child_turn,
+    floor_run,
+    lookup,
+    main_turn,
+)
 
 from deepactors import (
     AssistantMessage,
@@ -56,10 +64,6 @@ from deepactors.models import FunctionModel, ModelRequest
 
 
 # -- deepactors ------------------------------------------------------------------------
-
-
-UNREACHABLE = Budget(model_calls=10**9, input_tokens=10**12, output_tokens=10**12, tool_calls=10**9)
-"""Limits every resource (so all the accounting runs) and never refuses."""
 
 
 def ours(n: int, budget: Budget | None = None) -> Any:
