@@ -79,13 +79,13 @@ from __future__ import annotations
 import contextlib
 import copy
 from collections.abc import AsyncGenerator, Mapping
-from types import TracebackType
 from typing import Any, ClassVar, Final, cast
 
 import anthropic
 import anyio
 import anyio.to_thread
 
+from deepactors._closing import AsyncClosing
 from deepactors._perloop import PerLoop
 from deepactors.errors import (
     ConfigurationError,
@@ -158,7 +158,7 @@ _SDK_OPTIONS: Final = ("extra_headers", "timeout")
 _PLAIN_MAX_TOKENS: Final = 21_333
 
 
-class AnthropicModel:
+class AnthropicModel(AsyncClosing):
     """Claude through ``anthropic.AsyncAnthropic``.
 
     Args:
@@ -454,17 +454,6 @@ class AnthropicModel:
         run that made it ends. A later call makes a new one.
         """
         await self._own_clients.aclose()
-
-    async def __aenter__(self) -> AnthropicModel:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 def _checked(message: AssistantMessage) -> AssistantMessage:

@@ -20,6 +20,7 @@ from typing import Any, Protocol, Self, runtime_checkable
 import anyio
 import anyio.lowlevel
 
+from .._closing import AsyncClosing
 from ..errors import ThreadBusy
 from ._json import check_text, decode_object, encode_object
 from ._lease import LocalTurns, ThreadLease, WhenBusy
@@ -237,7 +238,7 @@ class _Stored:
     created_at: float
 
 
-class MemoryCheckpointer:
+class MemoryCheckpointer(AsyncClosing):
     """A :class:`Checkpointer` in a dict, for tests and single-process use.
 
     Records are kept as the same JSON text SQLite would store, and decoded afresh
@@ -267,17 +268,6 @@ class MemoryCheckpointer:
     def location(self) -> str:
         """See :attr:`Checkpointer.location`."""
         return "memory"
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     @asynccontextmanager
     async def lease(self, thread_id: str) -> AsyncIterator[ThreadLease]:

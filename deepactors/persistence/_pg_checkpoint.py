@@ -18,13 +18,12 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Self
 
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
+from .._closing import AsyncClosing
 from .._perloop import PerLoop
 from ..errors import (
     CheckpointCorrupt,
@@ -131,7 +130,7 @@ async def _no_close(_: _GroupCommit) -> None:
     pass
 
 
-class PostgresCheckpointer:
+class PostgresCheckpointer(AsyncClosing):
     """A :class:`~deepactors.persistence.Checkpointer` in a PostgreSQL database.
 
     Tables are created on first use (``checkpoint_threads``,
@@ -271,14 +270,3 @@ class PostgresCheckpointer:
             await self._db.aclose()
         finally:
             await self._groups.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()

@@ -15,11 +15,11 @@ import builtins
 import functools
 import time
 from collections.abc import Callable
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import anyio.to_thread
 
+from .._closing import AsyncClosing
 from ..errors import ConfigurationError, StoreCorrupt, StoreError
 from ._json import decode_object
 from ._pg_conn import PgDatabase, PgErrors
@@ -102,7 +102,7 @@ def _checked(namespace: Namespace, *keys: str) -> list[str]:
     return list(namespace)
 
 
-class PostgresStore:
+class PostgresStore(AsyncClosing):
     """A :class:`~deepactors.persistence.Store` in a PostgreSQL database.
 
     The table (``store_items``) is created on first use; connections are
@@ -204,14 +204,3 @@ class PostgresStore:
     async def aclose(self) -> None:
         """Close this event-loop run's pool now (idempotent, not final)."""
         await self._db.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()

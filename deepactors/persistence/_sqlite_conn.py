@@ -41,8 +41,7 @@ import struct
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Protocol, Self, TypeVar
+from typing import Protocol, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -51,6 +50,7 @@ import anyio.to_thread
 # the event loop, racing other threads' loops.
 from anyio import Path as AsyncPath
 
+from .._closing import AsyncClosing
 from .._loops import CallThread, LoopRun, UnsupportedLoop, current_run
 from .._perloop import PerLoop
 from ..errors import PersistenceError
@@ -452,7 +452,7 @@ class Database:
         await self._connections.aclose()
 
 
-class SqliteBase:
+class SqliteBase(AsyncClosing):
     """What the SQLite checkpointer and store share: a file, closing, ``async with``."""
 
     _db: Database
@@ -472,14 +472,3 @@ class SqliteBase:
         closed by itself when the event-loop run that opened it ends.
         """
         await self._db.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()

@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
         "_loops",
         "_perloop",
         "_pacing",
+        "_closing",
         "models.cache",
         "_config",
         "_threads",
