@@ -175,3 +175,32 @@ def run_worker(script: Path, args: Sequence[str]) -> dict[str, Any]:
         if line.startswith("RESULT "):
             return json.loads(line[len("RESULT ") :])  # type: ignore[no-any-return]
     raise RuntimeError(f"worker {args} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+
+
+class StreamTimes:
+    """What a load client records of streamed runs: time to the first part, to the
+    first ``updates`` part, and every error (an ``error`` part or an exception)."""
+
+    def __init__(self) -> None:
+        self.first: list[float] = []
+        self.first_state: list[float] = []
+        self.errors: list[str] = []
+
+    async def follow(self, parts: Any, t0: float) -> None:
+        """Read a run's stream parts (``langgraph-sdk``'s), timing them from ``t0``.
+
+        A failure is counted, not raised: the figure says how many runs failed.
+        """
+        seen = False
+        try:
+            async for part in parts:
+                now = time.perf_counter() - t0
+                if not seen:
+                    self.first.append(now)
+                    seen = True
+                if part.event == "updates" and len(self.first_state) < len(self.first):
+                    self.first_state.append(now)
+                if part.event == "error":
+                    self.errors.append(str(part.data))
+        except Exception as exc:
+            self.errors.append(repr(exc))

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from _common import StreamTimes
 
 _REPO = Path(__file__).resolve().parent.parent
 
@@ -101,32 +102,24 @@ def _client(url: str, timeout: float) -> Any:
 
 async def _throughput(urls: list[str], runs: int, deadline: float) -> dict[str, Any]:
     clients = [_client(u, deadline) for u in urls]
-    first: list[float] = []
-    first_state: list[float] = []
-    errors: list[str] = []
+    times = StreamTimes()
+    first, first_state, errors = times.first, times.first_state, times.errors
 
     async def one(i: int) -> None:
         a, b = clients[i % len(clients)], clients[(i + 1) % len(clients)]
         t0 = time.perf_counter()
-        seen = False
         try:
             thread = await a.threads.create()
-            async for part in b.runs.stream(
-                thread["thread_id"],
-                "agent",
-                input={"messages": [{"role": "user", "content": "go"}]},
-                stream_mode="updates",
-            ):
-                now = time.perf_counter() - t0
-                if not seen:
-                    first.append(now)
-                    seen = True
-                if part.event == "updates" and len(first_state) < len(first):
-                    first_state.append(now)
-                if part.event == "error":
-                    errors.append(str(part.data))
         except Exception as exc:  # counted, not fatal
             errors.append(repr(exc))
+            return
+        parts = b.runs.stream(
+            thread["thread_id"],
+            "agent",
+            input={"messages": [{"role": "user", "content": "go"}]},
+            stream_mode="updates",
+        )
+        await times.follow(parts, t0)
 
     async with httpx.AsyncClient() as side:
         for url in urls:

@@ -57,7 +57,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import peak_rss_mb
+from _common import StreamTimes, peak_rss_mb
 from w2_fanout import LATENCY, child_turn, lookup
 
 from deepactors import AssistantMessage, ToolCall, create_deep_agent, open_runtime
@@ -260,35 +260,21 @@ async def _over_http(url: str, runs: int, deadline: float) -> dict[str, Any]:
 
     transport = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=None))
     http = httpx.AsyncClient(base_url=url, transport=transport, timeout=httpx.Timeout(deadline))
-    first: list[float] = []
-    first_state: list[float] = []
-    errors: list[str] = []
+    times = StreamTimes()
 
     async def one() -> None:
         t0 = time.perf_counter()
-        seen = False
-        try:
-            async for part in client.runs.stream(
-                None,
-                "agent",
-                input={"messages": [{"role": "user", "content": "go"}]},
-                stream_mode="updates",
-            ):
-                now = time.perf_counter() - t0
-                if not seen:
-                    first.append(now)
-                    seen = True
-                if part.event == "updates" and len(first_state) < len(first):
-                    first_state.append(now)
-                if part.event == "error":
-                    errors.append(str(part.data))
-        except Exception as exc:  # counted, not fatal: the figure says how many failed
-            errors.append(repr(exc))
+        parts = client.runs.stream(
+            None,
+            "agent",
+            input={"messages": [{"role": "user", "content": "go"}]},
+            stream_mode="updates",
+        )
+        await times.follow(parts, t0)
 
     async with LangGraphClient(http) as client:
-        return await _run_all(
-            url, [one() for _ in range(runs)], deadline, first, first_state, errors
-        )
+        started = [one() for _ in range(runs)]
+        return await _run_all(url, started, deadline, times.first, times.first_state, times.errors)
 
 
 async def _run_all(
