@@ -15,7 +15,7 @@ from ._pg_drive import (
     LeaseConnection,
     configure_lease_async,
     drive_async,
-    lease_kwargs,
+    pool_options,
     unlock_all_async,
 )
 from ._pg_sql import Op
@@ -48,19 +48,9 @@ class AsyncDriver:
         self._writer: psycopg.AsyncConnection[Any] | None = None
         # Uncontended (group commit has one committer): no yield on taking it.
         self._write_lock = anyio.Lock(fast_acquire=True)
-        kwargs = {"autocommit": True}
-        self._pool = AsyncConnectionPool(
-            dsn, min_size=1, max_size=size, kwargs=kwargs, open=False, timeout=OPEN_TIMEOUT
-        )
-        self._leases = AsyncConnectionPool(
-            dsn,
-            min_size=0,
-            max_size=lease_size,
-            kwargs=lease_kwargs(),
-            open=False,
-            timeout=OPEN_TIMEOUT,
-            configure=configure_lease_async,
-        )
+        work, leases = pool_options(dsn, size, lease_size)
+        self._pool = AsyncConnectionPool(**work)
+        self._leases = AsyncConnectionPool(**leases, configure=configure_lease_async)
 
     async def open(self, prepare: Op[None]) -> None:
         # One connection of its own first: a wrong DSN or a server that is down

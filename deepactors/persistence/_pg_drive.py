@@ -25,7 +25,7 @@ __all__ = [
     "configure_lease_async",
     "drive_async",
     "drive_sync",
-    "lease_kwargs",
+    "pool_options",
     "unlock_all",
     "unlock_all_async",
 ]
@@ -133,11 +133,29 @@ def configure_lease(conn: psycopg.Connection[Any]) -> None:
         conn.execute(_LEASE_SESSION)
 
 
-def lease_kwargs() -> dict[str, Any]:
-    """Connection options of lease connections.
+def pool_options(dsn: str, size: int, lease_size: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Options of the two pools, the same for psycopg's async and sync pool classes.
 
-    The application name says who holds a lease, in ``pg_stat_activity`` and in
-    the ``ThreadBusy`` a refused run gets.
+    The work pool keeps one connection open; the lease pool opens one per held
+    lease. A lease connection's application name says who holds a lease, in
+    ``pg_stat_activity`` and in the ``ThreadBusy`` a refused run gets. The lease
+    pool's ``configure`` (async or sync) is the caller's to add.
     """
     name = f"deepactors pid {os.getpid()} on {socket.gethostname()}"
-    return {"autocommit": True, "application_name": name[:63]}
+    work = {
+        "conninfo": dsn,
+        "min_size": 1,
+        "max_size": size,
+        "kwargs": {"autocommit": True},
+        "open": False,
+        "timeout": OPEN_TIMEOUT,
+    }
+    leases = {
+        "conninfo": dsn,
+        "min_size": 0,
+        "max_size": lease_size,
+        "kwargs": {"autocommit": True, "application_name": name[:63]},
+        "open": False,
+        "timeout": OPEN_TIMEOUT,
+    }
+    return work, leases

@@ -20,7 +20,7 @@ from ._pg_drive import (
     LeaseConnection,
     configure_lease,
     drive_sync,
-    lease_kwargs,
+    pool_options,
     unlock_all,
 )
 from ._pg_sql import Op
@@ -79,19 +79,9 @@ class ThreadDriver:
         self._writer: psycopg.Connection[Any] | None = None
         # Uncontended (group commit has one committer): no yield on taking it.
         self._write_lock = anyio.Lock(fast_acquire=True)
-        kwargs = {"autocommit": True}
-        self._pool = ConnectionPool(
-            dsn, min_size=1, max_size=size, kwargs=kwargs, open=False, timeout=OPEN_TIMEOUT
-        )
-        self._leases = ConnectionPool(
-            dsn,
-            min_size=0,
-            max_size=lease_size,
-            kwargs=lease_kwargs(),
-            open=False,
-            timeout=OPEN_TIMEOUT,
-            configure=configure_lease,
-        )
+        work, leases = pool_options(dsn, size, lease_size)
+        self._pool = ConnectionPool(**work)
+        self._leases = ConnectionPool(**leases, configure=configure_lease)
         # Lease waits block a thread each: their own limiter, so they never
         # take the threads the run's other work needs.
         self._limiter = anyio.CapacityLimiter(lease_size)
