@@ -15,14 +15,20 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
+import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream
-from starlette.responses import Response
+from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
+from .._pacing import Pacer
+from ..errors import DeepActorsError, InputError
 from ..events import Event
 from ..lc_views import LangGraphStream, StreamPart
 
-__all__ = ["EventSourceResponse", "WaitResponse", "part_frames", "sse_frame"]
+__all__ = ["EventSourceResponse", "WaitResponse", "error_response", "part_frames", "sse_frame"]
+
+_log = structlog.get_logger("deepactors.server")
 
 HEARTBEAT = 15.0
 """Seconds of silence before a comment line keeps proxies from closing the stream."""
@@ -32,6 +38,24 @@ def sse_frame(event: str, data: Any) -> bytes:
     """One server-sent event: ``event: <name>`` and its JSON ``data``."""
     body = json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=repr)
     return f"event: {event}\r\ndata: {body}\r\n\r\n".encode()
+
+
+def error_response(exc: Exception, path: str) -> JSONResponse | None:
+    """The JSON answer to an error the server reports to clients (None: any other).
+
+    ``HTTPException``: its status; bad input (:class:`InputError`): 422; any
+    other error of ours: 500 naming it (and logged), as a ``detail``.
+    """
+    if isinstance(exc, HTTPException):
+        return JSONResponse(
+            {"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers
+        )
+    if isinstance(exc, InputError):
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+    if isinstance(exc, DeepActorsError):
+        _log.warning("request failed", path=path, error=repr(exc))
+        return JSONResponse({"detail": f"{type(exc).__name__}: {exc}"}, status_code=500)
+    return None
 
 
 def _part_frame(part: StreamPart) -> bytes:
@@ -101,6 +125,11 @@ class EventSourceResponse(Response):
         finish: Awaited after the last event; returns an ``error`` event's data
             when the run failed (sent last), else None.
         headers: Extra response headers (``Location``...).
+        launch: Starts the run, once its first event is out (the run was
+            created but not started); also called if the response ends
+            before that. It must be idempotent.
+        pacer: The runtime's pacer: after the first event, the rest (the
+            run's start, the watcher) waits its turn behind the agents' steps.
     """
 
     def __init__(
@@ -112,6 +141,8 @@ class EventSourceResponse(Response):
         on_disconnect: Callable[[], None],
         finish: Callable[[], Awaitable[dict[str, Any] | None]],
         headers: Mapping[str, str] | None = None,
+        launch: Callable[[], None] | None = None,
+        pacer: Pacer | None = None,
     ) -> None:
         self._events = events
         self._adapter = adapter
@@ -119,6 +150,8 @@ class EventSourceResponse(Response):
         self._on_disconnect = on_disconnect
         self._finish = finish
         self._extra = headers or {}
+        self._launch = launch
+        self._pacer = pacer
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = _headers(self._extra, b"text/event-stream; charset=utf-8")
@@ -137,8 +170,18 @@ class EventSourceResponse(Response):
             except OSError:
                 self._on_disconnect()  # the client is gone already
                 return
+            pacer = self._pacer
+            if pacer is not None and pacer.due():
+                # The client has its first event. Under a burst of requests the
+                # rest (starting the run, spawning the watcher) waits its turn,
+                # so the requests behind this one get their first events first.
+                await pacer.wait()
+            if self._launch is not None:
+                self._launch()
             await _watched(respond, receive, self._on_disconnect)
         finally:
+            if self._launch is not None:
+                self._launch()  # never left created and not started
             self._events.close()
 
     def _frame(self, item: Event | bytes) -> bytes:

@@ -81,6 +81,8 @@ class RunManager:
         self.runs: dict[str, RunRecord] = {}
         self._shared = SharedRuns(self.relay, task_group, self)
         self._closing = False
+        # Runs created with launch=False, until launched: what they start with.
+        self._unlaunched: dict[str, tuple[RunInput, Mapping[str, Any] | None, float | None]] = {}
 
     # -- lookups ---------------------------------------------------------------------
 
@@ -152,6 +154,7 @@ class RunManager:
         run.cancelled.set()
         if run.handle is not None:
             run.handle.cancel()
+        self.launch(run)  # not started yet: its driver ends it as interrupted
 
     def cancel_requested(self, run_id: str, action: str) -> None:
         """Another process asks to cancel a run of this one (through the relay)."""
@@ -186,8 +189,14 @@ class RunManager:
         body: RunCreate,
         *,
         subscriber: Subscriber | None = None,
+        launch: bool = True,
     ) -> RunRecord:
         """Validate a run, apply its multitask strategy, and start it.
+
+        With ``launch=False`` the run is created (known, pending, with its id)
+        but its driver is started only by :meth:`launch`: a streaming response
+        sends its first event before that. Cancelling such a run launches it
+        too (its driver then ends it at once), so none is left pending.
 
         Raises:
             HTTPException: 404 unknown assistant, 409 a busy thread with ``reject``,
@@ -233,8 +242,16 @@ class RunManager:
             thread.runs.append(run)
             thread.updated_at = time.time()
             self.runs[run.run_id] = run
-            self._tg.start_soon(self._drive, run, run_input, body.context, body.after_seconds)
+            self._unlaunched[run.run_id] = (run_input, body.context, body.after_seconds)
+            if launch:
+                self.launch(run)
         return run
+
+    def launch(self, run: RunRecord) -> None:
+        """Start the driver of a run created with ``launch=False`` (later calls: nothing)."""
+        start = self._unlaunched.pop(run.run_id, None)
+        if start is not None:
+            self._tg.start_soon(self._drive, run, *start)
 
     async def _make_room(
         self, thread: ThreadRecord, inflight: list[RunRecord], strategy: str
@@ -413,6 +430,7 @@ class RunManager:
             run.cancelled.set()
             if run.handle is not None:
                 run.handle.cancel()
+            self.launch(run)
         if not (wait or action == "rollback"):
             return
         with anyio.CancelScope(shield=True):

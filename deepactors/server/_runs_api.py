@@ -10,15 +10,16 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from ..events import Event
 from ..lc_views import LangGraphStream
 from ._records import RunRecord, Subscriber, ThreadRecord, new_uuid
-from ._responses import EventSourceResponse, WaitResponse
+from ._responses import EventSourceResponse, WaitResponse, error_response
 from ._runs import RunManager
-from ._schemas import RunCreate, RunsCancel, read_body
+from ._schemas import RunCreate, RunsCancel, parse_body, read_body
 
-__all__ = ["run_routes"]
+__all__ = ["run_routes", "serve_stream", "stream_target"]
 
 
 def _manager(request: Request) -> RunManager:
@@ -34,8 +35,10 @@ def _adapter(modes: Any, subgraphs: bool, thread_id: str | None) -> LangGraphStr
 
 
 async def _thread_for(request: Request, body: RunCreate) -> ThreadRecord:
-    manager = _manager(request)
-    thread_id = request.path_params.get("thread_id")
+    return await _thread_of(_manager(request), request.path_params.get("thread_id"), body)
+
+
+async def _thread_of(manager: RunManager, thread_id: str | None, body: RunCreate) -> ThreadRecord:
     if thread_id is None:  # stateless: a thread of its own, gone when the run ends
         thread = ThreadRecord(thread_id=new_uuid(), temporary=body.on_completion != "keep")
         manager.threads[thread.thread_id] = thread
@@ -58,32 +61,41 @@ async def create_run(request: Request) -> Response:
     try:
         run = await _manager(request).create(thread, body)
     except BaseException:
-        _drop_unused(request, thread)
+        _drop_unused(_manager(request), thread)
         raise
     return JSONResponse(
         run.to_json(), headers={"Content-Location": _locations(run, "")["Content-Location"]}
     )
 
 
-def _drop_unused(request: Request, thread: ThreadRecord) -> None:
+def _drop_unused(manager: RunManager, thread: ThreadRecord) -> None:
     if thread.temporary and not thread.runs:
-        _manager(request).threads.pop(thread.thread_id, None)
+        manager.threads.pop(thread.thread_id, None)
 
 
 async def stream_run(request: Request) -> Response:
     body = await read_body(request, RunCreate)
-    thread = await _thread_for(request, body)
+    return await _open_stream(_manager(request), request.path_params.get("thread_id"), body)
+
+
+async def _open_stream(
+    manager: RunManager, thread_id: str | None, body: RunCreate
+) -> EventSourceResponse:
+    thread = await _thread_of(manager, thread_id, body)
     adapter = _adapter(
         body.stream_mode, body.stream_subgraphs, None if thread.temporary else thread.thread_id
     )
-    manager = _manager(request)
     send, receive = anyio.create_memory_object_stream[Event | bytes](float("inf"))
     try:
-        run = await manager.create(thread, body, subscriber=Subscriber(send, body.stream_subgraphs))
+        # Created, not started: the response starts it once the client has
+        # its first event (under a burst, that event goes out first).
+        run = await manager.create(
+            thread, body, subscriber=Subscriber(send, body.stream_subgraphs), launch=False
+        )
     except BaseException:
         send.close()
         receive.close()
-        _drop_unused(request, thread)
+        _drop_unused(manager, thread)
         raise
     cancel = body.on_disconnect != "continue"
     return EventSourceResponse(
@@ -93,7 +105,59 @@ async def stream_run(request: Request) -> Response:
         on_disconnect=lambda: _left(manager, run, cancel),
         finish=lambda: _error_of(manager, run),
         headers=_locations(run, "stream"),
+        launch=lambda: manager.launch(run),
+        pacer=manager.runtime.pacer,
     )
+
+
+_STREAM_TAIL = "/runs/stream"
+
+
+def stream_target(scope: Scope) -> tuple[bool, str | None]:
+    """Whether a request is ``POST /runs/stream`` or ``POST /threads/{id}/runs/stream``,
+    and its thread id (None: stateless): the two endpoints :func:`serve_stream` serves.
+    """
+    path: str = scope["path"]
+    if scope["method"] != "POST" or not path.endswith(_STREAM_TAIL) or scope.get("root_path"):
+        return False, None
+    if path == _STREAM_TAIL:
+        return True, None
+    head = path[: -len(_STREAM_TAIL)]
+    # "/threads/{thread_id}", as the router matches it: one non-empty segment.
+    thread_id = head[9:]
+    if head.startswith("/threads/") and thread_id and "/" not in thread_id:
+        return True, thread_id
+    return False, None
+
+
+async def serve_stream(
+    manager: RunManager, thread_id: str | None, scope: Scope, receive: Receive, send: Send
+) -> None:
+    """A streaming run's request, answered without the router and middleware stack.
+
+    What the route does (same body checks, same errors and status codes), for
+    the endpoint a burst of clients hits at once: each request's first event
+    goes out about 50 us sooner, and the last of 1,000 waits that much less
+    for each of the others.
+    """
+    chunks: list[bytes] = []
+    more = True
+    while more:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return  # gone before its request was read: nothing was created
+        chunks.append(message.get("body", b""))
+        more = message.get("more_body", False)
+    response: Response
+    try:
+        body = parse_body(b"".join(chunks), RunCreate)
+        response = await _open_stream(manager, thread_id, body)
+    except Exception as exc:
+        answer = error_response(exc, scope["path"])
+        if answer is None:
+            raise
+        response = answer
+    await response(scope, receive, send)
 
 
 def _left(manager: RunManager, run: RunRecord, cancel: bool) -> None:
@@ -119,7 +183,7 @@ async def wait_run(request: Request) -> Response:
     try:
         run = await manager.create(thread, body)
     except BaseException:
-        _drop_unused(request, thread)
+        _drop_unused(_manager(request), thread)
         raise
     cancel = body.on_disconnect != "continue"
     return WaitResponse(

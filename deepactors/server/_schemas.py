@@ -28,6 +28,7 @@ __all__ = [
     "ThreadPatch",
     "ThreadSearch",
     "ThreadStateUpdate",
+    "parse_body",
     "read_body",
 ]
 
@@ -209,7 +210,15 @@ async def read_body(request: Request, model: type[Body]) -> Body:
 
     An empty body reads as ``{}`` (the SDK sends none for some calls).
     """
-    raw = await request.body()
+    return parse_body(await request.body(), model)
+
+
+def parse_body(raw: bytes, model: type[Body]) -> Body:
+    """A request body's bytes as ``model`` (see :func:`read_body`).
+
+    Raises:
+        HTTPException: 422, naming the field, when the body is not such a model.
+    """
     try:
         data = json.loads(raw) if raw.strip() else {}
     except ValueError as exc:
