@@ -15,8 +15,8 @@ as many as fit in ``quantum`` (the count adapts to the measured length of the
 turns). Between turns the loop polls sockets and fires timers as usual, so a
 timer or a request waits about one slice, not for the whole wave.
 
-Only actor steps are paced (the top of an agent turn, a model call's return, a
-tool call's start, a fan-out's spawning): the rest of the process (a server's
+Only actor steps are paced (a run's start, a model call's return, a tool
+call's start, a fan-out's spawning): the rest of the process (a server's
 request handling, a user's own tasks) runs as before, ahead of parked steps.
 A step itself is never split: a tool that computes for 50 ms still holds the
 loop for 50 ms. Without contention nothing parks, and the cost is a clock read

@@ -223,6 +223,13 @@ class _ThreadActor:
                 if handle._cancelled:
                     scope.cancel()
                 try:
+                    pacer = self.runtime.pacer
+                    if pacer is not None and pacer.due():
+                        # A run's start (its state, hooks and first model
+                        # request) is a step too: a burst of new runs starts in
+                        # slices, behind what waits already (and a server's
+                        # requests go ahead of them).
+                        await pacer.wait()
                     async with _hold(self.turn):
                         # Forgotten first: after a run that fails half-way the head
                         # is unknown, and the next run reads the thread again from

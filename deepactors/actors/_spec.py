@@ -227,6 +227,8 @@ def prepare_input(
             input = replace(input, context=check_context(spec, context))
         return input if budget is None else replace(input, budget=budget)
     run_input = _prepare_values(spec, input, thread_id)
+    if context is None and budget is None and spec.context_adapter is None:
+        return run_input  # its context is {} already: no copy (a server makes one per run)
     return replace(run_input, context=check_context(spec, context), budget=budget)
 
 

@@ -9,6 +9,7 @@ it (metadata, status, the values of the last run) and is kept in memory.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 import uuid
 from collections.abc import Mapping
@@ -41,8 +42,15 @@ _ASSISTANT_NS = uuid.UUID("6f1c4a5e-2d0b-4c58-9a43-5d6b2f1e8a11")
 
 
 def new_uuid() -> str:
-    """A fresh id in the protocol's format (a UUID)."""
-    return str(uuid.uuid4())
+    """A fresh random id in the protocol's format (a version 4 UUID).
+
+    What ``str(uuid.uuid4())`` gives, from the same 16 random bytes of the
+    OS, at less than half its cost (no ``UUID`` object): two per streamed run.
+    """
+    h = os.urandom(16).hex()
+    # The version nibble is 4; the variant's top two bits are 10 (RFC 4122).
+    variant = "89ab"[int(h[16], 16) & 3]
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{variant}{h[17:20]}-{h[20:]}"
 
 
 def iso(seconds: float) -> str:

@@ -220,14 +220,21 @@ def parse_body(raw: bytes, model: type[Body]) -> Body:
         HTTPException: 422, naming the field, when the body is not such a model.
     """
     try:
-        data = json.loads(raw) if raw.strip() else {}
-    except ValueError as exc:
-        raise HTTPException(422, f"body: not valid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise HTTPException(422, f"body: must be a JSON object, not {type(data).__name__}")
-    try:
-        return model.model_validate(data)
+        if not raw.strip():
+            return model.model_validate({})
+        # Parsed and validated in one pass by pydantic-core (no dict of Python
+        # objects first): the streaming endpoints parse one per request.
+        return model.model_validate_json(raw)
     except ValidationError as exc:
+        err = exc.errors()[0]
+        if err["type"] == "json_invalid":
+            raise HTTPException(422, f"body: not valid JSON ({err['msg']})") from None
+        if err["type"] == "model_type" and not err["loc"]:
+            try:
+                kind = type(json.loads(raw)).__name__
+            except ValueError:
+                kind = "JSON"
+            raise HTTPException(422, f"body: must be a JSON object, not {kind}") from None
         raise HTTPException(422, validation_detail(exc)) from None
 
 
