@@ -21,6 +21,7 @@ this costs anything (:class:`LocalRelay`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -52,6 +53,8 @@ from ._schemas import RunCreate
 from ._shared_runs import SharedRuns
 
 __all__ = ["RunManager"]
+
+_NO_TURN = contextlib.nullcontext()
 
 
 class RunManager:
@@ -212,7 +215,9 @@ class RunManager:
             run_input = run_input_of(assistant.stateless, body, None)
         else:
             run_input = run_input_of(assistant.agent, body, thread.thread_id)
-        async with thread.turn:
+        # A stateless run's thread is its own, and admitting it awaits nothing
+        # (no run ahead of it, no checkpoint, no relay): no turn to take.
+        async with _NO_TURN if thread.temporary else thread.turn:
             inflight = thread.inflight
             if inflight:
                 await self._make_room(thread, inflight, body.multitask_strategy)
