@@ -18,6 +18,12 @@ PostgreSQL database (``--db``, else a private durable server started for the
 bench): see ``_w7_workers.py`` for what that measures (throughput with 1 and N
 processes, and the latency of cancelling a run through another process).
 
+The server runs asyncio on uvloop when it is installed, as ``deepactors serve``
+does (uvicorn's ``loop="auto"``); ``W7_UVLOOP=0`` runs plain asyncio. Other
+knobs for experiments: ``W7_PACING`` (seconds, or ``off``), ``W7_GC=default``
+(CPython's collector settings instead of the ``tune_gc`` and ``defer_gc`` that
+``deepactors serve`` sets), ``W7_PROFILE=path``.
+
 Three sides: the **floor** (a bare ASGI app on the same server and loop that
 parses the request and streams the run's shape, the metadata event at once and
 one ``updates`` event per 50 ms turn of the critical path, with no agent behind
@@ -175,14 +181,16 @@ def serve_process(
     from deepactors.server import create_app, tune_gc
 
     pacing = os.environ.get("W7_PACING")  # an experiment's knob: seconds, or "off"
+    tuned = os.environ.get("W7_GC") != "default"
     app: Any = floor_app
     if not floor:
         app = create_app(
             {"agent": build_agent(fanout)},
             runs_db=runs_db,
+            defer_gc=tuned,  # as deepactors serve does
             **({} if pacing is None else {"pacing": None if pacing == "off" else float(pacing)}),
         )
-    if os.environ.get("W7_GC") != "default":
+    if tuned:
         tune_gc()  # as `deepactors serve` does
     ticker = _Ticker()
     profile_to = os.environ.get("W7_PROFILE")
@@ -244,7 +252,18 @@ def serve_process(
                     await serve(bench_app, config, shutdown_trigger=stop)
             tg.cancel_scope.cancel()
 
-    anyio.run(main, backend=loop)
+    # As `deepactors serve` runs (uvicorn's loop="auto"): asyncio on uvloop when
+    # it is installed, for the floor and for deepactors alike. W7_UVLOOP=0: not.
+    uvloop = loop == "asyncio" and os.environ.get("W7_UVLOOP") != "0" and _has_uvloop()
+    anyio.run(main, backend=loop, backend_options={"use_uvloop": True} if uvloop else {})
+
+
+def _has_uvloop() -> bool:
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 # -- the client --------------------------------------------------------------------------
@@ -499,9 +518,11 @@ def main() -> None:
 
         run_workers(args, _row)
         return
+    uvloop = args.loop == "asyncio" and os.environ.get("W7_UVLOOP") != "0" and _has_uvloop()
+    on_uvloop = " (uvloop)" if uvloop else ""
     print(
         f"W7: {args.runs} concurrent streaming runs, fan-out {args.fanout} (W2 children, "
-        f"{LATENCY * 1000:.0f} ms per model call), server on {args.loop}; "
+        f"{LATENCY * 1000:.0f} ms per model call), server on {args.loop}{on_uvloop}; "
         f"median of {args.repeats} (indicative: shared CPU)"
     )
     if args.client in ("raw", "both"):

@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 import anyio
 import anyio.lowlevel
+import structlog
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
@@ -52,6 +53,8 @@ from ._spec import AgentSpec, HasSpec, RunInput, prepare_input
 from ._tool_call import stop_in
 
 __all__ = ["ActorStatistics", "RunHandle", "Runtime", "await_handle", "open_runtime"]
+
+_log = structlog.get_logger("deepactors")
 
 MAILBOX_SIZE = 64
 """Orders an actor holds before ``start`` waits: backpressure for a flooded thread."""
@@ -115,6 +118,22 @@ class RunHandle:
         assert self._result is not None
         return self._result
 
+    def result_nowait(self) -> dict[str, Any]:
+        """The final state of a run that has ended, without waiting.
+
+        Raises:
+            anyio.WouldBlock: The run has not ended yet.
+            RunCancelled: The run was cancelled through its handle.
+            TimeoutError: The run passed its deadline.
+            Exception: Whatever the run raised.
+        """
+        if not self._done.is_set():
+            raise anyio.WouldBlock
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
     def _finish(self, result: dict[str, Any] | None, error: BaseException | None) -> None:
         if not self._done.is_set():
             self._result, self._error = result, error
@@ -144,6 +163,7 @@ class _Order:
     input: RunInput
     emit_stream: MemoryObjectSendStream[Event] | None
     emit: Callable[[Event], None] | None  # the stream's send_nowait and/or on_event
+    on_done: Callable[[RunHandle], None] | None = None
 
 
 class _Turn:
@@ -267,6 +287,13 @@ class _ThreadActor:
             if order.emit_stream is not None:
                 order.emit_stream.close()
             handle._finish(result, error)
+            if order.on_done is not None:
+                try:
+                    order.on_done(handle)
+                except Exception:
+                    # A listener's bug must not take the runtime (and every
+                    # other run in it) down: said, and left there.
+                    _log.exception("on_done failed", path=handle.path, run_id=handle.run_id)
 
 
 def _finished_event(
@@ -338,8 +365,11 @@ class Runtime:
         budget: Budget | None = None,
         stream: bool = False,
         on_event: Callable[[Event], None] | None = None,
+        on_done: Callable[[RunHandle], None] | None = None,
     ) -> RunHandle:
         """Validate the input and queue a run; return its handle at once.
+
+        Waits only when the thread's mailbox is full (backpressure).
 
         Args:
             agent: The agent to run (anything with a ``spec``: a ``DeepAgent``).
@@ -356,11 +386,70 @@ class Runtime:
                 for a listener that dispatches events itself (a server's
                 subscribers), with no stream and no task of its own in between.
                 It must not block or raise.
+            on_done: Called once with the handle when the run has ended (its
+                result or error set), in the actor's task: for a caller that
+                records how runs end without a task awaiting each. It must not
+                block; an error it raises is logged.
 
         Raises:
             InputError: The input or an option is invalid (nothing was started).
             RuntimeClosed: The runtime is closing.
         """
+        actor, order = self._order(
+            agent, input, thread_id, timeout, context, budget, stream, on_event, on_done
+        )
+        if actor.mailbox is not None and actor.key is not None:
+            actor.queued += 1
+            await actor.mailbox.send(order)
+            return order.handle
+        return self._queue(actor, order)
+
+    def start_nowait(
+        self,
+        agent: HasSpec,
+        input: object,
+        *,
+        thread_id: str | None = None,
+        timeout: float | None = None,
+        context: object = None,
+        budget: Budget | None = None,
+        stream: bool = False,
+        on_event: Callable[[Event], None] | None = None,
+        on_done: Callable[[RunHandle], None] | None = None,
+    ) -> RunHandle:
+        """:meth:`start`, without waiting: for a caller that cannot await.
+
+        A run without a thread is always queued at once.
+
+        Raises:
+            anyio.WouldBlock: The thread's mailbox is full (nothing was queued;
+                :meth:`start` waits for room).
+            InputError: The input or an option is invalid (nothing was started).
+            RuntimeClosed: The runtime is closing.
+        """
+        actor, order = self._order(
+            agent, input, thread_id, timeout, context, budget, stream, on_event, on_done
+        )
+        if actor.mailbox is not None and actor.key is not None:
+            actor.mailbox.send_nowait(order)  # WouldBlock when full: nothing queued
+            actor.queued += 1
+            return order.handle
+        return self._queue(actor, order)
+
+    def _order(
+        self,
+        agent: HasSpec,
+        input: object,
+        thread_id: str | None,
+        timeout: float | None,
+        context: object,
+        budget: Budget | None,
+        stream: bool,
+        on_event: Callable[[Event], None] | None,
+        on_done: Callable[[RunHandle], None] | None,
+    ) -> tuple[_ThreadActor, _Order]:
+        """A run's order, and the actor that will serve it (a new one-shot actor,
+        not started yet, for a run without a thread)."""
         if self._closed:
             raise RuntimeClosed("this runtime is closed; open a new one with open_runtime()")
         spec = agent.spec
@@ -385,20 +474,21 @@ class Runtime:
             emit = send.send_nowait
         else:
             emit = on_event
-        order = _Order(handle=handle, input=run_input, emit_stream=send, emit=emit)
+        order = _Order(handle=handle, input=run_input, emit_stream=send, emit=emit, on_done=on_done)
         if thread_id is None:
             # No thread: a one-shot actor that exits after this order.
-            actor = _ThreadActor(runtime=self, spec=spec, thread_id=None, key=None)
-            mailbox = self._spawn(actor)
-            actor.queued += 1
-            mailbox.send_nowait(order)
-            mailbox.close()
-            return handle
+            return _ThreadActor(runtime=self, spec=spec, thread_id=None, key=None), order
         actor = self._actor_for(spec, thread_id)
         assert actor.mailbox is not None
+        return actor, order
+
+    def _queue(self, actor: _ThreadActor, order: _Order) -> RunHandle:
+        """Start a one-shot actor with ``order`` as its only order."""
+        mailbox = self._spawn(actor)
         actor.queued += 1
-        await actor.mailbox.send(order)
-        return handle
+        mailbox.send_nowait(order)
+        mailbox.close()
+        return order.handle
 
     def _spawn(self, actor: _ThreadActor) -> MemoryObjectSendStream[_Order]:
         """Start ``actor``'s task; return its mailbox, open at once.

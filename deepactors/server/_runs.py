@@ -1,9 +1,12 @@
 """Runs of the server: created on a thread, driven under the app's runtime, cancelled.
 
-Every run is started with ``Runtime.start(..., stream=True)`` by a driver task
-that the app's task group owns (so no request task owns a run). The driver
-reads the run's events and hands each to the run's subscribers (SSE responses,
-each with a memory object stream of its own), then records how the run ended.
+A run is an actor's order under the app's runtime; no request task owns it.
+Its events go straight from the agent to the run's subscribers (SSE
+responses, each with a memory object stream of its own) through ``on_event``.
+A stateless run is started by :meth:`RunManager.launch` itself and its actor
+reports how it ended (``on_done``); any other run has a driver task that the
+app's task group owns, which waits out a delay, queues the run on its thread
+and reads the thread back from its checkpoint when the run failed.
 
 Runs of one thread take turns in that thread's actor (enqueue). The other
 multitask strategies act before the new run is queued: ``reject`` refuses it,
@@ -26,7 +29,7 @@ import dataclasses
 import functools
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import anyio
@@ -34,7 +37,7 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 from starlette.exceptions import HTTPException
 
-from ..actors import RunInput, Runtime
+from ..actors import RunHandle, RunInput, Runtime
 from ..errors import DeepActorsError, RunCancelled
 from ..events import Event
 from ..lc_views import interrupts_to_lc, values_to_lc
@@ -53,6 +56,20 @@ from ._schemas import RunCreate
 from ._shared_runs import SharedRuns
 
 __all__ = ["RunManager"]
+
+
+def _outcome(handle: RunHandle) -> tuple[RunStatus, dict[str, Any] | None]:
+    """How an ended run ended: its status, and its values (or its error) as JSON."""
+    try:
+        values = handle.result_nowait()
+    except RunCancelled:
+        return "interrupted", None
+    except TimeoutError:
+        return "timeout", None
+    except Exception as exc:
+        return "error", {"__error__": error_json(exc)}
+    return "success", values_to_lc(values)
+
 
 _NO_TURN = contextlib.nullcontext()
 
@@ -253,10 +270,34 @@ class RunManager:
         return run
 
     def launch(self, run: RunRecord) -> None:
-        """Start the driver of a run created with ``launch=False`` (later calls: nothing)."""
+        """Start a run created with ``launch=False`` (later calls: nothing).
+
+        A stateless run with no delay starts here and now, with no task of its
+        own: its actor reports how it ended (``on_done``). Any other gets a
+        driver task: a delay to wait out, a thread's mailbox that may be full,
+        a checkpoint to read back at the end.
+        """
         start = self._unlaunched.pop(run.run_id, None)
-        if start is not None:
-            self._tg.start_soon(self._drive, run, *start)
+        if start is None:
+            return
+        run_input, context, after = start
+        if after or not run.thread.temporary:
+            self._tg.start_soon(self._drive, run, run_input, context, after)
+            return
+        if run.cancel_requested is not None:
+            self._end_now(run, "interrupted", None)
+            return
+        try:
+            run.handle = self.runtime.start_nowait(
+                run.assistant.stateless,
+                run_input,
+                context=context,
+                on_event=self._deliverer(run),
+                on_done=functools.partial(self._ended, run),
+            )
+        except Exception as exc:
+            # Starting it failed (the runtime is closing, say): the run failed.
+            self._end_now(run, "error", {"__error__": error_json(exc)})
 
     async def _make_room(
         self, thread: ThreadRecord, inflight: list[RunRecord], strategy: str
@@ -312,53 +353,18 @@ class RunManager:
                 status = "interrupted"
                 return
             temporary = run.thread.temporary
-            relay = self.relay if self.relay.shared and not temporary else None
-
-            def deliver(event: Event) -> None:
-                # Called by the run as each event happens: straight into the
-                # listeners' streams, with no task of this driver in between
-                # (one wake-up per event fewer, and no events batched behind it).
-                if run.status == "pending":
-                    run.status = "running"
-                    run.updated_at = time.time()
-                    if relay is not None:
-                        relay.started(run)
-                if relay is not None:
-                    relay.event(run, event)
-                for subscriber in run.subscribers:
-                    if subscriber.wants(event):
-                        try:
-                            subscriber.stream.send_nowait(event)
-                        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                            subscriber.stream.close()  # that listener left
-                            gone.append(subscriber)
-                if gone:
-                    for subscriber in gone:
-                        run.subscribers.remove(subscriber)
-                    gone.clear()
-
-            gone: list[Subscriber] = []
             handle = await self.runtime.start(
                 run.assistant.stateless if temporary else run.assistant.agent,
                 run_input,
                 thread_id=None if temporary else run.thread.thread_id,
                 context=context,
-                on_event=deliver,
+                on_event=self._deliverer(run),
             )
             run.handle = handle
             if run.cancel_requested is not None:
                 handle.cancel()
-            try:
-                values = await handle.result()
-            except RunCancelled:
-                status = "interrupted"
-            except TimeoutError:
-                status = "timeout"
-            except Exception as exc:
-                result = {"__error__": error_json(exc)}
-            else:
-                status = "success"
-                result = values_to_lc(values)
+            await handle.wait()
+            status, result = _outcome(handle)
         except Exception as exc:
             # Starting it failed (the runtime is closing, say): the run failed.
             result = {"__error__": error_json(exc)}
@@ -366,9 +372,67 @@ class RunManager:
             with anyio.CancelScope(shield=True):
                 await self._finish(run, status, result)
 
+    def _deliverer(self, run: RunRecord) -> Callable[[Event], None]:
+        """What the run calls with each of its events, as it happens."""
+        relay = self.relay if self.relay.shared and not run.thread.temporary else None
+        gone: list[Subscriber] = []
+
+        def deliver(event: Event) -> None:
+            # Straight into the listeners' streams, with no task in between
+            # (one wake-up per event fewer, and no events batched behind it).
+            if run.status == "pending":
+                run.status = "running"
+                run.updated_at = time.time()
+                if relay is not None:
+                    relay.started(run)
+            if relay is not None:
+                relay.event(run, event)
+            for subscriber in run.subscribers:
+                if subscriber.wants(event):
+                    try:
+                        subscriber.stream.send_nowait(event)
+                    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                        subscriber.stream.close()  # that listener left
+                        gone.append(subscriber)
+            if gone:
+                for subscriber in gone:
+                    run.subscribers.remove(subscriber)
+                gone.clear()
+
+        return deliver
+
+    def _ended(self, run: RunRecord, handle: RunHandle) -> None:
+        """A run started by :meth:`launch` itself has ended (its actor calls this)."""
+        status: RunStatus = "error"
+        result: dict[str, Any] | None = None
+        try:
+            status, result = _outcome(handle)
+        finally:  # a KeyboardInterrupt from a tool goes on, after the record
+            self._end_now(run, status, result)
+
+    def _end_now(self, run: RunRecord, status: RunStatus, result: dict[str, Any] | None) -> None:
+        """:meth:`_finish` for a stateless run, whose end needs no await."""
+        assert run.thread.temporary
+        self._settle(run, status, result)
+        self._close(run)
+
     async def _finish(
         self, run: RunRecord, status: RunStatus, result: dict[str, Any] | None
     ) -> None:
+        try:
+            if self._settle(run, status, result):
+                await self.refresh(run.thread)
+        except DeepActorsError:
+            pass  # the record stays as it was; the run's own outcome is set
+        finally:
+            self._close(run)
+
+    def _settle(self, run: RunRecord, status: RunStatus, result: dict[str, Any] | None) -> bool:
+        """Record how a run ended, as far as that needs no await.
+
+        Returns:
+            Whether the thread's values must be read back from its checkpoint.
+        """
         run.status = status
         run.updated_at = run.finished_at = time.time()
         run.result = result
@@ -376,23 +440,24 @@ class RunManager:
             subscriber.stream.close()
         run.subscribers.clear()
         thread = run.thread
-        try:
-            if thread.temporary:
-                self._forget_runs(thread)
-            elif status == "success" and result is not None and not thread.inflight[1:]:
-                thread.values = {k: v for k, v in result.items() if k != "__interrupt__"}
-                thread.interrupts = result.get("__interrupt__", [])
-                thread.error = False
-            else:
-                thread.error = status == "error"
-                await self.refresh(thread)
-        except DeepActorsError:
-            pass  # the record stays as it was; the run's own outcome is set
-        finally:
-            thread.updated_at = time.time()
-            if self.relay.shared and not thread.temporary:
-                self.relay.finished(run, self._values(run))
-            run.done.set()
+        if thread.temporary:
+            self._forget_runs(thread)
+        elif status == "success" and result is not None and not thread.inflight[1:]:
+            thread.values = {k: v for k, v in result.items() if k != "__interrupt__"}
+            thread.interrupts = result.get("__interrupt__", [])
+            thread.error = False
+        else:
+            thread.error = status == "error"
+            return True
+        return False
+
+    def _close(self, run: RunRecord) -> None:
+        """The run's record is final: tell other processes, and whoever waits."""
+        thread = run.thread
+        thread.updated_at = time.time()
+        if self.relay.shared and not thread.temporary:
+            self.relay.finished(run, self._values(run))
+        run.done.set()
 
     async def refresh(self, thread: ThreadRecord) -> None:
         """Read the thread's values and interrupts back from its checkpoint."""

@@ -402,3 +402,88 @@ async def test_on_event_sees_every_event_as_it_happens_the_stream_too() -> None:
     assert sum(isinstance(e, events.SubagentFinished) for e in heard) == 3
     assert [type(e) for e in both] == [type(e) for e in heard]
     assert streamed == both  # the same events, in the same order
+
+
+async def test_start_nowait_and_on_done_report_every_way_a_run_ends() -> None:
+    """``on_done`` is called once per run with its handle, whatever the outcome;
+    ``start_nowait`` queues without awaiting, and refuses a full mailbox."""
+    release = anyio.Event()
+    holding = [anyio.Event()]
+
+    async def hold() -> str:
+        """Wait until released."""
+        holding[-1].set()
+        await release.wait()
+        return "released"
+
+    def model(request: ModelRequest) -> AssistantMessage:
+        text = request.messages[-1].text
+        if text == "fail":
+            raise ValueError("the model broke")
+        if text == "hold":
+            return AssistantMessage(tool_calls=[ToolCall(name="hold", args={})])
+        return AssistantMessage(content=f"echo: {text}")
+
+    agent = create_deep_agent(FunctionModel(model), tools=[hold])
+    ended: list[tuple[str, str]] = []
+
+    def on_done(handle: Any) -> None:
+        try:
+            outcome = handle.result_nowait()["messages"][-1].text
+        except Exception as exc:
+            outcome = type(exc).__name__
+        ended.append((handle.run_id, outcome))
+
+    async with open_runtime() as rt:
+        ok = rt.start_nowait(agent, "hi", on_done=on_done)
+        with pytest.raises(anyio.WouldBlock):
+            ok.result_nowait()  # not ended yet
+        bad = rt.start_nowait(agent, "fail", on_done=on_done)
+        held = await rt.start(agent, "hold", on_done=on_done)
+        with anyio.fail_after(5):
+            assert (await ok.result())["messages"][-1].text == "echo: hi"
+            await bad.wait()
+        # Called in the same step that ends the run: done as soon as the wait is.
+        assert {run_id for run_id, _ in ended} == {ok.run_id, bad.run_id}
+        held.cancel()
+        with anyio.fail_after(5):
+            await held.wait()
+        timed = rt.start_nowait(agent, "hold", timeout=0.05, on_done=on_done)
+        with anyio.fail_after(5):
+            await timed.wait()
+        # A thread's mailbox that is full refuses without queueing anything.
+        holding.append(anyio.Event())
+        first = await rt.start(agent, "hold", thread_id="t")
+        with anyio.fail_after(5):
+            await holding[-1].wait()  # the actor has taken it: its mailbox is empty
+        queued = [rt.start_nowait(agent, f"q{i}", thread_id="t") for i in range(64)]
+        with pytest.raises(anyio.WouldBlock):
+            rt.start_nowait(agent, "one too many", thread_id="t")
+        release.set()
+        with anyio.fail_after(10):
+            await first.wait()
+            for handle in queued:
+                await handle.wait()
+        assert [h.result_nowait()["messages"][-1].text for h in queued[:2]] == [
+            "echo: q0",
+            "echo: q1",
+        ]
+    assert dict(ended) == {
+        ok.run_id: "echo: hi",
+        bad.run_id: "ValueError",
+        held.run_id: "RunCancelled",
+        timed.run_id: "TimeoutError",
+    }
+    assert len(ended) == 4  # once each
+
+
+async def test_an_on_done_that_raises_is_logged_and_the_runtime_goes_on() -> None:
+    def broken(handle: Any) -> None:
+        raise RuntimeError("listener bug")
+
+    agent = create_deep_agent(FunctionModel(lambda r: AssistantMessage(content="ok")))
+    async with open_runtime() as rt:
+        first = rt.start_nowait(agent, "a", on_done=broken)
+        with anyio.fail_after(5):
+            assert (await first.result())["messages"][-1].text == "ok"
+        assert (await rt.ainvoke(agent, "b"))["messages"][-1].text == "ok"

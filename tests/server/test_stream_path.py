@@ -8,6 +8,7 @@ sent both ways and must get the same status and the same ``detail``.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -162,3 +163,26 @@ async def test_a_run_created_but_not_started_is_never_left_pending() -> None:
     assert pending.done.is_set()
     assert pending.status == "interrupted"
     assert probe.calls == 0
+
+
+@pytest.mark.anyio
+async def test_defer_gc_holds_while_runs_are_in_progress_and_leaves_nothing_behind() -> None:
+    """``create_app(defer_gc=True)`` (what ``deepactors serve`` sets): the
+    runtime's collector hook is in place while the app runs, and the app's
+    shutdown leaves the process's collector as it found it."""
+    hooks, frozen = len(gc.callbacks), gc.get_freeze_count()
+    probe = Probe()
+    app = create_app({"echo": blocking_agent(probe)}, defer_gc=True)
+    async with _lifespan(app):
+        assert len(gc.callbacks) == hooks + 1
+        manager = app.state.runs
+        body = RunCreate.model_validate({"assistant_id": "echo", "input": USER})
+        thread = ThreadRecord(thread_id=new_uuid(), temporary=True)
+        manager.threads[thread.thread_id] = thread
+        run = await manager.create(thread, body)
+        with anyio.fail_after(5):
+            await run.done.wait()
+        assert run.status == "success"
+        assert run.result["messages"][-1]["content"] == "echo: go"
+    assert len(gc.callbacks) == hooks
+    assert gc.get_freeze_count() == frozen
