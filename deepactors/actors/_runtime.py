@@ -210,27 +210,39 @@ class _ThreadActor:
             await self._serve(receive)
         finally:
             self.runtime._anonymous.discard(self)
+            # Orders this actor will never run (it was cancelled, the runtime
+            # closing, before it took them): each is answered as cancelled, so
+            # nobody waits for ever on its handle or its on_done.
+            while True:
+                try:
+                    order = receive.receive_nowait()
+                except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+                    break
+                self.queued -= 1
+                error = RunCancelled(f"run {order.handle.run_id} never ran: its runtime closed")
+                _answer(order, None, error)
+            receive.close()
 
     async def _serve(self, receive: MemoryObjectReceiveStream[_Order]) -> None:
         idle = self.runtime.idle_timeout if self.key is not None else math.inf
-        async with receive:
-            while True:
-                order = None
-                # Only the wait for an order is timed: a run may take as long as it needs.
-                with anyio.move_on_after(idle):
-                    try:
-                        order = await receive.receive()
-                    except anyio.EndOfStream:
-                        return
-                if order is None:
-                    # Idle past the timeout: leave. No await between the check and
-                    # the removal, so no order can slip into a mailbox nobody reads.
-                    if self.queued == 0:
-                        self.runtime._forget(self)
-                        return
-                    continue
-                self.queued -= 1
-                await self._execute(order)
+        # (The mailbox is closed by serve, once what is left in it is answered.)
+        while True:
+            order = None
+            # Only the wait for an order is timed: a run may take as long as it needs.
+            with anyio.move_on_after(idle):
+                try:
+                    order = await receive.receive()
+                except anyio.EndOfStream:
+                    return
+            if order is None:
+                # Idle past the timeout: leave. No await between the check and
+                # the removal, so no order can slip into a mailbox nobody reads.
+                if self.queued == 0:
+                    self.runtime._forget(self)
+                    return
+                continue
+            self.queued -= 1
+            await self._execute(order)
 
     async def _execute(self, order: _Order) -> None:
         handle = order.handle
@@ -282,18 +294,24 @@ class _ThreadActor:
             if result is None and error is None:
                 # Cancelled from outside (the runtime is closing): tell the waiter.
                 error = RunCancelled(f"run {handle.run_id} stopped: its runtime closed")
-            if order.emit is not None:
-                order.emit(_finished_event(handle, result, error))
-            if order.emit_stream is not None:
-                order.emit_stream.close()
-            handle._finish(result, error)
-            if order.on_done is not None:
-                try:
-                    order.on_done(handle)
-                except Exception:
-                    # A listener's bug must not take the runtime (and every
-                    # other run in it) down: said, and left there.
-                    _log.exception("on_done failed", path=handle.path, run_id=handle.run_id)
+            _answer(order, result, error)
+
+
+def _answer(order: _Order, result: dict[str, Any] | None, error: BaseException | None) -> None:
+    """Tell everyone who listens to ``order`` how its run ended."""
+    handle = order.handle
+    if order.emit is not None:
+        order.emit(_finished_event(handle, result, error))
+    if order.emit_stream is not None:
+        order.emit_stream.close()
+    handle._finish(result, error)
+    if order.on_done is not None:
+        try:
+            order.on_done(handle)
+        except Exception:
+            # A listener's bug must not take the runtime (and every other run
+            # in it) down: said, and left there.
+            _log.exception("on_done failed", path=handle.path, run_id=handle.run_id)
 
 
 def _finished_event(

@@ -487,3 +487,42 @@ async def test_an_on_done_that_raises_is_logged_and_the_runtime_goes_on() -> Non
         with anyio.fail_after(5):
             assert (await first.result())["messages"][-1].text == "ok"
         assert (await rt.ainvoke(agent, "b"))["messages"][-1].text == "ok"
+
+
+async def test_orders_a_cancelled_runtime_never_ran_are_answered_as_cancelled() -> None:
+    """Cancelling the scope around a runtime: the run in progress, the run queued
+    behind it on its thread and a run whose actor had not started yet all end
+    with ``RunCancelled``, their handles done and ``on_done`` called once each."""
+    holding = anyio.Event()
+
+    async def hold() -> str:
+        """Wait for ever."""
+        holding.set()
+        await anyio.sleep_forever()
+        return "never"
+
+    def model(request: ModelRequest) -> AssistantMessage:
+        if request.messages[-1].text == "hold":
+            return AssistantMessage(tool_calls=[ToolCall(name="hold", args={})])
+        return AssistantMessage(content="answered")
+
+    agent = create_deep_agent(FunctionModel(model), tools=[hold])
+    ended: list[str] = []
+
+    def on_done(handle: Any) -> None:
+        ended.append(handle.run_id)
+
+    with anyio.CancelScope() as scope:
+        async with open_runtime() as rt:
+            running = await rt.start(agent, "hold", thread_id="t", on_done=on_done)
+            with anyio.fail_after(5):
+                await holding.wait()
+            queued = rt.start_nowait(agent, "next", thread_id="t", on_done=on_done)
+            fresh = rt.start_nowait(agent, "now", on_done=on_done)  # its actor not started
+            scope.cancel()
+    handles = (running, queued, fresh)
+    assert all(h.done for h in handles)
+    for handle in handles:
+        with pytest.raises(RunCancelled):
+            handle.result_nowait()
+    assert sorted(ended) == sorted(h.run_id for h in handles)
