@@ -43,11 +43,16 @@ class _Sizes:
     measured again.
     """
 
-    __slots__ = ("messages", "total")
+    __slots__ = ("fixed", "messages", "prompt", "tools", "total")
 
     def __init__(self) -> None:
         self.messages: Sequence[Message] = ()
         self.total = 0
+        # The last request's system prompt and tools (the same objects turn
+        # after turn), and their share of the estimate.
+        self.prompt: str | None = None
+        self.tools: object = None
+        self.fixed = 0
 
 
 _SIZES = RunKey("budget.sizes", _Sizes)
@@ -93,14 +98,17 @@ def _estimate(run: RunContext, request: ModelRequest) -> int:
         else:
             total = sum(map(message_tokens, messages))
         seen.messages, seen.total = messages, total
-    if request.system_prompt:
-        total += _prompt_tokens(request.system_prompt)
-    tools = request.tools
+    prompt, tools = request.system_prompt, request.tools
+    if prompt is seen.prompt and tools is seen.tools:
+        return total + seen.fixed  # an agent's next turn: the same prompt and tools
+    fixed = _prompt_tokens(prompt) if prompt else 0
     if isinstance(tools, tuple):
-        total += _toolset_tokens(tools) if tools else 0
+        fixed += _toolset_tokens(tools) if tools else 0
     elif tools:
-        total += TOOL_USE_PROMPT_TOKENS + sum(_tool_tokens(t) for t in tools)
-    return total
+        fixed += TOOL_USE_PROMPT_TOKENS + sum(_tool_tokens(t) for t in tools)
+    if isinstance(tools, tuple):  # a list could change in place: measured each time
+        seen.prompt, seen.tools, seen.fixed = prompt, tools, fixed
+    return total + fixed
 
 
 def _max_tokens(request: ModelRequest, model: ChatModel) -> int:

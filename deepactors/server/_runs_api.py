@@ -111,6 +111,7 @@ async def _open_stream(
 
 
 _STREAM_TAIL = "/runs/stream"
+_THREADS = "/threads/"
 
 
 def stream_target(scope: Scope) -> tuple[bool, str | None]:
@@ -124,8 +125,8 @@ def stream_target(scope: Scope) -> tuple[bool, str | None]:
         return True, None
     head = path[: -len(_STREAM_TAIL)]
     # "/threads/{thread_id}", as the router matches it: one non-empty segment.
-    thread_id = head[9:]
-    if head.startswith("/threads/") and thread_id and "/" not in thread_id:
+    thread_id = head[len(_THREADS) :]
+    if head.startswith(_THREADS) and thread_id and "/" not in thread_id:
         return True, thread_id
     return False, None
 
