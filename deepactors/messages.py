@@ -247,6 +247,12 @@ def to_message(value: MessageLike | object) -> Message:
     """
     if isinstance(value, MESSAGE_TYPES):
         return value
+    if type(value) is dict and len(value) == 2 and value.get("role") == "user":
+        content = value.get("content")
+        if type(content) is str:
+            # The most common input of all ({"role": "user", "content": "..."}):
+            # straight to the model, without the key shuffling below.
+            return UserMessage(content=content)
     if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str):
         value = {"role": value[0], "content": value[1]}
     elif not isinstance(value, Mapping) and type(value).__module__.startswith("langchain_core"):

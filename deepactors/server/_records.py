@@ -12,7 +12,7 @@ import dataclasses
 import os
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeAlias
@@ -185,11 +185,12 @@ class RunRecord:
     """One run: its protocol fields, its handle, and who listens to its events.
 
     Attributes:
-        kwargs: What the run was created with (stream modes, input...), echoed.
+        kwargs_of: What the run was created with (stream modes, input...), as
+            JSON, or a function that makes it when first asked (:attr:`kwargs`):
+            a streamed run's first event goes out before that is needed.
         seq_before: The thread's last checkpoint seq when the run was created
             on an idle thread (None otherwise): the rollback point.
         subscribers: Streams of listeners that receive the run's raw events.
-        done: Set when the run has ended and its record is final.
         result: The run's final values as JSON, once done (or its error).
         remote: Driven by another server process (shared through the relay);
             this record follows it.
@@ -198,7 +199,7 @@ class RunRecord:
     run_id: str
     thread: ThreadRecord
     assistant: AssistantRecord
-    kwargs: dict[str, Any]
+    kwargs_of: dict[str, Any] | Callable[[], dict[str, Any]]
     metadata: dict[str, Any]
     multitask_strategy: str
     status: RunStatus = "pending"
@@ -207,12 +208,37 @@ class RunRecord:
     seq_before: int | None = None
     handle: RunHandle | None = None
     cancel_requested: str | None = None  # "interrupt" or "rollback"
-    cancelled: anyio.Event = field(default_factory=anyio.Event)
     subscribers: list[Subscriber] = field(default_factory=list)
-    done: anyio.Event = field(default_factory=anyio.Event)
     result: dict[str, Any] | None = None
     finished_at: float | None = None
     remote: bool = False
+    _done: anyio.Event | None = field(default=None, repr=False)
+    _cancelled: anyio.Event | None = field(default=None, repr=False)
+
+    # The two events are made when first used: most runs' are after their
+    # first event is out (a burst of 1,000 requests waits for each one made).
+
+    @property
+    def done(self) -> anyio.Event:
+        """Set when the run has ended and its record is final."""
+        if self._done is None:
+            self._done = anyio.Event()
+        return self._done
+
+    @property
+    def cancelled(self) -> anyio.Event:
+        """Set when the run is asked to stop (a cancel, a client that left)."""
+        if self._cancelled is None:
+            self._cancelled = anyio.Event()
+        return self._cancelled
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        """What the run was created with (stream modes, input...), echoed."""
+        kwargs = self.kwargs_of
+        if callable(kwargs):
+            kwargs = self.kwargs_of = kwargs()
+        return kwargs
 
     def to_json(self) -> dict[str, Any]:
         """The protocol's ``Run``."""

@@ -247,7 +247,7 @@ class RunManager:
                 run_id=new_uuid(),
                 thread=thread,
                 assistant=assistant,
-                kwargs=run_kwargs(body),
+                kwargs_of=functools.partial(run_kwargs, body),
                 metadata=dict(body.metadata or {}),
                 multitask_strategy=body.multitask_strategy,
             )

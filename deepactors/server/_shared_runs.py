@@ -88,7 +88,7 @@ class SharedRuns:
             run_id=shared.run_id,
             thread=thread,
             assistant=book.assistants.get(shared.graph_id) or book.thread_assistant(thread),
-            kwargs=shared.kwargs,
+            kwargs_of=shared.kwargs,
             metadata=shared.metadata,
             multitask_strategy=shared.multitask_strategy,
             status=shared.status,
