@@ -68,7 +68,10 @@ def _outcome(handle: RunHandle) -> tuple[RunStatus, dict[str, Any] | None]:
         return "timeout", None
     except Exception as exc:
         return "error", {"__error__": error_json(exc)}
-    return "success", values_to_lc(values)
+    try:
+        return "success", values_to_lc(values)
+    except Exception as exc:  # a state that has no JSON shape: said, as the run's error
+        return "error", {"__error__": error_json(exc)}
 
 
 _NO_TURN = contextlib.nullcontext()
