@@ -113,10 +113,7 @@ class RunHandle:
             Exception: Whatever the run raised.
         """
         await self._done.wait()
-        if self._error is not None:
-            raise self._error
-        assert self._result is not None
-        return self._result
+        return self.result_nowait()
 
     def result_nowait(self) -> dict[str, Any]:
         """The final state of a run that has ended, without waiting.
