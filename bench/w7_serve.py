@@ -254,11 +254,13 @@ def serve_process(
 
     # As `deepactors serve` runs (uvicorn's loop="auto"): asyncio on uvloop when
     # it is installed, for the floor and for deepactors alike. W7_UVLOOP=0: not.
-    uvloop = loop == "asyncio" and os.environ.get("W7_UVLOOP") != "0" and _has_uvloop()
-    anyio.run(main, backend=loop, backend_options={"use_uvloop": True} if uvloop else {})
+    anyio.run(main, backend=loop, backend_options={"use_uvloop": True} if _uvloop(loop) else {})
 
 
-def _has_uvloop() -> bool:
+def _uvloop(loop: str) -> bool:
+    """Whether the server runs ``loop`` on uvloop (asyncio, installed, not W7_UVLOOP=0)."""
+    if loop != "asyncio" or os.environ.get("W7_UVLOOP") == "0":
+        return False
     try:
         import uvloop  # noqa: F401
     except ImportError:
@@ -518,8 +520,7 @@ def main() -> None:
 
         run_workers(args, _row)
         return
-    uvloop = args.loop == "asyncio" and os.environ.get("W7_UVLOOP") != "0" and _has_uvloop()
-    on_uvloop = " (uvloop)" if uvloop else ""
+    on_uvloop = " (uvloop)" if _uvloop(args.loop) else ""
     print(
         f"W7: {args.runs} concurrent streaming runs, fan-out {args.fanout} (W2 children, "
         f"{LATENCY * 1000:.0f} ms per model call), server on {args.loop}{on_uvloop}; "

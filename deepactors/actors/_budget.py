@@ -104,10 +104,9 @@ def _estimate(run: RunContext, request: ModelRequest) -> int:
     fixed = _prompt_tokens(prompt) if prompt else 0
     if isinstance(tools, tuple):
         fixed += _toolset_tokens(tools) if tools else 0
-    elif tools:
-        fixed += TOOL_USE_PROMPT_TOKENS + sum(_tool_tokens(t) for t in tools)
-    if isinstance(tools, tuple):  # a list could change in place: measured each time
         seen.prompt, seen.tools, seen.fixed = prompt, tools, fixed
+    elif tools:  # a list could change in place: measured each time
+        fixed += TOOL_USE_PROMPT_TOKENS + sum(_tool_tokens(t) for t in tools)
     return total + fixed
 
 

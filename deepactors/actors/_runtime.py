@@ -274,7 +274,7 @@ class _ThreadActor:
                                 thread_id=self.thread_id,
                                 emit=order.emit,
                                 known_head=head,
-                                pacer=self.runtime.pacer,
+                                pacer=pacer,
                             )
                 except (Exception, KeyboardInterrupt, SystemExit) as exc:
                     # Supervision: the failure goes to whoever awaits the handle,

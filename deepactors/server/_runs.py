@@ -173,11 +173,16 @@ class RunManager:
         if run.remote:
             self._tg.start_soon(self.relay.cancel, run.run_id, "interrupt")
             return
-        run.cancel_requested = "interrupt"
+        self._stop(run, "interrupt")
+
+    def _stop(self, run: RunRecord, action: str) -> None:
+        """Ask a local run to stop: its subtree is cancelled, or, if it has not
+        started yet, it is launched and ends as interrupted at once."""
+        run.cancel_requested = action
         run.cancelled.set()
         if run.handle is not None:
             run.handle.cancel()
-        self.launch(run)  # not started yet: its driver ends it as interrupted
+        self.launch(run)
 
     def cancel_requested(self, run_id: str, action: str) -> None:
         """Another process asks to cancel a run of this one (through the relay)."""
@@ -347,11 +352,8 @@ class RunManager:
             if after:
                 with anyio.move_on_after(after):
                     await run.cancelled.wait()
-            pacer = self.runtime.pacer
-            if pacer is not None and pacer.due():
-                # Behind the agents' steps already waiting: a burst of new runs
-                # starts in slices, and the server keeps reading requests.
-                await pacer.wait()
+            # (No pause for the pacer here: the run's start is a paced step of
+            # its actor, so a burst of new runs starts in slices anyway.)
             if run.cancel_requested is not None:
                 status = "interrupted"
                 return
@@ -499,11 +501,7 @@ class RunManager:
             if run.remote:  # its own process cancels it (and rolls it back)
                 await self.relay.cancel(run.run_id, action)
                 continue
-            run.cancel_requested = action
-            run.cancelled.set()
-            if run.handle is not None:
-                run.handle.cancel()
-            self.launch(run)
+            self._stop(run, action)
         if not (wait or action == "rollback"):
             return
         with anyio.CancelScope(shield=True):

@@ -135,11 +135,9 @@ def build_app(target: str | None, db: str | None, runs_db: str | None = None) ->
     """The app ``serve`` runs: the agents, with threads and store in ``db`` when
     given, and runs shared through ``runs_db`` (PostgreSQL) when given."""
     agents = load_agents(target)
+    checkpointer, store = persistence_for(db) if db is not None else (None, None)
     # A process that only serves: collections deferred while runs are in
     # progress (process-wide, as tune_gc).
-    if db is None:
-        return create_app(agents, runs_db=runs_db, defer_gc=True)
-    checkpointer, store = persistence_for(db)
     return create_app(
         agents, checkpointer=checkpointer, store=store, runs_db=runs_db, defer_gc=True
     )
