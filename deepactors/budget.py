@@ -27,10 +27,11 @@ Thread safety
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Literal, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 import anyio
 
@@ -40,10 +41,12 @@ from .messages import (
     ImageBlock,
     Message,
     RedactedThinkingBlock,
+    SystemMessage,
     TextBlock,
     ThinkingBlock,
     ToolMessage,
     Usage,
+    UserMessage,
 )
 
 __all__ = [
@@ -55,6 +58,7 @@ __all__ = [
     "Refusal",
     "estimate_input_tokens",
     "message_tokens",
+    "messages_tokens",
     "text_tokens",
     "tool_tokens",
 ]
@@ -125,8 +129,7 @@ class BudgetReport:
     exhausted: tuple[Resource, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Hold:
+class Hold(NamedTuple):
     """A model call's reservation, to settle when the call ends.
 
     Attributes:
@@ -136,6 +139,13 @@ class Hold:
 
     input_tokens: int
     output_tokens: int
+
+
+_UNREACHED = 1 << 128  # more than any count of calls or tokens
+
+# Hold((a, b)) without the Python-level __new__ of a named tuple: one is made
+# for every model call of a budgeted run.
+_hold = functools.partial(tuple.__new__, Hold)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -176,8 +186,10 @@ class BudgetLedger:
         "_max_calls",
         "_max_in",
         "_max_out",
-        "_max_tools",
-        "_out_levels",
+        "_room_calls",
+        "_room_in",
+        "_room_out",
+        "_tool_limits",
         "exhausted",
         "input_tokens",
         "limits",
@@ -208,11 +220,17 @@ class BudgetLedger:
         self._max_calls = limits.model_calls
         self._max_in = limits.input_tokens
         self._max_out = limits.output_tokens
-        self._max_tools = limits.tool_calls
-        self._out_levels = tuple(led for led in chain if led._max_out is not None)
+        # The same with no limit as a number never reached: the fast path's test.
+        self._room_calls = _UNREACHED if limits.model_calls is None else limits.model_calls
+        self._room_in = _UNREACHED if limits.input_tokens is None else limits.input_tokens
+        self._room_out = _UNREACHED if limits.output_tokens is None else limits.output_tokens
+        # The levels that limit tool calls, with their limits.
+        self._tool_limits = tuple(
+            (led, led.limits.tool_calls) for led in chain if led.limits.tool_calls is not None
+        )
         #: Whether any level limits input / output tokens (else nothing is estimated).
         self.tracks_input = any(led._max_in is not None for led in chain)
-        self.tracks_output = bool(self._out_levels)
+        self.tracks_output = any(led._max_out is not None for led in chain)
 
     def __repr__(self) -> str:
         return (
@@ -235,21 +253,37 @@ class BudgetLedger:
             when the budget can never cover the call; or an event to wait on when
             it would fit once calls in flight have settled.
         """
-        # One pass for what can never fit (refused) and for input that fits only
-        # once calls in flight settle; output waits need the final grant.
-        grant = output_tokens
-        busy: BudgetLedger | None = None
+        if (
+            self.parent is None
+            and self.model_calls < self._room_calls
+            and self.input_tokens + self._held_in + input_tokens <= self._room_in
+            and self.output_tokens + self._held_out + output_tokens <= self._room_out
+            and self.output_tokens < self._room_out
+        ):
+            # Fits outright, at the only level: what the pass below would grant,
+            # without it (the common case, far from the limits; this runs
+            # before every model call of a budgeted tree).
+            self.model_calls += 1
+            self._held_in += input_tokens
+            self._held_out += output_tokens
+            return _hold((input_tokens, output_tokens))
+        # One pass over the levels (this budget and those above it) finds what
+        # can never fit (refused), the output grant (the least left anywhere),
+        # and the level where calls in flight hold what this call needs.
+        grant = room = output_tokens
+        waits: BudgetLedger | None = None
+        tight = self
         for led in self._chain:
             cap = led._max_calls
             if cap is not None and led.model_calls >= cap:
                 return led._refuse("model_calls", cap, led.model_calls)
             cap = led._max_in
             if cap is not None:
-                spent = led.input_tokens
-                if spent + input_tokens > cap:
-                    return led._refuse("input_tokens", cap, spent)
-                if busy is None and spent + led._held_in + input_tokens > cap:
-                    busy = led
+                spent = led.input_tokens + input_tokens
+                if spent > cap:
+                    return led._refuse("input_tokens", cap, led.input_tokens)
+                if waits is None and spent + led._held_in > cap:
+                    waits = led
             cap = led._max_out
             if cap is not None:
                 left = cap - led.output_tokens
@@ -257,21 +291,24 @@ class BudgetLedger:
                     return led._refuse("output_tokens", cap, led.output_tokens)
                 if left < grant:
                     grant = left
-        if busy is None:
-            for led in self._out_levels:
-                if led.output_tokens + led._held_out + grant > led._max_out:  # type: ignore[operator]
-                    busy = led
-                    break
-        if busy is not None:
-            # Fits once the calls in flight settle: they hold what is missing.
-            if busy._changed is None:
-                busy._changed = anyio.Event()
-            return busy._changed
+                left -= led._held_out  # free beside the calls in flight
+                if left < room:
+                    room, tight = left, led
+        if waits is None and grant > room:
+            waits = tight  # the grant fits under every limit, not beside the holds
+        if waits is not None:
+            return waits._changed_event()
         for led in self._chain:
             led.model_calls += 1
             led._held_in += input_tokens
             led._held_out += grant
-        return Hold(input_tokens, grant)
+        return _hold((input_tokens, grant))
+
+    def _changed_event(self) -> anyio.Event:
+        # A call fits once calls in flight here settle: they hold what is missing.
+        if self._changed is None:
+            self._changed = anyio.Event()
+        return self._changed
 
     def settle(self, hold: Hold, usage: Usage | None, *, charge: bool = True) -> None:
         """End a call's reservation, charging what it really used.
@@ -282,16 +319,17 @@ class BudgetLedger:
                 reservation (a call cut off, or a model that reports nothing).
             charge: ``False`` charges no tokens (the provider refused the request).
         """
-        used_in = used_out = 0
-        if charge:
-            if usage is None:
-                used_in, used_out = hold.input_tokens, hold.output_tokens
-            else:
-                used_in = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
-                used_out = usage.output_tokens
+        held_in, held_out = hold
+        if not charge:
+            used_in = used_out = 0
+        elif usage is None:
+            used_in, used_out = held_in, held_out
+        else:
+            used_in = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
+            used_out = usage.output_tokens
         for led in self._chain:
-            led._held_in -= hold.input_tokens
-            led._held_out -= hold.output_tokens
+            led._held_in -= held_in
+            led._held_out -= held_out
             led.input_tokens += used_in
             led.output_tokens += used_out
             changed = led._changed
@@ -303,9 +341,14 @@ class BudgetLedger:
 
     def take_tool_call(self) -> Refusal | None:
         """Count one tool call, or return why the budget refuses it."""
-        for led in self._chain:
-            limit = led._max_tools
-            if limit is not None and led.tool_calls >= limit:
+        if self.parent is None:  # one level, the common case: the loops below, unrolled
+            limit = self.limits.tool_calls
+            if limit is not None and self.tool_calls >= limit:
+                return self._refuse("tool_calls", limit, self.tool_calls)
+            self.tool_calls += 1
+            return None
+        for led, limit in self._tool_limits:
+            if led.tool_calls >= limit:
                 return led._refuse("tool_calls", limit, led.tool_calls)
         for led in self._chain:
             led.tool_calls += 1
@@ -370,19 +413,41 @@ def _content_tokens(content: str | Sequence[object]) -> int:
 
 def message_tokens(message: Message) -> int:
     """The estimate's share of one message (see :func:`estimate_input_tokens`)."""
-    content = message.content
-    if isinstance(content, str):  # the common case, inline: this runs for every message
-        size = len(content) if content.isascii() else text_tokens(content)
-    else:
-        size = _content_tokens(content)
-    total = PER_MESSAGE_TOKENS + size
-    if isinstance(message, AssistantMessage):
-        for call in message.tool_calls:
-            # repr() of the parsed arguments: as long as their JSON or longer (True
-            # vs true), non-ASCII text measured in UTF-8, and several times cheaper.
-            total += PER_MESSAGE_TOKENS + text_tokens(call.name) + text_tokens(repr(call.args))
-    elif isinstance(message, ToolMessage):
-        total += text_tokens(message.name)
+    return messages_tokens((message,))
+
+
+def messages_tokens(messages: Iterable[Message]) -> int:
+    """The estimate's share of some messages: the sum of their :func:`message_tokens`."""
+    # One loop with the common cases inline, not a call per message: this runs
+    # for every message of every budgeted request.
+    total = 0
+    for message in messages:
+        content = message.content
+        if type(content) is str:
+            total += PER_MESSAGE_TOKENS + (
+                len(content) if content.isascii() else text_tokens(content)
+            )
+        else:
+            total += PER_MESSAGE_TOKENS + _content_tokens(content)
+        # The kind by type(): a negative isinstance() check of a pydantic model
+        # class goes through ABCMeta, slower than the rest of this together.
+        if type(message) is ToolMessage:
+            name = message.name
+            total += len(name) if name.isascii() else text_tokens(name)
+        elif type(message) is UserMessage or type(message) is SystemMessage:
+            pass
+        elif type(message) is AssistantMessage or isinstance(message, AssistantMessage):
+            for call in message.tool_calls:
+                # repr() of the parsed arguments: as long as their JSON or longer
+                # (True vs true), non-ASCII text measured in UTF-8, and several
+                # times cheaper.
+                name, args = call.name, repr(call.args)
+                if name.isascii() and args.isascii():
+                    total += PER_MESSAGE_TOKENS + len(name) + len(args)
+                else:
+                    total += PER_MESSAGE_TOKENS + text_tokens(name) + text_tokens(args)
+        elif isinstance(message, ToolMessage):  # a subclass
+            total += text_tokens(message.name)
     return total
 
 
@@ -411,8 +476,7 @@ def estimate_input_tokens(
     rather than ever overshooting.
     """
     total = text_tokens(system_prompt) if system_prompt else 0
-    for message in messages:
-        total += message_tokens(message)
+    total += messages_tokens(messages)
     if tools:
         total += TOOL_USE_PROMPT_TOKENS + sum(tool_tokens(t) for t in tools)
     return total

@@ -8,7 +8,7 @@ change when the actor appends or edits later, so a history is never copied per t
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, overload
 
 from .messages import Message
@@ -29,6 +29,20 @@ class _Shared:
         self.items: list[Message] | None = None
 
 
+Measure = Callable[[Sequence[Message]], int]
+"""A size of some messages, additive: ``m(a + b) == m(a) + m(b)``. See :meth:`MessageView.total`."""
+
+
+class _Tally:
+    """A running sum of one measure over a history's first ``count`` messages."""
+
+    __slots__ = ("count", "total")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.total = 0
+
+
 class MessageList(list[Message]):
     """A conversation: a list that indexes its ids and hands out O(1) snapshots.
 
@@ -39,7 +53,7 @@ class MessageList(list[Message]):
     far a copy of their items, once, so a view never changes.
     """
 
-    __slots__ = ("_index", "_shared")
+    __slots__ = ("_index", "_shared", "_tallies")
 
     def __init__(self, items: Iterable[Message] = ()) -> None:
         super().__init__(items)
@@ -47,6 +61,9 @@ class MessageList(list[Message]):
         # No reference from here back to the views, and none from a view's
         # _Shared back to this list: no cycle for the collector to find.
         self._shared: _Shared | None = None
+        # A running sum for each measure a view was asked to total
+        # (MessageView.total): what the list's first ``count`` messages measure.
+        self._tallies: dict[Measure, _Tally] | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
         # copy/pickle: a new list with no views (the slots would share _shared).
@@ -68,10 +85,15 @@ class MessageList(list[Message]):
         pos = self._index.get(message.id)
         if pos is None:
             self._index[message.id] = len(self)
-            self.append(message)
+            self.append(message)  # the tallies catch up when next asked
         else:
             self._detach()
+            old = self[pos]
             list.__setitem__(self, pos, message)  # same id, same place: the index holds
+            if self._tallies:
+                for measure, tally in self._tallies.items():
+                    if pos < tally.count:
+                        tally.total += measure((message,)) - measure((old,))
 
     def remove_id(self, message_id: str) -> None:
         """Remove the message with this id, if present."""
@@ -87,6 +109,7 @@ class MessageList(list[Message]):
 
     def _reindex(self) -> None:
         self._index = {m.id: i for i, m in enumerate(self)}
+        self._tallies = None  # changed in place: counted again when next asked
 
 
 def _changing_in_place(name: str) -> Any:
@@ -147,6 +170,35 @@ class MessageView(Sequence[Message]):
             and self._list is earlier._list
             and earlier._len <= self._len
         )
+
+    def total(self, measure: Measure) -> int:
+        """``measure(view)``, in time proportional to the messages new since last asked.
+
+        ``measure`` sizes a run of messages and must be additive (the size of
+        ``a + b`` is the size of ``a`` plus that of ``b``) and depend only on the
+        messages (they are frozen). The history keeps a running sum for each
+        measure a view of it was asked for, so successive views (an agent's model
+        calls) measure each message once, not the whole history per call. A
+        replace by id adjusts the sum; other changes in place make it start again.
+        """
+        if self._shared.items is not None:  # a copy: the live list has changed since
+            return measure(self[:])
+        live, length = self._list, self._len
+        tallies = live._tallies
+        if tallies is None:
+            tallies = live._tallies = {}
+        tally = tallies.get(measure)
+        if tally is None:
+            tally = tallies[measure] = _Tally()
+        count = tally.count
+        if count == length:
+            return tally.total
+        if count < length:  # measure what was appended since
+            tally.total += measure(live[count:length])
+            tally.count = length
+            return tally.total
+        # An older view than the tally: take off what came after it.
+        return tally.total - measure(live[length:count])
 
     def _items(self) -> list[Message]:
         items = self._shared.items

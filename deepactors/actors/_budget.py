@@ -9,7 +9,9 @@ answer's usage. See :mod:`deepactors.budget` for why this cannot overshoot.
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
+
+import anyio
 
 from ..budget import (
     DEFAULT_OUTPUT_RESERVATION,
@@ -17,7 +19,7 @@ from ..budget import (
     BudgetLedger,
     Hold,
     Refusal,
-    message_tokens,
+    messages_tokens,
     text_tokens,
     tool_tokens,
 )
@@ -25,37 +27,48 @@ from ..context import RunContext, RunKey
 from ..errors import ModelError
 from ..events import BudgetExhausted
 from ..history import MessageView
-from ..messages import AssistantMessage, Message
+from ..messages import Message
 from ..models import ChatModel, ModelRequest
 from ..tools import Tool
 
-__all__ = ["budgeted_call", "take_tool_call"]
+__all__ = ["reserve", "settle_failed", "tool_refused"]
 
 
 class _Sizes:
-    """The messages a run's last request sent, and their estimate.
+    """The messages of a run's last request that was not its history's view, and their estimate.
 
-    A run's history grows at its end, so the next request's estimate is the last
-    one plus the new messages. For the actor's own history view that is known in
-    O(1) (:meth:`MessageView.extends`); for any other sequence, after one C-speed
-    comparison of the prefix (list ``==`` compares by identity first). A message
-    replaced or removed, as a summary or an edit does, means the whole request is
-    measured again.
+    (The actor's own history view keeps its running total itself:
+    :meth:`MessageView.total`.) A request a middleware rewrote as a list usually
+    grows at its end too: after one C-speed comparison of the prefix (list
+    ``==`` compares by identity first) only the new messages are measured.
     """
 
-    __slots__ = ("fixed", "messages", "prompt", "tools", "total")
+    __slots__ = ("messages", "total")
 
     def __init__(self) -> None:
-        self.messages: Sequence[Message] = ()
+        self.messages: list[Message] = []
         self.total = 0
-        # The last request's system prompt and tools (the same objects turn
-        # after turn), and their share of the estimate.
-        self.prompt: str | None = None
-        self.tools: object = None
-        self.fixed = 0
 
 
 _SIZES = RunKey("budget.sizes", _Sizes)
+
+
+class _LastFixed:
+    """The last system prompt and tool tuple estimated, and their share.
+
+    Every request of an agent (and of all its subagents of one spec) sends the
+    same two objects: an identity check here is all most calls need. One
+    entry, replaced whole (a tuple): a reader on another loop's thread sees an
+    old entry or a new one, each consistent.
+    """
+
+    __slots__ = ("entry",)
+
+    def __init__(self) -> None:
+        self.entry: tuple[str | None, object, int] = (None, None, 0)
+
+
+_LAST_FIXED = _LastFixed()
 
 
 # Tools, tool lists and system prompts live as long as their agent and go with
@@ -78,48 +91,28 @@ def _prompt_tokens(prompt: str) -> int:
     return text_tokens(prompt)
 
 
-def _estimate(run: RunContext, request: ModelRequest) -> int:
-    seen = run.local(_SIZES)
-    sent = request.messages
-    before = seen.messages
-    if isinstance(sent, MessageView):
-        # The actor's history view: a later one of the same history extends the
-        # last in O(1) unless something was replaced or removed in between.
-        if isinstance(before, MessageView) and sent.extends(before):
-            total = seen.total + sum(map(message_tokens, sent[len(before) :]))
-        else:
-            total = sum(map(message_tokens, sent[:]))
-        seen.messages, seen.total = sent, total
-    else:
-        messages = list(sent)
-        known = len(before)
-        if known <= len(messages) and messages[:known] == list(before):
-            total = seen.total + sum(map(message_tokens, messages[known:]))
-        else:
-            total = sum(map(message_tokens, messages))
-        seen.messages, seen.total = messages, total
-    prompt, tools = request.system_prompt, request.tools
-    if prompt is seen.prompt and tools is seen.tools:
-        return total + seen.fixed  # an agent's next turn: the same prompt and tools
-    fixed = _prompt_tokens(prompt) if prompt else 0
+def _fixed_tokens(prompt: str | None, tools: Sequence[Tool]) -> int:
+    # (The caller looked in _LAST_FIXED first.)
+    tokens = _prompt_tokens(prompt) if prompt else 0
     if isinstance(tools, tuple):
-        fixed += _toolset_tokens(tools) if tools else 0
-        seen.prompt, seen.tools, seen.fixed = prompt, tools, fixed
+        tokens += _toolset_tokens(tools) if tools else 0
+        _LAST_FIXED.entry = (prompt, tools, tokens)
     elif tools:  # a list could change in place: measured each time
-        fixed += TOOL_USE_PROMPT_TOKENS + sum(_tool_tokens(t) for t in tools)
-    return total + fixed
+        tokens += TOOL_USE_PROMPT_TOKENS + sum(_tool_tokens(t) for t in tools)
+    return tokens
 
 
-def _max_tokens(request: ModelRequest, model: ChatModel) -> int:
-    asked = request.settings.get("max_tokens")
-    if isinstance(asked, int) and asked > 0:
-        return asked
-    # SupportsMaxTokens, read without isinstance(): a runtime protocol check costs
-    # more than the rest of the reservation together.
-    limit = getattr(model, "max_tokens", None)
-    if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
-        return limit
-    return DEFAULT_OUTPUT_RESERVATION
+def _list_tokens(run: RunContext, sent: Sequence[Message]) -> int:
+    seen = run.local(_SIZES)
+    messages = list(sent)
+    before = seen.messages
+    known = len(before)
+    if known <= len(messages) and messages[:known] == before:
+        total = seen.total + messages_tokens(messages[known:])
+    else:
+        total = messages_tokens(messages)
+    seen.messages, seen.total = messages, total
+    return total
 
 
 def _refused(run: RunContext, refusal: Refusal, what: str) -> Exception:
@@ -137,53 +130,82 @@ def _refused(run: RunContext, refusal: Refusal, what: str) -> Exception:
     return refusal.error(what)
 
 
-async def budgeted_call(
-    ledger: BudgetLedger,
-    request: ModelRequest,
-    model: ChatModel,
-    call: Callable[[ChatModel, ModelRequest], Awaitable[AssistantMessage]],
-) -> AssistantMessage:
-    """Make ``call(model, request)`` inside a reservation on ``ledger``.
+def reserve(
+    ledger: BudgetLedger, request: ModelRequest, model: ChatModel
+) -> tuple[Hold, ModelRequest] | anyio.Event:
+    """Reserve a model call's worst case on ``ledger``, or say what to wait for.
 
-    With an output-token limit, a call that would use more output tokens than
-    are left is made with a ``max_tokens`` of what is left.
+    A synchronous step (no ``await``, so nothing interleaves between the check
+    and the reservation). The caller makes the call with the request returned:
+    with an output-token limit, a call that would use more output tokens than
+    are left gets a ``max_tokens`` of what is left. It then settles the hold,
+    whatever the call's outcome: ``ledger.settle(hold, message.usage)``, or
+    :func:`settle_failed`.
+
+    Returns:
+        The hold and the request to send; or an event that is set when calls in
+        flight settle, after which the caller asks again.
 
     Raises:
-        BudgetExceeded: The budget can never cover the call; it was not made.
+        BudgetExceeded: The budget can never cover the call; it must not be made.
     """
     run = request.run
     assert run is not None
-    need_in = _estimate(run, request) if ledger.tracks_input else 0
-    want_out = _max_tokens(request, model) if ledger.tracks_output else 0
-    while True:
-        outcome = ledger.try_reserve(need_in, want_out)
-        if isinstance(outcome, Hold):
-            break
-        if isinstance(outcome, Refusal):
-            raise _refused(run, outcome, f"model call {run.step} of {run.path}")
-        await outcome.wait()  # calls in flight hold what this one needs
-    hold = outcome
-    if hold.output_tokens < want_out:
-        request = request.replace(settings={**request.settings, "max_tokens": hold.output_tokens})
-    try:
-        message = await call(model, request)
-    except ModelError:
+    need_in = 0
+    if ledger.tracks_input:
+        sent = request.messages
+        # type() rather than isinstance(): a Sequence ABC's negative isinstance()
+        # check costs more than the whole estimate of a view.
+        if type(sent) is MessageView:
+            need_in = sent.total(messages_tokens)  # each message measured once per history
+        else:
+            need_in = _list_tokens(run, sent)
+        prompt, tools = request.system_prompt, request.tools
+        last_prompt, last_tools, fixed = _LAST_FIXED.entry
+        if prompt is not last_prompt or tools is not last_tools:
+            fixed = _fixed_tokens(prompt, tools)
+        need_in += fixed
+    want_out = 0
+    if ledger.tracks_output:
+        # The call's max_tokens: the request's, else the model's, else the default.
+        settings = request.settings
+        asked = settings.get("max_tokens") if settings else None
+        if isinstance(asked, int) and asked > 0:
+            want_out = asked
+        else:
+            # SupportsMaxTokens, read without isinstance(): a runtime protocol
+            # check costs more than the rest of the reservation together.
+            limit = getattr(model, "max_tokens", None)
+            if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+                want_out = limit
+            else:
+                want_out = DEFAULT_OUTPUT_RESERVATION
+    outcome = ledger.try_reserve(need_in, want_out)
+    if isinstance(outcome, Hold):
+        if outcome.output_tokens < want_out:
+            settings = {**request.settings, "max_tokens": outcome.output_tokens}
+            request = request.replace(settings=settings)
+        return outcome, request
+    if isinstance(outcome, Refusal):
+        raise _refused(run, outcome, f"model call {run.step} of {run.path}")
+    return outcome  # calls in flight hold what this one needs
+
+
+def settle_failed(ledger: BudgetLedger, hold: Hold, error: BaseException) -> None:
+    """End the reservation of a model call that raised ``error``.
+
+    (A call that answered settles with ``ledger.settle(hold, message.usage)``.)
+    """
+    if isinstance(error, ModelError):
         # The provider refused or failed the request: the call counts, its
         # tokens were not spent.
         ledger.settle(hold, None, charge=False)
-        raise
-    except BaseException:
+    else:
         # Cut off (cancelled, or failed in a way that says nothing of its
         # tokens): charged its whole reservation, the safe side.
         ledger.settle(hold, None)
-        raise
-    ledger.settle(hold, message.usage)
-    return message
 
 
-def take_tool_call(run: RunContext, ledger: BudgetLedger, tool_name: str) -> str | None:
-    """Count one tool call against the budget; the reason it is refused, if it is."""
-    refusal = ledger.take_tool_call()
-    if refusal is None:
-        return None
-    return str(_refused(run, refusal, f"the {tool_name} call"))
+def tool_refused(run: RunContext, refusal: Refusal, tool_name: str) -> str:
+    """What a tool call the budget refused answers (after the event is sent)."""
+    return f"{_refused(run, refusal, f'the {tool_name} call')}. Finish with what you have."

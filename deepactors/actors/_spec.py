@@ -36,7 +36,7 @@ from ..messages import AssistantMessage
 from ..models import ChatModel, ModelRequest
 from ..state import Channel, State, validate_input
 from ..tools import Command, Tool
-from ._budget import budgeted_call
+from ._budget import reserve, settle_failed
 from ._tool_call import execute_tool
 
 if TYPE_CHECKING:
@@ -122,13 +122,25 @@ class AgentSpec:
 
     async def _model_call(self, request: ModelRequest) -> AssistantMessage:
         # The innermost handler: the request is final here, so this is where a
-        # budget reserves (no middleware can raise max_tokens after it).
+        # budget reserves (no middleware can raise max_tokens after it). Inline
+        # rather than a wrapper coroutine: this runs for every model call.
         model = request.model or self.model
         run = request.run
         ledger = run.budget if run is not None else None
         if ledger is None:
             return await self._ask(model, request)
-        return await budgeted_call(ledger, request, model, self._ask)
+        reserved = reserve(ledger, request, model)
+        while not isinstance(reserved, tuple):
+            await reserved.wait()  # calls in flight hold what this one needs
+            reserved = reserve(ledger, request, model)
+        hold, request = reserved
+        try:
+            message = await self._ask(model, request)
+        except BaseException as exc:
+            settle_failed(ledger, hold, exc)
+            raise
+        ledger.settle(hold, message.usage)
+        return message
 
     async def _ask(self, model: ChatModel, request: ModelRequest) -> AssistantMessage:
         run = request.run

@@ -8,7 +8,7 @@ from ..hooks import ToolCallRequest
 from ..interrupts import Interrupt
 from ..messages import ToolCall, ToolMessage
 from ..tools import Command, tool_result_message
-from ._budget import take_tool_call
+from ._budget import tool_refused
 
 __all__ = ["StopRequested", "error_result", "execute_tool", "stop_in"]
 
@@ -54,9 +54,9 @@ async def execute_tool(request: ToolCallRequest) -> ToolMessage | Command:
     if ledger is not None:
         # Counted here, innermost: a call a human rejected or a middleware answered
         # itself never ran, so it costs nothing.
-        refused = take_tool_call(request.run, ledger, call.name)
-        if refused is not None:
-            return error_result(call, f"{refused}. Finish with what you have.")
+        refusal = ledger.take_tool_call()
+        if refusal is not None:
+            return error_result(call, tool_refused(request.run, refusal, call.name))
     runtime = None
     if tool.runtime_param is not None:
         runtime = ToolRuntime(state=request.state, tool_call_id=call.id, run=request.run)

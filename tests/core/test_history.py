@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import pickle
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -185,3 +187,80 @@ def test_a_later_view_extends_an_earlier_one_only_across_appends() -> None:
     # Views of another list never extend each other.
     other, _ = _history("a", "b")
     assert not other.view().extends(first)
+
+
+def _chars(messages: Sequence[Message]) -> int:
+    return sum(len(m.text) for m in messages)
+
+
+def _words(messages: Sequence[Message]) -> int:
+    return sum(len(m.text.split()) for m in messages)
+
+
+_steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("put"), st.text(max_size=6)),
+        st.tuples(st.just("replace"), st.integers(0, 30), st.text(max_size=6)),
+        st.tuples(st.just("remove"), st.integers(0, 30)),
+        st.tuples(st.just("append"), st.text(max_size=6)),  # list.append, no put()
+        st.tuples(st.just("reverse")),
+        st.tuples(st.just("view")),
+        st.tuples(st.just("total"), st.integers(0, 30), st.sampled_from([_chars, _words])),
+    ),
+    max_size=40,
+)
+
+
+@given(_steps)
+def test_a_views_total_is_the_sum_of_its_messages_after_any_changes(
+    steps: list[tuple[Any, ...]],
+) -> None:
+    msgs, _ = _history("first")
+    views = [msgs.view()]
+    for step in steps:
+        kind = step[0]
+        if kind == "put":
+            msgs.put(UserMessage(content=step[1]))
+        elif kind == "replace" and len(msgs):
+            old = msgs[step[1] % len(msgs)]
+            msgs.put(UserMessage(id=old.id, content=step[2]))
+        elif kind == "remove" and len(msgs):
+            msgs.remove_id(msgs[step[1] % len(msgs)].id)
+        elif kind == "append":
+            msgs.append(UserMessage(content=step[1]))
+        elif kind == "reverse":
+            msgs.reverse()
+        elif kind == "view":
+            views.append(msgs.view())
+        elif kind == "total":
+            view, measure = views[step[1] % len(views)], step[2]
+            assert view.total(measure) == measure(list(view))
+    for view in views:
+        assert view.total(_chars) == _chars(list(view))
+        assert view.total(_words) == _words(list(view))
+
+
+def test_a_views_total_counts_each_message_once_and_follows_replacements() -> None:
+    msgs, _ = _history("ab", "cde")
+    seen: list[str] = []
+
+    def measure(messages: Sequence[Message]) -> int:
+        seen.extend(m.text for m in messages)
+        return sum(len(m.text) for m in messages)
+
+    first = msgs.view()
+    assert first.total(measure) == 5
+    add_messages(msgs, [UserMessage(content="fghi")])
+    second = msgs.view()
+    assert second.total(measure) == 9
+    assert seen == ["ab", "cde", "fghi"]  # the new message only
+    assert first.total(measure) == 5  # an older view than the tally
+    # Appended after the tally, then replaced before it is counted: counted once, new.
+    seen.clear()
+    add_messages(msgs, [UserMessage(content="jk")])
+    add_messages(msgs, [UserMessage(id=msgs[3].id, content="lmnop")])
+    # A counted message replaced: the sum follows, without counting the rest again.
+    add_messages(msgs, [UserMessage(id=msgs[0].id, content="x")])
+    assert msgs.view().total(measure) == 1 + 3 + 4 + 5
+    assert sorted(seen) == ["ab", "lmnop", "x"]  # the replaced pair, then the new message
+    assert second.total(measure) == 9  # a copy now: its own messages

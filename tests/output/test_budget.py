@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import anyio
@@ -12,15 +13,21 @@ from deepactors import (
     Budget,
     BudgetReport,
     InputError,
+    SystemMessage,
     ToolCall,
     ToolMessage,
     Usage,
+    UserMessage,
     create_deep_agent,
     events,
     open_runtime,
+    tool,
 )
+from deepactors.actors._budget import reserve
 from deepactors.budget import BudgetLedger, Hold, Refusal, estimate_input_tokens
+from deepactors.context import RunContext
 from deepactors.errors import ConfigurationError, OverloadedError
+from deepactors.history import MessageList
 from deepactors.models import FunctionModel, ModelRequest
 from tests.output.conftest import (
     MaxTokensModel,
@@ -272,8 +279,86 @@ async def test_runtime_start_takes_a_budget_and_bad_budgets_are_refused_up_front
 
 
 def test_the_estimate_errs_high_for_non_ascii_text_too() -> None:
-    from deepactors import UserMessage
-
     ascii_only = estimate_input_tokens([UserMessage(content="abcd")], None, [])
     accented = estimate_input_tokens([UserMessage(content="ééée")], None, [])
     assert accented - ascii_only == 3  # three 2-byte characters
+
+
+def test_each_reservation_holds_the_full_estimate_of_its_request() -> None:
+    """The estimate is kept per run and grows by the new messages only; a replace,
+    a summary's rewrite or a request that is not the history's view is measured
+    whole. Every hold equals the estimate of the whole request, whatever the path."""
+    ledger = BudgetLedger(Budget(input_tokens=10**9))
+    run = RunContext(path="main", run_id="r")
+    model = FunctionModel(lambda r: AssistantMessage(content="x"))
+    history = MessageList([UserMessage(content="héllo")])
+    tools = (tool(lookup),)
+
+    def held(messages: Any, prompt: str | None = "Be brief.", tools: Any = tools) -> None:
+        request = ModelRequest(messages=messages, system_prompt=prompt, tools=tools, run=run)
+        reserved = reserve(ledger, request, model)
+        assert isinstance(reserved, tuple)
+        hold, sent = reserved
+        assert sent is request
+        assert hold.input_tokens == estimate_input_tokens(messages, prompt, tools)
+        ledger.settle(hold, None)
+
+    held(history.view())
+    call = ToolCall(name="lookup", args={"key": "ü", "n": [1, True]})
+    history.put(AssistantMessage(tool_calls=[call]))
+    history.put(ToolMessage(tool_call_id=call.id, name="lookup", content="value"))
+    held(history.view())
+    held(history.view(), prompt="Another prompt.")  # the prompt changed: measured again
+    held(history.view(), tools=list(tools))  # a list of tools: measured each time
+    history.put(UserMessage(id=history[0].id, content="a much longer first message"))
+    held(history.view())  # replaced in place: the whole history again
+    held([SystemMessage(content="summary"), *history[2:]])  # not the history's view
+    held(history.view())
+    history.put(UserMessage(content="more"))
+    held(list(history))  # a plain list that extends the last one
+    held(history.view(), prompt=None, tools=())
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_budget_of_one_level_decides_as_the_same_limits_inside_another_would(
+    seed: int,
+) -> None:
+    """A top-level ledger grants outright when everything fits (its fast path);
+    the same limits one level down always take the full pass. Under any sequence
+    of reservations, settlements and tool calls both must decide alike."""
+    rng = random.Random(seed)
+    limits = Budget(model_calls=40, input_tokens=5_000, output_tokens=3_000, tool_calls=15)
+    alone = BudgetLedger(limits)
+    nested = BudgetLedger(limits, parent=BudgetLedger(Budget()))
+    holds: list[tuple[Hold, Hold]] = []
+    for _ in range(300):
+        action = rng.random()
+        if action < 0.5:
+            need_in, want_out = rng.randrange(0, 600), rng.choice([0, 1, 50, 200, 800])
+            got = alone.try_reserve(need_in, want_out), nested.try_reserve(need_in, want_out)
+            assert decided(got[0]) == decided(got[1])
+            if isinstance(got[0], Hold) and isinstance(got[1], Hold):
+                holds.append((got[0], got[1]))
+        elif action < 0.8 and holds:
+            first, second = holds.pop(rng.randrange(len(holds)))
+            usage = rng.choice(
+                [
+                    None,
+                    Usage(input_tokens=first.input_tokens // 2, output_tokens=first.output_tokens),
+                ]
+            )
+            charge = rng.random() < 0.9
+            alone.settle(first, usage, charge=charge)
+            nested.settle(second, usage, charge=charge)
+        else:
+            assert decided(alone.take_tool_call()) == decided(nested.take_tool_call())
+        assert alone.report() == nested.report()
+
+
+def decided(outcome: Hold | Refusal | anyio.Event | None) -> object:
+    """What a ledger decided, without whose budget it was (tree or subagent)."""
+    if isinstance(outcome, Refusal):
+        return (outcome.resource, outcome.limit, outcome.spent)
+    if isinstance(outcome, anyio.Event):
+        return "wait"
+    return outcome
