@@ -257,8 +257,8 @@ class BudgetLedger:
             self.parent is None
             and self.model_calls < self._room_calls
             and self.input_tokens + self._held_in + input_tokens <= self._room_in
-            and self.output_tokens + self._held_out + output_tokens <= self._room_out
-            and self.output_tokens < self._room_out
+            # (or 1: a call for no output still needs some left, as below)
+            and self.output_tokens + self._held_out + (output_tokens or 1) <= self._room_out
         ):
             # Fits outright, at the only level: what the pass below would grant,
             # without it (the common case, far from the limits; this runs
@@ -416,6 +416,9 @@ def message_tokens(message: Message) -> int:
     return messages_tokens((message,))
 
 
+_PLAIN = (UserMessage, SystemMessage)  # their share is their content's
+
+
 def messages_tokens(messages: Iterable[Message]) -> int:
     """The estimate's share of some messages: the sum of their :func:`message_tokens`."""
     # One loop with the common cases inline, not a call per message: this runs
@@ -434,9 +437,9 @@ def messages_tokens(messages: Iterable[Message]) -> int:
         if type(message) is ToolMessage:
             name = message.name
             total += len(name) if name.isascii() else text_tokens(name)
-        elif type(message) is UserMessage or type(message) is SystemMessage:
-            pass
-        elif type(message) is AssistantMessage or isinstance(message, AssistantMessage):
+        elif type(message) is AssistantMessage or (
+            type(message) not in _PLAIN and isinstance(message, AssistantMessage)
+        ):
             for call in message.tool_calls:
                 # repr() of the parsed arguments: as long as their JSON or longer
                 # (True vs true), non-ASCII text measured in UTF-8, and several
@@ -446,7 +449,7 @@ def messages_tokens(messages: Iterable[Message]) -> int:
                     total += PER_MESSAGE_TOKENS + len(name) + len(args)
                 else:
                     total += PER_MESSAGE_TOKENS + text_tokens(name) + text_tokens(args)
-        elif isinstance(message, ToolMessage):  # a subclass
+        elif type(message) not in _PLAIN and isinstance(message, ToolMessage):  # a subclass
             total += text_tokens(message.name)
     return total
 

@@ -24,7 +24,14 @@ from deepactors import (
     tool,
 )
 from deepactors.actors._budget import reserve
-from deepactors.budget import BudgetLedger, Hold, Refusal, estimate_input_tokens
+from deepactors.budget import (
+    BudgetLedger,
+    Hold,
+    Refusal,
+    estimate_input_tokens,
+    message_tokens,
+    messages_tokens,
+)
 from deepactors.context import RunContext
 from deepactors.errors import ConfigurationError, OverloadedError
 from deepactors.history import MessageList
@@ -362,3 +369,28 @@ def decided(outcome: Hold | Refusal | anyio.Event | None) -> object:
     if isinstance(outcome, anyio.Event):
         return "wait"
     return outcome
+
+
+def test_subclassed_messages_are_measured_as_their_kind() -> None:
+    class Answer(AssistantMessage):
+        pass
+
+    class Result(ToolMessage):
+        pass
+
+    call = ToolCall(name="lookup", args={"key": "é", "n": [1, True]})
+    plain = [
+        AssistantMessage(content="hi", tool_calls=[call]),
+        ToolMessage(tool_call_id=call.id, name="lookup", content="ünïcode"),
+    ]
+    subclassed = [
+        Answer(content="hi", tool_calls=[call]),
+        Result(tool_call_id=call.id, name="lookup", content="ünïcode"),
+    ]
+    assert messages_tokens(subclassed) == messages_tokens(plain)
+    assert messages_tokens(plain) == sum(message_tokens(m) for m in plain)
+    # Every byte of the UTF-8 text counts: two characters of two bytes.
+    assert (
+        message_tokens(plain[1])
+        == message_tokens(ToolMessage(tool_call_id=call.id, name="lookup", content="unicode")) + 2
+    )
