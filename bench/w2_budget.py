@@ -14,8 +14,9 @@ plain coroutines: pydantic messages, a task group per tool step.
 Prints, for the floor and deepactors side by side (each figure the median of
 the repeats): wall time over the critical path, CPU ms per subagent, the worst
 lateness of a 5 ms timer running beside it, and the process's peak RSS after
-the runs. The repeats of the rows alternate, so a drift of the machine's load
-touches every row alike.
+the runs. The repeats of the rows alternate (with and without a budget in
+swapped order every other repeat), so a drift of the machine's load touches
+every row alike.
 
 ``--budget`` adds a row for the same run under a tree-wide ``Budget`` that
 limits all four resources (so every model call estimates its request and
@@ -141,8 +142,12 @@ def main() -> None:
             if args.budget:
                 makers.append(("+budget", functools.partial(ours, n, UNREACHABLE)))
             runs: dict[str, list[Measured]] = {name: [] for name, _ in makers}
-            for _ in range(args.repeats):
-                for name, make in makers:
+            for repeat in range(args.repeats):
+                # The two runs compared swap places every other repeat: a run's
+                # place in the repeat (after which one, in which heap) weighs
+                # on both alike.
+                order = makers if repeat % 2 == 0 else [makers[0], *makers[:0:-1]]
+                for name, make in order:
                     gc.collect()
                     if args.no_gc:
                         gc.disable()
