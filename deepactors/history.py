@@ -33,6 +33,9 @@ Measure = Callable[[Sequence[Message]], int]
 """A size of some messages, additive: ``m(a + b) == m(a) + m(b)``. See :meth:`MessageView.total`."""
 
 
+_MAX_TALLIES = 8  # measures a history keeps running sums for
+
+
 class _Tally:
     """A running sum of one measure over a history's first ``count`` messages."""
 
@@ -177,9 +180,10 @@ class MessageView(Sequence[Message]):
         ``measure`` sizes a run of messages and must be additive (the size of
         ``a + b`` is the size of ``a`` plus that of ``b``) and depend only on the
         messages (they are frozen). The history keeps a running sum for each
-        measure a view of it was asked for, so successive views (an agent's model
-        calls) measure each message once, not the whole history per call. A
-        replace by id adjusts the sum; other changes in place make it start again.
+        measure a view of it was asked for (by identity: pass the same function
+        each time), so successive views (an agent's model calls) measure each
+        message once, not the whole history per call. A replace by id adjusts the
+        sum; other changes in place make it start again.
         """
         if self._shared.items is not None:  # a copy: the live list has changed since
             return measure(self[:])
@@ -189,6 +193,8 @@ class MessageView(Sequence[Message]):
             tallies = live._tallies = {}
         tally = tallies.get(measure)
         if tally is None:
+            if len(tallies) >= _MAX_TALLIES:
+                tallies.clear()  # a new function per call, say: never an unbounded dict
             tally = tallies[measure] = _Tally()
         count = tally.count
         if count == length:

@@ -264,3 +264,11 @@ def test_a_views_total_counts_each_message_once_and_follows_replacements() -> No
     assert msgs.view().total(measure) == 1 + 3 + 4 + 5
     assert sorted(seen) == ["ab", "lmnop", "x"]  # the replaced pair, then the new message
     assert second.total(measure) == 9  # a copy now: its own messages
+
+
+def test_a_history_keeps_running_sums_for_a_bounded_number_of_measures() -> None:
+    msgs, _ = _history("ab", "cde")
+    view = msgs.view()
+    for _ in range(50):  # a new function each time: each total is still right
+        assert view.total(lambda ms: sum(len(m.text) for m in ms)) == 5
+    assert len(msgs._tallies or {}) <= 8
