@@ -143,6 +143,11 @@ class Hold(NamedTuple):
 
 _UNREACHED = 1 << 128  # more than any count of calls or tokens
 
+
+def _cap(limit: int | None) -> int:
+    return _UNREACHED if limit is None else limit
+
+
 # Hold((a, b)) without the Python-level __new__ of a named tuple: one is made
 # for every model call of a budgeted run.
 _hold = functools.partial(tuple.__new__, Hold)
@@ -179,17 +184,14 @@ class BudgetLedger:
     """
 
     __slots__ = (
+        "_cap_calls",
+        "_cap_in",
+        "_cap_out",
+        "_cap_tools",
         "_chain",
         "_changed",
         "_held_in",
         "_held_out",
-        "_max_calls",
-        "_max_in",
-        "_max_out",
-        "_room_calls",
-        "_room_in",
-        "_room_out",
-        "_tool_limits",
         "exhausted",
         "input_tokens",
         "limits",
@@ -216,21 +218,15 @@ class BudgetLedger:
         while chain[-1].parent is not None:
             chain.append(chain[-1].parent)
         self._chain = tuple(chain)
-        # The limits as plain attributes: read on every call.
-        self._max_calls = limits.model_calls
-        self._max_in = limits.input_tokens
-        self._max_out = limits.output_tokens
-        # The same with no limit as a number never reached: the fast path's test.
-        self._room_calls = _UNREACHED if limits.model_calls is None else limits.model_calls
-        self._room_in = _UNREACHED if limits.input_tokens is None else limits.input_tokens
-        self._room_out = _UNREACHED if limits.output_tokens is None else limits.output_tokens
-        # The levels that limit tool calls, with their limits.
-        self._tool_limits = tuple(
-            (led, led.limits.tool_calls) for led in chain if led.limits.tool_calls is not None
-        )
+        # The limits as plain attributes, read on every call; no limit is a number
+        # never reached, so no test for None.
+        self._cap_calls = _cap(limits.model_calls)
+        self._cap_in = _cap(limits.input_tokens)
+        self._cap_out = _cap(limits.output_tokens)
+        self._cap_tools = _cap(limits.tool_calls)
         #: Whether any level limits input / output tokens (else nothing is estimated).
-        self.tracks_input = any(led._max_in is not None for led in chain)
-        self.tracks_output = any(led._max_out is not None for led in chain)
+        self.tracks_input = any(led.limits.input_tokens is not None for led in chain)
+        self.tracks_output = any(led.limits.output_tokens is not None for led in chain)
 
     def __repr__(self) -> str:
         return (
@@ -255,10 +251,10 @@ class BudgetLedger:
         """
         if (
             self.parent is None
-            and self.model_calls < self._room_calls
-            and self.input_tokens + self._held_in + input_tokens <= self._room_in
+            and self.model_calls < self._cap_calls
+            and self.input_tokens + self._held_in + input_tokens <= self._cap_in
             # (or 1: a call for no output still needs some left, as below)
-            and self.output_tokens + self._held_out + (output_tokens or 1) <= self._room_out
+            and self.output_tokens + self._held_out + (output_tokens or 1) <= self._cap_out
         ):
             # Fits outright, at the only level: what the pass below would grant,
             # without it (the common case, far from the limits; this runs
@@ -274,26 +270,21 @@ class BudgetLedger:
         waits: BudgetLedger | None = None
         tight = self
         for led in self._chain:
-            cap = led._max_calls
-            if cap is not None and led.model_calls >= cap:
-                return led._refuse("model_calls", cap, led.model_calls)
-            cap = led._max_in
-            if cap is not None:
-                spent = led.input_tokens + input_tokens
-                if spent > cap:
-                    return led._refuse("input_tokens", cap, led.input_tokens)
-                if waits is None and spent + led._held_in > cap:
-                    waits = led
-            cap = led._max_out
-            if cap is not None:
-                left = cap - led.output_tokens
-                if left < 1:
-                    return led._refuse("output_tokens", cap, led.output_tokens)
-                if left < grant:
-                    grant = left
-                left -= led._held_out  # free beside the calls in flight
-                if left < room:
-                    room, tight = left, led
+            if led.model_calls >= led._cap_calls:
+                return led._refuse("model_calls", led._cap_calls, led.model_calls)
+            spent = led.input_tokens + input_tokens
+            if spent > led._cap_in:
+                return led._refuse("input_tokens", led._cap_in, led.input_tokens)
+            if waits is None and spent + led._held_in > led._cap_in:
+                waits = led
+            left = led._cap_out - led.output_tokens
+            if left < 1:
+                return led._refuse("output_tokens", led._cap_out, led.output_tokens)
+            if left < grant:
+                grant = left
+            left -= led._held_out  # free beside the calls in flight
+            if left < room:
+                room, tight = left, led
         if waits is None and grant > room:
             waits = tight  # the grant fits under every limit, not beside the holds
         if waits is not None:
@@ -341,15 +332,9 @@ class BudgetLedger:
 
     def take_tool_call(self) -> Refusal | None:
         """Count one tool call, or return why the budget refuses it."""
-        if self.parent is None:  # one level, the common case: the loops below, unrolled
-            limit = self.limits.tool_calls
-            if limit is not None and self.tool_calls >= limit:
-                return self._refuse("tool_calls", limit, self.tool_calls)
-            self.tool_calls += 1
-            return None
-        for led, limit in self._tool_limits:
-            if led.tool_calls >= limit:
-                return led._refuse("tool_calls", limit, led.tool_calls)
+        for led in self._chain:
+            if led.tool_calls >= led._cap_tools:
+                return led._refuse("tool_calls", led._cap_tools, led.tool_calls)
         for led in self._chain:
             led.tool_calls += 1
         return None
