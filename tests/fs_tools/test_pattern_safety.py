@@ -28,7 +28,8 @@ from deepactors.backends import (
 from deepactors.middleware._filesystem import FilesystemMiddleware
 from deepactors.persistence import MemoryStore
 
-pytestmark = pytest.mark.anyio
+# A full collection of the test process's heap is not the pattern's doing.
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("settled_heap")]
 
 BACKENDS = ["state", "disk", "disk-ripgrep", "store", "composite"]
 # A path under which every backend kind stores the file (in the composite, the
