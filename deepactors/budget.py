@@ -311,13 +311,23 @@ class BudgetLedger:
             charge: ``False`` charges no tokens (the provider refused the request).
         """
         held_in, held_out = hold
-        if not charge:
-            used_in = used_out = 0
-        elif usage is None:
-            used_in, used_out = held_in, held_out
-        else:
+        if usage is not None and charge:
             used_in = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
             used_out = usage.output_tokens
+        elif charge:
+            used_in, used_out = held_in, held_out
+        else:
+            used_in = used_out = 0
+        if self.parent is None:  # one level (the common case), without the loop
+            self._held_in -= held_in
+            self._held_out -= held_out
+            self.input_tokens += used_in
+            self.output_tokens += used_out
+            changed = self._changed
+            if changed is not None:
+                self._changed = None
+                changed.set()
+            return
         for led in self._chain:
             led._held_in -= held_in
             led._held_out -= held_out
@@ -332,6 +342,11 @@ class BudgetLedger:
 
     def take_tool_call(self) -> Refusal | None:
         """Count one tool call, or return why the budget refuses it."""
+        if self.parent is None:  # one level (the common case), without the loops
+            if self.tool_calls < self._cap_tools:
+                self.tool_calls += 1
+                return None
+            return self._refuse("tool_calls", self._cap_tools, self.tool_calls)
         for led in self._chain:
             if led.tool_calls >= led._cap_tools:
                 return led._refuse("tool_calls", led._cap_tools, led.tool_calls)
@@ -407,36 +422,39 @@ _PLAIN = (UserMessage, SystemMessage)  # their share is their content's
 def messages_tokens(messages: Iterable[Message]) -> int:
     """The estimate's share of some messages: the sum of their :func:`message_tokens`."""
     # One loop with the common cases inline, not a call per message: this runs
-    # for every message of every budgeted request.
+    # for every message of every budgeted request. Kinds are told by type(): a
+    # negative isinstance() check of a pydantic model class goes through ABCMeta,
+    # slower than the rest of this together.
     total = 0
     for message in messages:
         content = message.content
-        if type(content) is str:
-            total += PER_MESSAGE_TOKENS + (
-                len(content) if content.isascii() else text_tokens(content)
-            )
+        if type(content) is str and content.isascii():
+            total += PER_MESSAGE_TOKENS + len(content)
         else:
             total += PER_MESSAGE_TOKENS + _content_tokens(content)
-        # The kind by type(): a negative isinstance() check of a pydantic model
-        # class goes through ABCMeta, slower than the rest of this together.
         if type(message) is ToolMessage:
             name = message.name
             total += len(name) if name.isascii() else text_tokens(name)
-        elif type(message) is AssistantMessage or (
-            type(message) not in _PLAIN and isinstance(message, AssistantMessage)
-        ):
+        elif type(message) is AssistantMessage:
             for call in message.tool_calls:
                 # repr() of the parsed arguments: as long as their JSON or longer
                 # (True vs true), non-ASCII text measured in UTF-8, and several
                 # times cheaper.
-                name, args = call.name, repr(call.args)
-                if name.isascii() and args.isascii():
-                    total += PER_MESSAGE_TOKENS + len(name) + len(args)
-                else:
-                    total += PER_MESSAGE_TOKENS + text_tokens(name) + text_tokens(args)
-        elif type(message) not in _PLAIN and isinstance(message, ToolMessage):  # a subclass
-            total += text_tokens(message.name)
+                text = call.name + repr(call.args)
+                total += PER_MESSAGE_TOKENS + (len(text) if text.isascii() else text_tokens(text))
+        elif type(message) not in _PLAIN:
+            total += _subclass_share(message)
     return total
+
+
+def _subclass_share(message: Message) -> int:
+    # A subclass of a message kind: its tool calls or tool name, as above.
+    if isinstance(message, AssistantMessage):
+        calls = message.tool_calls
+        return sum(PER_MESSAGE_TOKENS + text_tokens(c.name + repr(c.args)) for c in calls)
+    if isinstance(message, ToolMessage):
+        return text_tokens(message.name)
+    return 0
 
 
 def tool_tokens(tool: ToolLike) -> int:

@@ -37,11 +37,12 @@ _MAX_TALLIES = 8  # measures a history keeps running sums for
 
 
 class _Tally:
-    """A running sum of one measure over a history's first ``count`` messages."""
+    """A running sum of ``measure`` over a history's first ``count`` messages."""
 
-    __slots__ = ("count", "total")
+    __slots__ = ("count", "measure", "total")
 
-    def __init__(self) -> None:
+    def __init__(self, measure: Measure) -> None:
+        self.measure = measure
         self.count = 0
         self.total = 0
 
@@ -56,7 +57,7 @@ class MessageList(list[Message]):
     far a copy of their items, once, so a view never changes.
     """
 
-    __slots__ = ("_index", "_shared", "_tallies")
+    __slots__ = ("_index", "_shared", "_tallies", "_tally")
 
     def __init__(self, items: Iterable[Message] = ()) -> None:
         super().__init__(items)
@@ -67,6 +68,9 @@ class MessageList(list[Message]):
         # A running sum for each measure a view was asked to total
         # (MessageView.total): what the list's first ``count`` messages measure.
         self._tallies: dict[Measure, _Tally] | None = None
+        # The one of them last asked for, found without the dict (the common
+        # case: one measure, asked before every model call).
+        self._tally: _Tally | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
         # copy/pickle: a new list with no views (the slots would share _shared).
@@ -94,9 +98,9 @@ class MessageList(list[Message]):
             old = self[pos]
             list.__setitem__(self, pos, message)  # same id, same place: the index holds
             if self._tallies:
-                for measure, tally in self._tallies.items():
+                for tally in self._tallies.values():
                     if pos < tally.count:
-                        tally.total += measure((message,)) - measure((old,))
+                        tally.total += tally.measure((message,)) - tally.measure((old,))
 
     def remove_id(self, message_id: str) -> None:
         """Remove the message with this id, if present."""
@@ -112,7 +116,7 @@ class MessageList(list[Message]):
 
     def _reindex(self) -> None:
         self._index = {m.id: i for i, m in enumerate(self)}
-        self._tallies = None  # changed in place: counted again when next asked
+        self._tallies = self._tally = None  # changed in place: counted again when next asked
 
 
 def _changing_in_place(name: str) -> Any:
@@ -185,9 +189,25 @@ class MessageView(Sequence[Message]):
         message once, not the whole history per call. A replace by id adjusts the
         sum; other changes in place make it start again.
         """
+        live = self._list
+        tally = live._tally
+        if tally is None or tally.measure is not measure or self._shared.items is not None:
+            return self._total_slow(measure)
+        count, length = tally.count, self._len
+        if count == length:
+            return tally.total
+        if count < length:  # measure what was appended since
+            total = tally.total + measure(live[count:length])
+            tally.total, tally.count = total, length
+            return total
+        # An older view than the tally: take off what came after it.
+        return tally.total - measure(live[length:count])
+
+    def _total_slow(self, measure: Measure) -> int:
+        """:meth:`total` for a view that reads a copy, or a measure not asked for last."""
         if self._shared.items is not None:  # a copy: the live list has changed since
             return measure(self[:])
-        live, length = self._list, self._len
+        live = self._list
         tallies = live._tallies
         if tallies is None:
             tallies = live._tallies = {}
@@ -195,16 +215,9 @@ class MessageView(Sequence[Message]):
         if tally is None:
             if len(tallies) >= _MAX_TALLIES:
                 tallies.clear()  # a new function per call, say: never an unbounded dict
-            tally = tallies[measure] = _Tally()
-        count = tally.count
-        if count == length:
-            return tally.total
-        if count < length:  # measure what was appended since
-            tally.total += measure(live[count:length])
-            tally.count = length
-            return tally.total
-        # An older view than the tally: take off what came after it.
-        return tally.total - measure(live[length:count])
+            tally = tallies[measure] = _Tally(measure)
+        live._tally = tally
+        return self.total(measure)
 
     def _items(self) -> list[Message]:
         items = self._shared.items

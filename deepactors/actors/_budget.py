@@ -102,7 +102,9 @@ def _fixed_tokens(prompt: str | None, tools: Sequence[Tool]) -> int:
     return tokens
 
 
-def _list_tokens(run: RunContext, sent: Sequence[Message]) -> int:
+def _list_tokens(run: RunContext | None, sent: Sequence[Message]) -> int:
+    if run is None:  # a request made outside a run: nothing to remember it by
+        return messages_tokens(sent)
     seen = run.local(_SIZES)
     messages = list(sent)
     before = seen.messages
@@ -149,8 +151,6 @@ def reserve(
     Raises:
         BudgetExceeded: The budget can never cover the call; it must not be made.
     """
-    run = request.run
-    assert run is not None
     need_in = 0
     if ledger.tracks_input:
         sent = request.messages
@@ -159,27 +159,29 @@ def reserve(
         if type(sent) is MessageView:
             need_in = sent.total(messages_tokens)  # each message measured once per history
         else:
-            need_in = _list_tokens(run, sent)
+            need_in = _list_tokens(request.run, sent)
         prompt, tools = request.system_prompt, request.tools
-        last_prompt, last_tools, fixed = _LAST_FIXED.entry
-        if prompt is not last_prompt or tools is not last_tools:
-            fixed = _fixed_tokens(prompt, tools)
-        need_in += fixed
+        last = _LAST_FIXED.entry
+        if prompt is last[0] and tools is last[1]:
+            need_in += last[2]
+        else:
+            need_in += _fixed_tokens(prompt, tools)
     want_out = 0
     if ledger.tracks_output:
         # The call's max_tokens: the request's, else the model's, else the default.
         settings = request.settings
         asked = settings.get("max_tokens") if settings else None
-        if isinstance(asked, int) and asked > 0:
-            want_out = asked
-        else:
+        if asked is None:
             # SupportsMaxTokens, read without isinstance(): a runtime protocol
             # check costs more than the rest of the reservation together.
-            limit = getattr(model, "max_tokens", None)
-            if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
-                want_out = limit
-            else:
-                want_out = DEFAULT_OUTPUT_RESERVATION
+            asked = getattr(model, "max_tokens", None) or DEFAULT_OUTPUT_RESERVATION
+        # (type() is int: not a bool)
+        if type(asked) is int and asked > 0:
+            want_out = asked
+        elif isinstance(asked, int) and not isinstance(asked, bool) and asked > 0:
+            want_out = int(asked)  # an int subclass
+        else:
+            want_out = _fallback_max_tokens(model)
     outcome = ledger.try_reserve(need_in, want_out)
     if isinstance(outcome, Hold):
         if outcome.output_tokens < want_out:
@@ -187,8 +189,19 @@ def reserve(
             request = request.replace(settings=settings)
         return outcome, request
     if isinstance(outcome, Refusal):
+        run = request.run
+        assert run is not None
         raise _refused(run, outcome, f"model call {run.step} of {run.path}")
     return outcome  # calls in flight hold what this one needs
+
+
+def _fallback_max_tokens(model: ChatModel) -> int:
+    # The request's max_tokens was not a positive int (or absent): the model's,
+    # else the default.
+    limit = getattr(model, "max_tokens", None)
+    if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+        return int(limit)
+    return DEFAULT_OUTPUT_RESERVATION
 
 
 def settle_failed(ledger: BudgetLedger, hold: Hold, error: BaseException) -> None:

@@ -25,6 +25,7 @@ from deepactors import (
 )
 from deepactors.actors._budget import reserve
 from deepactors.budget import (
+    DEFAULT_OUTPUT_RESERVATION,
     BudgetLedger,
     Hold,
     Refusal,
@@ -324,6 +325,38 @@ def test_each_reservation_holds_the_full_estimate_of_its_request() -> None:
     history.put(UserMessage(content="more"))
     held(list(history))  # a plain list that extends the last one
     held(history.view(), prompt=None, tools=())
+
+
+def test_the_output_reservation_is_the_calls_max_tokens_else_the_models_else_the_default() -> None:
+    ledger = BudgetLedger(Budget(output_tokens=10**9))
+    run = RunContext(path="main", run_id="r")
+
+    class Capped:  # SupportsMaxTokens without subclassing anything
+        max_tokens = 700
+
+    class Odd(int):
+        pass
+
+    def held(settings: dict[str, Any], model: Any) -> int:
+        request = ModelRequest(messages=[UserMessage(content="hi")], settings=settings, run=run)
+        reserved = reserve(ledger, request, model)
+        assert isinstance(reserved, tuple)
+        hold, _ = reserved
+        ledger.settle(hold, None, charge=False)
+        return hold.output_tokens
+
+    plain = FunctionModel(lambda r: AssistantMessage(content="x"))
+    assert held({"max_tokens": 50}, Capped()) == 50  # the call's own
+    assert held({"max_tokens": Odd(60)}, Capped()) == 60  # an int subclass is an int
+    assert held({}, Capped()) == 700  # the model's
+    assert held({}, plain) == DEFAULT_OUTPUT_RESERVATION
+    # A setting that is not a positive whole number: the model's, else the default.
+    for bad in (0, -5, True, "100", 1.5):
+        assert held({"max_tokens": bad}, Capped()) == 700
+        assert held({"max_tokens": bad}, plain) == DEFAULT_OUTPUT_RESERVATION
+    capped = Capped()
+    capped.max_tokens = True  # type: ignore[assignment]
+    assert held({}, capped) == DEFAULT_OUTPUT_RESERVATION
 
 
 @pytest.mark.parametrize("seed", range(5))
