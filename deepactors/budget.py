@@ -318,16 +318,6 @@ class BudgetLedger:
             used_in, used_out = held_in, held_out
         else:
             used_in = used_out = 0
-        if self.parent is None:  # one level (the common case), without the loop
-            self._held_in -= held_in
-            self._held_out -= held_out
-            self.input_tokens += used_in
-            self.output_tokens += used_out
-            changed = self._changed
-            if changed is not None:
-                self._changed = None
-                changed.set()
-            return
         for led in self._chain:
             led._held_in -= held_in
             led._held_out -= held_out
