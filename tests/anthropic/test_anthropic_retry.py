@@ -118,6 +118,8 @@ async def test_retry_on_is_configurable() -> None:
     assert len(times) == 2
 
 
+# It bounds elapsed time: a full collection of the test process must not land in it.
+@pytest.mark.usefixtures("settled_heap")
 async def test_a_wait_longer_than_the_deadline_raises_the_model_error_at_once() -> None:
     handler, times = failing(RateLimitError("429", retry_after=30))
     mw = ModelRetryMiddleware()
