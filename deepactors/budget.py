@@ -332,11 +332,6 @@ class BudgetLedger:
 
     def take_tool_call(self) -> Refusal | None:
         """Count one tool call, or return why the budget refuses it."""
-        if self.parent is None:  # one level (the common case), without the loops
-            if self.tool_calls < self._cap_tools:
-                self.tool_calls += 1
-                return None
-            return self._refuse("tool_calls", self._cap_tools, self.tool_calls)
         for led in self._chain:
             if led.tool_calls >= led._cap_tools:
                 return led._refuse("tool_calls", led._cap_tools, led.tool_calls)

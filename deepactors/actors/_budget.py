@@ -175,13 +175,14 @@ def reserve(
             # SupportsMaxTokens, read without isinstance(): a runtime protocol
             # check costs more than the rest of the reservation together.
             asked = getattr(model, "max_tokens", None) or DEFAULT_OUTPUT_RESERVATION
-        # (type() is int: not a bool)
-        if type(asked) is int and asked > 0:
+        if type(asked) is int and asked > 0:  # the common case (type(): not a bool)
             want_out = asked
-        elif isinstance(asked, int) and not isinstance(asked, bool) and asked > 0:
-            want_out = int(asked)  # an int subclass
-        else:
-            want_out = _fallback_max_tokens(model)
+        else:  # an int subclass, or a setting that is no max_tokens: the model's
+            want_out = (
+                _positive_int(asked)
+                or _positive_int(getattr(model, "max_tokens", None))
+                or DEFAULT_OUTPUT_RESERVATION
+            )
     outcome = ledger.try_reserve(need_in, want_out)
     if isinstance(outcome, Hold):
         if outcome.output_tokens < want_out:
@@ -195,13 +196,11 @@ def reserve(
     return outcome  # calls in flight hold what this one needs
 
 
-def _fallback_max_tokens(model: ChatModel) -> int:
-    # The request's max_tokens was not a positive int (or absent): the model's,
-    # else the default.
-    limit = getattr(model, "max_tokens", None)
-    if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
-        return int(limit)
-    return DEFAULT_OUTPUT_RESERVATION
+def _positive_int(value: object) -> int | None:
+    """``value`` as a ``max_tokens``: a whole number above 0 (not a bool), else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return int(value)
+    return None
 
 
 def settle_failed(ledger: BudgetLedger, hold: Hold, error: BaseException) -> None:
