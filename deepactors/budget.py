@@ -35,18 +35,12 @@ from typing import Literal, NamedTuple, Protocol
 
 import anyio
 
+from . import _sizes
+from ._sizes import SHIFT, message_sizes, utf8_size
 from .errors import BudgetExceeded, ConfigurationError
 from .messages import (
-    AssistantMessage,
-    ImageBlock,
     Message,
-    RedactedThinkingBlock,
-    SystemMessage,
-    TextBlock,
-    ThinkingBlock,
-    ToolMessage,
     Usage,
-    UserMessage,
 )
 
 __all__ = [
@@ -72,10 +66,10 @@ Such a model is trusted to write no more; the budget's guarantee needs a model
 that honours its ``max_tokens``."""
 
 # Allowances on top of the text's size (see estimate_input_tokens).
-PER_MESSAGE_TOKENS = 8
+PER_MESSAGE_TOKENS = _sizes.PER_MESSAGE_TOKENS
 PER_TOOL_TOKENS = 16
 TOOL_USE_PROMPT_TOKENS = 600
-IMAGE_TOKENS = 2_000
+IMAGE_TOKENS = _sizes.BOUND_IMAGE_TOKENS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -377,69 +371,19 @@ def text_tokens(text: str) -> int:
     """The estimate's share of a text: its size in UTF-8 bytes."""
     # UTF-8 bytes: an upper bound on the tokens of a byte-level BPE tokenizer,
     # whose every token stands for at least one byte.
-    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
-
-
-def _content_tokens(content: str | Sequence[object]) -> int:
-    if isinstance(content, str):
-        return text_tokens(content)
-    total = 0
-    for block in content:
-        if isinstance(block, TextBlock):
-            total += text_tokens(block.text)
-        elif isinstance(block, ThinkingBlock):
-            total += text_tokens(block.thinking)
-        elif isinstance(block, RedactedThinkingBlock):
-            total += text_tokens(block.data)
-        elif isinstance(block, ImageBlock):
-            total += IMAGE_TOKENS
-    return total
+    return utf8_size(text)
 
 
 def message_tokens(message: Message) -> int:
     """The estimate's share of one message (see :func:`estimate_input_tokens`)."""
-    return messages_tokens((message,))
-
-
-_PLAIN = (UserMessage, SystemMessage)  # their share is their content's
+    return message_sizes((message,)) >> SHIFT
 
 
 def messages_tokens(messages: Iterable[Message]) -> int:
     """The estimate's share of some messages: the sum of their :func:`message_tokens`."""
-    # One loop with the common cases inline, not a call per message: this runs
-    # for every message of every budgeted request. Kinds are told by type(): a
-    # negative isinstance() check of a pydantic model class goes through ABCMeta,
-    # slower than the rest of this together.
-    total = 0
-    for message in messages:
-        content = message.content
-        if type(content) is str and content.isascii():
-            total += PER_MESSAGE_TOKENS + len(content)
-        else:
-            total += PER_MESSAGE_TOKENS + _content_tokens(content)
-        if type(message) is ToolMessage:
-            name = message.name
-            total += len(name) if name.isascii() else text_tokens(name)
-        elif type(message) is AssistantMessage:
-            for call in message.tool_calls:
-                # repr() of the parsed arguments: as long as their JSON or longer
-                # (True vs true), non-ASCII text measured in UTF-8, and several
-                # times cheaper.
-                text = call.name + repr(call.args)
-                total += PER_MESSAGE_TOKENS + (len(text) if text.isascii() else text_tokens(text))
-        elif type(message) not in _PLAIN:
-            total += _subclass_share(message)
-    return total
-
-
-def _subclass_share(message: Message) -> int:
-    # A subclass of a message kind: its tool calls or tool name, as above.
-    if isinstance(message, AssistantMessage):
-        calls = message.tool_calls
-        return sum(PER_MESSAGE_TOKENS + text_tokens(c.name + repr(c.args)) for c in calls)
-    if isinstance(message, ToolMessage):
-        return text_tokens(message.name)
-    return 0
+    # The bound half of the walk that also approximates them for summarization
+    # (deepactors._sizes): a history keeps one running sum of both.
+    return message_sizes(messages) >> SHIFT
 
 
 def tool_tokens(tool: ToolLike) -> int:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import anyio
 
+from .._sizes import SHIFT, message_sizes
 from ..budget import (
     DEFAULT_OUTPUT_RESERVATION,
     TOOL_USE_PROMPT_TOKENS,
@@ -157,7 +158,9 @@ def reserve(
         # type() rather than isinstance(): a Sequence ABC's negative isinstance()
         # check costs more than the whole estimate of a view.
         if type(sent) is MessageView:
-            need_in = sent.total(messages_tokens)  # each message measured once per history
+            # Each message measured once per history, in the walk that also
+            # sizes it for summarization (the bound is the high part).
+            need_in = sent.total(message_sizes) >> SHIFT
         else:
             need_in = _list_tokens(request.run, sent)
         prompt, tools = request.system_prompt, request.tools

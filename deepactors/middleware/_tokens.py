@@ -13,20 +13,13 @@ a turn of a 1,000-turn run costs what a turn of a 10-turn run does.
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from ..messages import (
-    AssistantMessage,
-    Content,
-    ImageBlock,
-    Message,
-    TextBlock,
-    ThinkingBlock,
-    ToolMessage,
-    Usage,
-)
+from .._sizes import CHARS_PER_TOKEN, MASK, message_sizes
+from ..history import MessageView
+from ..messages import AssistantMessage, Message, SystemMessage, ToolMessage, Usage, UserMessage
 from ..tools import Tool
 
 __all__ = [
@@ -39,11 +32,7 @@ __all__ = [
     "tools_tokens",
 ]
 
-CHARS_PER_TOKEN = 4
-"""Characters per token of the estimate."""
-
-_IMAGE_TOKENS = 1_600  # Claude's cost of a full-size image
-_FRAMING = 4  # role markers and separators around each message
+_UNMEASURED = (ToolMessage, UserMessage, SystemMessage)  # kinds that carry no usage
 
 
 def text_tokens(chars: int) -> int:
@@ -51,80 +40,38 @@ def text_tokens(chars: int) -> int:
     return -(-chars // CHARS_PER_TOKEN)
 
 
-def _content_chars(content: Content) -> tuple[int, int]:
-    """Characters of text in ``content``, and the tokens of its images."""
-    if isinstance(content, str):
-        return len(content), 0
-    chars = images = 0
-    for block in content:
-        if isinstance(block, TextBlock):
-            chars += len(block.text)
-        elif isinstance(block, ThinkingBlock):
-            chars += len(block.thinking)
-        elif isinstance(block, ImageBlock):
-            images += _IMAGE_TOKENS
-    return chars, images
-
-
 def message_tokens(message: Message) -> int:
     """Estimated tokens of one message: its text, tool calls and framing."""
-    chars, extra = _content_chars(message.content)
-    if isinstance(message, AssistantMessage):
-        for call in message.tool_calls:
-            chars += len(call.name) + len(call.id) + _args_chars(call.args)
-    elif isinstance(message, ToolMessage):
-        chars += len(message.tool_call_id)
-    return text_tokens(chars) + extra + _FRAMING
-
-
-def _args_chars(args: Mapping[str, Any]) -> int:
-    """About the length of ``args`` as JSON; the common flat cases without encoding."""
-    chars = 2
-    for key, value in args.items():
-        chars += len(key) + 4  # quotes, colon, comma
-        if isinstance(value, str):
-            chars += len(value) + 2
-        elif isinstance(value, bool | int | float) or value is None:
-            chars += 6
-        else:
-            chars += len(json.dumps(value, ensure_ascii=False, default=str))
-    return chars
-
-
-# Characters of each tool's definition, by tool (held, so its id stays its own):
-# the schema's JSON is made once per tool, not once per run of every subagent.
-_TOOL_CHARS: dict[int, tuple[Tool, str, str, dict[str, Any], int]] = {}
-_TOOL_CHARS_MAX = 4096
+    # The low part of the walk that also bounds a message for budgets: a
+    # history keeps one running sum of both (deepactors._sizes).
+    return message_sizes((message,)) & MASK
 
 
 def _tool_chars(t: Tool) -> int:
-    known = _TOOL_CHARS.get(id(t))
-    # The same tool with the same fields (a schema edited in place keeps its
-    # old size here: this is an estimate).
-    if (
-        known is not None
-        and known[1] is t.name
-        and known[2] is t.description
-        and known[3] is t.parameters
-    ):
-        return known[4]
-    chars = len(t.name) + len(t.description) + len(json.dumps(t.parameters))
-    if len(_TOOL_CHARS) >= _TOOL_CHARS_MAX:
-        _TOOL_CHARS.clear()
-    _TOOL_CHARS[id(t)] = (t, t.name, t.description, t.parameters, chars)
-    return chars
+    return len(t.name) + len(t.description) + len(json.dumps(t.parameters))
+
+
+# A run's tool list is one tuple for all its calls and all runs of its agent: its
+# size is made once, not once per run of every subagent (a Tool hashes by
+# identity, and so does a tuple of them; a tool edited in place keeps its old
+# size here, which an estimate can afford).
+@functools.lru_cache(maxsize=1024)
+def _toolset_tokens(tools: tuple[Tool, ...]) -> int:
+    return text_tokens(sum(_tool_chars(t) for t in tools))
 
 
 def tools_tokens(tools: Sequence[Tool]) -> int:
     """Estimated tokens of the tool definitions sent with each call."""
-    return text_tokens(sum(_tool_chars(t) for t in tools))
+    if isinstance(tools, tuple):
+        return _toolset_tokens(tools)
+    return text_tokens(sum(_tool_chars(t) for t in tools))  # a list may change: measured
 
 
 def approximate_tokens(
     messages: Sequence[Message], *, system_prompt: str | None = None, tools: Sequence[Tool] = ()
 ) -> int:
     """Estimated tokens of a whole request (the estimate every counter here uses)."""
-    total = sum(message_tokens(m) for m in messages)
+    total = message_sizes(messages) & MASK
     return total + text_tokens(len(system_prompt or "")) + tools_tokens(tools)
 
 
@@ -140,6 +87,9 @@ class TokenCounter:
     sent with a system prompt and tools. Each :meth:`count` adds only the
     messages that arrived since the last one; a different ``start`` or ``head``
     (a new summary), or a history that was rewritten, starts the count over.
+    When ``messages`` is a history's :class:`~deepactors.history.MessageView`,
+    the history's running sum of :func:`~deepactors._sizes.message_sizes` is
+    read, so each message is measured once for every counter and budget of the run.
 
     The newest assistant message that carries usage, at or after ``usage_from``,
     resets the count to what the provider measured for that call (its input
@@ -151,6 +101,7 @@ class TokenCounter:
     """
 
     __slots__ = (
+        "_before",
         "_estimate",
         "_head",
         "_last_id",
@@ -162,14 +113,17 @@ class TokenCounter:
         "_upto",
         "_usage",
         "_usage_from",
+        "_viewed",
     )
 
     def __init__(self) -> None:
         self._start = -1
         self._head = 0
         self._usage_from = 0
+        self._viewed = False
         self._upto = 0
         self._last_id: str | None = None
+        self._before = 0  # a view's history's estimate of messages[:start]
         self._estimate = 0  # estimated tokens of messages[start:upto]
         self._usage: int | None = None  # measured tokens up to the newest usage message
         self._since = 0  # estimated tokens of the messages after that one
@@ -188,34 +142,66 @@ class TokenCounter:
         tools: Sequence[Tool] = (),
     ) -> int:
         """Tokens of the request the view ``head + messages[start:]`` makes."""
-        upto = self._upto
+        upto, n = self._upto, len(messages)
+        # type(): a negative isinstance() of a Sequence ABC costs more than this call.
+        viewed = type(messages) is MessageView
         if (
             start != self._start
             or head != self._head
             or usage_from != self._usage_from
-            or upto > len(messages)
+            or viewed is not self._viewed
+            or upto > n
             or (upto > start and messages[upto - 1].id != self._last_id)
         ):
-            self._start, self._head, self._usage_from = start, head, usage_from
-            upto, self._estimate, self._usage, self._since = start, 0, None, 0
-        floor = max(start, usage_from)
-        for i in range(upto, len(messages)):
-            message = messages[i]
-            tokens = message_tokens(message)
-            self._estimate += tokens
-            usage = message.usage if isinstance(message, AssistantMessage) else None
-            measured = prompt_tokens(usage) if usage is not None else 0
-            if measured and i >= floor:
-                assert usage is not None
-                self._usage, self._since = measured + usage.output_tokens, 0
+            upto = self._restart(messages, start, head, usage_from, viewed)
+        if upto < n:
+            new = messages[upto:n]
+            if viewed:
+                assert isinstance(messages, MessageView)
+                estimate = (messages.total(message_sizes) & MASK) - self._before
+                added = estimate - self._estimate
             else:
-                self._since += tokens
-        self._upto = len(messages)
-        self._last_id = messages[-1].id if messages else None
+                added = message_sizes(new) & MASK
+                estimate = self._estimate + added
+            self._estimate, self._upto, self._last_id = estimate, n, new[-1].id
+            self._take_usage(new, upto, max(start, usage_from), added)
         self._overhead_tokens = self._overhead(system_prompt, tools)
         if self._usage is not None:
             return self._usage + self._since
         return self._estimate + head + self._overhead_tokens
+
+    def _restart(
+        self, messages: Sequence[Message], start: int, head: int, usage_from: int, viewed: bool
+    ) -> int:
+        """Count ``messages[start:]`` from nothing; returns where the count stands."""
+        self._start, self._head, self._usage_from, self._viewed = start, head, usage_from, viewed
+        self._estimate, self._usage, self._since, self._upto = 0, None, 0, start
+        self._before = 0
+        if viewed and start:
+            # The history's running sum covers messages[:start] too: what that
+            # part measures is taken off each total (found from the part kept,
+            # which the old count measured anyway).
+            assert isinstance(messages, MessageView)
+            whole = messages.total(message_sizes) & MASK
+            self._before = whole - (message_sizes(messages[start:]) & MASK)
+        return start
+
+    def _take_usage(self, new: Sequence[Message], first: int, floor: int, added: int) -> None:
+        """Reset to the newest measured answer among ``new`` (``messages[first:]``)."""
+        for i in range(len(new) - 1, max(floor - first, 0) - 1, -1):
+            message = new[i]
+            # type() first: a negative isinstance() of a pydantic class goes
+            # through ABCMeta (the positive one for the exact class does not).
+            if type(message) in _UNMEASURED or not isinstance(message, AssistantMessage):
+                continue
+            usage = message.usage
+            measured = prompt_tokens(usage) if usage is not None else 0
+            if measured:
+                assert usage is not None
+                self._usage = measured + usage.output_tokens
+                self._since = message_sizes(new[i + 1 :]) & MASK
+                return
+        self._since += added
 
     def scale(self) -> float:
         """Measured tokens per estimated token, as of the last :meth:`count` (1.0 unmeasured).

@@ -21,6 +21,7 @@ LAYERS: list[tuple[str, ...]] = [
         "errors",
         "messages",
         "history",
+        "_sizes",
         "_loops",
         "_perloop",
         "_pacing",
