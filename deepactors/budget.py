@@ -35,13 +35,9 @@ from typing import Literal, NamedTuple, Protocol
 
 import anyio
 
-from . import _sizes
 from ._sizes import SHIFT, message_sizes, utf8_size
 from .errors import BudgetExceeded, ConfigurationError
-from .messages import (
-    Message,
-    Usage,
-)
+from .messages import Message, Usage
 
 __all__ = [
     "DEFAULT_OUTPUT_RESERVATION",
@@ -65,11 +61,10 @@ DEFAULT_OUTPUT_RESERVATION = 4096
 Such a model is trusted to write no more; the budget's guarantee needs a model
 that honours its ``max_tokens``."""
 
-# Allowances on top of the text's size (see estimate_input_tokens).
-PER_MESSAGE_TOKENS = _sizes.PER_MESSAGE_TOKENS
+# Allowances on top of the text's size (see estimate_input_tokens; those per
+# message, tool call and image are in deepactors._sizes, which measures messages).
 PER_TOOL_TOKENS = 16
 TOOL_USE_PROMPT_TOKENS = 600
-IMAGE_TOKENS = _sizes.BOUND_IMAGE_TOKENS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
