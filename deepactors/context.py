@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 import anyio
 import anyio.from_thread
 
-from ._pacing import Pacer
+from ._core.pacing import Pacer
 from .events import CustomEvent, Event
 from .interrupts import ActionRequest, Decision
 from .messages import ToolMessage, Usage
@@ -163,7 +163,7 @@ class TreeContext:
         budget: The ledger of the run's budget, shared by the whole tree (see
             :mod:`deepactors.budget`), if the run has one.
         pacer: Keeps the tree's steps from holding the event loop for long at a
-            time (see :mod:`deepactors._pacing`); None when nothing paces.
+            time (see :mod:`deepactors._core.pacing`); None when nothing paces.
     """
 
     thread_id: str | None = None

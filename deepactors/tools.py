@@ -40,7 +40,7 @@ from typing import Any, cast, get_type_hints, overload
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
-from ._threads import (
+from ._core.threads import (
     MAX_STRAY_THREADS,
     StrayThreadStatistics,
     TooManyStrayThreads,

@@ -41,7 +41,7 @@ import structlog
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from .._pacing import DEFAULT_QUANTUM, Pacer
+from .._core.pacing import DEFAULT_QUANTUM, Pacer
 from ..budget import Budget
 from ..errors import InputError, RunCancelled, RuntimeClosed
 from ..events import Event, RunFinished
@@ -609,7 +609,7 @@ async def open_runtime(
         idle_timeout: Seconds a thread actor with nothing to do stays alive.
         pacing: Seconds of agent steps the runtime runs per event-loop turn
             before the loop gets to poll its sockets and fire its timers (see
-            :mod:`deepactors._pacing`): with 10,000 subagents whose model calls
+            :mod:`deepactors._core.pacing`): with 10,000 subagents whose model calls
             return at once, a 5 ms timer beside them fires ~10 ms late instead
             of seconds, and a server keeps answering. Steps past the slice wait
             in FIFO order. None turns pacing off.

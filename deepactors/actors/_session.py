@@ -14,7 +14,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
-from .._pacing import Pacer
+from .._core.pacing import Pacer
 from ..budget import Budget, BudgetLedger
 from ..context import RunContext, TreeContext, TreeSlot
 from ..errors import BudgetExceeded, InputError

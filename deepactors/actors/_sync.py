@@ -10,7 +10,7 @@ from typing import Any, Protocol, TypeVar
 import anyio
 import anyio.from_thread
 
-from .._loops import loop_running_here
+from .._core.loops import loop_running_here
 
 __all__ = ["run_sync", "stream_sync"]
 

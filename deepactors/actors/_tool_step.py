@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .._loops import open_task_group
+from .._core.loops import open_task_group
 from ..context import RunContext, ToolResult
 from ..errors import InputError
 from ..events import ToolCallFinished, ToolCallStarted

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import anyio.to_thread
 
-from deepactors._threads import StopFlag, run_sync_in_thread
+from deepactors._core.threads import StopFlag, run_sync_in_thread
 from deepactors.errors import (
     BackendError,
     BinaryFile,

@@ -28,7 +28,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from deepactors._threads import StopFlag
+from deepactors._core.threads import StopFlag
 
 from ._fdpath import DIR_FLAGS, FILE_FLAGS, Anchor
 from ._glob import name_filter

@@ -21,7 +21,7 @@ from typing import Any
 
 import re2  # type: ignore[import-untyped]
 
-from deepactors._threads import StopFlag
+from deepactors._core.threads import StopFlag
 from deepactors.errors import InvalidPattern
 
 from ._regex_translate import MAX_PATTERN_CHARS, translate

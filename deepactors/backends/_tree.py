@@ -9,7 +9,7 @@ import functools
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TypeVar
 
-from deepactors._threads import StopFlag, run_sync_in_thread
+from deepactors._core.threads import StopFlag, run_sync_in_thread
 from deepactors.errors import FileNotFound, IsADirectory, NotADirectory
 
 from ._glob import compile_glob, name_filter

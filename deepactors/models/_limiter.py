@@ -18,7 +18,7 @@ from typing import Literal
 import anyio
 import anyio.lowlevel
 
-from deepactors._loops import Wakeup
+from deepactors._core.loops import Wakeup
 from deepactors.errors import ConfigurationError
 
 __all__ = ["RequestLimiter", "RequestLimiterStatistics"]

@@ -84,9 +84,9 @@ from typing import Any, ClassVar, Final, cast
 import anthropic
 import anyio
 import anyio.to_thread
+from anyio.abc import AsyncResource
 
-from deepactors._closing import AsyncClosing
-from deepactors._perloop import PerLoop
+from deepactors._core.perloop import PerLoop
 from deepactors.errors import (
     ConfigurationError,
     ContextWindowExceeded,
@@ -158,7 +158,7 @@ _SDK_OPTIONS: Final = ("extra_headers", "timeout")
 _PLAIN_MAX_TOKENS: Final = 21_333
 
 
-class AnthropicModel(AsyncClosing):
+class AnthropicModel(AsyncResource):
     """Claude through ``anthropic.AsyncAnthropic``.
 
     Args:

@@ -1,7 +1,7 @@
 """The asyncio side of the SQLite connection: aiosqlite, and the few asyncio calls it needs.
 
 A driver, and so one of the two library modules allowed to import :mod:`asyncio`
-(ruff bans it elsewhere; the other is ``deepactors._loops``, the seam for what
+(ruff bans it elsewhere; the other is ``deepactors._core.loops``, the seam for what
 differs between event loops): aiosqlite only works on asyncio, and waiting out
 a native ``task.cancel()`` (:func:`settle`) has no loop-agnostic spelling.
 

@@ -19,8 +19,8 @@ from typing import Any, Protocol, Self, runtime_checkable
 
 import anyio
 import anyio.lowlevel
+from anyio.abc import AsyncResource
 
-from .._closing import AsyncClosing
 from ..errors import ThreadBusy
 from ._json import check_text, decode_object, encode_object
 from ._lease import LocalTurns, ThreadLease, WhenBusy
@@ -238,7 +238,7 @@ class _Stored:
     created_at: float
 
 
-class MemoryCheckpointer(AsyncClosing):
+class MemoryCheckpointer(AsyncResource):
     """A :class:`Checkpointer` in a dict, for tests and single-process use.
 
     Records are kept as the same JSON text SQLite would store, and decoded afresh

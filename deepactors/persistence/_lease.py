@@ -22,7 +22,7 @@ from typing import Literal
 
 import anyio.lowlevel
 
-from .._loops import Wakeup
+from .._core.loops import Wakeup
 
 __all__ = [
     "LocalTurns",

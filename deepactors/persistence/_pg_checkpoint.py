@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
+from anyio.abc import AsyncResource
 
-from .._closing import AsyncClosing
-from .._perloop import PerLoop
+from .._core.perloop import PerLoop
 from ..errors import (
     CheckpointCorrupt,
     CheckpointError,
@@ -130,7 +130,7 @@ async def _no_close(_: _GroupCommit) -> None:
     pass
 
 
-class PostgresCheckpointer(AsyncClosing):
+class PostgresCheckpointer(AsyncResource):
     """A :class:`~deepactors.persistence.Checkpointer` in a PostgreSQL database.
 
     Tables are created on first use (``checkpoint_threads``,

@@ -2,7 +2,7 @@
 
 A :class:`PgDatabase` opens, lazily on first use in an event-loop run, the
 driver that fits that loop, and keeps one per live run (a
-:class:`~deepactors._perloop.PerLoop`, as the SQLite database does):
+:class:`~deepactors._core.perloop.PerLoop`, as the SQLite database does):
 
 - **asyncio**: psycopg's ``AsyncConnectionPool``; no threads.
 - **trio**: psycopg's sync ``ConnectionPool``, each operation run whole in an
@@ -32,8 +32,8 @@ from typing import TypeVar
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from .._loops import UnsupportedLoop, current_run
-from .._perloop import PerLoop
+from .._core.loops import UnsupportedLoop, current_run
+from .._core.perloop import PerLoop
 from ..errors import PersistenceError
 from ._pg_async import AsyncDriver
 from ._pg_drive import Driver, LeaseConnection

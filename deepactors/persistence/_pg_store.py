@@ -17,9 +17,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import anyio
 import anyio.to_thread
+from anyio.abc import AsyncResource
 
-from .._closing import AsyncClosing
 from ..errors import ConfigurationError, StoreCorrupt, StoreError
 from ._json import decode_object
 from ._pg_conn import PgDatabase, PgErrors
@@ -102,7 +103,7 @@ def _checked(namespace: Namespace, *keys: str) -> list[str]:
     return list(namespace)
 
 
-class PostgresStore(AsyncClosing):
+class PostgresStore(AsyncResource):
     """A :class:`~deepactors.persistence.Store` in a PostgreSQL database.
 
     The table (``store_items``) is created on first use; connections are

@@ -16,7 +16,7 @@ transaction, with its JSON decoding), so a ``put`` costs one thread hop and no
 other task's statement can interleave with it.
 
 A connection belongs to the event-loop *run* that opened it, and a ``Database``
-keeps one per live run (a :class:`~deepactors._perloop.PerLoop`), so one
+keeps one per live run (a :class:`~deepactors._core.perloop.PerLoop`), so one
 checkpointer can serve several threads at once, each running its own loop (the
 sync ``invoke`` called from a threaded web server). Their writes to the one file
 are ordinary cross-connection SQLite writes: WAL lets readers run beside the
@@ -49,10 +49,10 @@ import anyio.to_thread
 # Imported now, not lazily on first use: that import would take the import lock on
 # the event loop, racing other threads' loops.
 from anyio import Path as AsyncPath
+from anyio.abc import AsyncResource
 
-from .._closing import AsyncClosing
-from .._loops import CallThread, LoopRun, UnsupportedLoop, current_run
-from .._perloop import PerLoop
+from .._core.loops import CallThread, LoopRun, UnsupportedLoop, current_run
+from .._core.perloop import PerLoop
 from ..errors import PersistenceError
 from . import _aiosqlite
 
@@ -310,7 +310,7 @@ def _give_back(run: LoopRun, pooled: _Pooled) -> None:
 class _ThreadConnection:
     """A ``sqlite3`` connection driven from one thread, one call at a time (trio).
 
-    The run's connections share a few threads (:class:`~deepactors._loops.CallThread`),
+    The run's connections share a few threads (:class:`~deepactors._core.loops.CallThread`),
     each connection always the same one, so its calls run in order, one at a
     time; a call wakes the run once: a third of the CPU of a hop through
     anyio's worker threads, which a checkpoint after every step pays each time.
@@ -452,7 +452,7 @@ class Database:
         await self._connections.aclose()
 
 
-class SqliteBase(AsyncClosing):
+class SqliteBase(AsyncResource):
     """What the SQLite checkpointer and store share: a file, closing, ``async with``."""
 
     _db: Database

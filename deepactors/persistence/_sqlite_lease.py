@@ -32,7 +32,7 @@ from typing import NamedTuple
 import anyio
 import structlog
 
-from .._loops import spawn_system_task
+from .._core.loops import spawn_system_task
 from ..errors import PersistenceError, ThreadBusy
 from ._lease import LocalTurns, Owner, ThreadLease, WhenBusy, process_gone, this_owner
 from ._sqlite_conn import Database

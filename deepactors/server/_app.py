@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from .._pacing import DEFAULT_QUANTUM
+from .._core.pacing import DEFAULT_QUANTUM
 from ..actors import open_runtime
 from ..agent import DeepAgent
 from ..errors import ConfigurationError, DeepActorsError, InputError

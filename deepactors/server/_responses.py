@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
-from .._pacing import Pacer
+from .._core.pacing import Pacer
 from ..errors import DeepActorsError, InputError
 from ..events import Event
 from ..lc_views import LangGraphStream, StreamPart

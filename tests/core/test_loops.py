@@ -1,4 +1,4 @@
-"""The event-loop seam (``deepactors._loops``): runs, wake-ups and per-run resources.
+"""The event-loop seam (``deepactors._core.loops``): runs, wake-ups and per-run resources.
 
 Sync tests drive ``anyio.run`` themselves, on asyncio and trio (the
 ``anyio_backend`` params), one run after another or in threads at once: what
@@ -16,7 +16,7 @@ import anyio.lowlevel
 import pytest
 import sniffio
 
-from deepactors._loops import (
+from deepactors._core.loops import (
     LoopRun,
     UnsupportedLoop,
     Wakeup,
@@ -24,7 +24,7 @@ from deepactors._loops import (
     current_run_or_none,
     loop_running_here,
 )
-from deepactors._perloop import PerLoop
+from deepactors._core.perloop import PerLoop
 
 
 def backend_of(anyio_backend: Any) -> tuple[str, dict[str, Any]]:

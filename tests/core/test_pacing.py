@@ -1,4 +1,4 @@
-"""Pacing (``deepactors._pacing``): a wave of actor steps leaves the loop turns to spare.
+"""Pacing (``deepactors._core.pacing``): a wave of actor steps leaves the loop turns to spare.
 
 What is asserted is behaviour, not speed: whether another task gets turns
 *during* a wave of steps, in what order parked steps go, and that nothing waits
@@ -16,7 +16,7 @@ import anyio.lowlevel
 import pytest
 
 from deepactors import AssistantMessage, ToolCall, create_deep_agent, open_runtime
-from deepactors._pacing import Pacer
+from deepactors._core.pacing import Pacer
 from deepactors.models import FunctionModel, ModelRequest
 
 pytestmark = pytest.mark.anyio

@@ -7,7 +7,7 @@ import io
 import pytest
 from rich.console import Console
 
-from deepactors._live import LiveTree, open_view
+from deepactors.cli._live import LiveTree, open_view
 from deepactors.demo import run_demo
 
 pytestmark = pytest.mark.anyio

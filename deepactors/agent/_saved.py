@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ..actors import AgentSpec, ThreadState, run_sync, saved_history, saved_state
+from ..errors import InputError
+from ..persistence import CheckpointRecord
 from ._config import read_config
-from .actors import AgentSpec, ThreadState, run_sync, saved_history, saved_state
-from .errors import InputError
-from .persistence import CheckpointRecord
 
 __all__ = ["SavedThreads"]
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from .actors import AgentSpec
-from .hooks import AgentMiddleware
-from .models import ChatModel
-from .tools import Tool
+from ..actors import AgentSpec
+from ..hooks import AgentMiddleware
+from ..models import ChatModel
+from ..tools import Tool
 
 if TYPE_CHECKING:
-    from .backends import Backend
-    from .persistence import Checkpointer, Store
+    from ..backends import Backend
+    from ..persistence import Checkpointer, Store
 
 __all__ = ["AgentParts"]
 

@@ -32,7 +32,7 @@ import anyio
 import anyio.to_thread
 import structlog
 
-from .errors import ToolError
+from ..errors import ToolError
 
 __all__ = [
     "MAX_STRAY_THREADS",

@@ -4,7 +4,7 @@ A database connection or an HTTP client belongs to the event-loop run that
 opened it, yet one object (a checkpointer, a model) may be used by successive
 ``anyio.run`` calls, on asyncio then trio, and by several threads each running
 its own loop at once. :class:`PerLoop` opens the resource lazily in each run,
-and that run closes it as it ends (:mod:`deepactors._loops` says how a run is
+and that run closes it as it ends (:mod:`deepactors._core.loops` says how a run is
 named and how its end is seen).
 """
 
@@ -18,7 +18,7 @@ from typing import Generic, TypeVar
 import anyio
 import anyio.lowlevel
 
-from ._loops import LoopRun, current_run, current_run_or_none, spawn_system_task
+from .loops import LoopRun, current_run, current_run_or_none, spawn_system_task
 
 __all__ = ["PerLoop"]
 

@@ -25,7 +25,7 @@ One object (a checkpointer, a model) may be used by successive ``anyio.run``
 calls, on asyncio then trio, and by several threads each running its own loop at
 once (the sync ``invoke`` called from a threaded web server): that is why
 resources are kept per run rather than per object
-(:class:`~deepactors._perloop.PerLoop`).
+(:class:`~deepactors._core.perloop.PerLoop`).
 """
 
 from __future__ import annotations

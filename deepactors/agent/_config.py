@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import InputError
+from ..errors import InputError
 
 __all__ = [
     "RunConfig",

@@ -31,7 +31,7 @@ import time
 import anyio
 import anyio.lowlevel
 
-from ._loops import Lot, parking_lot
+from .loops import Lot, parking_lot
 
 __all__ = ["DEFAULT_QUANTUM", "Pacer"]
 

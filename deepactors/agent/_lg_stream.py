@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Any
 
-from .actors import EventStream
-from .lc_views import LangGraphStream, StreamPart
+from ..actors import EventStream
+from ..lc_views import LangGraphStream, StreamPart
 
 __all__ = ["StreamParts"]
 

@@ -11,11 +11,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from ._agent_parts import AgentParts
-from ._agent_threads import SavedThreads
-from ._config import check_timeout, read_config, warn_if_unsaved
-from ._lg_stream import StreamParts
-from .actors import (
+from ..actors import (
     EventStream,
     RunHandle,
     RunInput,
@@ -25,11 +21,15 @@ from .actors import (
     run_sync,
     stream_sync,
 )
-from .budget import Budget
-from .errors import InputError
-from .lc_views import LangGraphStream
-from .middleware import aclose_tree_models
-from .tools import Command
+from ..budget import Budget
+from ..errors import InputError
+from ..lc_views import LangGraphStream
+from ..middleware import aclose_tree_models
+from ..tools import Command
+from ._config import check_timeout, read_config, warn_if_unsaved
+from ._lg_stream import StreamParts
+from ._parts import AgentParts
+from ._saved import SavedThreads
 
 if TYPE_CHECKING:
     pass

@@ -27,8 +27,8 @@ def _version() -> str:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from ..demo import DEMO_QUESTION, run_demo
     from ._live import open_view
-    from .demo import DEMO_QUESTION, run_demo
 
     question = " ".join(args.question) or DEMO_QUESTION
     print(f"deepactors demo on {args.loop} (offline, deterministic model)")
@@ -48,10 +48,10 @@ def _demo(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     import os
 
+    from ..errors import ConfigurationError, DeepActorsError
+    from ..factory import create_deep_agent
+    from ..middleware import aclose_tree_models
     from ._live import View, open_view
-    from .errors import ConfigurationError, DeepActorsError
-    from .factory import create_deep_agent
-    from .middleware import aclose_tree_models
 
     if args.thread and not args.db:
         print(
@@ -72,7 +72,7 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     checkpointer = None
     if args.db:
-        from .persistence import open_checkpointer
+        from ..persistence import open_checkpointer
 
         try:
             checkpointer = open_checkpointer(args.db)  # a file, or a postgresql:// URL
@@ -105,8 +105,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from .errors import ConfigurationError
-    from .server import ServeOptions, serve
+    from ..errors import ConfigurationError
+    from ..server import ServeOptions, serve
 
     options = ServeOptions(
         target=args.agent,

@@ -20,8 +20,8 @@ from rich.live import Live
 from rich.text import Text
 from rich.tree import Tree
 
-from .demo import print_event
-from .events import (
+from ..demo import print_event
+from ..events import (
     Event,
     Interrupted,
     ModelCallFinished,
