@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from ._actor import RunHandle as RunHandle
+from ._actor import RunOptions as RunOptions
+from ._actor import StartOptions as StartOptions
 from ._child import ChildOutcome as ChildOutcome
 from ._child import ChildStatus as ChildStatus
 from ._child import run_child as run_child
+from ._handle import ThreadHandle as ThreadHandle
 from ._runtime import ActorStatistics as ActorStatistics
-from ._runtime import RunHandle as RunHandle
 from ._runtime import Runtime as Runtime
 from ._runtime import await_handle as await_handle
 from ._runtime import open_runtime as open_runtime
@@ -19,7 +22,6 @@ from ._sync import run_sync as run_sync
 from ._sync import stream_sync as stream_sync
 from ._threads import ThreadState as ThreadState
 from ._threads import ThreadTask as ThreadTask
-from ._threads import saved_history as saved_history
 from ._threads import saved_state as saved_state
 
 __all__ = [
@@ -31,7 +33,10 @@ __all__ = [
     "HasSpec",
     "RunHandle",
     "RunInput",
+    "RunOptions",
     "Runtime",
+    "StartOptions",
+    "ThreadHandle",
     "ThreadState",
     "ThreadTask",
     "await_handle",
@@ -39,7 +44,6 @@ __all__ = [
     "prepare_input",
     "run_child",
     "run_sync",
-    "saved_history",
     "saved_state",
     "stream_sync",
 ]

@@ -41,9 +41,15 @@ from ..persistence import Checkpointer, CheckpointRecord, CheckpointWrite
 from ..state import Applied, State
 from ._codec import decode_tool_result, decode_update, encode_tool_result, encode_update
 
-__all__ = ["KINDS", "Journal", "Restored", "open_journal"]
+__all__ = ["KINDS", "ROLLBACK", "Journal", "Restored", "open_journal"]
 
-KINDS = frozenset({"update", "tool_result", "interrupt", "resume"})
+ROLLBACK = "rollback"
+"""The kind of a marker that takes the thread back: ``{"to": seq}``. The records
+after ``seq`` and before the marker no longer count. The log stays append-only,
+so a thread's head only grows: an actor that remembers the head its last run
+left sees a rollback as news, as it sees any other write."""
+
+KINDS = frozenset({"update", "tool_result", "interrupt", "resume", ROLLBACK})
 """The kinds of record a journal writes, and so the only ones it reads back."""
 
 
@@ -68,9 +74,14 @@ class Restored:
         records: All its records, or all up to some ``seq``, in ``seq`` order.
         source: Where they were kept (:attr:`Checkpointer.location`), for errors.
 
+    Attributes:
+        records: The records that count, in ``seq`` order: rolled-back ones and
+            the rollback markers left out.
+
     Raises:
         CheckpointCorrupt: A record is missing (the ``seq`` numbers are not 1, 2,
-            3...) or is of a kind no journal writes.
+            3...), is of a kind no journal writes, or is a rollback marker that
+            does not point back.
     """
 
     def __init__(
@@ -79,6 +90,7 @@ class Restored:
         self.thread_id = thread_id
         self._source = f"{source}: " if source else ""
         self.by_path: dict[str, list[CheckpointRecord]] = defaultdict(list)
+        live: list[CheckpointRecord] = []
         for expected, record in enumerate(records, 1):
             if record.seq != expected:
                 raise CheckpointCorrupt(
@@ -90,6 +102,16 @@ class Restored:
                     f"{self._where(record)}: unknown kind {record.kind[:40]!r}; "
                     f"a journal writes {', '.join(sorted(KINDS))}"
                 )
+            if record.kind == ROLLBACK:
+                to = record.data.get("to")
+                if isinstance(to, bool) or not isinstance(to, int) or not 0 <= to < record.seq:
+                    raise CheckpointCorrupt(f"{self._where(record)}: unreadable rollback marker")
+                while live and live[-1].seq > to:
+                    live.pop()
+            else:
+                live.append(record)
+        self.records = live
+        for record in live:
             self.by_path[record.path].append(record)
 
     def _where(self, record: CheckpointRecord) -> str:

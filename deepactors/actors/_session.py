@@ -140,6 +140,7 @@ async def execute_root(
     emit: Callable[[Event], None] | None,
     known_head: int | None = None,
     pacer: Pacer | None = None,
+    opened: Callable[[int], None] | None = None,
 ) -> tuple[dict[str, Any], State, int | None]:
     """One top-level run on a thread actor's state (None: a new actor).
 
@@ -149,6 +150,8 @@ async def execute_root(
             kept ``state`` whose head differs from the lease's is stale (someone
             else ran the thread) and the thread is read again.
         pacer: Paces the steps of the run's whole tree (its runtime's).
+        opened: Called with the thread's head once the run holds the thread's
+            lease (before it writes anything): where undoing the run goes back to.
 
     Returns:
         The run's result (the state as a dict, ``usage``, ``budget``, and
@@ -175,6 +178,8 @@ async def execute_root(
                         known_head=known_head,
                     )
                 )
+                if opened is not None:
+                    opened(journal.head_at_open)
                 if journal.head_at_open != known_head:
                     state = None  # stale or never loaded: the journal read the thread
                 tree.journal = journal

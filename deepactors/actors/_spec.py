@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable, Mapping
-from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -24,7 +23,6 @@ from pydantic import TypeAdapter, ValidationError
 from ..budget import Budget
 from ..context import RunContext
 from ..errors import ConfigurationError, InputError
-from ..events import ModelDelta
 from ..hooks import (
     AgentMiddleware,
     HookResult,
@@ -32,11 +30,10 @@ from ..hooks import (
     ToolHandler,
     overrides,
 )
-from ..messages import AssistantMessage
-from ..models import ChatModel, ModelRequest
+from ..models import ChatModel
 from ..state import Channel, State, validate_input
 from ..tools import Command, Tool
-from ._budget import reserve, settle_failed
+from ._model_call import call_model
 from ._tool_call import execute_tool
 
 if TYPE_CHECKING:
@@ -99,7 +96,7 @@ class AgentSpec:
             )
         stack = list(self.middleware)
         rev = list(reversed(stack))
-        model_handler: ModelHandler = self._model_call
+        model_handler: ModelHandler = functools.partial(call_model, self.model)
         tool_handler: ToolHandler = execute_tool
         for mw in rev:  # first in the list = outermost
             if overrides(mw, "wrap_model_call"):
@@ -119,54 +116,6 @@ class AgentSpec:
         }
         for name, value in resolved.items():
             object.__setattr__(self, name, value)
-
-    async def _model_call(self, request: ModelRequest) -> AssistantMessage:
-        # The innermost handler: the request is final here, so this is where a
-        # budget reserves (no middleware can raise max_tokens after it). Inline
-        # rather than a wrapper coroutine: this runs for every model call.
-        model = request.model or self.model
-        run = request.run
-        ledger = run.budget if run is not None else None
-        if ledger is None:
-            return await self._ask(model, request)
-        reserved = reserve(ledger, request, model)
-        while not isinstance(reserved, tuple):
-            await reserved.wait()  # calls in flight hold what this one needs
-            reserved = reserve(ledger, request, model)
-        hold, request = reserved
-        try:
-            message = await self._ask(model, request)
-        except BaseException as exc:
-            settle_failed(ledger, hold, exc)
-            raise
-        ledger.settle(hold, message.usage)
-        return message
-
-    async def _ask(self, model: ChatModel, request: ModelRequest) -> AssistantMessage:
-        run = request.run
-        emit = run.emit if run is not None else None
-        if emit is None:
-            return await model.generate(request)
-        assert run is not None
-        # Someone listens: stream, so token deltas reach them as they arrive.
-        final: AssistantMessage | None = None
-        async with aclosing(model.stream(request)) as parts:  # type: ignore[type-var]
-            async for part in parts:
-                if isinstance(part, AssistantMessage):
-                    final = part
-                else:
-                    emit(
-                        ModelDelta(
-                            path=run.path,
-                            run_id=run.run_id,
-                            kind=part.kind,
-                            text=part.text,
-                            index=part.index,
-                        )
-                    )
-        if final is None:
-            raise RuntimeError(f"model {model.model_name!r} ended its stream without a message")
-        return final
 
 
 def _context_adapter(schema: Any) -> TypeAdapter[Any] | None:

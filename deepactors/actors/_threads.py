@@ -15,13 +15,13 @@ from typing import Any
 from ..errors import ConfigurationError
 from ..interrupts import PendingRequest, interrupt_view
 from ..messages import AssistantMessage, Message
-from ..persistence import Checkpointer, CheckpointRecord
+from ..persistence import Checkpointer
 from ..state import State
 from ._journal import Restored
 from ._loop import unanswered_calls
 from ._spec import AgentSpec
 
-__all__ = ["ThreadState", "ThreadTask", "next_step", "saved_history", "saved_state"]
+__all__ = ["ThreadState", "ThreadTask", "next_step", "saved_state"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,7 +51,8 @@ class ThreadState:
         tasks: What the thread waits for (interrupts), if anything.
         interrupts: The pending requests, as under ``result["__interrupt__"]``.
         config: ``{"configurable": {"thread_id": ...}}``, as LangGraph gives it.
-        seq: The last checkpoint record this state was rebuilt from (None: empty).
+        seq: The newest checkpoint record this state was rebuilt from (None:
+            none; records a rollback took back do not count).
     """
 
     values: Mapping[str, Any]
@@ -121,17 +122,9 @@ async def saved_state(
         tasks=(ThreadTask(name="tools", interrupts=interrupts),) if interrupts else (),
         interrupts=interrupts,
         config={"configurable": {"thread_id": thread_id}},
-        seq=records[-1].seq if records else None,
+        # The newest record that counts: after a rollback, the one it went back to.
+        seq=restored.records[-1].seq if restored.records else None,
     )
-
-
-async def saved_history(spec: AgentSpec, thread_id: str) -> list[CheckpointRecord]:
-    """Every checkpoint record of a thread, oldest first (see ``DeepAgent.ahistory``).
-
-    Raises:
-        ConfigurationError: The agent has no checkpointer.
-    """
-    return await _saver(spec).read(thread_id)
 
 
 def _saver(spec: AgentSpec) -> Checkpointer:

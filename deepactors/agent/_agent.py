@@ -9,13 +9,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..actors import (
     EventStream,
     RunHandle,
     RunInput,
+    RunOptions,
     Runtime,
+    await_handle,
     open_runtime,
     prepare_input,
     run_sync,
@@ -30,9 +32,6 @@ from ._config import check_timeout, read_config, warn_if_unsaved
 from ._lg_stream import StreamParts
 from ._parts import AgentParts
 from ._saved import SavedThreads
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["DeepAgent"]
 
@@ -98,11 +97,12 @@ class DeepAgent(AgentParts, SavedThreads):
         thread_id, run_input = self._prepare(
             input, config, thread_id, runtime, context=context, budget=budget
         )
+        options = RunOptions(timeout=timeout)
         if runtime is not None:
-            return await runtime.ainvoke(self, run_input, thread_id=thread_id, timeout=timeout)
-        handle: RunHandle
+            handle = await runtime.submit(self._spec, thread_id, run_input, options)
+            return await await_handle(handle)
         async with open_runtime() as rt:
-            handle = await rt.start(self, run_input, thread_id=thread_id, timeout=timeout)
+            handle = await rt.submit(self._spec, thread_id, run_input, options)
             await handle.wait()
         # Raised outside the task group, so callers get the run's own exception
         # rather than an ExceptionGroup around it.
@@ -141,10 +141,10 @@ class DeepAgent(AgentParts, SavedThreads):
             input, config, thread_id, runtime, context=context, budget=budget
         )
 
+        options = RunOptions(timeout=timeout, stream=True)
+
         async def start(rt: Runtime) -> RunHandle:
-            return await rt.start(
-                self, run_input, thread_id=thread_id, timeout=timeout, stream=True
-            )
+            return await rt.submit(self._spec, thread_id, run_input, options)
 
         events = EventStream(start, runtime=runtime)
         if stream_mode is None:

@@ -121,21 +121,6 @@ class ThreadRecord:
     error: bool = False
     temporary: bool = False
     runs: list[RunRecord] = field(default_factory=list)
-    _turn: anyio.Lock | None = field(default=None, repr=False)
-
-    @property
-    def turn(self) -> anyio.Lock:
-        """Held while a run is admitted (its multitask strategy applied), so two
-        requests on one thread do not both see it idle.
-
-        Made when first needed (a stateless run's thread never needs it), and
-        taken free without a trip through the event loop: under a burst of
-        requests each such trip waits behind every ready task, and delays the
-        run's first event.
-        """
-        if self._turn is None:
-            self._turn = anyio.Lock(fast_acquire=True)
-        return self._turn
 
     @property
     def inflight(self) -> list[RunRecord]:

@@ -1,4 +1,4 @@
-"""What a run is started with, and what is done to a thread's checkpoint around runs."""
+"""What a run is started with: a request body's input, validated once, and its echo."""
 
 from __future__ import annotations
 
@@ -7,19 +7,15 @@ from typing import Any
 
 from starlette.exceptions import HTTPException
 
-from ..actors import RunInput, open_runtime, prepare_input
+from ..actors import RunInput, prepare_input
 from ..agent import DeepAgent
 from ..errors import InputError
-from ..persistence import CheckpointWrite
 from ..tools import Command
 from ._schemas import RunCreate
 
 __all__ = [
     "error_json",
-    "last_seq",
     "prepare_run_input",
-    "reread",
-    "roll_back",
     "run_input_of",
     "run_kwargs",
 ]
@@ -56,34 +52,3 @@ def run_kwargs(body: RunCreate) -> dict[str, Any]:
 
 def error_json(exc: BaseException) -> dict[str, str]:
     return {"error": type(exc).__name__, "message": str(exc)}
-
-
-async def last_seq(agent: DeepAgent, thread_id: str) -> int:
-    checkpointer = agent.checkpointer
-    assert checkpointer is not None
-    records = await checkpointer.read(thread_id)
-    return records[-1].seq if records else 0
-
-
-async def reread(agent: DeepAgent, thread_id: str) -> None:
-    """Make the app runtime's actor of this thread read it again from its checkpoint.
-
-    A thread actor keeps its state in memory and reads the checkpoint again only
-    when another actor has run the thread since; an empty update through a
-    runtime of its own is such a run (and takes its turn like any other).
-    """
-    async with open_runtime() as rt:
-        handle = await rt.start(agent, RunInput(values={}, update_only=True), thread_id=thread_id)
-        await handle.wait()
-
-
-async def roll_back(agent: DeepAgent, thread_id: str, seq: int) -> None:
-    """Take the thread's checkpoint back to ``seq`` (0: nothing), then re-read it."""
-    checkpointer = agent.checkpointer
-    assert checkpointer is not None
-    keep = await checkpointer.read(thread_id, upto_seq=seq) if seq else []
-    await checkpointer.delete_thread(thread_id)
-    if keep:
-        writes = [CheckpointWrite(path=r.path, step=r.step, kind=r.kind, data=r.data) for r in keep]
-        await checkpointer.put(thread_id, writes)
-    await reread(agent, thread_id)

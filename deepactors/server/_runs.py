@@ -8,11 +8,15 @@ reports how it ended (``on_done``); any other run has a driver task that the
 app's task group owns, which waits out a delay, queues the run on its thread
 and reads the thread back from its checkpoint when the run failed.
 
-Runs of one thread take turns in that thread's actor (enqueue). The other
-multitask strategies act before the new run is queued: ``reject`` refuses it,
-``interrupt`` cancels the runs in progress and waits for them (the thread
-keeps what they finished), ``rollback`` also takes the thread's checkpoint
-back to where the oldest of them started.
+Everything done to a saved thread goes through its handle under the app's
+runtime (``runtime.thread(agent, thread_id)``): runs, state updates, rollbacks
+and deletes are orders in the thread actor's mailbox, executed in turn under
+the thread's lease; this module never touches a checkpointer. Runs of one
+thread take turns there (enqueue). The other multitask strategies act before
+the new run is queued: ``reject`` refuses it, ``interrupt`` cancels the runs in
+progress and waits for them (the thread keeps what they finished),
+``rollback`` also undoes them (an order queued behind them takes the thread
+back to where the oldest of them started).
 
 Several server processes may share their runs through a relay (``runs_db``,
 see ``_relay.py``): the manager tells it of its own runs (created, started,
@@ -24,12 +28,10 @@ this costs anything (:class:`LocalRelay`).
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import functools
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import anyio
@@ -37,47 +39,20 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 from starlette.exceptions import HTTPException
 
-from ..actors import RunHandle, RunInput, Runtime
-from ..errors import DeepActorsError, RunCancelled
+from ..actors import RunInput, Runtime, ThreadHandle
+from ..errors import DeepActorsError
 from ..events import Event
-from ..lc_views import interrupts_to_lc, values_to_lc
-from ._records import AssistantRecord, RunRecord, RunStatus, Subscriber, ThreadRecord, new_uuid
+from ._records import AssistantRecord, RunRecord, Subscriber, ThreadRecord, new_uuid
 from ._relay import LocalRelay, RunRelay
-from ._run_inputs import (
-    error_json,
-    last_seq,
-    prepare_run_input,
-    reread,
-    roll_back,
-    run_input_of,
-    run_kwargs,
-)
+from ._run_driver import RunDriver
+from ._run_inputs import error_json, run_input_of, run_kwargs
 from ._schemas import RunCreate
 from ._shared_runs import SharedRuns
 
 __all__ = ["RunManager"]
 
 
-def _outcome(handle: RunHandle) -> tuple[RunStatus, dict[str, Any] | None]:
-    """How an ended run ended: its status, and its values (or its error) as JSON."""
-    try:
-        values = handle.result_nowait()
-    except RunCancelled:
-        return "interrupted", None
-    except TimeoutError:
-        return "timeout", None
-    except Exception as exc:
-        return "error", {"__error__": error_json(exc)}
-    try:
-        return "success", values_to_lc(values)
-    except Exception as exc:  # a state that has no JSON shape: said, as the run's error
-        return "error", {"__error__": error_json(exc)}
-
-
-_NO_TURN = contextlib.nullcontext()
-
-
-class RunManager:
+class RunManager(RunDriver):
     """Threads and runs of one app, on one runtime.
 
     Args:
@@ -129,9 +104,8 @@ class RunManager:
         if found is not None:
             return found
         for assistant in self.assistants.values():
-            checkpointer = assistant.agent.checkpointer
-            assert checkpointer is not None
-            records = await checkpointer.read(thread_id, path=assistant.agent.name)
+            agent = assistant.agent
+            records = await self.runtime.thread(agent, thread_id).history(path=agent.name)
             if records:
                 # Saved before this server started: known again from now on.
                 found = ThreadRecord(
@@ -146,6 +120,10 @@ class RunManager:
         if self.relay.shared and await self._shared.adopt_thread(thread_id):
             return self.threads[thread_id]  # a thread of runs in other processes
         raise HTTPException(404, f"thread {thread_id!r} not found")
+
+    def handle(self, thread: ThreadRecord) -> ThreadHandle:
+        """The handle of the thread under the app's runtime, for the assistant it holds."""
+        return self.runtime.thread(self.thread_assistant(thread).agent, thread.thread_id)
 
     def run(self, thread_id: str, run_id: str) -> RunRecord:
         """A run of a thread known to this process (404 if none)."""
@@ -197,9 +175,8 @@ class RunManager:
         """Know the threads the checkpointers already hold (after a restart)."""
         for assistant in self.assistants.values():
             checkpointer = assistant.agent.checkpointer
-            assert checkpointer is not None
             sharing = [a for a in self.assistants.values() if a.agent.checkpointer is checkpointer]
-            for info in await checkpointer.threads():
+            for info in await self.runtime.saved_threads(assistant.agent):
                 if info.thread_id in self.threads:
                     continue
                 self.threads[info.thread_id] = ThreadRecord(
@@ -240,41 +217,43 @@ class RunManager:
             run_input = run_input_of(assistant.stateless, body, None)
         else:
             run_input = run_input_of(assistant.agent, body, thread.thread_id)
-        # A stateless run's thread is its own, and admitting it awaits nothing
-        # (no run ahead of it, no checkpoint, no relay): no turn to take.
-        async with _NO_TURN if thread.temporary else thread.turn:
-            inflight = thread.inflight
-            if inflight:
-                await self._make_room(thread, inflight, body.multitask_strategy)
-            if body.command is not None and not thread.inflight and not thread.interrupts:
-                raise HTTPException(
-                    422,
-                    f"command.resume: thread {thread.thread_id!r} is not waiting for any decision",
-                )
-            run = RunRecord(
-                run_id=new_uuid(),
-                thread=thread,
-                assistant=assistant,
-                kwargs_of=functools.partial(run_kwargs, body),
-                metadata=dict(body.metadata or {}),
-                multitask_strategy=body.multitask_strategy,
+        # Admitted with no await between the look at the thread's runs and the
+        # new run's place among them, so two requests cannot both see it idle;
+        # a strategy that waits (interrupt, rollback) looks again after.
+        while (inflight := thread.inflight) and body.multitask_strategy != "enqueue":
+            await self._make_room(thread, inflight, body.multitask_strategy)
+        if body.command is not None and not thread.inflight and not thread.interrupts:
+            raise HTTPException(
+                422,
+                f"command.resume: thread {thread.thread_id!r} is not waiting for any decision",
             )
-            if not thread.inflight and not thread.temporary:
-                run.seq_before = await last_seq(assistant.agent, thread.thread_id)
-            if subscriber is not None:
-                run.subscribers.append(subscriber)
-            if self.relay.shared and not thread.temporary:
+        run = RunRecord(
+            run_id=new_uuid(),
+            thread=thread,
+            assistant=assistant,
+            kwargs_of=functools.partial(run_kwargs, body),
+            metadata=dict(body.metadata or {}),
+            multitask_strategy=body.multitask_strategy,
+        )
+        if subscriber is not None:
+            run.subscribers.append(subscriber)
+        thread.graph_id = assistant.graph_id
+        # As LangGraph's server does, so clients find a graph's threads by metadata.
+        thread.metadata.setdefault("graph_id", assistant.graph_id)
+        thread.metadata.setdefault("assistant_id", assistant.assistant_id)
+        thread.runs.append(run)
+        thread.updated_at = time.time()
+        self.runs[run.run_id] = run
+        if self.relay.shared and not thread.temporary:
+            try:
                 await self.relay.created(run)
-            thread.graph_id = assistant.graph_id
-            # As LangGraph's server does, so clients find a graph's threads by metadata.
-            thread.metadata.setdefault("graph_id", assistant.graph_id)
-            thread.metadata.setdefault("assistant_id", assistant.assistant_id)
-            thread.runs.append(run)
-            thread.updated_at = time.time()
-            self.runs[run.run_id] = run
-            self._unlaunched[run.run_id] = (run_input, body.context, body.after_seconds)
-            if launch:
-                self.launch(run)
+            except BaseException:
+                self.runs.pop(run.run_id, None)
+                thread.runs.remove(run)
+                raise
+        self._unlaunched[run.run_id] = (run_input, body.context, body.after_seconds)
+        if launch:
+            self.launch(run)
         return run
 
     def launch(self, run: RunRecord) -> None:
@@ -289,7 +268,20 @@ class RunManager:
         if start is None:
             return
         run_input, context, after = start
-        if after or not run.thread.temporary:
+        temporary = run.thread.temporary
+        if after or not temporary:
+            if not after and run.cancel_requested is None:
+                # Queued here and now, so the thread's runs take their turns in
+                # the order they were created (driver tasks may start in any order).
+                try:
+                    run.handle = self._handle_of(run).start_nowait(
+                        run_input, context=context, on_event=self._deliverer(run)
+                    )
+                except anyio.WouldBlock:
+                    pass  # a full mailbox: the driver waits for room
+                except Exception as exc:
+                    self._tg.start_soon(self._finish, run, "error", {"__error__": error_json(exc)})
+                    return
             self._tg.start_soon(self._drive, run, run_input, context, after)
             return
         if run.cancel_requested is not None:
@@ -306,6 +298,9 @@ class RunManager:
         except Exception as exc:
             # Starting it failed (the runtime is closing, say): the run failed.
             self._end_now(run, "error", {"__error__": error_json(exc)})
+
+    def _handle_of(self, run: RunRecord) -> ThreadHandle:
+        return self.runtime.thread(run.assistant.agent, run.thread.thread_id)
 
     async def _make_room(
         self, thread: ThreadRecord, inflight: list[RunRecord], strategy: str
@@ -337,163 +332,14 @@ class RunManager:
             run.subscribers.append(Subscriber(send, subgraphs))
         return receive
 
-    # -- driving a run ---------------------------------------------------------------
-
-    async def _drive(
-        self,
-        run: RunRecord,
-        run_input: RunInput,
-        context: Mapping[str, Any] | None,
-        after: float | None,
-    ) -> None:
-        status: RunStatus = "error"
-        result: dict[str, Any] | None = None
-        try:
-            if after:
-                with anyio.move_on_after(after):
-                    await run.cancelled.wait()
-            # (No pause for the pacer here: the run's start is a paced step of
-            # its actor, so a burst of new runs starts in slices anyway.)
-            if run.cancel_requested is not None:
-                status = "interrupted"
-                return
-            temporary = run.thread.temporary
-            handle = await self.runtime.start(
-                run.assistant.stateless if temporary else run.assistant.agent,
-                run_input,
-                thread_id=None if temporary else run.thread.thread_id,
-                context=context,
-                on_event=self._deliverer(run),
-            )
-            run.handle = handle
-            if run.cancel_requested is not None:
-                handle.cancel()
-            await handle.wait()
-            status, result = _outcome(handle)
-        except Exception as exc:
-            # Starting it failed (the runtime is closing, say): the run failed.
-            result = {"__error__": error_json(exc)}
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self._finish(run, status, result)
-
-    def _deliverer(self, run: RunRecord) -> Callable[[Event], None]:
-        """What the run calls with each of its events, as it happens."""
-        relay = self.relay if self.relay.shared and not run.thread.temporary else None
-        gone: list[Subscriber] = []
-
-        def deliver(event: Event) -> None:
-            # Straight into the listeners' streams, with no task in between
-            # (one wake-up per event fewer, and no events batched behind it).
-            if run.status == "pending":
-                run.status = "running"
-                run.updated_at = time.time()
-                if relay is not None:
-                    relay.started(run)
-            if relay is not None:
-                relay.event(run, event)
-            for subscriber in run.subscribers:
-                if subscriber.wants(event):
-                    try:
-                        subscriber.stream.send_nowait(event)
-                    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                        subscriber.stream.close()  # that listener left
-                        gone.append(subscriber)
-            if gone:
-                for subscriber in gone:
-                    run.subscribers.remove(subscriber)
-                gone.clear()
-
-        return deliver
-
-    def _ended(self, run: RunRecord, handle: RunHandle) -> None:
-        """A run started by :meth:`launch` itself has ended (its actor calls this)."""
-        status: RunStatus = "error"
-        result: dict[str, Any] | None = None
-        try:
-            status, result = _outcome(handle)
-        finally:  # a KeyboardInterrupt from a tool goes on, after the record
-            self._end_now(run, status, result)
-
-    def _end_now(self, run: RunRecord, status: RunStatus, result: dict[str, Any] | None) -> None:
-        """:meth:`_finish` for a stateless run, whose end needs no await."""
-        assert run.thread.temporary
-        self._settle(run, status, result)
-        self._close(run)
-
-    async def _finish(
-        self, run: RunRecord, status: RunStatus, result: dict[str, Any] | None
-    ) -> None:
-        try:
-            if self._settle(run, status, result):
-                await self.refresh(run.thread)
-        except DeepActorsError:
-            pass  # the record stays as it was; the run's own outcome is set
-        finally:
-            self._close(run)
-
-    def _settle(self, run: RunRecord, status: RunStatus, result: dict[str, Any] | None) -> bool:
-        """Record how a run ended, as far as that needs no await.
-
-        Returns:
-            Whether the thread's values must be read back from its checkpoint.
-        """
-        run.status = status
-        run.updated_at = run.finished_at = time.time()
-        run.result = result
-        for subscriber in run.subscribers:
-            subscriber.stream.close()
-        run.subscribers.clear()
-        thread = run.thread
-        if thread.temporary:
-            self._forget_runs(thread)
-        elif status == "success" and result is not None and not thread.inflight[1:]:
-            thread.values = {k: v for k, v in result.items() if k != "__interrupt__"}
-            thread.interrupts = result.get("__interrupt__", [])
-            thread.error = False
-        else:
-            thread.error = status == "error"
-            return True
-        return False
-
-    def _close(self, run: RunRecord) -> None:
-        """The run's record is final: tell other processes, and whoever waits."""
-        thread = run.thread
-        thread.updated_at = time.time()
-        if self.relay.shared and not thread.temporary:
-            self.relay.finished(run, self._values(run))
-        run.done.set()
-
-    async def refresh(self, thread: ThreadRecord) -> None:
-        """Read the thread's values and interrupts back from its checkpoint."""
-        agent = self.thread_assistant(thread).agent
-        state = await agent.aget_state(thread.thread_id)
-        thread.values = values_to_lc(state.values) if state.seq is not None else None
-        thread.interrupts = interrupts_to_lc(list(state.interrupts))
-
-    async def result(self, run: RunRecord) -> dict[str, Any]:
-        """Wait for the run; its final values as JSON (``__error__`` if it failed)."""
-        await run.done.wait()
-        return self._values(run)
-
-    def _values(self, run: RunRecord) -> dict[str, Any]:
-        if run.result is not None:
-            return run.result
-        thread = run.thread
-        if thread.values is None and not thread.temporary:
-            return {}
-        values = dict(thread.values or {})
-        if thread.interrupts:
-            values["__interrupt__"] = thread.interrupts
-        return values
-
     # -- cancelling ------------------------------------------------------------------
 
     async def cancel(self, runs: list[RunRecord], *, action: str = "interrupt", wait: bool) -> None:
         """Cancel runs (their whole subtrees); with ``rollback``, also undo them.
 
-        A rollback waits for the runs, takes the thread's checkpoint back to where
-        the oldest of them started, and forgets them.
+        A rollback queues, behind the cancelled runs, the order that takes the
+        thread back to where the oldest of them started (so no run that comes
+        later is undone with them), waits for it, and forgets the runs.
         """
         for run in runs:
             if run.done.is_set():
@@ -502,25 +348,23 @@ class RunManager:
                 await self.relay.cancel(run.run_id, action)
                 continue
             self._stop(run, action)
-        if not (wait or action == "rollback"):
-            return
-        with anyio.CancelScope(shield=True):
-            for run in runs:
-                await run.done.wait()
         local = [r for r in runs if not r.remote]
-        if action == "rollback" and local:
-            await self._rollback(local)
-
-    async def _rollback(self, runs: list[RunRecord]) -> None:
-        thread = runs[0].thread
-        seqs = [r.seq_before for r in runs if r.seq_before is not None]
-        if seqs:
-            await roll_back(runs[0].assistant.agent, thread.thread_id, min(seqs))
-        for run in runs:
-            self.runs.pop(run.run_id, None)
-            if run in thread.runs:
-                thread.runs.remove(run)
-        await self.refresh(thread)
+        with anyio.CancelScope(shield=True):
+            if action == "rollback" and local:
+                thread = local[0].thread
+                started = [r.handle for r in local if r.handle is not None]
+                if started:
+                    await self._handle_of(local[0]).undo(started)
+                for run in runs:
+                    await run.done.wait()
+                for run in local:
+                    self.runs.pop(run.run_id, None)
+                    if run in thread.runs:
+                        thread.runs.remove(run)
+                await self.refresh(thread)
+            elif wait:
+                for run in runs:
+                    await run.done.wait()
 
     async def add_thread(self, thread: ThreadRecord) -> None:
         """Know a new thread (and let other server processes know it)."""
@@ -544,24 +388,18 @@ class RunManager:
         self._forget_runs(thread)
         if thread.temporary:
             return
+        done: set[int] = set()
         for assistant in self.assistants.values():
-            agent = assistant.agent
-            checkpointer = agent.checkpointer
-            assert checkpointer is not None
-            if await checkpointer.read(thread.thread_id, path=agent.name):
-                await checkpointer.delete_thread(thread.thread_id)
-                await reread(agent, thread.thread_id)
+            # Once per database: assistants of one checkpointer share its threads.
+            if id(assistant.agent.checkpointer) not in done:
+                done.add(id(assistant.agent.checkpointer))
+                await self.runtime.thread(assistant.agent, thread.thread_id).delete()
 
     async def update_state(self, thread: ThreadRecord, values: Mapping[str, Any]) -> None:
         """Apply ``values`` to the thread's state, in turn with its runs (no model call)."""
         assistant = self.thread_assistant(thread)
-        agent = assistant.agent
-        run_input = dataclasses.replace(
-            prepare_run_input(agent, dict(values), thread.thread_id), update_only=True
-        )
-        handle = await self.runtime.start(agent, run_input, thread_id=thread.thread_id)
         try:
-            await handle.result()
+            await self.runtime.thread(assistant.agent, thread.thread_id).update_state(values)
         except DeepActorsError as exc:
             raise HTTPException(422, f"values: {exc}") from None
         thread.graph_id = assistant.graph_id

@@ -10,8 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..actors import ThreadState
-from ..agent import DeepAgent
+from ..actors import ThreadHandle, ThreadState
 from ..lc_views import interrupts_to_lc, values_to_lc
 from ._records import ThreadRecord, iso, matches, new_uuid
 from ._runs import RunManager
@@ -156,12 +155,13 @@ def _seq(raw: Any, field: str) -> int:
     return seq
 
 
-async def _state_at(agent: DeepAgent, thread_id: str, seq: int | None) -> dict[str, Any]:
-    records = await agent.ahistory(thread_id)
-    seqs = [r.seq for r in records if r.path == agent.name and (seq is None or r.seq <= seq)]
+async def _state_at(handle: ThreadHandle, name: str, seq: int | None) -> dict[str, Any]:
+    thread_id = handle.thread_id
+    records = await handle.history()
+    seqs = [r.seq for r in records if r.path == name and (seq is None or r.seq <= seq)]
     if seq is not None and seq not in {r.seq for r in records}:
         raise HTTPException(404, f"thread {thread_id!r} has no checkpoint {seq}")
-    state = await agent.aget_state(thread_id, upto_seq=seq)
+    state = await handle.state(upto_seq=seq)
     created = next((r.created_at for r in records if r.seq == state.seq), None)
     parent = seqs[-2] if len(seqs) > 1 else None
     return _state_json(thread_id, state, parent=parent, created_at=created)
@@ -170,10 +170,10 @@ async def _state_at(agent: DeepAgent, thread_id: str, seq: int | None) -> dict[s
 async def get_state(request: Request) -> Response:
     manager = _manager(request)
     thread = await manager.thread(request.path_params["thread_id"])
-    agent = manager.thread_assistant(thread).agent
+    name = manager.thread_assistant(thread).agent.name
     raw = request.path_params.get("checkpoint_id")
     seq = None if raw is None else _seq(raw, "checkpoint_id")
-    return JSONResponse(await _state_at(agent, thread.thread_id, seq))
+    return JSONResponse(await _state_at(manager.handle(thread), name, seq))
 
 
 async def get_state_at_checkpoint(request: Request) -> Response:
@@ -183,8 +183,8 @@ async def get_state_at_checkpoint(request: Request) -> Response:
     if body.checkpoint is None:
         raise HTTPException(422, "checkpoint: an object with checkpoint_id")
     seq = _seq(body.checkpoint.get("checkpoint_id"), "checkpoint.checkpoint_id")
-    agent = manager.thread_assistant(thread).agent
-    return JSONResponse(await _state_at(agent, thread.thread_id, seq))
+    name = manager.thread_assistant(thread).agent.name
+    return JSONResponse(await _state_at(manager.handle(thread), name, seq))
 
 
 async def update_state(request: Request) -> Response:
@@ -195,8 +195,7 @@ async def update_state(request: Request) -> Response:
     thread = await manager.thread(request.path_params["thread_id"])
     if body.values:
         await manager.update_state(thread, body.values)
-    agent = manager.thread_assistant(thread).agent
-    records = await agent.ahistory(thread.thread_id)
+    records = await manager.handle(thread).history()
     return JSONResponse(
         {"checkpoint": _checkpoint(thread.thread_id, records[-1].seq if records else None)}
     )
@@ -216,16 +215,16 @@ async def history(request: Request) -> Response:
     if isinstance(before, dict):
         before = before.get("checkpoint_id")
     upper = None if before is None else _seq(before, "before")
-    agent = manager.thread_assistant(thread).agent
-    records = await agent.ahistory(thread.thread_id)
-    seqs = [r.seq for r in records if r.path == agent.name]
+    handle = manager.handle(thread)
+    records = await handle.history()
+    seqs = [r.seq for r in records if r.path == manager.thread_assistant(thread).agent.name]
     created = {r.seq: r.created_at for r in records}
     out: list[dict[str, Any]] = []
     for i in range(len(seqs) - 1, -1, -1):
         seq = seqs[i]
         if upper is not None and seq >= upper:
             continue
-        state = await agent.aget_state(thread.thread_id, upto_seq=seq)
+        state = await handle.state(upto_seq=seq)
         parent = seqs[i - 1] if i > 0 else None
         snapshot = _state_json(thread.thread_id, state, parent=parent, created_at=created[seq])
         if matches(snapshot["metadata"], body.metadata):

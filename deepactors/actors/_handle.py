@@ -1,0 +1,251 @@
+"""A thread's handle: the one way to act on a conversation thread.
+
+``rt.thread(agent, thread_id)`` gives a :class:`ThreadHandle`. Everything that
+changes the thread (a run, a state update, a rollback, a delete) is an order in
+the thread actor's mailbox, executed in turn with the thread's other work while
+the actor holds the thread's lease, so it happens whole and in order, across
+runtimes, event loops and processes, or is refused (``ThreadBusy``, for a
+checkpointer that does not wait). The server, the agent facade and the CLI act
+on threads only through it.
+
+Reading the saved state or history does not take a turn: a thread's records
+are an append-only log stored in atomic batches (a rollback appends a marker,
+see :mod:`._journal`), so a read sees the thread as it was at one moment, and
+while a run is in progress it sees the steps already saved, as LangGraph's
+server shows them. Only a delete takes records away, and it too is one
+transaction under the lease.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, Unpack, final
+
+from ..errors import ConfigurationError, InputError
+from ..persistence import Checkpointer, CheckpointRecord, CheckpointWrite, ThreadLease
+from ._actor import (
+    Operation,
+    OpOrder,
+    Order,
+    RunHandle,
+    RunOptions,
+    StartOptions,
+    await_handle,
+    deadline,
+)
+from ._journal import ROLLBACK, Restored
+from ._spec import AgentSpec, RunInput, prepare_input
+from ._threads import ThreadState, saved_state
+
+__all__ = ["ThreadHandle", "ThreadHost", "new_handle"]
+
+
+class ThreadHost(Protocol):
+    """What a handle needs of its runtime (a :class:`~deepactors.actors.Runtime`)."""
+
+    async def submit(
+        self, spec: AgentSpec, thread_id: str | None, run_input: RunInput, options: RunOptions
+    ) -> RunHandle: ...
+
+    def submit_nowait(
+        self, spec: AgentSpec, thread_id: str | None, run_input: RunInput, options: RunOptions
+    ) -> RunHandle: ...
+
+    async def send(self, spec: AgentSpec, thread_id: str, order: Order) -> None: ...
+
+
+_TOKEN = object()
+
+
+def new_handle(host: ThreadHost, spec: AgentSpec, thread_id: str) -> ThreadHandle:
+    """A handle (for the runtime: users get one from ``Runtime.thread``)."""
+    return ThreadHandle(host, spec, thread_id, _token=_TOKEN)
+
+
+@final
+class ThreadHandle:
+    """One thread of one agent under one runtime. Get it with ``Runtime.thread``.
+
+    Attributes:
+        thread_id: The thread.
+    """
+
+    __slots__ = ("_host", "_spec", "thread_id")
+
+    def __init__(
+        self, host: ThreadHost, spec: AgentSpec, thread_id: str, *, _token: object = None
+    ) -> None:
+        if _token is not _TOKEN:
+            raise TypeError("get a ThreadHandle from Runtime.thread(agent, thread_id)")
+        self._host = host
+        self._spec = spec
+        self.thread_id = thread_id
+
+    def __repr__(self) -> str:
+        return f"<ThreadHandle {self._spec.name!r} thread {self.thread_id!r}>"
+
+    # -- orders --------------------------------------------------------------------
+
+    async def start(self, input: object, **options: Unpack[StartOptions]) -> RunHandle:
+        """Validate the input and queue a run on the thread; return its handle.
+
+        Waits only when the thread's mailbox is full. See :meth:`Runtime.start`.
+
+        Raises:
+            InputError: The input or an option is invalid (nothing was queued).
+            RuntimeClosed: The runtime is closing.
+        """
+        run_input, run_options = RunOptions.split(self._spec, input, self.thread_id, options)
+        return await self._host.submit(self._spec, self.thread_id, run_input, run_options)
+
+    def start_nowait(self, input: object, **options: Unpack[StartOptions]) -> RunHandle:
+        """:meth:`start` without waiting; ``anyio.WouldBlock`` when the mailbox is full."""
+        run_input, run_options = RunOptions.split(self._spec, input, self.thread_id, options)
+        return self._host.submit_nowait(self._spec, self.thread_id, run_input, run_options)
+
+    async def update_state(
+        self, values: Mapping[str, Any], *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Apply ``values`` to the thread's state as a run would (no hook, no model call).
+
+        The update is recorded like any other and goes through the channels'
+        reducers (``messages`` append, ``todos`` replace, ...). LangGraph's
+        ``update_state``.
+
+        Returns:
+            The thread's state after the update (as a run's result).
+
+        Raises:
+            InputError: ``values`` do not fit the agent's state.
+        """
+        if not isinstance(values, Mapping):
+            raise InputError(f"values must be a dict of channel values, not {type(values)}")
+        run_input = prepare_input(self._spec, dict(values), self.thread_id)
+        run_input = dataclasses.replace(run_input, update_only=True)
+        handle = await self._host.submit(
+            self._spec, self.thread_id, run_input, RunOptions(timeout=timeout)
+        )
+        return await await_handle(handle)
+
+    async def rollback(self, seq: int, *, timeout: float | None = None) -> int:
+        """Take the thread back to how it was after record ``seq`` (0: empty).
+
+        Queued behind the thread's earlier orders. The records after ``seq``
+        stay in the log but no longer count (a ``rollback`` marker says so);
+        :meth:`history` leaves them out.
+
+        Returns:
+            The thread's head after the rollback (the marker's ``seq``), or
+            the head unchanged when ``seq`` is at or past it.
+
+        Raises:
+            InputError: ``seq`` is not a non-negative int.
+        """
+        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+            raise InputError(f"seq must be a record number >= 0, not {seq!r}")
+        return await self._rollback(lambda: seq, timeout)
+
+    async def undo(self, runs: Sequence[RunHandle], *, timeout: float | None = None) -> int:
+        """Take the thread back to where the earliest of ``runs`` started.
+
+        Queued now, behind those runs (cancel them first to undo them sooner):
+        where they started is known once they have run. Runs that never took
+        the thread's lease changed nothing and are not counted.
+
+        Returns:
+            The thread's head after it (see :meth:`rollback`).
+        """
+        runs = list(runs)
+        for run in runs:
+            if run.thread_id != self.thread_id:
+                raise InputError(f"run {run.run_id} is not a run of thread {self.thread_id!r}")
+
+        def earliest() -> int | None:
+            heads = [r.head_before for r in runs if r.head_before is not None]
+            return min(heads) if heads else None
+
+        return await self._rollback(earliest, timeout)
+
+    async def _rollback(self, target: Any, timeout: float | None) -> int:
+        spec = self._spec
+
+        async def op(checkpointer: Checkpointer, lease: ThreadLease) -> dict[str, Any]:
+            seq = target()
+            if seq is None or seq >= lease.head:
+                return {"head": lease.head}
+            marker = CheckpointWrite(path=spec.name, step=0, kind=ROLLBACK, data={"to": seq})
+            await checkpointer.put(self.thread_id, [marker])
+            return {"head": lease.head + 1}
+
+        result = await self._operate(op, forgets=True, timeout=timeout)
+        return int(result["head"])
+
+    async def delete(self, *, timeout: float | None = None) -> None:
+        """Delete every saved record of the thread, in turn with its other work."""
+
+        async def op(checkpointer: Checkpointer, lease: ThreadLease) -> dict[str, Any]:
+            await checkpointer.delete_thread(self.thread_id)
+            return {}
+
+        await self._operate(op, forgets=True, timeout=timeout)
+
+    async def head(self, *, timeout: float | None = None) -> int:
+        """The ``seq`` of the thread's newest record (0: none), read in turn.
+
+        Waits for the orders queued before it (a run in progress ends first),
+        so the number is the thread's head between two of its orders.
+        """
+
+        async def op(checkpointer: Checkpointer, lease: ThreadLease) -> dict[str, Any]:
+            return {"head": lease.head}
+
+        result = await self._operate(op, forgets=False, timeout=timeout)
+        return int(result["head"])
+
+    async def _operate(self, op: Operation, *, forgets: bool, timeout: float | None) -> Any:
+        self._checkpointer()
+        handle = RunHandle(
+            path=self._spec.name, thread_id=self.thread_id, deadline=deadline(timeout)
+        )
+        order = OpOrder(handle=handle, op=op, forgets=forgets)
+        await self._host.send(self._spec, self.thread_id, order)
+        return await await_handle(handle)
+
+    # -- reads ---------------------------------------------------------------------
+
+    async def state(self, *, upto_seq: int | None = None, path: str | None = None) -> ThreadState:
+        """The thread's saved state, now or as it was at record ``upto_seq``.
+
+        Args:
+            upto_seq: Rebuild from the records up to this one.
+            path: Another actor of the tree (a subagent, ``main/task-2:researcher``).
+
+        Raises:
+            ConfigurationError: The agent has no checkpointer.
+            CheckpointCorrupt: A record cannot be read; the error names the thread.
+        """
+        return await saved_state(self._spec, self.thread_id, upto_seq=upto_seq, path=path)
+
+    async def history(self, *, path: str | None = None) -> list[CheckpointRecord]:
+        """The thread's records that count, oldest first (rolled-back ones left out).
+
+        Args:
+            path: Only the records of this actor (``main``, a subagent's path).
+
+        Raises:
+            ConfigurationError: The agent has no checkpointer.
+            CheckpointCorrupt: The records are damaged.
+        """
+        checkpointer = self._checkpointer()
+        records = await checkpointer.read(self.thread_id)
+        live = Restored(self.thread_id, records, source=checkpointer.location).records
+        return live if path is None else [r for r in live if r.path == path]
+
+    def _checkpointer(self) -> Checkpointer:
+        checkpointer = self._spec.checkpointer
+        if checkpointer is None:
+            raise ConfigurationError(
+                f"agent {self._spec.name!r} has no checkpointer, so it saves no threads"
+            )
+        return checkpointer

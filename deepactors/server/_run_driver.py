@@ -1,0 +1,216 @@
+"""How a server run is driven and how its end is recorded (the run manager's half).
+
+A stateless run is started by the manager itself and its actor reports how it
+ended (``on_done``); any other run has a driver task that the app's task group
+owns, which waits out a delay, queues the run on its thread if it is not queued
+yet, and reads the thread back through its handle when the run failed. Events
+go straight from the agent to the run's subscribers (``on_event``), with no
+task in between.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from ..actors import RunHandle, RunInput, Runtime, ThreadHandle
+from ..errors import DeepActorsError, RunCancelled
+from ..events import Event
+from ..lc_views import interrupts_to_lc, values_to_lc
+from ._records import RunRecord, RunStatus, Subscriber, ThreadRecord
+from ._relay import RunRelay
+from ._run_inputs import error_json
+
+__all__ = ["RunDriver"]
+
+
+def _outcome(handle: RunHandle) -> tuple[RunStatus, dict[str, Any] | None]:
+    """How an ended run ended: its status, and its values (or its error) as JSON."""
+    try:
+        values = handle.result_nowait()
+    except RunCancelled:
+        return "interrupted", None
+    except TimeoutError:
+        return "timeout", None
+    except Exception as exc:
+        return "error", {"__error__": error_json(exc)}
+    try:
+        return "success", values_to_lc(values)
+    except Exception as exc:  # a state that has no JSON shape: said, as the run's error
+        return "error", {"__error__": error_json(exc)}
+
+
+class RunDriver:
+    """Driving runs and recording their ends; mixed into the run manager."""
+
+    __slots__ = ()
+
+    runtime: Runtime
+    relay: RunRelay
+    _tg: TaskGroup
+
+    def handle(self, thread: ThreadRecord) -> ThreadHandle:
+        """The thread's handle (see the run manager)."""
+        raise NotImplementedError
+
+    def _handle_of(self, run: RunRecord) -> ThreadHandle:
+        raise NotImplementedError
+
+    def _forget_runs(self, thread: ThreadRecord) -> None:
+        raise NotImplementedError
+
+    async def _drive(
+        self,
+        run: RunRecord,
+        run_input: RunInput,
+        context: Mapping[str, Any] | None,
+        after: float | None,
+    ) -> None:
+        status: RunStatus = "error"
+        result: dict[str, Any] | None = None
+        try:
+            if after:
+                with anyio.move_on_after(after):
+                    await run.cancelled.wait()
+            # (No pause for the pacer here: the run's start is a paced step of
+            # its actor, so a burst of new runs starts in slices anyway.)
+            handle = run.handle
+            if handle is None:
+                if run.cancel_requested is not None:
+                    status = "interrupted"
+                    return
+                if run.thread.temporary:
+                    handle = await self.runtime.start(
+                        run.assistant.stateless,
+                        run_input,
+                        context=context,
+                        on_event=self._deliverer(run),
+                    )
+                else:
+                    handle = await self._handle_of(run).start(
+                        run_input, context=context, on_event=self._deliverer(run)
+                    )
+                run.handle = handle
+            if run.cancel_requested is not None:
+                handle.cancel()
+            await handle.wait()
+            status, result = _outcome(handle)
+        except Exception as exc:
+            # Starting it failed (the runtime is closing, say): the run failed.
+            result = {"__error__": error_json(exc)}
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._finish(run, status, result)
+
+    def _deliverer(self, run: RunRecord) -> Callable[[Event], None]:
+        """What the run calls with each of its events, as it happens."""
+        relay = self.relay if self.relay.shared and not run.thread.temporary else None
+        gone: list[Subscriber] = []
+
+        def deliver(event: Event) -> None:
+            # Straight into the listeners' streams, with no task in between
+            # (one wake-up per event fewer, and no events batched behind it).
+            if run.status == "pending":
+                run.status = "running"
+                run.updated_at = time.time()
+                if relay is not None:
+                    relay.started(run)
+            if relay is not None:
+                relay.event(run, event)
+            for subscriber in run.subscribers:
+                if subscriber.wants(event):
+                    try:
+                        subscriber.stream.send_nowait(event)
+                    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                        subscriber.stream.close()  # that listener left
+                        gone.append(subscriber)
+            if gone:
+                for subscriber in gone:
+                    run.subscribers.remove(subscriber)
+                gone.clear()
+
+        return deliver
+
+    def _ended(self, run: RunRecord, handle: RunHandle) -> None:
+        """A run started by :meth:`launch` itself has ended (its actor calls this)."""
+        status: RunStatus = "error"
+        result: dict[str, Any] | None = None
+        try:
+            status, result = _outcome(handle)
+        finally:  # a KeyboardInterrupt from a tool goes on, after the record
+            self._end_now(run, status, result)
+
+    def _end_now(self, run: RunRecord, status: RunStatus, result: dict[str, Any] | None) -> None:
+        """:meth:`_finish` for a stateless run, whose end needs no await."""
+        assert run.thread.temporary
+        self._settle(run, status, result)
+        self._close(run)
+
+    async def _finish(
+        self, run: RunRecord, status: RunStatus, result: dict[str, Any] | None
+    ) -> None:
+        try:
+            if self._settle(run, status, result):
+                await self.refresh(run.thread)
+        except DeepActorsError:
+            pass  # the record stays as it was; the run's own outcome is set
+        finally:
+            self._close(run)
+
+    def _settle(self, run: RunRecord, status: RunStatus, result: dict[str, Any] | None) -> bool:
+        """Record how a run ended, as far as that needs no await.
+
+        Returns:
+            Whether the thread's values must be read back from its checkpoint.
+        """
+        run.status = status
+        run.updated_at = run.finished_at = time.time()
+        run.result = result
+        for subscriber in run.subscribers:
+            subscriber.stream.close()
+        run.subscribers.clear()
+        thread = run.thread
+        if thread.temporary:
+            self._forget_runs(thread)
+        elif status == "success" and result is not None and not thread.inflight[1:]:
+            thread.values = {k: v for k, v in result.items() if k != "__interrupt__"}
+            thread.interrupts = result.get("__interrupt__", [])
+            thread.error = False
+        else:
+            thread.error = status == "error"
+            return True
+        return False
+
+    def _close(self, run: RunRecord) -> None:
+        """The run's record is final: tell other processes, and whoever waits."""
+        thread = run.thread
+        thread.updated_at = time.time()
+        if self.relay.shared and not thread.temporary:
+            self.relay.finished(run, self._values(run))
+        run.done.set()
+
+    async def refresh(self, thread: ThreadRecord) -> None:
+        """Read the thread's values and interrupts back from its checkpoint."""
+        state = await self.handle(thread).state()
+        thread.values = values_to_lc(state.values) if state.seq is not None else None
+        thread.interrupts = interrupts_to_lc(list(state.interrupts))
+
+    async def result(self, run: RunRecord) -> dict[str, Any]:
+        """Wait for the run; its final values as JSON (``__error__`` if it failed)."""
+        await run.done.wait()
+        return self._values(run)
+
+    def _values(self, run: RunRecord) -> dict[str, Any]:
+        if run.result is not None:
+            return run.result
+        thread = run.thread
+        if thread.values is None and not thread.temporary:
+            return {}
+        values = dict(thread.values or {})
+        if thread.interrupts:
+            values["__interrupt__"] = thread.interrupts
+        return values
