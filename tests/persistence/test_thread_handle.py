@@ -36,7 +36,7 @@ def said(values: dict[str, Any] | Any) -> list[str]:
 
 async def test_a_handle_has_no_public_constructor() -> None:
     agent = create_deep_agent(FunctionModel(echo))
-    with pytest.raises(TypeError, match="Runtime.thread"):
+    with pytest.raises(TypeError, match=r"Runtime\.thread"):
         ThreadHandle(None, agent.spec, "t")  # type: ignore[arg-type]
     async with open_runtime() as rt:
         with pytest.raises(InputError, match="thread_id"):
@@ -135,12 +135,15 @@ async def test_orders_of_one_thread_run_in_arrival_order(
 async def test_undo_takes_back_the_runs_it_is_given(
     make_checkpointer: Callable[..., Checkpointer],
 ) -> None:
-    hold = anyio.Event()
+    hold, reached = anyio.Event(), anyio.Event()
 
     async def answer(request: ModelRequest) -> AssistantMessage | str:
         last = [m for m in request.messages if isinstance(m, UserMessage)][-1]
         if last.text == "slow" and len(request.messages) == 3:
-            await hold.wait()  # stuck in its second model call, after a tool call
+            # Its second model call: the first step is saved (a run syncs its
+            # records before it calls its model), and it is stuck here.
+            reached.set()
+            await hold.wait()
         if last.text == "slow" and len(request.messages) == 1:
             return AssistantMessage(tool_calls=[ToolCall(name="write_todos", args={"todos": []})])
         return echo(request)
@@ -152,19 +155,14 @@ async def test_undo_takes_back_the_runs_it_is_given(
             await (await t.start("keep")).result()
             kept = await t.head()
             doomed = await t.start("slow")
-            while await _saved(t) <= kept:
-                await anyio.sleep(0.01)  # it has written its first step
+            await reached.wait()
+            assert (await t.history())[-1].seq > kept
             assert doomed.head_before == kept
             doomed.cancel()
             await t.undo([doomed])
             with pytest.raises(RunCancelled):
                 await doomed.result()
             assert said(await t.state()) == ["keep", "re: keep"]
-
-
-async def _saved(t: ThreadHandle) -> int:
-    records = await t.history()
-    return records[-1].seq if records else 0
 
 
 async def test_update_state_through_the_facade(
@@ -228,10 +226,11 @@ def test_nothing_outside_the_runtime_and_storage_touches_thread_records() -> Non
         # Names that hold a checkpointer: assigned from anything that names one.
         holders = {"checkpointer", "saver"}
         for node in ast.walk(tree):
-            if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
-                if "checkpointer" in ast.unparse(node.value).lower():
-                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                    holders.update(ast.unparse(t) for t in targets)
+            value = getattr(node, "value", None)
+            if isinstance(node, ast.Assign | ast.AnnAssign) and value is not None:
+                names = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if "checkpointer" in ast.unparse(value).lower():
+                    holders.update(ast.unparse(t) for t in names)
         for node in ast.walk(tree):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                 continue
