@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import events as events
 from . import persistence as _persistence
+from ._core.public import publish as _publish
 from .actors import EventStream as EventStream
 from .actors import RunHandle as RunHandle
 from .actors import Runtime as Runtime
@@ -132,3 +133,6 @@ __all__ = [
     "open_runtime",
     "tool",
 ]
+
+# Reprs and tracebacks name the public package, not the private module (see _core.public).
+_publish(__all__, __name__, globals())

@@ -11,7 +11,10 @@ Where a builtin means the same thing, the error subclasses it too, so
     ├── BudgetExceeded (RuntimeError)      a model call the run's budget cannot cover: not made
     ├── RunCancelled                       the run was cancelled through its handle
     ├── RuntimeClosed (RuntimeError)       a run was started on a runtime that has closed
+    ├── UnsupportedLoop (RuntimeError)     the running async library is not asyncio or trio
     ├── ToolError                          raise inside a tool: the model sees the message
+    │   ├── ToolArgumentsError (ValueError)     the model's arguments do not fit the tool
+    │   └── TooManyStrayThreads (RuntimeError)  too many sync calls left running at a deadline
     ├── ModelError                         a model could not answer
     │   ├── StructuredOutputError          the answer kept failing its response_format
     │   ├── ModelAPIError                  the provider rejected or failed a request
@@ -42,6 +45,10 @@ Where a builtin means the same thing, the error subclasses it too, so
         │   └── ThreadLeaseLost            the run's lease lapsed: its writes are refused
         └── StoreError                     the store could not be read or written
             └── StoreCorrupt               the file or an item is damaged or of another schema
+
+And one warning, outside that tree::
+
+    ThreadNotSavedWarning (UserWarning)    a thread_id is given, but nothing keeps the thread
 
 anyio's cancellation exception is never caught and turned into one of these.
 """
@@ -86,7 +93,11 @@ __all__ = [
     "StructuredOutputError",
     "ThreadBusy",
     "ThreadLeaseLost",
+    "ThreadNotSavedWarning",
+    "TooManyStrayThreads",
+    "ToolArgumentsError",
     "ToolError",
+    "UnsupportedLoop",
     "UnsupportedOperation",
 ]
 
@@ -143,12 +154,24 @@ class RuntimeClosed(DeepActorsError, RuntimeError):
     """A run was started on a runtime that is closing or closed."""
 
 
+class UnsupportedLoop(DeepActorsError, RuntimeError):
+    """The running async library is neither asyncio nor trio."""
+
+
 class ToolError(DeepActorsError):
     """Raise inside a tool to hand the model an error message.
 
     Any exception a tool raises becomes an error ``ToolMessage``; raising this one
     says the message is meant for the model as is, so no type name is prefixed.
     """
+
+
+class ToolArgumentsError(ToolError, ValueError):
+    """The model's arguments do not fit the tool's parameters."""
+
+
+class TooManyStrayThreads(ToolError, RuntimeError):
+    """Too many earlier calls were left running at a deadline; no new thread is started."""
 
 
 class ModelError(DeepActorsError):
@@ -327,3 +350,7 @@ class StoreError(PersistenceError):
 
 class StoreCorrupt(StoreError):
     """A store file or item is damaged, or was written with another schema."""
+
+
+class ThreadNotSavedWarning(UserWarning):
+    """A ``thread_id`` was given, but nothing will remember the thread after the run."""

@@ -112,7 +112,11 @@ def create_deep_agent(
         permissions: ``FilesystemPermission`` rules for the file tools (first
             match wins, no match allows); subagents inherit them unless they set
             their own.
-        debug: Log every hook and model call through structlog.
+        debug: Log every hook and model call, at DEBUG level, to the ``deepactors``
+            logger of the standard ``logging`` module. Like every deepactors log
+            record, they show only if the application's logging config lets them
+            through, e.g. ``logging.basicConfig()`` then
+            ``logging.getLogger("deepactors").setLevel(logging.DEBUG)``.
         name: The agent's name and the root of its actor paths (default ``main``).
         max_steps: Model calls allowed per run before ``StepLimitExceeded``.
         max_concurrent_subagents: Subagents one run may have working at once.

@@ -49,7 +49,7 @@ from ._core.threads import (
     wait_for_stray_threads,
 )
 from .context import ToolRuntime
-from .errors import ConfigurationError, ToolError
+from .errors import ConfigurationError, ToolArgumentsError
 from .messages import (
     ContentBlock,
     ImageBlock,
@@ -92,10 +92,6 @@ class Command:
     update: Mapping[str, Any] | None = None
     result: str = "OK"
     resume: Any = None
-
-
-class ToolArgumentsError(ToolError, ValueError):
-    """The model's arguments do not fit the tool's parameters."""
 
 
 @dataclass(slots=True, kw_only=True, eq=False)

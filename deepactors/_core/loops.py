@@ -45,6 +45,8 @@ import sniffio
 import trio
 import trio.lowlevel
 
+from ..errors import UnsupportedLoop
+
 __all__ = [
     "CallThread",
     "LoopRun",
@@ -61,10 +63,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-
-class UnsupportedLoop(RuntimeError):
-    """The running async library is neither asyncio nor trio."""
 
 
 @dataclass(frozen=True, slots=True)

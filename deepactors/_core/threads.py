@@ -30,9 +30,9 @@ from typing import TypeVar
 
 import anyio
 import anyio.to_thread
-import structlog
 
-from ..errors import ToolError
+from ..errors import TooManyStrayThreads
+from .logs import get_logger
 
 __all__ = [
     "MAX_STRAY_THREADS",
@@ -46,14 +46,10 @@ __all__ = [
 
 T = TypeVar("T")
 
-_log = structlog.get_logger("deepactors")
+_log = get_logger("deepactors")
 
 MAX_STRAY_THREADS = 16
 """Stray threads (left running at a cancellation) allowed at once in the process."""
-
-
-class TooManyStrayThreads(ToolError, RuntimeError):
-    """Too many earlier calls were left running at a deadline; no new thread is started."""
 
 
 class StopFlag:

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypedDict
 
 import anyio
-import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from .._core.logs import get_logger
 from .._core.pacing import Pacer
 from ..budget import Budget
 from ..errors import ConfigurationError, InputError, RunCancelled
@@ -59,7 +59,7 @@ __all__ = [
     "deadline",
 ]
 
-_log = structlog.get_logger("deepactors")
+_log = get_logger("deepactors")
 
 MAILBOX_SIZE = 64
 """Orders an actor holds before ``start`` waits: backpressure for a flooded thread."""

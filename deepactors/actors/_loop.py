@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 import anyio
 import anyio.lowlevel
-import structlog
 
+from .._core.logs import get_logger
 from ..context import RunContext
 from ..errors import ConfigurationError, StepLimitExceeded
 from ..events import ModelCallFinished, ModelCallStarted
@@ -30,7 +30,7 @@ from ._tool_step import run_tools
 
 __all__ = ["run_loop", "unanswered_calls"]
 
-_log = structlog.get_logger("deepactors")
+_log = get_logger("deepactors")
 
 _JUMPS = ("model", "tools", "end")
 

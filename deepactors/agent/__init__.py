@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from .._core.public import publish as _publish
 from ._agent import AgentInput as AgentInput
 from ._agent import DeepAgent as DeepAgent
 
 __all__ = ["AgentInput", "DeepAgent"]
+
+# Reprs and tracebacks name the public package, not the private module (see _core.public).
+_publish(__all__, __name__, globals())

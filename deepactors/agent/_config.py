@@ -11,11 +11,10 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import InputError
+from ..errors import InputError, ThreadNotSavedWarning
 
 __all__ = [
     "RunConfig",
-    "ThreadNotSavedWarning",
     "check_timeout",
     "read_config",
     "warn_if_unsaved",
@@ -24,10 +23,6 @@ __all__ = [
 # Keys LangChain puts in a config that have no meaning here: accepted, unused.
 _IGNORED = frozenset({"tags", "metadata", "callbacks", "run_name", "run_id", "max_concurrency"})
 _KNOWN = _IGNORED | {"configurable", "recursion_limit"}
-
-
-class ThreadNotSavedWarning(UserWarning):
-    """A ``thread_id`` was given, but nothing will remember the thread after the run."""
 
 
 class RunConfig:

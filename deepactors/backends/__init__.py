@@ -11,6 +11,7 @@ All of them follow the :class:`Backend` protocol and accept the same virtual
 paths (:func:`normalize_path`).
 """
 
+from .._core.public import publish as _publish
 from ._composite import CompositeBackend as CompositeBackend
 from ._filesystem import FilesystemBackend as FilesystemBackend
 from ._paths import normalize_path as normalize_path
@@ -58,3 +59,6 @@ __all__ = [
     "check_version",
     "normalize_path",
 ]
+
+# Reprs and tracebacks name the public package, not the private module (see _core.public).
+_publish(__all__, __name__, globals())

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 
 import anyio
 
+from .._core.logs import LOG_FORMATS, LOG_LEVELS, configure_logging
+
 __all__ = ["build_parser", "main"]
 
 _LOOP_HELP = "the event loop to run on (default: asyncio)"
@@ -30,6 +32,7 @@ def _demo(args: argparse.Namespace) -> int:
     from ..demo import DEMO_QUESTION, run_demo
     from ._live import open_view
 
+    configure_logging(args.log_level, args.log_format)
     question = " ".join(args.question) or DEMO_QUESTION
     print(f"deepactors demo on {args.loop} (offline, deterministic model)")
     print(f"question: {question}\n")
@@ -53,6 +56,7 @@ def _run(args: argparse.Namespace) -> int:
     from ..middleware import aclose_tree_models
     from ._live import View, open_view
 
+    configure_logging(args.log_level, args.log_format)
     if args.thread and not args.db:
         print(
             "error: --thread needs --db: without a database nothing keeps the thread "
@@ -116,6 +120,8 @@ def _serve(args: argparse.Namespace) -> int:
         loop=args.loop,
         workers=args.workers,
         runs_db=args.runs_db,
+        log_level=args.log_level,
+        log_format=args.log_format,
     )
     try:
         serve(options)
@@ -140,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
         "structured concurrency, cancellation), all of them if it names none",
     )
     demo.add_argument("--loop", choices=("asyncio", "trio"), default="asyncio", help=_LOOP_HELP)
+    _log_options(demo, "warning")
     demo.set_defaults(func=_demo)
     run = sub.add_parser("run", help="run the deep agent on Claude with a live event view")
     run.add_argument("question", nargs="+", help="what to ask")
@@ -148,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--db", help="SQLite file or postgresql:// URL that keeps threads across runs")
     run.add_argument("--timeout", type=float, default=None, help="seconds for the whole run")
     run.add_argument("--loop", choices=("asyncio", "trio"), default="asyncio", help=_LOOP_HELP)
+    _log_options(run, "warning")
     run.set_defaults(func=_run)
     serve = sub.add_parser(
         "serve",
@@ -180,8 +188,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="postgresql://... through which several server processes share runs "
         "(default: --db when it is PostgreSQL)",
     )
+    _log_options(serve, "info")
     serve.set_defaults(func=_serve)
     return parser
+
+
+def _log_options(parser: argparse.ArgumentParser, level: str) -> None:
+    parser.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        default=level,
+        help=f"the least severe log records shown, on stderr (default: {level})",
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="console",
+        help="console lines, or one JSON object per line (default: console)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

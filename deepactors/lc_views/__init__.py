@@ -23,6 +23,7 @@ nothing of the runtime, the facade or the server.
 
 from __future__ import annotations
 
+from .._core.public import publish as _publish
 from ._stream import STREAM_MODES as STREAM_MODES
 from ._stream import LangGraphStream as LangGraphStream
 from ._stream import StreamMode as StreamMode
@@ -58,3 +59,6 @@ __all__ = [
     "usage_to_lc",
     "values_to_lc",
 ]
+
+# Reprs and tracebacks name the public package, not the private module (see _core.public).
+_publish(__all__, __name__, globals())

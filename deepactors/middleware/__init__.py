@@ -6,6 +6,7 @@ The hook base (:class:`AgentMiddleware` and the one-hook decorators) lives in
 
 from __future__ import annotations
 
+from .._core.public import publish as _publish
 from ..hooks import AgentMiddleware as AgentMiddleware
 from ..hooks import HookResult as HookResult
 from ..hooks import JumpTo as JumpTo
@@ -93,3 +94,6 @@ __all__ = [
     "wrap_model_call",
     "wrap_tool_call",
 ]
+
+# Reprs and tracebacks name the public package, not the private module (see _core.public).
+_publish(__all__, __name__, globals())

@@ -5,8 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-import structlog
-
+from .._core.logs import get_logger
 from ..backends import Backend
 from ..context import RunContext, ToolRuntime
 from ..errors import ConfigurationError, ToolError
@@ -19,7 +18,7 @@ from ._fs_tools import READS_CHANNEL, FileToolLimits, make_file_tools, reads_cha
 
 __all__ = ["FILESYSTEM_PROMPT", "FilesystemMiddleware"]
 
-_log = structlog.get_logger("deepactors")
+_log = get_logger("deepactors")
 
 FILESYSTEM_PROMPT = """\
 ## Files

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import structlog
-
+from .._core.logs import get_logger
 from ..backends import Backend, FileInfo, normalize_path
 from ..context import RunContext, RunKey
 from ..errors import BackendError, ConfigurationError, FileNotFound
@@ -18,7 +17,7 @@ from ._skill_parse import MAX_FRONT_MATTER_LINES, Parsed, Skill, parse_skill
 
 __all__ = ["MAX_SKILL_BYTES", "SkillsMiddleware"]
 
-_log = structlog.get_logger("deepactors")
+_log = get_logger("deepactors")
 
 MAX_SKILL_BYTES = 10 * 1024 * 1024
 """A ``SKILL.md`` larger than this is skipped without being read."""

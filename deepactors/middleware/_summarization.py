@@ -14,8 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-import structlog
-
+from .._core.logs import get_logger
 from ..context import RunContext, RunKey
 from ..errors import ConfigurationError, ContextWindowExceeded
 from ..events import ContextSummarized
@@ -32,7 +31,7 @@ from ._tokens import TokenCounter, message_tokens
 
 __all__ = ["SUMMARY_CHANNEL", "SummarizationMiddleware"]
 
-_log = structlog.get_logger("deepactors")
+_log = get_logger("deepactors")
 T = TypeVar("T")
 
 SUMMARY_MESSAGE = """\

@@ -6,8 +6,8 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import anyio.to_thread
-import structlog
 
+from .._core.logs import get_logger
 from ..context import RunContext
 from ..errors import BackendError, ContextWindowExceeded
 from ..messages import Message, UserMessage
@@ -18,7 +18,7 @@ from ._transcript import history_section, summary_excerpt
 
 __all__ = ["SUMMARY_REQUEST", "SUMMARY_SYSTEM", "offload", "write_summary"]
 
-_log = structlog.get_logger("deepactors")
+_log = get_logger("deepactors")
 T = TypeVar("T")
 
 SUMMARY_SYSTEM = (

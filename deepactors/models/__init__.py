@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .._core.public import publish as _publish
 from ..errors import ConfigurationError
 from ._base import STRUCTURED_OUTPUT as STRUCTURED_OUTPUT
 from ._base import ChatModel as ChatModel
@@ -80,3 +81,7 @@ def resolve_model(model: str | ChatModel | None) -> ChatModel:
     if isinstance(model, ChatModel):
         return model
     raise ConfigurationError(f"not a model: {model!r}")
+
+
+# Reprs and tracebacks name the public package, not the private module (see _core.public).
+_publish(__all__, __name__, globals())

@@ -14,6 +14,7 @@ PostgreSQL modules import nothing above themselves.)
 
 from typing import TYPE_CHECKING, Any
 
+from .._core.public import publish as _publish
 from ._checkpoint import Checkpointer as Checkpointer
 from ._checkpoint import CheckpointRecord as CheckpointRecord
 from ._checkpoint import CheckpointWrite as CheckpointWrite
@@ -69,3 +70,6 @@ __all__ = [
     "open_checkpointer",
     "open_store",
 ]
+
+# Reprs and tracebacks name the public package, not the private module (see _core.public).
+_publish(__all__, __name__, globals())

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import anyio
-import structlog
 
+from .._core.logs import get_logger
 from .._core.loops import spawn_system_task
 from ..errors import PersistenceError, ThreadBusy
 from ._lease import LocalTurns, Owner, ThreadLease, WhenBusy, process_gone, this_owner
@@ -39,7 +39,7 @@ from ._sqlite_conn import Database
 
 __all__ = ["LEASE_DDL", "SqliteLeases", "holds_lease"]
 
-_log = structlog.get_logger("deepactors")
+_log = get_logger("deepactors")
 
 _FIRST_POLL = 0.005
 _MAX_POLL = 0.25

@@ -8,7 +8,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-import structlog
 from anyio.abc import TaskStatus
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -18,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from .._core.logs import get_logger
 from .._core.pacing import DEFAULT_QUANTUM
 from ..actors import open_runtime
 from ..agent import DeepAgent
@@ -33,7 +33,7 @@ from ._threads_api import thread_routes
 
 __all__ = ["create_app"]
 
-_log = structlog.get_logger("deepactors.server")
+_log = get_logger("deepactors.server")
 
 
 def create_app(

@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import anyio
-import structlog
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
+from .._core.logs import get_logger
 from ..errors import ConfigurationError
 from ..events import Event
 from ..lc_views import LangGraphStream
@@ -45,7 +45,7 @@ from ._responses import part_frames
 
 __all__ = ["PgRelay"]
 
-_log = structlog.get_logger("deepactors.server")
+_log = get_logger("deepactors.server")
 
 CHANNEL = "deepactors_runs"
 LIVENESS_EVERY = 2.0

@@ -15,12 +15,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
-import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
+from .._core.logs import get_logger
 from .._core.pacing import Pacer
 from ..errors import DeepActorsError, InputError
 from ..events import Event
@@ -28,7 +28,7 @@ from ..lc_views import LangGraphStream, StreamPart
 
 __all__ = ["EventSourceResponse", "WaitResponse", "error_response", "part_frames", "sse_frame"]
 
-_log = structlog.get_logger("deepactors.server")
+_log = get_logger("deepactors.server")
 
 HEARTBEAT = 15.0
 """Seconds of silence before a comment line keeps proxies from closing the stream."""

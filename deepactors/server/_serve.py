@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import logging
 import os
 import signal
 import sys
@@ -18,6 +19,7 @@ from hypercorn.run import run as hypercorn_run
 from hypercorn.trio import serve as hypercorn_serve
 from starlette.applications import Starlette
 
+from .._core.logs import configure_logging, logging_config
 from ..agent import DeepAgent
 from ..demo import build_demo_agent
 from ..errors import ConfigurationError
@@ -44,6 +46,10 @@ class ServeOptions:
     loop: str = "asyncio"
     workers: int = 1
     runs_db: str | None = None
+    log_level: str | None = "info"
+    """Root logger level, ``debug`` to ``critical``; None leaves logging as configured."""
+    log_format: str = "console"
+    """``console`` lines or ``json`` lines, on stderr."""
 
     @property
     def shared_runs(self) -> str | None:
@@ -162,6 +168,8 @@ def serve(options: ServeOptions) -> None:
     """
     if options.workers < 1:
         raise ConfigurationError("--workers must be at least 1")
+    if options.log_level is not None:
+        configure_logging(options.log_level, options.log_format)
     if options.workers > 1:
         _serve_workers(options)
         return
@@ -175,7 +183,8 @@ def serve(options: ServeOptions) -> None:
             host=options.host,
             port=options.port,
             timeout_graceful_shutdown=int(GRACEFUL_SECONDS),
-            log_level="info",
+            log_config=None,  # configured above: uvicorn's records go to the root handler
+            log_level=options.log_level,
         )
     else:
         raise ConfigurationError(f"--loop must be asyncio or trio, not {options.loop!r}")
@@ -185,7 +194,7 @@ def _serve_trio(app: Starlette, options: ServeOptions) -> None:
     config = HypercornConfig()
     config.bind = [f"{options.host}:{options.port}"]
     config.graceful_timeout = GRACEFUL_SECONDS
-    config.accesslog = "-"
+    _hypercorn_logs(config, options)
     print(f"deepactors: serving on http://{options.host}:{options.port} (hypercorn, trio)")
 
     async def main() -> None:
@@ -223,7 +232,7 @@ def _serve_workers(options: ServeOptions) -> None:
         config = HypercornConfig()
         config.bind = [f"{options.host}:{options.port}"]
         config.graceful_timeout = GRACEFUL_SECONDS
-        config.accesslog = "-"
+        _hypercorn_logs(config, options)
         config.workers = options.workers
         config.worker_class = "trio"
         # Each worker process (spawned) builds its app from the environment.
@@ -238,4 +247,28 @@ def _serve_workers(options: ServeOptions) -> None:
         port=options.port,
         workers=options.workers,
         timeout_graceful_shutdown=int(GRACEFUL_SECONDS),
+        # Each worker process applies it again (it starts with logging unconfigured).
+        log_config=_worker_log_config(options),
+        log_level=options.log_level,
     )
+
+
+def _worker_log_config(options: ServeOptions) -> dict[str, Any] | None:
+    if options.log_level is None:
+        return None
+    return logging_config(options.log_level, options.log_format)
+
+
+def _hypercorn_logs(config: HypercornConfig, options: ServeOptions) -> None:
+    """Hypercorn's access and error lines through the root logger's handler.
+
+    Given logger objects, hypercorn adds no handler of its own (it would print
+    access lines on stdout in its own format); a worker process (``--workers``)
+    configures logging again from ``logconfig_dict``.
+    """
+    if options.log_level is None:
+        config.accesslog = "-"
+        return
+    config.accesslog = logging.getLogger("hypercorn.access")
+    config.errorlog = logging.getLogger("hypercorn.error")
+    config.logconfig_dict = logging_config(options.log_level, options.log_format)
