@@ -21,7 +21,6 @@ import anyio
 import anyio.lowlevel
 from anyio.abc import AsyncResource
 
-from ..errors import ThreadBusy
 from ._json import check_text, decode_object, encode_object
 from ._lease import LocalTurns, ThreadLease, WhenBusy
 
@@ -118,8 +117,9 @@ class Checkpointer(Protocol):
         checkpointer made with ``when_busy="raise"``, get :class:`ThreadBusy`.
         A durable checkpointer's lease expires unless renewed, so a process that
         dies does not hold its threads for ever; while it is held, its holder's
-        :meth:`put` calls on the thread are refused once another run has taken
-        the thread (:class:`~deepactors.errors.ThreadLeaseLost`).
+        :meth:`put` and :meth:`delete_thread` calls on the thread are refused
+        once another run has taken the thread
+        (:class:`~deepactors.errors.ThreadLeaseLost`).
 
         Raises:
             ThreadBusy: The thread is held and the checkpointer does not wait.
@@ -170,7 +170,18 @@ class Checkpointer(Protocol):
         ...
 
     async def delete_thread(self, thread_id: str) -> None:
-        """Remove every record of the thread; nothing happens when there is none."""
+        """Remove every record of the thread; nothing happens when there is none.
+
+        While the caller holds the thread's lease through this checkpointer, the
+        delete is fenced as :meth:`put` is: it happens only if the lease is still
+        the caller's, checked in the same transaction. The lease stays held, and
+        the holder's next :meth:`put` numbers the thread from ``seq`` 1 again.
+
+        Raises:
+            ThreadLeaseLost: The caller holds the thread's lease through this
+                checkpointer, and another run has taken the thread (or, for
+                PostgreSQL, the lease connection dropped): nothing was deleted.
+        """
         ...
 
     async def aclose(self) -> None:
@@ -274,13 +285,7 @@ class MemoryCheckpointer(AsyncResource):
         """See :meth:`Checkpointer.lease`."""
         check_thread_id(thread_id)
         started = anyio.current_time()
-        if not await self._turns.acquire(thread_id, wait=self._when_busy == "wait"):
-            raise ThreadBusy(
-                f"thread {thread_id!r} is being run by another run in this process",
-                thread_id=thread_id,
-                holder="another run in this process",
-            )
-        try:
+        async with self._turns.hold(thread_id, wait=self._when_busy == "wait"):
             log = self._threads.get(thread_id)
             yield ThreadLease(
                 thread_id=thread_id,
@@ -288,8 +293,6 @@ class MemoryCheckpointer(AsyncResource):
                 head=log[-1].seq if log else 0,
                 waited=anyio.current_time() - started,
             )
-        finally:
-            self._turns.release(thread_id)
 
     async def put(self, thread_id: str, records: Sequence[CheckpointWrite]) -> None:
         """See :meth:`Checkpointer.put`."""

@@ -17,12 +17,15 @@ import os
 import socket
 import threading
 from collections import deque
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
 import anyio.lowlevel
 
 from .._core.loops import Wakeup
+from ..errors import ThreadBusy
 
 __all__ = [
     "LocalTurns",
@@ -122,6 +125,29 @@ class LocalTurns:
         with self._lock:
             waiter.state = "done"
         return True
+
+    @asynccontextmanager
+    async def hold(self, key: str, *, wait: bool) -> AsyncIterator[None]:
+        """Hold thread ``key``'s turn for the block, given back on leaving.
+
+        Args:
+            key: The thread's id.
+            wait: Wait in line for a held turn; when false, a held turn raises.
+
+        Raises:
+            ThreadBusy: ``wait`` is false and another run of this process holds
+                the turn.
+        """
+        if not await self.acquire(key, wait=wait):
+            raise ThreadBusy(
+                f"thread {key!r} is being run by another run in this process",
+                thread_id=key,
+                holder="another run in this process",
+            )
+        try:
+            yield
+        finally:
+            self.release(key)
 
     def release(self, key: str) -> None:
         """Give ``key``'s turn back: to the first waiter, if any (from any thread)."""

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import anyio
 import psycopg
+from anyio.abc import TaskStatus
 from psycopg_pool import AsyncConnectionPool
 
 from ._pg_drive import (
@@ -96,6 +97,18 @@ class AsyncDriver:
                 if lease.dirty:
                     await conn.close()
                 await self._leases.putconn(conn)
+
+    async def listen(
+        self, channel: str, on_payload: Callable[[str], None], task_status: TaskStatus[int]
+    ) -> None:
+        conn = await psycopg.AsyncConnection.connect(
+            self._dsn, autocommit=True, connect_timeout=int(OPEN_TIMEOUT)
+        )
+        async with conn:
+            await conn.execute(f"LISTEN {channel}")
+            task_status.started(conn.info.backend_pid)
+            async for notice in conn.notifies():
+                on_payload(notice.payload)
 
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):

@@ -259,10 +259,26 @@ class PostgresCheckpointer(AsyncResource):
         return await self._db.run(list_threads(), transaction=False)
 
     async def delete_thread(self, thread_id: str) -> None:
-        """See :meth:`Checkpointer.delete_thread`."""
+        """See :meth:`Checkpointer.delete_thread`.
+
+        Raises:
+            ThreadLeaseLost: This object holds the thread's lease, and its lease
+                connection dropped or another run took the thread: nothing was deleted.
+        """
         check_thread_id(thread_id)
         check_no_nul(thread_id, what="a thread_id")
-        await self._db.run(delete_thread(thread_id))
+        held = self._leases.held(thread_id)
+        if held is not None and not await held.connection.alive():
+            raise _lease_lost(self._db.location, thread_id)
+        deleted = await self._db.run(
+            delete_thread(
+                thread_id,
+                owner=None if held is None else held.owner,
+                lock_key=None if held is None else held.lock_key,
+            )
+        )
+        if not deleted:
+            raise _lease_lost(self._db.location, thread_id)
 
     async def aclose(self) -> None:
         """Close this event-loop run's pools now (idempotent, not final)."""

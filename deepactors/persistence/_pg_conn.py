@@ -1,12 +1,16 @@
-"""PostgreSQL connections on either event loop, for the checkpointer and the store.
+"""PostgreSQL connections on either event loop, for the checkpointer, the store
+and the server's shared run registry (``deepactors.server._pg_relay``).
 
 A :class:`PgDatabase` opens, lazily on first use in an event-loop run, the
 driver that fits that loop, and keeps one per live run (a
 :class:`~deepactors._core.perloop.PerLoop`, as the SQLite database does):
 
-- **asyncio**: psycopg's ``AsyncConnectionPool``; no threads.
+- **asyncio**: psycopg's ``AsyncConnectionPool``; no threads. ``LISTEN`` on
+  an async connection.
 - **trio**: psycopg's sync ``ConnectionPool``, each operation run whole in an
   anyio worker thread (one hop per operation, as SQLite does on trio).
+  ``LISTEN`` on a sync connection in a worker thread of its own that hands
+  each notification back to the loop.
 
 Both run the same operations (``_pg_sql``): a generator of statements run in
 one transaction on one pooled connection. Connections are in autocommit mode,
@@ -29,7 +33,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
+import anyio
 import psycopg
+from anyio.abc import TaskStatus
 from psycopg.conninfo import conninfo_to_dict
 
 from .._core.loops import UnsupportedLoop, current_run
@@ -162,6 +168,27 @@ class PgDatabase:
         driver = await self.driver()
         with self.translating():
             return await driver.write(op, transaction=transaction)
+
+    async def listen(
+        self,
+        channel: str,
+        on_payload: Callable[[str], None],
+        *,
+        task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """``LISTEN`` on ``channel`` until cancelled, calling ``on_payload`` in this run.
+
+        The listener has a connection of its own, beside the pools. It reports
+        that connection's backend pid through ``task_status`` once listening:
+        other processes can tell this one is alive while that backend is (a
+        process that dies closes its connection).
+
+        Raises:
+            PersistenceError: As :meth:`run`.
+        """
+        driver = await self.driver()
+        with self.translating():
+            await driver.listen(channel, on_payload, task_status)
 
     @contextmanager
     def translating(self) -> Iterator[None]:

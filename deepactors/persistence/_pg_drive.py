@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any, Protocol, TypeVar
 
 import psycopg
+from anyio.abc import TaskStatus
 
 from ._pg_sql import Op, Result, Stmt
 
@@ -99,6 +101,9 @@ class Driver(Protocol):
     async def run(self, op: Op[T], *, transaction: bool = True) -> T: ...
     async def write(self, op: Op[T], *, transaction: bool) -> T: ...
     def lease_connection(self) -> AbstractAsyncContextManager[LeaseConnection]: ...
+    async def listen(
+        self, channel: str, on_payload: Callable[[str], None], task_status: TaskStatus[int]
+    ) -> None: ...
     async def aclose(self) -> None: ...
 
 

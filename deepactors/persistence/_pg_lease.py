@@ -98,27 +98,18 @@ class PgLeases:
     async def hold(self, thread_id: str) -> AsyncIterator[ThreadLease]:
         """Take the thread's lease, hold it for the block, give it back."""
         started = anyio.current_time()
-        if not await self._turns.acquire(thread_id, wait=self._wait):
-            raise ThreadBusy(
-                f"thread {thread_id!r} is being run by another run in this process",
-                thread_id=thread_id,
-                holder="another run in this process",
-            )
-        try:
+        async with self._turns.hold(thread_id, wait=self._wait), AsyncExitStack() as stack:
             driver = await self._db.driver()
             key = lock_key("thread", thread_id)
-            async with AsyncExitStack() as stack:
-                with self._db.translating():
-                    # Given back on leaving, unlocked first (or closed).
-                    conn = await stack.enter_async_context(driver.lease_connection())
-                lease = await self._take(conn, thread_id, key, started)
-                self._held[thread_id] = Held(owner=lease.owner, lock_key=key, connection=conn)
-                try:
-                    yield lease
-                finally:
-                    del self._held[thread_id]
-        finally:
-            self._turns.release(thread_id)
+            with self._db.translating():
+                # Given back on leaving, unlocked first (or closed).
+                conn = await stack.enter_async_context(driver.lease_connection())
+            lease = await self._take(conn, thread_id, key, started)
+            self._held[thread_id] = Held(owner=lease.owner, lock_key=key, connection=conn)
+            try:
+                yield lease
+            finally:
+                del self._held[thread_id]
 
     async def _take(
         self, conn: LeaseConnection, thread_id: str, key: int, started: float

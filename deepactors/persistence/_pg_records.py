@@ -7,10 +7,10 @@ under those numbers, in one statement: the row lock on the thread's row
 serialises writers of one thread across connections and processes, so ``seq``
 stays unique and gap-free, and writers of other threads do not wait.
 
-A fenced put (its run holds the thread's lease) bumps the row only while
-``owner`` is its token *and* somebody holds the thread's advisory lock (see
-``_pg_lease``): a holder whose lease connection dropped, or whose thread was
-taken over since, stores nothing and gets
+A fenced put or delete (its run holds the thread's lease) changes the row
+only while ``owner`` is its token *and* somebody holds the thread's advisory
+lock (see ``_pg_lease``): a holder whose lease connection dropped, or whose
+thread was taken over since, stores (or deletes) nothing and gets
 :class:`~deepactors.errors.ThreadLeaseLost`.
 """
 
@@ -268,11 +268,25 @@ def list_threads() -> Op[list[ThreadInfo]]:
     ]
 
 
-def delete_thread(thread_id: str) -> Op[None]:
+def delete_thread(thread_id: str, *, owner: str | None, lock_key: int | None) -> Op[bool]:
     """Remove the thread's records; its numbering starts again at 1.
 
     The thread's row is locked first, as a put locks it, so a put in flight
-    lands wholly before or wholly after.
+    lands wholly before or wholly after. The row itself stays, with its lease
+    token: a holder's fenced puts go on, numbered from 1.
+
+    Fenced (``owner`` given), the row is reset only under the same condition
+    as a fenced put's; when it is not, nothing is deleted and False returned.
     """
-    yield Stmt("UPDATE checkpoint_threads SET last_seq = 0 WHERE thread_id = %s", (thread_id,))
+    if owner is None:
+        yield Stmt("UPDATE checkpoint_threads SET last_seq = 0 WHERE thread_id = %s", (thread_id,))
+    else:
+        reset = yield Stmt(
+            "UPDATE checkpoint_threads SET last_seq = 0 WHERE thread_id = %s AND owner = %s"
+            " AND NOT pg_try_advisory_xact_lock_shared(%s)",
+            (thread_id, owner, lock_key),
+        )
+        if reset.rowcount != 1:
+            return False
     yield Stmt("DELETE FROM checkpoint_records WHERE thread_id = %s", (thread_id,))
+    return True

@@ -5,14 +5,17 @@ Each operation runs whole in one anyio worker thread, as SQLite does on trio.
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import Any, TypeVar
 
 import anyio
+import anyio.from_thread
 import anyio.to_thread
 import psycopg
+from anyio.abc import TaskStatus
 from psycopg_pool import ConnectionPool
 
 from ._pg_drive import (
@@ -28,6 +31,9 @@ from ._pg_sql import Op
 __all__ = ["ThreadDriver"]
 
 T = TypeVar("T")
+
+_POLL = 0.25
+"""Seconds a listener thread waits for a notification before checking it should stop."""
 
 
 class _ThreadLease:
@@ -137,6 +143,32 @@ class ThreadDriver:
             conn.close()
         self._leases.putconn(conn)
 
+    async def listen(
+        self, channel: str, on_payload: Callable[[str], None], task_status: TaskStatus[int]
+    ) -> None:
+        conn = await anyio.to_thread.run_sync(
+            functools.partial(
+                psycopg.Connection.connect,
+                self._dsn,
+                autocommit=True,
+                connect_timeout=int(OPEN_TIMEOUT),
+            )
+        )
+        stop, exited = threading.Event(), threading.Event()
+        try:
+            await anyio.to_thread.run_sync(conn.execute, f"LISTEN {channel}")
+            task_status.started(conn.info.backend_pid)
+            await anyio.to_thread.run_sync(
+                _listen_thread, conn, on_payload, stop, exited, abandon_on_cancel=True
+            )
+        finally:
+            # Cancelled: the thread sees ``stop`` within _POLL and returns; only
+            # then is its connection closed (psycopg connections are not shared).
+            stop.set()
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(exited.wait)
+                await anyio.to_thread.run_sync(conn.close)
+
     async def aclose(self) -> None:
         def closed() -> None:
             if self._writer is not None:
@@ -153,3 +185,23 @@ class ThreadDriver:
             await anyio.to_thread.run_sync(self._writer.close)
         await anyio.to_thread.run_sync(self._leases.close)
         await anyio.to_thread.run_sync(self._pool.close)
+
+
+def _listen_thread(
+    conn: psycopg.Connection[Any],
+    on_payload: Callable[[str], None],
+    stop: threading.Event,
+    exited: threading.Event,
+) -> None:
+    """Hand each notification on ``conn`` to the run that started the thread, until ``stop``."""
+    try:
+        while not stop.is_set():
+            for notice in conn.notifies(timeout=_POLL):
+                if stop.is_set():
+                    return
+                try:
+                    anyio.from_thread.run_sync(on_payload, notice.payload)
+                except anyio.RunFinishedError:
+                    return
+    finally:
+        exited.set()

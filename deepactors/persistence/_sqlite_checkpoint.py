@@ -297,8 +297,27 @@ def _list_threads(raw: sqlite3.Connection, *, file: str) -> list[ThreadInfo]:
         raise CheckpointCorrupt(f"{file}: {exc}") from None
 
 
-def _delete_thread(raw: sqlite3.Connection, *, thread_id: str) -> None:
-    raw.execute("DELETE FROM checkpoint_records WHERE thread_id = ?", (thread_id,))
+def _delete_thread(
+    raw: sqlite3.Connection, *, file: str, thread_id: str, owner: str | None
+) -> None:
+    """Delete the thread's records (fenced: only while ``owner`` holds its lease).
+
+    The lease row stays: its holder goes on holding the now empty thread.
+    """
+    if owner is None:
+        raw.execute("DELETE FROM checkpoint_records WHERE thread_id = ?", (thread_id,))
+        return
+    # IMMEDIATE: nobody can take the lease between the check and the delete.
+    raw.execute("BEGIN IMMEDIATE")
+    try:
+        if not holds_lease(raw, thread_id, owner):
+            raise _lease_lost(file, thread_id)
+        raw.execute("DELETE FROM checkpoint_records WHERE thread_id = ?", (thread_id,))
+        raw.execute("COMMIT")
+    except BaseException:
+        if raw.in_transaction:
+            raw.execute("ROLLBACK")
+        raise
 
 
 class SqliteCheckpointer(SqliteBase):
@@ -401,9 +420,21 @@ class SqliteCheckpointer(SqliteBase):
         return await self._db.run(functools.partial(_list_threads, file=self._db.file))
 
     async def delete_thread(self, thread_id: str) -> None:
-        """See :meth:`Checkpointer.delete_thread`."""
+        """See :meth:`Checkpointer.delete_thread`.
+
+        Raises:
+            ThreadLeaseLost: This object holds the thread's lease, and it lapsed
+                and was taken by another run: nothing was deleted.
+        """
         check_thread_id(thread_id)
-        await self._db.run(functools.partial(_delete_thread, thread_id=thread_id))
+        await self._db.run(
+            functools.partial(
+                _delete_thread,
+                file=self._db.file,
+                thread_id=thread_id,
+                owner=self._leases.owner_of(thread_id),
+            )
+        )
 
     def lease(self, thread_id: str) -> AbstractAsyncContextManager[ThreadLease]:
         """See :meth:`Checkpointer.lease`.

@@ -268,13 +268,7 @@ class SqliteLeases:
     async def hold(self, thread_id: str) -> AsyncIterator[ThreadLease]:
         """Take the thread's lease, keep it renewed, give it back on leaving."""
         started = anyio.current_time()
-        if not await self._turns.acquire(thread_id, wait=self._wait):
-            raise ThreadBusy(
-                f"thread {thread_id!r} is being run by another run in this process",
-                thread_id=thread_id,
-                holder="another run in this process",
-            )
-        try:
+        async with self._turns.hold(thread_id, wait=self._wait):
             lease = await self._take(thread_id, started=started)
             self._held[thread_id] = lease.owner
             stop, stopped = anyio.Event(), anyio.Event()
@@ -287,8 +281,6 @@ class SqliteLeases:
                 with anyio.CancelScope(shield=True):
                     await stopped.wait()
                     await self._release(lease)
-        finally:
-            self._turns.release(thread_id)
 
     async def _take(self, thread_id: str, *, started: float) -> ThreadLease:
         token = uuid.uuid4().hex

@@ -37,8 +37,8 @@ from .._core.logs import get_logger
 from ..errors import ConfigurationError
 from ..events import Event
 from ..lc_views import LangGraphStream
-from ._pg_db import Op, PgDatabase
-from ._pg_schema import LOST, MARK_LOST, RUN_COLUMNS, SCHEMA, check_version, jsonb, shared_run
+from ._pg_db import Op, open_runs_db, run_ops, runs_database
+from ._pg_schema import LOST, MARK_LOST, RUN_COLUMNS, jsonb, shared_run
 from ._records import RunRecord, new_uuid
 from ._relay import FINAL, CancelHandler, SharedRun, SharedThread
 from ._responses import part_frames
@@ -90,12 +90,15 @@ class PgRelay:
 
     Args:
         dsn: The database (``postgresql://...``).
+
+    Raises:
+        ConfigurationError: ``dsn`` is not a connection string.
     """
 
     shared = True
 
     def __init__(self, dsn: str) -> None:
-        self._db = PgDatabase(dsn)
+        self._db = runs_database(dsn)
         self._owned: dict[str, _Owned] = {}
         self._followed: dict[str, _Followed] = {}
         self._on_cancel: CancelHandler | None = None
@@ -109,18 +112,20 @@ class PgRelay:
     ) -> None:
         """Open the database, listen, and write what runs report, until cancelled."""
         self._on_cancel = on_cancel
-        await self._db.open()
         try:
-            check_version(await self._db.run([(sql, ()) for sql in SCHEMA]))
+            await open_runs_db(self._db)
             async with anyio.create_task_group() as tg:
                 self._tg = tg
-                pid = await tg.start(self._db.listen, CHANNEL, self._notified)
-                rows = await self._db.run(
-                    [("SELECT backend_start FROM pg_stat_activity WHERE pid = %s", (pid,))]
+                pid = await tg.start(self._listen)
+                rows = await run_ops(
+                    self._db,
+                    [("SELECT backend_start FROM pg_stat_activity WHERE pid = %s", (pid,))],
                 )
                 self._owner = (pid, rows[0][0])
                 # Runs of processes that died while this one was not running.
-                await self._db.run([(MARK_LOST.format(where="TRUE"), (jsonb(LOST), time.time()))])
+                await run_ops(
+                    self._db, [(MARK_LOST.format(where="TRUE"), (jsonb(LOST), time.time()))]
+                )
                 task_status.started()
                 tg.start_soon(self._sweep)
                 await self._write()
@@ -128,6 +133,9 @@ class PgRelay:
         finally:
             with anyio.CancelScope(shield=True):
                 await self._db.aclose()
+
+    async def _listen(self, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
+        await self._db.listen(CHANNEL, self._notified, task_status=task_status)
 
     async def aclose(self) -> None:
         """Write the status changes still pending (bounded wait)."""
@@ -198,7 +206,7 @@ class PgRelay:
         round trip each through a small pool.
 
         Raises:
-            psycopg.Error: The batch it was written in failed.
+            PersistenceError: The batch it was written in failed.
         """
         commit = _Commit()
         self._queue(sql, params, None, commit)
@@ -233,7 +241,7 @@ class PgRelay:
                     ops.extend(("SELECT pg_notify(%s, %s)", (CHANNEL, f"r:{r}")) for r in runs)
                     error: Exception | None = None
                     try:
-                        await self._db.run(ops)
+                        await run_ops(self._db, ops)
                     except Exception as exc:  # the runs go on; their followers time out
                         _log.error("run relay write failed", error=repr(exc))
                         error = exc
@@ -278,14 +286,15 @@ class PgRelay:
         if owned is None:
             return
         try:
-            rows = await self._db.run(
+            rows = await run_ops(
+                self._db,
                 [
                     (
                         "SELECT watch_id, modes, subgraphs FROM deepactors_run_watches"
                         " WHERE run_id = %s",
                         (run_id,),
                     )
-                ]
+                ],
             )
         except Exception as exc:
             _log.error("run relay: reading watches failed", run_id=run_id, error=repr(exc))
@@ -299,11 +308,12 @@ class PgRelay:
     # -- a follower's side -----------------------------------------------------------
 
     async def find(self, run_id: str) -> SharedRun | None:
-        rows = await self._db.run(
+        rows = await run_ops(
+            self._db,
             [
                 (MARK_LOST.format(where="run_id = %s"), (jsonb(LOST), time.time(), run_id)),
                 (f"SELECT {RUN_COLUMNS} FROM deepactors_runs WHERE run_id = %s", (run_id,)),
-            ]
+            ],
         )
         return shared_run(rows[0]) if rows else None
 
@@ -315,30 +325,33 @@ class PgRelay:
         )
 
     async def thread_deleted(self, thread_id: str) -> None:
-        await self._db.run(
+        await run_ops(
+            self._db,
             [
                 ("DELETE FROM deepactors_threads WHERE thread_id = %s", (thread_id,)),
                 ("DELETE FROM deepactors_runs WHERE thread_id = %s", (thread_id,)),
-            ]
+            ],
         )
 
     async def find_thread(self, thread_id: str) -> SharedThread | None:
-        made = await self._db.run(
+        made = await run_ops(
+            self._db,
             [
                 (
                     "SELECT metadata, created_at FROM deepactors_threads WHERE thread_id = %s",
                     (thread_id,),
                 )
-            ]
+            ],
         )
-        rows = await self._db.run(
+        rows = await run_ops(
+            self._db,
             [
                 (
                     f"SELECT {RUN_COLUMNS} FROM deepactors_runs WHERE thread_id = %s"
                     " ORDER BY created_at",
                     (thread_id,),
                 )
-            ]
+            ],
         )
         runs = [shared_run(r) for r in rows]
         if not made and not runs:
@@ -349,7 +362,7 @@ class PgRelay:
         )
 
     async def cancel(self, run_id: str, action: str) -> None:
-        await self._db.run([("SELECT pg_notify(%s, %s)", (CHANNEL, f"c:{run_id}:{action}"))])
+        await run_ops(self._db, [("SELECT pg_notify(%s, %s)", (CHANNEL, f"c:{run_id}:{action}"))])
 
     async def watch(
         self,
@@ -361,7 +374,8 @@ class PgRelay:
         followed = self._followed.setdefault(run.run_id, _Followed())
         watch_id = new_uuid()
         followed.streams[watch_id] = stream
-        await self._db.run(
+        await run_ops(
+            self._db,
             [
                 (
                     "INSERT INTO deepactors_run_watches (run_id, watch_id, modes, subgraphs)"
@@ -369,7 +383,7 @@ class PgRelay:
                     (run.run_id, watch_id, jsonb(modes), subgraphs),
                 ),
                 ("SELECT pg_notify(%s, %s)", (CHANNEL, f"w:{run.run_id}")),
-            ]
+            ],
         )
 
     async def follow(self, run: RunRecord) -> None:
@@ -383,7 +397,8 @@ class PgRelay:
                 if quiet:
                     where = MARK_LOST.format(where="run_id = %s")
                     lost.append((where, (jsonb(LOST), time.time(), run.run_id)))
-                rows = await self._db.run(
+                rows = await run_ops(
+                    self._db,
                     [
                         *lost,
                         (
@@ -391,16 +406,17 @@ class PgRelay:
                             " WHERE run_id = %s",
                             (run.run_id,),
                         ),
-                    ]
+                    ],
                 )
-                frames = await self._db.run(
+                frames = await run_ops(
+                    self._db,
                     [
                         (
                             "SELECT seq, watch_id, frame FROM deepactors_run_events"
                             " WHERE run_id = %s AND seq > %s ORDER BY seq",
                             (run.run_id, last),
                         )
-                    ]
+                    ],
                 )
                 for seq, watch_id, frame in frames:
                     last = seq
