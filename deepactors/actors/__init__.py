@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .._core.public import publish as _publish
 from ._actor import RunHandle as RunHandle
 from ._actor import RunOptions as RunOptions
 from ._actor import StartOptions as StartOptions
@@ -47,3 +48,6 @@ __all__ = [
     "saved_state",
     "stream_sync",
 ]
+
+# Reprs and tracebacks name the public package, not the private module (see _core.public).
+_publish(__all__, __name__, globals())

@@ -175,6 +175,9 @@ class StartOptions(TypedDict, total=False):
     on_done: Callable[[RunHandle], None] | None
 
 
+_OPTION_NAMES = frozenset(StartOptions.__annotations__)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunOptions:
     """What the runtime needs to queue a validated run: :class:`StartOptions`
@@ -195,9 +198,9 @@ class RunOptions:
             InputError: The input or an option is invalid.
             TypeError: An unknown option.
         """
-        extra = set(options) - set(StartOptions.__annotations__)
-        if extra:
-            raise TypeError(f"unknown run option(s): {', '.join(sorted(extra))}")
+        if not options.keys() <= _OPTION_NAMES:
+            extra = ", ".join(sorted(options.keys() - _OPTION_NAMES))
+            raise TypeError(f"unknown run option(s): {extra}")
         run_input = prepare_input(
             spec,
             input,

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeAlias
 
 import anyio
 from pydantic import ValidationError
@@ -66,6 +66,10 @@ def _why(exc: BaseException) -> str:
     return type(cause).__name__ if cause is not None else "invalid"
 
 
+_Link: TypeAlias = "tuple[CheckpointRecord, _Link] | None"
+"""The records that count up to one point: the last, and a link to the rest."""
+
+
 class Restored:
     """What a thread's checkpoint holds, indexed for the actors that resume from it.
 
@@ -90,7 +94,7 @@ class Restored:
         self.thread_id = thread_id
         self._source = f"{source}: " if source else ""
         self.by_path: dict[str, list[CheckpointRecord]] = defaultdict(list)
-        live: list[CheckpointRecord] = []
+        rollbacks = False
         for expected, record in enumerate(records, 1):
             if record.seq != expected:
                 raise CheckpointCorrupt(
@@ -102,17 +106,37 @@ class Restored:
                     f"{self._where(record)}: unknown kind {record.kind[:40]!r}; "
                     f"a journal writes {', '.join(sorted(KINDS))}"
                 )
+            rollbacks = rollbacks or record.kind == ROLLBACK
+        live = self._live(records) if rollbacks else list(records)
+        self.records = live
+        for record in live:
+            self.by_path[record.path].append(record)
+
+    def _live(self, records: Sequence[CheckpointRecord]) -> list[CheckpointRecord]:
+        """The records that count after the rollback markers among ``records``.
+
+        A marker ``{"to": s}`` makes the thread what it was right after record
+        ``s`` was stored, whatever happened since, earlier rollbacks included:
+        each seq keeps the tail of the thread as it stood then (a chain of
+        ``(record, previous)`` links, shared, so this is one pass).
+        """
+        tail: _Link = None
+        at: list[_Link] = [None]  # at[s]: the tail right after record s (at[0]: empty)
+        for record in records:
             if record.kind == ROLLBACK:
                 to = record.data.get("to")
                 if isinstance(to, bool) or not isinstance(to, int) or not 0 <= to < record.seq:
                     raise CheckpointCorrupt(f"{self._where(record)}: unreadable rollback marker")
-                while live and live[-1].seq > to:
-                    live.pop()
+                tail = at[to]
             else:
-                live.append(record)
-        self.records = live
-        for record in live:
-            self.by_path[record.path].append(record)
+                tail = (record, tail)
+            at.append(tail)
+        live: list[CheckpointRecord] = []
+        while tail is not None:
+            record, tail = tail
+            live.append(record)
+        live.reverse()
+        return live
 
     def _where(self, record: CheckpointRecord) -> str:
         thread, seq = self.thread_id, record.seq

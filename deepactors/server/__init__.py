@@ -12,6 +12,7 @@ talk to it unchanged. See :func:`create_app`.
 
 from __future__ import annotations
 
+from .._core.public import publish as _publish
 from ._app import create_app as create_app
 from ._serve import ServeOptions as ServeOptions
 from ._serve import load_agents as load_agents
@@ -19,3 +20,6 @@ from ._serve import serve as serve
 from ._serve import tune_gc as tune_gc
 
 __all__ = ["ServeOptions", "create_app", "load_agents", "serve", "tune_gc"]
+
+# Reprs and tracebacks name the public package, not the private module (see _core.public).
+_publish(__all__, __name__, globals())

@@ -1,6 +1,6 @@
 """The database of the server's shared run registry: persistence's PgDatabase, set up for it.
 
-:class:`~deepactors.persistence._pg_conn.PgDatabase` does the connecting, on
+:class:`~deepactors.persistence.pgsql.PgDatabase` does the connecting, on
 asyncio or trio (the driver that fits the loop, one per event-loop run) and
 the ``LISTEN``. What is the registry's own is here: its tables, made and
 checked when the database opens (``_pg_schema``); its statements, written as
@@ -20,9 +20,8 @@ from collections.abc import Sequence
 from typing import Any, TypeAlias
 
 from ..errors import ConfigurationError, PersistenceError
-from ..persistence._pg_conn import PgDatabase, PgErrors
-from ..persistence._pg_sql import Op as SqlOp
-from ..persistence._pg_sql import Result, Stmt
+from ..persistence.pgsql import Op as SqlOp
+from ..persistence.pgsql import PgDatabase, PgErrors, Result, Stmt
 from ._pg_schema import SCHEMA, check_version
 
 __all__ = ["Op", "open_runs_db", "run_ops", "runs_database"]

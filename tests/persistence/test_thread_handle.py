@@ -72,6 +72,33 @@ async def test_rollback_takes_the_thread_back_and_keeps_the_log_append_only(
             assert await t.rollback(10_000) == await t.head()
 
 
+async def test_a_rollback_goes_back_to_any_point_the_thread_passed(
+    make_checkpointer: Callable[..., Checkpointer],
+) -> None:
+    # Back to record 4 after a rollback to 2 took 3 and 4 back: the thread is
+    # again what it was right after record 4, as state(upto_seq=4) shows it.
+    async with make_checkpointer() as cp:
+        agent = create_deep_agent(FunctionModel(echo), checkpointer=cp)
+        async with open_runtime() as rt:
+            t = rt.thread(agent, "t")
+            await (await t.start("a")).result()
+            two = await t.head()
+            await (await t.start("b")).result()
+            four = await t.head()
+            at_four = said(await t.state(upto_seq=four))
+            await t.rollback(two)
+            assert said(await t.state()) == ["a", "re: a"]
+            marker = await t.head()
+            await t.update_state({"messages": [{"role": "user", "content": "c"}]})
+            await t.rollback(four)
+            assert said(await t.state()) == at_four == ["a", "re: a", "b", "re: b"]
+            await t.rollback(marker)  # a marker's seq: the thread right after it
+            assert said(await t.state()) == ["a", "re: a"]
+            await t.rollback(0)
+            assert said(await t.state()) == []
+            assert await t.history() == []
+
+
 async def test_an_actor_of_another_runtime_sees_a_rollback_as_news(
     make_checkpointer: Callable[..., Checkpointer],
 ) -> None:

@@ -1,0 +1,19 @@
+"""PostgreSQL building blocks shared by deepactors' own PostgreSQL users.
+
+The checkpointer and store use them, and so does the server's runs relay
+(``deepactors serve --runs-db``): :class:`PgDatabase`, one database on either
+event loop (psycopg's async pool on asyncio, its sync pool in worker threads
+on trio), and SQL written once as operations (:data:`Op`, generators of
+:class:`Stmt` that get a :class:`Result` back) that either driver runs.
+Importing this module needs psycopg (the ``postgres`` extra).
+"""
+
+from __future__ import annotations
+
+from ._pg_conn import PgDatabase as PgDatabase
+from ._pg_conn import PgErrors as PgErrors
+from ._pg_sql import Op as Op
+from ._pg_sql import Result as Result
+from ._pg_sql import Stmt as Stmt
+
+__all__ = ["Op", "PgDatabase", "PgErrors", "Result", "Stmt"]
