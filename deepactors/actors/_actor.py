@@ -15,11 +15,12 @@ raises into the runtime's task group: its outcome (result or exception) is
 delivered to its :class:`RunHandle`, so one failing run cannot cancel the others.
 
 A thread actor keeps its thread's state in memory between runs. With a
-checkpointer it also remembers the thread's head (the ``seq`` of the newest
-record) as its last run left it; when the next run's lease reports another head,
-someone else (another runtime, event loop or process) wrote the thread
-meanwhile, and the run reads the thread again from its checkpoint. An operation
-of its own (a rollback, a delete) makes it forget both.
+checkpointer it also remembers where its last run left the thread (the head,
+the ``seq`` of the newest record, and when its first record was stored); when
+the next run's lease reports otherwise, someone else (another runtime, event
+loop or process) wrote the thread meanwhile, or deleted and wrote it anew, and
+the run reads the thread again from its checkpoint. An operation of its own (a
+rollback, a delete) makes it forget both.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from ..events import Event, RunFinished
 from ..messages import new_id
 from ..persistence import Checkpointer, ThreadLease
 from ..state import State
+from ._journal import ThreadMark
 from ._session import execute_root
 from ._spec import AgentSpec, RunInput, prepare_input
 from ._tool_call import stop_in
@@ -297,7 +299,7 @@ class ThreadActor:
     key: tuple[int, str] | None
     mailbox: MemoryObjectSendStream[Order] | None = None
     state: State | None = None
-    head: int | None = None  # the thread's head as this actor's last run left it
+    mark: ThreadMark | None = None  # where this actor's last run left the thread
     running: bool = False
     queued: int = 0
 
@@ -383,20 +385,20 @@ class ThreadActor:
         # and the next run reads the thread again from its checkpoint (without
         # one, the state kept here is all there is, so it stays as the failed
         # run left it).
-        head, self.head = self.head, None
+        known, self.mark = self.mark, None
 
         def opened(head_before: int) -> None:
             handle.head_before = head_before
 
         with self.host.in_progress():
-            result, self.state, self.head = await execute_root(
+            result, self.state, self.mark = await execute_root(
                 self.spec,
                 self.state,
                 order.input,
                 run_id=handle.run_id,
                 thread_id=self.thread_id,
                 emit=order.emit,
-                known_head=head,
+                known=known,
                 pacer=pacer,
                 opened=opened,
             )
@@ -412,7 +414,7 @@ class ThreadActor:
             if order.forgets:
                 # Whatever happens next, the state kept here may no longer be
                 # the thread's: the next run reads it again.
-                self.state, self.head = None, None
+                self.state, self.mark = None, None
             return await order.op(checkpointer, lease)
 
 

@@ -41,7 +41,12 @@ from ..persistence import Checkpointer, CheckpointRecord, CheckpointWrite
 from ..state import Applied, State
 from ._codec import decode_tool_result, decode_update, encode_tool_result, encode_update
 
-__all__ = ["KINDS", "ROLLBACK", "Journal", "Restored", "open_journal"]
+__all__ = ["KINDS", "ROLLBACK", "Journal", "Restored", "ThreadMark", "open_journal"]
+
+ThreadMark: TypeAlias = tuple[int, float | None]
+"""Where a thread stands: its head (the newest record's ``seq``) and its origin
+(when its first record was stored; None: it has none). A thread deleted and
+written anew may come back to a head it had; with the origin it is told apart."""
 
 ROLLBACK = "rollback"
 """The kind of a marker that takes the thread back: ``{"to": seq}``. The records
@@ -216,11 +221,13 @@ class Journal:
         thread_id: str,
         restored: Restored | None,
         head_at_open: int = 0,
+        origin: float | None = None,
     ) -> None:
         self.checkpointer = checkpointer
         self.thread_id = thread_id
         self.restored = restored
         self.head_at_open = head_at_open
+        self.origin = origin
         self._stored = 0
         # A list and an event made only when the writer waits: a record costs an
         # append, not a memory stream's send (this runs for every state change).
@@ -242,6 +249,19 @@ class Journal:
         differs (another process ran the thread meanwhile).
         """
         return self.head_at_open + self._stored
+
+    @property
+    def mark(self) -> ThreadMark | None:
+        """Where the thread stands now (see :data:`ThreadMark`); None when unknown.
+
+        Unknown when this run wrote the thread's first records: when they were
+        stored is the checkpointer's to say, and the next run reads the thread
+        again to learn it.
+        """
+        head = self.head
+        if self.origin is None and head:
+            return None
+        return head, self.origin
 
     def record(self, path: str, step: int, kind: str, data: dict[str, Any]) -> int:
         """Queue a record; return its ticket for :meth:`sync`."""
@@ -344,7 +364,7 @@ class Journal:
 
 @asynccontextmanager
 async def open_journal(
-    checkpointer: Checkpointer, thread_id: str, *, restore: bool, known_head: int | None = None
+    checkpointer: Checkpointer, thread_id: str, *, restore: bool, known: ThreadMark | None = None
 ) -> AsyncIterator[Journal]:
     """A journal for one top-level run, with its writer running in a task group.
 
@@ -352,8 +372,9 @@ async def open_journal(
     here or in another process, to finish: the wait counts against the caller's
     deadline), and given back once the last records are stored. The thread's
     records are read under the lease (:attr:`Journal.restored`) with
-    ``restore``, or when the lease's head is not ``known_head`` (the head the
-    caller's state in memory reflects; None when it holds none). Leaving the
+    ``restore``, or when the lease's head and origin are not ``known`` (where
+    the thread stood as the caller's state in memory reflects it; None when it
+    holds none). Leaving the
     block waits for the last records to be stored, even when the run was
     cancelled (a timed-out run's finished work is kept).
 
@@ -364,11 +385,13 @@ async def open_journal(
     """
     async with checkpointer.lease(thread_id) as lease:
         restored = None
-        if restore or lease.head != known_head:
+        if restore or (lease.head, lease.origin) != known:
             records = await checkpointer.read(thread_id)
             if records:
                 restored = Restored(thread_id, records, source=checkpointer.location)
-        journal = Journal(checkpointer, thread_id, restored, head_at_open=lease.head)
+        journal = Journal(
+            checkpointer, thread_id, restored, head_at_open=lease.head, origin=lease.origin
+        )
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(journal._write)

@@ -24,7 +24,7 @@ from ..interrupts import ActionRequest, Interrupt, interrupt_view, parse_decisio
 from ..messages import AssistantMessage, ToolMessage, new_id
 from ..state import State
 from ._filewatch import actor_listener
-from ._journal import Journal, open_journal
+from ._journal import Journal, ThreadMark, open_journal
 from ._loop import run_loop
 from ._spec import AgentSpec, RunInput
 from ._threads import next_step
@@ -138,17 +138,17 @@ async def execute_root(
     run_id: str,
     thread_id: str | None,
     emit: Callable[[Event], None] | None,
-    known_head: int | None = None,
+    known: ThreadMark | None = None,
     pacer: Pacer | None = None,
     opened: Callable[[int], None] | None = None,
-) -> tuple[dict[str, Any], State, int | None]:
+) -> tuple[dict[str, Any], State, ThreadMark | None]:
     """One top-level run on a thread actor's state (None: a new actor).
 
     Args:
-        known_head: The thread's head (``seq`` of its newest record) when the
-            actor's last run ended, None when unknown. With a checkpointer, a
-            kept ``state`` whose head differs from the lease's is stale (someone
-            else ran the thread) and the thread is read again.
+        known: Where the thread stood (head and origin) when the actor's last
+            run ended, None when unknown. With a checkpointer, a kept ``state``
+            whose mark differs from the lease's is stale (someone else wrote the
+            thread, deleted it, rolled it back) and the thread is read again.
         pacer: Paces the steps of the run's whole tree (its runtime's).
         opened: Called with the thread's head once the run holds the thread's
             lease (before it writes anything): where undoing the run goes back to.
@@ -156,7 +156,8 @@ async def execute_root(
     Returns:
         The run's result (the state as a dict, ``usage``, ``budget``, and
         ``__interrupt__`` when it stopped for human decisions), the actor's
-        state, and the thread's head after the run (None without a checkpointer).
+        state, and where the thread stands after the run (None without a
+        checkpointer, or when unknown).
     """
     ledger = None if run_input.budget is None else BudgetLedger(run_input.budget)
     tree = TreeContext(
@@ -166,7 +167,7 @@ async def execute_root(
     interrupted: list[ActionRequest] = []
     journal: Journal | None = None
     if state is None:
-        known_head = None  # nothing in memory: whatever the thread holds is news
+        known = None  # nothing in memory: whatever the thread holds is news
     async with AsyncExitStack() as stack:
         try:
             if spec.checkpointer is not None:
@@ -175,12 +176,12 @@ async def execute_root(
                         spec.checkpointer,
                         thread_id or "",
                         restore=run_input.resuming,
-                        known_head=known_head,
+                        known=known,
                     )
                 )
                 if opened is not None:
                     opened(journal.head_at_open)
-                if journal.head_at_open != known_head:
+                if (journal.head_at_open, journal.origin) != known:
                     state = None  # stale or never loaded: the journal read the thread
                 tree.journal = journal
                 tree.restored = journal.restored
@@ -219,8 +220,8 @@ async def execute_root(
     return _result(state, run, interrupted), state, _head(journal)
 
 
-def _head(journal: Journal | None) -> int | None:
-    return None if journal is None else journal.head
+def _head(journal: Journal | None) -> ThreadMark | None:
+    return None if journal is None else journal.mark
 
 
 def _result(state: State, run: RunContext, interrupted: list[ActionRequest]) -> dict[str, Any]:

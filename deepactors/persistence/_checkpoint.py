@@ -292,6 +292,7 @@ class MemoryCheckpointer(AsyncResource):
                 owner=uuid.uuid4().hex,
                 head=log[-1].seq if log else 0,
                 waited=anyio.current_time() - started,
+                origin=log[0].created_at if log else None,
             )
 
     async def put(self, thread_id: str, records: Sequence[CheckpointWrite]) -> None:

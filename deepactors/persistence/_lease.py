@@ -51,12 +51,18 @@ class ThreadLease:
             taken (0 for a thread with none): a run that kept the thread's
             state in memory and saw another head last time must reload it.
         waited: Seconds spent waiting for the lease.
+        origin: When the thread's first record was stored (None: it has none,
+            or the checkpointer does not say). With ``head`` it tells a thread
+            from the one written anew after it was deleted (whose head may come
+            back to the same number): a run that kept a thread's state in memory
+            keeps using it only when both are what its last run left.
     """
 
     thread_id: str
     owner: str
     head: int
     waited: float
+    origin: float | None = None
 
 
 # --- turns inside one process ------------------------------------------------------

@@ -125,7 +125,11 @@ class PgLeases:
                     holder=holder,
                 )
             owner = uuid.uuid4().hex
-            head = await conn.run(claim_thread(thread_id, owner), transaction=False)
+            head, origin = await conn.run(claim_thread(thread_id, owner), transaction=False)
         return ThreadLease(
-            thread_id=thread_id, owner=owner, head=head, waited=anyio.current_time() - started
+            thread_id=thread_id,
+            owner=owner,
+            head=head,
+            waited=anyio.current_time() - started,
+            origin=origin,
         )

@@ -140,8 +140,9 @@ def put_batches(batches: Sequence[Batch]) -> Op[list[bool]]:
     return stored
 
 
-def claim_thread(thread_id: str, owner: str) -> Op[int]:
-    """Make ``owner`` the thread's lease token; returns the thread's head.
+def claim_thread(thread_id: str, owner: str) -> Op[tuple[int, float | None]]:
+    """Make ``owner`` the thread's lease token; returns the thread's head and origin
+    (when its first record was stored; None: it has none).
 
     Run by a new holder once it has the advisory lock. The update waits for any
     put of the previous holder in flight (the row lock); after it, that holder's
@@ -152,13 +153,14 @@ def claim_thread(thread_id: str, owner: str) -> Op[int]:
         " ON CONFLICT (thread_id) DO UPDATE SET owner = excluded.owner",
         (thread_id, owner),
     )
-    head = (
+    head, origin = (
         yield Stmt(
-            "SELECT coalesce(max(seq), 0) FROM checkpoint_records WHERE thread_id = %s",
-            (thread_id,),
+            "SELECT coalesce(max(seq), 0), (SELECT created_at FROM checkpoint_records"
+            " WHERE thread_id = %s AND seq = 1) FROM checkpoint_records WHERE thread_id = %s",
+            (thread_id, thread_id),
         )
-    ).rows[0][0]
-    return int(head)
+    ).rows[0]
+    return int(head), None if origin is None else float(origin)
 
 
 # Raw rows of a read: (seq, path, step, kind, created_at, data).

@@ -66,9 +66,11 @@ CLAIM_TTL = 2.0
 
 @dataclass(frozen=True, slots=True)
 class Taken:
-    """The lease is ours; ``head`` is the thread's newest ``seq`` (0: none)."""
+    """The lease is ours; ``head`` is the thread's newest ``seq`` (0: none), ``origin``
+    when its first record was stored (None: none)."""
 
     head: int
+    origin: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,11 +169,15 @@ def take_lease(
             raw.execute(
                 _TAKE, (thread_id, token, me.pid, me.host, me.machine, me.started, now, now + ttl)
             )
-            (head,) = raw.execute(
-                "SELECT coalesce(max(seq), 0) FROM checkpoint_records WHERE thread_id = ?",
-                (thread_id,),
+            head, origin = raw.execute(
+                "SELECT coalesce(max(seq), 0), (SELECT created_at FROM checkpoint_records"
+                " WHERE thread_id = ? AND seq = 1) FROM checkpoint_records WHERE thread_id = ?",
+                (thread_id, thread_id),
             ).fetchone()
-            outcome = Taken(head if isinstance(head, int) else 0)
+            outcome = Taken(
+                head if isinstance(head, int) else 0,
+                float(origin) if isinstance(origin, int | float) else None,
+            )
         raw.execute("COMMIT")
     except BaseException:
         if raw.in_transaction:
@@ -302,6 +308,7 @@ class SqliteLeases:
                         thread_id=thread_id,
                         owner=token,
                         head=outcome.head,
+                        origin=outcome.origin,
                         waited=anyio.current_time() - started,
                     )
                 if not self._wait:

@@ -18,8 +18,10 @@ does not follow. In the runner, the model also compares the history it is
 shown with the thread's saved history (a run on a stale copy loses a turn);
 the operator reads back what each rollback and update left.
 
-The last test pins a lost turn the operator above cannot reach (a delete
-numbers a thread from 1 again, so its head can come back): xfail until fixed.
+The last test covers a lost turn the operator above cannot reach: a delete
+numbers a thread from 1 again, so its head can come back, and only the lease's
+origin (when the thread's first record was stored) tells the new thread from
+the old.
 """
 
 from __future__ import annotations
@@ -282,13 +284,6 @@ def test_two_processes_own_a_postgres_thread_in_turns(
     run_case(postgres_dsn, loop, when_busy, tmp_path)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="bug: a thread actor keeps its state when the lease's head equals the head its "
-    "last run left, but a delete numbers the thread from 1 again, so the head can come "
-    "back (deepactors/actors/_session.py: head_at_open != known_head)",
-)
 async def test_a_run_after_another_owner_deleted_and_rewrote_the_thread_sees_its_history(
     tmp_path: Path,
 ) -> None:

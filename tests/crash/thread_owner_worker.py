@@ -174,7 +174,23 @@ def note(text: str) -> str:
 
 def counting(records: Sequence[CheckpointRecord]) -> list[int]:
     """The ``seq`` of the records that count: a rollback marker ``{"to": n}``
-    takes back every record after ``n`` that counted until then."""
+    makes the thread what it was right after record ``n`` (a snapshot per
+    record, the plain way, to check the package's one-pass chain against)."""
+    seqs: list[int] = []
+    after: list[list[int]] = [[]]  # after[n]: what counted right after record n
+    for record in records:
+        if record.kind == "rollback":
+            seqs = list(after[record.data["to"]])
+        else:
+            seqs = [*seqs, record.seq]
+        after.append(seqs)
+    return seqs
+
+
+def counting_forward(records: Sequence[CheckpointRecord]) -> list[int]:
+    """What counts if a marker only took back what counted after ``n`` (earlier
+    rollbacks' removals staying removed): how often the two differ shows the
+    test reaches rollbacks into a range an earlier rollback took back."""
     seqs: list[int] = []
     for record in records:
         if record.kind == "rollback":
@@ -293,8 +309,7 @@ class Worker:
         # they are while it reads them.
         records = await self.saver.read(THREAD, upto_seq=after)
         marker = records[-1]
-        before = counting(records[:-1])
-        expected = [seq for seq in before if seq <= to]
+        expected = counting(records[:to])
         history = [r.seq for r in await h.history() if r.seq <= after]
         self.log(
             "rolled_back",
@@ -302,9 +317,10 @@ class Worker:
             head=after,
             took=took,
             # Whether `to` lies in a range an earlier rollback took back: the
-            # records after `to` stop counting, and those it took back stay so,
-            # which is not the thread "as it was after record `to`".
-            into_taken_back=expected != counting(records[:to]),
+            # thread is again what it was right after record `to`, not merely
+            # cut at `to`.
+            into_taken_back=expected
+            != [seq for seq in counting_forward(records[:-1]) if seq <= to],
         )
         if (marker.seq, marker.kind, marker.data) != (after, "rollback", {"to": to}) or (
             history != expected
