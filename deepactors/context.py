@@ -164,6 +164,9 @@ class TreeContext:
             :mod:`deepactors.budget`), if the run has one.
         pacer: Keeps the tree's steps from holding the event loop for long at a
             time (see :mod:`deepactors._core.pacing`); None when nothing paces.
+        identity: Who the run acts for: the server's authenticated caller
+            (a :class:`deepactors.server.auth.Identity`), None when no one
+            authenticated.
     """
 
     thread_id: str | None = None
@@ -174,6 +177,7 @@ class TreeContext:
     max_steps: int | None = None
     budget: BudgetLedger | None = None
     pacer: Pacer | None = None
+    identity: Any = None
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
@@ -231,6 +235,11 @@ class RunContext:
         return self.tree.journal
 
     @property
+    def identity(self) -> Any:
+        """Who the run acts for (the server's authenticated caller), or None."""
+        return self.tree.identity
+
+    @property
     def root(self) -> RunContext:
         """The top-level run of this actor tree."""
         run = self
@@ -276,6 +285,11 @@ class ToolRuntime:
     def path(self) -> str:
         """The actor path of the agent calling the tool."""
         return self.run.path
+
+    @property
+    def identity(self) -> Any:
+        """Who the run acts for (the server's authenticated caller), or None."""
+        return self.run.tree.identity
 
     @property
     def backend(self) -> Backend | None:

@@ -161,7 +161,11 @@ async def execute_root(
     """
     ledger = None if run_input.budget is None else BudgetLedger(run_input.budget)
     tree = TreeContext(
-        thread_id=thread_id, max_steps=run_input.max_steps, budget=ledger, pacer=pacer
+        thread_id=thread_id,
+        max_steps=run_input.max_steps,
+        budget=ledger,
+        pacer=pacer,
+        identity=run_input.identity,
     )
     failure: Exception | None = None
     interrupted: list[ActionRequest] = []

@@ -154,6 +154,7 @@ class RunInput:
             update) and stop: no hook, no model call (LangGraph's ``update_state``).
         context: The run's context, checked against the agent's ``context_schema``.
         budget: The budget of the run and every subagent under it, if any.
+        identity: Who the run acts for (a server's authenticated caller), if anyone.
     """
 
     values: Mapping[str, Any]
@@ -163,6 +164,7 @@ class RunInput:
     update_only: bool = False
     context: Any = field(default_factory=dict)
     budget: Budget | None = None
+    identity: Any = None
 
 
 def prepare_input(

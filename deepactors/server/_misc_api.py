@@ -14,6 +14,7 @@ from ..filediff import FileRecord
 from ..messages import Message
 from ..persistence import Store, StoreItem
 from ..state import Todo
+from ._authz import caller, owned_namespace
 from ._records import AssistantRecord, iso, matches
 from ._runs import RunManager
 from ._schemas import (
@@ -147,6 +148,7 @@ async def put_item(request: Request) -> Response:
     body = await read_body(request, StorePut)
     if body.ttl is not None:
         raise HTTPException(422, "ttl: not supported by this store")
+    await owned_namespace(tuple(body.namespace), "update")
     try:
         await _store(request).put(tuple(body.namespace), body.key, body.value)
     except (TypeError, ValueError) as exc:
@@ -162,12 +164,14 @@ async def get_item(request: Request) -> Response:
     namespace = tuple(raw_ns.split("."))
     if not all(namespace):
         raise HTTPException(422, f"namespace: labels joined by '.', not {raw_ns!r}")
+    await owned_namespace(namespace, "read")
     item = await _store(request).get(namespace, key)
     return JSONResponse(None if item is None else _item(item))
 
 
 async def delete_item(request: Request) -> Response:
     body = await read_body(request, StoreDelete)
+    await owned_namespace(tuple(body.namespace), "delete")
     await _store(request).delete(tuple(body.namespace), body.key)
     return Response(status_code=204)
 
@@ -176,15 +180,25 @@ async def search_items(request: Request) -> Response:
     body = await read_body(request, StoreSearch)
     if body.query:
         raise HTTPException(422, "query: semantic search is not supported by this store")
-    items = await _store(request).search(tuple(body.namespace_prefix))
+    prefix = await _own_prefix(tuple(body.namespace_prefix))
+    items = await _store(request).search(prefix)
     found = [i for i in items if matches(i.value, body.filter)]
     page = found[body.offset : body.offset + body.limit]
     return JSONResponse({"items": [{**_item(i), "score": None} for i in page]})
 
 
+async def _own_prefix(prefix: tuple[str, ...]) -> tuple[str, ...]:
+    """A search prefix kept to the caller's own namespaces (all of them for none)."""
+    who = caller()
+    if who is not None and not prefix:
+        prefix = (who.id,)
+    await owned_namespace(prefix, "search")
+    return prefix
+
+
 async def list_namespaces(request: Request) -> Response:
     body = await read_body(request, StoreNamespaces)
-    items = await _store(request).search(tuple(body.prefix or ()))
+    items = await _store(request).search(await _own_prefix(tuple(body.prefix or ())))
     seen: dict[tuple[str, ...], None] = {}
     for item in items:
         ns = item.namespace

@@ -25,6 +25,7 @@ from .._core.pacing import Pacer
 from ..errors import DeepActorsError, InputError
 from ..events import Event
 from ..lc_views import LangGraphStream, StreamPart
+from .auth import AuthError
 
 __all__ = ["EventSourceResponse", "WaitResponse", "error_response", "part_frames", "sse_frame"]
 
@@ -52,10 +53,18 @@ def error_response(exc: Exception, path: str) -> JSONResponse | None:
         )
     if isinstance(exc, InputError):
         return JSONResponse({"detail": str(exc)}, status_code=422)
+    if isinstance(exc, AuthError):
+        return auth_error_response(exc)
     if isinstance(exc, DeepActorsError):
         _log.warning("request failed", path=path, error=repr(exc))
         return JSONResponse({"detail": f"{type(exc).__name__}: {exc}"}, status_code=500)
     return None
+
+
+def auth_error_response(exc: AuthError) -> JSONResponse:
+    """401 (with the scheme to authenticate by) or 403, saying why."""
+    headers = {"www-authenticate": "Bearer"} if exc.status == 401 else None
+    return JSONResponse({"detail": str(exc)}, status_code=exc.status, headers=headers)
 
 
 def _metadata_frame(run_id: str) -> bytes:

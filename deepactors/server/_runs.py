@@ -28,6 +28,7 @@ this costs anything (:class:`LocalRelay`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import time
@@ -42,12 +43,14 @@ from starlette.exceptions import HTTPException
 from ..actors import RunInput, Runtime, ThreadHandle
 from ..errors import DeepActorsError
 from ..events import Event
+from ._authz import caller, may_thread
 from ._records import AssistantRecord, RunRecord, Subscriber, ThreadRecord, new_uuid
 from ._relay import LocalRelay, RunRelay
 from ._run_driver import RunDriver
 from ._run_inputs import error_json, run_input_of, run_kwargs
 from ._schemas import RunCreate
 from ._shared_runs import SharedRuns
+from .auth import Action
 
 __all__ = ["RunManager"]
 
@@ -98,8 +101,19 @@ class RunManager(RunDriver):
             return self.assistants[thread.graph_id]
         return next(iter(self.assistants.values()))
 
-    async def thread(self, thread_id: str) -> ThreadRecord:
-        """A known thread, or one whose state the checkpointer holds (404 if neither)."""
+    async def thread(self, thread_id: str, action: Action = "read") -> ThreadRecord:
+        """A thread the caller may ``action`` (404 if none, or not the caller's).
+
+        Known here, saved in the checkpointer, or run by another process.
+        """
+        found = await self.find_thread(thread_id)
+        if found is None or not await may_thread(found, action):
+            # Another's thread is answered as one that does not exist.
+            raise HTTPException(404, f"thread {thread_id!r} not found")
+        return found
+
+    async def find_thread(self, thread_id: str) -> ThreadRecord | None:
+        """A known thread, or one whose state the checkpointer holds, whoever owns it."""
         found = self.threads.get(thread_id)
         if found is not None:
             return found
@@ -119,7 +133,7 @@ class RunManager(RunDriver):
                 return found
         if self.relay.shared and await self._shared.adopt_thread(thread_id):
             return self.threads[thread_id]  # a thread of runs in other processes
-        raise HTTPException(404, f"thread {thread_id!r} not found")
+        return None
 
     def handle(self, thread: ThreadRecord) -> ThreadHandle:
         """The handle of the thread under the app's runtime, for the assistant it holds."""
@@ -132,11 +146,16 @@ class RunManager(RunDriver):
             raise HTTPException(404, f"run {run_id!r} not found on thread {thread_id!r}")
         return run
 
-    async def find_run(self, thread_id: str, run_id: str) -> RunRecord:
-        """A run of a thread, here or in another server process (404 if none)."""
+    async def find_run(self, thread_id: str, run_id: str, action: Action = "read") -> RunRecord:
+        """A run of a thread the caller may ``action``, here or in another server
+        process (404 if none)."""
         if run_id not in self.runs and self.relay.shared:
+            await self.find_thread(thread_id)  # the thread first: its owner, its metadata
             await self._shared.adopt_run(thread_id, run_id)
-        return self.run(thread_id, run_id)
+        run = self.run(thread_id, run_id)
+        if not await may_thread(run.thread, action):
+            raise HTTPException(404, f"run {run_id!r} not found on thread {thread_id!r}")
+        return run
 
     async def runs_of(self, thread: ThreadRecord) -> list[RunRecord]:
         """The thread's runs, oldest first, with those of other server processes."""
@@ -217,6 +236,10 @@ class RunManager(RunDriver):
             run_input = run_input_of(assistant.stateless, body, None)
         else:
             run_input = run_input_of(assistant.agent, body, thread.thread_id)
+        identity = caller()
+        if identity is not None:
+            # The run acts for its caller: hooks and tools read run.identity.
+            run_input = dataclasses.replace(run_input, identity=identity)
         # Admitted with no await between the look at the thread's runs and the
         # new run's place among them, so two requests cannot both see it idle;
         # a strategy that waits (interrupt, rollback) looks again after.

@@ -14,6 +14,7 @@ from starlette.types import Receive, Scope, Send
 
 from ..events import Event
 from ..lc_views import LangGraphStream
+from ._authz import may_thread, owned
 from ._records import RunRecord, Subscriber, ThreadRecord, new_uuid
 from ._responses import EventSourceResponse, WaitResponse, error_response
 from ._runs import RunManager
@@ -40,12 +41,17 @@ async def _thread_for(request: Request, body: RunCreate) -> ThreadRecord:
 
 async def _thread_of(manager: RunManager, thread_id: str | None, body: RunCreate) -> ThreadRecord:
     if thread_id is None:  # stateless: a thread of its own, gone when the run ends
-        thread = ThreadRecord(thread_id=new_uuid(), temporary=body.on_completion != "keep")
-        manager.threads[thread.thread_id] = thread
+        thread = ThreadRecord(
+            thread_id=new_uuid(), temporary=body.on_completion != "keep", metadata=owned({})
+        )
+        if thread.temporary:
+            manager.threads[thread.thread_id] = thread
+        else:
+            await manager.add_thread(thread)  # kept: other server processes know its owner
         return thread
-    if thread_id not in manager.threads and body.if_not_exists == "create":
-        manager.threads[thread_id] = ThreadRecord(thread_id=thread_id)
-    return await manager.thread(thread_id)
+    if body.if_not_exists == "create" and await manager.find_thread(thread_id) is None:
+        await manager.add_thread(ThreadRecord(thread_id=thread_id, metadata=owned({})))
+    return await manager.thread(thread_id, "update")
 
 
 def _locations(run: RunRecord, suffix: str) -> dict[str, str]:
@@ -229,6 +235,7 @@ async def get_run(request: Request) -> Response:
 
 async def delete_run(request: Request) -> Response:
     manager = _manager(request)
+    await manager.thread(request.path_params["thread_id"], "delete")
     run = manager.run(request.path_params["thread_id"], request.path_params["run_id"])
     if not run.done.is_set():
         raise HTTPException(409, f"run {run.run_id} is still {run.status}; cancel it first")
@@ -269,7 +276,8 @@ async def join_stream(request: Request) -> Response:
 
 async def cancel_run(request: Request) -> Response:
     manager = _manager(request)
-    run = await manager.find_run(request.path_params["thread_id"], request.path_params["run_id"])
+    params = request.path_params
+    run = await manager.find_run(params["thread_id"], params["run_id"], "update")
     action = request.query_params.get("action", "interrupt")
     if action not in ("interrupt", "rollback"):
         raise HTTPException(422, f"action: 'interrupt' or 'rollback', not {action!r}")
@@ -292,11 +300,15 @@ async def cancel_runs(request: Request) -> Response:
         wanted = {"pending": ("pending",), "running": ("running",)}.get(
             body.status, ("pending", "running")
         )
-        runs = [r for r in manager.runs.values() if r.status in wanted and not r.done.is_set()]
+        runs = [
+            r
+            for r in manager.runs.values()
+            if r.status in wanted and not r.done.is_set() and await may_thread(r.thread, "update")
+        ]
     else:
         if body.thread_id is None or not body.run_ids:
             raise HTTPException(422, "thread_id: give thread_id and run_ids, or status")
-        runs = [await manager.find_run(body.thread_id, run_id) for run_id in body.run_ids]
+        runs = [await manager.find_run(body.thread_id, run_id, "update") for run_id in body.run_ids]
     await manager.cancel(runs, action=action, wait=False)
     return Response(status_code=204)
 

@@ -66,10 +66,15 @@ class SharedRuns:
         found = await self._relay.find_thread(thread_id)
         if found is None:
             return False
-        if thread_id not in self._book.threads:
+        known = self._book.threads.get(thread_id)
+        if known is None:
             self._book.threads[thread_id] = ThreadRecord(
                 thread_id=thread_id, metadata=dict(found.metadata), created_at=found.created_at
             )
+        else:
+            # Known first through one of its runs: the thread's own metadata
+            # (its owner among it) fills in what that record lacked.
+            known.metadata = {**found.metadata, **known.metadata}
         for shared in found.runs:
             self.adopt(shared)
         return True

@@ -12,6 +12,7 @@ from starlette.routing import Route
 
 from ..actors import ThreadHandle, ThreadState
 from ..lc_views import interrupts_to_lc, values_to_lc
+from ._authz import may_thread, owned, visible, without_owner
 from ._records import ThreadRecord, iso, matches, new_uuid
 from ._runs import RunManager
 from ._schemas import (
@@ -36,18 +37,16 @@ async def create_thread(request: Request) -> Response:
     if body.supersteps:
         raise HTTPException(422, "supersteps: not supported by this server")
     manager = _manager(request)
+    metadata = owned(body.metadata)
     if body.thread_id is not None:
-        try:
-            existing = await manager.thread(body.thread_id)
-        except HTTPException:
-            existing = None
+        existing = await manager.find_thread(body.thread_id)
         if existing is not None:
-            if body.if_exists == "do_nothing":
+            if body.if_exists == "do_nothing" and await may_thread(existing, "read"):
                 return JSONResponse(existing.to_json())
             raise HTTPException(409, f"thread {body.thread_id!r} already exists")
-        thread = ThreadRecord(thread_id=body.thread_id, metadata=body.metadata)
+        thread = ThreadRecord(thread_id=body.thread_id, metadata=metadata)
     else:
-        thread = ThreadRecord(thread_id=new_uuid(), metadata=body.metadata)
+        thread = ThreadRecord(thread_id=new_uuid(), metadata=metadata)
     graph = body.metadata.get("graph_id")
     if isinstance(graph, str) and graph in manager.assistants:
         thread.graph_id = graph
@@ -62,23 +61,24 @@ async def get_thread(request: Request) -> Response:
 
 async def patch_thread(request: Request) -> Response:
     body = await read_body(request, ThreadPatch)
-    thread = await _manager(request).thread(request.path_params["thread_id"])
-    thread.metadata = {**thread.metadata, **body.metadata}
+    thread = await _manager(request).thread(request.path_params["thread_id"], "update")
+    # Its owner is the server's to say: a patch cannot hand the thread to another.
+    thread.metadata = {**thread.metadata, **without_owner(body.metadata)}
     thread.updated_at = time.time()
     return JSONResponse(thread.to_json())
 
 
 async def delete_thread(request: Request) -> Response:
     manager = _manager(request)
-    thread = await manager.thread(request.path_params["thread_id"])
+    thread = await manager.thread(request.path_params["thread_id"], "delete")
     await manager.delete_thread(thread)
     return Response(status_code=204)
 
 
-def _search(manager: RunManager, body: ThreadSearch) -> list[ThreadRecord]:
+async def _search(manager: RunManager, body: ThreadSearch) -> list[ThreadRecord]:
     found = [
         t
-        for t in manager.threads.values()
+        for t in await visible(manager.threads.values())
         if not t.temporary
         and matches(t.metadata, body.metadata)
         and matches(t.values or {}, body.values)
@@ -92,14 +92,14 @@ def _search(manager: RunManager, body: ThreadSearch) -> list[ThreadRecord]:
 
 async def search_threads(request: Request) -> Response:
     body = await read_body(request, ThreadSearch)
-    found = _search(_manager(request), body)
+    found = await _search(_manager(request), body)
     page = found[body.offset : body.offset + body.limit]
     return JSONResponse([t.to_json() for t in page])
 
 
 async def count_threads(request: Request) -> Response:
     body = await read_body(request, ThreadSearch)
-    return JSONResponse(len(_search(_manager(request), body)))
+    return JSONResponse(len(await _search(_manager(request), body)))
 
 
 def _checkpoint(thread_id: str, seq: int | None) -> dict[str, Any] | None:
@@ -192,7 +192,7 @@ async def update_state(request: Request) -> Response:
     if body.checkpoint_id or body.checkpoint:
         raise HTTPException(422, "checkpoint_id: updating a past checkpoint is not supported")
     manager = _manager(request)
-    thread = await manager.thread(request.path_params["thread_id"])
+    thread = await manager.thread(request.path_params["thread_id"], "update")
     if body.values:
         await manager.update_state(thread, body.values)
     records = await manager.handle(thread).history()

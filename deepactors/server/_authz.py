@@ -1,0 +1,130 @@
+"""Who calls (set once per request, before any endpoint) and what they may touch.
+
+The app authenticates a request in its ASGI entry (both the routed way and the
+direct stream endpoints), and sets :data:`CALLER` for the request's task: the
+run manager's lookups read it, so an endpoint cannot forget to check. Tasks a
+request starts (a run's driver) inherit it; work started by the server itself
+(a relay follower, shutdown) runs with no caller and is not restricted.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from starlette.types import Scope
+
+from ._records import ThreadRecord
+from .auth import Action, Auth, AuthError, AuthRequest, Identity, Resource, RuleContext
+
+__all__ = [
+    "CALLER",
+    "OPEN_PATHS",
+    "OWNER_KEY",
+    "authenticate",
+    "caller",
+    "may",
+    "may_thread",
+    "owned",
+    "owned_namespace",
+    "visible",
+    "without_owner",
+]
+
+CALLER: contextvars.ContextVar[tuple[Auth, Identity] | None] = contextvars.ContextVar(
+    "deepactors_caller", default=None
+)
+"""The request's auth and identity; None when the server has no auth (or for
+the server's own work)."""
+
+OWNER_KEY = "owner"
+"""The thread metadata key naming its owner (as LangGraph's server keeps it)."""
+
+OPEN_PATHS = frozenset({"/", "/ok"})
+"""Answered without authentication: the health check."""
+
+
+def caller() -> Identity | None:
+    """The identity of the request being served, if the server authenticates."""
+    found = CALLER.get()
+    return None if found is None else found[1]
+
+
+async def authenticate(auth: Auth, scope: Scope) -> Identity:
+    """The identity of the request in ``scope``.
+
+    Raises:
+        AuthError: Not authenticated.
+    """
+    headers: dict[str, str] = {}
+    for name, value in scope.get("headers", ()):
+        headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+    client = scope.get("client")
+    request = AuthRequest(
+        method=scope.get("method", "GET"),
+        path=scope.get("path", "/"),
+        headers=headers,
+        client=None if client is None else str(client[0]),
+    )
+    return await auth.identify(request)
+
+
+async def may(resource: Resource, action: Action, owner: str | None, value: Any = None) -> bool:
+    """Whether the request's caller may ``action`` the resource (always, without auth)."""
+    found = CALLER.get()
+    if found is None:
+        return True
+    auth, identity = found
+    context = RuleContext(
+        identity=identity, resource=resource, action=action, owner=owner, value=value
+    )
+    return await auth.allows(context)
+
+
+async def may_thread(thread: ThreadRecord, action: Action) -> bool:
+    """:func:`may` for a thread (its owner from its metadata)."""
+    if CALLER.get() is None:
+        return True
+    owner = thread.metadata.get(OWNER_KEY)
+    return await may("threads", action, owner if isinstance(owner, str) else None, thread)
+
+
+def owned(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """A new thread's metadata: the client's, with the caller as its owner."""
+    out = without_owner(metadata)
+    who = caller()
+    if who is not None:
+        out[OWNER_KEY] = who.id
+    return out
+
+
+def without_owner(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """``metadata`` less an owner a client tried to set (with auth on)."""
+    out = dict(metadata)
+    if CALLER.get() is not None:
+        out.pop(OWNER_KEY, None)
+    return out
+
+
+async def visible(threads: Iterable[ThreadRecord]) -> list[ThreadRecord]:
+    """The threads the caller may read."""
+    if CALLER.get() is None:
+        return list(threads)
+    return [t for t in threads if await may_thread(t, "search")]
+
+
+async def owned_namespace(namespace: tuple[str, ...], action: Action) -> None:
+    """Refuse a store namespace that is not the caller's (its first element is the owner).
+
+    Raises:
+        AuthError: 403, the namespace belongs to someone else (or to nobody).
+    """
+    if CALLER.get() is None:
+        return
+    owner = namespace[0] if namespace else None
+    if not await may("store", action, owner, namespace):
+        raise AuthError(
+            "store namespaces are per user: start the namespace with your user id",
+            status=403,
+        )
