@@ -8,6 +8,7 @@ deep agent on Claude (``ANTHROPIC_API_KEY``) with the live event view;
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.metadata
 import sys
 from collections.abc import Sequence
@@ -122,7 +123,15 @@ def _serve(args: argparse.Namespace) -> int:
         runs_db=args.runs_db,
         log_level=args.log_level,
         log_format=args.log_format,
+        cors_origins=tuple(args.cors_origin),
+        allowed_hosts=tuple(args.allowed_host),
+        insecure=args.insecure,
+        # Not given: ServeOptions' defaults (not imported to build the parser:
+        # the server's modules would slow every command's start).
+        **{name: getattr(args, name) for name in _LIMITS if getattr(args, name) is not None},
     )
+    if options.max_streams_per_client == 0:
+        options = dataclasses.replace(options, max_streams_per_client=None)
     try:
         serve(options)
     except ConfigurationError as exc:
@@ -188,9 +197,67 @@ def build_parser() -> argparse.ArgumentParser:
         help="postgresql://... through which several server processes share runs "
         "(default: --db when it is PostgreSQL)",
     )
+    _serve_safety_options(serve)
     _log_options(serve, "info")
     serve.set_defaults(func=_serve)
     return parser
+
+
+_LIMITS = ("max_body", "body_timeout", "header_timeout", "max_streams_per_client")
+
+
+def _serve_safety_options(serve: argparse.ArgumentParser) -> None:
+    # The defaults in the help are ServeOptions' (tests/server/test_guard_cli.py
+    # checks that they agree).
+    serve.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="an origin web pages may call from, e.g. http://localhost:3000 for Agent Chat "
+        "UI (repeatable; '*' for any). Default: none, and a request from any other origin "
+        "is refused",
+    )
+    serve.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a name the Host header may give, NAME or NAME:PORT (repeatable; '*' for any). "
+        "Always served: localhost, 127.0.0.1, [::1] and --host, at --port",
+    )
+    serve.add_argument(
+        "--max-body",
+        type=int,
+        metavar="BYTES",
+        help="largest request body (default: 4194304, 4 MiB)",
+    )
+    serve.add_argument(
+        "--body-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="time to receive a request body (default: 30)",
+    )
+    serve.add_argument(
+        "--header-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="time a connection has to send a request's headers, from its opening or its "
+        "previous response; also the idle keep-alive time (default: 10)",
+    )
+    serve.add_argument(
+        "--max-streams-per-client",
+        type=int,
+        metavar="N",
+        help="streams, waits and joins one client address may have open at once "
+        "(default: 100; 0: no cap)",
+    )
+    serve.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve a --host other than loopback without authentication (anyone who can "
+        "reach it can run the agents)",
+    )
 
 
 def _log_options(parser: argparse.ArgumentParser, level: str) -> None:

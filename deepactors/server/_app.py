@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -23,6 +23,15 @@ from ..actors import open_runtime
 from ..agent import DeepAgent
 from ..errors import ConfigurationError, DeepActorsError, InputError
 from ..persistence import Checkpointer, MemoryCheckpointer, Store
+from ._guard import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_MAX_BODY,
+    DEFAULT_MAX_STREAMS_PER_CLIENT,
+    LOOPBACK_HOSTS,
+    Guard,
+    StreamKey,
+    normal_origin,
+)
 from ._misc_api import misc_routes
 from ._records import AssistantRecord
 from ._relay import LocalRelay, RunRelay
@@ -42,7 +51,12 @@ def create_app(
     checkpointer: Checkpointer | None = None,
     store: Store | None = None,
     idle_timeout: float = 300.0,
-    cors_origins: tuple[str, ...] = ("*",),
+    cors_origins: Sequence[str] = (),
+    allowed_hosts: Sequence[str] = LOOPBACK_HOSTS,
+    max_body: int = DEFAULT_MAX_BODY,
+    body_timeout: float = DEFAULT_BODY_TIMEOUT,
+    max_streams_per_client: int | None = DEFAULT_MAX_STREAMS_PER_CLIENT,
+    stream_key: StreamKey | None = None,
     runs_db: str | None = None,
     pacing: float | None = DEFAULT_QUANTUM,
     defer_gc: bool = False,
@@ -62,7 +76,23 @@ def create_app(
         store: The store of the ``/store`` endpoints, and of agents that have
             none of their own.
         idle_timeout: Seconds a thread's actor keeps its state in memory.
-        cors_origins: Origins browsers may call from (Agent Chat UI in a browser).
+        cors_origins: Origins web pages may call from (Agent Chat UI in a
+            browser: ``http://localhost:3000``), or ``*`` for any. None by
+            default: a request with any other ``Origin`` than the server's own
+            is refused (403) before anything runs, so a page the user opens
+            cannot drive the agents.
+        allowed_hosts: What the ``Host`` header may name (421 otherwise), so a
+            page whose DNS name is re-bound to this machine is refused: a name
+            (any port) or ``name:port``; ``*`` allows any (behind a proxy that
+            checks it). Default: this machine's loopback names.
+        max_body: Bytes a request body may have (413 past it, from its declared
+            length at once, else as it streams in: never buffered beyond it).
+        body_timeout: Seconds a request body may take to arrive (408 after).
+        max_streams_per_client: Streams, waits and joins one client may have
+            open at once (429 past it); None: no cap.
+        stream_key: Who a request counts against for that cap, from its ASGI
+            scope (None: not counted); default: the client's address. Behind a
+            proxy every client has the proxy's address: key by identity.
         runs_db: A PostgreSQL DSN through which several server processes share
             their runs: a run created through one can be found, joined,
             streamed and cancelled through any other. None: runs are this
@@ -77,11 +107,27 @@ def create_app(
             can pause the server for 0.4 s. Process-wide, hence off here;
             ``deepactors serve`` turns it on.
 
+    Requests with a body must send it as ``application/json`` (or with no
+    type): anything else is refused (415), so an HTML form or a ``text/plain``
+    fetch, which a page may send to another site without asking, never
+    starts a run.
+
     Raises:
-        ConfigurationError: No agent, a bad assistant id, or a ``runs_db``
-            that is not PostgreSQL.
+        ConfigurationError: No agent, a bad assistant id, a ``runs_db``
+            that is not PostgreSQL, or a bad limit.
     """
     _open_relay(runs_db)  # bad options fail here, not in the lifespan
+    if isinstance(cors_origins, str) or isinstance(allowed_hosts, str):
+        raise ConfigurationError("cors_origins and allowed_hosts are sequences of strings")
+    origins = [normal_origin(o) for o in cors_origins]
+    guard = Guard(
+        cors_origins=origins,
+        allowed_hosts=allowed_hosts,
+        max_body=max_body,
+        body_timeout=body_timeout,
+        max_streams_per_client=max_streams_per_client,
+        stream_key=stream_key,
+    )
     if isinstance(agents, DeepAgent):
         agents = {agents.name: agents}
     if not agents:
@@ -105,7 +151,8 @@ def create_app(
         ):
             relay = _open_relay(runs_db)
             manager = RunManager(runtime, tg, assistants, relay=relay)
-            relay_scope = anyio.CancelScope()
+            relay_scope, bodies_scope = anyio.CancelScope(), anyio.CancelScope()
+            tg.start_soon(_expire_bodies, guard, bodies_scope)
             if relay.shared:
                 await tg.start(_run_relay, relay, manager, relay_scope)
             await manager.load_saved()
@@ -120,8 +167,19 @@ def create_app(
                     await manager.aclose()
                     await relay.aclose()
                 relay_scope.cancel()
+                bodies_scope.cancel()
 
+    middleware = [
+        Middleware(
+            CORSMiddleware,
+            allow_origins=origins,
+            allow_methods=["*"],
+            allow_headers=["*"],
+            expose_headers=["Content-Location", "Location", "X-Pagination-Next"],
+        )
+    ]
     app = _AgentApp(
+        guard,
         # Starlette tries routes in order: the runs' (the hot paths) first.
         routes=[*run_routes, *thread_routes, *misc_routes],
         lifespan=lifespan,
@@ -130,15 +188,7 @@ def create_app(
             InputError: _error,
             DeepActorsError: _error,
         },
-        middleware=[
-            Middleware(
-                CORSMiddleware,
-                allow_origins=list(cors_origins),
-                allow_methods=["*"],
-                allow_headers=["*"],
-                expose_headers=["Content-Location", "Location", "X-Pagination-Next"],
-            )
-        ],
+        middleware=middleware if origins else [],
     )
     app.state.store = store
     return app
@@ -154,26 +204,42 @@ class _AgentApp(Starlette):
     and responses) as long as the app is as ``create_app`` built it: a request
     with an ``Origin`` (CORS), a middleware or exception handler added since,
     or an app mounted under a path, takes the regular way.
+
+    Every HTTP request, either way, first passes the guard (``_guard``: Host,
+    Origin, body type, size and time, streams per client).
     """
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, guard: Guard, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._as_built = (list(self.user_middleware), dict(self.exception_handlers))
+        self.guard = guard
+        guard.app = self.dispatch
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            direct, thread_id = stream_target(scope)
-            manager = getattr(self.state, "runs", None)
-            if (
-                direct
-                and manager is not None
-                and (self.user_middleware, self.exception_handlers) == self._as_built
-                and not any(name == b"origin" for name, _ in scope["headers"])
-            ):
-                scope["app"] = self
-                await serve_stream(manager, thread_id, scope, receive, send)
-                return
+            await self.guard(scope, receive, send)
+            return
         await super().__call__(scope, receive, send)
+
+    async def dispatch(self, scope: Scope, receive: Receive, send: Send, origin: bool) -> None:
+        """Serve an HTTP request the guard admitted (``origin``: it carries one)."""
+        direct, thread_id = stream_target(scope)
+        manager = getattr(self.state, "runs", None)
+        if (
+            direct
+            and manager is not None
+            and not origin
+            and (self.user_middleware, self.exception_handlers) == self._as_built
+        ):
+            scope["app"] = self
+            await serve_stream(manager, thread_id, scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+
+async def _expire_bodies(guard: Guard, scope: anyio.CancelScope) -> None:
+    with scope:
+        await guard.expire_bodies()
 
 
 async def _run_relay(

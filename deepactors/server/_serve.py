@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gc
 import importlib
+import ipaddress
+import json
 import logging
 import os
 import signal
@@ -19,20 +21,39 @@ from hypercorn.run import run as hypercorn_run
 from hypercorn.trio import serve as hypercorn_serve
 from starlette.applications import Starlette
 
-from .._core.logs import configure_logging, logging_config
+from .._core.logs import configure_logging, get_logger, logging_config
 from ..agent import DeepAgent
 from ..demo import build_demo_agent
 from ..errors import ConfigurationError
 from ..persistence import Checkpointer, Store, is_postgres_url, open_checkpointer, open_store
 from ._app import create_app
+from ._guard import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_MAX_BODY,
+    DEFAULT_MAX_STREAMS_PER_CLIENT,
+    LOOPBACK_HOSTS,
+    check_limits,
+)
+from ._uvicorn_http import HeadTimeoutProtocol
 
 __all__ = ["ServeOptions", "load_agents", "serve", "tune_gc"]
 
 _TARGET_ENV = "DEEPACTORS_SERVE_TARGET"
 _DB_ENV = "DEEPACTORS_SERVE_DB"
 _RUNS_DB_ENV = "DEEPACTORS_SERVE_RUNS_DB"
+_LIMITS_ENV = "DEEPACTORS_SERVE_LIMITS"
 GRACEFUL_SECONDS = 3.0
 """How long open streams may run on at shutdown before their runs are cancelled."""
+DEFAULT_HEADER_TIMEOUT = 10.0
+"""Seconds a connection has to send a request's headers, from its opening or from
+its previous response (so also how long an idle kept-alive one stays open): more
+than the 5 s httpx keeps an idle connection, so a client never reuses one the
+server is closing."""
+BACKLOG = 2048
+"""Connections the kernel queues before the server accepts them (uvicorn's default;
+hypercorn's is 100)."""
+
+_log = get_logger("deepactors.server")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,6 +71,24 @@ class ServeOptions:
     """Root logger level, ``debug`` to ``critical``; None leaves logging as configured."""
     log_format: str = "console"
     """``console`` lines or ``json`` lines, on stderr."""
+    cors_origins: tuple[str, ...] = ()
+    """Origins web pages may call from (``*``: any); none by default."""
+    allowed_hosts: tuple[str, ...] = ()
+    """``Host`` names served besides ``localhost``, ``127.0.0.1``, ``[::1]`` and
+    ``host``, which are served at ``port``; ``*``: any."""
+    max_body: int = DEFAULT_MAX_BODY
+    """Bytes a request body may have (413)."""
+    body_timeout: float = DEFAULT_BODY_TIMEOUT
+    """Seconds a request body may take to arrive (408)."""
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    """Seconds a connection may take to send a request's headers (see
+    :data:`DEFAULT_HEADER_TIMEOUT`); then it is closed."""
+    max_streams_per_client: int | None = DEFAULT_MAX_STREAMS_PER_CLIENT
+    """Streams, waits and joins one client address may have open at once (429); None: no cap."""
+    auth: str | None = None
+    """How clients authenticate (None: they do not, and only loopback is served)."""
+    insecure: bool = False
+    """Serve a non-loopback ``host`` without authentication all the same."""
 
     @property
     def shared_runs(self) -> str | None:
@@ -57,6 +96,28 @@ class ServeOptions:
         if self.runs_db is not None:
             return self.runs_db
         return self.db if self.db is not None and is_postgres(self.db) else None
+
+    @property
+    def served_hosts(self) -> tuple[str, ...]:
+        """What the ``Host`` header may name: the loopback names and ``host`` at
+        ``port``, and ``allowed_hosts`` (``*``: anything)."""
+        if "*" in self.allowed_hosts:
+            return ("*",)
+        names = list(LOOPBACK_HOSTS)
+        if not _is_wildcard(self.host):
+            names.append(f"[{self.host}]" if ":" in self.host else self.host)
+        served = [f"{name.lower()}:{self.port}" for name in names]
+        return tuple(dict.fromkeys([*served, *self.allowed_hosts]))
+
+    def app_limits(self) -> dict[str, Any]:
+        """``create_app``'s browser checks and limits, as these options set them."""
+        return {
+            "cors_origins": list(self.cors_origins),
+            "allowed_hosts": list(self.served_hosts),
+            "max_body": self.max_body,
+            "body_timeout": self.body_timeout,
+            "max_streams_per_client": self.max_streams_per_client,
+        }
 
 
 def load_agents(target: str | None) -> dict[str, DeepAgent]:
@@ -137,27 +198,83 @@ def persistence_for(db: str) -> tuple[Checkpointer, Store]:
         raise ConfigurationError(str(exc)) from exc
 
 
-def build_app(target: str | None, db: str | None, runs_db: str | None = None) -> Starlette:
+def build_app(
+    target: str | None,
+    db: str | None,
+    runs_db: str | None = None,
+    limits: Mapping[str, Any] | None = None,
+) -> Starlette:
     """The app ``serve`` runs: the agents, with threads and store in ``db`` when
-    given, and runs shared through ``runs_db`` (PostgreSQL) when given."""
+    given, runs shared through ``runs_db`` (PostgreSQL) when given, and
+    ``create_app``'s checks and ``limits`` (:meth:`ServeOptions.app_limits`)."""
     agents = load_agents(target)
     checkpointer, store = persistence_for(db) if db is not None else (None, None)
     # A process that only serves: collections deferred while runs are in
     # progress (process-wide, as tune_gc).
     return create_app(
-        agents, checkpointer=checkpointer, store=store, runs_db=runs_db, defer_gc=True
+        agents,
+        checkpointer=checkpointer,
+        store=store,
+        runs_db=runs_db,
+        defer_gc=True,
+        **(limits or {}),
     )
 
 
 def worker_app() -> Starlette:
     """The app of one worker process (``--workers``), from the environment."""
+    limits = os.environ.get(_LIMITS_ENV)
     app = build_app(
         os.environ.get(_TARGET_ENV) or None,
         os.environ.get(_DB_ENV) or None,
         os.environ.get(_RUNS_DB_ENV) or None,
+        json.loads(limits) if limits else None,
     )
     tune_gc()
     return app
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is only reachable from this machine (``localhost``, 127.x, ``::1``)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve to any interface
+
+
+def _is_wildcard(host: str) -> bool:
+    return host.strip("[]") in ("", "0.0.0.0", "::")
+
+
+def check_exposure(options: ServeOptions) -> None:
+    """Refuse to serve the network without authentication, unless told to; say so at
+    start-up whenever clients are not authenticated (a WARNING, on stderr).
+
+    Raises:
+        ConfigurationError: A host other than loopback, no ``auth`` and not ``insecure``.
+    """
+    if options.auth is not None:
+        return
+    url = f"http://{options.host}:{options.port}"
+    if is_loopback(options.host):
+        _log.warning(
+            "serving without authentication: any program on this machine can run the agents",
+            url=url,
+        )
+        return
+    if not options.insecure:
+        raise ConfigurationError(
+            f"--host {options.host} serves the network without authentication: anyone who "
+            "can reach it could run the agents. Serve on 127.0.0.1 (the default), set up "
+            "authentication, or pass --insecure to serve it unauthenticated all the same"
+        )
+    _log.warning(
+        "serving the network without authentication (--insecure): anyone who can reach "
+        "this server can run the agents",
+        url=url,
+    )
 
 
 def serve(options: ServeOptions) -> None:
@@ -168,12 +285,16 @@ def serve(options: ServeOptions) -> None:
     """
     if options.workers < 1:
         raise ConfigurationError("--workers must be at least 1")
+    if not options.header_timeout > 0:
+        raise ConfigurationError("--header-timeout must be more than 0 seconds")
+    check_limits(options.max_body, options.body_timeout, options.max_streams_per_client)
     if options.log_level is not None:
         configure_logging(options.log_level, options.log_format)
+    check_exposure(options)
     if options.workers > 1:
         _serve_workers(options)
         return
-    app = build_app(options.target, options.db, options.shared_runs)
+    app = build_app(options.target, options.db, options.shared_runs, options.app_limits())
     tune_gc()
     if options.loop == "trio":
         _serve_trio(app, options)
@@ -185,16 +306,38 @@ def serve(options: ServeOptions) -> None:
             timeout_graceful_shutdown=int(GRACEFUL_SECONDS),
             log_config=None,  # configured above: uvicorn's records go to the root handler
             log_level=options.log_level,
+            **_uvicorn_limits(options),
         )
     else:
         raise ConfigurationError(f"--loop must be asyncio or trio, not {options.loop!r}")
 
 
-def _serve_trio(app: Starlette, options: ServeOptions) -> None:
+def _uvicorn_limits(options: ServeOptions) -> dict[str, Any]:
+    """uvicorn's connection timeouts: its keep-alive timeout, which
+    ``HeadTimeoutProtocol`` also holds every request's head to."""
+    return {
+        "http": HeadTimeoutProtocol,
+        "timeout_keep_alive": options.header_timeout,
+        "backlog": BACKLOG,
+    }
+
+
+def _hypercorn_config(options: ServeOptions) -> HypercornConfig:
+    """Hypercorn's config: its ``keep_alive_timeout`` already runs from a connection's
+    opening (and each response's end) until a request's head is complete.
+    ``read_timeout`` stays off: it times every read, also while a client waits,
+    silent, on a stream for minutes; bodies have the app's ``body_timeout``."""
     config = HypercornConfig()
     config.bind = [f"{options.host}:{options.port}"]
     config.graceful_timeout = GRACEFUL_SECONDS
+    config.keep_alive_timeout = options.header_timeout
+    config.backlog = BACKLOG
     _hypercorn_logs(config, options)
+    return config
+
+
+def _serve_trio(app: Starlette, options: ServeOptions) -> None:
+    config = _hypercorn_config(options)
     print(f"deepactors: serving on http://{options.host}:{options.port} (hypercorn, trio)")
 
     async def main() -> None:
@@ -228,11 +371,9 @@ def _serve_workers(options: ServeOptions) -> None:
     os.environ[_TARGET_ENV] = options.target or ""
     os.environ[_DB_ENV] = options.db
     os.environ[_RUNS_DB_ENV] = options.shared_runs
+    os.environ[_LIMITS_ENV] = json.dumps(options.app_limits())
     if options.loop == "trio":
-        config = HypercornConfig()
-        config.bind = [f"{options.host}:{options.port}"]
-        config.graceful_timeout = GRACEFUL_SECONDS
-        _hypercorn_logs(config, options)
+        config = _hypercorn_config(options)
         config.workers = options.workers
         config.worker_class = "trio"
         # Each worker process (spawned) builds its app from the environment.
@@ -250,6 +391,7 @@ def _serve_workers(options: ServeOptions) -> None:
         # Each worker process applies it again (it starts with logging unconfigured).
         log_config=_worker_log_config(options),
         log_level=options.log_level,
+        **_uvicorn_limits(options),
     )
 
 

@@ -1,0 +1,414 @@
+"""What every HTTP request must pass before the app reads it: browser safety and limits.
+
+A server on 127.0.0.1 is reachable from any web page its user opens. Three
+checks keep such pages out: the ``Host`` header must name this server (a page
+on ``evil.example`` that re-binds its DNS name to 127.0.0.1 still sends
+``Host: evil.example``), a request with an ``Origin`` must come from an origin
+allowed for CORS or from this server itself, and a request with a body must say
+it is JSON (an HTML form or a ``text/plain`` fetch, the requests a browser
+sends cross-site without asking first, can say nothing else). Then limits: a
+body is refused past a size (declared or streamed) and cut off past a time, and
+one client holds a bounded number of open streams.
+
+It runs ahead of everything, including the stream endpoints' direct path, so it
+is kept to a scan of the headers and a few set and dict lookups per request.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+
+import anyio
+from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse
+from starlette.types import Message, Receive, Scope, Send
+
+from ..errors import ConfigurationError
+
+__all__ = [
+    "DEFAULT_BODY_TIMEOUT",
+    "DEFAULT_MAX_BODY",
+    "DEFAULT_MAX_STREAMS_PER_CLIENT",
+    "LOOPBACK_HOSTS",
+    "AdmittedApp",
+    "BodyRefused",
+    "Guard",
+    "StreamKey",
+    "check_limits",
+    "client_host",
+    "normal_origin",
+]
+
+DEFAULT_MAX_BODY = 4 * 1024 * 1024
+"""Bytes of a request body (4 MiB): a run's input, a state update or a store item
+is JSON of a few KiB; 4 MiB leaves room for pasted documents and images."""
+
+DEFAULT_BODY_TIMEOUT = 30.0
+"""Seconds to receive a whole body: 4 MiB at ~1.1 Mbit/s, much longer than any
+honest client takes; a body trickled to hold the connection open is cut off."""
+
+DEFAULT_MAX_STREAMS_PER_CLIENT = 100
+"""Streams (and waits, and joins) one client may have open at once."""
+
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+"""The names a server on this machine answers to by default."""
+
+StreamKey = Callable[[Scope], Hashable]
+"""Who a request counts against for the stream cap (None: not counted)."""
+
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# The long-lived responses: a run's SSE stream, a wait or a join for its end.
+_STREAM_TAILS = ("/stream", "/wait", "/join")
+_JSON = b"application/json"
+_KNOWN_HOSTS = 1024
+_DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+
+
+def client_host(scope: Scope) -> Hashable:
+    """The default stream key: the client's address (None when the server knows none)."""
+    client = scope.get("client")
+    return client[0] if client else None
+
+
+class BodyRefused(HTTPException):
+    """A body past its size or its time (413, 408): raised by the guarded ``receive``.
+
+    An ``HTTPException``, so the app's own handlers answer it wherever the body is
+    read; the guard answers it when nothing did (the stream endpoints' direct path).
+    """
+
+
+AdmittedApp = Callable[[Scope, Receive, Send, bool], Awaitable[None]]
+"""What the guard hands an admitted request to: the app, with the guarded
+``receive`` and whether the request carries an ``Origin``."""
+
+
+class Guard:
+    """The checks and limits of every HTTP request (see the module docstring).
+
+    Body deadlines are kept by :meth:`expire_bodies`, a task of the app's
+    lifespan, rather than by a cancel scope around each ``receive`` (5-10 us
+    per request on the streams' hot path; a registration here is a dict
+    insertion and removal).
+
+    Args:
+        cors_origins: Origins allowed to call from a browser (``*``: any).
+        allowed_hosts: Names the ``Host`` header may give (``*``: any): a name
+            with a port (``example.com:8443``) allows that port only; a name
+            alone, any port.
+        max_body: Bytes a request body may have.
+        body_timeout: Seconds a request body may take to arrive.
+        max_streams_per_client: Streams open at once per key (None: no cap).
+        stream_key: The key of a request (default: the client's address).
+    """
+
+    app: AdmittedApp
+    """Where admitted requests go (set by the app that owns the guard)."""
+
+    def __init__(
+        self,
+        *,
+        cors_origins: Sequence[str],
+        allowed_hosts: Sequence[str],
+        max_body: int,
+        body_timeout: float,
+        max_streams_per_client: int | None,
+        stream_key: StreamKey | None = None,
+    ) -> None:
+        check_limits(max_body, body_timeout, max_streams_per_client)
+        self._any_origin = "*" in cors_origins
+        self._origins = frozenset(normal_origin(o).encode() for o in cors_origins)
+        self._any_host = "*" in allowed_hosts
+        hosts = [h.strip().lower() for h in allowed_hosts]
+        self._names = frozenset(h.encode() for h in hosts if _split_host(h)[1] is None)
+        self._exact = frozenset(h.encode() for h in hosts if _split_host(h)[1] is not None)
+        # Host values seen allowed, as sent: after the first request, one set lookup.
+        self._known: set[bytes] = set(self._exact)
+        self.max_body = max_body
+        self.body_timeout = body_timeout
+        self.max_streams = max_streams_per_client
+        self._key = stream_key or client_host
+        self._open: dict[Hashable, int] = {}
+        # Bodies being read, in the order of their deadlines (one timeout for all).
+        self._reading: dict[_Body, None] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        host = origin = kind = length = chunked = None
+        # One pass over the headers (ASGI names are lower-case).
+        for name, value in scope["headers"]:
+            if name == b"host":
+                host = value
+            elif name == b"origin":
+                origin = value
+            elif name == b"content-type":
+                kind = value
+            elif name == b"content-length":
+                length = value
+            elif name == b"transfer-encoding":
+                chunked = value
+        if host is not None and not self._any_host and host not in self._known:
+            refusal = self._refused_host(host, scope)
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
+        if origin is not None and not self._any_origin and origin not in self._origins:
+            scheme: str = scope.get("scheme", "http")
+            if host is None or origin != scheme.encode() + b"://" + host:
+                detail = (
+                    f"origin {origin.decode('latin-1')!r} may not call this server: allow it "
+                    "with create_app(cors_origins=...) or deepactors serve --cors-origin"
+                )
+                await _refuse(403, detail, None)(scope, receive, send)
+                return
+        takes_body = scope["method"] in _BODY_METHODS
+        if kind is not None and kind != _JSON and takes_body and not _is_json(kind):
+            # Even with an empty body (an empty form still creates a thread). A
+            # missing type is allowed: forms and text/plain fetches (what a page
+            # may send cross-site unasked) always carry one, and any other
+            # browser request carries an Origin, checked above.
+            detail = f"send the body as application/json, not {kind.decode('latin-1')!r}"
+            await _refuse(415, detail, self._cors(origin))(scope, receive, send)
+            return
+        body: _Body | None = None
+        if (length is not None and length != b"0") or chunked is not None:
+            if length is not None:
+                declared = int(length) if length.isdigit() else -1
+                if declared < 0:  # the servers refuse these themselves; never trusted here
+                    await _refuse(400, "bad Content-Length", None)(scope, receive, send)
+                    return
+                if declared > self.max_body:
+                    detail = f"the body is {declared} bytes; the limit is {self.max_body}"
+                    await _refuse(413, detail, self._cors(origin))(scope, receive, send)
+                    return
+            if takes_body:  # (no endpoint reads the body of a GET: left unread)
+                body = _Body(self, scope, receive, send)
+        path: str = scope["path"]
+        if self.max_streams is None or not path.endswith(_STREAM_TAILS):
+            await self._serve(scope, receive, send, origin, body)
+            return
+        key = self._key(scope)
+        if key is None:
+            await self._serve(scope, receive, send, origin, body)
+            return
+        count = self._open.get(key, 0)
+        if count >= self.max_streams:
+            detail = f"this client has {count} streams open, the most it may; close one first"
+            await _refuse(429, detail, self._cors(origin))(scope, receive, send)
+            return
+        self._open[key] = count + 1
+        try:
+            await self._serve(scope, receive, send, origin, body)
+        finally:
+            left = self._open[key] - 1
+            if left:
+                self._open[key] = left
+            else:
+                del self._open[key]
+
+    def open_streams(self, key: Hashable) -> int:
+        """How many streams ``key`` has open now."""
+        return self._open.get(key, 0)
+
+    async def expire_bodies(self) -> None:
+        """Cut off bodies past ``body_timeout``, for as long as it runs (the app's lifespan).
+
+        A request waiting in ``receive`` for the rest of its body is answered
+        408 from here: the server then ends its ``receive`` (a disconnect, since
+        the response is complete), and the app stops. One that is not waiting
+        gets the 408 from its next ``receive``.
+        """
+        async with anyio.create_task_group() as tg:
+            while True:
+                # The clock of the deadlines (a cheaper call than the loop's;
+                # only differences of it are slept).
+                now = time.monotonic()
+                reading = self._reading
+                while reading:
+                    body = next(iter(reading))
+                    if body.deadline > now:
+                        break
+                    del reading[body]
+                    if body.expire():
+                        tg.start_soon(body.answer_timeout)
+                first = next(iter(reading), None)
+                await anyio.sleep(self.body_timeout if first is None else first.deadline - now)
+
+    async def _serve(
+        self, scope: Scope, receive: Receive, send: Send, origin: bytes | None, body: _Body | None
+    ) -> None:
+        if body is None:
+            await self.app(scope, receive, send, origin is not None)
+            return
+        self._reading[body] = None
+        try:
+            await self.app(scope, body, send, origin is not None)
+        except BodyRefused as exc:
+            # Read on the direct path, which turns no error into a response (the
+            # routed one answers through the app's handlers and never gets here).
+            refusal = _refuse(exc.status_code, str(exc.detail), self._cors(origin), exc.headers)
+            await refusal(scope, receive, send)
+        except Exception:
+            if not body.answered:
+                raise
+            # Answered 408 while the app waited for the body: what the app did on
+            # being told the client left (a 500 it could not send) is moot.
+        finally:
+            self._reading.pop(body, None)
+
+    def _refused_host(self, host: bytes, scope: Scope) -> JSONResponse | None:
+        """The answer to a ``Host`` not seen before: None if it is allowed, else a 421."""
+        name, port = _split_host(host.decode("latin-1").lower())
+        if port is None:  # "example.com" is "example.com:80" (http)
+            port = _DEFAULT_PORTS.get(scope.get("scheme", "http"), 80)
+        if name.encode() in self._names or f"{name}:{port}".encode() in self._exact:
+            if len(self._known) < _KNOWN_HOSTS:  # bounded: ports and letter cases vary
+                self._known.add(host)
+            return None
+        detail = (
+            f"this server does not answer to Host {host.decode('latin-1')!r}: name it with "
+            "create_app(allowed_hosts=...) or deepactors serve --allowed-host"
+        )
+        return _refuse(421, detail, None)
+
+    def _cors(self, origin: bytes | None) -> dict[str, str] | None:
+        """CORS headers for a refusal, so a page allowed to call can read why."""
+        if origin is None:
+            return None
+        return {"Access-Control-Allow-Origin": origin.decode("latin-1"), "Vary": "Origin"}
+
+
+_TIMED_OUT = "the body did not arrive in time"
+_CLOSE = {"Connection": "close"}  # what is left of the body is not read
+
+
+class _Body:
+    """A request's ``receive`` that stops its body at ``max_body`` bytes and its deadline.
+
+    Once the body is complete it is the server's ``receive`` again (a response's
+    watcher waits on it for the client to leave, for as long as the run lasts).
+    """
+
+    __slots__ = (
+        "_answered",
+        "_done",
+        "_expired",
+        "_guard",
+        "_left",
+        "_receive",
+        "_scope",
+        "_send",
+        "_waiting",
+        "deadline",
+    )
+
+    def __init__(self, guard: Guard, scope: Scope, receive: Receive, send: Send) -> None:
+        self._guard = guard
+        self._scope = scope
+        self._receive = receive
+        self._send = send
+        self._left = guard.max_body
+        self.deadline = time.monotonic() + guard.body_timeout
+        self._done = self._expired = self._waiting = False
+        self._answered: anyio.Event | None = None
+
+    @property
+    def answered(self) -> bool:
+        """Whether the guard answered this request (408) while it waited for its body."""
+        return self._answered is not None
+
+    async def __call__(self) -> Message:
+        if self._done:
+            return await self._receive()
+        if self._expired:
+            self._done = True
+            raise BodyRefused(408, _TIMED_OUT, headers=_CLOSE)
+        self._waiting = True
+        try:
+            message = await self._receive()
+        finally:
+            self._waiting = False
+        if self._answered is not None:
+            self._done = True
+            await self._answered.wait()  # the 408 is out: this request is over
+            return {"type": "http.disconnect"}
+        if message["type"] != "http.request":
+            self._done = True  # the client left
+            return message
+        self._left -= len(message.get("body", b""))
+        if self._left < 0:
+            self._done = True
+            limit = self._guard.max_body
+            raise BodyRefused(413, f"the body is over the limit of {limit} bytes")
+        if not message.get("more_body", False):
+            self._done = True
+        return message
+
+    def expire(self) -> bool:
+        """Its deadline passed: True if the guard must answer (it waits in ``receive``)."""
+        if self._done:
+            return False
+        self._expired = True
+        if self._waiting:
+            self._answered = anyio.Event()
+            return True
+        return False
+
+    async def answer_timeout(self) -> None:
+        """Answer 408 on the request's behalf (it waits in ``receive``: it sends nothing)."""
+        assert self._answered is not None
+        try:
+            await _refuse(408, _TIMED_OUT, None, _CLOSE)(self._scope, self._receive, self._send)
+        except (OSError, RuntimeError):
+            pass  # the client is gone, or the server closed the exchange itself
+        finally:
+            self._answered.set()
+
+
+def check_limits(max_body: int, body_timeout: float, max_streams: int | None) -> None:
+    """Raise ``ConfigurationError`` for a limit that would refuse everything."""
+    if max_body < 0:
+        raise ConfigurationError(f"max_body must be 0 bytes or more, not {max_body}")
+    if not body_timeout > 0:
+        raise ConfigurationError(f"body_timeout must be more than 0 seconds, not {body_timeout}")
+    if max_streams is not None and max_streams < 1:
+        raise ConfigurationError(
+            f"max_streams_per_client must be at least 1 (None: no cap), not {max_streams}"
+        )
+
+
+def _is_json(kind: bytes) -> bool:
+    return kind.split(b";", 1)[0].strip().lower() == _JSON
+
+
+def normal_origin(origin: str) -> str:
+    """An origin as browsers send it: lower-case, no trailing slash."""
+    return origin.strip().rstrip("/").lower()
+
+
+def _split_host(host: str) -> tuple[str, int | None]:
+    """``name[:port]`` (``[v6]:port`` too) as the name and the port (None: none given)."""
+    if host.startswith("["):
+        end = host.find("]")
+        name, rest = host[: end + 1], host[end + 1 :]
+        port = rest[1:] if rest.startswith(":") else None
+    else:
+        name, colon, port_text = host.rpartition(":")
+        if not colon:
+            return host, None
+        port = port_text
+    if port is None or not port.isdigit():
+        return (name, None) if port is None else (host, None)
+    return name, int(port)
+
+
+def _refuse(
+    status: int,
+    detail: str,
+    cors: Mapping[str, str] | None,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    """The JSON answer ``{"detail": ...}`` the app's other errors have."""
+    return JSONResponse(
+        {"detail": detail}, status_code=status, headers={**(cors or {}), **(headers or {})}
+    )
