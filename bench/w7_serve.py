@@ -22,7 +22,9 @@ The server runs asyncio on uvloop when it is installed, as ``deepactors serve``
 does (uvicorn's ``loop="auto"``); ``W7_UVLOOP=0`` runs plain asyncio. Other
 knobs for experiments: ``W7_PACING`` (seconds, or ``off``), ``W7_GC=default``
 (CPython's collector settings instead of the ``tune_gc`` and ``defer_gc`` that
-``deepactors serve`` sets), ``W7_PROFILE=path``.
+``deepactors serve`` sets), ``W7_PROFILE=path``, ``W7_AUTH=1`` (clients
+authenticate with an API key, ``create_app(auth=api_keys(...))``: what
+authentication adds to each request).
 
 Three sides: the **floor** (a bare ASGI app on the same server and loop that
 parses the request and streams the run's shape, the metadata event at once and
@@ -74,6 +76,10 @@ async def block() -> str:
     """Wait until cancelled (the cross-process cancel measure)."""
     await anyio.sleep_forever()
     return "never"
+
+
+BENCH_KEY = "w7-bench-key-0123456789"
+"""The API key of ``W7_AUTH=1`` runs."""
 
 
 def build_agent(fanout: int) -> Any:
@@ -184,10 +190,18 @@ def serve_process(
     tuned = os.environ.get("W7_GC") != "default"
     app: Any = floor_app
     if not floor:
+        extra: dict[str, Any] = {}
+        if os.environ.get("W7_AUTH") == "1":
+            from deepactors.server.auth import api_keys
+
+            extra["auth"] = api_keys({BENCH_KEY: "bench"})
         app = create_app(
             {"agent": build_agent(fanout)},
             runs_db=runs_db,
             defer_gc=tuned,  # as deepactors serve does
+            # One client address opens every stream: no per-client cap here.
+            max_streams_per_client=None,
+            **extra,
             **({} if pacing is None else {"pacing": None if pacing == "off" else float(pacing)}),
         )
     if tuned:
@@ -280,7 +294,12 @@ async def _over_http(url: str, runs: int, deadline: float) -> dict[str, Any]:
     from langgraph_sdk.client import LangGraphClient
 
     transport = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=None))
-    http = httpx.AsyncClient(base_url=url, transport=transport, timeout=httpx.Timeout(deadline))
+    http = httpx.AsyncClient(
+        base_url=url,
+        transport=transport,
+        timeout=httpx.Timeout(deadline),
+        headers={"x-api-key": BENCH_KEY} if os.environ.get("W7_AUTH") == "1" else None,
+    )
     times = StreamTimes()
 
     async def one() -> None:
@@ -338,7 +357,8 @@ def _stream_request(host: str, port: int) -> bytes:
     head = (
         f"POST /runs/stream HTTP/1.1\r\nHost: {host}:{port}\r\n"
         "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
-        f"Connection: close\r\nContent-Length: {len(body)}\r\n\r\n"
+        + (f"Authorization: Bearer {BENCH_KEY}\r\n" if os.environ.get("W7_AUTH") == "1" else "")
+        + f"Connection: close\r\nContent-Length: {len(body)}\r\n\r\n"
     )
     return head.encode() + body
 

@@ -126,6 +126,7 @@ def _serve(args: argparse.Namespace) -> int:
         cors_origins=tuple(args.cors_origin),
         allowed_hosts=tuple(args.allowed_host),
         insecure=args.insecure,
+        auth=args.auth,
         # Not given: ServeOptions' defaults (not imported to build the parser:
         # the server's modules would slow every command's start).
         **{name: getattr(args, name) for name in _LIMITS if getattr(args, name) is not None},
@@ -251,6 +252,13 @@ def _serve_safety_options(serve: argparse.ArgumentParser) -> None:
         metavar="N",
         help="streams, waits and joins one client address may have open at once "
         "(default: 100; 0: no cap)",
+    )
+    serve.add_argument(
+        "--auth",
+        metavar="SPEC",
+        help="authenticate clients: keys-file:PATH (API keys, 'key user' lines or JSON), "
+        "keys-env:VAR (key=user,...), or module:attribute naming an Auth "
+        "(deepactors.server.auth, e.g. jwt_bearer); threads are then each user's own",
     )
     serve.add_argument(
         "--insecure",

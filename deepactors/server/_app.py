@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -23,6 +23,7 @@ from ..actors import open_runtime
 from ..agent import DeepAgent
 from ..errors import ConfigurationError, DeepActorsError, InputError
 from ..persistence import Checkpointer, MemoryCheckpointer, Store
+from ._authz import CALLER, IDENTITY_KEY, OPEN_PATHS, authenticate
 from ._guard import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_MAX_BODY,
@@ -35,10 +36,11 @@ from ._guard import (
 from ._misc_api import misc_routes
 from ._records import AssistantRecord
 from ._relay import LocalRelay, RunRelay
-from ._responses import error_response
+from ._responses import auth_error_response, error_response
 from ._runs import RunManager
 from ._runs_api import run_routes, serve_stream, stream_target
 from ._threads_api import thread_routes
+from .auth import Auth, AuthError
 
 __all__ = ["create_app"]
 
@@ -57,6 +59,7 @@ def create_app(
     body_timeout: float = DEFAULT_BODY_TIMEOUT,
     max_streams_per_client: int | None = DEFAULT_MAX_STREAMS_PER_CLIENT,
     stream_key: StreamKey | None = None,
+    auth: Auth | None = None,
     runs_db: str | None = None,
     pacing: float | None = DEFAULT_QUANTUM,
     defer_gc: bool = False,
@@ -92,7 +95,13 @@ def create_app(
             open at once (429 past it); None: no cap.
         stream_key: Who a request counts against for that cap, from its ASGI
             scope (None: not counted); default: the client's address. Behind a
-            proxy every client has the proxy's address: key by identity.
+            proxy every client has the proxy's address: key by identity
+            (the default with ``auth``).
+        auth: Who may call, and what each caller may touch (see
+            :mod:`deepactors.server.auth`): every request but the health check
+            is authenticated first (401 otherwise), and threads, runs and store
+            namespaces are their owner's. None: no authentication, for a server
+            on 127.0.0.1 that only its own user reaches.
         runs_db: A PostgreSQL DSN through which several server processes share
             their runs: a run created through one can be found, joined,
             streamed and cancelled through any other. None: runs are this
@@ -120,6 +129,10 @@ def create_app(
     if isinstance(cors_origins, str) or isinstance(allowed_hosts, str):
         raise ConfigurationError("cors_origins and allowed_hosts are sequences of strings")
     origins = [normal_origin(o) for o in cors_origins]
+    if auth is not None and not isinstance(auth, Auth):
+        raise ConfigurationError(f"auth: a deepactors.server.auth.Auth, not {auth!r}")
+    if auth is not None and stream_key is None:
+        stream_key = _identity_key
     guard = Guard(
         cors_origins=origins,
         allowed_hosts=allowed_hosts,
@@ -180,6 +193,7 @@ def create_app(
     ]
     app = _AgentApp(
         guard,
+        auth,
         # Starlette tries routes in order: the runs' (the hot paths) first.
         routes=[*run_routes, *thread_routes, *misc_routes],
         lifespan=lifespan,
@@ -209,17 +223,35 @@ class _AgentApp(Starlette):
     Origin, body type, size and time, streams per client).
     """
 
-    def __init__(self, guard: Guard, **kwargs: Any) -> None:
+    def __init__(self, guard: Guard, auth: Auth | None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._as_built = (list(self.user_middleware), dict(self.exception_handlers))
         self.guard = guard
+        self.auth = auth
         guard.app = self.dispatch
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        auth = self.auth
+        # A CORS preflight carries no credentials (browsers never send them).
+        if auth is None or scope["path"] in OPEN_PATHS or scope["method"] == "OPTIONS":
             await self.guard(scope, receive, send)
             return
-        await super().__call__(scope, receive, send)
+        try:
+            identity = await authenticate(auth, scope)
+        except AuthError as exc:
+            await auth_error_response(exc)(scope, receive, send)
+            return
+        scope[IDENTITY_KEY] = identity
+        # Set for this request's task (and the tasks it starts): every lookup
+        # of the run manager reads it, so no endpoint can forget to check.
+        token = CALLER.set((auth, identity))
+        try:
+            await self.guard(scope, receive, send)
+        finally:
+            CALLER.reset(token)
 
     async def dispatch(self, scope: Scope, receive: Receive, send: Send, origin: bool) -> None:
         """Serve an HTTP request the guard admitted (``origin``: it carries one)."""
@@ -235,6 +267,11 @@ class _AgentApp(Starlette):
             await serve_stream(manager, thread_id, scope, receive, send)
             return
         await super().__call__(scope, receive, send)
+
+
+def _identity_key(scope: Scope) -> Hashable:
+    identity = scope.get(IDENTITY_KEY)
+    return None if identity is None else identity.id
 
 
 async def _expire_bodies(guard: Guard, scope: anyio.CancelScope) -> None:

@@ -20,6 +20,7 @@ from .auth import Action, Auth, AuthError, AuthRequest, Identity, Resource, Rule
 
 __all__ = [
     "CALLER",
+    "IDENTITY_KEY",
     "OPEN_PATHS",
     "OWNER_KEY",
     "authenticate",
@@ -37,6 +38,9 @@ CALLER: contextvars.ContextVar[tuple[Auth, Identity] | None] = contextvars.Conte
 )
 """The request's auth and identity; None when the server has no auth (or for
 the server's own work)."""
+
+IDENTITY_KEY = "deepactors.identity"
+"""Where the request's identity is kept in its ASGI scope."""
 
 OWNER_KEY = "owner"
 """The thread metadata key naming its owner (as LangGraph's server keeps it)."""

@@ -35,12 +35,14 @@ from ._guard import (
     check_limits,
 )
 from ._uvicorn_http import HeadTimeoutProtocol
+from .auth import load_auth
 
 __all__ = ["ServeOptions", "load_agents", "serve", "tune_gc"]
 
 _TARGET_ENV = "DEEPACTORS_SERVE_TARGET"
 _DB_ENV = "DEEPACTORS_SERVE_DB"
 _RUNS_DB_ENV = "DEEPACTORS_SERVE_RUNS_DB"
+_AUTH_ENV = "DEEPACTORS_SERVE_AUTH"
 _LIMITS_ENV = "DEEPACTORS_SERVE_LIMITS"
 GRACEFUL_SECONDS = 3.0
 """How long open streams may run on at shutdown before their runs are cancelled."""
@@ -203,10 +205,12 @@ def build_app(
     db: str | None,
     runs_db: str | None = None,
     limits: Mapping[str, Any] | None = None,
+    auth: str | None = None,
 ) -> Starlette:
     """The app ``serve`` runs: the agents, with threads and store in ``db`` when
     given, runs shared through ``runs_db`` (PostgreSQL) when given, and
-    ``create_app``'s checks and ``limits`` (:meth:`ServeOptions.app_limits`)."""
+    ``create_app``'s checks and ``limits`` (:meth:`ServeOptions.app_limits`),
+    clients authenticated by ``auth`` (see :func:`~deepactors.server.auth.load_auth`)."""
     agents = load_agents(target)
     checkpointer, store = persistence_for(db) if db is not None else (None, None)
     # A process that only serves: collections deferred while runs are in
@@ -217,6 +221,7 @@ def build_app(
         store=store,
         runs_db=runs_db,
         defer_gc=True,
+        auth=None if auth is None else load_auth(auth),
         **(limits or {}),
     )
 
@@ -229,6 +234,7 @@ def worker_app() -> Starlette:
         os.environ.get(_DB_ENV) or None,
         os.environ.get(_RUNS_DB_ENV) or None,
         json.loads(limits) if limits else None,
+        os.environ.get(_AUTH_ENV) or None,
     )
     tune_gc()
     return app
@@ -294,7 +300,9 @@ def serve(options: ServeOptions) -> None:
     if options.workers > 1:
         _serve_workers(options)
         return
-    app = build_app(options.target, options.db, options.shared_runs, options.app_limits())
+    app = build_app(
+        options.target, options.db, options.shared_runs, options.app_limits(), options.auth
+    )
     tune_gc()
     if options.loop == "trio":
         _serve_trio(app, options)
@@ -368,10 +376,13 @@ def _serve_workers(options: ServeOptions) -> None:
             "--workers > 1 shares runs through PostgreSQL: give --db postgresql://... "
             "(or --runs-db postgresql://...)"
         )
+    if options.auth is not None:
+        load_auth(options.auth)  # a bad --auth fails here, not in every worker
     os.environ[_TARGET_ENV] = options.target or ""
     os.environ[_DB_ENV] = options.db
     os.environ[_RUNS_DB_ENV] = options.shared_runs
     os.environ[_LIMITS_ENV] = json.dumps(options.app_limits())
+    os.environ[_AUTH_ENV] = options.auth or ""
     if options.loop == "trio":
         config = _hypercorn_config(options)
         config.workers = options.workers

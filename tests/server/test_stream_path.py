@@ -37,7 +37,9 @@ def _events(text: str) -> list[str]:
 
 
 def test_direct_and_routed_answers_are_the_same(serve: Serve) -> None:
-    served = serve(create_app({"echo": blocking_agent(Probe())}))
+    # An allowed origin takes the routed way (CORS); none takes the direct one.
+    app = create_app({"echo": blocking_agent(Probe())}, cors_origins=(ORIGIN["Origin"],))
+    served = serve(app)
     thread_id = served.client().threads.create()["thread_id"]
     cases: list[tuple[str, Any, int, str]] = [
         ("/runs/stream", b"{not json", 422, "not valid JSON"),
@@ -64,7 +66,7 @@ def test_direct_and_routed_answers_are_the_same(serve: Serve) -> None:
             assert direct.status_code == routed.status_code == status, (path, direct.text)
             assert direct.json() == routed.json(), path
             assert words in direct.json()["detail"], (path, direct.json())
-            assert "access-control-allow-origin" in routed.headers
+            assert routed.headers["access-control-allow-origin"] == ORIGIN["Origin"]
             assert "access-control-allow-origin" not in direct.headers
         for path in ("/runs/stream", f"/threads/{thread_id}/runs/stream"):
             body = {"assistant_id": "echo", "input": USER, "stream_mode": "values"}
@@ -76,7 +78,7 @@ def test_direct_and_routed_answers_are_the_same(serve: Serve) -> None:
                 assert _events(response.text)[0] == "metadata"
                 assert "error" not in _events(response.text)
                 assert "echo: go" in response.text
-            assert routed.headers["access-control-allow-origin"] == "*"
+            assert routed.headers["access-control-allow-origin"] == ORIGIN["Origin"]
         # A path that only looks like the endpoint is the router's (404).
         assert http.post("/threads/a/b/runs/stream", json={"assistant_id": "echo"}).status_code == (
             404
