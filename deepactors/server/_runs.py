@@ -43,7 +43,7 @@ from starlette.exceptions import HTTPException
 from ..actors import RunInput, Runtime, ThreadHandle
 from ..errors import DeepActorsError
 from ..events import Event
-from ._authz import caller, may_thread
+from ._authz import CALLER, OWNER_KEY, caller, may_thread
 from ._records import AssistantRecord, RunRecord, Subscriber, ThreadRecord, new_uuid
 from ._relay import LocalRelay, RunRelay
 from ._run_driver import RunDriver
@@ -116,6 +116,10 @@ class RunManager(RunDriver):
         """A known thread, or one whose state the checkpointer holds, whoever owns it."""
         found = self.threads.get(thread_id)
         if found is not None:
+            if CALLER.get() is not None and OWNER_KEY not in found.metadata and self.relay.shared:
+                # Known from the checkpointer alone (after a restart): its owner
+                # is in the shared runs database, with the rest of its metadata.
+                await self._shared.adopt_thread(thread_id)
             return found
         for assistant in self.assistants.values():
             agent = assistant.agent
