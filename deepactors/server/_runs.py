@@ -133,6 +133,10 @@ class RunManager(RunDriver):
                     updated_at=records[-1].created_at,
                 )
                 self.threads[thread_id] = found
+                if self.relay.shared:
+                    # Made or run by another process: its metadata (its owner
+                    # among it) is in the shared runs database.
+                    await self._shared.adopt_thread(thread_id)
                 await self.refresh(found)
                 return found
         if self.relay.shared and await self._shared.adopt_thread(thread_id):
