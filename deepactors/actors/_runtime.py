@@ -21,7 +21,7 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .._core.pacing import DEFAULT_QUANTUM, Pacer
-from ..errors import InputError, RuntimeClosed
+from ..errors import RuntimeClosed
 from ..events import Event
 from ..persistence import ThreadInfo
 from ._actor import (
@@ -37,7 +37,7 @@ from ._actor import (
 )
 from ._handle import ThreadHandle, new_handle
 from ._heap import deferred_collections, frozen_heap, run_in_progress
-from ._spec import AgentSpec, HasSpec, RunInput
+from ._spec import AgentSpec, HasSpec, RunInput, check_thread
 
 __all__ = [
     "ActorStatistics",
@@ -109,8 +109,7 @@ class Runtime:
         Raises:
             InputError: ``thread_id`` is not a non-empty string.
         """
-        if not isinstance(thread_id, str) or not thread_id:
-            raise InputError(f"thread_id must be a non-empty string, not {thread_id!r}")
+        check_thread(thread_id)
         return new_handle(self, agent.spec, thread_id)
 
     async def start(

@@ -31,6 +31,7 @@ from ..hooks import (
     overrides,
 )
 from ..models import ChatModel
+from ..persistence import check_thread_id
 from ..state import Channel, State, validate_input
 from ..tools import Command, Tool
 from ._model_call import call_model
@@ -40,7 +41,15 @@ if TYPE_CHECKING:
     from ..backends import Backend
     from ..persistence import Checkpointer, Store
 
-__all__ = ["AgentSpec", "HasSpec", "Hook", "RunInput", "check_context", "prepare_input"]
+__all__ = [
+    "AgentSpec",
+    "HasSpec",
+    "Hook",
+    "RunInput",
+    "check_context",
+    "check_thread",
+    "prepare_input",
+]
 
 Hook = Callable[[State, RunContext], Awaitable[HookResult]]
 
@@ -195,6 +204,21 @@ def prepare_input(
     return replace(run_input, context=check_context(spec, context), budget=budget)
 
 
+def check_thread(thread_id: object) -> None:
+    """Refuse a thread id no checkpointer can store, before anything runs.
+
+    Raises:
+        InputError: Not a non-empty string, or it holds a lone surrogate
+            (``'\\ud800'``: no database can store it as text).
+    """
+    if not isinstance(thread_id, str) or not thread_id:
+        raise InputError(f"thread_id must be a non-empty string, not {thread_id!r}")
+    try:
+        check_thread_id(thread_id)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"thread_id {thread_id!r}: {exc}") from None
+
+
 def check_context(spec: AgentSpec, context: object) -> Any:
     """A run's ``context=`` as the agent's hooks and tools will see it.
 
@@ -223,8 +247,8 @@ def check_context(spec: AgentSpec, context: object) -> Any:
 
 
 def _prepare_values(spec: AgentSpec, input: object, thread_id: str | None) -> RunInput:
-    if thread_id is not None and (not isinstance(thread_id, str) or not thread_id):
-        raise InputError(f"thread_id must be a non-empty string, not {thread_id!r}")
+    if thread_id is not None:
+        check_thread(thread_id)
     if spec.checkpointer is not None and thread_id is None:
         raise InputError(
             "this agent has a checkpointer: pass thread_id= to say which thread to save"

@@ -20,6 +20,7 @@ from ._checkpoint import CheckpointRecord as CheckpointRecord
 from ._checkpoint import CheckpointWrite as CheckpointWrite
 from ._checkpoint import MemoryCheckpointer as MemoryCheckpointer
 from ._checkpoint import ThreadInfo as ThreadInfo
+from ._checkpoint import check_thread_id as check_thread_id
 from ._lease import ThreadLease as ThreadLease
 from ._lease import WhenBusy as WhenBusy
 from ._open import is_postgres_url as is_postgres_url
@@ -66,6 +67,7 @@ __all__ = [
     "ThreadInfo",
     "ThreadLease",
     "WhenBusy",
+    "check_thread_id",
     "is_postgres_url",
     "open_checkpointer",
     "open_store",

@@ -267,3 +267,15 @@ def test_nothing_outside_the_runtime_and_storage_touches_thread_records() -> Non
             ):
                 found.append(f"{path.relative_to(root)}:{node.lineno}: {target}.{name}()")
     assert not found, "\n".join(found)
+
+
+async def test_a_thread_id_no_database_can_store_is_bad_input(
+    make_checkpointer: Callable[..., Checkpointer],
+) -> None:
+    async with make_checkpointer() as cp:
+        agent = create_deep_agent(FunctionModel(echo), checkpointer=cp)
+        with pytest.raises(InputError, match="surrogate"):
+            await agent.ainvoke("x", thread_id="\ud800")
+        async with open_runtime() as rt:
+            with pytest.raises(InputError, match="surrogate"):
+                rt.thread(agent, "a\udfffb")
