@@ -16,22 +16,36 @@ A missing or broken front matter, or a missing ``name`` or ``description``, make
 the skill unusable (it is skipped, with the reason). Lesser faults (a name that
 does not match its folder, an over-long description) are fixed or accepted and
 reported as warnings, as deepagents does.
+
+The front matter is bounded before and while it is parsed, since the agent can
+write skill files itself and one bad file must not break every later run of a
+thread: at most :data:`MAX_FRONT_MATTER_CHARS` characters, nested at most
+:data:`MAX_FRONT_MATTER_DEPTH` levels, at most :data:`MAX_FRONT_MATTER_NODES`
+values with every alias counted as a copy of its anchor (so a "billion laughs"
+alias bomb is refused), and parsed within :data:`MAX_PARSE_SECONDS`. A file over
+any of them is skipped with the reason, like any other broken file.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import anyio.to_thread
 import yaml
+from yaml.nodes import Node
 
 __all__ = [
     "MAX_COMPATIBILITY",
     "MAX_DESCRIPTION",
+    "MAX_FRONT_MATTER_CHARS",
+    "MAX_FRONT_MATTER_DEPTH",
     "MAX_FRONT_MATTER_LINES",
+    "MAX_FRONT_MATTER_NODES",
     "MAX_NAME",
+    "MAX_PARSE_SECONDS",
     "Parsed",
     "Skill",
     "parse_skill",
@@ -43,8 +57,92 @@ MAX_COMPATIBILITY = 500
 MAX_FRONT_MATTER_LINES = 500
 """The closing ``---`` must come within this many lines (only these are read)."""
 
+MAX_FRONT_MATTER_CHARS = 128 * 1024
+"""Larger front matter is refused unparsed.
+
+The fields it may hold come to a few KiB (name, description, compatibility, a
+little metadata); this leaves room for generous metadata while keeping the
+pure-Python YAML parse of the largest allowed block well under a second.
+"""
+
+MAX_FRONT_MATTER_DEPTH = 32
+"""Collections nested deeper than this are refused while parsing.
+
+PyYAML composes nested collections by recursion, so a few thousand ``[`` would
+exhaust Python's stack; the check stops long before. Real front matter nests two
+or three levels (``metadata: {owner: x}``).
+"""
+
+MAX_FRONT_MATTER_NODES = 10_000
+"""At most this many values, an alias counting as every value of its anchor.
+
+Aliases make each reference share the anchor's object, so a few lines of
+anchors and aliases ("billion laughs") stand for billions of values: cheap to
+load, ruinous for anything that walks or prints them.
+"""
+
+MAX_PARSE_SECONDS = 5.0
+"""A parse still running after this long gives up (checked at every value)."""
+
 _NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-_THREAD_CHARS = 64 * 1024  # parse bigger front matter in a worker thread, off the loop
+_THREAD_CHARS = 16 * 1024  # parse bigger front matter in a worker thread, off the loop
+
+
+class _TooComplex(yaml.YAMLError):
+    """The front matter is over a parse bound (its message says which)."""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader with depth, size (aliases expanded) and time bounds."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._nodes = 0
+        self._deadline = time.monotonic() + MAX_PARSE_SECONDS
+        # Values under each anchored node, aliases expanded: what one alias to it costs.
+        self._weight: dict[int, int] = {}
+
+    def compose_node(self, parent: Node | None, index: int) -> Node | None:
+        """Compose one node, counting it (an alias as its anchor's whole tree)."""
+        if self.check_event(yaml.AliasEvent):
+            alias = super().compose_node(parent, index)
+            # An alias to an anchor still being composed (a recursive one) counts once.
+            self._count(self._weight.get(id(alias), 1))
+            return alias
+        if self._depth >= MAX_FRONT_MATTER_DEPTH:
+            raise _TooComplex(f"the front matter nests deeper than {MAX_FRONT_MATTER_DEPTH} levels")
+        # The stubs leave peek_event untyped; every event it can return here has .anchor.
+        anchored = self.peek_event().anchor is not None  # type: ignore[no-untyped-call]
+        before = self._nodes
+        self._depth += 1
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        self._count(1)
+        if anchored and node is not None:
+            self._weight[id(node)] = self._nodes - before
+        return node
+
+    def _count(self, nodes: int) -> None:
+        self._nodes += nodes
+        if self._nodes > MAX_FRONT_MATTER_NODES:
+            raise _TooComplex(
+                f"the front matter holds over {MAX_FRONT_MATTER_NODES} values "
+                "(aliases counted as copies of their anchors)"
+            )
+        if time.monotonic() > self._deadline:
+            raise _TooComplex(f"parsing the front matter took over {MAX_PARSE_SECONDS} s")
+
+
+def _load(text: str) -> object:
+    """Parse YAML text within the bounds (raises :class:`yaml.YAMLError` past one)."""
+    loader = _BoundedLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,7 +190,19 @@ async def parse_skill(lines: Sequence[str], *, path: str, folder: str, source: s
     """
     if not lines or lines[0].strip() != "---":
         return Parsed(skill=None, problem="no YAML front matter: the file must start with '---'")
-    end = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), None)
+    end, size = None, 0
+    for i in range(1, len(lines)):
+        if lines[i].strip() == "---":
+            end = i
+            break
+        size += len(lines[i]) + 1
+        if size > MAX_FRONT_MATTER_CHARS:
+            return Parsed(
+                skill=None,
+                problem=(
+                    f"the front matter is over the limit of {MAX_FRONT_MATTER_CHARS} characters"
+                ),
+            )
     if end is None:
         return Parsed(
             skill=None,
@@ -104,12 +214,17 @@ async def parse_skill(lines: Sequence[str], *, path: str, folder: str, source: s
     text = "\n".join(lines[1:end])
     try:
         if len(text) < _THREAD_CHARS:
-            data = yaml.safe_load(text)
+            data = _load(text)
         else:
-            data = await anyio.to_thread.run_sync(yaml.safe_load, text)
+            data = await anyio.to_thread.run_sync(_load, text)
+    except _TooComplex as exc:
+        return Parsed(skill=None, problem=str(exc))
     except yaml.YAMLError as exc:
         problem = " ".join(str(exc).split())
         return Parsed(skill=None, problem=f"invalid YAML in the front matter: {problem}")
+    except (RecursionError, MemoryError) as exc:
+        # The bounds should stop any file first; this keeps a file they miss a skip.
+        return Parsed(skill=None, problem=f"the front matter is too complex to parse ({exc!r})")
     if not isinstance(data, Mapping):
         return Parsed(skill=None, problem="the front matter must be a mapping of fields")
     return _fields(data, path=path, folder=folder, source=source)
