@@ -58,8 +58,9 @@ class SkillsMiddleware(AgentMiddleware):
     Before each model call the sources are listed again (one ``glob`` per
     source) and a file is parsed again only when its version changed, so a skill
     the agent writes or edits is listed on its very next call. A skill that
-    cannot be used (no or broken YAML front matter, a missing ``name`` or
-    ``description``, a file over ``max_file_bytes``) is skipped with a
+    cannot be used (no or broken YAML front matter, front matter over the parse
+    bounds of :mod:`._skill_parse` (size, nesting, aliases, time), a missing
+    ``name`` or ``description``, a file over ``max_file_bytes``) is skipped with a
     :class:`~deepactors.events.SkillSkipped` event and a log line naming the file
     and the reason, once per version of the file; the others still load.
 
