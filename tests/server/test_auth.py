@@ -66,10 +66,10 @@ def keyed_auth() -> Auth:
 
 
 @pytest.fixture
-def served(serve: Callable[..., Served]) -> Iterator[tuple[Served, Calls]]:
+def served(serve: Callable[..., Served]) -> tuple[Served, Calls]:
     calls = Calls()
     app = create_app(whoami_agent(calls), store=MemoryStore(), auth=keyed_auth())
-    yield serve(app), calls
+    return serve(app), calls
 
 
 def client(served: Served, key: str) -> SyncLangGraphClient:
@@ -164,9 +164,7 @@ def test_a_streamed_run_acts_for_its_caller(served: tuple[Served, Calls]) -> Non
     server, _ = served
     alice = client(server, ALICE)
     parts = list(
-        alice.runs.stream(
-            None, "agent", input={"messages": [{"role": "user", "content": "hi"}]}
-        )
+        alice.runs.stream(None, "agent", input={"messages": [{"role": "user", "content": "hi"}]})
     )
     assert "acting for alice" in json.dumps([p.data for p in parts])
 
