@@ -9,8 +9,11 @@ past checkpoint) are refused with a 422 that names them, never ignored.
 from __future__ import annotations
 
 import json
+import math
+import re
 from typing import Any, Literal, TypeVar
 
+import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -33,6 +36,14 @@ __all__ = [
 ]
 
 Body = TypeVar("Body", bound=BaseModel)
+
+# Bytes that may hold a number pydantic-core reads as a non-finite float: the
+# NaN/Infinity literals (which it accepts, as Python's json does) or a number too
+# large for a float (an exponent of 100 or more, or 200+ integer digits, since
+# 10**(209 + 99) is the smallest that overflows with a two-digit exponent). A
+# superset (it also matches inside strings): a match only triggers the exact
+# check, so the common body is scanned once at C speed and not walked.
+_MAYBE_NON_FINITE = re.compile(rb"NaN|Infinity|[eE][+-]?0*[1-9][0-9]{2}|[0-9]{200}")
 
 
 class _Body(BaseModel):
@@ -219,6 +230,8 @@ def parse_body(raw: bytes, model: type[Body]) -> Body:
     Raises:
         HTTPException: 422, naming the field, when the body is not such a model.
     """
+    if _MAYBE_NON_FINITE.search(raw):
+        _refuse_non_finite(raw)
     try:
         if not raw.strip():
             return model.model_validate({})
@@ -236,6 +249,37 @@ def parse_body(raw: bytes, model: type[Body]) -> Body:
                 kind = "JSON"
             raise HTTPException(422, f"body: must be a JSON object, not {kind}") from None
         raise HTTPException(422, validation_detail(exc)) from None
+
+
+def _refuse_non_finite(raw: bytes) -> None:
+    """Raise a 422 naming the first non-finite number in ``raw``, if there is one.
+
+    pydantic's ``allow_inf_nan=False`` covers only ``float`` fields, not the
+    ``Any`` values of metadata, input or store items, where a NaN got through to
+    be stored and then broke every response that held it (JSON has no NaN).
+    """
+    try:
+        data = pydantic_core.from_json(raw)
+    except ValueError:
+        return  # not JSON: validation says so, with its own message
+    stack: list[tuple[Any, str]] = [(data, "")]
+    while stack:
+        node, at = stack.pop()
+        if isinstance(node, float):
+            if not math.isfinite(node):
+                raise HTTPException(
+                    422,
+                    f"{at or 'body'}: {node} is not a finite number (JSON has no NaN or Infinity)",
+                )
+            continue
+        if isinstance(node, dict):
+            items: Any = node.items()
+        elif isinstance(node, list):
+            items = enumerate(node)
+        else:
+            continue
+        # Reversed, so the first one in the body is the one named.
+        stack.extend(reversed([(v, f"{at}.{k}" if at else str(k)) for k, v in items]))
 
 
 def validation_detail(exc: ValidationError) -> str:
