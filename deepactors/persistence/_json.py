@@ -32,6 +32,9 @@ __all__ = ["check_text", "decode_object", "encode_object"]
 # Compact separators and raw UTF-8: the stored size is the JSON size. One shared
 # encoder, because json.dumps with non-default options builds a new one per call.
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+# Strict JSON for what other programs read back (store items, served over HTTP):
+# NaN and Infinity are no JSON, and a client's parser would fail on them.
+_encode_finite = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
@@ -52,12 +55,14 @@ def check_text(text: str, *, what: str) -> str:
     return text
 
 
-def encode_object(value: object, *, what: str) -> str:
+def encode_object(value: object, *, what: str, finite: bool = False) -> str:
     """Encode a JSON-compatible dict as the compact text that is stored.
 
     Args:
         value: The dict.
         what: What it is, for error messages (``"checkpoint data"``).
+        finite: Refuse NaN and Infinity (a ``ValueError``): for values other
+            programs read as JSON.
 
     Raises:
         TypeError: ``value`` is not a dict, holds a non-string key, or holds a
@@ -68,7 +73,7 @@ def encode_object(value: object, *, what: str) -> str:
     if not isinstance(value, dict):
         raise TypeError(f"{what} must be a dict (a JSON object), not {type(value).__name__}")
     try:
-        text = _encode(value)
+        text = (_encode_finite if finite else _encode)(value)
     except TypeError as exc:
         raise TypeError(f"{what} is not JSON-compatible: {exc}") from exc
     except ValueError as exc:

@@ -131,7 +131,9 @@ def check_key(key: str, *, what: str = "a store key") -> str:
 
 def encode_value(key: str, value: object) -> str:
     """The stored text of a value, checked as :meth:`Store.put` promises."""
-    return encode_object(value, what=f"the store value for key {key!r}")
+    # Strict JSON: items are served to clients (GET /store/items) that could
+    # not parse NaN or Infinity.
+    return encode_object(value, what=f"the store value for key {key!r}", finite=True)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
