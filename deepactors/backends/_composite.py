@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import anyio.to_thread
 
 from deepactors.backends._glob import strip_mount
+from deepactors.backends._links import Resolved, resolve_links
 from deepactors.backends._paths import is_under, join, normalize_path, path_key, relative_to
 from deepactors.backends._protocol import (
     DEFAULT_MAX_MATCHES,
@@ -21,7 +23,7 @@ from deepactors.backends._protocol import (
     ReadWindow,
     WriteResult,
 )
-from deepactors.errors import FileNotFound, InvalidPath
+from deepactors.errors import ConfigurationError, FileNotFound, InvalidPath
 
 if TYPE_CHECKING:
     from deepactors.state import State
@@ -32,6 +34,28 @@ __all__ = ["CompositeBackend"]
 async def _strip_mount(pattern: str, mount: str) -> list[str]:
     # A model's pattern is matched in a worker thread, never on the loop.
     return await anyio.to_thread.run_sync(strip_mount, pattern, tuple(mount.split("/")))
+
+
+def _refuse_shell_overlap(default: Backend, mounts: Mapping[str, Backend]) -> None:
+    """Refuse a route whose folder a command-running backend of the composite can reach."""
+    shells = [b for b in (default, *mounts.values()) if b.can_execute and _root(b)]
+    for mount, backend in mounts.items():
+        root = _root(backend)
+        for shell in shells:
+            top = _root(shell)
+            if shell is backend or not root or not top:
+                continue
+            if root == top or root.startswith(top.rstrip(os.sep) + os.sep):
+                raise ConfigurationError(
+                    f"route {mount!r} holds files in {root}, inside the root {top} of "
+                    f"{shell!r}, whose commands could read and change them around any "
+                    "permission on the route; mount a folder outside that root"
+                )
+
+
+def _root(backend: Backend) -> str | None:
+    root = getattr(backend, "root", None)
+    return os.path.normpath(root) if isinstance(root, str) else None
 
 
 class CompositeBackend:
@@ -53,6 +77,10 @@ class CompositeBackend:
 
     Raises:
         InvalidPath: A route prefix that is malformed or is ``/``.
+        ConfigurationError: A route's folder lies inside the root of a backend
+            here that runs commands (a ``LocalShellBackend``): its commands
+            would reach the route's files around any rule about the route.
+            Compared on the folders as given (no disk access here).
     """
 
     def __init__(self, default: Backend, routes: Mapping[str, Backend]) -> None:
@@ -63,6 +91,7 @@ class CompositeBackend:
             if mount == "/":
                 raise InvalidPath("a route cannot be mounted at '/'; use it as the default")
             mounts[mount] = backend
+        _refuse_shell_overlap(default, mounts)
         # Longest first, so the first prefix that matches is the longest one.
         self.routes: dict[str, Backend] = dict(
             sorted(mounts.items(), key=lambda kv: len(kv[0]), reverse=True)
@@ -108,6 +137,19 @@ class CompositeBackend:
 
     def _info(self, mount: str, info: FileInfo) -> FileInfo:
         return dataclasses.replace(info, path=self._outer(mount, info.path))
+
+    async def resolve_links(self, paths: Sequence[str]) -> list[Resolved]:
+        """Where each path leads, asked of the backend serving it (one call per backend)."""
+        routed = [self._route(normalize_path(p)) for p in paths]
+        out = [Resolved(p) for p in paths]
+        groups: dict[str, list[int]] = {}
+        for i, (_, mount, _) in enumerate(routed):
+            groups.setdefault(mount, []).append(i)
+        for mount, indexes in groups.items():
+            found = await resolve_links(routed[indexes[0]][0], [routed[i][2] for i in indexes])
+            for i, r in zip(indexes, found, strict=True):
+                out[i] = Resolved(self._outer(mount, r.real), r.shared)
+        return out
 
     async def ls(self, path: str = "/") -> list[FileInfo]:
         """See :meth:`Backend.ls`."""

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 from deepactors.errors import BackendError, PathOutsideRoot
 
+from ._links import check_shared, symlink_refused
+
 __all__ = ["DIR_FLAGS", "FILE_FLAGS", "Anchor", "Target", "open_anchor"]
 
 MAX_SYMLINKS = 40
@@ -163,7 +165,10 @@ class Anchor:
                         stack.append(fd)
                         resolved.append(name)
                         continue
-                # ``name`` is a symlink: expand it here, never in the kernel.
+                # ``name`` is a symlink: expand it here, never in the kernel (or
+                # refuse it: the permission layer checked a path without links).
+                if (refused := symlink_refused(path)) is not None:
+                    raise refused
                 hops += 1
                 if hops > MAX_SYMLINKS:
                     raise BackendError(f"{path}: too many levels of symbolic links", path=path)
@@ -206,7 +211,9 @@ class Anchor:
                             continue  # swapped for a symlink since the walk: walk again
                         raise
             try:
-                return fd, os.fstat(fd)
+                st = os.fstat(fd)
+                check_shared(st, path)
+                return fd, st
             except BaseException:
                 os.close(fd)
                 raise

@@ -9,7 +9,7 @@ import secrets
 import shutil
 import stat as stat_module
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 import anyio.to_thread
@@ -43,6 +43,7 @@ from ._grep import (
     grep_with_ripgrep,
     host_mapper,
 )
+from ._links import Resolved, real_paths
 from ._paths import join, normalize_path, path_key, relative_to
 from ._protocol import (
     DEFAULT_MAX_MATCHES,
@@ -488,3 +489,7 @@ class FilesystemBackend(FilesOnly):
     async def stat(self, path: str) -> FileInfo:
         """See :meth:`Backend.stat`."""
         return await self._run(self._stat_sync, normalize_path(path))
+
+    async def resolve_links(self, paths: Sequence[str]) -> list[Resolved]:
+        """Where each normalised path leads: symlinks inside the root followed."""
+        return await self._run(lambda: real_paths(self._anchor(), paths))

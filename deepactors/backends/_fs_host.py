@@ -14,6 +14,8 @@ from deepactors.errors import (
     SpecialFile,
 )
 
+from ._links import check_shared
+
 __all__ = [
     "APPEND_FLAGS",
     "TEMP_FLAGS",
@@ -83,7 +85,9 @@ def append_at(parent_fd: int, name: str, data: bytes, path: str) -> os.stat_resu
     """
     fd = os.open(name, APPEND_FLAGS, 0o644, dir_fd=parent_fd)
     try:
-        if not stat_module.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        check_shared(st, path)  # appending changes every name of the file
+        if not stat_module.S_ISREG(st.st_mode):
             raise SpecialFile(
                 f"{path} is not a regular file (a FIFO, socket or device); nothing is appended",
                 path=path,

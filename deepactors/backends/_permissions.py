@@ -25,13 +25,15 @@ covers ``/secrets/.env``.
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from deepactors.backends._composite import CompositeBackend
-from deepactors.backends._paths import is_under, normalize_path
+from deepactors.backends._links import APPROVED, LINK_POLICY, LinkPolicy, Resolved, resolve_links
+from deepactors.backends._paths import is_under, join, normalize_path, parent, relative_to
 from deepactors.backends._protocol import (
     DEFAULT_MAX_MATCHES,
     Backend,
@@ -58,6 +60,7 @@ __all__ = [
 Operation = Literal["read", "write"]
 Mode = Literal["allow", "deny", "interrupt"]
 
+T = TypeVar("T")
 _WILD = re.compile(r"[*?\[{]")
 _GREP_GROWTH = 64  # how much further a filtered grep may look for allowed matches
 
@@ -246,6 +249,12 @@ class PermissionedBackend:
     def __init__(self, backend: Backend, rules: PermissionRules) -> None:
         self.inner = backend
         self.rules = rules
+        denies = {
+            op: any(r.mode == "deny" and op in r.operations for r in rules.rules)
+            for op in ("read", "write")
+        }
+        # Which operations refuse files with other hard links (see LinkPolicy).
+        self._denies = {**denies, "edit": denies["read"] or denies["write"], "stat": False}
         self._shell_ok = backend.can_execute and rules.covered_by(backend)
 
     def __repr__(self) -> str:
@@ -273,27 +282,91 @@ class PermissionedBackend:
     def _visible(self, path: str) -> bool:
         return self.rules.mode("read", path) != "deny"
 
+    async def resolve_links(self, paths: Sequence[str]) -> list[Resolved]:
+        """Where each path leads in the inner backend (see :func:`resolve_links`)."""
+        return await resolve_links(self.inner, paths)
+
+    async def _real(
+        self, operation: Operation, path: str, doing: str, *, follow: bool = True
+    ) -> tuple[str, str]:
+        """The path as given and where it leads, each checked against the rules.
+
+        With ``follow`` false the last name is taken as it is (deleting a
+        symlink removes the link, not what it points at).
+
+        Raises:
+            PermissionDenied: Either is denied, or a link leads into an
+                ``interrupt`` area no human approved for this call.
+        """
+        path = self._require(operation, path, doing)
+        if follow or path == "/":
+            real = (await resolve_links(self.inner, [path]))[0].real
+        else:
+            head = (await resolve_links(self.inner, [parent(path)]))[0].real
+            real = join(head, path.rsplit("/", 1)[1])
+        if real == path:
+            return path, real
+        mode = self.rules.mode(operation, real)
+        if mode == "deny":
+            raise PermissionDenied(
+                f"permission denied: {doing} {path} leads (through a link) to {real}, which "
+                "this agent's file permissions do not allow",
+                path=path,
+            )
+        if mode == "interrupt" and real not in APPROVED.get():
+            raise PermissionDenied(
+                f"permission denied: {doing} {path} leads (through a link) to {real}, where "
+                "a human must approve the call first",
+                path=path,
+            )
+        return path, real
+
+    async def _held(self, kind: str, call: Awaitable[T]) -> T:
+        """Run ``call`` (on a real path) refusing any link that appeared since the check."""
+        token = LINK_POLICY.set(LinkPolicy(no_hardlinks=self._denies[kind]))
+        try:
+            return await call
+        finally:
+            LINK_POLICY.reset(token)
+
+    async def _shown(self, paths: Sequence[str], *, content: bool = False) -> set[str]:
+        """Which result paths may be shown: readable where they lead (and, for
+        ``content``, not a file with other hard links while reads are denied)."""
+        unique = sorted(set(paths))
+        found = await resolve_links(self.inner, unique)
+        hide_shared = content and self._denies["read"]
+        return {
+            p
+            for p, r in zip(unique, found, strict=True)
+            if self._visible(p) and self._visible(r.real) and not (hide_shared and r.shared)
+        }
+
     async def ls(self, path: str = "/") -> list[FileInfo]:
-        """See :meth:`Backend.ls`; denied entries are left out."""
-        path = self._require("read", path, "listing")
-        return [e for e in await self.inner.ls(path) if self._visible(e.path)]
+        """See :meth:`Backend.ls`; denied entries (also through links) are left out."""
+        path, _ = await self._real("read", path, "listing")
+        entries = await self.inner.ls(path)
+        shown = await self._shown([e.path for e in entries])
+        return [e for e in entries if e.path in shown]
 
     async def read(self, path: str, *, offset: int = 0, limit: int | None = None) -> ReadWindow:
         """See :meth:`Backend.read`."""
-        path = self._require("read", path, "reading")
-        return await self.inner.read(path, offset=offset, limit=limit)
+        path, real = await self._real("read", path, "reading")
+        found = await self._held("read", self.inner.read(real, offset=offset, limit=limit))
+        return dataclasses.replace(found, path=path)
 
     async def write(
         self, path: str, content: str, *, expected_version: str | None = None
     ) -> WriteResult:
         """See :meth:`Backend.write`."""
-        path = self._require("write", path, "writing")
-        return await self.inner.write(path, content, expected_version=expected_version)
+        path, real = await self._real("write", path, "writing")
+        call = self.inner.write(real, content, expected_version=expected_version)
+        return dataclasses.replace(await self._held("write", call), path=path)
 
     async def append(self, path: str, content: str) -> WriteResult:
         """See :meth:`Backend.append`."""
-        path = self._require("write", path, "appending to")
-        return await self.inner.append(path, content)
+        path, real = await self._real("write", path, "appending to")
+        found = await self._held("write", self.inner.append(real, content))
+        return dataclasses.replace(found, path=path)
 
     async def edit(
         self,
@@ -305,25 +378,30 @@ class PermissionedBackend:
         expected_version: str | None = None,
     ) -> EditResult:
         """See :meth:`Backend.edit`."""
-        path = self._require("write", path, "editing")
-        return await self.inner.edit(
-            path, old, new, replace_all=replace_all, expected_version=expected_version
+        path, real = await self._real("write", path, "editing")
+        call = self.inner.edit(
+            real, old, new, replace_all=replace_all, expected_version=expected_version
         )
+        # "edit": an edit reads the file too, so other hard links are refused
+        # when either reads or writes are denied somewhere.
+        return dataclasses.replace(await self._held("edit", call), path=path)
 
     async def delete(self, path: str) -> None:
         """See :meth:`Backend.delete`; refused if anything it would delete is write-denied."""
-        path = self._require("write", path, "deleting")
-        if self.rules.reaches("write", path, "deny", inside=True):
+        path, real = await self._real("write", path, "deleting", follow=False)
+        if any(self.rules.reaches("write", p, "deny", inside=True) for p in {path, real}):
             raise PermissionDenied(
                 f"permission denied: deleting {path} would delete files this agent may not change",
                 path=path,
             )
-        await self.inner.delete(path)
+        await self._held("write", self.inner.delete(real))
 
     async def glob(self, pattern: str, path: str = "/") -> list[FileInfo]:
-        """See :meth:`Backend.glob`; denied files are left out."""
-        path = self._require("read", path, "searching")
-        return [f for f in await self.inner.glob(pattern, path) if self._visible(f.path)]
+        """See :meth:`Backend.glob`; denied files (also through links) are left out."""
+        path, _ = await self._real("read", path, "searching")
+        found = await self.inner.glob(pattern, path)
+        shown = await self._shown([f.path for f in found])
+        return [f for f in found if f.path in shown]
 
     async def grep(
         self,
@@ -335,14 +413,24 @@ class PermissionedBackend:
     ) -> GrepResult:
         """See :meth:`Backend.grep`; matches in denied files are left out.
 
-        When the matches the inner backend stopped at were partly denied, it is
-        asked again for more, so the result is not short of allowed matches.
+        A match is kept only where its file leads to a readable path and, while
+        any rule denies reading, is not a file with other hard links. When the
+        matches the inner backend stopped at were partly left out, it is asked
+        again for more, so the result is not short of allowed matches.
         """
-        path = self._require("read", path, "searching")
+        path, real = await self._real("read", path, "searching")
         asked = max_matches
         while True:
-            found = await self.inner.grep(pattern, path=path, glob=glob, max_matches=asked)
-            kept = tuple(m for m in found.matches if self._visible(m.path))
+            # On the real path, refusing links met on it: the folder checked is
+            # the one searched (walks never follow the links inside it).
+            call = self.inner.grep(pattern, path=real, glob=glob, max_matches=asked)
+            found = await self._held("read", call)
+            shown = await self._shown([m.path for m in found.matches], content=True)
+            kept = tuple(
+                dataclasses.replace(m, path=_moved(m.path, real, path))
+                for m in found.matches
+                if m.path in shown
+            )
             enough = len(kept) >= max_matches or not found.truncated
             if enough or asked >= max_matches * _GREP_GROWTH:
                 truncated = found.truncated or len(kept) > max_matches
@@ -352,11 +440,14 @@ class PermissionedBackend:
     async def stat(self, path: str) -> FileInfo:
         """See :meth:`Backend.stat`; refused only for a path neither readable nor writable."""
         path = normalize_path(path)
-        if self.rules.mode("read", path) == "deny" and self.rules.mode("write", path) == "deny":
-            raise PermissionDenied(
-                f"permission denied: {path} is not accessible to this agent", path=path
-            )
-        return await self.inner.stat(path)
+        real = (await resolve_links(self.inner, [path]))[0].real
+        for p in {path, real}:
+            if self.rules.mode("read", p) == "deny" and self.rules.mode("write", p) == "deny":
+                raise PermissionDenied(
+                    f"permission denied: {path} is not accessible to this agent", path=path
+                )
+        found = await self._held("stat", self.inner.stat(real))
+        return dataclasses.replace(found, path=path)
 
     async def execute(self, command: str, *, timeout: float | None = None) -> ExecuteResult:
         """See :meth:`Backend.execute`; refused unless the rules cover only composite routes."""
@@ -366,6 +457,11 @@ class PermissionedBackend:
                 "(allowed only on a CompositeBackend whose routes hold every rule's paths)"
             )
         return await self.inner.execute(command, timeout=timeout)
+
+
+def _moved(path: str, real: str, given: str) -> str:
+    """``path`` under ``real`` named as under ``given`` (the name the caller used)."""
+    return given if path == real else join(given, relative_to(path, real))
 
 
 def check_execute(rules: PermissionRules, backend: Backend) -> None:

@@ -12,6 +12,13 @@ Which calls ask (as deepagents does):
 * ``ls``, ``glob``, ``grep`` (searches): the folder searched holds, or lies
   inside, a path an ``interrupt`` rule is about, since its results could show it;
 * ``delete``: the path says ``interrupt``, or the folder holds such a path.
+
+Rules are judged on the path as given and on where it leads: a write to
+``/public/link/x`` where ``link`` is a symlink to ``../docs`` asks as a write to
+``/docs/x`` would. The real paths a human approved are handed to the backend
+for the call (:data:`~deepactors.backends._links.APPROVED`), which refuses a
+link into an ``interrupt`` area that was not approved, such as one swapped in
+after the question.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from __future__ import annotations
 from typing import Literal
 
 from ..backends import PermissionRules, normalize_path
+from ..backends._links import APPROVED, resolve_links
 from ..errors import BackendError
 from ..hooks import AgentMiddleware, ToolCallRequest, ToolHandler
 from ..interrupts import ActionRequest, Interrupt
@@ -78,11 +86,28 @@ class FilesystemPermissionMiddleware(AgentMiddleware):
         reaches = self.rules.reaches(operation, path, "interrupt", inside=scope == "delete")
         return path if reaches else None
 
+    async def _real(self, request: ToolCallRequest) -> str | None:
+        """Where an exact (or delete) call's path leads, when that asks and the path does not."""
+        entry = FILE_TOOLS.get(request.call.name)
+        raw = request.call.args.get(entry[1]) if entry else None
+        if entry is None or entry[3] == "search" or not isinstance(raw, str):
+            return None
+        try:
+            path = normalize_path(raw)
+            head, name = (path, "") if entry[3] == "exact" else path.rsplit("/", 1)
+            found = (await resolve_links(request.run.backend, [head or "/"]))[0].real
+        except BackendError:
+            return None  # the tool itself says what is wrong with the path
+        real = found if not name else (found.rstrip("/") + "/" + name)
+        return real if real != path and self.rules.mode(entry[0], real) == "interrupt" else None
+
     async def wrap_tool_call(
         self, request: ToolCallRequest, handler: ToolHandler
     ) -> ToolMessage | Command:
         call = request.call
         path = self.asks(call.name, call.args)
+        if self.rules.has_interrupt:
+            path = await self._real(request) or path  # where a link leads decides too
         if path is None:
             return await handler(request)
         decision = request.run.tree.decisions.get(call.id)
@@ -100,7 +125,11 @@ class FilesystemPermissionMiddleware(AgentMiddleware):
                 ]
             )
         if decision.type == "approve":
-            return await handler(request)
+            token = APPROVED.set(APPROVED.get() | {path})
+            try:
+                return await handler(request)
+            finally:
+                APPROVED.reset(token)
         reason = decision.message or "no reason given"
         return ToolMessage(
             tool_call_id=call.id,
