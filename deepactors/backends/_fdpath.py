@@ -22,14 +22,14 @@ import contextlib
 import errno
 import os
 import stat as stat_module
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from deepactors.errors import BackendError, PathOutsideRoot
 
-from ._links import check_shared, symlink_refused
+from ._links import LINK_POLICY, Resolved, check_shared, symlink_refused
 
-__all__ = ["DIR_FLAGS", "FILE_FLAGS", "Anchor", "Target", "open_anchor"]
+__all__ = ["DIR_FLAGS", "FILE_FLAGS", "Anchor", "Target", "open_anchor", "real_paths"]
 
 MAX_SYMLINKS = 40
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -228,3 +228,31 @@ def open_anchor(root: str) -> Anchor | None:
         return None
     real = os.path.realpath(root)
     return Anchor(fd, (real, root) if real != root else (root,))
+
+
+def real_paths(anchor: Anchor | None, paths: Sequence[str]) -> list[Resolved]:
+    """Resolve normalised virtual paths from an open root, then close it (worker thread only)."""
+    if anchor is None:
+        return [Resolved(p) for p in paths]
+    token = LINK_POLICY.set(None)  # resolving is exactly following the links
+    try:
+        return [_real(anchor, p) for p in paths]
+    finally:
+        LINK_POLICY.reset(token)
+        anchor.close()
+
+
+def _real(anchor: Anchor, path: str) -> Resolved:
+    segments = _segments(path)
+    # The longest prefix that resolves (a dangling link's text included); the
+    # rest does not exist, so it holds no link and is kept as written.
+    for cut in range(len(segments), -1, -1):
+        try:
+            with anchor.target("/" + "/".join(segments[:cut]), last="follow") as t:
+                st = t.stat
+                real = [*t.segments, *segments[cut:]]
+        except OSError:  # missing (or unreadable): the shorter prefix decides
+            continue
+        whole = cut == len(segments) and st is not None and stat_module.S_ISREG(st.st_mode)
+        return Resolved("/" + "/".join(real), whole and st is not None and st.st_nlink > 1)
+    return Resolved(path)

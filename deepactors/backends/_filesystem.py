@@ -26,7 +26,7 @@ from deepactors.errors import (
     UnsupportedOperation,
 )
 
-from ._fdpath import DIR_FLAGS, Anchor, open_anchor
+from ._fdpath import DIR_FLAGS, Anchor, open_anchor, real_paths
 from ._fs_host import (
     TEMP_FLAGS,
     append_at,
@@ -43,7 +43,7 @@ from ._grep import (
     grep_with_ripgrep,
     host_mapper,
 )
-from ._links import Resolved, real_paths
+from ._links import Resolved
 from ._paths import join, normalize_path, path_key, relative_to
 from ._protocol import (
     DEFAULT_MAX_MATCHES,

@@ -27,12 +27,8 @@ import stat as stat_module
 from collections.abc import Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from deepactors.errors import PermissionDenied
-
-if TYPE_CHECKING:
-    from ._fdpath import Anchor
 
 __all__ = [
     "APPROVED",
@@ -40,7 +36,6 @@ __all__ = [
     "LinkPolicy",
     "Resolved",
     "check_shared",
-    "real_paths",
     "resolve_links",
 ]
 
@@ -107,34 +102,6 @@ def symlink_refused(path: str) -> PermissionDenied | None:
 
 def _segments(path: str) -> list[str]:
     return [s for s in path.split("/") if s]
-
-
-def real_paths(anchor: Anchor | None, paths: Sequence[str]) -> list[Resolved]:
-    """Resolve normalised virtual paths from an open root, then close it (worker thread only)."""
-    if anchor is None:
-        return [Resolved(p) for p in paths]
-    token = LINK_POLICY.set(None)  # resolving is exactly following the links
-    try:
-        return [_real(anchor, p) for p in paths]
-    finally:
-        LINK_POLICY.reset(token)
-        anchor.close()
-
-
-def _real(anchor: Anchor, path: str) -> Resolved:
-    segments = _segments(path)
-    # The longest prefix that resolves (a dangling link's text included); the
-    # rest does not exist, so it holds no link and is kept as written.
-    for cut in range(len(segments), -1, -1):
-        try:
-            with anchor.target("/" + "/".join(segments[:cut]), last="follow") as t:
-                st = t.stat
-                real = [*t.segments, *segments[cut:]]
-        except OSError:  # missing (or unreadable): the shorter prefix decides
-            continue
-        whole = cut == len(segments) and st is not None and stat_module.S_ISREG(st.st_mode)
-        return Resolved("/" + "/".join(real), whole and st is not None and st.st_nlink > 1)
-    return Resolved(path)
 
 
 async def resolve_links(backend: object, paths: Sequence[str]) -> list[Resolved]:
