@@ -14,6 +14,8 @@ paths (:func:`normalize_path`).
 from .._core.public import publish as _publish
 from ._composite import CompositeBackend as CompositeBackend
 from ._filesystem import FilesystemBackend as FilesystemBackend
+from ._links import APPROVED as APPROVED
+from ._links import resolve_links as resolve_links
 from ._paths import normalize_path as normalize_path
 from ._permissions import FilesystemPermission as FilesystemPermission
 from ._permissions import PermissionedBackend as PermissionedBackend
@@ -37,6 +39,7 @@ from ._store import StoreBackend as StoreBackend
 
 __all__ = [
     "ABSENT",
+    "APPROVED",
     "DEFAULT_MAX_MATCHES",
     "Backend",
     "CompositeBackend",
@@ -58,6 +61,7 @@ __all__ = [
     "check_execute",
     "check_version",
     "normalize_path",
+    "resolve_links",
 ]
 
 # Reprs and tracebacks name the public package, not the private module (see _core.public).

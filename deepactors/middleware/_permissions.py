@@ -16,7 +16,7 @@ Which calls ask (as deepagents does):
 Rules are judged on the path as given and on where it leads: a write to
 ``/public/link/x`` where ``link`` is a symlink to ``../docs`` asks as a write to
 ``/docs/x`` would. The real paths a human approved are handed to the backend
-for the call (:data:`~deepactors.backends._links.APPROVED`), which refuses a
+for the call (:data:`~deepactors.backends.APPROVED`), which refuses a
 link into an ``interrupt`` area that was not approved, such as one swapped in
 after the question.
 """
@@ -25,8 +25,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from ..backends import PermissionRules, normalize_path
-from ..backends._links import APPROVED, resolve_links
+from ..backends import APPROVED, PermissionRules, normalize_path, resolve_links
 from ..errors import BackendError
 from ..hooks import AgentMiddleware, ToolCallRequest, ToolHandler
 from ..interrupts import ActionRequest, Interrupt
