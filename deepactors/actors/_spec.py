@@ -183,6 +183,7 @@ def prepare_input(
     *,
     context: object = None,
     budget: object = None,
+    identity: object = None,
 ) -> RunInput:
     """Check a run's input, context and budget against the agent, before anything runs.
 
@@ -198,7 +199,7 @@ def prepare_input(
         if context is not None:
             input = replace(input, context=check_context(spec, context))
         return input if budget is None else replace(input, budget=budget)
-    run_input = _prepare_values(spec, input, thread_id)
+    run_input = _prepare_values(spec, input, thread_id, identity)
     if context is None and budget is None and spec.context_adapter is None:
         return run_input  # its context is {} already: no copy (a server makes one per run)
     return replace(run_input, context=check_context(spec, context), budget=budget)
@@ -246,7 +247,9 @@ def check_context(spec: AgentSpec, context: object) -> Any:
         ) from None
 
 
-def _prepare_values(spec: AgentSpec, input: object, thread_id: str | None) -> RunInput:
+def _prepare_values(
+    spec: AgentSpec, input: object, thread_id: str | None, identity: object = None
+) -> RunInput:
     if thread_id is not None:
         check_thread(thread_id)
     if spec.checkpointer is not None and thread_id is None:
@@ -258,7 +261,7 @@ def _prepare_values(spec: AgentSpec, input: object, thread_id: str | None) -> Ru
             raise InputError(
                 "input=None continues a saved thread; it needs a checkpointer and a thread_id"
             )
-        return RunInput(values={}, resuming=True)
+        return RunInput(values={}, resuming=True, identity=identity)
     if isinstance(input, Command):
         if input.resume is None:
             raise InputError("as a run's input, a Command needs resume=[decisions]")
@@ -267,7 +270,7 @@ def _prepare_values(spec: AgentSpec, input: object, thread_id: str | None) -> Ru
                 "Command(resume=...) continues an interrupted thread; this agent has no "
                 "checkpointer to continue it from"
             )
-        return RunInput(values={}, resume=input.resume, resuming=True)
+        return RunInput(values={}, resume=input.resume, resuming=True, identity=identity)
     if not isinstance(input, Mapping | str):
         raise InputError(
             f"input must be a dict like {{'messages': [...]}}, not {type(input).__name__}"
@@ -275,4 +278,4 @@ def _prepare_values(spec: AgentSpec, input: object, thread_id: str | None) -> Ru
     values = validate_input(spec.channels, input)
     if "messages" in values and not values["messages"]:
         raise InputError("'messages' is empty: give at least one message for the agent")
-    return RunInput(values=values)
+    return RunInput(values=values, identity=identity)

@@ -61,14 +61,11 @@ async def authenticate(auth: Auth, scope: Scope) -> Identity:
     Raises:
         AuthError: Not authenticated.
     """
-    headers: dict[str, str] = {}
-    for name, value in scope.get("headers", ()):
-        headers[name.decode("latin-1").lower()] = value.decode("latin-1")
     client = scope.get("client")
     request = AuthRequest(
         method=scope.get("method", "GET"),
         path=scope.get("path", "/"),
-        headers=headers,
+        raw_headers=scope.get("headers", ()),
         client=None if client is None else str(client[0]),
     )
     return await auth.identify(request)

@@ -21,18 +21,23 @@ __all__ = [
 ]
 
 
-def prepare_run_input(agent: DeepAgent, input: Any, thread_id: str | None) -> RunInput:
+def prepare_run_input(
+    agent: DeepAgent, input: Any, thread_id: str | None, identity: object = None
+) -> RunInput:
     try:
-        return prepare_input(agent.spec, input, thread_id)
+        return prepare_input(agent.spec, input, thread_id, identity=identity)
     except InputError as exc:
         raise HTTPException(422, f"input: {exc}") from None
 
 
-def run_input_of(agent: DeepAgent, body: RunCreate, thread_id: str | None) -> RunInput:
+def run_input_of(
+    agent: DeepAgent, body: RunCreate, thread_id: str | None, identity: object = None
+) -> RunInput:
     run_input = prepare_run_input(
         agent,
         Command(resume=body.command.resume) if body.command is not None else body.input,
         thread_id,
+        identity,
     )
     limit = (body.config or {}).get("recursion_limit")
     if limit is not None:

@@ -28,7 +28,6 @@ this costs anything (:class:`LocalRelay`).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 import time
@@ -238,16 +237,14 @@ class RunManager(RunDriver):
             raise HTTPException(503, "the server is shutting down")
         body.refuse_unsupported()
         assistant = self.assistant(body.assistant_id)
+        # The run acts for its caller: hooks and tools read run.identity.
+        identity = caller()
         if thread.temporary:
             if body.command is not None:
                 raise HTTPException(422, "command: resuming needs a thread (thread_id)")
-            run_input = run_input_of(assistant.stateless, body, None)
+            run_input = run_input_of(assistant.stateless, body, None, identity)
         else:
-            run_input = run_input_of(assistant.agent, body, thread.thread_id)
-        identity = caller()
-        if identity is not None:
-            # The run acts for its caller: hooks and tools read run.identity.
-            run_input = dataclasses.replace(run_input, identity=identity)
+            run_input = run_input_of(assistant.agent, body, thread.thread_id, identity)
         # Admitted with no await between the look at the thread's runs and the
         # new run's place among them, so two requests cannot both see it idle;
         # a strategy that waits (interrupt, rollback) looks again after.

@@ -33,7 +33,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -87,31 +87,65 @@ class Identity:
         return {"id": self.id, "permissions": sorted(self.permissions)}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
 class AuthRequest:
     """What an authenticator sees of a request.
 
-    Attributes:
+    Args:
         method: ``GET``, ``POST``...
         path: The URL path.
         headers: The headers, names in lower case (the last of repeated ones).
         client: The peer's address, if known.
+        raw_headers: The ASGI headers instead of ``headers``: the mapping is then
+            made only if an authenticator asks for it (an API key or a JWT is
+            read from ``token`` without it, on every request).
     """
 
-    method: str
-    path: str
-    headers: Mapping[str, str]
-    client: str | None = None
+    __slots__ = ("_headers", "_raw", "client", "method", "path")
+
+    def __init__(
+        self,
+        *,
+        method: str,
+        path: str,
+        headers: Mapping[str, str] | None = None,
+        client: str | None = None,
+        raw_headers: Sequence[tuple[bytes, bytes]] = (),
+    ) -> None:
+        self.method = method
+        self.path = path
+        self.client = client
+        self._headers = headers
+        self._raw = raw_headers
+
+    def __repr__(self) -> str:
+        return f"AuthRequest({self.method} {self.path})"
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """The headers, names in lower case (the last of repeated ones)."""
+        if self._headers is None:
+            self._headers = {
+                name.decode("latin-1").lower(): value.decode("latin-1") for name, value in self._raw
+            }
+        return self._headers
 
     @property
     def token(self) -> str | None:
         """The credential: ``Authorization: Bearer <token>``, else ``X-Api-Key``."""
-        header = self.headers.get("authorization", "")
+        if self._headers is None:
+            header = key = ""
+            for name, raw in self._raw:  # ASGI names are lower case
+                if name == b"authorization":
+                    header = raw.decode("latin-1")
+                elif name == b"x-api-key":
+                    key = raw.decode("latin-1")
+        else:
+            header = self._headers.get("authorization", "")
+            key = self._headers.get("x-api-key", "")
         scheme, _, value = header.partition(" ")
         if scheme.lower() == "bearer" and value.strip():
             return value.strip()
-        key = self.headers.get("x-api-key", "").strip()
-        return key or None
+        return key.strip() or None
 
 
 class AuthError(DeepActorsError):
