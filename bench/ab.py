@@ -10,9 +10,10 @@ goes first alternating (B N, N B, B N, ...), and the figure that counts is the
 *paired ratio* new/base of one repetition: drift slower than a run cancels out.
 
 The base side is a detached git worktree of ``--base`` under the temp folder
-(reused if it is already there at that commit; removed at the end unless
-``--keep``). The new side is this working tree, or with ``--new REV`` a worktree
-of that commit (so edits in progress elsewhere in the tree are not measured).
+(one made by this run is removed at the end unless ``--keep``; one already
+there at that commit, kept by an earlier run, is reused and left). The new
+side is this working tree, or with ``--new REV`` a worktree of that commit (so
+edits in progress elsewhere in the tree are not measured).
 Every run is a fresh process whose PYTHONPATH is its tree's root, running that
 tree's own copy of the script; before the first run, a tiny subprocess checks
 that ``import deepactors`` resolves inside each tree, and the runner stops if not.
@@ -21,8 +22,11 @@ Measured per run: the whole process's CPU (user + system, from
 ``getrusage(RUSAGE_CHILDREN)`` deltas, so any subprocess the script waits for is
 included) and its wall time; and with ``--metric NAME=REGEX`` (repeatable), one
 number from the script's stdout: the regex's first group at its first match
-(``re.M``; put ``(?s)`` first to let ``.`` cross lines). Reported per metric:
-the median of each side, and the median and quartiles of the paired ratios.
+(``re.M``; put ``(?s)`` first to let ``.`` cross lines). Without ``--metric``,
+W1, W2 and W7 get their figures by default (:func:`preset`: each row's floor
+and deepactors figures, at the sizes and loops the arguments ask for).
+Reported per metric: the median of each side, and the median and quartiles of
+the paired ratios.
 The script's own floor, measured in the same process, is the drift check: its
 ratio between trees should be ~1.0x.
 """
@@ -115,6 +119,45 @@ def parse_metrics(specs: list[str]) -> list[tuple[str, re.Pattern[str]]]:
     return metrics
 
 
+def preset(script: str, args: list[str]) -> list[str]:
+    """The default metrics of W1, W2 and W7, for the rows that ``args`` make them print."""
+
+    def opt(name: str, default: list[str]) -> list[str]:
+        if name not in args:
+            return default
+        rest = args[args.index(name) + 1 :]
+        return rest[: next((i for i, a in enumerate(rest) if a[:1] == "-"), None)]
+
+    num, plain, x = r"([\d.]+)", r"[\d.]+", r"\S+\s+"  # a figure, the same not taken, a skip
+    specs = []
+    if script.startswith("w1_"):
+        turns = opt("--turns", ["200", "3000"])
+        for loop in ("asyncio", "trio"):
+            for k in turns:
+                row = rf"^{loop}\s+{k}\s+1\s+"
+                specs += [f"W1 {loop} K{k} floor ms/turn={row}{num}"]
+                specs += [f"W1 {loop} K{k} ours ms/turn={row}{x}{num}"]
+                specs += [f"W1 {loop} K{k} ours/floor={row}{x}{x}{num}x"]
+            k = max(turns, key=int)
+            specs += [f"W1 {loop} K{k} 3 calls ours ms/turn=^{loop}\\s+{k}\\s+3\\s+{x}{num}"]
+    elif script.startswith("w2_"):
+        for loop in opt("--loops", ["asyncio", "trio"]):
+            for n in opt("--sizes", ["100", "1000", "3000", "10000"]):
+                for impl in ("floor", "deepactors"):
+                    row = rf"(?s){loop}, N={n}:.*?{impl}\s+wall"
+                    specs += [f"W2 {loop} N{n} {impl} wall/path={row}\\s+{x}s =\\s+{num}x path"]
+                    specs += [f"W2 {loop} N{n} {impl} CPU ms/sub={row}.*?CPU\\s+{num} ms/sub"]
+    elif script.startswith("w7_"):
+        client = opt("--client", ["both"])[0]
+        sides = [*(("floor HTTP", "raw HTTP") if client != "sdk" else ())]
+        sides += [*(("SDK HTTP",) if client != "raw" else ()), "in-process"]
+        for side in sides:
+            row = rf"^  {side}\s+first event p50\s+{num} ms p99\s+{num} ms.*?\| CPU\s+{num}"
+            for i, what in enumerate(("p50 first ms", "p99 first ms", "CPU ms/run")):
+                specs += [f"W7 {side} {what}={row.replace(num, plain, i)}"]
+    return specs
+
+
 def extract(stdout: str, metrics: list[tuple[str, re.Pattern[str]]]) -> dict[str, float]:
     got = {}
     for name, pattern in metrics:
@@ -163,7 +206,7 @@ def main() -> None:
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments, after --")
     opts = parser.parse_args()
     args = opts.args[1:] if opts.args[:1] == ["--"] else opts.args
-    metrics = parse_metrics(opts.metric)
+    metrics = parse_metrics(opts.metric or preset(opts.script, args))
     made: list[Path] = []
     try:
         base, new_base = worktree(opts.base)
