@@ -17,7 +17,6 @@ from typing import Any
 import trio
 import uvicorn
 from hypercorn.config import Config as HypercornConfig
-from hypercorn.run import run as hypercorn_run
 from hypercorn.trio import serve as hypercorn_serve
 from starlette.applications import Starlette
 
@@ -34,6 +33,7 @@ from ._guard import (
     LOOPBACK_HOSTS,
     check_limits,
 )
+from ._supervise import supervise
 from ._uvicorn_http import HeadTimeoutProtocol
 from .auth import load_auth
 
@@ -390,7 +390,10 @@ def _serve_workers(options: ServeOptions) -> None:
         # Each worker process (spawned) builds its app from the environment.
         config.application_path = "deepactors.server._serve:worker_app()"
         print(f"deepactors: serving on http://{options.host}:{options.port} (hypercorn, trio)")
-        hypercorn_run(config)
+        # Not hypercorn's own run(): it stops every worker when one dies.
+        status = supervise(config)
+        if status != 0:
+            sys.exit(status)
         return
     uvicorn.run(
         "deepactors.server._serve:worker_app",
