@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import inspect
 import ipaddress
 import json
 import logging
@@ -35,9 +36,9 @@ from ._guard import (
 )
 from ._supervise import supervise
 from ._uvicorn_http import HeadTimeoutProtocol
-from .auth import load_auth
+from .auth import Auth, api_keys
 
-__all__ = ["ServeOptions", "load_agents", "serve", "tune_gc"]
+__all__ = ["ServeOptions", "load_agents", "load_auth", "serve", "tune_gc"]
 
 _TARGET_ENV = "DEEPACTORS_SERVE_TARGET"
 _DB_ENV = "DEEPACTORS_SERVE_DB"
@@ -200,6 +201,46 @@ def persistence_for(db: str) -> tuple[Checkpointer, Store]:
         raise ConfigurationError(str(exc)) from exc
 
 
+def load_auth(spec: str) -> Auth:
+    """The :class:`Auth` that ``deepactors serve --auth SPEC`` names.
+
+    Args:
+        spec: ``keys-file:PATH`` (:func:`api_keys` from a file), ``keys-env:VAR``
+            (from an environment variable), or ``module:attribute`` naming an
+            :class:`Auth`, an authenticator function, or a function of no
+            arguments returning an :class:`Auth` (where a JWT setup lives).
+
+    Raises:
+        ConfigurationError: The spec names nothing usable.
+    """
+    kind, sep, rest = spec.partition(":")
+    if not sep or not kind or not rest:
+        raise ConfigurationError(
+            f"--auth takes keys-file:PATH, keys-env:VAR or module:attribute, not {spec!r}"
+        )
+    if kind == "keys-file":
+        return api_keys(file=rest)
+    if kind == "keys-env":
+        return api_keys(env=rest)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # like uvicorn: modules of the current folder
+    try:
+        found: Any = getattr(importlib.import_module(kind), rest)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigurationError(f"--auth {spec}: cannot import it ({exc})") from exc
+    if isinstance(found, Auth):
+        return found
+    if inspect.iscoroutinefunction(found):
+        return Auth(found)
+    if callable(found):
+        made = found()
+        if isinstance(made, Auth):
+            return made
+    raise ConfigurationError(
+        f"--auth {spec}: an Auth, an async authenticator, or a function returning an Auth"
+    )
+
+
 def build_app(
     target: str | None,
     db: str | None,
@@ -210,7 +251,7 @@ def build_app(
     """The app ``serve`` runs: the agents, with threads and store in ``db`` when
     given, runs shared through ``runs_db`` (PostgreSQL) when given, and
     ``create_app``'s checks and ``limits`` (:meth:`ServeOptions.app_limits`),
-    clients authenticated by ``auth`` (see :func:`~deepactors.server.auth.load_auth`)."""
+    clients authenticated by ``auth`` (see :func:`load_auth`)."""
     agents = load_agents(target)
     checkpointer, store = persistence_for(db) if db is not None else (None, None)
     # A process that only serves: collections deferred while runs are in

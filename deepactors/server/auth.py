@@ -55,7 +55,6 @@ __all__ = [
     "RuleContext",
     "api_keys",
     "jwt_bearer",
-    "load_auth",
 ]
 
 _log = get_logger("deepactors.server")
@@ -265,50 +264,6 @@ class Auth:
                 if answer is not None:
                     return bool(answer)
         return context.owner is not None and context.owner == context.identity.id
-
-
-def load_auth(spec: str) -> Auth:
-    """The :class:`Auth` that ``deepactors serve --auth SPEC`` names.
-
-    Args:
-        spec: ``keys-file:PATH`` (:func:`api_keys` from a file), ``keys-env:VAR``
-            (from an environment variable), or ``module:attribute`` naming an
-            :class:`Auth`, an authenticator function, or a function of no
-            arguments returning an :class:`Auth` (where a JWT setup lives).
-
-    Raises:
-        ConfigurationError: The spec names nothing usable.
-    """
-    kind, sep, rest = spec.partition(":")
-    if not sep or not kind or not rest:
-        raise ConfigurationError(
-            f"--auth takes keys-file:PATH, keys-env:VAR or module:attribute, not {spec!r}"
-        )
-    if kind == "keys-file":
-        return api_keys(file=rest)
-    if kind == "keys-env":
-        return api_keys(env=rest)
-    import importlib
-    import inspect
-    import sys
-
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # like uvicorn: modules of the current folder
-    try:
-        found: Any = getattr(importlib.import_module(kind), rest)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigurationError(f"--auth {spec}: cannot import it ({exc})") from exc
-    if isinstance(found, Auth):
-        return found
-    if inspect.iscoroutinefunction(found):
-        return Auth(found)
-    if callable(found):
-        made = found()
-        if isinstance(made, Auth):
-            return made
-    raise ConfigurationError(
-        f"--auth {spec}: an Auth, an async authenticator, or a function returning an Auth"
-    )
 
 
 # --- static API keys ---------------------------------------------------------------
