@@ -37,7 +37,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from .._core.logs import get_logger
 from .._core.pacing import Pacer
 from ..budget import Budget
-from ..errors import ConfigurationError, InputError, RunCancelled
+from ..errors import InputError, RunCancelled
 from ..events import Event, RunFinished
 from ..messages import new_id
 from ..persistence import Checkpointer, ThreadLease
@@ -45,6 +45,7 @@ from ..state import State
 from ._journal import ThreadMark
 from ._session import execute_root
 from ._spec import AgentSpec, RunInput, prepare_input
+from ._threads import saver
 from ._tool_call import stop_in
 
 __all__ = [
@@ -405,11 +406,8 @@ class ThreadActor:
         return result
 
     async def _operate(self, order: OpOrder) -> dict[str, Any]:
-        checkpointer = self.spec.checkpointer
-        if checkpointer is None or self.thread_id is None:
-            raise ConfigurationError(
-                f"agent {self.spec.name!r} has no checkpointer: it saves no thread records"
-            )
+        checkpointer = saver(self.spec)
+        assert self.thread_id is not None  # operations go to thread actors only
         async with checkpointer.lease(self.thread_id) as lease:
             if order.forgets:
                 # Whatever happens next, the state kept here may no longer be

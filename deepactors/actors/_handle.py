@@ -22,7 +22,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, Unpack, final
 
-from ..errors import ConfigurationError, InputError
+from ..errors import InputError
 from ..persistence import Checkpointer, CheckpointRecord, CheckpointWrite, ThreadLease
 from ._actor import (
     Operation,
@@ -36,7 +36,7 @@ from ._actor import (
 )
 from ._journal import ROLLBACK, Restored
 from ._spec import AgentSpec, RunInput, prepare_input
-from ._threads import ThreadState, saved_state
+from ._threads import ThreadState, saved_state, saver
 
 __all__ = ["ThreadHandle", "ThreadHost", "new_handle"]
 
@@ -204,7 +204,7 @@ class ThreadHandle:
         return int(result["head"])
 
     async def _operate(self, op: Operation, *, forgets: bool, timeout: float | None) -> Any:
-        self._checkpointer()
+        saver(self._spec)  # refused here, before anything is queued
         handle = RunHandle(
             path=self._spec.name, thread_id=self.thread_id, deadline=deadline(timeout)
         )
@@ -237,15 +237,7 @@ class ThreadHandle:
             ConfigurationError: The agent has no checkpointer.
             CheckpointCorrupt: The records are damaged.
         """
-        checkpointer = self._checkpointer()
+        checkpointer = saver(self._spec)
         records = await checkpointer.read(self.thread_id)
         live = Restored(self.thread_id, records, source=checkpointer.location).records
         return live if path is None else [r for r in live if r.path == path]
-
-    def _checkpointer(self) -> Checkpointer:
-        checkpointer = self._spec.checkpointer
-        if checkpointer is None:
-            raise ConfigurationError(
-                f"agent {self._spec.name!r} has no checkpointer, so it saves no threads"
-            )
-        return checkpointer

@@ -21,7 +21,7 @@ from ._journal import Restored
 from ._loop import unanswered_calls
 from ._spec import AgentSpec
 
-__all__ = ["ThreadState", "ThreadTask", "next_step", "saved_state"]
+__all__ = ["ThreadState", "ThreadTask", "next_step", "saved_state", "saver"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,11 +107,11 @@ async def saved_state(
         ConfigurationError: The agent has no checkpointer.
         CheckpointCorrupt: A record cannot be read; the error names the thread.
     """
-    saver = _saver(spec)
-    records = await saver.read(thread_id, upto_seq=upto_seq)
+    checkpointer = saver(spec)
+    records = await checkpointer.read(thread_id, upto_seq=upto_seq)
     state = State(spec.channels)
     # The source names the database in errors, as a resuming run's do.
-    restored = Restored(thread_id, records, source=saver.location)
+    restored = Restored(thread_id, records, source=checkpointer.location)
     actor = path or spec.name
     restored.replay(actor, state)
     pending = restored.pending_interrupt(actor) or []
@@ -127,7 +127,12 @@ async def saved_state(
     )
 
 
-def _saver(spec: AgentSpec) -> Checkpointer:
+def saver(spec: AgentSpec) -> Checkpointer:
+    """The agent's checkpointer: where its threads are saved.
+
+    Raises:
+        ConfigurationError: It has none.
+    """
     if spec.checkpointer is None:
-        raise ConfigurationError("this agent has no checkpointer, so it saves no threads")
+        raise ConfigurationError(f"agent {spec.name!r} has no checkpointer, so it saves no threads")
     return spec.checkpointer
