@@ -251,6 +251,11 @@ class Journal:
         return self.head_at_open + self._stored
 
     @property
+    def mark_at_open(self) -> ThreadMark:
+        """Where the thread stood when the lease was taken (see :data:`ThreadMark`)."""
+        return self.head_at_open, self.origin
+
+    @property
     def mark(self) -> ThreadMark | None:
         """Where the thread stands now (see :data:`ThreadMark`); None when unknown.
 

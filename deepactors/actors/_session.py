@@ -185,7 +185,7 @@ async def execute_root(
                 )
                 if opened is not None:
                     opened(journal.head_at_open)
-                if (journal.head_at_open, journal.origin) != known:
+                if journal.mark_at_open != known:
                     state = None  # stale or never loaded: the journal read the thread
                 tree.journal = journal
                 tree.restored = journal.restored
