@@ -31,6 +31,7 @@ from ._guard import (
     LOOPBACK_HOSTS,
     Guard,
     StreamKey,
+    close_if_unread,
     normal_origin,
 )
 from ._misc_api import misc_routes
@@ -242,7 +243,7 @@ class _AgentApp(Starlette):
         try:
             identity = await authenticate(auth, scope)
         except AuthError as exc:
-            await auth_error_response(exc)(scope, receive, send)
+            await auth_error_response(exc, close_if_unread(scope))(scope, receive, send)
             return
         scope[IDENTITY_KEY] = identity
         # Set for this request's task (and the tasks it starts): every lookup

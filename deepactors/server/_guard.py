@@ -37,6 +37,7 @@ __all__ = [
     "StreamKey",
     "check_limits",
     "client_host",
+    "close_if_unread",
     "normal_origin",
 ]
 
@@ -63,6 +64,18 @@ _STREAM_TAILS = ("/stream", "/wait", "/join")
 _JSON = b"application/json"
 _KNOWN_HOSTS = 1024
 _DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+
+
+def close_if_unread(scope: Scope) -> dict[str, str] | None:
+    """``Connection: close`` for an answer given before a request's body is read.
+
+    The body is left in the socket, so the connection cannot carry another
+    request; saying so keeps a client from sending its next one down it.
+    """
+    for name, value in scope["headers"]:
+        if (name == b"content-length" and value != b"0") or name == b"transfer-encoding":
+            return dict(_CLOSE)
+    return None
 
 
 def client_host(scope: Scope) -> Hashable:
@@ -147,8 +160,12 @@ class Guard:
                 length = value
             elif name == b"transfer-encoding":
                 chunked = value
+        # A refusal sent before the body is read leaves the body in the socket:
+        # the connection is closed after it, so no client sends its next request
+        # down a connection the server is dropping.
+        unread = _CLOSE if (length is not None and length != b"0") or chunked is not None else None
         if host is not None and not self._any_host and host not in self._known:
-            refusal = self._refused_host(host, scope)
+            refusal = self._refused_host(host, scope, unread)
             if refusal is not None:
                 await refusal(scope, receive, send)
                 return
@@ -159,7 +176,7 @@ class Guard:
                     f"origin {origin.decode('latin-1')!r} may not call this server: allow it "
                     "with create_app(cors_origins=...) or deepactors serve --cors-origin"
                 )
-                await _refuse(403, detail, None)(scope, receive, send)
+                await _refuse(403, detail, None, unread)(scope, receive, send)
                 return
         takes_body = scope["method"] in _BODY_METHODS
         if kind is not None and kind != _JSON and takes_body and not _is_json(kind):
@@ -168,18 +185,18 @@ class Guard:
             # may send cross-site unasked) always carry one, and any other
             # browser request carries an Origin, checked above.
             detail = f"send the body as application/json, not {kind.decode('latin-1')!r}"
-            await _refuse(415, detail, self._cors(origin))(scope, receive, send)
+            await _refuse(415, detail, self._cors(origin), unread)(scope, receive, send)
             return
         body: _Body | None = None
-        if (length is not None and length != b"0") or chunked is not None:
+        if unread is not None:
             if length is not None:
                 declared = int(length) if length.isdigit() else -1
                 if declared < 0:  # the servers refuse these themselves; never trusted here
-                    await _refuse(400, "bad Content-Length", None)(scope, receive, send)
+                    await _refuse(400, "bad Content-Length", None, unread)(scope, receive, send)
                     return
                 if declared > self.max_body:
                     detail = f"the body is {declared} bytes; the limit is {self.max_body}"
-                    await _refuse(413, detail, self._cors(origin))(scope, receive, send)
+                    await _refuse(413, detail, self._cors(origin), unread)(scope, receive, send)
                     return
             if takes_body:  # (no endpoint reads the body of a GET: left unread)
                 body = _Body(self, scope, receive, send)
@@ -194,7 +211,7 @@ class Guard:
         count = self._open.get(key, 0)
         if count >= self.max_streams:
             detail = f"this client has {count} streams open, the most it may; close one first"
-            await _refuse(429, detail, self._cors(origin))(scope, receive, send)
+            await _refuse(429, detail, self._cors(origin), unread)(scope, receive, send)
             return
         self._open[key] = count + 1
         try:
@@ -256,7 +273,9 @@ class Guard:
         finally:
             self._reading.pop(body, None)
 
-    def _refused_host(self, host: bytes, scope: Scope) -> JSONResponse | None:
+    def _refused_host(
+        self, host: bytes, scope: Scope, headers: Mapping[str, str] | None
+    ) -> JSONResponse | None:
         """The answer to a ``Host`` not seen before: None if it is allowed, else a 421."""
         name, port = _split_host(host.decode("latin-1").lower())
         if port is None:  # "example.com" is "example.com:80" (http)
@@ -269,7 +288,7 @@ class Guard:
             f"this server does not answer to Host {host.decode('latin-1')!r}: name it with "
             "create_app(allowed_hosts=...) or deepactors serve --allowed-host"
         )
-        return _refuse(421, detail, None)
+        return _refuse(421, detail, None, headers)
 
     def _cors(self, origin: bytes | None) -> dict[str, str] | None:
         """CORS headers for a refusal, so a page allowed to call can read why."""
@@ -339,7 +358,7 @@ class _Body:
         if self._left < 0:
             self._done = True
             limit = self._guard.max_body
-            raise BodyRefused(413, f"the body is over the limit of {limit} bytes")
+            raise BodyRefused(413, f"the body is over the limit of {limit} bytes", headers=_CLOSE)
         if not message.get("more_body", False):
             self._done = True
         return message

@@ -61,10 +61,17 @@ def error_response(exc: Exception, path: str) -> JSONResponse | None:
     return None
 
 
-def auth_error_response(exc: AuthError) -> JSONResponse:
-    """401 (with the scheme to authenticate by) or 403, saying why."""
-    headers = {"www-authenticate": "Bearer"} if exc.status == 401 else None
-    return JSONResponse({"detail": str(exc)}, status_code=exc.status, headers=headers)
+def auth_error_response(exc: AuthError, extra: Mapping[str, str] | None = None) -> JSONResponse:
+    """401 (with the scheme to authenticate by) or 403, saying why.
+
+    Args:
+        exc: The refusal.
+        extra: More headers (``Connection: close`` when the body is left unread).
+    """
+    headers = {"www-authenticate": "Bearer"} if exc.status == 401 else {}
+    return JSONResponse(
+        {"detail": str(exc)}, status_code=exc.status, headers={**headers, **(extra or {})}
+    )
 
 
 def _metadata_frame(run_id: str) -> bytes:

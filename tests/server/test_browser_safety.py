@@ -96,6 +96,8 @@ def test_a_page_re_bound_to_127_0_0_1_is_refused(serve: Serve) -> None:
             for host in (f"evil.example:{port}", "evil.example", f"127.0.0.1.evil.example:{port}"):
                 refused = http.post(path, json=body, headers={"Host": host})
                 assert refused.status_code == 421, (path, host, refused.text)
+                # Answered before its body was read: the connection is not reused.
+                assert refused.headers["connection"] == "close"
                 assert "does not answer to Host" in refused.json()["detail"]
                 assert "allowed-host" in refused.json()["detail"]
         assert probe.calls == 0
