@@ -2,11 +2,14 @@
 
 ``initdb`` into a temporary folder, ``postgres`` listening on a Unix socket in
 that folder only (no TCP port, so parallel runs never collide), stopped and
-deleted at exit. PostgreSQL refuses to run as root, so when the tests run as
-root the cluster is made and run as the ``postgres`` OS user the Debian package
-creates. The binaries come from ``pg_config --bindir`` or the Debian layout
-(``/usr/lib/postgresql/<version>/bin``); ``.ci/run`` installs the package when it
-is missing.
+deleted at exit; in between, :meth:`~PostgresServer.stop` and
+:meth:`~PostgresServer.start` (or :meth:`~PostgresServer.restart`) stop it and
+start it again on the same socket and data, as a database restart would.
+PostgreSQL refuses to run as root, so when the tests run as root the cluster
+is made and run as the ``postgres`` OS user the Debian package creates. The
+binaries come from ``pg_config --bindir`` or the Debian layout
+(``/usr/lib/postgresql/<version>/bin``); ``.ci/run`` installs the package when
+it is missing.
 
 Usage::
 
@@ -69,6 +72,8 @@ class PostgresServer:
         self._count = 0
         self._root: Path | None = None
         self._as: tuple[int, int] | None = None
+        self._options = ""
+        self._created_db = False
 
     @property
     def socket_dir(self) -> Path:
@@ -101,17 +106,46 @@ class PostgresServer:
             raise RuntimeError(f"{args[0]} failed ({done.returncode}): {done.stderr.strip()}")
 
     def start(self) -> None:
-        """Create the cluster and start the server; returns once it accepts connections."""
+        """Start the server, creating the cluster first time; returns once it accepts connections.
+
+        After :meth:`stop`, starts the same cluster again: same data, same socket.
+        """
+        if self._root is None:
+            self._create()
+        self._run(
+            str(self._bin / "pg_ctl"),
+            "-D",
+            str(self._data),
+            "-o",
+            self._options,
+            "-l",
+            str(self.socket_dir / "server.log"),
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
+        if not self._created_db:
+            self._run(
+                str(self._bin / "createdb"),
+                "-h",
+                str(self.socket_dir),
+                "-U",
+                self.user,
+                self._database,
+            )
+            self._created_db = True
+
+    def _create(self) -> None:
         self._root = Path(tempfile.mkdtemp(prefix="deepactors-pg-"))
         if os.getuid() == 0:
             entry = pwd.getpwnam("postgres")
             self._as = (entry.pw_uid, entry.pw_gid)
             os.chown(self._root, entry.pw_uid, entry.pw_gid)
-        data = self._root / "data"
         self._run(
             str(self._bin / "initdb"),
             "-D",
-            str(data),
+            str(self._data),
             "-U",
             self.user,
             "--auth=trust",
@@ -119,28 +153,16 @@ class PostgresServer:
             "-E",
             "UTF8",
         )
-        options = (
+        self._options = (
             f"-c listen_addresses='' -c unix_socket_directories='{self._root}' "
             f"-c max_connections={self._max_connections} -c shared_buffers=64MB"
         )
         if not self._durable:
-            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-        self._run(
-            str(self._bin / "pg_ctl"),
-            "-D",
-            str(data),
-            "-o",
-            options,
-            "-l",
-            str(self._root / "server.log"),
-            "-w",
-            "-t",
-            "60",
-            "start",
-        )
-        self._run(
-            str(self._bin / "createdb"), "-h", str(self._root), "-U", self.user, self._database
-        )
+            self._options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+
+    @property
+    def _data(self) -> Path:
+        return self.socket_dir / "data"
 
     def new_database(self) -> str:
         """Create another empty database on this server; returns its DSN."""
@@ -149,14 +171,29 @@ class PostgresServer:
         self._run(str(self._bin / "createdb"), "-h", str(self.socket_dir), "-U", self.user, name)
         return f"postgresql:///{name}?host={self.socket_dir}&user={self.user}"
 
-    def stop(self) -> None:
-        """Stop the server (fast shutdown) and delete its folder."""
+    def stop(self, *, mode: str = "fast") -> None:
+        """Stop the server, keeping its data: :meth:`start` starts it again.
+
+        Args:
+            mode: ``pg_ctl``'s shutdown mode: ``fast`` ends every session (as a
+                restart does), ``immediate`` as a crash would.
+        """
+        if self._root is None:
+            return
+        self._run(str(self._bin / "pg_ctl"), "-D", str(self._data), "-m", mode, "-w", "stop")
+
+    def restart(self) -> None:
+        """Stop the server, then start it again on the same socket and data."""
+        self.stop()
+        self.start()
+
+    def close(self) -> None:
+        """Stop the server (if running) and delete its folder."""
         if self._root is None:
             return
         try:
-            self._run(
-                str(self._bin / "pg_ctl"), "-D", str(self._root / "data"), "-m", "fast", "stop"
-            )
+            if (self._data / "postmaster.pid").exists():
+                self.stop()
         finally:
             shutil.rmtree(self._root, ignore_errors=True)
             self._root = None
@@ -171,4 +208,4 @@ class PostgresServer:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.stop()
+        self.close()
