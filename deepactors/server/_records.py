@@ -25,7 +25,9 @@ from ..agent import DeepAgent
 from ..events import Event
 
 __all__ = [
+    "FORGOTTEN_PER_THREAD",
     "AssistantRecord",
+    "ForgottenRun",
     "RunRecord",
     "RunStatus",
     "Subscriber",
@@ -100,7 +102,7 @@ class AssistantRecord:
         }
 
 
-@dataclass(slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, kw_only=True, eq=False, weakref_slot=True)
 class ThreadRecord:
     """A thread as the protocol sees it; its state is in the checkpointer.
 
@@ -109,6 +111,14 @@ class ThreadRecord:
         values: The JSON values after the last run (None: none yet).
         interrupts: The pending interrupts after the last run.
         temporary: Made for a stateless run; deleted when that run ends.
+        runs: Its runs in memory (in flight, or finished less than the
+            retention period ago), oldest first. Only the thread holds them
+            (with the manager's table): a run points to its thread, and a run
+            that leaves this list is freed by reference counting.
+        forgotten: What is left of its runs that finished longer ago, by id
+            (see :class:`ForgottenRun`), at most :data:`FORGOTTEN_PER_THREAD`.
+        stale: Its values were let go after it stayed idle; they are read
+            back from its checkpoint when asked for (``values`` is None).
     """
 
     thread_id: str
@@ -121,6 +131,8 @@ class ThreadRecord:
     error: bool = False
     temporary: bool = False
     runs: list[RunRecord] = field(default_factory=list)
+    forgotten: dict[str, ForgottenRun] = field(default_factory=dict)
+    stale: bool = False
 
     @property
     def inflight(self) -> list[RunRecord]:
@@ -165,7 +177,7 @@ class Subscriber:
         return self.subgraphs or "/" not in event.path
 
 
-@dataclass(slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, kw_only=True, eq=False, weakref_slot=True)
 class RunRecord:
     """One run: its protocol fields, its handle, and who listens to its events.
 
@@ -237,6 +249,63 @@ class RunRecord:
             "metadata": self.metadata,
             "multitask_strategy": self.multitask_strategy,
             "kwargs": self.kwargs,
+        }
+
+
+FORGOTTEN_PER_THREAD = 1000
+"""Forgotten runs a thread remembers (the oldest go first): ~300 bytes each."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ForgottenRun:
+    """What the server keeps of a run of a saved thread once it has let go of it.
+
+    The protocol fields of the run, without what it was created with (its
+    input) or its values: those of its thread are read from the thread's
+    checkpoint. A run that failed keeps its error (small).
+
+    Attributes:
+        error: The run's error as JSON (``__error__``), if it failed.
+    """
+
+    run_id: str
+    thread_id: str
+    assistant_id: str
+    status: RunStatus
+    created_at: float
+    updated_at: float
+    metadata: dict[str, Any]
+    multitask_strategy: str
+    error: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, run: RunRecord) -> ForgottenRun:
+        """What is kept of a finished run."""
+        error = run.result.get("__error__") if run.result is not None else None
+        return cls(
+            run_id=run.run_id,
+            thread_id=run.thread.thread_id,
+            assistant_id=run.assistant.assistant_id,
+            status=run.status,
+            created_at=run.created_at,
+            updated_at=run.updated_at,
+            metadata=run.metadata,
+            multitask_strategy=run.multitask_strategy,
+            error=None if error is None else {"__error__": error},
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The protocol's ``Run`` (its ``kwargs`` are no longer known: empty)."""
+        return {
+            "run_id": self.run_id,
+            "thread_id": self.thread_id,
+            "assistant_id": self.assistant_id,
+            "created_at": iso(self.created_at),
+            "updated_at": iso(self.updated_at),
+            "status": self.status,
+            "metadata": self.metadata,
+            "multitask_strategy": self.multitask_strategy,
+            "kwargs": {},
         }
 
 

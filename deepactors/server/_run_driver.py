@@ -44,6 +44,13 @@ def _outcome(handle: RunHandle) -> tuple[RunStatus, dict[str, Any] | None]:
         return "error", {"__error__": error_json(exc)}
 
 
+def _spent(handle: RunHandle) -> RunHandle:
+    """A handle of an ended run with nothing of its outcome: where it started."""
+    spent = RunHandle(path=handle.path, thread_id=handle.thread_id, deadline=handle.deadline)
+    spent.head_before = handle.head_before
+    return spent
+
+
 class RunDriver:
     """Driving runs and recording their ends; mixed into the run manager."""
 
@@ -191,6 +198,13 @@ class RunDriver:
         thread.updated_at = time.time()
         if self.relay.shared and not thread.temporary:
             self.relay.finished(run, self._values(run))
+        handle = run.handle
+        if handle is not None:
+            # The handle holds the run's final state (the record has it as JSON)
+            # or its error, whose traceback's frames hold this record through
+            # the run's event callback: a cycle only a collection would free.
+            # A rollback of the run needs no more than where it started.
+            run.handle = None if thread.temporary else _spent(handle)
         run.done.set()
 
     async def refresh(self, thread: ThreadRecord) -> None:
@@ -198,10 +212,13 @@ class RunDriver:
         state = await self.handle(thread).state()
         thread.values = values_to_lc(state.values) if state.seq is not None else None
         thread.interrupts = interrupts_to_lc(list(state.interrupts))
+        thread.stale = False
 
     async def result(self, run: RunRecord) -> dict[str, Any]:
         """Wait for the run; its final values as JSON (``__error__`` if it failed)."""
         await run.done.wait()
+        if run.result is None and run.thread.stale:
+            await self.refresh(run.thread)  # its values were let go: from its checkpoint
         return self._values(run)
 
     def _values(self, run: RunRecord) -> dict[str, Any]:

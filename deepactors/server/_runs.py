@@ -43,6 +43,7 @@ from ..actors import RunInput, Runtime, ThreadHandle
 from ..errors import DeepActorsError
 from ..events import Event
 from ._authz import CALLER, OWNER_KEY, caller, may_thread
+from ._checkpoints import start_from
 from ._records import AssistantRecord, RunRecord, Subscriber, ThreadRecord, new_uuid
 from ._relay import LocalRelay, RunRelay
 from ._run_driver import RunDriver
@@ -245,6 +246,7 @@ class RunManager(RunDriver):
             run_input = run_input_of(assistant.stateless, body, None, identity)
         else:
             run_input = run_input_of(assistant.agent, body, thread.thread_id, identity)
+        await start_from(self, thread, assistant, body)  # the head, or a fork (a checkpoint)
         # Admitted with no await between the look at the thread's runs and the
         # new run's place among them, so two requests cannot both see it idle;
         # a strategy that waits (interrupt, rollback) looks again after.
@@ -411,6 +413,10 @@ class RunManager(RunDriver):
         self.threads.pop(thread.thread_id, None)
         for run in thread.runs:
             self.runs.pop(run.run_id, None)
+        # The thread lets go of its runs: one still held (by a response) holds
+        # its thread, never the reverse, so reference counting frees both.
+        thread.runs = []
+        thread.forgotten.clear()
 
     async def _forget_thread(self, thread: ThreadRecord) -> None:
         self._forget_runs(thread)
