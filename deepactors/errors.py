@@ -36,15 +36,19 @@ Where a builtin means the same thing, the error subclasses it too, so
     │   ├── SpecialFile                    a FIFO, socket or device: not a regular file
     │   ├── EditError                      the edit's old string is missing or not unique
     │   ├── ReadBeforeWrite                changing a file not read since it last changed
-    │   └── UnsupportedOperation (NotImplementedError)  e.g. execute on a file-only backend
+    │   ├── UnsupportedOperation (NotImplementedError)  e.g. execute on a file-only backend
+    │   └── SandboxError                   a sandbox refused or could not run a command
+    │       └── SandboxUnavailable         the sandbox cannot be set up here (never run on the host)
     ├── ThreadBusy                         another run holds the thread (and we may not wait)
     └── PersistenceError                   a checkpoint or store database failed
         ├── CheckpointError                checkpoints could not be read or written
         │   ├── CheckpointCorrupt          the file or a record is damaged or of another schema
         │   │   └── CheckpointSchemaMismatch  written with another schema version
+        │   ├── CheckpointFileLost         the file was deleted or replaced while in use
         │   └── ThreadLeaseLost            the run's lease lapsed: its writes are refused
         └── StoreError                     the store could not be read or written
-            └── StoreCorrupt               the file or an item is damaged or of another schema
+            ├── StoreCorrupt               the file or an item is damaged or of another schema
+            └── StoreFileLost              the file was deleted or replaced while in use
 
 And one warning, outside that tree::
 
@@ -62,6 +66,7 @@ __all__ = [
     "CallLimitExceeded",
     "CheckpointCorrupt",
     "CheckpointError",
+    "CheckpointFileLost",
     "CheckpointSchemaMismatch",
     "ConfigurationError",
     "ContextWindowExceeded",
@@ -85,11 +90,14 @@ __all__ = [
     "ReadBeforeWrite",
     "RunCancelled",
     "RuntimeClosed",
+    "SandboxError",
+    "SandboxUnavailable",
     "ScriptExhausted",
     "SpecialFile",
     "StepLimitExceeded",
     "StoreCorrupt",
     "StoreError",
+    "StoreFileLost",
     "StructuredOutputError",
     "ThreadBusy",
     "ThreadLeaseLost",
@@ -293,6 +301,18 @@ class UnsupportedOperation(BackendError, NotImplementedError):
     """The backend cannot do this operation (for example ``execute``)."""
 
 
+class SandboxError(BackendError):
+    """A sandbox refused or failed to run a command (its workspace, its limits)."""
+
+
+class SandboxUnavailable(SandboxError):
+    """The sandbox cannot be set up on this machine, and says why.
+
+    For example bubblewrap is not installed, or the kernel does not let this user
+    create namespaces. A sandbox never falls back to running commands on the host.
+    """
+
+
 class ThreadBusy(DeepActorsError):
     """Another run holds the thread, and this checkpointer refuses to wait for it.
 
@@ -335,6 +355,18 @@ class CheckpointSchemaMismatch(CheckpointCorrupt):
     """
 
 
+class CheckpointFileLost(CheckpointError):
+    """The checkpoint file was deleted, or replaced by another file, while in use.
+
+    A deleted file stays writable through the connection that has it open, and
+    a file renamed over it leaves the connection on the old one: what is written
+    then is lost when the connection closes. So once the file at the path is not
+    the one first opened, every operation fails with this error naming the path,
+    the operation that noticed included (its write may have gone to the lost
+    file, and is not reported as stored).
+    """
+
+
 class ThreadLeaseLost(CheckpointError):
     """A run's lease on its thread lapsed and another run took it.
 
@@ -350,6 +382,13 @@ class StoreError(PersistenceError):
 
 class StoreCorrupt(StoreError):
     """A store file or item is damaged, or was written with another schema."""
+
+
+class StoreFileLost(StoreError):
+    """The store's file was deleted, or replaced by another file, while in use.
+
+    See :class:`CheckpointFileLost`: the same check, for the store.
+    """
 
 
 class ThreadNotSavedWarning(UserWarning):

@@ -28,6 +28,7 @@ import anyio.lowlevel
 from ..errors import (
     CheckpointCorrupt,
     CheckpointError,
+    CheckpointFileLost,
     CheckpointSchemaMismatch,
     ConfigurationError,
     ThreadLeaseLost,
@@ -75,7 +76,10 @@ _SCHEMA = Schema(
 )
 
 _ERRORS = Errors(
-    failed=CheckpointError, corrupt=CheckpointCorrupt, mismatch=CheckpointSchemaMismatch
+    failed=CheckpointError,
+    corrupt=CheckpointCorrupt,
+    mismatch=CheckpointSchemaMismatch,
+    lost=CheckpointFileLost,
 )
 
 _COLUMNS = "thread_id, seq, path, step, kind, created_at, data"

@@ -28,8 +28,10 @@ these boundaries.
 
 What goes wrong is reported as the component's own errors (:class:`Errors`):
 a file that is not a database, or is damaged or truncated, is "corrupt" (even
-when SQLite only says "database is locked", see :func:`diagnose`); a schema of
-another version is a mismatch; anything else is a plain failure naming the file.
+when SQLite only says "database is locked", see ``_sqlite_integrity.diagnose``); a
+schema of another version is a mismatch; the file deleted or replaced while in use
+(its device and inode are checked after every operation) is "lost"; anything else
+is a plain failure naming the file.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from __future__ import annotations
 import functools
 import os
 import sqlite3
-import struct
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -55,8 +57,9 @@ from .._core.loops import CallThread, LoopRun, UnsupportedLoop, current_run
 from .._core.perloop import PerLoop
 from ..errors import PersistenceError
 from . import _aiosqlite
+from ._sqlite_integrity import diagnose, emptied, identity, register_crc
 
-__all__ = ["BUSY_TIMEOUT", "Database", "Errors", "Schema", "SqliteBase", "diagnose", "text"]
+__all__ = ["BUSY_TIMEOUT", "Database", "Errors", "Schema", "SqliteBase", "text"]
 
 T = TypeVar("T")
 
@@ -72,16 +75,16 @@ _SQLITE_BUSY = 5
 _SQLITE_CORRUPT = 11
 _SQLITE_NOTADB = 26
 
-_HEADER = b"SQLite format 3\x00"
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Errors:
-    """The exceptions one component raises: a failure, corruption, a schema mismatch."""
+    """The exceptions one component raises: a failure, corruption, a schema mismatch,
+    and its file deleted or replaced while in use."""
 
     failed: type[PersistenceError]
     corrupt: type[PersistenceError]
     mismatch: type[PersistenceError]
+    lost: type[PersistenceError]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,68 +120,6 @@ def text(value: object, *, what: str) -> str:
         except UnicodeDecodeError:
             raise ValueError(f"{what} is not valid UTF-8 text") from None
     raise ValueError(f"{what} is missing")
-
-
-def _emptied(file: str) -> str | None:
-    """The one damage checked before a connection's first statement (see :func:`diagnose`)."""
-    if _size(file) == 0 and (_size(file + "-wal") or _index_had_pages(file + "-shm")):
-        return "it is empty, though its write-ahead log held pages: it was truncated"
-    return None
-
-
-def diagnose(file: str) -> str | None:
-    """What is visibly wrong with a database file, or None. Blocking: in a thread.
-
-    Looked at when SQLite reports "database is locked". A file truncated to
-    nothing while another connection still has it open looks busy to a new
-    connection, for ever: SQLite takes the empty file for a new database,
-    deletes the write-ahead log it finds beside it, and then cannot switch it
-    to WAL under the other connection's lock. What is left to tell is the
-    shared-memory index of that log, which still says the database had pages.
-    """
-    if file == ":memory:" or file.startswith("file:"):
-        return None
-    try:
-        size = os.stat(file).st_size
-        if size == 0:
-            return _emptied(file)
-        with open(file, "rb") as f:
-            header = f.read(100)
-    except OSError:
-        return None
-    if len(header) < 100 or not header.startswith(_HEADER):
-        return "its header is not a SQLite header"  # pragma: no cover - SQLite says NOTADB
-    page_size = int.from_bytes(header[16:18], "big")
-    page_size = 65536 if page_size == 1 else page_size
-    if page_size and size % page_size:
-        return f"it is {size} bytes long, not a whole number of {page_size}-byte pages: truncated"
-    return None
-
-
-def _size(file: str) -> int:
-    try:
-        return os.stat(file).st_size
-    except OSError:
-        return 0
-
-
-# The start of the WAL index header (in the -shm file, native byte order):
-# version, unused, change counter, is-initialised, checksum order, page size,
-# frames in the log, pages in the database.
-_INDEX_HEADER = struct.Struct("=IIIBBHII")
-
-
-def _index_had_pages(shm: str) -> bool:
-    try:
-        with open(shm, "rb") as f:
-            head = f.read(_INDEX_HEADER.size)
-    except OSError:
-        return False
-    if len(head) < _INDEX_HEADER.size:
-        return False
-    fields: tuple[int, ...] = _INDEX_HEADER.unpack(head)
-    initialised, frames, pages = fields[3], fields[6], fields[7]
-    return initialised == 1 and (frames > 0 or pages > 0)
 
 
 def _translate(exc: sqlite3.Error, file: str, errors: Errors) -> PersistenceError:
@@ -223,11 +164,12 @@ def _prepare(raw: sqlite3.Connection, *, file: str, schema: Schema, errors: Erro
     # process crash (SIGKILL), only an OS crash may lose the last ones.
     if file != ":memory:" and not file.startswith("file:"):
         # Before the first statement, which would delete the evidence.
-        damage = _emptied(file)
+        damage = emptied(file)
         if damage is not None:
             raise errors.corrupt(f"{file} is not a SQLite database, or it is damaged: {damage}")
     _set_wal(raw, file, errors)
     raw.execute("PRAGMA synchronous=NORMAL")
+    register_crc(raw)
     raw.execute("BEGIN IMMEDIATE")
     try:
         raw.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
@@ -398,6 +340,13 @@ class Database:
     def __init__(self, path: str | os.PathLike[str], *, schema: Schema, errors: Errors) -> None:
         self.file = os.fspath(path)
         self.errors = errors
+        # The (st_dev, st_ino) of the file first opened: the object stays bound
+        # to it, across connections and event-loop runs (see ``_check_identity``).
+        self._identity: tuple[int, int] | None = None
+        self._identity_lock = threading.Lock()
+        self._checks_identity = self.file not in ("", ":memory:") and not self.file.startswith(
+            "file:"
+        )
         self._prepare = functools.partial(_prepare, file=self.file, schema=schema, errors=errors)
         self._connections: PerLoop[_Connection] = PerLoop(
             self._open, _close, close_stale=_close_stale
@@ -425,9 +374,46 @@ class Database:
 
     def _translated(self, fn: Callable[[sqlite3.Connection], T], raw: sqlite3.Connection) -> T:
         try:
-            return fn(raw)
+            result = fn(raw)
         except sqlite3.Error as exc:
-            raise _translate(exc, self.file, self.errors) from exc
+            lost = self._check_identity()
+            raise (lost or _translate(exc, self.file, self.errors)) from exc
+        # After the operation, not before: a commit that went to a file no longer
+        # at the path is then reported, not returned as stored. One stat per
+        # operation (a whole transaction), in the connection's thread.
+        lost = self._check_identity()
+        if lost is not None:
+            raise lost
+        return result
+
+    def _check_identity(self) -> PersistenceError | None:
+        """The error to raise if the file at the path is not the one first opened.
+
+        A deleted file stays open, and SQLite goes on committing to it; a file
+        renamed over ours is not seen by a connection already open. Neither
+        says anything, and what is written goes where nobody will read it.
+        """
+        if not self._checks_identity:
+            return None
+        try:
+            now = identity(self.file)
+        except OSError as exc:
+            return self.errors.failed(f"{self.file}: cannot look at the file: {exc}")
+        if now is None:
+            return self.errors.lost(
+                f"{self.file} was deleted while in use: what was written after that is lost,"
+                " and nothing more is written to it"
+            )
+        with self._identity_lock:
+            if self._identity is None:
+                self._identity = now  # the first connection's first operation: its prepare
+            first = self._identity
+        if now != first:
+            return self.errors.lost(
+                f"{self.file} was replaced by another file while in use: what was written after"
+                " that went to the file first opened, and is lost; nothing more is written"
+            )
+        return None
 
     async def _open(self) -> _Connection:
         if self.file != ":memory:" and not self.file.startswith("file:"):

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import StoreCorrupt, StoreError
+from ..errors import StoreCorrupt, StoreError, StoreFileLost
 from ._json import decode_object
 from ._sqlite_conn import Database, Errors, Schema, SqliteBase, text
 from .store import (
@@ -51,7 +51,7 @@ _SCHEMA = Schema(
     ),
 )
 
-_ERRORS = Errors(failed=StoreError, corrupt=StoreCorrupt, mismatch=StoreCorrupt)
+_ERRORS = Errors(failed=StoreError, corrupt=StoreCorrupt, mismatch=StoreCorrupt, lost=StoreFileLost)
 
 # The namespace column's text; the format is on disk, do not change it.
 _encode_namespace = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
