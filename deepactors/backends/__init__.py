@@ -6,12 +6,18 @@
 * :class:`CompositeBackend`: several of these mounted at path prefixes.
 * :class:`LocalShellBackend`: a disk folder that can also run shell commands
   (not a sandbox).
+* :class:`BubblewrapSandbox`: commands isolated from the host (Linux
+  namespaces through bubblewrap), one workspace per thread; the
+  :class:`SandboxBackend` and :class:`SandboxProvider` protocols are the seam
+  for other sandboxes (containers, remote machines).
 
 All of them follow the :class:`Backend` protocol and accept the same virtual
 paths (:func:`normalize_path`).
 """
 
 from .._core.public import publish as _publish
+from ._bwrap import BubblewrapSandbox as BubblewrapSandbox
+from ._bwrap_workspace import BubblewrapWorkspace as BubblewrapWorkspace
 from ._composite import CompositeBackend as CompositeBackend
 from ._filesystem import FilesystemBackend as FilesystemBackend
 from ._links import APPROVED as APPROVED
@@ -33,6 +39,12 @@ from ._protocol import GrepResult as GrepResult
 from ._protocol import ReadWindow as ReadWindow
 from ._protocol import WriteResult as WriteResult
 from ._protocol import check_version as check_version
+from ._sandbox import SandboxBackend as SandboxBackend
+from ._sandbox import SandboxKey as SandboxKey
+from ._sandbox import SandboxLimits as SandboxLimits
+from ._sandbox import SandboxProvider as SandboxProvider
+from ._sandbox import current_sandbox_key as current_sandbox_key
+from ._sandbox import sandbox_scope as sandbox_scope
 from ._shell import LocalShellBackend as LocalShellBackend
 from ._state import StateBackend as StateBackend
 from ._store import StoreBackend as StoreBackend
@@ -42,6 +54,8 @@ __all__ = [
     "APPROVED",
     "DEFAULT_MAX_MATCHES",
     "Backend",
+    "BubblewrapSandbox",
+    "BubblewrapWorkspace",
     "CompositeBackend",
     "EditResult",
     "ExecuteResult",
@@ -55,13 +69,19 @@ __all__ = [
     "PermissionRules",
     "PermissionedBackend",
     "ReadWindow",
+    "SandboxBackend",
+    "SandboxKey",
+    "SandboxLimits",
+    "SandboxProvider",
     "StateBackend",
     "StoreBackend",
     "WriteResult",
     "check_execute",
     "check_version",
+    "current_sandbox_key",
     "normalize_path",
     "resolve_links",
+    "sandbox_scope",
 ]
 
 # Reprs and tracebacks name the public package, not the private module (see _core.public).

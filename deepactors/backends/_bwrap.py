@@ -1,0 +1,340 @@
+"""``BubblewrapSandbox``: commands isolated by bubblewrap, one workspace per thread."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Literal
+
+import anyio
+import anyio.to_thread
+from anyio.abc import AsyncResource
+
+from deepactors.errors import SandboxError, SandboxUnavailable
+
+from ._bwrap_argv import WORKSPACE, BwrapConfig, bwrap_prefix
+from ._bwrap_workspace import BubblewrapWorkspace
+from ._filesystem import MIB
+from ._links import Resolved
+from ._protocol import (
+    DEFAULT_MAX_MATCHES,
+    EditResult,
+    ExecuteResult,
+    FileInfo,
+    GrepResult,
+    ReadWindow,
+    WriteResult,
+)
+from ._sandbox import SandboxKey, SandboxLimits, current_sandbox_key
+from ._sandbox_run import run_contained
+
+if TYPE_CHECKING:
+    from deepactors.state import State
+
+__all__ = ["BubblewrapSandbox"]
+
+NOBODY = (65534, 65534)
+_PROBE_TIMEOUT = 30.0
+
+
+class BubblewrapSandbox(AsyncResource):
+    """Shell commands isolated from the host by bubblewrap (``bwrap``), one workspace per thread.
+
+    Each :meth:`execute` starts a fresh sandbox (no daemon) in which:
+
+    * the thread's workspace (a folder under ``root``) is mounted at
+      ``/workspace`` and is the only place a command can write, besides a
+      private, size-limited ``/tmp``;
+    * the host is not visible beyond ``/usr`` (and the ``/bin``, ``/lib``
+      links into it), a few files of ``/etc`` that programs need to start
+      (never ``passwd`` or ``shadow``), and what ``python``, ``tools`` and
+      ``paths`` add, all read-only;
+    * there is no network unless ``network=True`` (its own empty network
+      namespace: not even the host's ``127.0.0.1``);
+    * there is a PID namespace of its own: the server's processes are not
+      visible, and when the command exits, times out or is cancelled every
+      process it started is killed (nothing outlives the call);
+    * the environment holds only ``PATH``, ``HOME``, ``LANG``, ``TMPDIR`` and
+      ``env``: none of the server's variables (API keys) are passed;
+    * CPU time, memory, processes, file size, open files and output are
+      limited (:class:`SandboxLimits`);
+    * when the server runs as root, commands run as an unprivileged host user
+      (``run_as``), so the kernel enforces the process limit and no root-owned
+      file is readable through the owner's rights.
+
+    The file operations (the agent's file tools) work on the same workspace
+    from the host, refusing any symlink a command planted that leads out of it.
+
+    Per thread (the default): the agent's file tools and ``execute`` reach the
+    workspace of the calling run's thread and owner (:class:`SandboxKey`), in
+    ``root/<hash of owner and thread>``; two threads never see each other's
+    files. Used outside a tool call (with no key in scope) it refuses,
+    rather than guess a workspace. ``per_thread=False`` shares ``root`` as one
+    workspace between every caller.
+
+    Whether bubblewrap can run here is checked once, when the sandbox is
+    opened (``async with``) or first used: if it cannot (not installed, no user
+    namespaces), :class:`~deepactors.errors.SandboxUnavailable` says why.
+    Nothing ever falls back to running on the host.
+
+    Args:
+        root: Host folder holding the workspaces (created when missing). When
+            commands run as another user (``run_as``), that user must be able
+            to reach it: every folder above it searchable by others.
+        per_thread: One workspace per thread (True) or ``root`` shared (False).
+        python: An interpreter (path, or name on ``PATH``) whose installation
+            becomes visible read-only and leads ``PATH``. Debian's
+            ``/usr/bin/python3`` is visible anyway.
+        tools: Programs outside ``/usr`` to make visible (names or paths).
+        paths: Further host paths to make visible read-only.
+        network: Let commands use the host's network.
+        env: Variables for the commands (the server's own are never passed).
+        limits: Resource limits of each command (default: :class:`SandboxLimits`'s).
+        timeout: Default seconds a command may run before it is killed.
+        run_as: ``(uid, gid)`` to run commands as on the host; ``"auto"``:
+            nobody (65534) when this process is root, else this process's own
+            user; None: always this process's user.
+        cleanup: Delete the workspaces created under ``root`` when closed.
+        max_read_bytes: See :class:`FilesystemBackend`.
+        max_write_bytes: See :class:`FilesystemBackend`.
+    """
+
+    can_execute = True
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        per_thread: bool = True,
+        python: str | None = None,
+        tools: Sequence[str] = (),
+        paths: Sequence[str] = (),
+        network: bool = False,
+        env: Mapping[str, str] | None = None,
+        limits: SandboxLimits | None = None,
+        timeout: float = 120,
+        run_as: tuple[int, int] | Literal["auto"] | None = "auto",
+        cleanup: bool = False,
+        max_read_bytes: int = 10 * MIB,
+        max_write_bytes: int = 10 * MIB,
+    ) -> None:
+        root = os.fspath(root)
+        self.root = os.path.normpath(root) if os.path.isabs(root) else os.path.abspath(root)
+        self.per_thread = per_thread
+        limits = SandboxLimits() if limits is None else limits
+        self.config = BwrapConfig(
+            python=python, tools=tuple(tools), paths=tuple(paths), network=network, env=env,
+            limits=limits,
+        )  # fmt: skip
+        self.limits = limits
+        self.timeout = timeout
+        self.run_as = (NOBODY if os.geteuid() == 0 else None) if run_as == "auto" else run_as
+        self.cleanup = cleanup
+        self.max_read_bytes = max_read_bytes
+        self.max_write_bytes = max_write_bytes
+        self.bwrap = "bwrap"
+        self.prlimit = "/usr/bin/prlimit"
+        self._prefix: list[str] | None = None
+        self._failure: SandboxUnavailable | None = None
+        self._lock = anyio.Lock()
+        self._workspaces: dict[SandboxKey | None, BubblewrapWorkspace] = {}
+        self._running: set[anyio.CancelScope] = set()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"BubblewrapSandbox({self.root!r}, per_thread={self.per_thread})"
+
+    @property
+    def workspace(self) -> str:
+        """The workspace as the commands see it."""
+        return WORKSPACE
+
+    # -- lifetime --------------------------------------------------------------
+
+    async def __aenter__(self) -> BubblewrapSandbox:
+        await self.check()
+        return self
+
+    def prefix_args(self) -> list[str]:
+        """bwrap's options before the workspace (after :meth:`check`)."""
+        assert self._prefix is not None, "check() first"
+        return self._prefix
+
+    def _setup(self) -> list[str]:
+        found = shutil.which("bwrap")
+        if found is None:
+            raise SandboxUnavailable(
+                "bubblewrap is not installed (apt-get install bubblewrap); commands are "
+                "not run on the host instead"
+            )
+        self.bwrap = found
+        prlimit = shutil.which("prlimit")
+        if prlimit is None or not prlimit.startswith("/usr/"):
+            raise SandboxUnavailable("prlimit (util-linux) is not installed under /usr")
+        self.prlimit = prlimit
+        os.makedirs(self.root, mode=0o755, exist_ok=True)
+        if self.run_as is not None and os.lstat(self.root).st_uid != self.run_as[0]:
+            os.chown(self.root, *self.run_as, follow_symlinks=False)
+        prefix, _ = bwrap_prefix(self.config)
+        return prefix
+
+    async def check(self) -> None:
+        """Make sure bubblewrap runs here with this sandbox's options (once; then cached).
+
+        Raises:
+            SandboxUnavailable: It cannot, and the message says why (bubblewrap's own words).
+            SandboxError: The sandbox is closed.
+        """
+        if self._closed:
+            raise SandboxError("this sandbox is closed")
+        if self._prefix is not None:
+            return
+        async with self._lock:
+            if self._failure is not None:
+                raise self._failure
+            if self._prefix is not None:
+                return
+            try:
+                prefix = await anyio.to_thread.run_sync(self._setup)
+            except OSError as exc:
+                raise SandboxUnavailable(f"cannot prepare the sandbox's folder: {exc}") from exc
+            argv = [self.bwrap, *prefix, "--bind", self.root, WORKSPACE, "--", "/bin/true"]
+            result = await run_contained(
+                argv, timeout=_PROBE_TIMEOUT, output_bytes=4000, output_total_bytes=65536,
+                user=None if self.run_as is None else self.run_as[0],
+                group=None if self.run_as is None else self.run_as[1],
+            )  # fmt: skip
+            if result.exit_code != 0:
+                self._failure = SandboxUnavailable(
+                    "bubblewrap cannot create the sandbox here (are user namespaces "
+                    f"enabled for this user?): {result.output.strip() or result.exit_code}; "
+                    "commands are not run on the host instead"
+                )
+                raise self._failure
+            self._prefix = prefix
+
+    async def aclose(self) -> None:
+        """Kill the commands still running, and delete the workspaces when ``cleanup`` says so."""
+        self._closed = True
+        for scope in list(self._running):
+            scope.cancel()
+        workspaces = list(self._workspaces.values())
+        self._workspaces.clear()
+        if self.cleanup:
+            with anyio.CancelScope(shield=True):
+                for ws in workspaces:
+                    if ws.root != self.root:
+                        await anyio.to_thread.run_sync(_remove, ws.root)
+
+    # -- per thread -----------------------------------------------------------
+
+    def for_key(self, key: SandboxKey | None) -> BubblewrapWorkspace:
+        """The workspace of ``key`` (``root`` itself when shared)."""
+        if not self.per_thread:
+            key = None
+        elif key is None:
+            raise SandboxError(
+                "this per-thread sandbox is used outside a tool call of a run, so it "
+                "cannot tell whose workspace to use (per_thread=False shares one)"
+            )
+        ws = self._workspaces.get(key)
+        if ws is None:
+            root = self.root if key is None else os.path.join(self.root, key.slug)
+            ws = self._workspaces[key] = BubblewrapWorkspace(self, root)
+        return ws
+
+    async def open_sandbox(self, key: SandboxKey) -> BubblewrapWorkspace:
+        """The sandbox of ``key``, checked (see :class:`SandboxProvider`)."""
+        await self.check()
+        return self.for_key(key)
+
+    def _current(self) -> BubblewrapWorkspace:
+        if self._closed:
+            raise SandboxError("this sandbox is closed")
+        return self.for_key(current_sandbox_key())
+
+    def bind(self, state: State, *, name: str = "main") -> BubblewrapSandbox:
+        """This sandbox: the workspace is chosen per call, from the thread in scope."""
+        return self
+
+    # -- the Backend protocol, on the current key's workspace -----------------
+
+    async def execute(self, command: str, *, timeout: float | None = None) -> ExecuteResult:
+        """See :meth:`BubblewrapWorkspace.execute`.
+
+        Raises:
+            SandboxError: The sandbox was closed (the command was killed).
+        """
+        ws = self._current()
+        with anyio.CancelScope() as scope:
+            self._running.add(scope)
+            try:
+                return await ws.execute(command, timeout=timeout)
+            finally:
+                self._running.discard(scope)
+        raise SandboxError("the sandbox was closed while the command ran; it was killed")
+
+    async def ls(self, path: str = "/") -> list[FileInfo]:
+        """See :meth:`Backend.ls`."""
+        return await self._current().ls(path)
+
+    async def read(self, path: str, *, offset: int = 0, limit: int | None = None) -> ReadWindow:
+        """See :meth:`Backend.read`."""
+        return await self._current().read(path, offset=offset, limit=limit)
+
+    async def write(
+        self, path: str, content: str, *, expected_version: str | None = None
+    ) -> WriteResult:
+        """See :meth:`Backend.write`."""
+        return await self._current().write(path, content, expected_version=expected_version)
+
+    async def append(self, path: str, content: str) -> WriteResult:
+        """See :meth:`Backend.append`."""
+        return await self._current().append(path, content)
+
+    async def edit(
+        self,
+        path: str,
+        old: str,
+        new: str,
+        *,
+        replace_all: bool = False,
+        expected_version: str | None = None,
+    ) -> EditResult:
+        """See :meth:`Backend.edit`."""
+        return await self._current().edit(
+            path, old, new, replace_all=replace_all, expected_version=expected_version
+        )
+
+    async def delete(self, path: str) -> None:
+        """See :meth:`Backend.delete`."""
+        await self._current().delete(path)
+
+    async def glob(self, pattern: str, path: str = "/") -> list[FileInfo]:
+        """See :meth:`Backend.glob`."""
+        return await self._current().glob(pattern, path)
+
+    async def grep(
+        self,
+        pattern: str,
+        *,
+        path: str = "/",
+        glob: str | None = None,
+        max_matches: int = DEFAULT_MAX_MATCHES,
+    ) -> GrepResult:
+        """See :meth:`Backend.grep`."""
+        return await self._current().grep(pattern, path=path, glob=glob, max_matches=max_matches)
+
+    async def stat(self, path: str) -> FileInfo:
+        """See :meth:`Backend.stat`."""
+        return await self._current().stat(path)
+
+    async def resolve_links(self, paths: Sequence[str]) -> list[Resolved]:
+        """See :meth:`FilesystemBackend.resolve_links`."""
+        return await self._current().resolve_links(paths)
+
+
+def _remove(root: str) -> None:
+    # rmtree never follows a symlink a command left: it removes the link itself.
+    shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,167 @@
+"""Running one sandboxed command: its output capped, its timeout kept, nothing left behind."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+
+import anyio
+import anyio.to_thread
+
+from ._protocol import ExecuteResult
+
+__all__ = ["run_contained"]
+
+# How long to wait for the sandbox's init to be gone once killed: the kernel
+# kills every process of a PID namespace when its init dies, at once.
+_REAP_WAIT = 5.0
+
+
+def _kill_group(pid: int) -> None:
+    # bwrap leads its own session on the host side: one signal reaches it and
+    # anything in its group; the sandbox's own processes die with its init.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _child_pid(info_fd: int) -> int | None:
+    """The host pid of the sandbox's init, from bwrap's ``--info-fd`` (never blocks)."""
+    try:
+        data = os.read(info_fd, 4096)
+    except (BlockingIOError, OSError):
+        return None
+    try:
+        pid = json.loads(data.decode()).get("child-pid")
+    except (ValueError, AttributeError):
+        return None
+    return pid if isinstance(pid, int) and pid > 1 else None
+
+
+def _wait_gone(pid: int) -> None:
+    """Wait (worker thread) until ``pid`` has exited: gone, or a zombie.
+
+    The init of a PID namespace exits only after every process in it is gone,
+    so once it has, nothing the command started is alive.
+    """
+    deadline = _REAP_WAIT
+    step = 0.002
+    while deadline > 0:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            return
+        if state in (b"Z", b"X"):
+            return
+        time.sleep(step)  # a worker thread's wait, never the loop's
+        deadline -= step
+        step = min(step * 2, 0.05)
+
+
+async def run_contained(
+    argv: Sequence[str],
+    *,
+    timeout: float,
+    output_bytes: int,
+    output_total_bytes: int,
+    info_fd: tuple[int, int] | None = None,
+    user: int | None = None,
+    group: int | None = None,
+) -> ExecuteResult:
+    """Run bwrap's ``argv``; kill it (and so the whole sandbox) on timeout or cancellation.
+
+    Args:
+        argv: The whole command line, bwrap first.
+        timeout: Seconds before the sandbox is killed.
+        output_bytes: Output kept; the rest is read and dropped.
+        output_total_bytes: Output read in all before the sandbox is killed.
+        info_fd: A pipe (read end, write end) whose write end bwrap got as
+            ``--info-fd``: the read end tells the sandbox init's pid. Both are
+            closed here.
+        user: Host uid to run bwrap as (None: ours).
+        group: Host gid to run bwrap as (None: ours).
+    """
+    read_end, write_end = info_fd if info_fd is not None else (-1, -1)
+    try:
+        process = await anyio.open_process(
+            list(argv),
+            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            pass_fds=() if write_end < 0 else (write_end,),
+            user=user,
+            group=group,
+            extra_groups=None if user is None else [],
+        )
+    finally:
+        if write_end >= 0:
+            os.close(write_end)  # bwrap has its copy; EOF once it closes it
+    kept = bytearray()
+    total = 0
+    flooded = False
+    child: int | None = None
+
+    async def drain(scope: anyio.CancelScope) -> None:
+        nonlocal total, kept, flooded
+        assert process.stdout is not None
+        async for chunk in process.stdout:
+            total += len(chunk)
+            room = output_bytes - len(kept)
+            if room > 0:
+                kept += chunk[:room]
+            if total > output_total_bytes:
+                flooded = True
+                scope.cancel()
+                return
+
+    killed = False
+    try:
+        with anyio.move_on_after(timeout) as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(drain, scope)
+                await process.wait()
+        timed_out = scope.cancelled_caught and not flooded
+    finally:
+        if process.returncode is None or flooded:
+            killed = True
+            if read_end >= 0:
+                child = _child_pid(read_end)
+                if child is not None:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(child, signal.SIGKILL)
+            _kill_group(process.pid)
+        # Reap even when our caller is being cancelled, briefly: after SIGKILL
+        # every wait returns at once.
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_REAP_WAIT):
+            await process.aclose()
+            if killed and child is not None:
+                await anyio.to_thread.run_sync(_wait_gone, child)
+        if read_end >= 0:
+            os.close(read_end)
+    truncated = total > len(kept)
+    output = kept.decode("utf-8", errors="replace")
+    if flooded:
+        output += (
+            f"\n[the command wrote more than {output_total_bytes} bytes of output and was "
+            "killed; redirect large output to a file and read or grep it]"
+        )
+    elif truncated:
+        output += (
+            f"\n[output truncated: showing the first {len(kept)} of {total} bytes; "
+            "redirect to a file and read or grep it for the rest]"
+        )
+    if timed_out:
+        output += f"\n[command timed out after {timeout:g} seconds and was killed]"
+    return ExecuteResult(
+        output=output,
+        exit_code=None if timed_out else process.returncode,
+        truncated=truncated or flooded,
+        timed_out=timed_out,
+    )
