@@ -227,17 +227,25 @@ class ThreadHandle:
         """
         return await saved_state(self._spec, self.thread_id, upto_seq=upto_seq, path=path)
 
-    async def history(self, *, path: str | None = None) -> list[CheckpointRecord]:
+    async def history(
+        self, *, path: str | None = None, upto_seq: int | None = None, superseded: bool = False
+    ) -> list[CheckpointRecord]:
         """The thread's records that count, oldest first (rolled-back ones left out).
 
         Args:
             path: Only the records of this actor (``main``, a subagent's path).
+            upto_seq: As the thread stood right after record ``upto_seq``.
+            superseded: Also the records a rollback left out (the earlier
+                branch of a fork, still readable with ``state(upto_seq=...)``);
+                the rollback markers themselves are never listed.
 
         Raises:
             ConfigurationError: The agent has no checkpointer.
             CheckpointCorrupt: The records are damaged.
         """
         checkpointer = saver(self._spec)
-        records = await checkpointer.read(self.thread_id)
+        records = await checkpointer.read(self.thread_id, upto_seq=upto_seq)
         live = Restored(self.thread_id, records, source=checkpointer.location).records
+        if superseded:
+            live = [r for r in records if r.kind != ROLLBACK]
         return live if path is None else [r for r in live if r.path == path]

@@ -2,8 +2,10 @@
 
 Fields ``langgraph-sdk`` sends that have no meaning here (tracing, durability,
 feedback keys) are accepted and ignored; fields that would change what a run
-does and are not implemented (webhooks, ``interrupt_before``, running from a
-past checkpoint) are refused with a 422 that names them, never ignored.
+does and are not implemented (webhooks, ``interrupt_before``, a ``Command``'s
+``goto`` or ``update``) are refused with a 422 that names them, never ignored.
+A checkpoint to run from is taken as LangGraph's server takes it (see
+``_checkpoints.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from starlette.requests import Request
 
 __all__ = [
     "AssistantSearch",
+    "Checkpoint",
     "HistoryRequest",
     "RunCreate",
     "RunsCancel",
@@ -56,6 +59,20 @@ class _Command(BaseModel):
     resume: Any = None
     update: Any = None
     goto: Any = None
+    # LangGraph's Command as RemoteGraph sends it (dataclasses.asdict): the
+    # parent graph, when there is one, is the client's business, never ours.
+    graph: Any = None
+
+
+class Checkpoint(_Body):
+    """A checkpoint as clients name one: ``{"checkpoint_id": ..., "checkpoint_ns": ""}``.
+
+    The SDKs send it with ``thread_id`` and ``checkpoint_map`` too (ignored:
+    the thread is the request's); with no ``checkpoint_id`` it means the head.
+    """
+
+    checkpoint_id: str | None = None
+    checkpoint_ns: str | None = None
 
 
 class RunCreate(_Body):
@@ -75,27 +92,26 @@ class RunCreate(_Body):
     multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] = "enqueue"
     if_not_exists: Literal["create", "reject"] = "reject"
     after_seconds: float | None = Field(default=None, ge=0)
+    # Where the run starts from: the thread's head, or a checkpoint to fork from.
+    checkpoint: Checkpoint | None = None
+    checkpoint_id: str | None = None
     # Not implemented: refused when set.
     webhook: str | None = None
     interrupt_before: str | list[str] | None = None
     interrupt_after: str | list[str] | None = None
-    checkpoint: dict[str, Any] | None = None
-    checkpoint_id: str | None = None
 
     def refuse_unsupported(self) -> None:
         """Raise a 422 for a field whose feature this server does not have."""
-        for name in (
-            "webhook",
-            "interrupt_before",
-            "interrupt_after",
-            "checkpoint",
-            "checkpoint_id",
-        ):
+        for name in ("webhook", "interrupt_before", "interrupt_after"):
             if getattr(self, name):
                 raise HTTPException(422, f"{name}: not supported by this server")
         if self.command is not None:
-            if self.command.update is not None or self.command.goto is not None:
-                raise HTTPException(422, "command: only 'resume' is supported")
+            # Empty is what LangGraph's clients send for "none" (goto: [],
+            # update: null), and is accepted as such.
+            if self.command.update not in (None, {}, []) or self.command.goto not in (None, [], ""):
+                raise HTTPException(
+                    422, "command: only 'resume' is supported (goto and update must be empty)"
+                )
             if self.command.resume is None:
                 raise HTTPException(422, "command.resume: give the decisions to resume with")
             if self.input is not None:
@@ -136,16 +152,17 @@ class ThreadStateUpdate(_Body):
     values: dict[str, Any] | None = None
     as_node: str | None = None
     checkpoint_id: str | None = None
-    checkpoint: dict[str, Any] | None = None
+    checkpoint: Checkpoint | None = None
 
 
 class HistoryRequest(_Body):
-    """``POST /threads/{thread_id}/history``."""
+    """``POST /threads/{thread_id}/history`` and ``/state/checkpoint``."""
 
     limit: int = Field(default=10, ge=1, le=1000)
     before: str | dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
-    checkpoint: dict[str, Any] | None = None
+    checkpoint: Checkpoint | None = None
+    subgraphs: bool = False
 
 
 class RunsCancel(_Body):

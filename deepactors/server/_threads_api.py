@@ -13,6 +13,7 @@ from starlette.routing import Route
 from ..actors import ThreadHandle, ThreadState
 from ..lc_views import interrupts_to_lc, values_to_lc
 from ._authz import may_thread, owned, visible, without_owner
+from ._checkpoints import checkpoint_json, fork_at, requested_seq, superseded_history
 from ._records import ThreadRecord, iso, matches, new_uuid
 from ._runs import RunManager
 from ._schemas import (
@@ -102,17 +103,6 @@ async def count_threads(request: Request) -> Response:
     return JSONResponse(len(await _search(_manager(request), body)))
 
 
-def _checkpoint(thread_id: str, seq: int | None) -> dict[str, Any] | None:
-    if seq is None:
-        return None
-    return {
-        "thread_id": thread_id,
-        "checkpoint_ns": "",
-        "checkpoint_id": str(seq),
-        "checkpoint_map": None,
-    }
-
-
 def _state_json(
     thread_id: str, state: ThreadState, *, parent: int | None, created_at: float | None
 ) -> dict[str, Any]:
@@ -130,7 +120,7 @@ def _state_json(
         }
         for task in state.tasks
     ]
-    checkpoint = _checkpoint(thread_id, state.seq)
+    checkpoint = checkpoint_json(thread_id, state.seq)
     return {
         "values": values_to_lc(state.values) if state.seq is not None else {},
         "next": list(state.next),
@@ -138,7 +128,7 @@ def _state_json(
         "metadata": {"source": "loop", "step": state.seq or 0},
         "created_at": iso(created_at) if created_at is not None else None,
         "checkpoint": checkpoint,
-        "parent_checkpoint": _checkpoint(thread_id, parent),
+        "parent_checkpoint": checkpoint_json(thread_id, parent),
         "interrupts": interrupts,
         "checkpoint_id": checkpoint["checkpoint_id"] if checkpoint else None,
         "parent_checkpoint_id": str(parent) if parent is not None else None,
@@ -157,10 +147,11 @@ def _seq(raw: Any, field: str) -> int:
 
 async def _state_at(handle: ThreadHandle, name: str, seq: int | None) -> dict[str, Any]:
     thread_id = handle.thread_id
-    records = await handle.history()
-    seqs = [r.seq for r in records if r.path == name and (seq is None or r.seq <= seq)]
-    if seq is not None and seq not in {r.seq for r in records}:
+    # A checkpoint a fork left behind is read as its own branch stood then.
+    if seq is not None and seq not in {r.seq for r in await handle.history(superseded=True)}:
         raise HTTPException(404, f"thread {thread_id!r} has no checkpoint {seq}")
+    records = await handle.history(upto_seq=seq)
+    seqs = [r.seq for r in records if r.path == name]
     state = await handle.state(upto_seq=seq)
     created = next((r.created_at for r in records if r.seq == state.seq), None)
     parent = seqs[-2] if len(seqs) > 1 else None
@@ -180,24 +171,23 @@ async def get_state_at_checkpoint(request: Request) -> Response:
     manager = _manager(request)
     thread = await manager.thread(request.path_params["thread_id"])
     body = await read_body(request, HistoryRequest)
-    if body.checkpoint is None:
-        raise HTTPException(422, "checkpoint: an object with checkpoint_id")
-    seq = _seq(body.checkpoint.get("checkpoint_id"), "checkpoint.checkpoint_id")
+    seq = requested_seq(body.checkpoint, None)  # no id: the head (RemoteGraph.get_state)
     name = manager.thread_assistant(thread).agent.name
     return JSONResponse(await _state_at(manager.handle(thread), name, seq))
 
 
 async def update_state(request: Request) -> Response:
     body = await read_body(request, ThreadStateUpdate)
-    if body.checkpoint_id or body.checkpoint:
-        raise HTTPException(422, "checkpoint_id: updating a past checkpoint is not supported")
+    seq = requested_seq(body.checkpoint, body.checkpoint_id)
     manager = _manager(request)
     thread = await manager.thread(request.path_params["thread_id"], "update")
+    if seq is not None and await fork_at(manager.handle(thread), seq):
+        await manager.refresh(thread)  # updated from an older checkpoint: a fork there
     if body.values:
         await manager.update_state(thread, body.values)
     records = await manager.handle(thread).history()
     return JSONResponse(
-        {"checkpoint": _checkpoint(thread.thread_id, records[-1].seq if records else None)}
+        {"checkpoint": checkpoint_json(thread.thread_id, records[-1].seq if records else None)}
     )
 
 
@@ -216,16 +206,16 @@ async def history(request: Request) -> Response:
         before = before.get("checkpoint_id")
     upper = None if before is None else _seq(before, "before")
     handle = manager.handle(thread)
-    records = await handle.history()
-    seqs = [r.seq for r in records if r.path == manager.thread_assistant(thread).agent.name]
+    # Every branch's checkpoints, as LangGraph lists them: a fork leaves the
+    # earlier branch readable, never silently gone.
+    records = await handle.history(superseded=True)
     created = {r.seq: r.created_at for r in records}
     out: list[dict[str, Any]] = []
-    for i in range(len(seqs) - 1, -1, -1):
-        seq = seqs[i]
+    name = manager.thread_assistant(thread).agent.name
+    for seq, parent in await superseded_history(handle, name):
         if upper is not None and seq >= upper:
             continue
         state = await handle.state(upto_seq=seq)
-        parent = seqs[i - 1] if i > 0 else None
         snapshot = _state_json(thread.thread_id, state, parent=parent, created_at=created[seq])
         if matches(snapshot["metadata"], body.metadata):
             out.append(snapshot)

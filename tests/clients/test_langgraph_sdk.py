@@ -1,0 +1,155 @@
+"""The Python ``langgraph-sdk`` as deep-agents-ui and Agent Chat UI drive the server:
+runs on a thread with its head checkpoint, forks from an older one, decisions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk import get_sync_client
+from langgraph_sdk.client import SyncLangGraphClient
+
+
+@pytest.fixture
+def client(url: str) -> Any:
+    with get_sync_client(url=url) as client:
+        yield client
+
+
+def _say(text: str) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+def _last(values: dict[str, Any]) -> str:
+    content: str = values["messages"][-1]["content"]
+    return content
+
+
+def _head(client: SyncLangGraphClient, thread_id: str) -> dict[str, Any]:
+    """The head's checkpoint as useStream sends it: from /history, without thread_id."""
+    head = client.threads.get_history(thread_id, limit=1)[0]["checkpoint"]
+    return {k: v for k, v in head.items() if k != "thread_id"}
+
+
+def test_follow_up_with_the_head_checkpoint_continues_the_thread(
+    client: SyncLangGraphClient,
+) -> None:
+    thread_id = client.threads.create()["thread_id"]
+    client.runs.wait(thread_id, "agent", input=_say("one"))
+    values = client.runs.wait(
+        thread_id, "agent", input=_say("two"), checkpoint=_head(client, thread_id)
+    )
+    assert _last(values) == "echo #2: two"
+    # checkpoint_id alone, as older clients send it.
+    head = client.threads.get_state(thread_id)["checkpoint_id"]
+    values = client.runs.wait(thread_id, "agent", input=_say("three"), checkpoint_id=head)
+    assert _last(values) == "echo #3: three"
+
+
+def test_an_older_checkpoint_forks_and_keeps_the_old_branch_in_history(
+    client: SyncLangGraphClient,
+) -> None:
+    thread_id = client.threads.create()["thread_id"]
+    client.runs.wait(thread_id, "agent", input=_say("one"))
+    first = _head(client, thread_id)
+    client.runs.wait(thread_id, "agent", input=_say("two"))
+    before_fork = [s["checkpoint_id"] for s in client.threads.get_history(thread_id, limit=100)]
+
+    values = client.runs.wait(thread_id, "agent", input=_say("again"), checkpoint=first)
+    assert _last(values) == "echo #2: again"
+    assert [m["content"] for m in values["messages"]] == [
+        "one",
+        "echo #1: one",
+        "again",
+        "echo #2: again",
+    ]
+    history = client.threads.get_history(thread_id, limit=100)
+    ids = [s["checkpoint_id"] for s in history]
+    # The superseded branch is still there, and still readable as it was.
+    assert set(before_fork) <= set(ids)
+    old_head = client.threads.get_state(thread_id, checkpoint_id=before_fork[0])
+    assert _last(old_head["values"]) == "echo #2: two"
+    # The new branch hangs off the checkpoint it was forked from.
+    by_id = {s["checkpoint_id"]: s for s in history}
+    node = by_id[ids[0]]
+    while node["parent_checkpoint"] is not None and node["checkpoint_id"] not in before_fork:
+        node = by_id[node["parent_checkpoint"]["checkpoint_id"]]
+    assert node["checkpoint_id"] == first["checkpoint_id"]
+    assert client.threads.get_state(thread_id)["values"] == values
+
+
+def test_an_unknown_or_malformed_checkpoint_is_refused_clearly(
+    client: SyncLangGraphClient, url: str
+) -> None:
+    thread_id = client.threads.create()["thread_id"]
+    client.runs.wait(thread_id, "agent", input=_say("one"))
+    with pytest.raises(httpx.HTTPStatusError) as unknown:
+        client.runs.wait(thread_id, "agent", input=_say("x"), checkpoint={"checkpoint_id": "9999"})
+    assert unknown.value.response.status_code == 404
+    assert "has no checkpoint '9999'" in unknown.value.response.text
+    with pytest.raises(httpx.HTTPStatusError) as malformed:
+        client.runs.wait(thread_id, "agent", input=_say("x"), checkpoint_id="not-an-id")
+    assert malformed.value.response.status_code == 422
+    answer = httpx.post(
+        f"{url}/threads/{thread_id}/runs/wait",
+        json={
+            "assistant_id": "agent",
+            "input": _say("x"),
+            "checkpoint": {"checkpoint_id": "1", "checkpoint_ns": "tools:1"},
+        },
+    )
+    assert answer.status_code == 422
+    assert "checkpoint_ns" in answer.json()["detail"]
+    # Nothing ran: the thread is as it was.
+    assert _last(client.threads.get_state(thread_id)["values"]) == "echo #1: one"
+
+
+@pytest.mark.parametrize(
+    ("decision", "expected"),
+    [
+        ({"type": "approve"}, "sent: sent to bob: email bob"),
+        ({"type": "reject", "message": "no"}, "not sent: "),
+        (
+            {
+                "type": "edit",
+                "edited_action": {"name": "send_email", "args": {"to": "al", "body": "hi"}},
+            },
+            "sent: sent to al: hi",
+        ),
+    ],
+)
+def test_decisions_resume_with_the_head_checkpoint_as_deep_agents_ui_sends_them(
+    client: SyncLangGraphClient, decision: dict[str, Any], expected: str
+) -> None:
+    thread_id = client.threads.create()["thread_id"]
+    parts = list(
+        client.runs.stream(
+            thread_id, "agent", input=_say("email bob"), stream_mode=["values", "updates"]
+        )
+    )
+    assert any(p.event == "updates" and "__interrupt__" in p.data for p in parts)
+    state = client.threads.get_state(thread_id)
+    assert state["next"] == ["tools"]
+    assert state["interrupts"]
+    values = client.runs.wait(
+        thread_id,
+        "agent",
+        command={"resume": {"decisions": [decision]}, "goto": [], "update": None, "graph": None},
+        checkpoint=_head(client, thread_id),
+    )
+    assert _last(values).startswith(expected)
+    assert client.threads.get_state(thread_id)["next"] == []
+
+
+def test_update_state_from_an_older_checkpoint_forks_there(client: SyncLangGraphClient) -> None:
+    thread_id = client.threads.create()["thread_id"]
+    client.runs.wait(thread_id, "agent", input=_say("one"))
+    first = _head(client, thread_id)
+    client.runs.wait(thread_id, "agent", input=_say("two"))
+    answer = client.threads.update_state(
+        thread_id, {"messages": [{"role": "user", "content": "edited"}]}, checkpoint=first
+    )
+    state = client.threads.get_state(thread_id)
+    assert state["checkpoint"]["checkpoint_id"] == answer["checkpoint"]["checkpoint_id"]
+    assert [m["content"] for m in state["values"]["messages"]] == ["one", "echo #1: one", "edited"]
