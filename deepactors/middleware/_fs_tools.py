@@ -9,14 +9,15 @@ change are one atomic step in the backend.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+import functools
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, ParamSpec
 
 import anyio
 
-from ..backends import ABSENT, Backend, check_version, normalize_path
+from ..backends import ABSENT, Backend, SandboxKey, check_version, normalize_path, sandbox_scope
 from ..context import RunContext, RunKey, ToolRuntime
 from ..errors import BackendError, FileNotFound, ReadBeforeWrite, ToolError
 from ..state import Channel
@@ -36,6 +37,7 @@ __all__ = [
     "make_file_tools",
     "read_versions",
     "reads_channel",
+    "sandbox_key",
 ]
 
 GLOB_DESCRIPTION = """\
@@ -48,6 +50,8 @@ none included, and `{a,b}` matches either alternative (`**/*.{py,md}`,
 `{src,tests}/**`). Dotfiles: as in a shell,
 wildcards do not match a leading dot, so `*` skips `.env` and `**` does not enter
 `.git/`; write the dot to match them (`.*`, `**/.env`, `.github/**`)."""
+
+P = ParamSpec("P")
 
 _READS: RunKey[dict[str, str]] = RunKey("FilesystemMiddleware.read_versions", dict)
 _LOCK: RunKey[anyio.Lock] = RunKey("FilesystemMiddleware.write_lock", anyio.Lock)
@@ -155,6 +159,32 @@ async def _expected_version(
         return None
     check_version(path, seen, info.version)
     return seen
+
+
+def sandbox_key(runtime: ToolRuntime) -> SandboxKey:
+    """Whose sandbox a tool call works in: its thread (or run) and its caller's identity."""
+    run = runtime.run
+    owner = getattr(runtime.identity, "id", None)
+    return SandboxKey(
+        run.thread_id or f"run:{run.root.run_id}",
+        owner if isinstance(owner, str) else None,
+    )
+
+
+def _in_sandbox(fn: Callable[P, Awaitable[str]]) -> Callable[P, Awaitable[str]]:
+    """Run a file tool's backend calls in its thread's sandbox (a per-thread backend's key).
+
+    Backends that are not per thread ignore the key.
+    """
+
+    @functools.wraps(fn)
+    async def scoped(*args: P.args, **kwargs: P.kwargs) -> str:
+        runtime = kwargs["runtime"]
+        assert isinstance(runtime, ToolRuntime)
+        with sandbox_scope(sandbox_key(runtime)):
+            return await fn(*args, **kwargs)
+
+    return scoped
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -383,14 +413,14 @@ def make_file_tools(
         return format_execute(result)
 
     made = [
-        tool(ls),
-        tool(read_file),
-        tool(write_file),
-        tool(edit_file),
-        tool(delete),
-        tool(description=GLOB_DESCRIPTION)(glob),
-        tool(grep),
+        tool(_in_sandbox(ls)),
+        tool(_in_sandbox(read_file)),
+        tool(_in_sandbox(write_file)),
+        tool(_in_sandbox(edit_file)),
+        tool(_in_sandbox(delete)),
+        tool(description=GLOB_DESCRIPTION)(_in_sandbox(glob)),
+        tool(_in_sandbox(grep)),
     ]
     if with_execute:
-        made.append(tool(execute))
+        made.append(tool(_in_sandbox(execute)))
     return tuple(made)
