@@ -30,6 +30,7 @@ no deadline can help: that is a bug in the tool.
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import json
 import re
@@ -189,9 +190,25 @@ def as_tool(obj: Tool | Callable[..., Any]) -> Tool:
     """A :class:`Tool` as is, or a function made into one."""
     if isinstance(obj, Tool):
         return obj
+    if _is_langchain_tool(obj):
+        # Named, not imported: deepactors runs without LangChain installed, and
+        # the adapter sits above this module (it builds on Tool).
+        convert = importlib.import_module(_LANGCHAIN_ADAPTER).from_langchain_tool
+        return cast(Tool, convert(obj))
     if callable(obj):
         return _build_tool(obj, name=None, description=None)
-    raise ConfigurationError(f"not a tool: {obj!r} (pass a function or a Tool)")
+    raise ConfigurationError(f"not a tool: {obj!r} (pass a function, a Tool or a LangChain tool)")
+
+
+_LANGCHAIN_ADAPTER = "deepactors.langchain"
+
+
+def _is_langchain_tool(obj: object) -> bool:
+    """A ``langchain_core`` ``BaseTool``, told by its class (LangChain itself not imported)."""
+    return any(
+        cls.__name__ == "BaseTool" and cls.__module__.startswith("langchain_core.")
+        for cls in type(obj).__mro__
+    )
 
 
 _NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")

@@ -27,8 +27,8 @@ LAYERS: list[tuple[str, ...]] = [
     ),
     ("filediff", "state", "interrupts", "events", "budget"),
     ("persistence", "backends"),
-    ("context", "tools", "lc_views"),
-    ("models", "hooks"),
+    ("context", "tools", "lc_views", "langchain._messages", "langchain._tools"),
+    ("models", "hooks", "langchain._chat_model"),
     # Middleware that spawns no children sits below the runtime.
     (
         "middleware._caching",
@@ -60,7 +60,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("actors",),
     ("middleware._subagents", "middleware"),
     ("agent",),
-    ("factory", "demo", "_subagent_config"),
+    ("factory", "demo", "_subagent_config", "langchain"),
     ("server",),
     ("cli", "__main__", "__init__"),
 ]

@@ -1,0 +1,93 @@
+"""LangChain inside deepactors: its tools, messages and chat models accepted as they are.
+
+Needs the optional extra ``pip install 'deepactors[langchain]'`` (``langchain-core``);
+nothing here is imported unless it is used, and without the extra using it raises
+a :class:`~deepactors.errors.ConfigurationError` that names the extra.
+
+* LangChain tools (``BaseTool``, ``StructuredTool``, ``@tool``) need nothing: pass
+  them wherever deepactors takes tools; :func:`from_langchain_tool` is the converter.
+* :func:`to_langchain` / :func:`from_langchain`: a deepactors message as the
+  ``langchain_core`` message of the same role, and back.
+* :class:`LangChainChatModel`: any ``BaseChatModel`` as a deepactors model; passing
+  the chat model itself as ``model=`` wraps it (:func:`adapt_model`, the models
+  registry's LangChain adapter), and ``init_chat_model`` strings such as
+  ``"google_genai:gemini-3-pro"`` resolve through :func:`resolve_model_string`.
+* :func:`create_deep_agent`: deepactors' own, whose agent speaks LangChain's
+  message objects in results and ``stream_mode`` streams (``isinstance(msg,
+  AIMessage)`` and ``pretty_print()`` work): ``from deepactors.langchain import
+  create_deep_agent`` is the one import a deepagents script changes.
+* :class:`SubAgent` / :class:`CompiledSubAgent`: deepagents' subagent dict types.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._specs import CompiledSubAgent as CompiledSubAgent
+from ._specs import SubAgent as SubAgent
+
+if TYPE_CHECKING:
+    from ._agent import LangChainAgent as LangChainAgent
+    from ._agent import as_langchain as as_langchain
+    from ._agent import create_deep_agent as create_deep_agent
+    from ._chat_model import LangChainChatModel as LangChainChatModel
+    from ._chat_model import adapt_model as adapt_model
+    from ._chat_model import resolve_model_string as resolve_model_string
+    from ._messages import from_langchain as from_langchain
+    from ._messages import to_langchain as to_langchain
+    from ._tools import from_langchain_tool as from_langchain_tool
+
+__all__ = [
+    "CompiledSubAgent",
+    "LangChainAgent",
+    "LangChainChatModel",
+    "SubAgent",
+    "adapt_model",
+    "as_langchain",
+    "create_deep_agent",
+    "from_langchain",
+    "from_langchain_tool",
+    "require_langchain",
+    "resolve_model_string",
+    "to_langchain",
+]
+
+_LAZY = {
+    "LangChainAgent": "_agent",
+    "as_langchain": "_agent",
+    "create_deep_agent": "_agent",
+    "LangChainChatModel": "_chat_model",
+    "adapt_model": "_chat_model",
+    "resolve_model_string": "_chat_model",
+    "from_langchain": "_messages",
+    "to_langchain": "_messages",
+    "from_langchain_tool": "_tools",
+}
+
+
+def require_langchain(what: str) -> None:
+    """Raise a clear error when ``langchain-core`` is not installed.
+
+    Raises:
+        ConfigurationError: Naming ``what`` needed it and the extra that brings it.
+    """
+    try:
+        import langchain_core  # noqa: F401
+    except ImportError as exc:
+        from ..errors import ConfigurationError
+
+        raise ConfigurationError(
+            f"{what} needs langchain-core, which is not installed: "
+            f"pip install 'deepactors[langchain]' ({exc})"
+        ) from None
+
+
+def __getattr__(name: str) -> Any:
+    # LangChain is imported only when one of its adapters is asked for.
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    require_langchain(f"deepactors.langchain.{name}")
+    import importlib
+
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
