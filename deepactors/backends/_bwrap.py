@@ -136,6 +136,7 @@ class BubblewrapSandbox(AsyncResource):
         self.bwrap = "bwrap"
         self.prlimit = "/usr/bin/prlimit"
         self._prefix: list[str] | None = None
+        self._launcher: list[str] = []
         self._failure: SandboxUnavailable | None = None
         self._lock = anyio.Lock()
         self._workspaces: dict[SandboxKey | None, BubblewrapWorkspace] = {}
@@ -156,6 +157,10 @@ class BubblewrapSandbox(AsyncResource):
         await self.check()
         return self
 
+    def launcher(self) -> list[str]:
+        """How bwrap starts: itself, or by ``setpriv`` as ``run_as`` (after :meth:`check`)."""
+        return self._launcher
+
     def prefix_args(self) -> list[str]:
         """bwrap's options before the workspace (after :meth:`check`)."""
         assert self._prefix is not None, "check() first"
@@ -173,6 +178,13 @@ class BubblewrapSandbox(AsyncResource):
         if prlimit is None or not prlimit.startswith("/usr/"):
             raise SandboxUnavailable("prlimit (util-linux) is not installed under /usr")
         self.prlimit = prlimit
+        if self.run_as is not None:
+            setpriv = shutil.which("setpriv")
+            if setpriv is None:
+                raise SandboxUnavailable("setpriv (util-linux) is not installed")
+            uid, gid = self.run_as
+            self._launcher = [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
+        self._launcher = [*self._launcher, found]
         os.makedirs(self.root, mode=0o755, exist_ok=True)
         if self.run_as is not None and os.lstat(self.root).st_uid != self.run_as[0]:
             os.chown(self.root, *self.run_as, follow_symlinks=False)
@@ -199,12 +211,14 @@ class BubblewrapSandbox(AsyncResource):
                 prefix = await anyio.to_thread.run_sync(self._setup)
             except OSError as exc:
                 raise SandboxUnavailable(f"cannot prepare the sandbox's folder: {exc}") from exc
-            argv = [self.bwrap, *prefix, "--bind", self.root, WORKSPACE, "--", "/bin/true"]
+            argv = [self.bwrap, *prefix, "--bind", self.root, WORKSPACE]
+            argv += ["--remount-ro", "/", "--", "/bin/true"]
             result = await run_contained(
-                argv, timeout=_PROBE_TIMEOUT, output_bytes=4000, output_total_bytes=65536,
-                user=None if self.run_as is None else self.run_as[0],
-                group=None if self.run_as is None else self.run_as[1],
-            )  # fmt: skip
+                [*self.launcher(), *argv[1:]],
+                timeout=_PROBE_TIMEOUT,
+                output_bytes=4000,
+                output_total_bytes=65536,
+            )
             if result.exit_code != 0:
                 self._failure = SandboxUnavailable(
                     "bubblewrap cannot create the sandbox here (are user namespaces "

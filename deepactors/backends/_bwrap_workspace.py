@@ -131,11 +131,15 @@ class BubblewrapWorkspace(FilesystemBackend):
     def _argv(self, command: str, write_end: int) -> list[str]:
         prefix = self._sandbox.prefix_args()
         return [
-            self._sandbox.bwrap,
+            *self._sandbox.launcher(),
             *prefix,
             "--bind",
             self.root,
             WORKSPACE,
+            # Last, once every mount point exists: the sandbox's own root folder
+            # (a tmpfs holding the mount points) is read-only too.
+            "--remount-ro",
+            "/",
             "--chdir",
             WORKSPACE,
             "--info-fd",
@@ -173,15 +177,12 @@ class BubblewrapWorkspace(FilesystemBackend):
             os.close(read_end)
             os.close(write_end)
             raise
-        run_as = self._sandbox.run_as
         return await run_contained(
             argv,
             timeout=self.timeout if timeout is None else timeout,
             output_bytes=self.limits.output_bytes,
             output_total_bytes=self.limits.output_total_bytes,
             info_fd=(read_end, write_end),
-            user=None if run_as is None else run_as[0],
-            group=None if run_as is None else run_as[1],
         )
 
     async def aclose(self) -> None:

@@ -70,8 +70,6 @@ async def run_contained(
     output_bytes: int,
     output_total_bytes: int,
     info_fd: tuple[int, int] | None = None,
-    user: int | None = None,
-    group: int | None = None,
 ) -> ExecuteResult:
     """Run bwrap's ``argv``; kill it (and so the whole sandbox) on timeout or cancellation.
 
@@ -83,8 +81,11 @@ async def run_contained(
         info_fd: A pipe (read end, write end) whose write end bwrap got as
             ``--info-fd``: the read end tells the sandbox init's pid. Both are
             closed here.
-        user: Host uid to run bwrap as (None: ours).
-        group: Host gid to run bwrap as (None: ours).
+
+    Another host user is taken by ``setpriv`` in ``argv``, not by
+    ``subprocess``: a child that changes its uid is started with ``fork``
+    instead of ``vfork``, which copies the server's page tables on the event
+    loop's thread.
     """
     read_end, write_end = info_fd if info_fd is not None else (-1, -1)
     try:
@@ -96,9 +97,6 @@ async def run_contained(
             stderr=subprocess.STDOUT,
             start_new_session=True,
             pass_fds=() if write_end < 0 else (write_end,),
-            user=user,
-            group=group,
-            extra_groups=None if user is None else [],
         )
     finally:
         if write_end >= 0:
