@@ -91,6 +91,7 @@ class _Actor:
     step: int = 0
     called: bool = False  # a model call has started (what came before was input)
     values: Mapping[str, Any] | None = None  # latest state not yet streamed
+    shown: Any = None  # the last values part streamed (an interrupt repeats it)
     update: dict[str, Any] = field(default_factory=dict)  # updates not yet streamed
     streamed: bool = False  # text of the current model call went out as chunks
 
@@ -160,7 +161,7 @@ class LangGraphStream:
                     out.append(StreamPart(ns, "custom", jsonable(event.data)))
             case Interrupted():
                 out.extend(self._flush(ns, event.path))
-                out.extend(self._interrupt(ns, event.requests))
+                out.extend(self._interrupt(ns, event.requests, self._actor(event.path).shown))
             case RunFinished():
                 out.extend(self._flush(ns, event.path))
                 self._actors.pop(event.path, None)
@@ -219,19 +220,25 @@ class LangGraphStream:
         if "values" in self.modes:
             values = _values(actor.values) if self.objects else values_to_lc(actor.values)
             out.append(StreamPart(ns, "values", values))
+            actor.shown = values
         actor.values, actor.update = None, {}
         return out
 
-    def _interrupt(self, ns: Namespace, requests: Sequence[Mapping[str, Any]]) -> list[StreamPart]:
+    def _interrupt(
+        self, ns: Namespace, requests: Sequence[Mapping[str, Any]], shown: Any
+    ) -> list[StreamPart]:
         pending = interrupt_view(requests) if self.objects else interrupts_to_lc(requests)
         data = {"__interrupt__": pending}
-        # As LangGraph's server does: an interrupt always reaches a client that
-        # asked for state, as an update or else as values.
+        # As LangGraph (1.x) does: an interrupt reaches a client that asked for
+        # state as an update, and as values (the state so far, with it), so the
+        # last values of an interrupted run say it stopped (RemoteGraph.invoke
+        # returns them).
+        out: list[StreamPart] = []
         if "updates" in self.modes:
-            return [StreamPart(ns, "updates", data)]
+            out.append(StreamPart(ns, "updates", data))
         if "values" in self.modes:
-            return [StreamPart(ns, "values", data)]
-        return []
+            out.append(StreamPart(ns, "values", {**(shown or {}), **data}))
+        return out
 
     def _metadata(self, path: str, node: str, step: int) -> dict[str, Any]:
         meta: dict[str, Any] = {

@@ -1,0 +1,82 @@
+"""LangGraph's ``RemoteGraph`` against ``deepactors serve``: state, history, an
+invoke that stops for approval, and ``Command(resume=...)`` that continues it."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from langgraph.pregel.remote import RemoteGraph
+from langgraph.types import Command
+from langgraph_sdk import get_sync_client
+
+
+@pytest.fixture
+def graph(url: str) -> Iterator[RemoteGraph]:
+    # Its own client, closed after the test (RemoteGraph(url=...) never closes the one it makes).
+    with get_sync_client(url=url) as client:
+        yield RemoteGraph("agent", sync_client=client)
+
+
+def _config() -> Any:
+    return {"configurable": {"thread_id": str(uuid.uuid4())}}
+
+
+def _say(text: str) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+def test_invoke_get_state_and_history(graph: RemoteGraph) -> None:
+    config = _config()
+    result = graph.invoke(_say("hello"), config)
+    assert result["messages"][-1]["content"] == "echo #1: hello"
+    state = graph.get_state(config)
+    assert state.values["messages"][-1]["content"] == "echo #1: hello"
+    assert state.next == ()
+    history = list(graph.get_state_history(config))
+    assert (
+        history[0].config["configurable"]["checkpoint_id"]
+        == (state.config["configurable"]["checkpoint_id"])
+    )
+    # get_state at a checkpoint of the history: the thread as it was then.
+    oldest = graph.get_state(history[-1].config)
+    assert oldest.values["messages"][0]["content"] == "hello"
+
+
+def test_an_approval_shows_interrupt_and_resume_continues(graph: RemoteGraph) -> None:
+    config = _config()
+    stopped = graph.invoke(_say("email bob"), config)
+    assert "__interrupt__" in stopped
+    request = stopped["__interrupt__"][0]["value"]["action_requests"][0]
+    assert request["name"] == "send_email"
+    state = graph.get_state(config)
+    assert state.next == ("tools",)
+    assert state.interrupts
+    done = graph.invoke(Command(resume={"decisions": [{"type": "approve"}]}), config)
+    assert done["messages"][-1]["content"] == "sent: sent to bob: email bob"
+    assert "__interrupt__" not in done
+    assert graph.get_state(config).next == ()
+
+
+def test_stream_updates_show_the_interrupt(graph: RemoteGraph) -> None:
+    config = _config()
+    chunks = list(graph.stream(_say("email al"), config, stream_mode="updates"))
+    assert any("__interrupt__" in chunk for chunk in chunks)
+    result = graph.invoke(Command(resume=[{"type": "reject", "message": "no"}]), config)
+    assert result["messages"][-1]["content"].startswith("not sent")
+
+
+def test_update_state_then_continue(graph: RemoteGraph) -> None:
+    config = _config()
+    graph.invoke(_say("one"), config)
+    updated = graph.update_state(config, {"messages": [{"role": "user", "content": "two"}]})
+    assert graph.get_state(updated).values["messages"][-1]["content"] == "two"
+    result = graph.invoke(_say("three"), config)
+    assert result["messages"][-1]["content"] == "echo #3: three"
+
+
+def test_get_graph(graph: RemoteGraph) -> None:
+    drawn = graph.get_graph()
+    assert drawn.nodes
