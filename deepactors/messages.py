@@ -112,6 +112,28 @@ class ToolCall(_Frozen):
     args: dict[str, Any] = Field(default_factory=dict)
     error: str | None = None
 
+    # LangChain's tool calls are dicts: code written for it reads tc["name"] and
+    # tc.get("args"), so a call reads as {"name", "args", "id", "type": "tool_call"}.
+    def __getitem__(self, key: str) -> Any:
+        if key == "type":
+            return "tool_call"
+        if key in _CALL_KEYS:
+            return getattr(self, key)
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """``tc.get("args")``, as on LangChain's tool call dicts."""
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def __contains__(self, key: object) -> bool:
+        return key == "type" or key in _CALL_KEYS
+
+
+_CALL_KEYS = frozenset({"id", "name", "args"})
+
 
 class Usage(_Frozen):
     """Token counts of one model call, or a sum of several (``a + b``)."""
