@@ -178,7 +178,7 @@ def test_messages_convert_both_ways() -> None:
 
 
 def test_the_same_chat_model_object_gets_one_adapter() -> None:
-    parent, child = weather_models()
+    parent, _ = weather_models()
     agent = create_deep_agent(
         model=parent,
         subagents=[{"name": "a", "description": "A.", "system_prompt": "A.", "model": parent}],
