@@ -38,6 +38,7 @@ from ._misc_api import misc_routes
 from ._records import AssistantRecord
 from ._relay import LocalRelay, RunRelay
 from ._responses import auth_error_response, error_response
+from ._retention import DEFAULT_RUN_RETENTION
 from ._runs import RunManager
 from ._runs_api import run_routes, serve_stream, stream_target
 from ._threads_api import thread_routes
@@ -54,6 +55,7 @@ def create_app(
     checkpointer: Checkpointer | None = None,
     store: Store | None = None,
     idle_timeout: float = 300.0,
+    run_retention: float | None = DEFAULT_RUN_RETENTION,
     cors_origins: Sequence[str] = (),
     allowed_hosts: Sequence[str] = LOOPBACK_HOSTS,
     max_body: int = DEFAULT_MAX_BODY,
@@ -79,7 +81,15 @@ def create_app(
             checkpointer of their own (default: in memory, for this process).
         store: The store of the ``/store`` endpoints, and of agents that have
             none of their own.
-        idle_timeout: Seconds a thread's actor keeps its state in memory.
+        idle_timeout: Seconds a thread's actor keeps its state in memory, and
+            an idle thread's record its values (then read back from the
+            checkpointer when a request needs them).
+        run_retention: Seconds a finished run's record (its values, its input)
+            stays in memory for clients to join or read it; None: for ever.
+            Then a run of a thread keeps only its status, times, metadata and
+            error (``GET`` and ``/join`` still answer, ``/join`` with the
+            thread's values from the checkpointer); a stateless run is gone
+            with its thread when it ends. See ``docs/server-memory.md``.
         cors_origins: Origins web pages may call from (Agent Chat UI in a
             browser: ``http://localhost:3000``), or ``*`` for any. None by
             default: a request with any other ``Origin`` than the server's own
@@ -129,6 +139,8 @@ def create_app(
     _open_relay(runs_db)  # bad options fail here, not in the lifespan
     if isinstance(cors_origins, str) or isinstance(allowed_hosts, str):
         raise ConfigurationError("cors_origins and allowed_hosts are sequences of strings")
+    if run_retention is not None and not run_retention >= 0:  # NaN too
+        raise ConfigurationError(f"run_retention: seconds >= 0, or None, not {run_retention!r}")
     origins = [normal_origin(o) for o in cors_origins]
     if auth is not None and not isinstance(auth, Auth):
         raise ConfigurationError(f"auth: a deepactors.server.auth.Auth, not {auth!r}")
@@ -164,7 +176,14 @@ def create_app(
             anyio.create_task_group() as tg,
         ):
             relay = _open_relay(runs_db)
-            manager = RunManager(runtime, tg, assistants, relay=relay)
+            manager = RunManager(
+                runtime,
+                tg,
+                assistants,
+                relay=relay,
+                run_retention=run_retention,
+                idle_timeout=idle_timeout,
+            )
             relay_scope, bodies_scope = anyio.CancelScope(), anyio.CancelScope()
             tg.start_soon(_expire_bodies, guard, bodies_scope)
             if relay.shared:

@@ -140,6 +140,11 @@ class ThreadRecord:
         return [r for r in self.runs if not r.done.is_set()]
 
     @property
+    def idle(self) -> bool:
+        """Whether every run of this thread has ended (or it has none)."""
+        return all(r.ended for r in self.runs)
+
+    @property
     def status(self) -> ThreadStatus:
         if self.inflight:
             return "busy"
@@ -221,6 +226,11 @@ class RunRecord:
         if self._done is None:
             self._done = anyio.Event()
         return self._done
+
+    @property
+    def ended(self) -> bool:
+        """Whether :attr:`done` is set (without making the event)."""
+        return self._done is not None and self._done.is_set()
 
     @property
     def cancelled(self) -> anyio.Event:

@@ -21,7 +21,7 @@ from ..actors import RunHandle, RunInput, Runtime, ThreadHandle
 from ..errors import DeepActorsError, RunCancelled
 from ..events import Event
 from ..lc_views import interrupts_to_lc, values_to_lc
-from ._records import RunRecord, RunStatus, Subscriber, ThreadRecord
+from ._records import ForgottenRun, RunRecord, RunStatus, Subscriber, ThreadRecord
 from ._relay import RunRelay
 from ._run_inputs import error_json
 
@@ -187,6 +187,7 @@ class RunDriver:
             thread.values = {k: v for k, v in result.items() if k != "__interrupt__"}
             thread.interrupts = result.get("__interrupt__", [])
             thread.error = False
+            thread.stale = False
         else:
             thread.error = status == "error"
             return True
@@ -220,6 +221,19 @@ class RunDriver:
         if run.result is None and run.thread.stale:
             await self.refresh(run.thread)  # its values were let go: from its checkpoint
         return self._values(run)
+
+    async def past_result(self, past: ForgottenRun, thread: ThreadRecord) -> dict[str, Any]:
+        """What joining a forgotten run answers: its error, else its thread's
+        values as they are now (read from its checkpoint if let go of), as
+        LangGraph's join answers the thread's values."""
+        if past.error is not None:
+            return past.error
+        if thread.stale:
+            await self.refresh(thread)
+        values = dict(thread.values or {})
+        if thread.interrupts:
+            values["__interrupt__"] = thread.interrupts
+        return values
 
     def _values(self, run: RunRecord) -> dict[str, Any]:
         if run.result is not None:

@@ -44,8 +44,16 @@ from ..errors import DeepActorsError
 from ..events import Event
 from ._authz import CALLER, OWNER_KEY, caller, may_thread
 from ._checkpoints import start_from
-from ._records import AssistantRecord, RunRecord, Subscriber, ThreadRecord, new_uuid
+from ._records import (
+    AssistantRecord,
+    ForgottenRun,
+    RunRecord,
+    Subscriber,
+    ThreadRecord,
+    new_uuid,
+)
 from ._relay import LocalRelay, RunRelay
+from ._retention import DEFAULT_RUN_RETENTION, Retention
 from ._run_driver import RunDriver
 from ._run_inputs import error_json, run_input_of, run_kwargs
 from ._schemas import RunCreate
@@ -63,6 +71,10 @@ class RunManager(RunDriver):
         task_group: Owns the driver task of every run.
         assistants: The served agents by graph id.
         relay: Shares runs with other server processes (default: none).
+        run_retention: Seconds a finished run's record stays in memory (None:
+            for ever); see ``_retention.py``.
+        idle_timeout: Seconds an idle thread keeps its values in memory (None:
+            for ever); then they are read from its checkpoint when needed.
     """
 
     def __init__(
@@ -72,6 +84,8 @@ class RunManager(RunDriver):
         assistants: Mapping[str, AssistantRecord],
         *,
         relay: RunRelay | None = None,
+        run_retention: float | None = DEFAULT_RUN_RETENTION,
+        idle_timeout: float | None = None,
     ) -> None:
         self.runtime = runtime
         self._tg = task_group
@@ -84,6 +98,10 @@ class RunManager(RunDriver):
         self._closing = False
         # Runs created with launch=False, until launched: what they start with.
         self._unlaunched: dict[str, tuple[RunInput, Mapping[str, Any] | None, float | None]] = {}
+        self.retention = Retention(
+            self.runs, self.threads, run_retention=run_retention, idle_timeout=idle_timeout
+        )
+        task_group.start_soon(self.retention.run)
 
     # -- lookups ---------------------------------------------------------------------
 
@@ -110,6 +128,8 @@ class RunManager(RunDriver):
         if found is None or not await may_thread(found, action):
             # Another's thread is answered as one that does not exist.
             raise HTTPException(404, f"thread {thread_id!r} not found")
+        if found.stale and action == "read":
+            await self.refresh(found)  # let go of while idle: what it answers with
         return found
 
     async def find_thread(self, thread_id: str) -> ThreadRecord | None:
@@ -151,8 +171,17 @@ class RunManager(RunDriver):
         """A run of a thread known to this process (404 if none)."""
         run = self.runs.get(run_id)
         if run is None or run.thread.thread_id != thread_id:
-            raise HTTPException(404, f"run {run_id!r} not found on thread {thread_id!r}")
+            raise HTTPException(404, self._unknown(thread_id, run_id))
         return run
+
+    def _unknown(self, thread_id: str, run_id: str) -> str:
+        kept = self.retention.run_retention
+        return f"run {run_id!r} not found on thread {thread_id!r}" + (
+            ""
+            if kept is None
+            else f": unknown, or it ended more than {kept:g} s ago and was forgotten"
+            " (run_retention; a stateless run's record goes with its thread)"
+        )
 
     async def find_run(self, thread_id: str, run_id: str, action: Action = "read") -> RunRecord:
         """A run of a thread the caller may ``action``, here or in another server
@@ -162,14 +191,28 @@ class RunManager(RunDriver):
             await self._shared.adopt_run(thread_id, run_id)
         run = self.run(thread_id, run_id)
         if not await may_thread(run.thread, action):
-            raise HTTPException(404, f"run {run_id!r} not found on thread {thread_id!r}")
+            raise HTTPException(404, self._unknown(thread_id, run_id))
         return run
 
-    async def runs_of(self, thread: ThreadRecord) -> list[RunRecord]:
-        """The thread's runs, oldest first, with those of other server processes."""
+    async def find_past(
+        self, thread_id: str, run_id: str, action: Action = "read"
+    ) -> RunRecord | ForgottenRun:
+        """:meth:`find_run`, or what is left of the run once forgotten (404 if neither)."""
+        if run_id in self.runs or self.relay.shared:
+            return await self.find_run(thread_id, run_id, action)
+        thread = await self.find_thread(thread_id)
+        past = None if thread is None else thread.forgotten.get(run_id)
+        if thread is None or past is None or not await may_thread(thread, action):
+            raise HTTPException(404, self._unknown(thread_id, run_id))
+        return past
+
+    async def runs_of(self, thread: ThreadRecord) -> list[RunRecord | ForgottenRun]:
+        """The thread's runs, oldest first, with those of other server processes
+        and what is left of those it forgot."""
         if self.relay.shared and not thread.temporary:
             await self._shared.adopt_thread(thread.thread_id)
-        return list(thread.runs)
+        known: list[RunRecord | ForgottenRun] = [*thread.forgotten.values(), *thread.runs]
+        return sorted(known, key=lambda r: r.created_at) if thread.forgotten else known
 
     def cancel_soon(self, run: RunRecord) -> None:
         """Cancel a run without waiting (a client that left)."""
@@ -443,5 +486,6 @@ class RunManager(RunDriver):
     async def aclose(self) -> None:
         """Cancel every run and wait for all of them (server shutdown)."""
         self._closing = True
+        self.retention.close()
         await self.cancel([r for r in self.runs.values() if not r.remote], wait=True)
         self._shared.close()  # runs of other processes go on there

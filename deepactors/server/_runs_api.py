@@ -15,8 +15,9 @@ from starlette.types import Receive, Scope, Send
 from ..events import Event
 from ..lc_views import LangGraphStream
 from ._authz import may_thread, owned
-from ._records import RunRecord, Subscriber, ThreadRecord, new_uuid
+from ._records import ForgottenRun, RunRecord, Subscriber, ThreadRecord, new_uuid
 from ._responses import EventSourceResponse, WaitResponse, error_response
+from ._resumable import frame_log, join_logged, open_resumable
 from ._runs import RunManager
 from ._schemas import RunCreate, RunsCancel, parse_body, read_body
 
@@ -84,13 +85,21 @@ async def stream_run(request: Request) -> Response:
     return await _open_stream(_manager(request), request.path_params.get("thread_id"), body)
 
 
-async def _open_stream(
-    manager: RunManager, thread_id: str | None, body: RunCreate
-) -> EventSourceResponse:
+async def _open_stream(manager: RunManager, thread_id: str | None, body: RunCreate) -> Response:
     thread = await _thread_of(manager, thread_id, body)
     adapter = _adapter(
         body.stream_mode, body.stream_subgraphs, None if thread.temporary else thread.thread_id
     )
+    if body.stream_resumable and not thread.temporary:  # frames kept, with ids
+        return await open_resumable(
+            manager,
+            thread,
+            body,
+            adapter,
+            finish=lambda run: _error_of(manager, run),
+            headers=lambda run: _locations(run, "stream"),
+            on_disconnect=lambda run: _left(manager, run, body.on_disconnect != "continue"),
+        )
     send, receive = anyio.create_memory_object_stream[Event | bytes](float("inf"))
     try:
         # Created, not started: the response starts it once the client has
@@ -175,10 +184,15 @@ def _left(manager: RunManager, run: RunRecord, cancel: bool) -> None:
 
 async def _error_of(manager: RunManager, run: RunRecord) -> dict[str, Any] | None:
     await run.done.wait()
-    if run.result is not None and "__error__" in run.result:
-        error: dict[str, Any] = run.result["__error__"]
+    return _error_in(run.result, run.status)
+
+
+def _error_in(result: dict[str, Any] | None, status: str) -> dict[str, Any] | None:
+    """The error event that ends a stream of a run that ended so."""
+    if result is not None and "__error__" in result:
+        error: dict[str, Any] = result["__error__"]
         return error
-    if run.status == "timeout":
+    if status == "timeout":
         return {"error": "TimeoutError", "message": "the run passed its deadline"}
     return None
 
@@ -229,13 +243,15 @@ def _flag(request: Request, name: str) -> bool:
 
 async def get_run(request: Request) -> Response:
     manager = _manager(request)
-    run = await manager.find_run(request.path_params["thread_id"], request.path_params["run_id"])
+    run = await manager.find_past(request.path_params["thread_id"], request.path_params["run_id"])
     return JSONResponse(run.to_json())
 
 
 async def delete_run(request: Request) -> Response:
     manager = _manager(request)
-    await manager.thread(request.path_params["thread_id"], "delete")
+    thread = await manager.thread(request.path_params["thread_id"], "delete")
+    if thread.forgotten.pop(request.path_params["run_id"], None) is not None:
+        return Response(status_code=204)  # ended long ago: what was left of it
     run = manager.run(request.path_params["thread_id"], request.path_params["run_id"])
     if not run.done.is_set():
         raise HTTPException(409, f"run {run.run_id} is still {run.status}; cancel it first")
@@ -246,7 +262,9 @@ async def delete_run(request: Request) -> Response:
 
 async def join_run(request: Request) -> Response:
     manager = _manager(request)
-    run = await manager.find_run(request.path_params["thread_id"], request.path_params["run_id"])
+    run = await manager.find_past(request.path_params["thread_id"], request.path_params["run_id"])
+    if isinstance(run, ForgottenRun):
+        return JSONResponse(await _past_result(manager, run))
     cancel = _flag(request, "cancel_on_disconnect")
     return WaitResponse(
         lambda: manager.result(run), on_disconnect=lambda: _left(manager, run, cancel)
@@ -255,13 +273,23 @@ async def join_run(request: Request) -> Response:
 
 async def join_stream(request: Request) -> Response:
     manager = _manager(request)
-    run = await manager.find_run(request.path_params["thread_id"], request.path_params["run_id"])
-    modes: Any = request.query_params.get("stream_mode") or run.kwargs.get("stream_mode")
+    run = await manager.find_past(request.path_params["thread_id"], request.path_params["run_id"])
+    modes: Any = request.query_params.get("stream_mode")
+    if isinstance(run, ForgottenRun):  # its kwargs are no longer known
+        modes = modes or "values"
+    else:
+        modes = modes or run.kwargs.get("stream_mode")
     if isinstance(modes, str) and modes.startswith("["):
         try:
             modes = json.loads(modes)
         except ValueError:
             raise HTTPException(422, f"stream_mode: not a mode or a JSON list: {modes!r}") from None
+    if isinstance(run, ForgottenRun):
+        return _ended_stream(run, modes)
+    if (log := frame_log(run)) is not None:  # streamed resumably: from Last-Event-ID
+        leave = _flag(request, "cancel_on_disconnect")
+        on_disconnect = lambda: _left(manager, run, leave)  # noqa: E731
+        return join_logged(log, request.headers.get("last-event-id"), on_disconnect)
     subgraphs = bool(run.kwargs.get("stream_subgraphs"))
     adapter = _adapter(modes, subgraphs, run.thread.thread_id)
     cancel = _flag(request, "cancel_on_disconnect")
@@ -277,11 +305,17 @@ async def join_stream(request: Request) -> Response:
 async def cancel_run(request: Request) -> Response:
     manager = _manager(request)
     params = request.path_params
-    run = await manager.find_run(params["thread_id"], params["run_id"], "update")
+    run = await manager.find_past(params["thread_id"], params["run_id"], "update")
     action = request.query_params.get("action", "interrupt")
     if action not in ("interrupt", "rollback"):
         raise HTTPException(422, f"action: 'interrupt' or 'rollback', not {action!r}")
     wait = _flag(request, "wait")
+    if isinstance(run, ForgottenRun):  # it ended long ago: nothing to interrupt
+        if action == "rollback":
+            raise HTTPException(
+                409, f"run {run.run_id} ended and was forgotten: it can no longer be rolled back"
+            )
+        return JSONResponse(await _past_result(manager, run)) if wait else Response(status_code=202)
     await manager.cancel([run], action=action, wait=wait)
     if not wait:
         return Response(status_code=202)
@@ -311,6 +345,28 @@ async def cancel_runs(request: Request) -> Response:
         runs = [await manager.find_run(body.thread_id, run_id, "update") for run_id in body.run_ids]
     await manager.cancel(runs, action=action, wait=False)
     return Response(status_code=204)
+
+
+async def _past_result(manager: RunManager, run: ForgottenRun) -> dict[str, Any]:
+    thread = await manager.thread(run.thread_id)
+    return await manager.past_result(run, thread)
+
+
+def _ended_stream(run: ForgottenRun, modes: Any) -> EventSourceResponse:
+    """The stream of a run that ended long ago: nothing more (its error, if it failed)."""
+    send, receive = anyio.create_memory_object_stream[Event | bytes](0)
+    send.close()
+
+    async def finish() -> dict[str, Any] | None:
+        return _error_in(run.error, run.status)
+
+    return EventSourceResponse(
+        receive,
+        _adapter(modes, False, run.thread_id),
+        run_id=run.run_id,
+        on_disconnect=lambda: None,
+        finish=finish,
+    )
 
 
 run_routes = [

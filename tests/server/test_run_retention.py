@@ -9,17 +9,21 @@ with the cyclic collector disabled: reference counting alone must free it
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 
 from deepactors import AssistantMessage, ToolCall, ToolMessage, create_deep_agent
 from deepactors.models import FunctionModel, ModelRequest
+from deepactors.persistence import SqliteCheckpointer
 from deepactors.server import create_app
 
 from .conftest import Served
@@ -105,3 +109,68 @@ def test_a_finished_stateless_run_is_freed_by_reference_counting(
     until(lambda: run["run_id"] not in served.runs.runs, "the run is forgotten")
     assert thread_id not in served.runs.threads
     until(lambda: ref() is None, "the run's record is freed")
+    # What a client asking for it later gets: a 404 that says why.
+    answer = httpx.get(f"{served.url}/threads/{thread_id}/runs/{run['run_id']}")
+    assert answer.status_code == 404
+    assert "forgotten" in answer.json()["detail"]
+
+
+def test_a_finished_run_of_a_thread_is_freed_after_the_retention_period(
+    serve: Callable[..., Served], no_collector: None
+) -> None:
+    gate = Gate()
+    served = serve(create_app({"agent": gated_agent(gate)}, run_retention=0.2))
+    client = served.client()
+    thread_id = client.threads.create()["thread_id"]
+    run = client.runs.create(thread_id, "agent", input=message())
+    ref, _ = held_record(served, gate, run["run_id"])
+    gate.release.set()
+    # Joined while it is kept: its own values.
+    joined = client.runs.join(thread_id, run["run_id"])
+    assert joined["messages"][-1]["content"] == "a" * BIG
+    until(lambda: run["run_id"] not in served.runs.runs, "the run is forgotten")
+    thread = served.runs.threads[thread_id]
+    assert thread.runs == []
+    assert run["run_id"] in thread.forgotten
+    until(lambda: ref() is None, "the run's record is freed")
+    del thread
+    # What is left of it still answers: its record, and its thread's values.
+    again = client.runs.get(thread_id, run["run_id"])
+    assert (again["run_id"], again["status"]) == (run["run_id"], "success")
+    assert [r["run_id"] for r in client.runs.list(thread_id)] == [run["run_id"]]
+    joined = client.runs.join(thread_id, run["run_id"])
+    assert joined["messages"][-1]["content"] == "a" * BIG
+
+
+def test_runs_are_read_from_the_database_once_let_go_of(
+    serve: Callable[..., Served], tmp_path: Path, no_collector: None
+) -> None:
+    saver = SqliteCheckpointer(tmp_path / "threads.db")
+    app = create_app(
+        {"agent": big_agent()}, checkpointer=saver, run_retention=0.1, idle_timeout=0.1
+    )
+    served = serve(app)
+    client = served.client()
+    thread_id = client.threads.create()["thread_id"]
+    first = client.runs.wait(thread_id, "agent", input=message("one"))
+    assert isinstance(first, dict)
+    run_id = client.runs.list(thread_id)[0]["run_id"]
+    thread = served.runs.threads[thread_id]
+    values = thread.values  # held here only, once let go of
+    until(lambda: run_id not in served.runs.runs, "the run is forgotten")
+    until(lambda: thread.stale, "the idle thread lets go of its values")
+    assert thread.values is None
+    assert sys.getrefcount(values) == 2  # nothing else holds it (the other: the call's)
+    del values
+    # Read back from the checkpoint, through the thread's handle.
+    got = client.threads.get(thread_id)
+    assert got["values"]["messages"][-1]["content"] == "turn 1 " + "b" * BIG
+    assert client.runs.get(thread_id, run_id)["status"] == "success"
+    # A second run on the thread, then the first joined: the thread's values now
+    # (as LangGraph's join answers), read from the database once let go of.
+    client.runs.wait(thread_id, "agent", input=message("two"))
+    until(lambda: not served.runs.runs and thread.stale, "the second run is forgotten too")
+    joined = client.runs.join(thread_id, run_id)
+    assert joined["messages"][-1]["content"] == "turn 3 " + "b" * BIG
+    assert [r["status"] for r in client.runs.list(thread_id)] == ["success", "success"]
+    assert client.threads.get_state(thread_id)["values"]["messages"][0]["content"] == "one"
