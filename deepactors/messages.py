@@ -136,21 +136,32 @@ _CALL_KEYS = frozenset({"id", "name", "args"})
 
 
 class Usage(_Frozen):
-    """Token counts of one model call, or a sum of several (``a + b``)."""
+    """Token counts of one model call, or a sum of several (``a + b``).
+
+    Attributes:
+        cost_usd: What the call cost in US dollars, from its model's prices
+            (:mod:`deepactors.models.profiles`); None when they are unknown. A sum
+            counts the calls whose cost is known.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     requests: int = 1
+    cost_usd: float | None = None
 
     def __add__(self, other: Usage) -> Usage:
+        cost = self.cost_usd
+        if other.cost_usd is not None:
+            cost = other.cost_usd if cost is None else cost + other.cost_usd
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             requests=self.requests + other.requests,
+            cost_usd=cost,
         )
 
     @property

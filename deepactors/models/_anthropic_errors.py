@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-import datetime
-import email.utils
-import importlib
 import re
-import time
-from collections.abc import Mapping
-from typing import Final
 
 import anthropic
 
@@ -19,6 +13,10 @@ from deepactors.errors import (
     OverloadedError,
     RateLimitError,
 )
+
+from ._http_errors import TRANSPORT_ERRORS as TRANSPORT_ERRORS
+from ._http_errors import parse_retry_after as parse_retry_after
+from ._http_errors import transport_failure as _transport_failure
 
 __all__ = ["TRANSPORT_ERRORS", "map_error", "parse_retry_after", "transport_failure"]
 
@@ -68,50 +66,6 @@ def map_error(exc: anthropic.APIError) -> ModelAPIError:
     )
 
 
-def parse_retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
-    if (ms := headers.get("retry-after-ms")) is not None:
-        try:
-            return max(float(ms) / 1000, 0.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        # "-0000" means "UTC, zone unknown" (RFC 5322); Python leaves it naive,
-        # which .timestamp() would read as local time.
-        when = when.replace(tzinfo=datetime.UTC)
-    return max(when.timestamp() - time.time(), 0.0)
-
-
-def _transport_errors() -> tuple[type[Exception], ...]:
-    # The SDK wraps transport failures of the request itself in APIConnectionError,
-    # but not those raised while a stream is read: those come straight from its HTTP
-    # library, which is the httpx fork ``httpx2`` in current SDKs and httpx before.
-    found: list[type[Exception]] = []
-    for name in ("httpx2", "httpx"):
-        try:
-            found.append(importlib.import_module(name).TransportError)
-        except ImportError:
-            continue
-    return tuple(found)
-
-
-TRANSPORT_ERRORS: Final = _transport_errors()
-"""The HTTP library's transport errors, which the SDK does not wrap mid-stream."""
-
-
 def transport_failure(exc: Exception) -> ModelConnectionError:
     """The error for a transport failure raised while a stream is read."""
-    kind = "timed out" if "Timeout" in type(exc).__name__ else "broke off"
-    detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    return ModelConnectionError(f"the connection to the Anthropic API {kind}: {detail}")
+    return _transport_failure(exc, "Anthropic")
