@@ -27,7 +27,17 @@ from ..events import Event
 from ..lc_views import LangGraphStream, StreamPart
 from .auth import AuthError
 
-__all__ = ["EventSourceResponse", "WaitResponse", "error_response", "part_frames", "sse_frame"]
+__all__ = [
+    "EventSourceResponse",
+    "FrameLog",
+    "LoggedStreamResponse",
+    "WaitResponse",
+    "error_response",
+    "metadata_frame",
+    "part_frame",
+    "part_frames",
+    "sse_frame",
+]
 
 _log = get_logger("deepactors.server")
 
@@ -74,7 +84,7 @@ def auth_error_response(exc: AuthError, extra: Mapping[str, str] | None = None) 
     )
 
 
-def _metadata_frame(run_id: str) -> bytes:
+def metadata_frame(run_id: str) -> bytes:
     """The ``metadata`` event that opens a run's stream: ``sse_frame`` without
     a JSON encoder's trip for an id that needs no escaping (our UUIDs)."""
     if '"' in run_id or "\\" in run_id or not run_id.isprintable():
@@ -82,7 +92,8 @@ def _metadata_frame(run_id: str) -> bytes:
     return f'event: metadata\r\ndata: {{"run_id":"{run_id}","attempt":1}}\r\n\r\n'.encode()
 
 
-def _part_frame(part: StreamPart) -> bytes:
+def part_frame(part: StreamPart) -> bytes:
+    """One stream part as the SSE frame sent for it."""
     name = part.mode if not part.namespace else "|".join((part.mode, *part.namespace))
     data = list(part.data) if part.mode == "messages" else part.data
     return sse_frame(name, data)
@@ -90,7 +101,7 @@ def _part_frame(part: StreamPart) -> bytes:
 
 def part_frames(parts: list[StreamPart]) -> bytes:
     """Stream parts as the SSE frames sent for them (empty: nothing to send)."""
-    return b"".join(_part_frame(p) for p in parts)
+    return b"".join(part_frame(p) for p in parts)
 
 
 def _headers(extra: Mapping[str, str], content_type: bytes) -> list[tuple[bytes, bytes]]:
@@ -187,7 +198,7 @@ class EventSourceResponse(Response):
             # The headers and the metadata event go out at once, before the
             # watcher's task group starts (a task that would first wait its turn
             # behind every ready task of a busy loop).
-            metadata = _metadata_frame(self._run_id)
+            metadata = metadata_frame(self._run_id)
             try:
                 await send({"type": "http.response.start", "status": 200, "headers": headers})
                 await send({"type": "http.response.body", "body": metadata, "more_body": True})
@@ -294,3 +305,100 @@ class WaitResponse(Response):
             await send({"type": "http.response.body", "body": body.encode(), "more_body": False})
 
         await _watched(respond, receive, self._on_disconnect)
+
+
+class FrameLog:
+    """The SSE frames of one resumable run, numbered from 0 as they are made.
+
+    Each frame is kept with its ``id:`` line, so a client that lost its
+    connection asks for what came after the last id it saw (``Last-Event-ID``)
+    and gets exactly the frames it missed, then the rest as they come.
+    """
+
+    def __init__(self) -> None:
+        self.frames: list[bytes] = []
+        self.closed = False
+        self._more = anyio.Event()
+
+    def append(self, frame: bytes) -> None:
+        """Keep one frame (``event:``/``data:`` lines), numbered next."""
+        self.frames.append(b"id: %d\r\n" % len(self.frames) + frame)
+        self._wake()
+
+    def close(self) -> None:
+        """The run has ended: no frame comes after the ones kept."""
+        self.closed = True
+        self._wake()
+
+    async def wait_for(self, count: int) -> None:
+        """Wait until more than ``count`` frames are kept, or the log is closed."""
+        while len(self.frames) <= count and not self.closed:
+            await self._more.wait()
+
+    def _wake(self) -> None:
+        # One event per change, replaced before it is set: a waiter that wakes
+        # looks again and waits on the new one.
+        more, self._more = self._more, anyio.Event()
+        more.set()
+
+
+class LoggedStreamResponse(Response):
+    """Streams a resumable run's frames from its :class:`FrameLog`, with their ids.
+
+    Args:
+        log: The run's frames, kept whether or not a client is connected.
+        start: The first frame to send (one past the client's ``Last-Event-ID``).
+        on_disconnect: Called once if the client leaves before the end.
+        headers: Extra response headers (``Location``...).
+        launch: Starts the run, once the headers are out (idempotent; also
+            called if the response ends before that).
+    """
+
+    def __init__(
+        self,
+        log: FrameLog,
+        *,
+        start: int,
+        on_disconnect: Callable[[], None],
+        headers: Mapping[str, str] | None = None,
+        launch: Callable[[], None] | None = None,
+    ) -> None:
+        self._log = log
+        self._start = start
+        self._on_disconnect = on_disconnect
+        self._extra = headers or {}
+        self._launch = launch
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = _headers(self._extra, b"text/event-stream; charset=utf-8")
+        log = self._log
+
+        async def respond() -> None:
+            sent = self._start
+            while True:
+                if sent < len(log.frames):
+                    body = b"".join(log.frames[sent:])
+                    sent = len(log.frames)
+                    await send({"type": "http.response.body", "body": body, "more_body": True})
+                    continue
+                if log.closed:
+                    break
+                with anyio.move_on_after(HEARTBEAT) as idle:
+                    await log.wait_for(sent)
+                if idle.cancelled_caught:
+                    beat = b": heartbeat\r\n\r\n"
+                    await send({"type": "http.response.body", "body": beat, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+        try:
+            try:
+                await send({"type": "http.response.start", "status": 200, "headers": headers})
+            except OSError:
+                self._on_disconnect()
+                return
+            if self._launch is not None:
+                self._launch()
+            await _watched(respond, receive, self._on_disconnect)
+        finally:
+            if self._launch is not None:
+                self._launch()
