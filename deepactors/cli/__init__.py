@@ -1,7 +1,8 @@
 """The ``deepactors`` command.
 
 ``deepactors demo`` runs the offline demo; ``deepactors run "question"`` runs the
-deep agent on Claude (``ANTHROPIC_API_KEY``) with the live event view;
+deep agent (on Claude by default, ``ANTHROPIC_API_KEY``; ``--model provider:model``
+for any other) with the live event view, and prints its usage and cost at the end;
 ``deepactors serve [module:agent]`` serves an agent over HTTP (LangGraph's protocol).
 """
 
@@ -12,12 +13,16 @@ import dataclasses
 import importlib.metadata
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import anyio
 
 from .._core.logs import LOG_FORMATS, LOG_LEVELS, configure_logging
 
-__all__ = ["build_parser", "main"]
+if TYPE_CHECKING:
+    from ..messages import Usage
+
+__all__ = ["build_parser", "main", "usage_line"]
 
 _LOOP_HELP = "the event loop to run on (default: asyncio)"
 
@@ -53,6 +58,7 @@ def _run(args: argparse.Namespace) -> int:
     import os
 
     from ..errors import ConfigurationError, DeepActorsError
+    from ..events import RunFinished
     from ..factory import create_deep_agent
     from ..middleware import aclose_tree_models
     from ._live import View, open_view
@@ -70,8 +76,9 @@ def _run(args: argparse.Namespace) -> int:
         "ANTHROPIC_API_KEY"
     ):
         print(
-            "deepactors run needs Claude: set ANTHROPIC_API_KEY (and optionally --model "
-            "anthropic:<model id>). To see the runtime without a key, run `deepactors demo`.",
+            "deepactors run on Claude needs ANTHROPIC_API_KEY; or choose another model with "
+            "--model (openai:gpt-5.5, ollama:llama3.3, ...). To see the runtime without a key, "
+            "run `deepactors demo`.",
             file=sys.stderr,
         )
         return 2
@@ -92,11 +99,15 @@ def _run(args: argparse.Namespace) -> int:
     thread = args.thread or ("cli" if checkpointer is not None else None)
     question = " ".join(args.question)
 
+    spent: list[Usage | None] = [None]
+
     async def main(view: View) -> None:
         try:
             async with agent.astream(question, thread_id=thread, timeout=args.timeout) as events:
                 async for event in events:
                     view.feed(event)
+                    if isinstance(event, RunFinished) and "/" not in event.path:
+                        spent[0] = event.usage  # the top run's: the whole tree's
         finally:
             await aclose_tree_models(agent.spec)
 
@@ -106,7 +117,25 @@ def _run(args: argparse.Namespace) -> int:
     except (DeepActorsError, TimeoutError) as exc:
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    finally:
+        print(usage_line(spent[0]))
     return 0
+
+
+def usage_line(usage: Usage | None) -> str:
+    """What ``deepactors run`` prints at the end: the tree's tokens, calls and cost."""
+    if usage is None:
+        return "usage: not reported by the model"
+    cached = usage.cache_read_tokens + usage.cache_write_tokens
+    tokens = f"{usage.input_tokens + cached:,} input"
+    if cached:
+        tokens += f" ({usage.cache_read_tokens:,} cache read, {usage.cache_write_tokens:,} written)"
+    calls = "call" if usage.requests == 1 else "calls"
+    cost = "unknown (no prices)" if usage.cost_usd is None else f"${usage.cost_usd:.4f}"
+    return (
+        f"usage: {tokens}, {usage.output_tokens:,} output tokens in {usage.requests} model "
+        f"{calls}; cost {cost}"
+    )
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -158,9 +187,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--loop", choices=("asyncio", "trio"), default="asyncio", help=_LOOP_HELP)
     _log_options(demo, "warning")
     demo.set_defaults(func=_demo)
-    run = sub.add_parser("run", help="run the deep agent on Claude with a live event view")
+    run = sub.add_parser("run", help="run the deep agent with a live event view")
     run.add_argument("question", nargs="+", help="what to ask")
-    run.add_argument("--model", help="a model string, e.g. anthropic:claude-sonnet-5-5")
+    run.add_argument(
+        "--model",
+        help="provider:model, e.g. anthropic:claude-sonnet-5-5 (the default), openai:gpt-5.5, "
+        "openai-responses:gpt-5.5, ollama:llama3.3, vllm:<model>, openrouter:<vendor/model>",
+    )
     run.add_argument("--thread", help="thread id to continue (with --db)")
     run.add_argument("--db", help="SQLite file or postgresql:// URL that keeps threads across runs")
     run.add_argument("--timeout", type=float, default=None, help="seconds for the whole run")
