@@ -41,6 +41,7 @@ from ._responses import auth_error_response, error_response
 from ._retention import DEFAULT_RUN_RETENTION
 from ._runs import RunManager
 from ._runs_api import run_routes, serve_stream, stream_target
+from ._sandboxes import open_sandboxes
 from ._threads_api import thread_routes
 from .auth import Auth, AuthError
 
@@ -73,7 +74,10 @@ def create_app(
     unchanged. Every run is an actor of one runtime, opened in the app's
     lifespan; a client that disconnects from a streamed run cancels that run's
     whole subtree (unless it asked for ``on_disconnect="continue"``), and
-    shutting the app down cancels every run and waits for it.
+    shutting the app down cancels every run and waits for it. An agent whose
+    backend is a sandbox (``BubblewrapSandbox``) has it opened when the app
+    starts (a sandbox that cannot run here stops the start) and closed after the
+    runs; with ``auth``, each thread's workspace is keyed by its owner too.
 
     Args:
         agents: One agent (served as its name) or several by assistant id.
@@ -172,6 +176,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with (
+            open_sandboxes(record.agent for record in assistants.values()),
             open_runtime(idle_timeout=idle_timeout, pacing=pacing, defer_gc=defer_gc) as runtime,
             anyio.create_task_group() as tg,
         ):
