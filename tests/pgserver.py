@@ -87,6 +87,11 @@ class PostgresServer:
         return "postgres" if self._as is not None else pwd.getpwuid(os.getuid()).pw_name
 
     @property
+    def running(self) -> bool:
+        """Whether the server is up (started and not stopped since)."""
+        return self._root is not None and (self._data / "postmaster.pid").exists()
+
+    @property
     def dsn(self) -> str:
         """A libpq connection string for the caller's database."""
         return f"postgresql:///{self._database}?host={self.socket_dir}&user={self.user}"
@@ -192,7 +197,7 @@ class PostgresServer:
         if self._root is None:
             return
         try:
-            if (self._data / "postmaster.pid").exists():
+            if self.running:
                 self.stop()
         finally:
             shutil.rmtree(self._root, ignore_errors=True)

@@ -16,6 +16,7 @@ from ._pg_drive import (
     LeaseConnection,
     configure_lease_async,
     drive_async,
+    idle_connection_lost,
     pool_options,
     unlock_all_async,
 )
@@ -50,8 +51,11 @@ class AsyncDriver:
         # Uncontended (group commit has one committer): no yield on taking it.
         self._write_lock = anyio.Lock(fast_acquire=True)
         work, leases = pool_options(dsn, size, lease_size)
-        self._pool = AsyncConnectionPool(**work)
-        self._leases = AsyncConnectionPool(**leases, configure=configure_lease_async)
+        # Checked on checkout: after a database restart the first operation
+        # gets a live connection, not one the restart ended (see ``_pg_drive``).
+        check = AsyncConnectionPool.check_connection
+        self._pool = AsyncConnectionPool(**work, check=check)
+        self._leases = AsyncConnectionPool(**leases, configure=configure_lease_async, check=check)
 
     async def open(self, prepare: Op[None]) -> None:
         # One connection of its own first: a wrong DSN or a server that is down
@@ -70,7 +74,9 @@ class AsyncDriver:
 
     async def write(self, op: Op[T], *, transaction: bool) -> T:
         async with self._write_lock:
-            if self._writer is None or self._writer.broken or self._writer.closed:
+            if self._writer is None or idle_connection_lost(self._writer):
+                if self._writer is not None:
+                    await self._writer.close()
                 self._writer = await psycopg.AsyncConnection.connect(
                     self._dsn, autocommit=True, connect_timeout=int(OPEN_TIMEOUT)
                 )

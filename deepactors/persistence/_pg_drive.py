@@ -4,6 +4,18 @@
 run one operation, its statements in order, in one transaction when asked.
 Connections are in autocommit mode, so a transaction is exactly the
 operation's ``BEGIN ... COMMIT``, and an operation that returns has committed.
+
+A database restart
+------------------
+A restart ends every session: each connection kept open (pooled, or the
+writer) is then dead, though nothing says so until it is used. Pools check a
+connection before handing it out (psycopg's ``check_connection``, one empty
+query) and replace a dead one, so the first operation after the database is
+back runs on a live connection instead of failing. Pools reconnect by
+themselves in the background, with psycopg's jittered exponential backoff,
+given up after :data:`OPEN_TIMEOUT` (a later checkout starts again), so no
+single wait between attempts grows past half of it. The writer, used for every
+put, is checked without a round trip (:func:`idle_connection_lost`).
 """
 
 from __future__ import annotations
@@ -16,6 +28,7 @@ from typing import Any, Protocol, TypeVar
 
 import psycopg
 from anyio.abc import TaskStatus
+from psycopg import pq
 
 from ._pg_sql import Op, Result, Stmt
 
@@ -27,6 +40,7 @@ __all__ = [
     "configure_lease_async",
     "drive_async",
     "drive_sync",
+    "idle_connection_lost",
     "pool_options",
     "unlock_all",
     "unlock_all_async",
@@ -35,7 +49,30 @@ __all__ = [
 T = TypeVar("T")
 
 OPEN_TIMEOUT = 30.0
-"""Seconds to wait for a first connection, or for a free one from a pool."""
+"""Seconds to wait for a first connection, or for a free one from a pool; and
+how long a pool keeps trying to reconnect in the background before it gives up
+(until the next checkout)."""
+
+
+def idle_connection_lost(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """Whether an idle connection was closed by the server (a restart, a terminated backend).
+
+    Reads what arrived on the socket while the connection sat idle, without
+    waiting (libpq's socket is non-blocking): a server that ends a session
+    sends an error and closes it, which libpq then reports as a bad connection.
+    A connection that went silent (a network cut) is not detected here; its
+    next statement fails instead.
+    """
+    if conn.closed or conn.broken:
+        return True
+    try:
+        # Twice: one read takes in the server's farewell message, the next
+        # sees the end of the stream (each returns at once when nothing came).
+        conn.pgconn.consume_input()
+        conn.pgconn.consume_input()
+    except psycopg.OperationalError:
+        return True
+    return conn.pgconn.status != pq.ConnStatus.OK
 
 
 def _first(op: Op[T]) -> tuple[Stmt | None, T | None]:
@@ -144,7 +181,8 @@ def pool_options(dsn: str, size: int, lease_size: int) -> tuple[dict[str, Any], 
     The work pool keeps one connection open; the lease pool opens one per held
     lease. A lease connection's application name says who holds a lease, in
     ``pg_stat_activity`` and in the ``ThreadBusy`` a refused run gets. The lease
-    pool's ``configure`` (async or sync) is the caller's to add.
+    pool's ``configure`` and both pools' ``check`` (psycopg's
+    ``check_connection``, async or sync) are the caller's to add.
     """
     name = f"deepactors pid {os.getpid()} on {socket.gethostname()}"
     work = {
@@ -154,6 +192,7 @@ def pool_options(dsn: str, size: int, lease_size: int) -> tuple[dict[str, Any], 
         "kwargs": {"autocommit": True},
         "open": False,
         "timeout": OPEN_TIMEOUT,
+        "reconnect_timeout": OPEN_TIMEOUT,
     }
     leases = {
         "conninfo": dsn,
@@ -162,5 +201,6 @@ def pool_options(dsn: str, size: int, lease_size: int) -> tuple[dict[str, Any], 
         "kwargs": {"autocommit": True, "application_name": name[:63]},
         "open": False,
         "timeout": OPEN_TIMEOUT,
+        "reconnect_timeout": OPEN_TIMEOUT,
     }
     return work, leases

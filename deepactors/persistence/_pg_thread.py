@@ -1,6 +1,13 @@
 """The trio driver: psycopg's sync ``ConnectionPool`` in worker threads (see ``_pg_conn``).
 
 Each operation runs whole in one anyio worker thread, as SQLite does on trio.
+
+The wait for a pooled connection is the caller's to give up: a thread blocked
+in the pool cannot see a trio cancellation, so that wait is abandoned on cancel
+(:class:`_Checkout` gives back a connection that arrives too late) and bounded
+by the caller's deadline as well, so a run with ``timeout=5`` stops at 5 s
+while the database is down, not at the pool's 30 s. Once the operation has its
+connection it runs whole: a caller cancelled then waits for it to end, as before.
 """
 
 from __future__ import annotations
@@ -9,7 +16,7 @@ import functools
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import anyio
 import anyio.from_thread
@@ -23,6 +30,7 @@ from ._pg_drive import (
     LeaseConnection,
     configure_lease,
     drive_sync,
+    idle_connection_lost,
     pool_options,
     unlock_all,
 )
@@ -34,6 +42,51 @@ T = TypeVar("T")
 
 _POLL = 0.25
 """Seconds a listener thread waits for a notification before checking it should stop."""
+
+
+def _wait_budget() -> float:
+    """Seconds the calling task may wait for a pooled connection: the pool's
+    timeout, or less when the task's deadline comes sooner."""
+    left = anyio.current_effective_deadline() - anyio.current_time()
+    return max(0.0, min(OPEN_TIMEOUT, left))
+
+
+class _Abandoned(Exception):
+    """The task that wanted a connection stopped waiting for it."""
+
+
+class _Checkout:
+    """A wait for a pooled connection, in a worker thread, that its task may abandon.
+
+    The thread claims the connection it got, or, when the task has gone,
+    gives it back; the task, cancelled, abandons the wait or (the thread has
+    claimed it already) learns which connection is its own to give back.
+    """
+
+    def __init__(self, pool: ConnectionPool[Any]) -> None:
+        self._pool = pool
+        self._lock = threading.Lock()
+        self._state: Literal["waiting", "claimed", "abandoned"] = "waiting"
+        self.conn: psycopg.Connection[Any] | None = None
+        self.done = threading.Event()
+
+    def take(self, timeout: float) -> psycopg.Connection[Any] | None:
+        """In the thread: a connection, or None when the task abandoned the wait."""
+        conn: psycopg.Connection[Any] = self._pool.getconn(timeout)
+        with self._lock:
+            if self._state == "waiting":
+                self._state, self.conn = "claimed", conn
+                return conn
+        self._pool.putconn(conn)
+        return None
+
+    def abandon(self) -> psycopg.Connection[Any] | None:
+        """In the task, cancelled: None if the wait was abandoned, else the claimed connection."""
+        # Held by the thread only to set a field: never waited on for long.
+        with self._lock:
+            if self._state == "waiting":
+                self._state = "abandoned"
+            return self.conn
 
 
 class _ThreadLease:
@@ -86,8 +139,10 @@ class ThreadDriver:
         # Uncontended (group commit has one committer): no yield on taking it.
         self._write_lock = anyio.Lock(fast_acquire=True)
         work, leases = pool_options(dsn, size, lease_size)
-        self._pool = ConnectionPool(**work)
-        self._leases = ConnectionPool(**leases, configure=configure_lease)
+        # Checked on checkout: see AsyncDriver.
+        check = ConnectionPool.check_connection
+        self._pool = ConnectionPool(**work, check=check)
+        self._leases = ConnectionPool(**leases, configure=configure_lease, check=check)
         # Lease waits block a thread each: their own limiter, so they never
         # take the threads the run's other work needs.
         self._limiter = anyio.CapacityLimiter(lease_size)
@@ -104,15 +159,36 @@ class ThreadDriver:
 
         await anyio.to_thread.run_sync(opened)
 
-    def _run(self, op: Op[T], transaction: bool) -> T:
-        with self._pool.connection() as conn:
-            return drive_sync(conn, op, transaction=transaction)
-
     async def run(self, op: Op[T], *, transaction: bool = True) -> T:
-        return await anyio.to_thread.run_sync(self._run, op, transaction)
+        checkout = _Checkout(self._pool)
+        budget = _wait_budget()
+
+        def target() -> T:
+            try:
+                conn = checkout.take(budget)
+                if conn is None:
+                    raise _Abandoned  # to no one: the caller has gone
+                try:
+                    return drive_sync(conn, op, transaction=transaction)
+                finally:
+                    self._pool.putconn(conn)
+            finally:
+                checkout.done.set()
+
+        try:
+            return await anyio.to_thread.run_sync(target, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            if checkout.abandon() is not None:
+                # The operation had begun: it runs whole, as it would have
+                # without the cancellation, before the caller goes on.
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(checkout.done.wait)
+            raise
 
     def _write(self, op: Op[T], transaction: bool) -> T:
-        if self._writer is None or self._writer.broken or self._writer.closed:
+        if self._writer is None or idle_connection_lost(self._writer):
+            if self._writer is not None:
+                self._writer.close()
             self._writer = psycopg.Connection.connect(
                 self._dsn, autocommit=True, connect_timeout=int(OPEN_TIMEOUT)
             )
@@ -124,7 +200,18 @@ class ThreadDriver:
 
     @asynccontextmanager
     async def lease_connection(self) -> AsyncIterator[LeaseConnection]:
-        conn = await anyio.to_thread.run_sync(self._leases.getconn)
+        checkout = _Checkout(self._leases)
+        try:
+            conn = await anyio.to_thread.run_sync(
+                checkout.take, _wait_budget(), abandon_on_cancel=True
+            )
+        except anyio.get_cancelled_exc_class():
+            late = checkout.abandon()
+            if late is not None:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(self._give_back, late, False)
+            raise
+        assert conn is not None  # None only once abandoned
         lease = _ThreadLease(conn, self._limiter)
         try:
             yield lease
