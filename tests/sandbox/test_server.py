@@ -54,9 +54,7 @@ def test_each_users_thread_works_in_its_own_sandbox(
         client = get_sync_client(url=served.url, api_key=key)
         served._clients.append(client)
         thread = client.threads.create()
-        state: Any = client.runs.wait(
-            thread["thread_id"], "agent", input={"messages": [{"role": "user", "content": who}]}
-        )
+        state: Any = client.runs.wait(thread["thread_id"], "agent", input={"messages": who})
         answers[thread["thread_id"]] = state["messages"][-1]["content"]
         workspace = sandbox_root / SandboxKey(thread["thread_id"], who).slug
         assert (workspace / "note.txt").read_text() == f"{who}\n"
