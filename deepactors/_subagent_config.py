@@ -39,6 +39,7 @@ class SubAgentConfig(BaseModel):
     response_format: Any = None
     budget: Budget | None = None
     permissions: Sequence[FilesystemPermission] | None = None
+    mcp_servers: Mapping[str, Any] | None = None
 
 
 def read_subagent_config(item: Mapping[str, Any]) -> SubAgentConfig:

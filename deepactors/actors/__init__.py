@@ -12,7 +12,9 @@ from ._child import run_child as run_child
 from ._handle import ThreadHandle as ThreadHandle
 from ._runtime import ActorStatistics as ActorStatistics
 from ._runtime import Runtime as Runtime
+from ._runtime import SharedKey as SharedKey
 from ._runtime import await_handle as await_handle
+from ._runtime import current_runtime as current_runtime
 from ._runtime import open_runtime as open_runtime
 from ._spec import AgentSpec as AgentSpec
 from ._spec import HasSpec as HasSpec
@@ -36,11 +38,13 @@ __all__ = [
     "RunInput",
     "RunOptions",
     "Runtime",
+    "SharedKey",
     "StartOptions",
     "ThreadHandle",
     "ThreadState",
     "ThreadTask",
     "await_handle",
+    "current_runtime",
     "open_runtime",
     "prepare_input",
     "run_child",

@@ -13,8 +13,9 @@ import contextlib
 import math
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Unpack
+from typing import Any, Generic, TypeVar, Unpack
 
 import anyio
 from anyio.abc import TaskGroup
@@ -44,10 +45,47 @@ __all__ = [
     "RunHandle",
     "RunOptions",
     "Runtime",
+    "SharedKey",
     "StartOptions",
     "await_handle",
+    "current_runtime",
     "open_runtime",
 ]
+
+T = TypeVar("T")
+
+
+class SharedKey(Generic[T]):
+    """A typed key for an object one runtime shares with all its actors: ``rt.shared(KEY)``.
+
+    For resources that outlive a run, such as a connection to a tool server.
+
+    Args:
+        name: Shown in reprs and errors.
+        factory: Makes the value the first time the runtime is asked for it; it
+            gets a task group that lives as long as the runtime (cancelled when
+            it closes, after its last actor), for the tasks the value owns. A
+            task there must not let an exception escape: it would end the runtime.
+    """
+
+    __slots__ = ("factory", "name")
+
+    def __init__(self, name: str, factory: Callable[[TaskGroup], T]) -> None:
+        self.name = name
+        self.factory = factory
+
+    def __repr__(self) -> str:
+        return f"SharedKey({self.name!r})"
+
+
+# Set in every actor's task (and so in its subagents'): a tool finds the runtime
+# hosting it without each layer in between passing it along.
+_CURRENT: ContextVar[Runtime | None] = ContextVar("deepactors_runtime", default=None)
+
+
+def current_runtime() -> Runtime | None:
+    """The runtime hosting the calling actor, or None outside any."""
+    return _CURRENT.get()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,8 +119,11 @@ class Runtime:
         idle_timeout: float = 300.0,
         defer_gc: bool = False,
         pacer: Pacer | None = None,
+        system: TaskGroup | None = None,
     ) -> None:
         self._tg = task_group
+        self._system = system if system is not None else task_group
+        self._shared: dict[SharedKey[Any], Any] = {}
         self.idle_timeout = idle_timeout
         self.pacer = pacer
         self._defer_gc = defer_gc
@@ -93,6 +134,22 @@ class Runtime:
     def in_progress(self) -> contextlib.AbstractContextManager[None]:
         """Held while a run executes (deferred collections, if asked for)."""
         return run_in_progress() if self._defer_gc else contextlib.nullcontext()
+
+    def shared(self, key: SharedKey[T]) -> T:
+        """This runtime's value for ``key``, made by ``key.factory`` on first use.
+
+        Raises:
+            RuntimeClosed: The runtime is closing.
+        """
+        try:
+            return self._shared[key]  # type: ignore[no-any-return]
+        except KeyError:
+            if self._closed:
+                raise RuntimeClosed(
+                    "this runtime is closed; open a new one with open_runtime()"
+                ) from None
+            value = self._shared[key] = key.factory(self._system)
+            return value
 
     def statistics(self) -> ActorStatistics:
         """Counts of actors, queued orders and running orders."""
@@ -249,7 +306,12 @@ class Runtime:
         actor.mailbox = send
         if actor.key is None:
             self._anonymous.add(actor)
-        self._tg.start_soon(actor.serve, receive)
+        # The new task copies the context as it is now: set, it names this runtime.
+        token = _CURRENT.set(self)
+        try:
+            self._tg.start_soon(actor.serve, receive)
+        finally:
+            _CURRENT.reset(token)
         return send
 
     def _actor_for(self, spec: AgentSpec, thread_id: str) -> ThreadActor:
@@ -349,11 +411,14 @@ async def open_runtime(
                 system.start_soon(pacer.run)
             try:
                 async with anyio.create_task_group() as tg:
-                    rt = Runtime(tg, idle_timeout=idle_timeout, defer_gc=defer_gc, pacer=pacer)
+                    rt = Runtime(
+                        tg, idle_timeout=idle_timeout, defer_gc=defer_gc, pacer=pacer, system=system
+                    )
                     try:
                         yield rt
                     finally:
                         rt._close()
             finally:
-                # Every actor is gone: the pump has nothing left to pace.
+                # Every actor is gone: the pump has nothing left to pace, and
+                # shared resources (rt.shared) nobody can use any more close.
                 system.cancel_scope.cancel()

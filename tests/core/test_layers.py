@@ -59,7 +59,7 @@ LAYERS: list[tuple[str, ...]] = [
     ),
     ("actors",),
     ("middleware._subagents", "middleware"),
-    ("agent",),
+    ("agent", "mcp"),
     ("factory", "demo", "_subagent_config", "langchain"),
     ("server",),
     ("cli", "__main__", "__init__"),

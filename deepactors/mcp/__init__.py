@@ -1,0 +1,23 @@
+"""MCP (Model Context Protocol): tools from MCP servers, and a deep agent served as one.
+
+Optional: needs the ``mcp`` extra (``pip install 'deepactors[mcp]'``). Nothing
+here imports the ``mcp`` SDK until a server is connected to or an agent served.
+
+* :class:`MCPServer`: a stdio or streamable-HTTP server whose tools agents call
+  (``create_deep_agent(mcp_servers={...})``), one session per runtime shared by
+  the whole tree.
+* :func:`serve_mcp`: an agent as an MCP server (stdio or streamable HTTP).
+"""
+
+from __future__ import annotations
+
+from .._core.public import publish as _publish
+from ._config import MCPServer as MCPServer
+from ._config import mcp_servers_from as mcp_servers_from
+from ._middleware import MCPToolsMiddleware as MCPToolsMiddleware
+from ._sources import tool_sources as tool_sources
+from ._tools import MCPTool as MCPTool
+
+__all__ = ["MCPServer", "MCPTool", "MCPToolsMiddleware", "mcp_servers_from", "tool_sources"]
+
+_publish(__all__, __name__, globals())

@@ -1,0 +1,145 @@
+"""``MCPToolsMiddleware``: an agent's MCP servers, as tools the model sees and calls.
+
+Which tools a server has is known only once it runs, and it runs only when a
+run first needs it: so the tools are not in the agent's spec (built before
+anything runs) but added to each model request, and a call naming one of them
+is given its tool on the way down the ``wrap_tool_call`` chain. Everything
+inside (human approval, retries, budgets, the eviction of large results by
+the file middleware outside) treats it as any other tool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..actors import SharedKey, current_runtime
+from ..errors import ConfigurationError
+from ..hooks import AgentMiddleware, ModelHandler, ToolCallRequest, ToolHandler
+from ._config import MCPServer
+from ._connection import Connection
+from ._tools import MCPTool, tools_of
+
+if TYPE_CHECKING:
+    from ..messages import AssistantMessage, ToolMessage
+    from ..models import ModelRequest
+    from ..tools import Command
+
+__all__ = ["MCPToolsMiddleware", "connection_for"]
+
+# One key per distinct server (its connection_key), so every agent naming that
+# server, with whatever prefix or filter, shares its runtime's one session.
+_KEYS: dict[tuple[object, ...], SharedKey[Connection]] = {}
+
+
+def _shared_key(server: MCPServer) -> SharedKey[Connection]:
+    ident = server.connection_key()
+    key = _KEYS.get(ident)
+    if key is None:
+
+        def connect(tg: object) -> Connection:
+            return Connection(server, tg)  # type: ignore[arg-type]
+
+        key = _KEYS[ident] = SharedKey(f"mcp:{server.name}", connect)
+    return key
+
+
+def connection_for(server: MCPServer) -> Connection:
+    """The session to ``server`` that the calling actor's runtime shares.
+
+    Raises:
+        ConfigurationError: Called outside any runtime (an agent's run always has one).
+    """
+    rt = current_runtime()
+    if rt is None:
+        raise ConfigurationError(
+            f"MCP server {server.name!r}: its tools are used by agents, inside a run"
+        )
+    return rt.shared(_shared_key(server))
+
+
+class _Named:
+    """One server's tools as one agent names them, for one listing of one session."""
+
+    __slots__ = ("by_name", "listing", "server", "tools")
+
+    def __init__(self, server: MCPServer, listing: object, tools: list[MCPTool]) -> None:
+        self.server = server  # held: its id keys the cache
+        self.listing = listing
+        self.tools = tools
+        self.by_name = {t.name: t for t in tools}
+
+
+class MCPToolsMiddleware(AgentMiddleware):
+    """Gives an agent the tools of some MCP servers.
+
+    ``create_deep_agent`` adds it for ``mcp_servers`` (and servers inside
+    ``tools``); build one yourself only for an agent you assemble by hand.
+
+    Args:
+        servers: The servers, each with its own prefix and filters.
+
+    Raises:
+        ConfigurationError: Two servers of one agent with the same name.
+    """
+
+    def __init__(self, servers: Sequence[MCPServer]) -> None:
+        names = [s.name for s in servers]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ConfigurationError(f"two MCP servers are named {dupes[0]!r}")
+        self.servers = tuple(servers)
+        self._name = f"MCPToolsMiddleware[{','.join(names)}]"
+
+    @property
+    def name(self) -> str:
+        """Names the servers too: an agent may have several of these (inherited and its own)."""
+        return self._name
+
+    async def _named(self) -> list[_Named]:
+        out = []
+        for server in self.servers:
+            connection = connection_for(server)
+            listing = await connection.tools()
+            named: _Named | None = connection.named.get(id(server))
+            if named is None or named.listing is not listing:
+                named = _Named(server, listing, tools_of(server, connection, listing))
+                connection.named[id(server)] = named
+            out.append(named)
+        return out
+
+    async def wrap_model_call(
+        self, request: ModelRequest, handler: ModelHandler
+    ) -> AssistantMessage:
+        """Add the servers' tools to the request (starting the servers on first use).
+
+        Raises:
+            ConfigurationError: A server's tool has the name of another tool.
+            ToolError: A server could not be started.
+        """
+        extra = [t for named in await self._named() for t in named.tools]
+        if extra:
+            taken = {t.name for t in request.tools}
+            for t in extra:
+                if t.name in taken:
+                    raise ConfigurationError(
+                        f"the MCP tool {t.name!r} of server {t.connection.server.name!r} has "
+                        "the name of another tool of this agent: give the server a prefix= "
+                        "or exclude= it"
+                    )
+                taken.add(t.name)
+            request = request.replace(tools=[*request.tools, *extra])
+        return await handler(request)
+
+    async def wrap_tool_call(
+        self, request: ToolCallRequest, handler: ToolHandler
+    ) -> ToolMessage | Command:
+        """Give a call naming one of the servers' tools its tool."""
+        if request.tool is None:
+            name = request.call.name
+            for named in await self._named():
+                found = named.by_name.get(name)
+                if found is not None:
+                    request = request.replace(tool=found)
+                    break
+        return await handler(request)

@@ -1,0 +1,73 @@
+"""Real MCP servers for the tests: the registry's (npm) and a small one of ours (mcp_app.py).
+
+The npm servers are installed by ``.ci/run`` into ``.ci/node`` (pinned in
+``.ci/node/package.json``); if they are missing and npm is here, they are
+installed once on first use. Without npm those tests are skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.mcp.servers import APP, NODE
+
+
+@pytest.fixture
+def app_log(tmp_path: Path) -> Path:
+    return tmp_path / "app.log"
+
+
+@pytest.fixture(scope="session")
+def http_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """Our test server over streamable HTTP (uvicorn on 127.0.0.1): its URL and log."""
+    log = tmp_path_factory.mktemp("http") / "app.log"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, str(APP), "http", str(port)],
+        env={**os.environ, "MCP_APP_LOG": str(log)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the test MCP server over HTTP did not start") from None
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp", log
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def npm_bin() -> Path:
+    """``.ci/node/node_modules/.bin``, with the registry's MCP servers installed."""
+    bin_dir = NODE / "node_modules" / ".bin"
+    wanted = ("mcp-server-everything", "mcp-server-filesystem")
+    if not all((bin_dir / name).exists() for name in wanted):
+        npm = shutil.which("npm")
+        if npm is None:
+            pytest.skip("npm is not installed: the registry's MCP servers cannot be installed")
+        subprocess.run(
+            [npm, "install", "--no-audit", "--no-fund", "--silent"],
+            cwd=NODE,
+            check=True,
+            timeout=600,
+        )
+    return bin_dir

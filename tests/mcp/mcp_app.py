@@ -1,0 +1,81 @@
+"""A small MCP server for the tests, written with the mcp SDK (its MCPServer, FastMCP's successor).
+
+Run as ``python mcp_app.py stdio`` or ``python mcp_app.py http PORT``. It covers
+what the registry servers do not: a tool that hangs until cancelled (and writes
+down that it was), one that kills the server, and its own pid for counting
+processes. ``MCP_APP_LOG`` names a file where it appends one line per event
+(``start <pid>``, ``cancelled <value>``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+app = MCPServer("deepactors-test-app")
+
+
+def _log(line: str) -> None:
+    path = os.environ.get("MCP_APP_LOG")
+    if path:
+        with open(path, "a") as f:
+            f.write(line + "\n")
+
+
+@app.tool()
+def echo(text: str) -> str:
+    """Say the text back."""
+    return f"echo: {text}"
+
+
+@app.tool()
+def add(a: int, b: int) -> dict[str, int]:
+    """Add two integers (structured output)."""
+    return {"sum": a + b}
+
+
+@app.tool()
+def pid() -> str:
+    """The server's process id."""
+    return str(os.getpid())
+
+
+@app.tool()
+async def hang(tag: str) -> str:
+    """Wait until cancelled; note the cancellation in the log."""
+    try:
+        await anyio.sleep_forever()
+    except anyio.get_cancelled_exc_class():
+        _log(f"cancelled {tag}")
+        raise
+    return "never"
+
+
+@app.tool()
+def fail(reason: str) -> str:
+    """Raise an error (an isError result carrying the reason)."""
+    raise ToolError(reason)
+
+
+@app.tool()
+def crash() -> str:
+    """End the server process at once, saying why on stderr."""
+    print("crash: the test asked for it", file=sys.stderr, flush=True)
+    os._exit(3)
+
+
+def main() -> None:
+    _log(f"start {os.getpid()}")
+    if sys.argv[1] == "stdio":
+        anyio.run(app.run_stdio_async)
+    else:
+        port = int(sys.argv[2])
+        anyio.run(lambda: app.run_streamable_http_async(host="127.0.0.1", port=port))
+
+
+if __name__ == "__main__":
+    main()

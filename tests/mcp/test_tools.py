@@ -1,0 +1,146 @@
+"""An agent's MCP tools: listed with the server's schemas, named, filtered, called, read."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from deepactors import AssistantMessage, ToolCall, ToolMessage, create_deep_agent
+from deepactors.errors import ConfigurationError
+from deepactors.mcp import MCPServer
+from deepactors.models import FunctionModel, ModelRequest
+from tests.mcp.servers import SDK_HTTP_ON_TRIO, app_server
+
+pytestmark = [pytest.mark.anyio, SDK_HTTP_ON_TRIO]
+
+
+def calls_then_done(*calls: ToolCall, seen: list[ModelRequest] | None = None) -> FunctionModel:
+    """A model that makes ``calls`` on its first turn and then answers "done"."""
+
+    def answer(request: ModelRequest) -> AssistantMessage:
+        if seen is not None:
+            seen.append(request)
+        if not any(isinstance(m, ToolMessage) for m in request.messages):
+            return AssistantMessage(tool_calls=list(calls))
+        return AssistantMessage(content="done")
+
+    return FunctionModel(answer)
+
+
+def results(state: dict[str, Any]) -> dict[str, ToolMessage]:
+    return {m.name: m for m in state["messages"] if isinstance(m, ToolMessage)}
+
+
+def tool_named(request: ModelRequest, name: str) -> Any:
+    return next(t for t in request.tools if t.name == name)
+
+
+@pytest.fixture(params=["stdio", "http"])
+def server(request: pytest.FixtureRequest, app_log: Path) -> MCPServer:
+    """Our test server, over stdio and over streamable HTTP."""
+    if request.param == "stdio":
+        return app_server(app_log)
+    url, _ = request.getfixturevalue("http_app")
+    return MCPServer.http(url, name="app")
+
+
+async def test_tools_reach_the_model_with_the_servers_schemas_and_answer(
+    server: MCPServer,
+) -> None:
+    seen: list[ModelRequest] = []
+    model = calls_then_done(
+        ToolCall(name="echo", args={"text": "hi"}),
+        ToolCall(name="add", args={"a": 2, "b": 3}),
+        ToolCall(name="fail", args={"reason": "no way"}),
+        seen=seen,
+    )
+    agent = create_deep_agent(model, mcp_servers={"app": server})
+    with anyio.fail_after(30):
+        state = await agent.ainvoke("go")
+    add = tool_named(seen[0], "add")
+    assert add.parameters["properties"]["a"] == {"title": "A", "type": "integer"}
+    assert add.parameters["required"] == ["a", "b"]
+    assert tool_named(seen[0], "echo").description == "Say the text back."
+    got = results(state)
+    assert got["echo"].content == "echo: hi"
+    assert got["echo"].status == "success"
+    assert json.loads(got["add"].text) == {"sum": 5}
+    assert got["fail"].status == "error"
+    assert "no way" in got["fail"].text
+
+
+async def test_prefix_include_and_exclude_choose_the_tools_the_model_sees(
+    app_log: Path,
+) -> None:
+    seen: list[ModelRequest] = []
+    model = calls_then_done(ToolCall(name="t_echo", args={"text": "x"}), seen=seen)
+    agent = create_deep_agent(
+        model,
+        tools=[app_server(app_log, prefix="t_", include={"echo", "add", "pid"}, exclude={"pid"})],
+    )
+    with anyio.fail_after(30):
+        state = await agent.ainvoke("go")
+    names = {t.name for t in seen[0].tools}
+    assert {"t_echo", "t_add"} <= names
+    assert not names & {"echo", "t_pid", "t_hang", "t_crash", "pid"}
+    assert results(state)["t_echo"].content == "echo: x"
+
+
+async def test_a_subagent_gets_its_own_servers_from_its_spec(app_log: Path) -> None:
+    parent_seen: list[ModelRequest] = []
+    child_seen: list[ModelRequest] = []
+    child = calls_then_done(ToolCall(name="echo", args={"text": "from child"}), seen=child_seen)
+    parent = calls_then_done(
+        ToolCall(name="task", args={"description": "echo", "subagent_type": "echoer"}),
+        seen=parent_seen,
+    )
+    spec = {
+        "name": "echoer",
+        "description": "echoes",
+        "system_prompt": "echo",
+        "model": child,
+        "mcp_servers": {"app": app_server(app_log)},
+    }
+    agent = create_deep_agent(parent, subagents=[spec])
+    with anyio.fail_after(30):
+        state = await agent.ainvoke("go")
+    assert "echo" not in {t.name for t in parent_seen[0].tools}
+    assert "echo" in {t.name for t in child_seen[0].tools}
+    assert "done" in results(state)["task"].text
+    child_results = [m for r in child_seen for m in r.messages if isinstance(m, ToolMessage)]
+    assert [m.content for m in child_results] == ["echo: from child"]
+
+
+async def test_a_server_tool_named_like_another_tool_is_refused_with_the_way_out(
+    app_log: Path,
+) -> None:
+    def echo(text: str) -> str:
+        """Our own echo."""
+        return text
+
+    agent = create_deep_agent(calls_then_done(), tools=[echo, app_server(app_log)])
+    with anyio.fail_after(30), pytest.raises(ConfigurationError, match="prefix="):
+        await agent.ainvoke("go")
+    agent = create_deep_agent(calls_then_done(), tools=[echo, app_server(app_log, prefix="app_")])
+    with anyio.fail_after(30):
+        await agent.ainvoke("go")
+
+
+def test_configuration_is_checked_when_the_agent_is_built() -> None:
+    with pytest.raises(ConfigurationError, match="needs a 'command'"):
+        create_deep_agent(FunctionModel(lambda r: "x"), mcp_servers={"x": {"args": ["a"]}})
+    with pytest.raises(ConfigurationError, match="unknown key"):
+        create_deep_agent(
+            FunctionModel(lambda r: "x"), mcp_servers={"x": {"command": "a", "argz": []}}
+        )
+    with pytest.raises(ConfigurationError, match="not a tool"):
+        create_deep_agent(FunctionModel(lambda r: "x"), tools=[42])  # type: ignore[list-item]
+    with pytest.raises(ConfigurationError, match="http"):
+        MCPServer.http("ftp://example.com")
+    servers = {"mcpServers": {"t": {"command": "uvx", "args": ["mcp-server-time"]}}}
+    agent = create_deep_agent(FunctionModel(lambda r: "x"), mcp_servers=servers)
+    assert agent.spec is not None
