@@ -4,7 +4,7 @@ Run as ``python mcp_app.py stdio`` or ``python mcp_app.py http PORT``. It covers
 what the registry servers do not: a tool that hangs until cancelled (and writes
 down that it was), one that kills the server, and its own pid for counting
 processes. ``MCP_APP_LOG`` names a file where it appends one line per event
-(``start <pid>``, ``cancelled <value>``).
+(``start <pid>``, ``hang <tag>``, ``cancelled <tag>``).
 """
 
 from __future__ import annotations
@@ -44,9 +44,27 @@ def pid() -> str:
     return str(os.getpid())
 
 
+_active = 0
+_peak = 0
+
+
+@app.tool()
+async def busy() -> str:
+    """Work a little; answer with the pid and the most calls this server ran at once."""
+    global _active, _peak
+    _active += 1
+    _peak = max(_peak, _active)
+    try:
+        await anyio.sleep(0.02)
+    finally:
+        _active -= 1
+    return f"{os.getpid()} {_peak}"
+
+
 @app.tool()
 async def hang(tag: str) -> str:
-    """Wait until cancelled; note the cancellation in the log."""
+    """Wait until cancelled; note the start and the cancellation in the log."""
+    _log(f"hang {tag}")
     try:
         await anyio.sleep_forever()
     except anyio.get_cancelled_exc_class():

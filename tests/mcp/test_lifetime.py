@@ -1,0 +1,154 @@
+"""One session per server per runtime, shared by a tree; cancellation reaches the server; deaths."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from deepactors import AssistantMessage, ToolCall, ToolMessage, create_deep_agent
+from deepactors.actors import await_handle, open_runtime
+from deepactors.errors import RunCancelled, ToolError
+from deepactors.mcp import MCPServer
+from deepactors.models import FunctionModel, ModelRequest
+from tests.mcp.servers import alive, app_server, events
+
+pytestmark = pytest.mark.anyio
+
+
+async def until(log: Path, prefix: str, count: int) -> None:
+    """Wait until the server has written ``count`` lines starting with ``prefix``."""
+    # Polled: the lines come from another process; the caller's fail_after bounds it.
+    while sum(e.startswith(prefix) for e in events(log)) < count:  # noqa: ASYNC110
+        await anyio.sleep(0.02)
+
+
+def starts(log: Path) -> list[int]:
+    return [int(e.split()[1]) for e in events(log) if e.startswith("start")]
+
+
+def turns(*turns: list[ToolCall]) -> FunctionModel:
+    """A model making the calls of turn ``i`` on its ``i``-th answer, then saying "done"."""
+
+    def answer(request: ModelRequest) -> AssistantMessage:
+        done = sum(isinstance(m, AssistantMessage) for m in request.messages)
+        if done < len(turns):
+            return AssistantMessage(tool_calls=turns[done])
+        last = next(m for m in reversed(request.messages) if isinstance(m, ToolMessage))
+        return AssistantMessage(content=last.text)
+
+    return FunctionModel(answer)
+
+
+def call(name: str, **args: object) -> ToolCall:
+    return ToolCall(name=name, args=args)
+
+
+async def test_120_subagents_share_one_server_process_reaped_when_the_runtime_closes(
+    app_log: Path,
+) -> None:
+    n = 120
+    worker = {
+        "name": "worker",
+        "description": "calls the server",
+        "system_prompt": "work",
+        "model": turns([call("busy")]),
+    }
+    fan_out = [call("task", description=f"job {i}", subagent_type="worker") for i in range(n)]
+    agent = create_deep_agent(
+        turns(fan_out),
+        subagents=[worker],
+        mcp_servers={"app": app_server(app_log, max_in_flight=4)},
+        max_concurrent_subagents=n,
+    )
+    with anyio.fail_after(120):
+        async with open_runtime() as rt:
+            state = await rt.ainvoke(agent, "go")
+            (pid,) = starts(app_log)
+            assert alive(pid)
+    answers = [m.text for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert len(answers) == n
+    pids = {a.split()[0] for a in answers}
+    peaks = [int(a.split()[1]) for a in answers]
+    assert pids == {str(pid)}  # every subagent, one process
+    assert 1 <= max(peaks) <= 4  # the cap on calls in flight
+    assert not alive(pid)  # ended and reaped with the runtime: no zombie
+
+
+async def test_each_plain_ainvoke_has_its_own_session(app_log: Path) -> None:
+    agent = create_deep_agent(turns([call("pid")]), tools=[app_server(app_log)])
+    with anyio.fail_after(60):
+        first = await agent.ainvoke("go")
+        second = await agent.ainvoke("go")
+    pids = starts(app_log)
+    assert len(pids) == 2
+    assert [first["messages"][-1].text, second["messages"][-1].text] == [str(p) for p in pids]
+    assert not any(alive(p) for p in pids)
+
+
+@pytest.mark.parametrize("how", ["deadline", "cancel"])
+async def test_cancelled_calls_reach_the_server_as_cancel_notifications(
+    app_log: Path, how: str
+) -> None:
+    tags = [f"t{i}" for i in range(5)]
+    agent = create_deep_agent(
+        turns([call("hang", tag=t) for t in tags]), mcp_servers={"app": app_server(app_log)}
+    )
+    warm = create_deep_agent(
+        turns([call("echo", text="up")]), mcp_servers={"app": app_server(app_log)}
+    )
+    with anyio.fail_after(60):
+        async with open_runtime() as rt:
+            await rt.ainvoke(warm, "start the server first")
+            if how == "deadline":
+                with pytest.raises(TimeoutError):
+                    await rt.ainvoke(agent, "go", timeout=3)
+            else:
+                handle = await rt.start(agent, "go")
+                await until(app_log, "hang", len(tags))
+                handle.cancel()
+                with pytest.raises(RunCancelled):
+                    await await_handle(handle)
+            # The server is still up (same session): it says when the handlers stopped.
+            await until(app_log, "cancelled", len(tags))
+            after = await rt.ainvoke(warm, "still there?")
+    assert after["messages"][-1].text == "echo: up"
+    assert sorted(e.split()[1] for e in events(app_log) if e.startswith("cancelled")) == tags
+    assert len(starts(app_log)) == 1
+
+
+async def test_a_server_that_dies_mid_call_is_an_error_the_model_reads_then_restarts(
+    app_log: Path,
+) -> None:
+    agent = create_deep_agent(
+        turns([call("crash")], [call("echo", text="again")]),
+        mcp_servers={"app": app_server(app_log)},
+    )
+    with anyio.fail_after(60):
+        state = await agent.ainvoke("go")
+    crash, echo = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert crash.status == "error"
+    assert "closed the connection" in crash.text
+    assert "crash: the test asked for it" in crash.text  # its last words, from its stderr
+    assert echo.status == "success"
+    assert echo.text == "echo: again"
+    pids = starts(app_log)
+    assert len(pids) == 2
+    assert not any(alive(p) for p in pids)
+
+
+async def test_a_server_that_cannot_start_is_a_clear_error() -> None:
+    missing = MCPServer.stdio("/nonexistent/mcp-server", name="ghost")
+    agent = create_deep_agent(turns([call("x")]), mcp_servers={"ghost": missing})
+    with anyio.fail_after(30), pytest.raises(ToolError, match="'ghost' could not be started"):
+        await agent.ainvoke("go")
+
+    mute = MCPServer.stdio(
+        sys.executable, ["-c", "import sys; print('no MCP here', file=sys.stderr)"], name="mute"
+    )
+    agent = create_deep_agent(turns([call("x")]), mcp_servers={"mute": mute})
+    with anyio.fail_after(30), pytest.raises(ToolError, match="handshake") as caught:
+        await agent.ainvoke("go")
+    assert "no MCP here" in str(caught.value)
