@@ -65,7 +65,7 @@ def npm_bin() -> Path:
         if npm is None:
             pytest.skip("npm is not installed: the registry's MCP servers cannot be installed")
         subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--silent"],
+            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
             cwd=NODE,
             check=True,
             timeout=600,
