@@ -2,8 +2,9 @@
 
 Records are rows of ``checkpoint_records``, numbered per thread under the write
 lock, so ``seq`` stays unique and gap-free whichever connection (thread, event
-loop, process) writes. Reading checks what it reads: ``seq`` 1, 2, 3... with
-none missing, text that is UTF-8, data that is a JSON object; anything else is
+loop, process) writes, each with a checksum of its fields. Reading (see
+``_sqlite_records``) checks what it reads: ``seq`` 1, 2, 3... with none missing,
+text that is UTF-8, data that is a JSON object, the checksum; anything else is
 :class:`~deepactors.errors.CheckpointCorrupt` naming the file, the thread and
 the record, never quoting the stored data.
 
@@ -20,7 +21,6 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -41,19 +41,24 @@ from ._checkpoint import (
     check_thread_id,
     encode_writes,
 )
-from ._json import check_text, decode_object
+from ._json import check_text
 from ._lease import ThreadLease, WhenBusy
-from ._sqlite_conn import Database, Errors, Schema, SqliteBase, text
+from ._sqlite_conn import Database, Errors, Schema, SqliteBase
+from ._sqlite_integrity import CRC_FUNCTION, record_crc
 from ._sqlite_lease import LEASE_DDL, SqliteLeases, holds_lease
+from ._sqlite_records import CRC_AFTER, list_threads, read_records
 
 __all__ = ["CHECKPOINT_SCHEMA_VERSION", "SqliteCheckpointer"]
 
-CHECKPOINT_SCHEMA_VERSION = 2
-"""The version of the checkpoint tables this code writes and reads (2 added leases)."""
+CHECKPOINT_SCHEMA_VERSION = 3
+"""The version of the checkpoint tables this code writes and reads (2 added leases,
+3 a checksum per record)."""
 
 # A rowid table, not WITHOUT ROWID: records are 1-2 KB, and SQLite advises
 # WITHOUT ROWID only for rows much smaller than a page. ``data`` comes last so
-# that listing threads never reads it.
+# that listing threads never reads it. ``crc`` is the checksum of the others
+# (see ``_sqlite_integrity.record_crc``), NULL only in a record older than the
+# checksums (a file upgraded from version 2: see ``CRC_AFTER``).
 _RECORDS_DDL = """CREATE TABLE checkpoint_records (
         thread_id  TEXT    NOT NULL,
         seq        INTEGER NOT NULL,
@@ -61,6 +66,7 @@ _RECORDS_DDL = """CREATE TABLE checkpoint_records (
         step       INTEGER NOT NULL,
         kind       TEXT    NOT NULL,
         created_at REAL    NOT NULL,
+        crc        INTEGER,
         data       TEXT    NOT NULL,
         PRIMARY KEY (thread_id, seq)
     )"""
@@ -72,7 +78,18 @@ _SCHEMA = Schema(
     # Version 1 had no leases: adding the table is all it takes. The version is
     # raised even so, so that a process of an older deepactors, which would
     # ignore leases, refuses the file instead of running threads beside them.
-    upgrades={1: LEASE_DDL},
+    # Version 2 had no checksums: the old records keep none (NULL, not checked:
+    # computing them now would vouch for whatever damage they already have,
+    # and rewrite the whole file at open); the version is raised so that an
+    # older deepactors cannot go on adding records without one.
+    upgrades={
+        1: LEASE_DDL,
+        2: (
+            "ALTER TABLE checkpoint_records ADD COLUMN crc INTEGER",
+            f"INSERT INTO meta (key, value) SELECT '{CRC_AFTER}',"
+            " CAST(coalesce(max(rowid), 0) AS TEXT) FROM checkpoint_records",
+        ),
+    },
 )
 
 _ERRORS = Errors(
@@ -82,14 +99,19 @@ _ERRORS = Errors(
     lost=CheckpointFileLost,
 )
 
-_COLUMNS = "thread_id, seq, path, step, kind, created_at, data"
-_INSERT_RECORD = f"INSERT INTO checkpoint_records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
-_NEXT_SEQ = "(SELECT coalesce(max(seq), 0) + 1 FROM checkpoint_records WHERE thread_id = ?)"
-_INSERT_NEXT = f"INSERT INTO checkpoint_records ({_COLUMNS}) VALUES (?, {_NEXT_SEQ}, ?, ?, ?, ?, ?)"
+_COLUMNS = "thread_id, seq, path, step, kind, created_at, data, crc"
+_INSERT_RECORD = f"INSERT INTO checkpoint_records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+# The checksum covers ``seq``, numbered in the statement: the SQL function gets
+# it from the same subquery (one more index seek, in the same statement).
+_NEXT_SEQ = "(SELECT coalesce(max(seq), 0) + 1 FROM checkpoint_records WHERE thread_id = ?1)"
+_NEXT_VALUES = (
+    f"?1, {_NEXT_SEQ}, ?2, ?3, ?4, ?5, ?6, {CRC_FUNCTION}(?1, {_NEXT_SEQ}, ?2, ?3, ?4, ?5, ?6)"
+)
+_INSERT_NEXT = f"INSERT INTO checkpoint_records ({_COLUMNS}) VALUES ({_NEXT_VALUES})"
 # The same, only while ``owner`` holds the thread's lease: a fenced write.
 _INSERT_NEXT_FENCED = (
-    f"INSERT INTO checkpoint_records ({_COLUMNS}) SELECT ?, {_NEXT_SEQ}, ?, ?, ?, ?, ?"
-    " WHERE EXISTS (SELECT 1 FROM thread_leases WHERE thread_id = ? AND owner = ?)"
+    f"INSERT INTO checkpoint_records ({_COLUMNS}) SELECT {_NEXT_VALUES}"
+    " WHERE EXISTS (SELECT 1 FROM thread_leases WHERE thread_id = ?1 AND owner = ?7)"
 )
 
 _MAX_ONE_STATEMENT = 32
@@ -98,24 +120,26 @@ _MAX_ONE_STATEMENT = 32
 
 @functools.cache
 def _insert_many(count: int, *, fenced: bool) -> str:
-    """One INSERT of ``count`` records numbered after the thread's last (fenced: if leased)."""
-    values = ", ".join(["(?, ?, ?, ?, ?)"] * count)
+    """One INSERT of ``count`` records numbered after the thread's last (fenced: if leased).
+
+    Parameters: ``?1`` the thread, ``?2`` the time, then five per record (its
+    index in the batch, path, step, kind, data), then the lease's owner.
+    """
+    values = ", ".join(
+        "(" + ", ".join(f"?{3 + 5 * i + j}" for j in range(5)) + ")" for i in range(count)
+    )
+    fields = "?1, base.last + v.column1, v.column2, v.column3, v.column4, ?2, v.column5"
     sql = (
-        f"INSERT INTO checkpoint_records ({_COLUMNS})"
-        " SELECT ?, base.last + v.column1, v.column2, v.column3, v.column4, ?, v.column5"
+        f"INSERT INTO checkpoint_records ({_COLUMNS}) SELECT {fields}, {CRC_FUNCTION}({fields})"
         " FROM (SELECT coalesce(max(seq), 0) AS last FROM checkpoint_records"
-        f" WHERE thread_id = ?) AS base, (VALUES {values}) AS v"
+        f" WHERE thread_id = ?1) AS base, (VALUES {values}) AS v"
     )
     if fenced:
-        sql += " WHERE EXISTS (SELECT 1 FROM thread_leases WHERE thread_id = ? AND owner = ?)"
+        sql += (
+            " WHERE EXISTS (SELECT 1 FROM thread_leases"
+            f" WHERE thread_id = ?1 AND owner = ?{3 + 5 * count})"
+        )
     return sql
-
-
-# Text columns are read as blobs and decoded here (see ``_sqlite_conn.text``).
-_SELECT_RECORDS = (
-    "SELECT seq, CAST(path AS BLOB), step, CAST(kind AS BLOB), created_at, CAST(data AS BLOB)"
-    " FROM checkpoint_records WHERE thread_id = ?"
-)
 
 
 def _lease_lost(file: str, thread_id: str) -> ThreadLeaseLost:
@@ -139,23 +163,20 @@ def _put_records(
         # is its own transaction, numbering (and fencing) included.
         path, step, kind, data = rows[0]
         if owner is None:
-            raw.execute(_INSERT_NEXT, (thread_id, thread_id, path, step, kind, now, data))
+            raw.execute(_INSERT_NEXT, (thread_id, path, step, kind, now, data))
             return
-        cursor = raw.execute(
-            _INSERT_NEXT_FENCED,
-            (thread_id, thread_id, path, step, kind, now, data, thread_id, owner),
-        )
+        cursor = raw.execute(_INSERT_NEXT_FENCED, (thread_id, path, step, kind, now, data, owner))
         if cursor.rowcount != 1:
             raise _lease_lost(file, thread_id)
         return
     if len(rows) <= _MAX_ONE_STATEMENT:
         # A few records (a step's, group-committed): one statement too, so one
         # transaction without BEGIN, the lease read and the max(seq) read apart.
-        params: list[object] = [thread_id, now, thread_id]
+        params: list[object] = [thread_id, now]
         for i, (path, step, kind, data) in enumerate(rows, 1):
             params += (i, path, step, kind, data)
         if owner is not None:
-            params += (thread_id, owner)
+            params.append(owner)
         cursor = raw.execute(_insert_many(len(rows), fenced=owner is not None), params)
         if cursor.rowcount != len(rows):
             raise _lease_lost(file, thread_id)
@@ -173,7 +194,16 @@ def _put_records(
         raw.executemany(
             _INSERT_RECORD,
             [
-                (thread_id, last + i, path, step, kind, now, data)
+                (
+                    thread_id,
+                    last + i,
+                    path,
+                    step,
+                    kind,
+                    now,
+                    data,
+                    record_crc(thread_id, last + i, path, step, kind, now, data),
+                )
                 for i, (path, step, kind, data) in enumerate(rows, 1)
             ],
         )
@@ -182,123 +212,6 @@ def _put_records(
         if raw.in_transaction:
             raw.execute("ROLLBACK")
         raise
-
-
-def _integer(value: object, what: str) -> int:
-    if type(value) is not int:
-        raise ValueError(f"{what} is not an integer")
-    return value
-
-
-def _record(thread_id: str, seq: int, row: tuple[Any, ...]) -> CheckpointRecord:
-    """One row as a record. Raises ValueError saying which column is bad."""
-    _, path, step, kind, created_at, data = row
-    if not isinstance(created_at, int | float):
-        raise ValueError("its time is not a number")
-    json_text = text(data, what="its data")
-    try:
-        decoded = decode_object(json_text)
-    except RecursionError:
-        raise ValueError("its data is nested too deeply to be JSON written here") from None
-    except ValueError as exc:
-        raise ValueError(f"its data is not a JSON object ({exc})") from None
-    return CheckpointRecord(
-        thread_id=thread_id,
-        seq=seq,
-        path=text(path, what="its path"),
-        step=_integer(step, "its step"),
-        kind=text(kind, what="its kind"),
-        data=decoded,
-        created_at=float(created_at),
-    )
-
-
-def _read_records(
-    raw: sqlite3.Connection,
-    *,
-    file: str,
-    thread_id: str,
-    path: str | None,
-    upto_seq: int | None,
-) -> list[CheckpointRecord]:
-    sql = _SELECT_RECORDS
-    params: list[Any] = [thread_id]
-    if path is not None:
-        sql += " AND path = ?"
-        params.append(path)
-    if upto_seq is not None:
-        sql += " AND seq <= ?"
-        params.append(upto_seq)
-    sql += " ORDER BY seq"
-    out: list[CheckpointRecord] = []
-    expected = 1
-    # Decoded here, in the connection's thread, so a long thread does not stall
-    # the event loop.
-    for row in raw.execute(sql, params):
-        seq = _checked_seq(file, thread_id, row[0], expected if path is None else None)
-        expected = seq + 1
-        try:
-            out.append(_record(thread_id, seq, row))
-        except ValueError as exc:
-            raise CheckpointCorrupt(
-                f"{file}: thread {thread_id!r}, record seq {seq}: {exc}"
-            ) from None
-    if path is not None:
-        _check_seqs(raw, file, thread_id, upto_seq)
-    return out
-
-
-def _checked_seq(file: str, thread_id: str, seq: object, expected: int | None) -> int:
-    where = f"{file}: thread {thread_id!r}"
-    if type(seq) is not int:
-        raise CheckpointCorrupt(f"{where}: a record's seq is not an integer")
-    if expected is not None and seq != expected:
-        if seq > expected:
-            raise CheckpointCorrupt(
-                f"{where}: record seq {expected} is missing (the records go on at seq {seq})"
-            )
-        raise CheckpointCorrupt(f"{where}: record seq {seq} is out of sequence (seqs start at 1)")
-    return seq
-
-
-def _check_seqs(raw: sqlite3.Connection, file: str, thread_id: str, upto_seq: int | None) -> None:
-    """Check that the thread's seqs are 1, 2, 3... (reading one actor's records skips some)."""
-    sql = "FROM checkpoint_records WHERE thread_id = ?"
-    params: list[Any] = [thread_id]
-    if upto_seq is not None:
-        sql += " AND seq <= ?"
-        params.append(upto_seq)
-    count, low, high = raw.execute(f"SELECT count(*), min(seq), max(seq) {sql}", params).fetchone()
-    # Distinct integers (the primary key) from 1 to count are exactly 1..count.
-    if count == 0 or (type(high) is int and low == 1 and high == count):
-        return
-    expected = 1
-    for (seq,) in raw.execute(f"SELECT seq {sql} ORDER BY seq", params):
-        expected = _checked_seq(file, thread_id, seq, expected) + 1
-
-
-def _list_threads(raw: sqlite3.Connection, *, file: str) -> list[ThreadInfo]:
-    # Counting walks the primary-key index only; one lookup per thread fetches
-    # the newest record's time.
-    rows = raw.execute(
-        "SELECT CAST(t.thread_id AS BLOB), t.n, t.last, r.created_at FROM"
-        " (SELECT thread_id, count(*) AS n, max(seq) AS last"
-        "  FROM checkpoint_records GROUP BY thread_id) AS t"
-        " JOIN checkpoint_records AS r ON r.thread_id = t.thread_id AND r.seq = t.last"
-        " ORDER BY t.thread_id"
-    ).fetchall()
-    try:
-        return [
-            ThreadInfo(
-                thread_id=text(tid, what="a thread id"),
-                records=n,
-                last_seq=_integer(last, "a record's seq"),
-                updated_at=float(at),
-            )
-            for tid, n, last, at in rows
-        ]
-    except (ValueError, TypeError) as exc:
-        raise CheckpointCorrupt(f"{file}: {exc}") from None
 
 
 def _delete_thread(
@@ -397,7 +310,8 @@ class SqliteCheckpointer(SqliteBase):
                 file=self._db.file,
                 thread_id=thread_id,
                 rows=rows,
-                now=self._clock(),
+                # A float, as the REAL column gives it back: the checksum's input.
+                now=float(self._clock()),
                 owner=self._leases.owner_of(thread_id),
             )
         )
@@ -411,7 +325,7 @@ class SqliteCheckpointer(SqliteBase):
             check_text(path, what="a record's path")
         return await self._db.run(
             functools.partial(
-                _read_records,
+                read_records,
                 file=self._db.file,
                 thread_id=thread_id,
                 path=path,
@@ -421,7 +335,7 @@ class SqliteCheckpointer(SqliteBase):
 
     async def threads(self) -> list[ThreadInfo]:
         """See :meth:`Checkpointer.threads`."""
-        return await self._db.run(functools.partial(_list_threads, file=self._db.file))
+        return await self._db.run(functools.partial(list_threads, file=self._db.file))
 
     async def delete_thread(self, thread_id: str) -> None:
         """See :meth:`Checkpointer.delete_thread`.

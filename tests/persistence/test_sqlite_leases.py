@@ -180,4 +180,4 @@ async def test_a_version_1_file_is_upgraded_in_place(tmp_path: Path) -> None:
         assert [r.data for r in await cp.read("t")] == [{"a": 1}, {}]
     with closing(sqlite3.connect(file)) as raw:
         (version,) = raw.execute("SELECT value FROM meta WHERE key = 'checkpoints'").fetchone()
-    assert version == str(CHECKPOINT_SCHEMA_VERSION) == "2"
+    assert version == str(CHECKPOINT_SCHEMA_VERSION) == "3"
