@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 from ..actors import (
     EventStream,
@@ -48,6 +48,10 @@ class DeepAgent(AgentParts, SavedThreads):
     """
 
     __slots__ = ()
+
+    # Subagent namespaces in stream_mode parts: LangGraph's ("tools:<id>",) or the
+    # actor path's ("task-1:worker",) (see LangGraphStream).
+    _tool_namespaces: ClassVar[bool] = False
 
     # -- running -------------------------------------------------------------------
 
@@ -150,8 +154,14 @@ class DeepAgent(AgentParts, SavedThreads):
         if stream_mode is None:
             return events
         try:
+            tags = config.get("tags") if isinstance(config, Mapping) else None
             adapter = LangGraphStream(
-                stream_mode, subgraphs=subgraphs, thread_id=thread_id, objects=True
+                stream_mode,
+                subgraphs=subgraphs,
+                thread_id=thread_id,
+                objects=True,
+                tags=tags if isinstance(tags, list | tuple) else (),
+                tool_namespaces=self._tool_namespaces,
             )
         except ValueError as exc:
             raise InputError(str(exc)) from None

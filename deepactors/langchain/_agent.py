@@ -14,12 +14,14 @@ then work unchanged. The typed event stream (``astream`` without
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+import json
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, ClassVar
 
 from ..actors import EventStream
 from ..agent import DeepAgent
+from ..errors import ConfigurationError
 from ..factory import create_deep_agent as _create_deep_agent
 from ._messages import lc_objects
 
@@ -32,6 +34,33 @@ class LangChainAgent(DeepAgent):
     :func:`as_langchain`."""
 
     __slots__ = ()
+
+    _tool_namespaces = True  # ("tools:<id>",), as LangGraph names subgraph namespaces
+    _sync_loop: ClassVar[str] = "asyncio"
+
+    def on_loop(self, backend: str) -> LangChainAgent:
+        """The same agent, its sync ``invoke`` and ``stream`` on ``backend`` by default.
+
+        Args:
+            backend: ``"asyncio"`` or ``"trio"``.
+        """
+        if backend not in _BY_LOOP:
+            raise ConfigurationError(f"backend must be 'asyncio' or 'trio', not {backend!r}")
+        return _BY_LOOP[backend](self.spec)
+
+    def invoke(
+        self, input: Any, config: Mapping[str, Any] | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        """:meth:`DeepAgent.invoke`, on this agent's loop unless ``backend=`` says."""
+        kwargs.setdefault("backend", self._sync_loop)
+        return super().invoke(input, config, **kwargs)
+
+    def stream(
+        self, input: Any, config: Mapping[str, Any] | None = None, **kwargs: Any
+    ) -> Iterator[Any]:
+        """:meth:`DeepAgent.stream`, on this agent's loop unless ``backend=`` says."""
+        kwargs.setdefault("backend", self._sync_loop)
+        return super().stream(input, config, **kwargs)
 
     async def ainvoke(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """:meth:`DeepAgent.ainvoke`, its messages as LangChain objects (``invoke`` too)."""
@@ -49,6 +78,14 @@ class LangChainAgent(DeepAgent):
         return stream
 
 
+class _TrioAgent(LangChainAgent):
+    __slots__ = ()
+    _sync_loop = "trio"
+
+
+_BY_LOOP: dict[str, type[LangChainAgent]] = {"asyncio": LangChainAgent, "trio": _TrioAgent}
+
+
 def create_deep_agent(*args: Any, **kwargs: Any) -> LangChainAgent:
     """:func:`deepactors.create_deep_agent`, answering in LangChain's message objects.
 
@@ -59,14 +96,65 @@ def create_deep_agent(*args: Any, **kwargs: Any) -> LangChainAgent:
 
 def as_langchain(agent: DeepAgent) -> LangChainAgent:
     """The same agent (same parts, same threads), answering in LangChain's objects."""
+    if isinstance(agent, LangChainAgent):
+        return agent
     return LangChainAgent(agent.spec)
 
 
 def _result(result: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(result)
+    out = _values(result)
     if "messages" in out:
         out["messages"] = lc_objects(list(out["messages"]))
     return out
+
+
+# Channels LangGraph leaves out of a state until something writes them; here they
+# always exist, so their empty value stands for "never written".
+_UNWRITTEN: dict[str, Any] = {"todos": [], "structured_response": None}
+
+
+def _values(values: Mapping[str, Any]) -> dict[str, Any]:
+    """A state as LangGraph shows it: unwritten channels left out, interrupts described."""
+    out = {k: v for k, v in values.items() if not (k in _UNWRITTEN and v == _UNWRITTEN[k])}
+    if "__interrupt__" in out:
+        out["__interrupt__"] = _described(out["__interrupt__"])
+    return out
+
+
+def _described(pending: Any) -> Any:
+    """Interrupts whose action requests all have a ``description``.
+
+    A request that was configured without one gets the text LangChain's
+    ``HumanInTheLoopMiddleware`` writes by default (tool name and arguments).
+    """
+    out = []
+    for request in pending:
+        value = getattr(request, "value", None)
+        if not isinstance(value, Mapping) or all(
+            a.get("description") for a in value.get("action_requests", ())
+        ):
+            out.append(request)
+            continue
+        actions = [
+            {**a, "description": a.get("description") or _description(a)}
+            for a in value["action_requests"]
+        ]
+        out.append(
+            type(request)(request, id=request.id, value={**value, "action_requests": actions})
+        )
+    return type(pending)(out) if isinstance(pending, list | tuple) else out
+
+
+def _description(action: Mapping[str, Any]) -> str:
+    args = json.dumps(action.get("args", {}), indent=2, default=str)
+    return f"Tool execution requires approval\n\nTool: {action.get('name')}\nArgs: {args}"
+
+
+def _lc(data: Any, *, chunks: bool) -> Any:
+    converted = lc_objects(data, chunks=chunks)
+    if isinstance(converted, dict) and "__interrupt__" in converted:
+        converted = {**converted, "__interrupt__": _described(converted["__interrupt__"])}
+    return converted
 
 
 def _part(part: Any, modes: str | Sequence[str], *, subgraphs: bool) -> Any:
@@ -76,12 +164,15 @@ def _part(part: Any, modes: str | Sequence[str], *, subgraphs: bool) -> Any:
     in ``updates`` and ``values`` become ``AIMessage``.
     """
     if isinstance(modes, str):
-        return lc_objects(part, chunks=modes == "messages")
+        if subgraphs:
+            ns, data = part
+            return (ns, _lc(data, chunks=modes == "messages"))
+        return _lc(part, chunks=modes == "messages")
     if subgraphs:
         ns, mode, data = part
-        return (ns, mode, lc_objects(data, chunks=mode == "messages"))
+        return (ns, mode, _lc(data, chunks=mode == "messages"))
     mode, data = part
-    return (mode, lc_objects(data, chunks=mode == "messages"))
+    return (mode, _lc(data, chunks=mode == "messages"))
 
 
 class _LangChainParts:

@@ -79,11 +79,13 @@ def lc_objects(value: Any, *, chunks: bool = False) -> Any:
         if chunks and isinstance(value, AssistantMessage):
             return to_langchain_chunk(value)
         return to_langchain(value)
-    if isinstance(value, Mapping) and not isinstance(value, BaseMessage):
+    # Only plain containers are rebuilt: a subclass (an interrupt's PendingRequest,
+    # a named tuple) is a value of its own and stays what it is.
+    if type(value) is dict:
         return {k: lc_objects(v, chunks=chunks) for k, v in value.items()}
-    if isinstance(value, list):
+    if type(value) is list:
         return [lc_objects(v, chunks=chunks) for v in value]
-    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+    if type(value) is tuple:
         return tuple(lc_objects(v, chunks=chunks) for v in value)
     return value
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, TypeAlias
@@ -113,6 +114,11 @@ class LangGraphStream:
             ``.type``, ``.pretty_print()``; files readable as ``FileData``;
             interrupts with ``.value``), as ``agent.astream(stream_mode=...)``
             yields them in-process; else JSON in LangChain's shapes (the server).
+        tags: The run config's ``tags``, put in ``messages`` metadata.
+        tool_namespaces: Name a subagent's namespace as LangGraph does, after the
+            node that ran it (``("tools:<id>",)``), instead of by its actor path
+            (``("task-2:researcher",)``); scripts ported from deepagents test
+            ``ns[-1].startswith("tools:")``.
 
     Raises:
         ValueError: An unknown mode.
@@ -125,17 +131,21 @@ class LangGraphStream:
         subgraphs: bool = False,
         thread_id: str | None = None,
         objects: bool = False,
+        tags: Sequence[str] = (),
+        tool_namespaces: bool = False,
     ) -> None:
         self.modes = parse_stream_modes(modes)
         self.subgraphs = subgraphs
         self.thread_id = thread_id
         self.objects = objects
+        self.tags = list(tags)
+        self.tool_namespaces = tool_namespaces
         self._actors: dict[str, _Actor] = {}
         self._state_modes = bool({"values", "updates"} & set(self.modes))
 
     def feed(self, event: Event) -> list[StreamPart]:
         """The parts this event produces, in order."""
-        ns = namespace_of(event.path)
+        ns = self._namespace(event.path)
         if ns and not self.subgraphs:
             return self._bookkeeping(event)
         out: list[StreamPart] = []
@@ -168,9 +178,21 @@ class LangGraphStream:
             case (
                 SubagentFinished() | SubagentFailed() | SubagentCancelled() | SubagentInterrupted()
             ):
-                out.extend(self._flush(namespace_of(event.child), event.child))
+                out.extend(self._flush(self._namespace(event.child), event.child))
                 self._actors.pop(event.child, None)
         return out
+
+    def _namespace(self, path: str) -> Namespace:
+        ns = namespace_of(path)
+        if not self.tool_namespaces or not ns:
+            return ns
+        # LangGraph names a subgraph's namespace "<node>:<task id>"; a subagent
+        # runs in the tools node, and its path is unique within the run.
+        parts = path.split("/")
+        return tuple(
+            f"tools:{uuid.uuid5(uuid.NAMESPACE_OID, '/'.join(parts[: i + 2]))}"
+            for i in range(len(ns))
+        )
 
     def _bookkeeping(self, event: Event) -> list[StreamPart]:
         # A subagent's events are not streamed, but its actor's memory must end.
@@ -244,9 +266,14 @@ class LangGraphStream:
         meta: dict[str, Any] = {
             "langgraph_node": node,
             "langgraph_step": step,
-            "langgraph_checkpoint_ns": "|".join(namespace_of(path)),
+            "langgraph_checkpoint_ns": "|".join(self._namespace(path)),
             "path": path,
+            # The agent answering, as LangChain's create_agent names it: the
+            # subagent's name below the root, else the root agent's.
+            "lc_agent_name": path.rsplit("/", 1)[-1].partition(":")[2] or path,
         }
+        if self.tags:
+            meta["tags"] = list(self.tags)
         if self.thread_id is not None:
             meta["thread_id"] = self.thread_id
         return meta
