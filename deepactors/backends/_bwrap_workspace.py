@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat as stat_module
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ._bwrap_argv import WORKSPACE, limit_args
 from ._fdpath import Anchor
@@ -14,8 +14,23 @@ from ._protocol import EditResult, ExecuteResult, WriteResult
 from ._sandbox import SandboxLimits
 from ._sandbox_run import run_contained
 
-if TYPE_CHECKING:
-    from ._bwrap import BubblewrapSandbox
+
+class _Owner(Protocol):
+    """What a workspace uses of the sandbox that made it (a ``BubblewrapSandbox``)."""
+
+    run_as: tuple[int, int] | None
+    timeout: float
+    limits: SandboxLimits
+    max_read_bytes: int
+    max_write_bytes: int
+    prlimit: str
+
+    def launcher(self) -> list[str]: ...
+
+    def prefix_args(self) -> list[str]: ...
+
+    async def check(self) -> None: ...
+
 
 __all__ = ["BubblewrapWorkspace"]
 
@@ -35,7 +50,7 @@ class BubblewrapWorkspace(FilesystemBackend):
     time could redirect).
     """
 
-    def __init__(self, sandbox: BubblewrapSandbox, root: str) -> None:
+    def __init__(self, sandbox: _Owner, root: str) -> None:
         super().__init__(
             root,
             max_read_bytes=sandbox.max_read_bytes,
