@@ -22,8 +22,6 @@ from hypercorn.trio import serve as hypercorn_serve
 from starlette.applications import Starlette
 
 from .._core.logs import configure_logging, get_logger, logging_config
-from ..agent import DeepAgent
-from ..demo import build_demo_agent
 from ..errors import ConfigurationError
 from ..persistence import Checkpointer, Store, is_postgres_url, open_checkpointer, open_store
 from ._app import create_app
@@ -34,6 +32,7 @@ from ._guard import (
     LOOPBACK_HOSTS,
     check_limits,
 )
+from ._langgraph_json import load_agents, with_server_persistence
 from ._supervise import supervise
 from ._uvicorn_http import HeadTimeoutProtocol
 from .auth import Auth, api_keys
@@ -121,44 +120,6 @@ class ServeOptions:
             "body_timeout": self.body_timeout,
             "max_streams_per_client": self.max_streams_per_client,
         }
-
-
-def load_agents(target: str | None) -> dict[str, DeepAgent]:
-    """The agents named by ``module:attribute`` (None: the offline demo agent).
-
-    The attribute may be a ``DeepAgent``, a dict of them by assistant id, or a
-    function of no arguments returning either. A lone agent is served as
-    ``agent`` (the assistant id Agent Chat UI asks for by default).
-
-    Raises:
-        ConfigurationError: The target cannot be imported or is not agents.
-    """
-    if target is None:
-        return {"agent": build_demo_agent()}
-    module_name, _, attribute = target.partition(":")
-    if not module_name or not attribute:
-        raise ConfigurationError(f"give the agent as module:attribute, not {target!r}")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # like uvicorn: modules of the current folder
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigurationError(f"cannot import {module_name!r}: {exc}") from exc
-    try:
-        value: Any = getattr(module, attribute)
-    except AttributeError:
-        raise ConfigurationError(f"module {module_name!r} has no {attribute!r}") from None
-    if callable(value) and not isinstance(value, DeepAgent):
-        value = value()
-    if isinstance(value, DeepAgent):
-        return {"agent": value}
-    if (
-        isinstance(value, Mapping)
-        and value
-        and all(isinstance(v, DeepAgent) for v in value.values())
-    ):
-        return dict(value)
-    raise ConfigurationError(f"{target} is not a DeepAgent or a dict of them: {value!r}")
 
 
 GC_THRESHOLDS = (50_000, 20, 100)
@@ -254,6 +215,8 @@ def build_app(
     clients authenticated by ``auth`` (see :func:`load_auth`)."""
     agents = load_agents(target)
     checkpointer, store = persistence_for(db) if db is not None else (None, None)
+    if checkpointer is not None:  # --db is where threads are saved, whatever a module made
+        agents = with_server_persistence(agents, checkpointer, store)
     # A process that only serves: collections deferred while runs are in
     # progress (process-wide, as tune_gc).
     return create_app(

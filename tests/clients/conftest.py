@@ -16,3 +16,9 @@ def url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     folder = tmp_path_factory.mktemp(f"serve-{request.param}")
     with served_agent(str(request.param), folder) as served:
         yield served
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def loop(request: pytest.FixtureRequest) -> str:
+    """The event loop of a server a test starts itself (``--loop``)."""
+    return str(request.param)

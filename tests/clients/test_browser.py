@@ -89,11 +89,6 @@ def _artifacts(tmp_path: Path, loop: str) -> Path:
     return folder
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def loop(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 def test_follow_ups_and_approve_reject_edit_in_chromium(loop: str, tmp_path: Path) -> None:
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no Chromium at {CHROMIUM} (Debian's chromium package; .ci/run installs it)")

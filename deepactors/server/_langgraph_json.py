@@ -1,0 +1,245 @@
+"""What ``deepactors serve`` serves: ``module:attr``, ``path.py:attr``, or ``langgraph.json``.
+
+``deepactors serve`` with no agent named reads ``langgraph.json`` in the current
+folder, as ``langgraph dev`` does: each entry of ``graphs`` is served under its
+name (the assistant id clients ask for), from ``./path.py:attr`` or
+``package.module:attr``; ``env`` (a mapping, or a ``.env`` file) fills in
+environment variables not set already; ``dependencies`` that are local folders
+are importable (packages must be installed beforehand: nothing is installed
+here). Keys about building images (``dockerfile_lines``, ``python_version``...)
+do not apply and are ignored.
+
+The server's persistence is the one in force: an agent that brought its own
+in-memory checkpointer or store (``create_deep_agent(interrupt_on=...)`` asks
+for a checkpointer) has it replaced by ``--db``'s, with a log line; one that
+brought a database of its own is refused, naming both, rather than silently
+saving its threads somewhere else than ``--db`` says.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from .._core.logs import get_logger
+from ..agent import DeepAgent
+from ..demo import build_demo_agent
+from ..errors import ConfigurationError
+from ..persistence import Checkpointer, MemoryCheckpointer, MemoryStore, Store
+
+__all__ = ["CONFIG_FILE", "load_agents", "with_server_persistence"]
+
+CONFIG_FILE = "langgraph.json"
+"""The file ``deepactors serve`` reads when no agent is named."""
+
+_log = get_logger("deepactors.server")
+
+
+def load_agents(target: str | None) -> dict[str, DeepAgent]:
+    """The agents ``deepactors serve`` serves, by assistant id.
+
+    Args:
+        target: ``module:attribute`` or ``path/to/file.py:attribute`` (a
+            ``DeepAgent``, a dict of them by assistant id, or a function of no
+            arguments returning either; a lone agent is served as ``agent``,
+            the assistant id Agent Chat UI asks for by default); None: the
+            graphs of ``langgraph.json`` in the current folder if there is one,
+            else the offline demo agent.
+
+    Raises:
+        ConfigurationError: The target cannot be imported or is not agents,
+            or ``langgraph.json`` is not one this server can serve.
+    """
+    if target is None:
+        config = Path(CONFIG_FILE)
+        if config.is_file():
+            return load_config(config)
+        return {"agent": build_demo_agent()}
+    value = _load(target, Path.cwd())
+    if isinstance(value, DeepAgent):
+        return {"agent": value}
+    if (
+        isinstance(value, Mapping)
+        and value
+        and all(isinstance(v, DeepAgent) for v in value.values())
+    ):
+        return dict(value)
+    raise ConfigurationError(f"{target} is not a DeepAgent or a dict of them: {value!r}")
+
+
+def load_config(path: Path) -> dict[str, DeepAgent]:
+    """The graphs of a ``langgraph.json``, each a ``DeepAgent`` served under its name.
+
+    Raises:
+        ConfigurationError: The file is not JSON, has no graphs, or a graph
+            is not a ``DeepAgent``; the error names the file and the graph.
+    """
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigurationError(f"{path}: cannot read it as JSON: {exc}") from None
+    if not isinstance(config, dict):
+        raise ConfigurationError(
+            f"{path}: a JSON object with 'graphs', not {type(config).__name__}"
+        )
+    folder = path.resolve().parent
+    _apply_env(config.get("env"), folder, path)
+    _add_dependencies(config.get("dependencies"), folder, path)
+    graphs = config.get("graphs")
+    if not isinstance(graphs, dict) or not graphs:
+        raise ConfigurationError(f"{path}: 'graphs' must name at least one graph: {{name: path}}")
+    agents: dict[str, DeepAgent] = {}
+    for name, spec in graphs.items():
+        where = spec.get("path") if isinstance(spec, dict) else spec
+        if not isinstance(where, str):
+            raise ConfigurationError(
+                f"{path}: graph {name!r}: './file.py:attribute' or 'module:attribute', not {spec!r}"
+            )
+        value = _load(where, folder)
+        if not isinstance(value, DeepAgent):
+            raise ConfigurationError(
+                f"{path}: graph {name!r} ({where}) is not a DeepAgent: {type(value).__name__}"
+            )
+        agents[name] = value
+    return agents
+
+
+def _apply_env(env: Any, folder: Path, path: Path) -> None:
+    if env is None:
+        return
+    if isinstance(env, str):
+        env_file = folder / env
+        try:
+            lines = env_file.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise ConfigurationError(f"{path}: env file {env!r}: {exc}") from None
+        pairs: dict[str, str] = {}
+        for line in lines:
+            line = line.strip()
+            if not line or line.startswith("#") or "=" not in line:
+                continue
+            key, _, value = line.removeprefix("export ").partition("=")
+            pairs[key.strip()] = value.strip().strip("'\"")
+        env = pairs
+    if not isinstance(env, dict):
+        raise ConfigurationError(f"{path}: 'env' must be a mapping or a .env file's path")
+    for key, value in env.items():
+        # The environment the server was started in wins, as with any .env.
+        os.environ.setdefault(str(key), str(value))
+
+
+def _add_dependencies(dependencies: Any, folder: Path, path: Path) -> None:
+    if dependencies is None:
+        return
+    if not isinstance(dependencies, list):
+        raise ConfigurationError(f"{path}: 'dependencies' must be a list")
+    for dependency in dependencies:
+        if not isinstance(dependency, str):
+            continue
+        local = (folder / dependency).resolve()
+        if dependency.startswith(".") or local.is_dir():
+            _importable(local)
+        else:  # a package: installing it is the user's (pip), not the server's
+            _log.debug("dependency not installed by deepactors serve", dependency=dependency)
+
+
+def _importable(folder: Path) -> None:
+    entry = str(folder)
+    if entry not in sys.path:
+        sys.path.insert(0, entry)
+
+
+def _load(target: str, folder: Path) -> Any:
+    """The attribute ``target`` names (``module:attr`` or ``file.py:attr``), called
+    if it is a function of no arguments."""
+    module_name, _, attribute = target.rpartition(":")
+    if not module_name or not attribute:
+        raise ConfigurationError(f"give the agent as module:attribute, not {target!r}")
+    module = _import(module_name, folder)
+    try:
+        value: Any = getattr(module, attribute)
+    except AttributeError:
+        raise ConfigurationError(f"{module_name} has no {attribute!r}") from None
+    if callable(value) and not isinstance(value, DeepAgent):
+        value = value()
+    return value
+
+
+def _import(name: str, folder: Path) -> ModuleType:
+    # Like uvicorn and langgraph: modules of the folder are importable.
+    _importable(folder)
+    if not (name.endswith(".py") or "/" in name or os.sep in name):
+        try:
+            return importlib.import_module(name)
+        except ImportError as exc:
+            raise ConfigurationError(f"cannot import {name!r}: {exc}") from exc
+    file = (folder / name).resolve()
+    if not file.is_file():
+        raise ConfigurationError(f"cannot import {name!r}: no such file {file}")
+    # Its own folder too, so it imports its neighbours as it does when run.
+    _importable(file.parent)
+    module_name = file.stem
+    loaded = sys.modules.get(module_name)
+    if loaded is not None and getattr(loaded, "__file__", None) == str(file):
+        return loaded
+    spec = importlib.util.spec_from_file_location(module_name, file)
+    if spec is None or spec.loader is None:
+        raise ConfigurationError(f"cannot import {name!r}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(module_name, None)
+        raise
+    return module
+
+
+def with_server_persistence(
+    agents: Mapping[str, DeepAgent], checkpointer: Checkpointer, store: Store | None
+) -> dict[str, DeepAgent]:
+    """The agents saving their threads where the server does (``--db``).
+
+    An agent's own in-memory checkpointer or store is replaced (logged); an
+    agent with its own database is refused.
+
+    Raises:
+        ConfigurationError: An agent has a checkpointer or store of its own
+            that is not in memory; the error names both.
+    """
+    served: dict[str, DeepAgent] = {}
+    for name, agent in agents.items():
+        spec = agent.spec
+        changes: dict[str, Any] = {}
+        own = spec.checkpointer
+        if own is not None and own is not checkpointer:
+            if not isinstance(own, MemoryCheckpointer):
+                raise ConfigurationError(
+                    f"agent {name!r} saves its threads in {own.location}, and --db says "
+                    f"{checkpointer.location}: build it without a checkpointer (the server "
+                    "gives it --db's), or serve it without --db"
+                )
+            _log.warning(
+                "agent's in-memory checkpointer replaced by --db",
+                agent=name,
+                db=checkpointer.location,
+            )
+            changes["checkpointer"] = checkpointer
+        if spec.store is not None and store is not None and spec.store is not store:
+            if not isinstance(spec.store, MemoryStore):
+                raise ConfigurationError(
+                    f"agent {name!r} has a store of its own, and --db gives one: build it "
+                    "without a store, or serve it without --db"
+                )
+            _log.warning("agent's in-memory store replaced by --db", agent=name)
+            changes["store"] = store
+        served[name] = DeepAgent(dataclasses.replace(spec, **changes)) if changes else agent
+    return served
