@@ -14,12 +14,13 @@ then work unchanged. The typed event stream (``astream`` without
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, ClassVar
 
-from ..actors import EventStream
+from ..actors import EventStream, ThreadState
 from ..agent import DeepAgent
 from ..errors import ConfigurationError
 from ..factory import create_deep_agent as _create_deep_agent
@@ -37,6 +38,16 @@ class LangChainAgent(DeepAgent):
 
     _tool_namespaces = True  # ("tools:<id>",), as LangGraph names subgraph namespaces
     _sync_loop: ClassVar[str] = "asyncio"
+
+    async def aget_state(self, *args: Any, **kwargs: Any) -> ThreadState:
+        """:meth:`DeepAgent.aget_state`, its messages as LangChain objects (``get_state`` too)."""
+        state = await super().aget_state(*args, **kwargs)
+        values = _values(state.values)
+        if "messages" in values:
+            values["messages"] = lc_objects(list(values["messages"]))
+        return dataclasses.replace(
+            state, values=values, interrupts=tuple(_described(state.interrupts))
+        )
 
     def on_loop(self, backend: str) -> LangChainAgent:
         """The same agent, its sync ``invoke`` and ``stream`` on ``backend`` by default.

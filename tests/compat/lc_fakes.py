@@ -25,7 +25,7 @@ from langchain_core.tools import BaseTool
 
 from deepactors.models import register_model_adapter
 
-__all__ = ["AsyncOnlyChatModel", "GenericFakeChatModel"]
+__all__ = ["AsyncOnlyChatModel", "GenericFakeChatModel", "RuleChatModel"]
 
 # The models registry tries its LangChain adapter for classes defined in
 # ``langchain*`` modules; these fakes live here, so they are registered too.
@@ -149,3 +149,27 @@ def _tool_name(spec: Any) -> str:
         function = spec.get("function", spec)
         return str(function.get("name"))
     return str(getattr(spec, "name", getattr(spec, "__name__", spec)))
+
+
+class RuleChatModel(GenericFakeChatModel):
+    """Answers with ``rule(messages)``: for tests whose model serves several agents
+    (a parent and the subagents that inherit its model) and must answer each.
+
+    ``messages`` is unused (an empty iterator); ``rule`` gets the call's messages
+    (system prompt first) and returns an ``AIMessage``.
+    """
+
+    rule: Callable[[list[BaseMessage]], AIMessage]
+
+    def __init__(self, rule: Callable[[list[BaseMessage]], AIMessage], **kwargs: Any) -> None:
+        super().__init__(messages=iter(()), rule=rule, **kwargs)
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.seen.append(list(messages))
+        return ChatResult(generations=[ChatGeneration(message=self.rule(list(messages)))])
