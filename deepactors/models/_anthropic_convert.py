@@ -28,7 +28,9 @@ from deepactors.messages import (
     ToolMessage,
     Usage,
 )
+from deepactors.models._openai_common import REASONING_MARK
 from deepactors.models.cache import CACHE_SETTING, MAX_CACHE_BREAKPOINTS, CacheSettings
+from deepactors.models.profiles import ModelPrices
 
 if TYPE_CHECKING:
     from deepactors.tools import Tool
@@ -201,8 +203,9 @@ def _content_blocks(content: str | Sequence[ContentBlock], *, role: str) -> list
                 out.append({"type": "image", "source": dict(block.source)})
         elif isinstance(block, ThinkingBlock):
             # Thinking belongs to the assistant turn that produced it; the API wants it
-            # back unchanged (signature included) when that turn used tools.
-            if role == "assistant":
+            # back unchanged (signature included) when that turn used tools. An OpenAI
+            # reasoning item (a fallback model's) is no Claude thinking: left out.
+            if role == "assistant" and not block.signature.startswith(REASONING_MARK):
                 out.append(
                     {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
                 )
@@ -279,18 +282,24 @@ def _check_tool_input(value: object) -> tuple[dict[str, Any], str | None]:
     return {}, f"the tool input must be a JSON object, not {type(value).__name__}: {value!r:.200}"
 
 
-def usage_from_api(usage: Mapping[str, Any] | None) -> Usage:
-    """Our :class:`Usage` from the API's usage record (cache counts may be null)."""
+def usage_from_api(usage: Mapping[str, Any] | None, prices: ModelPrices | None = None) -> Usage:
+    """Our :class:`Usage` from the API's usage record (cache counts may be null),
+    with its cost when the model's ``prices`` are known."""
     usage = usage or {}
-    return Usage(
+    counted = Usage(
         input_tokens=usage.get("input_tokens") or 0,
         output_tokens=usage.get("output_tokens") or 0,
         cache_read_tokens=usage.get("cache_read_input_tokens") or 0,
         cache_write_tokens=usage.get("cache_creation_input_tokens") or 0,
     )
+    if prices is None:
+        return counted
+    return counted.model_copy(update={"cost_usd": prices.cost(counted)})
 
 
-def message_from_api(data: Mapping[str, Any]) -> AssistantMessage:
+def message_from_api(
+    data: Mapping[str, Any], prices: ModelPrices | None = None
+) -> AssistantMessage:
     """An :class:`AssistantMessage` from the API's message JSON.
 
     Text and thinking blocks become content (a plain string when there is only
@@ -331,7 +340,7 @@ def message_from_api(data: Mapping[str, Any]) -> AssistantMessage:
     return AssistantMessage(
         content=simple,
         tool_calls=calls,
-        usage=usage_from_api(data.get("usage")),
+        usage=usage_from_api(data.get("usage"), prices),
         stop_reason=data.get("stop_reason"),
         model=data.get("model"),
     )

@@ -23,6 +23,7 @@ from deepactors.messages import AssistantMessage
 
 from ._anthropic_convert import message_from_api, parse_tool_input
 from ._base import StreamDelta
+from .profiles import ModelPrices
 
 __all__ = ["StreamAccumulator"]
 
@@ -35,7 +36,8 @@ class StreamAccumulator:
     the model botched must become a call with ``error`` set instead.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, prices: ModelPrices | None = None) -> None:
+        self.prices = prices
         self.message: dict[str, Any] | None = None
         self.blocks: dict[int, dict[str, Any]] = {}
         self.tool_json: dict[int, list[str]] = {}
@@ -109,4 +111,4 @@ class StreamAccumulator:
         for index in list(self.tool_json):
             self._finish_block(index)
         message["content"] = [self.blocks[i] for i in sorted(self.blocks)]
-        return message_from_api(message)
+        return message_from_api(message, self.prices)

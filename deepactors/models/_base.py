@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from ..messages import AssistantMessage, Message
+from .profiles import profile_of
 
 if TYPE_CHECKING:
     from ..context import RunContext
@@ -174,8 +175,13 @@ class SupportsContextWindow(Protocol):
 
 
 def context_window_of(model: object) -> int | None:
-    """``model.context_window`` when the model declares a positive one, else None."""
-    if not isinstance(model, SupportsContextWindow):
-        return None
-    window = model.context_window
+    """``model.context_window`` when the model declares a positive one, else its
+    profile's (:func:`~deepactors.models.profiles.profile_of`: yours by
+    ``register_profile``, or the built-in table by ``model_name``), else None."""
+    if isinstance(model, SupportsContextWindow):
+        window = model.context_window
+        if isinstance(window, int) and window > 0:
+            return window
+    profile = profile_of(model)
+    window = None if profile is None else profile.context_window
     return window if isinstance(window, int) and window > 0 else None

@@ -112,6 +112,7 @@ from ._anthropic_stream import StreamAccumulator
 from ._anthropic_windows import context_window_for
 from ._base import STRUCTURED_OUTPUT, ModelRequest, StreamPart
 from ._limiter import RequestLimiter, RequestLimiterStatistics
+from .profiles import ModelProfile, profile_for
 
 __all__ = [
     "CACHE_SETTING",
@@ -180,6 +181,9 @@ class AnthropicModel(AsyncResource):
             ``limiter`` is not given.
         native_structured_output: Whether the model takes a JSON schema for its
             answer (``output_config.format``); default: by the model id.
+        profile: The model's :class:`~deepactors.models.profiles.ModelProfile`
+            (context window, prices: each answer's ``usage.cost_usd``); default:
+            looked up by ``model_id``.
         **request_options: Further Messages API fields sent with every request
             (``thinking={...}``, ``top_k=...``), plus the SDK options
             ``extra_headers`` and ``timeout``.
@@ -206,6 +210,7 @@ class AnthropicModel(AsyncResource):
         limiter: RequestLimiter | None = None,
         max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
         native_structured_output: bool | None = None,
+        profile: ModelProfile | None = None,
         **request_options: Any,
     ) -> None:
         if not model_id:
@@ -237,6 +242,8 @@ class AnthropicModel(AsyncResource):
         if native_structured_output is None:
             native_structured_output = supports_structured_output(model_id)
         self.native_structured_output = native_structured_output
+        self.profile = profile if profile is not None else profile_for(model_id)
+        self._prices = None if self.profile is None else self.profile.prices
 
     @property
     def model_name(self) -> str:
@@ -245,8 +252,10 @@ class AnthropicModel(AsyncResource):
 
     @property
     def context_window(self) -> int:
-        """The model's context window in tokens, from its id (see ``_anthropic_windows``)."""
-        return context_window_for(self._model_id)
+        """The model's context window in tokens: its profile's, else by its id
+        (see ``_anthropic_windows``)."""
+        window = None if self.profile is None else self.profile.context_window
+        return window or context_window_for(self._model_id)
 
     def __repr__(self) -> str:
         return f"AnthropicModel({self._model_id!r})"
@@ -298,7 +307,9 @@ class AnthropicModel(AsyncResource):
         if response is None:
             return await self._generate_streaming(request)
         return _checked(
-            message_from_api(cast("dict[str, Any]", response.to_dict(mode="json", warnings=False)))
+            message_from_api(
+                cast("dict[str, Any]", response.to_dict(mode="json", warnings=False)), self._prices
+            )
         )
 
     def _plain_call_refused(self, client: anthropic.AsyncAnthropic, max_tokens: int) -> bool:
@@ -335,7 +346,7 @@ class AnthropicModel(AsyncResource):
         """
         client = await self._client()
         body = self.build_body(request)
-        acc = StreamAccumulator()
+        acc = StreamAccumulator(self._prices)
         waited = await self.limiter.acquire()
         try:
             self._queued(request, waited)

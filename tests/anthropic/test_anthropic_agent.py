@@ -14,10 +14,21 @@ from deepactors.messages import AssistantMessage, ToolMessage, Usage
 from deepactors.middleware._caching import AnthropicPromptCachingMiddleware
 from deepactors.middleware._retry import ModelRetryMiddleware
 from deepactors.models.anthropic import AnthropicModel
+from deepactors.models.profiles import profile_for
 from tests.anthropic.conftest import MODEL_ID
 from tests.anthropic.fake_api import FakeAnthropicAPI, Reply, error, message, text, tool_use
 
 pytestmark = pytest.mark.anyio
+
+
+def assert_priced(usage: Usage | None, expected: Usage) -> None:
+    """``usage`` has the expected counts, and their cost at the model's prices."""
+    assert usage is not None
+    assert usage.model_copy(update={"cost_usd": None}) == expected
+    profile = profile_for(MODEL_ID)
+    assert profile is not None
+    assert usage.cost_usd == pytest.approx(profile.cost(expected))
+
 
 MAIN_USAGE = {"input_tokens": 1000, "output_tokens": 50, "cache_read_input_tokens": 500}
 CHILD_USAGE = {"input_tokens": 100, "output_tokens": 10, "cache_creation_input_tokens": 7}
@@ -116,8 +127,9 @@ async def test_agent_completes_a_multi_turn_tool_run_through_retries(
         assert "cache_control" in body["system"][-1]
     assert "cache_control" in last_turn(second)[-1]
 
-    assert result["usage"] == Usage(
-        input_tokens=2000, output_tokens=100, cache_read_tokens=1000, requests=2
+    assert_priced(
+        result["usage"],
+        Usage(input_tokens=2000, output_tokens=100, cache_read_tokens=1000, requests=2),
     )
 
 
@@ -184,10 +196,13 @@ async def test_subagents_share_the_request_limit_and_their_usage_adds_up(
     # One model instance, one limit, however many actors call it.
     assert api.max_in_flight <= 8
     assert claude.limiter.statistics().peak_in_flight == 8
-    assert result["usage"] == Usage(
-        input_tokens=2 * 1000 + SUBAGENTS * 100,
-        output_tokens=2 * 50 + SUBAGENTS * 10,
-        cache_read_tokens=2 * 500,
-        cache_write_tokens=SUBAGENTS * 7,
-        requests=SUBAGENTS + 2,
+    assert_priced(
+        result["usage"],
+        Usage(
+            input_tokens=2 * 1000 + SUBAGENTS * 100,
+            output_tokens=2 * 50 + SUBAGENTS * 10,
+            cache_read_tokens=2 * 500,
+            cache_write_tokens=SUBAGENTS * 7,
+            requests=SUBAGENTS + 2,
+        ),
     )

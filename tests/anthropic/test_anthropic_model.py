@@ -34,6 +34,7 @@ from deepactors.messages import (
 from deepactors.models import ModelRequest, StreamDelta
 from deepactors.models._anthropic_errors import parse_retry_after
 from deepactors.models.anthropic import DEFAULT_MODEL, AnthropicModel
+from deepactors.models.profiles import profile_for
 from deepactors.tools import tool
 from tests.anthropic.conftest import MODEL_ID
 from tests.anthropic.fake_api import (
@@ -47,6 +48,16 @@ from tests.anthropic.fake_api import (
 )
 
 pytestmark = pytest.mark.anyio
+
+
+def assert_priced(usage: Usage | None, expected: Usage) -> None:
+    """``usage`` has the expected counts, and their cost at the model's prices."""
+    assert usage is not None
+    assert usage.model_copy(update={"cost_usd": None}) == expected
+    profile = profile_for(MODEL_ID)
+    assert profile is not None
+    assert usage.cost_usd == pytest.approx(profile.cost(expected))
+
 
 # On trio, a stream abandoned midway (an error event, a cancellation) leaves the SDK's
 # and httpx's chain of async generators to the garbage collector, and trio warns about
@@ -273,8 +284,9 @@ async def test_answer_maps_content_tool_calls_stop_reason_and_usage(
     ]
     assert answer.stop_reason == "tool_use"
     assert answer.model == MODEL_ID
-    assert answer.usage == Usage(
-        input_tokens=120, output_tokens=30, cache_read_tokens=1000, cache_write_tokens=200
+    assert_priced(
+        answer.usage,
+        Usage(input_tokens=120, output_tokens=30, cache_read_tokens=1000, cache_write_tokens=200),
     )
 
 
@@ -376,7 +388,7 @@ async def test_stream_yields_deltas_in_order_then_the_message(
     ]
     assert final.stop_reason == "tool_use"
     # Input and cache counts from message_start survive; output comes from message_delta.
-    assert final.usage == Usage(input_tokens=50, output_tokens=42, cache_read_tokens=7)
+    assert_priced(final.usage, Usage(input_tokens=50, output_tokens=42, cache_read_tokens=7))
 
 
 async def test_streamed_malformed_tool_json_becomes_a_call_error(

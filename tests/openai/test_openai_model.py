@@ -24,12 +24,11 @@ from deepactors.messages import (
     ThinkingBlock,
     ToolCall,
     ToolMessage,
-    Usage,
     UserMessage,
 )
 from deepactors.models import STRUCTURED_OUTPUT, ModelRequest, StreamDelta
 from deepactors.models.openai import OpenAIModel
-from deepactors.models.profiles import ModelPrices, ModelProfile, profile_for
+from deepactors.models.profiles import profile_for
 from tests.openai.conftest import MODEL_ID
 from tests.openai.fake_api import FakeOpenAI, answer, call, error
 
@@ -248,25 +247,6 @@ async def test_missing_api_key_is_a_configuration_error(monkeypatch: pytest.Monk
     model = OpenAIModel(MODEL_ID)
     with pytest.raises(ConfigurationError, match="OPENAI_API_KEY"):
         await model.generate(ask(UserMessage(content="x")))
-
-
-def test_profiles_match_dated_ids_and_can_be_overridden() -> None:
-    from deepactors.models import register_profile
-
-    assert profile_for("gpt-5-2025-08-07") == profile_for("gpt-5")
-    assert profile_for("gpt-5.6-sol") != profile_for("gpt-5")
-    assert profile_for("claude-sonnet-5-5-20261001").context_window == 1_000_000  # type: ignore[union-attr]
-    assert profile_for("my-local-model") is None
-    mine = ModelProfile(context_window=32_000, prices=ModelPrices(input=1, output=2))
-    register_profile("my-local", mine)
-    try:
-        assert profile_for("my-local-model") == mine
-        usage = Usage(input_tokens=1_000_000, output_tokens=500_000)
-        assert mine.cost(usage) == pytest.approx(2.0)
-        model = OpenAIModel("my-local-model", api_key="k")
-        assert (model.context_window, model.max_tokens) == (32_000, 32_768)
-    finally:
-        register_profile("my-local", None)
 
 
 # A stream left midway leaves the SDK's and httpx2's own nested async generators
