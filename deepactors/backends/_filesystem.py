@@ -66,6 +66,7 @@ __all__ = ["FilesystemBackend"]
 
 T = TypeVar("T")
 MIB = 1024 * 1024
+_DEEPAGENTS = "root_dir is deepagents' root: give one; only virtual_mode=True (paths stay in it)"
 
 
 class FilesystemBackend(FilesOnly):
@@ -110,23 +111,27 @@ class FilesystemBackend(FilesOnly):
         max_write_bytes: Larger contents raise ``FileTooLarge`` on write and edit.
         use_ripgrep: None to use ripgrep when installed; False to always search in
             Python; True to require it (``UnsupportedOperation`` when missing).
+        root_dir, virtual_mode: deepagents' names: ``root``; only ``True`` (its default).
     """
 
     def __init__(
         self,
-        root: str | os.PathLike[str],
+        root: str | os.PathLike[str] | None = None,
         *,
         max_read_bytes: int = 10 * MIB,
         max_write_bytes: int = 10 * MIB,
         use_ripgrep: bool | None = None,
+        root_dir: str | os.PathLike[str] | None = None,
+        virtual_mode: bool = True,
     ) -> None:
+        if not virtual_mode or (root is not None and root_dir is not None):
+            raise InvalidPath(_DEEPAGENTS)
         # No disk access for an absolute root (constructors may run on the event
         # loop); symlinks in it are resolved in each operation's worker thread.
         # A relative root needs the working folder (one getcwd) to pin it now.
-        root = os.fspath(root)
+        root = os.fspath(root if root is not None else root_dir or ".")
         self.root = os.path.normpath(root) if os.path.isabs(root) else os.path.abspath(root)
-        self.max_read_bytes = max_read_bytes
-        self.max_write_bytes = max_write_bytes
+        self.max_read_bytes, self.max_write_bytes = max_read_bytes, max_write_bytes
         self._use_ripgrep = use_ripgrep
         self._rg: str | None = None
         self._write_lock = threading.Lock()
