@@ -202,8 +202,13 @@ def our_work(
     def main_answer(request: ModelRequest) -> AssistantMessage:
         return main_turn(n, request.messages)
 
+    # Every child at once, as the floor runs them (the default caps a run at
+    # DEFAULT_MAX_CONCURRENT_SUBAGENTS working children).
     agent = create_deep_agent(
-        FunctionModel(main_answer, latency=LATENCY), tools=[lookup], subagents=[child]
+        FunctionModel(main_answer, latency=LATENCY),
+        tools=[lookup],
+        subagents=[child],
+        max_concurrent_subagents=None,
     )
 
     async def run() -> int:

@@ -17,6 +17,7 @@ from .backends import (
 )
 from .errors import ConfigurationError
 from .middleware import (
+    DEFAULT_MAX_CONCURRENT_SUBAGENTS,
     GENERAL_PURPOSE,
     GENERAL_PURPOSE_DESCRIPTION,
     GENERAL_PURPOSE_PROMPT,
@@ -69,7 +70,7 @@ def create_deep_agent(
     debug: bool = False,
     name: str | None = None,
     max_steps: int = 1000,
-    max_concurrent_subagents: int | None = None,
+    max_concurrent_subagents: int | None = DEFAULT_MAX_CONCURRENT_SUBAGENTS,
     max_concurrent_subagents_total: int | None = None,
 ) -> DeepAgent:
     """Build a deep agent: a model, tools, and the default middleware stack.
@@ -119,7 +120,9 @@ def create_deep_agent(
             ``logging.getLogger("deepactors").setLevel(logging.DEBUG)``.
         name: The agent's name and the root of its actor paths (default ``main``).
         max_steps: Model calls allowed per run before ``StepLimitExceeded``.
-        max_concurrent_subagents: Subagents one run may have working at once.
+        max_concurrent_subagents: Subagents one run may have working at once
+            (default :data:`~deepactors.middleware.DEFAULT_MAX_CONCURRENT_SUBAGENTS`;
+            None: no cap); ``task`` calls past it start as others finish.
         max_concurrent_subagents_total: Subagents the whole tree may have working
             at once.
 

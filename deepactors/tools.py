@@ -106,6 +106,9 @@ class Tool:
         description: What the model is told it does.
         parameters: JSON schema of the arguments (``{"type": "object", ...}``).
         fn: The function.
+        max_concurrency: Calls of it one tool step runs at once (None: all).
+            The rest wait in the step's queue, as the calls they are, and
+            start in the model's order as running ones finish.
     """
 
     name: str
@@ -115,6 +118,7 @@ class Tool:
     args_model: type[BaseModel]
     runtime_param: str | None = None
     is_async: bool = False
+    max_concurrency: int | None = None
     # Names of the model's fields, precomputed so a call does no introspection.
     _fields: tuple[str, ...] = field(default=())
 

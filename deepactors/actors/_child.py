@@ -84,22 +84,21 @@ def run_child(
     parent: RunContext,
     files: Mapping[str, FileRecord],
     timeout: float | None,
-    limiter: anyio.Semaphore | None = None,
     tree_limiter: anyio.Semaphore | None = None,
     budget: Budget | None = None,
 ) -> Awaitable[ChildOutcome]:
     """Run the agent ``spec`` as a child actor of ``parent``; await its reply.
 
-    ``limiter`` caps the parent's children working at once, ``tree_limiter`` the
-    whole tree's. ``budget`` is the child's own, inside its parent's. ``timeout``
-    covers the wait for a slot too. Past it, the child and everything under it
-    are cancelled and the outcome is ``timed_out``; its file changes are dropped
-    whole.
+    ``tree_limiter`` caps the whole tree's children working at once (the
+    parent's own cap is its tool step's). ``budget`` is the child's own, inside
+    its parent's. ``timeout`` covers the wait for a slot of the tree's cap too.
+    Past it, the child and everything under it are cancelled and the outcome is
+    ``timed_out``; its file changes are dropped whole.
 
     Returns the child itself to await, not a coroutine around it: one frame
     less per child, for as long as it runs.
     """
-    child = _child(spec, description, path, label, parent, files, limiter, tree_limiter, budget)
+    child = _child(spec, description, path, label, parent, files, tree_limiter, budget)
     if timeout is None:
         # No scope at all without a timeout: on trio each one costs, times N children.
         return child
@@ -126,7 +125,6 @@ async def _child(
     label: str,
     parent: RunContext,
     files: Mapping[str, FileRecord],
-    limiter: anyio.Semaphore | None,
     tree_limiter: anyio.Semaphore | None,
     budget: Budget | None,
 ) -> ChildOutcome:
@@ -135,11 +133,7 @@ async def _child(
     slot = TreeSlot(tree_limiter) if tree_limiter is not None else None
     if lender is not None:
         lender.lend()
-    own = False
     try:
-        if limiter is not None:
-            await limiter.acquire()
-            own = True
         if slot is not None:
             await slot.acquire()
         base = dict(files)  # the snapshot the diff is taken against
@@ -181,8 +175,5 @@ async def _child(
     finally:
         if slot is not None:
             slot.release()
-        if own:
-            assert limiter is not None
-            limiter.release()
         if lender is not None:
             await lender.reclaim()

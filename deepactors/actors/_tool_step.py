@@ -8,6 +8,7 @@ run again: its checkpointed result is used.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -105,9 +106,36 @@ async def run_tools(
     if len(calls) == 1:
         await one(0, calls[0])
     else:
+        # Calls of a tool with a cap (``task``: the run's subagents) past that
+        # cap wait here as indexes, not as tasks: 100,000 queued subagents cost
+        # a deque of ints until they start, and start in the model's order.
+        queues: dict[str, deque[int]] = {}
+        working: dict[str, int] = {}
+
+        async def worker(name: str, i: int) -> None:
+            queue = queues[name]
+            while True:
+                await one(i, calls[i])
+                if not queue:
+                    # No await between this check and the count: the spawner
+                    # below sees the worker gone before it queues another call.
+                    working[name] -= 1
+                    return
+                i = queue.popleft()
+
         async with open_task_group() as tg:
+            tools = spec.tools
             for i, call in enumerate(calls):
-                tg.start_soon(one, i, call)
+                found = tools.get(call.name)
+                cap = None if found is None else found.max_concurrency
+                if cap is None:
+                    tg.start_soon(one, i, call)
+                elif working.get(call.name, 0) < cap:
+                    queues.setdefault(call.name, deque())
+                    working[call.name] = working.get(call.name, 0) + 1
+                    tg.start_soon(worker, call.name, i)
+                else:
+                    queues[call.name].append(i)
                 if pacer is not None and pacer.due():
                     await pacer.wait()  # 10,000 spawns are a long step too
     for item in results:

@@ -3,7 +3,8 @@
 ``deepactors demo`` runs the offline demo; ``deepactors run "question"`` runs the
 deep agent (on Claude by default, ``ANTHROPIC_API_KEY``; ``--model provider:model``
 for any other) with the live event view, and prints its usage and cost at the end;
-``deepactors serve [module:agent]`` serves an agent over HTTP (LangGraph's protocol).
+``deepactors serve [module:agent]`` serves an agent over HTTP (LangGraph's protocol);
+``deepactors mcp [module:agent]`` serves one as an MCP server (stdio, or ``--http``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from .._core.logs import LOG_FORMATS, LOG_LEVELS, configure_logging
+from ._mcp import add_mcp_command
 
 if TYPE_CHECKING:
     from ..messages import Usage
@@ -234,6 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     _serve_safety_options(serve)
     _log_options(serve, "info")
     serve.set_defaults(func=_serve)
+    add_mcp_command(sub)
     return parser
 
 

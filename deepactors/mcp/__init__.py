@@ -15,9 +15,19 @@ from .._core.public import publish as _publish
 from ._config import MCPServer as MCPServer
 from ._config import mcp_servers_from as mcp_servers_from
 from ._middleware import MCPToolsMiddleware as MCPToolsMiddleware
+from ._serve import mcp_app as mcp_app
+from ._serve import serve_mcp as serve_mcp
 from ._sources import tool_sources as tool_sources
 from ._tools import MCPTool as MCPTool
 
-__all__ = ["MCPServer", "MCPTool", "MCPToolsMiddleware", "mcp_servers_from", "tool_sources"]
+__all__ = [
+    "MCPServer",
+    "MCPTool",
+    "MCPToolsMiddleware",
+    "mcp_app",
+    "mcp_servers_from",
+    "serve_mcp",
+    "tool_sources",
+]
 
 _publish(__all__, __name__, globals())

@@ -34,6 +34,7 @@ from ..state import State
 from ..tools import Command, Tool, tool
 
 __all__ = [
+    "DEFAULT_MAX_CONCURRENT_SUBAGENTS",
     "GENERAL_PURPOSE",
     "GENERAL_PURPOSE_DESCRIPTION",
     "GENERAL_PURPOSE_PROMPT",
@@ -44,6 +45,14 @@ __all__ = [
 ]
 
 GENERAL_PURPOSE = "general-purpose"
+
+DEFAULT_MAX_CONCURRENT_SUBAGENTS = 1000
+"""Subagents one run has working at once unless told otherwise. A model that asks
+for more (a loop, a bad plan, a hostile prompt) gets them in turn, not all at
+once: each working child holds a context and a place in the model's request
+queue, while a queued one is an index in its tool step until it starts. Wide
+enough that real fan-outs (tens to hundreds of children) never wait on it; pass
+``None`` to lift it."""
 
 GENERAL_PURPOSE_DESCRIPTION = (
     "A general agent with the same tools as you. Give it a self-contained piece of work "
@@ -98,7 +107,8 @@ class SubAgentSpec:
         name: The ``subagent_type`` value that selects it.
         description: What the parent model is told it is good for.
         agent: The agent it runs (a ``DeepAgent``'s ``spec``).
-        timeout: Seconds it may take (waiting for a slot included), or None.
+        timeout: Seconds it may take once started (waiting for a slot of the
+            tree's cap included), or None.
         budget: Its own budget, inside its parent's: each of its runs (and
             their subagents) may spend at most this, and every call counts
             against the budgets above too.
@@ -116,8 +126,9 @@ class SubAgentMiddleware(AgentMiddleware):
 
     Args:
         subagents: The subagents ``task`` can start.
-        max_concurrent: Children of one run that may work at once; the rest wait
-            their turn (the wait counts against their timeout).
+        max_concurrent: Children of one run that may work at once (None: no
+            cap); the rest wait their turn in the model's order, as ``task``
+            calls not yet started (a child's timeout starts when it does).
         max_concurrent_total: Children of the whole actor tree that may work at
             once (checked at the top-level run).
         system_prompt: The section added to the parent's system prompt.
@@ -127,7 +138,7 @@ class SubAgentMiddleware(AgentMiddleware):
         self,
         subagents: Sequence[SubAgentSpec],
         *,
-        max_concurrent: int | None = None,
+        max_concurrent: int | None = DEFAULT_MAX_CONCURRENT_SUBAGENTS,
         max_concurrent_total: int | None = None,
         system_prompt: str | None = SUBAGENT_PROMPT,
     ) -> None:
@@ -143,10 +154,12 @@ class SubAgentMiddleware(AgentMiddleware):
             self.specs[spec.name] = spec
         self.max_concurrent = max_concurrent
         self.max_concurrent_total = max_concurrent_total
-        limit = max_concurrent or 1
-        self._own_limiter = RunKey(f"{self.name}.limiter", lambda: anyio.Semaphore(limit))
         self.system_prompt = system_prompt
-        self.tools = (self._make_task_tool(),)
+        task = self._make_task_tool()
+        # The run's cap is kept by its tool step (one step at a time per run),
+        # which queues calls past it without starting them.
+        task.max_concurrency = max_concurrent
+        self.tools = (task,)
 
     def _make_task_tool(self) -> Tool:
         types = "\n".join(f"- {s.name}: {s.description}" for s in self.specs.values())
@@ -193,16 +206,13 @@ class SubAgentMiddleware(AgentMiddleware):
             known.count = count
         return known.labels.get(call_id) or f"task-{call_id}"
 
-    def _limiters(self, run: RunContext) -> tuple[anyio.Semaphore | None, anyio.Semaphore | None]:
-        own = None
-        if self.max_concurrent is not None:
-            own = run.local(self._own_limiter)
+    def _tree_limiter(self, run: RunContext) -> anyio.Semaphore | None:
         # The tree's cap lives in the tree's context and binds every level below
         # the run, whichever agent set it.
         tree = run.tree
         if tree.subagent_limiter is None and self.max_concurrent_total is not None:
             tree.subagent_limiter = anyio.Semaphore(self.max_concurrent_total)
-        return own, tree.subagent_limiter
+        return tree.subagent_limiter
 
     async def _delegate(self, spec: SubAgentSpec, description: str, rt: ToolRuntime) -> Command:
         run = rt.run
@@ -219,7 +229,6 @@ class SubAgentMiddleware(AgentMiddleware):
                     description=description,
                 )
             )
-        own, tree = self._limiters(run)
         outcome = await run_child(
             spec.agent,
             description=description,
@@ -228,8 +237,7 @@ class SubAgentMiddleware(AgentMiddleware):
             parent=run,
             files=rt.state.files,
             timeout=spec.timeout,
-            limiter=own,
-            tree_limiter=tree,
+            tree_limiter=self._tree_limiter(run),
             budget=spec.budget,
         )
         if emit is not None:
