@@ -24,6 +24,7 @@ from typing import Any, Protocol, Unpack, final
 
 from ..errors import InputError
 from ..persistence import Checkpointer, CheckpointRecord, CheckpointWrite, ThreadLease
+from ..state import validate_input
 from ._actor import (
     Operation,
     OpOrder,
@@ -110,7 +111,8 @@ class ThreadHandle:
         """Apply ``values`` to the thread's state as a run would (no hook, no model call).
 
         The update is recorded like any other and goes through the channels'
-        reducers (``messages`` append, ``todos`` replace, ...). LangGraph's
+        reducers (``messages`` append, ``todos`` replace, ...), on every
+        channel, those only tools write in a run included. LangGraph's
         ``update_state``.
 
         Returns:
@@ -121,8 +123,14 @@ class ThreadHandle:
         """
         if not isinstance(values, Mapping):
             raise InputError(f"values must be a dict of channel values, not {type(values)}")
-        run_input = prepare_input(self._spec, dict(values), self.thread_id)
-        run_input = dataclasses.replace(run_input, update_only=True)
+        channels = self._spec.channels
+        tool_only = {k: v for k, v in values.items() if k in channels and channels[k].private}
+        run_input = prepare_input(
+            self._spec, {k: v for k, v in values.items() if k not in tool_only}, self.thread_id
+        )
+        # A client may set what only tools write in a run (todos), as in LangGraph.
+        written = {**run_input.values, **validate_input(channels, tool_only, private=True)}
+        run_input = dataclasses.replace(run_input, values=written, update_only=True)
         handle = await self._host.submit(
             self._spec, self.thread_id, run_input, RunOptions(timeout=timeout)
         )

@@ -318,9 +318,15 @@ class State(Mapping[str, Any]):
 
 
 def validate_input(
-    channels: Mapping[str, Channel], data: Mapping[str, Any] | str
+    channels: Mapping[str, Channel], data: Mapping[str, Any] | str, *, private: bool = False
 ) -> dict[str, Any]:
     """Check a run's input against the channels and convert it.
+
+    Args:
+        channels: The agent's channels.
+        data: The input.
+        private: Also accept the channels only the agent's tools write
+            (``todos``): a state update sets them, as LangGraph's ``update_state``.
 
     Raises:
         InputError: An unknown or private key, or a value its channel refuses.
@@ -336,7 +342,7 @@ def validate_input(
         ch = channels.get(key)
         if ch is None:
             raise InputError(f"unknown input key {key!r}; known: {', '.join(channels)}")
-        if ch.private:
+        if ch.private and not private:
             raise InputError(f"{key!r} cannot be set from input; only the agent's tools set it")
         out[key] = ch.coerce(value) if ch.coerce else value
     return out

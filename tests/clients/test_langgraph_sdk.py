@@ -153,3 +153,18 @@ def test_update_state_from_an_older_checkpoint_forks_there(client: SyncLangGraph
     state = client.threads.get_state(thread_id)
     assert state["checkpoint"]["checkpoint_id"] == answer["checkpoint"]["checkpoint_id"]
     assert [m["content"] for m in state["values"]["messages"]] == ["one", "echo #1: one", "edited"]
+
+
+def test_update_state_sets_todos_files_and_messages_with_their_reducers(
+    client: SyncLangGraphClient,
+) -> None:
+    thread_id = client.threads.create()["thread_id"]
+    client.runs.wait(thread_id, "agent", input=_say("one"))
+    todos = [{"content": "write the report", "status": "in_progress"}]
+    client.threads.update_state(thread_id, {"todos": todos}, as_node="tools")
+    client.threads.update_state(thread_id, {"files": {"/notes.md": "hi"}})
+    client.threads.update_state(thread_id, {"messages": [{"role": "user", "content": "more"}]})
+    values = client.threads.get_state(thread_id)["values"]
+    assert [t["content"] for t in values["todos"]] == ["write the report"]
+    assert "/notes.md" in values["files"]
+    assert [m["content"] for m in values["messages"]] == ["one", "echo #1: one", "more"]
