@@ -72,6 +72,7 @@ def create_deep_agent(
     max_steps: int = 1000,
     max_concurrent_subagents: int | None = DEFAULT_MAX_CONCURRENT_SUBAGENTS,
     max_concurrent_subagents_total: int | None = None,
+    mcp_servers: Mapping[str, Any] | None = None,
 ) -> DeepAgent:
     """Build a deep agent: a model, tools, and the default middleware stack.
 
@@ -87,14 +88,16 @@ def create_deep_agent(
 
     Args:
         model: ``"anthropic:<model id>"`` or a :class:`~deepactors.models.ChatModel`.
-        tools: Functions (sync or async, with type hints) or :class:`Tool` objects.
+        tools: Functions (sync or async, with type hints) or :class:`Tool` objects,
+            and :class:`~deepactors.mcp.MCPServer` objects (their tools).
         system_prompt: Your instructions; middleware sections are appended.
         middleware: Extra middleware, after the default stack.
         subagents: What ``task`` can start besides ``general-purpose``: dicts with
             ``name``, ``description``, ``system_prompt`` and optionally ``tools``,
             ``model``, ``middleware``, ``timeout`` (seconds), ``skills``,
             ``interrupt_on``, ``response_format``, ``budget`` (its own, inside the
-            run's) and ``permissions`` (instead of the parent's); or a prebuilt
+            run's), ``permissions`` (instead of the parent's) and ``mcp_servers``
+            (besides those its ``tools`` bring); or a prebuilt
             agent as ``{"name", "description", "agent": <DeepAgent>}``. A dict
             named ``general-purpose`` replaces the built-in one.
         skills: Folders of ``<name>/SKILL.md`` skills in the backend (later ones
@@ -125,6 +128,10 @@ def create_deep_agent(
             None: no cap); ``task`` calls past it start as others finish.
         max_concurrent_subagents_total: Subagents the whole tree may have working
             at once.
+        mcp_servers: MCP servers whose tools the agent gets, by name: each an
+            :class:`~deepactors.mcp.MCPServer` or a dict in Claude Desktop's
+            ``mcpServers`` shape (needs ``deepactors[mcp]``; see ``docs/mcp.md``).
+            Subagents without ``tools`` of their own get them too.
 
     Raises:
         ConfigurationError: A bad argument, or one whose feature is not available.
@@ -142,7 +149,7 @@ def create_deep_agent(
         tail.append(HumanInTheLoopMiddleware(interrupt_on))
     models = _ModelCache()
     resolved = models.resolve(model)
-    user_tools = as_tools(tools)
+    user_tools, mcp = _tool_sources(tools, mcp_servers)
     backend = backend if backend is not None else StateBackend()
     parts = _Parts(
         tools=user_tools,
@@ -155,6 +162,7 @@ def create_deep_agent(
         checkpointer=checkpointer,
         rules=rules,
         saves=checkpointer is not None,
+        mcp=mcp,
     )
     specs = _subagent_specs(subagents or (), model=resolved, parts=parts, skills=skills)
     own_backend, guard = _guarded(backend, rules, parts)
@@ -166,6 +174,7 @@ def create_deep_agent(
             max_concurrent=max_concurrent_subagents,
             max_concurrent_total=max_concurrent_subagents_total,
         ),
+        *mcp,
     ]
     # Summarization, patching, skills, caching and memory around the user's (deepagents' order).
     stack = context_stack(defaults, middleware, model=resolved, skills=skills, memory=memory)
@@ -222,6 +231,15 @@ def _tree(root: AgentSpec) -> list[AgentSpec]:
     return out
 
 
+def _tool_sources(items: Any, mcp_servers: Any) -> tuple[list[Tool], list[AgentMiddleware]]:
+    """Tools, and the middleware giving MCP servers' tools (in ``items`` or ``mcp_servers``)."""
+    if mcp_servers or not all(isinstance(t, Tool) or callable(t) for t in items or ()):
+        from .mcp import tool_sources  # an optional integration: imported only when used
+
+        return tool_sources(items, mcp_servers)
+    return as_tools(items), []
+
+
 def _answer(response_format: Any, model: ChatModel) -> list[AgentMiddleware]:
     if response_format is None:
         return []
@@ -253,6 +271,7 @@ class _Parts:
         "checkpointer",
         "debug",
         "max_steps",
+        "mcp",
         "models",
         "rules",
         "saves",
@@ -274,8 +293,10 @@ class _Parts:
         checkpointer: Checkpointer | None,
         rules: PermissionRules | None,
         saves: bool,
+        mcp: Sequence[AgentMiddleware] = (),
     ) -> None:
         self.checkpointer = checkpointer
+        self.mcp = mcp  # MCP servers' tools: inherited with the tools
         self.tools = tools
         self.backend = backend  # unguarded: a subagent may bring its own permissions
         self.store = store
@@ -369,12 +390,16 @@ def _subagent_specs(
             rules = parts.rules
             if config.permissions is not None:
                 rules = PermissionRules(config.permissions) if config.permissions else None
+            own = _tool_sources(config.tools, config.mcp_servers)
+            tools_of, mcp = (
+                own if config.tools is not None else (parts.tools, [*parts.mcp, *own[1]])
+            )
             spec = _child_spec(
                 config.name,
                 prompt,
                 model=model if config.model is None else parts.models.resolve(config.model),
-                tools=parts.tools if config.tools is None else as_tools(config.tools),
-                extra=config.middleware,
+                tools=tools_of,
+                extra=[*mcp, *config.middleware],
                 parts=parts,
                 interrupt_on=config.interrupt_on,
                 response_format=config.response_format,
@@ -396,7 +421,7 @@ def _subagent_specs(
             GENERAL_PURPOSE_PROMPT,
             model=model,
             tools=parts.tools,
-            extra=(),
+            extra=parts.mcp,
             parts=parts,
             rules=parts.rules,
             skills=skills,  # general-purpose gets the main agent's skills, as in deepagents
