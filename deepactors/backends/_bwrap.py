@@ -5,40 +5,26 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import anyio
 import anyio.to_thread
-from anyio.abc import AsyncResource
 
-from deepactors.errors import SandboxError, SandboxUnavailable
+from deepactors.errors import SandboxUnavailable
 
-from ._bwrap_argv import WORKSPACE, BwrapConfig, bwrap_prefix
+from ._bwrap_argv import BwrapConfig, bwrap_prefix
 from ._bwrap_workspace import BubblewrapWorkspace
 from ._filesystem import MIB
-from ._links import Resolved
-from ._protocol import (
-    DEFAULT_MAX_MATCHES,
-    EditResult,
-    ExecuteResult,
-    FileInfo,
-    GrepResult,
-    ReadWindow,
-    WriteResult,
-)
-from ._sandbox import SandboxKey, SandboxLimits, current_sandbox_key
+from ._sandbox import WORKSPACE, SandboxLimits
+from ._sandbox_routing import ThreadSandboxes
 from ._sandbox_run import run_contained
-
-if TYPE_CHECKING:
-    from deepactors.state import State
 
 __all__ = ["BubblewrapSandbox"]
 
-NOBODY = (65534, 65534)
 _PROBE_TIMEOUT = 30.0
 
 
-class BubblewrapSandbox(AsyncResource):
+class BubblewrapSandbox(ThreadSandboxes[BubblewrapWorkspace]):
     """Shell commands isolated from the host by bubblewrap (``bwrap``), one workspace per thread.
 
     Each :meth:`execute` starts a fresh sandbox (no daemon) in which:
@@ -119,43 +105,26 @@ class BubblewrapSandbox(AsyncResource):
         max_read_bytes: int = 10 * MIB,
         max_write_bytes: int = 10 * MIB,
     ) -> None:
-        root = os.fspath(root)
-        self.root = os.path.normpath(root) if os.path.isabs(root) else os.path.abspath(root)
-        self.per_thread = per_thread
-        limits = SandboxLimits() if limits is None else limits
+        super().__init__(
+            root,
+            per_thread=per_thread,
+            limits=limits,
+            timeout=timeout,
+            run_as=run_as,
+            cleanup=cleanup,
+            max_read_bytes=max_read_bytes,
+            max_write_bytes=max_write_bytes,
+        )
         self.config = BwrapConfig(
             python=python, tools=tuple(tools), paths=tuple(paths), network=network, env=env,
-            limits=limits,
+            limits=self.limits,
         )  # fmt: skip
-        self.limits = limits
-        self.timeout = timeout
-        self.run_as = (NOBODY if os.geteuid() == 0 else None) if run_as == "auto" else run_as
-        self.cleanup = cleanup
-        self.max_read_bytes = max_read_bytes
-        self.max_write_bytes = max_write_bytes
         self.bwrap = "bwrap"
         self.prlimit = "/usr/bin/prlimit"
         self._prefix: list[str] | None = None
         self._launcher: list[str] = []
         self._failure: SandboxUnavailable | None = None
         self._lock = anyio.Lock()
-        self._workspaces: dict[SandboxKey | None, BubblewrapWorkspace] = {}
-        self._running: set[anyio.CancelScope] = set()
-        self._closed = False
-
-    def __repr__(self) -> str:
-        return f"BubblewrapSandbox({self.root!r}, per_thread={self.per_thread})"
-
-    @property
-    def workspace(self) -> str:
-        """The workspace as the commands see it."""
-        return WORKSPACE
-
-    # -- lifetime --------------------------------------------------------------
-
-    async def __aenter__(self) -> BubblewrapSandbox:
-        await self.check()
-        return self
 
     def launcher(self) -> list[str]:
         """How bwrap starts: itself, or by ``setpriv`` as ``run_as`` (after :meth:`check`)."""
@@ -198,8 +167,7 @@ class BubblewrapSandbox(AsyncResource):
             SandboxUnavailable: It cannot, and the message says why (bubblewrap's own words).
             SandboxError: The sandbox is closed.
         """
-        if self._closed:
-            raise SandboxError("this sandbox is closed")
+        self._check_open()
         if self._prefix is not None:
             return
         async with self._lock:
@@ -228,127 +196,5 @@ class BubblewrapSandbox(AsyncResource):
                 raise self._failure
             self._prefix = prefix
 
-    async def aclose(self) -> None:
-        """Kill the commands still running, and delete the workspaces when ``cleanup`` says so."""
-        self._closed = True
-        for scope in list(self._running):
-            scope.cancel()
-        workspaces = list(self._workspaces.values())
-        self._workspaces.clear()
-        if self.cleanup:
-            with anyio.CancelScope(shield=True):
-                for ws in workspaces:
-                    if ws.root != self.root:
-                        await anyio.to_thread.run_sync(_remove, ws.root)
-
-    # -- per thread -----------------------------------------------------------
-
-    def for_key(self, key: SandboxKey | None) -> BubblewrapWorkspace:
-        """The workspace of ``key`` (``root`` itself when shared)."""
-        if not self.per_thread:
-            key = None
-        elif key is None:
-            raise SandboxError(
-                "this per-thread sandbox is used outside a tool call of a run, so it "
-                "cannot tell whose workspace to use (per_thread=False shares one)"
-            )
-        ws = self._workspaces.get(key)
-        if ws is None:
-            root = self.root if key is None else os.path.join(self.root, key.slug)
-            ws = self._workspaces[key] = BubblewrapWorkspace(self, root)
-        return ws
-
-    async def open_sandbox(self, key: SandboxKey) -> BubblewrapWorkspace:
-        """The sandbox of ``key``, checked (see :class:`SandboxProvider`)."""
-        await self.check()
-        return self.for_key(key)
-
-    def _current(self) -> BubblewrapWorkspace:
-        if self._closed:
-            raise SandboxError("this sandbox is closed")
-        return self.for_key(current_sandbox_key())
-
-    def bind(self, state: State, *, name: str = "main") -> BubblewrapSandbox:
-        """This sandbox: the workspace is chosen per call, from the thread in scope."""
-        return self
-
-    # -- the Backend protocol, on the current key's workspace -----------------
-
-    async def execute(self, command: str, *, timeout: float | None = None) -> ExecuteResult:
-        """See :meth:`BubblewrapWorkspace.execute`.
-
-        Raises:
-            SandboxError: The sandbox was closed (the command was killed).
-        """
-        ws = self._current()
-        with anyio.CancelScope() as scope:
-            self._running.add(scope)
-            try:
-                return await ws.execute(command, timeout=timeout)
-            finally:
-                self._running.discard(scope)
-        raise SandboxError("the sandbox was closed while the command ran; it was killed")
-
-    async def ls(self, path: str = "/") -> list[FileInfo]:
-        """See :meth:`Backend.ls`."""
-        return await self._current().ls(path)
-
-    async def read(self, path: str, *, offset: int = 0, limit: int | None = None) -> ReadWindow:
-        """See :meth:`Backend.read`."""
-        return await self._current().read(path, offset=offset, limit=limit)
-
-    async def write(
-        self, path: str, content: str, *, expected_version: str | None = None
-    ) -> WriteResult:
-        """See :meth:`Backend.write`."""
-        return await self._current().write(path, content, expected_version=expected_version)
-
-    async def append(self, path: str, content: str) -> WriteResult:
-        """See :meth:`Backend.append`."""
-        return await self._current().append(path, content)
-
-    async def edit(
-        self,
-        path: str,
-        old: str,
-        new: str,
-        *,
-        replace_all: bool = False,
-        expected_version: str | None = None,
-    ) -> EditResult:
-        """See :meth:`Backend.edit`."""
-        return await self._current().edit(
-            path, old, new, replace_all=replace_all, expected_version=expected_version
-        )
-
-    async def delete(self, path: str) -> None:
-        """See :meth:`Backend.delete`."""
-        await self._current().delete(path)
-
-    async def glob(self, pattern: str, path: str = "/") -> list[FileInfo]:
-        """See :meth:`Backend.glob`."""
-        return await self._current().glob(pattern, path)
-
-    async def grep(
-        self,
-        pattern: str,
-        *,
-        path: str = "/",
-        glob: str | None = None,
-        max_matches: int = DEFAULT_MAX_MATCHES,
-    ) -> GrepResult:
-        """See :meth:`Backend.grep`."""
-        return await self._current().grep(pattern, path=path, glob=glob, max_matches=max_matches)
-
-    async def stat(self, path: str) -> FileInfo:
-        """See :meth:`Backend.stat`."""
-        return await self._current().stat(path)
-
-    async def resolve_links(self, paths: Sequence[str]) -> list[Resolved]:
-        """See :meth:`FilesystemBackend.resolve_links`."""
-        return await self._current().resolve_links(paths)
-
-
-def _remove(root: str) -> None:
-    # rmtree never follows a symlink a command left: it removes the link itself.
-    shutil.rmtree(root, ignore_errors=True)
+    def _new_workspace(self, root: str) -> BubblewrapWorkspace:
+        return BubblewrapWorkspace(self, root)

@@ -14,12 +14,9 @@ from dataclasses import dataclass, field
 
 from deepactors.errors import ConfigurationError
 
-from ._sandbox import SandboxLimits
+from ._sandbox import WORKSPACE, SandboxLimits
 
-__all__ = ["WORKSPACE", "BwrapConfig", "bwrap_prefix", "limit_args"]
-
-WORKSPACE = "/workspace"
-"""Where the workspace is mounted inside the sandbox (the commands' working folder)."""
+__all__ = ["BwrapConfig", "bwrap_prefix", "limit_args"]
 
 _BASE_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 # The top-level folders of a merged-/usr system are symlinks into /usr; on an older

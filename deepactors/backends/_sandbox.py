@@ -25,6 +25,7 @@ from typing import Protocol, runtime_checkable
 from ._protocol import Backend, ExecuteResult
 
 __all__ = [
+    "WORKSPACE",
     "SandboxBackend",
     "SandboxKey",
     "SandboxLimits",
@@ -32,6 +33,9 @@ __all__ = [
     "current_sandbox_key",
     "sandbox_scope",
 ]
+
+WORKSPACE = "/workspace"
+"""Where the workspace is mounted inside a local sandbox (the commands' working folder)."""
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -56,7 +60,9 @@ class SandboxLimits:
         open_files: Descriptors each process may hold (``RLIMIT_NOFILE``).
         tmp_bytes: Size of the sandbox's private ``/tmp`` (memory-backed).
         output_bytes: Output kept and shown to the model; the rest is drained
-            and dropped, with a note.
+            and dropped, with a note. Below the file tools' eviction size
+            (80,000 characters), so an output is never moved to a file: a
+            per-thread sandbox is reached only inside a tool call.
         output_total_bytes: Output read in all before the command is killed
             (``yes`` forever cannot keep the host reading).
     """
@@ -67,7 +73,7 @@ class SandboxLimits:
     file_bytes: int | None = 256 * MIB
     open_files: int | None = 1024
     tmp_bytes: int | None = 256 * MIB
-    output_bytes: int = 100_000
+    output_bytes: int = 50_000
     output_total_bytes: int = 64 * MIB
 
 
