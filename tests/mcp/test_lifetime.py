@@ -152,3 +152,21 @@ async def test_a_server_that_cannot_start_is_a_clear_error() -> None:
     with anyio.fail_after(30), pytest.raises(ToolError, match="handshake") as caught:
         await agent.ainvoke("go")
     assert "no MCP here" in str(caught.value)
+
+
+async def test_a_call_past_its_call_timeout_is_cancelled_on_the_server_too(
+    app_log: Path,
+) -> None:
+    agent = create_deep_agent(
+        turns([call("hang", tag="slow")], [call("echo", text="next")]),
+        mcp_servers={"app": app_server(app_log, call_timeout=1)},
+    )
+    with anyio.fail_after(60):
+        async with open_runtime() as rt:
+            state = await rt.ainvoke(agent, "go")
+            await until(app_log, "cancelled", 1)
+    hang, echo = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert hang.status == "error"
+    assert "took longer than 1 s" in hang.text
+    assert echo.text == "echo: next"
+    assert len(starts(app_log)) == 1

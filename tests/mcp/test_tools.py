@@ -144,3 +144,16 @@ def test_configuration_is_checked_when_the_agent_is_built() -> None:
     servers = {"mcpServers": {"t": {"command": "uvx", "args": ["mcp-server-time"]}}}
     agent = create_deep_agent(FunctionModel(lambda r: "x"), mcp_servers=servers)
     assert agent.spec is not None
+
+
+async def test_a_large_result_is_evicted_to_a_file_like_any_tool_s(app_log: Path) -> None:
+    big = "x" * 100_000
+    agent = create_deep_agent(
+        calls_then_done(ToolCall(name="echo", args={"text": big})),
+        mcp_servers={"app": app_server(app_log)},
+    )
+    with anyio.fail_after(30):
+        state = await agent.ainvoke("go")
+    (path,) = [p for p in state["files"] if p.startswith("/large_tool_results/")]
+    assert "/large_tool_results/" in results(state)["echo"].text
+    assert big in state["files"][path].content.replace("\n", "")
