@@ -16,13 +16,15 @@ a :class:`~deepactors.errors.ConfigurationError` that names the extra.
   message objects in results and ``stream_mode`` streams (``isinstance(msg,
   AIMessage)`` and ``pretty_print()`` work): ``from deepactors.langchain import
   create_deep_agent`` is the one import a deepagents script changes.
-* :class:`SubAgent` / :class:`CompiledSubAgent`: deepagents' subagent dict types.
+* :class:`SubAgent` / :class:`CompiledSubAgent`: deepagents' subagent dict types;
+  :func:`file_data_to_string`: deepagents' ``FileData`` helper (none need LangChain).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._files import file_data_to_string as file_data_to_string
 from ._specs import CompiledSubAgent as CompiledSubAgent
 from ._specs import SubAgent as SubAgent
 
@@ -45,6 +47,7 @@ __all__ = [
     "adapt_model",
     "as_langchain",
     "create_deep_agent",
+    "file_data_to_string",
     "from_langchain",
     "from_langchain_tool",
     "require_langchain",

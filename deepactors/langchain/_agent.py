@@ -24,6 +24,8 @@ from ..actors import EventStream, ThreadState
 from ..agent import DeepAgent
 from ..errors import ConfigurationError
 from ..factory import create_deep_agent as _create_deep_agent
+from ..hooks import AgentMiddleware
+from ._graph import agent_graph
 from ._messages import lc_objects
 
 __all__ = ["LangChainAgent", "as_langchain", "create_deep_agent"]
@@ -48,6 +50,16 @@ class LangChainAgent(DeepAgent):
         return dataclasses.replace(
             state, values=values, interrupts=tuple(_described(state.interrupts))
         )
+
+    def get_graph(self, config: Mapping[str, Any] | None = None, *, xray: bool = False) -> Any:
+        """The agent loop as LangGraph draws it: ``.nodes``, ``.edges``, ``draw_mermaid()``."""
+        hooks = [
+            f"{mw.name}.{hook}"
+            for hook in _HOOKS
+            for mw in self.spec.middleware
+            if getattr(type(mw), hook) is not getattr(AgentMiddleware, hook)
+        ]
+        return agent_graph(self.spec.name, hooks, has_tools=bool(self.spec.tools))
 
     def on_loop(self, backend: str) -> LangChainAgent:
         """The same agent, its sync ``invoke`` and ``stream`` on ``backend`` by default.
@@ -87,6 +99,9 @@ class LangChainAgent(DeepAgent):
             modes = kwargs["stream_mode"]
             return _LangChainParts(stream, modes, subgraphs=bool(kwargs.get("subgraphs")))
         return stream
+
+
+_HOOKS = ("before_agent", "before_model", "after_model", "after_agent")
 
 
 class _TrioAgent(LangChainAgent):
