@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from .._core.logs import LOG_FORMATS, LOG_LEVELS, configure_logging
-from ._mcp import add_mcp_command
+from ._mcp import add_mcp_command, read_mcp_servers
 
 if TYPE_CHECKING:
     from ..messages import Usage
@@ -94,7 +94,8 @@ def _run(args: argparse.Namespace) -> int:
             print(f"error: --db {args.db}: {exc}", file=sys.stderr)
             return 2
     try:
-        agent = create_deep_agent(model, checkpointer=checkpointer)
+        servers = read_mcp_servers(args.mcp) if args.mcp else None
+        agent = create_deep_agent(model, checkpointer=checkpointer, mcp_servers=servers)
     except ConfigurationError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -199,6 +200,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--thread", help="thread id to continue (with --db)")
     run.add_argument("--db", help="SQLite file or postgresql:// URL that keeps threads across runs")
     run.add_argument("--timeout", type=float, default=None, help="seconds for the whole run")
+    run.add_argument(
+        "--mcp",
+        metavar="FILE",
+        help="MCP servers whose tools the agent gets: a JSON file in Claude Desktop's "
+        "mcpServers shape (needs deepactors[mcp])",
+    )
     run.add_argument("--loop", choices=("asyncio", "trio"), default="asyncio", help=_LOOP_HELP)
     _log_options(run, "warning")
     run.set_defaults(func=_run)

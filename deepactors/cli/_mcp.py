@@ -86,3 +86,23 @@ def _serve_mcp(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def read_mcp_servers(path: str) -> dict[str, Any]:
+    """``deepactors run --mcp FILE``: the servers of a JSON file in the ``mcpServers`` shape.
+
+    Raises:
+        ConfigurationError: The file cannot be read or is not a JSON object.
+    """
+    import json
+
+    from ..errors import ConfigurationError
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise ConfigurationError(f"--mcp {path}: {exc}") from None
+    if not isinstance(value, dict):
+        raise ConfigurationError(f"--mcp {path}: expected a JSON object of servers")
+    return value
