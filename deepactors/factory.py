@@ -35,7 +35,7 @@ from .middleware import (
 )
 from .models import ChatModel, SupportsPromptCaching, resolve_model
 from .state import Channel, default_channels
-from .tools import Tool, ToolLike, as_tools
+from .tools import Tool, ToolLike, _is_langchain_tool, as_tool, as_tools
 
 if TYPE_CHECKING:
     from .backends import Backend
@@ -233,6 +233,9 @@ def _tree(root: AgentSpec) -> list[AgentSpec]:
 
 def _tool_sources(items: Any, mcp_servers: Any) -> tuple[list[Tool], list[AgentMiddleware]]:
     """Tools, and the middleware giving MCP servers' tools (in ``items`` or ``mcp_servers``)."""
+    # LangChain tools are made Tools first: what is neither a Tool nor callable is
+    # taken for an MCP server below.
+    items = [as_tool(t) if _is_langchain_tool(t) else t for t in items or ()]
     if mcp_servers or not all(isinstance(t, Tool) or callable(t) for t in items or ()):
         from .mcp import tool_sources  # an optional integration: imported only when used
 
