@@ -92,7 +92,7 @@ async def test_each_plain_ainvoke_has_its_own_session(app_log: Path) -> None:
 async def test_cancelled_calls_reach_the_server_as_cancel_notifications(
     app_log: Path, how: str
 ) -> None:
-    tags = [f"t{i}" for i in range(5)]
+    tags = [f"t{i}" for i in range(50)]
     agent = create_deep_agent(
         turns([call("hang", tag=t) for t in tags]), mcp_servers={"app": app_server(app_log)}
     )
@@ -115,7 +115,8 @@ async def test_cancelled_calls_reach_the_server_as_cancel_notifications(
             await until(app_log, "cancelled", len(tags))
             after = await rt.ainvoke(warm, "still there?")
     assert after["messages"][-1].text == "echo: up"
-    assert sorted(e.split()[1] for e in events(app_log) if e.startswith("cancelled")) == tags
+    cancelled = [e.split()[1] for e in events(app_log) if e.startswith("cancelled")]
+    assert sorted(cancelled) == sorted(tags)  # each call, told to the server
     assert len(starts(app_log)) == 1
 
 
