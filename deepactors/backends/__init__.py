@@ -9,7 +9,8 @@
 * :class:`BubblewrapSandbox`: commands isolated from the host (Linux
   namespaces through bubblewrap), one workspace per thread; the
   :class:`SandboxBackend` and :class:`SandboxProvider` protocols are the seam
-  for other sandboxes (containers, remote machines).
+  for other sandboxes (remote machines). :class:`ContainerSandbox` does the
+  same in Docker or Podman containers.
 
 All of them follow the :class:`Backend` protocol and accept the same virtual
 paths (:func:`normalize_path`).
@@ -19,6 +20,7 @@ from .._core.public import publish as _publish
 from ._bwrap import BubblewrapSandbox as BubblewrapSandbox
 from ._bwrap_workspace import BubblewrapWorkspace as BubblewrapWorkspace
 from ._composite import CompositeBackend as CompositeBackend
+from ._container import ContainerSandbox as ContainerSandbox
 from ._filesystem import FilesystemBackend as FilesystemBackend
 from ._links import APPROVED as APPROVED
 from ._links import resolve_links as resolve_links
@@ -57,6 +59,7 @@ __all__ = [
     "BubblewrapSandbox",
     "BubblewrapWorkspace",
     "CompositeBackend",
+    "ContainerSandbox",
     "EditResult",
     "ExecuteResult",
     "FileInfo",

@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
 import anyio.to_thread
@@ -20,6 +20,8 @@ __all__ = ["run_contained"]
 # How long to wait for the sandbox's init to be gone once killed: the kernel
 # kills every process of a PID namespace when its init dies, at once.
 _REAP_WAIT = 5.0
+# How long a daemon may take to remove what the killed client started.
+_KILL_WAIT = 30.0
 
 
 def _child_pid(info_fd: int) -> int | None:
@@ -63,6 +65,7 @@ async def run_contained(
     output_bytes: int,
     output_total_bytes: int,
     info_fd: tuple[int, int] | None = None,
+    on_kill: Callable[[], Awaitable[object]] | None = None,
 ) -> ExecuteResult:
     """Run bwrap's ``argv``; kill it (and so the whole sandbox) on timeout or cancellation.
 
@@ -74,6 +77,8 @@ async def run_contained(
         info_fd: A pipe (read end, write end) whose write end bwrap got as
             ``--info-fd``: the read end tells the sandbox init's pid. Both are
             closed here.
+        on_kill: Awaited (shielded) after a kill, for what killing the client
+            process does not stop (a container run by a daemon).
 
     Another host user is taken by ``setpriv`` in ``argv``, not by
     ``subprocess``: a child that changes its uid is started with ``fork``
@@ -138,6 +143,9 @@ async def run_contained(
             await process.aclose()
             if killed and child is not None:
                 await anyio.to_thread.run_sync(_wait_gone, child)
+        if killed and on_kill is not None:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_KILL_WAIT):
+                await on_kill()
         if read_end >= 0:
             os.close(read_end)
     truncated = total > len(kept)
