@@ -67,10 +67,10 @@ async def run_contained(
     info_fd: tuple[int, int] | None = None,
     on_kill: Callable[[], Awaitable[object]] | None = None,
 ) -> ExecuteResult:
-    """Run bwrap's ``argv``; kill it (and so the whole sandbox) on timeout or cancellation.
+    """Run a sandbox's ``argv``; kill it (and so the whole sandbox) on timeout or cancellation.
 
     Args:
-        argv: The whole command line, bwrap first.
+        argv: The whole command line (bwrap, or a container engine's client, first).
         timeout: Seconds before the sandbox is killed.
         output_bytes: Output kept; the rest is read and dropped.
         output_total_bytes: Output read in all before the sandbox is killed.
