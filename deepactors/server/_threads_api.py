@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from starlette.exceptions import HTTPException
@@ -43,6 +44,7 @@ async def create_thread(request: Request) -> Response:
         existing = await manager.find_thread(body.thread_id)
         if existing is not None:
             if body.if_exists == "do_nothing" and await may_thread(existing, "read"):
+                await _fresh(manager, [existing])
                 return JSONResponse(existing.to_json())
             raise HTTPException(409, f"thread {body.thread_id!r} already exists")
         thread = ThreadRecord(thread_id=body.thread_id, metadata=metadata)
@@ -66,6 +68,7 @@ async def patch_thread(request: Request) -> Response:
     # Its owner is the server's to say: a patch cannot hand the thread to another.
     thread.metadata = {**thread.metadata, **without_owner(body.metadata)}
     thread.updated_at = time.time()
+    await _fresh(_manager(request), [thread])
     return JSONResponse(thread.to_json())
 
 
@@ -76,12 +79,21 @@ async def delete_thread(request: Request) -> Response:
     return Response(status_code=204)
 
 
+async def _fresh(manager: RunManager, threads: Iterable[ThreadRecord]) -> None:
+    """Read back the values that idle threads let go of (what they answer with)."""
+    for thread in threads:
+        if thread.stale:
+            await manager.refresh(thread)
+
+
 async def _search(manager: RunManager, body: ThreadSearch) -> list[ThreadRecord]:
+    candidates = [t for t in await visible(manager.threads.values()) if not t.temporary]
+    if body.values:
+        await _fresh(manager, candidates)
     found = [
         t
-        for t in await visible(manager.threads.values())
-        if not t.temporary
-        and matches(t.metadata, body.metadata)
+        for t in candidates
+        if matches(t.metadata, body.metadata)
         and matches(t.values or {}, body.values)
         and (body.ids is None or t.thread_id in body.ids)
         and (body.status is None or t.status == body.status)
@@ -95,6 +107,7 @@ async def search_threads(request: Request) -> Response:
     body = await read_body(request, ThreadSearch)
     found = await _search(_manager(request), body)
     page = found[body.offset : body.offset + body.limit]
+    await _fresh(_manager(request), page)
     return JSONResponse([t.to_json() for t in page])
 
 

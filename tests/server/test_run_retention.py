@@ -174,3 +174,7 @@ def test_runs_are_read_from_the_database_once_let_go_of(
     assert joined["messages"][-1]["content"] == "turn 3 " + "b" * BIG
     assert [r["status"] for r in client.runs.list(thread_id)] == ["success", "success"]
     assert client.threads.get_state(thread_id)["values"]["messages"][0]["content"] == "one"
+    # Found by a search while idle: with its values, read back too.
+    until(lambda: thread.stale, "the idle thread lets go of its values again")
+    (found,) = client.threads.search()
+    assert found["values"]["messages"][-1]["content"] == "turn 3 " + "b" * BIG
