@@ -5,7 +5,10 @@ The model sees what LangChain would send it: the tool's name, description and
 through LangChain's own ``invoke``/``ainvoke`` with a tool call, so its input
 validation, ``handle_tool_error``, ``response_format="content_and_artifact"``
 and callbacks behave as under LangGraph's ``ToolNode``; the result is turned
-back into what deepactors' runtime expects.
+back into what deepactors' runtime expects: text or content blocks, an error
+result (``ToolException``, a ``ToolMessage`` with ``status="error"``), or
+LangGraph's ``Command(update=...)`` as deepactors' ``Command``. ``return_direct``
+and ``Command(goto=...)`` are refused: a deepactors tool cannot end the run.
 
 Injected parameters are filled the way ``ToolNode`` fills them:
 
@@ -114,6 +117,13 @@ def from_langchain_tool(lc_tool: BaseTool) -> LangChainTool:
     if not _NAME_RE.match(name):
         raise ConfigurationError(
             f"LangChain tool name {name!r} must be 1-64 letters, digits, '_' or '-'"
+        )
+    if lc_tool.return_direct:
+        # Ending the run on a tool's result is not something a deepactors tool can
+        # ask for yet; running on past it would change what the script does.
+        raise ConfigurationError(
+            f"LangChain tool {name!r} has return_direct=True, which deepactors does not "
+            "support: drop it (the model then answers from the tool's result)"
         )
     try:
         function = convert_to_openai_tool(lc_tool)["function"]

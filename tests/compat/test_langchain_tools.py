@@ -209,3 +209,13 @@ def test_a_tool_whose_name_no_model_accepts_is_refused_by_name() -> None:
 
     with pytest.raises(ConfigurationError, match="bad name!"):
         create_deep_agent(model=ScriptedModel(["x"]), tools=[bad])
+
+
+def test_return_direct_is_refused_by_name() -> None:
+    @tool(return_direct=True)
+    def final(x: int) -> int:
+        """Ends the run."""
+        return x
+
+    with pytest.raises(ConfigurationError, match="'final' has return_direct"):
+        create_deep_agent(model=ScriptedModel(["x"]), tools=[final])
