@@ -1,11 +1,13 @@
 """Budgets: limits on what a whole actor tree may spend, that parallel children cannot overshoot.
 
-``agent.ainvoke(..., budget=Budget(model_calls=50, output_tokens=200_000))`` covers
-the run and every subagent under it. The tree shares one :class:`BudgetLedger`.
+``agent.ainvoke(..., budget=Budget(model_calls=50, output_tokens=200_000, usd=2.0))``
+covers the run and every subagent under it. The tree shares one :class:`BudgetLedger`.
 Before each model call, the calling actor *reserves* the call's worst case from
 it: one model call, the request's input tokens (an estimate that errs high, see
-:func:`estimate_input_tokens`) and its ``max_tokens`` of output; after the call it
-*settles* the reservation with the usage the model reported, giving the rest
+:func:`estimate_input_tokens`), its ``max_tokens`` of output, and with a ``usd``
+limit the price of both at the model's prices (input at the dearest of its input,
+cached and cache-write prices); after the call it *settles* the reservation with
+the usage the model reported, and its cost at the same prices, giving the rest
 back. A reservation that does not fit beside the ones in flight waits for them to
 settle; one that could never fit is refused, and the call is not made. So the
 limits hold however many children call at once: no branch checks a total that
@@ -41,10 +43,12 @@ from .messages import Message, Usage
 
 __all__ = [
     "DEFAULT_OUTPUT_RESERVATION",
+    "PICO",
     "Budget",
     "BudgetLedger",
     "BudgetReport",
     "Hold",
+    "Rates",
     "Refusal",
     "estimate_input_tokens",
     "message_tokens",
@@ -53,7 +57,14 @@ __all__ = [
     "tool_tokens",
 ]
 
-Resource = Literal["model_calls", "input_tokens", "output_tokens", "tool_calls"]
+Resource = Literal["model_calls", "input_tokens", "output_tokens", "tool_calls", "usd"]
+
+Rates = tuple[int, int, int, int]
+"""A model's prices per token in pico-dollars (1e-12 $): input, output, cached input,
+cache write (:meth:`~deepactors.models.profiles.ModelPrices.per_token_pico`)."""
+
+PICO = 1_000_000_000_000
+"""Pico-dollars in a dollar: a ledger counts whole pico-dollars, so sums never drift."""
 
 DEFAULT_OUTPUT_RESERVATION = 4096
 """Output tokens reserved for a call to a model that names no ``max_tokens`` (not
@@ -76,24 +87,30 @@ class Budget:
         input_tokens: Prompt tokens, cache reads and writes included.
         output_tokens: Tokens the models write.
         tool_calls: Tool calls run (``task`` calls included).
+        usd: US dollars at each model's prices (:mod:`deepactors.models.profiles`);
+            a model whose prices are unknown is refused under this limit.
 
     Raises:
-        ConfigurationError: A limit that is not a whole number of 0 or more.
+        ConfigurationError: A limit that is not a whole number of 0 or more
+            (``usd``: a number of 0 or more).
     """
 
     model_calls: int | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
     tool_calls: int | None = None
+    usd: float | None = None
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
             if value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            kind = int | float if f.name == "usd" else int
+            if isinstance(value, bool) or not isinstance(value, kind) or not value >= 0:
                 raise ConfigurationError(
-                    f"Budget({f.name}=...) must be a whole number of 0 or more, not {value!r}"
+                    f"Budget({f.name}=...) must be a {'' if kind is not int else 'whole '}"
+                    f"number of 0 or more, not {value!r}"
                 )
 
 
@@ -107,6 +124,8 @@ class BudgetReport:
         input_tokens: Input tokens charged (cache reads and writes included).
         output_tokens: Output tokens charged.
         tool_calls: Tool calls run.
+        usd: Dollars charged under a ``usd`` limit (else 0.0; ``usage.cost_usd``
+            has the tree's cost either way).
         exhausted: The limits that refused a call, if any.
     """
 
@@ -115,6 +134,7 @@ class BudgetReport:
     input_tokens: int
     output_tokens: int
     tool_calls: int
+    usd: float = 0.0
     exhausted: tuple[Resource, ...] = ()
 
 
@@ -124,10 +144,14 @@ class Hold(NamedTuple):
     Attributes:
         input_tokens: Input tokens held (the estimate).
         output_tokens: Output tokens held: the call's ``max_tokens``.
+        usd: Pico-dollars held: the call's worst-case price (0 without a ``usd`` limit).
+        rates: The model's prices the call is charged at, if a ``usd`` limit needs them.
     """
 
     input_tokens: int
     output_tokens: int
+    usd: int = 0
+    rates: Rates | None = None
 
 
 _UNREACHED = 1 << 128  # more than any count of calls or tokens
@@ -147,16 +171,19 @@ class Refusal:
     """Why a budget refused a call: the limit, and what was spent of it."""
 
     resource: Resource
-    limit: int
-    spent: int
+    limit: float
+    spent: float
     scope: Literal["tree", "subagent"]
 
     def error(self, what: str) -> BudgetExceeded:
         """The error that stops the actor whose call this was."""
         whose = "the run's budget" if self.scope == "tree" else "this subagent's own budget"
+        if self.resource == "usd":
+            used = f"${self.spent:.4f} of ${self.limit:.4f}"
+        else:
+            used = f"{self.spent} of {self.limit} {self.resource.replace('_', ' ')}"
         return BudgetExceeded(
-            f"{whose} is spent: {self.spent} of {self.limit} {self.resource.replace('_', ' ')} "
-            f"used, so {what} was not made",
+            f"{whose} is spent: {used} used, so {what} was not made",
             resource=self.resource,
             limit=self.limit,
             spent=self.spent,
@@ -177,10 +204,12 @@ class BudgetLedger:
         "_cap_in",
         "_cap_out",
         "_cap_tools",
+        "_cap_usd",
         "_chain",
         "_changed",
         "_held_in",
         "_held_out",
+        "_held_usd",
         "exhausted",
         "input_tokens",
         "limits",
@@ -190,6 +219,8 @@ class BudgetLedger:
         "tool_calls",
         "tracks_input",
         "tracks_output",
+        "tracks_usd",
+        "usd",
     )
 
     def __init__(self, limits: Budget, *, parent: BudgetLedger | None = None) -> None:
@@ -199,9 +230,12 @@ class BudgetLedger:
         self.input_tokens = 0
         self.output_tokens = 0
         self.tool_calls = 0
+        #: Pico-dollars charged.
+        self.usd = 0
         self.exhausted: list[Resource] = []
         self._held_in = 0
         self._held_out = 0
+        self._held_usd = 0
         self._changed: anyio.Event | None = None
         chain: list[BudgetLedger] = [self]
         while chain[-1].parent is not None:
@@ -213,24 +247,33 @@ class BudgetLedger:
         self._cap_in = _cap(limits.input_tokens)
         self._cap_out = _cap(limits.output_tokens)
         self._cap_tools = _cap(limits.tool_calls)
-        #: Whether any level limits input / output tokens (else nothing is estimated).
-        self.tracks_input = any(led.limits.input_tokens is not None for led in chain)
-        self.tracks_output = any(led.limits.output_tokens is not None for led in chain)
+        # Rounded down: a limit of $0.05 is never passed by a fraction of a pico-dollar.
+        self._cap_usd = _UNREACHED if limits.usd is None else int(limits.usd * PICO)
+        #: Whether any level limits dollars / input / output tokens (else nothing is
+        #: estimated). Dollars need both token counts, and every model's prices.
+        self.tracks_usd = usd = any(led.limits.usd is not None for led in chain)
+        self.tracks_input = usd or any(led.limits.input_tokens is not None for led in chain)
+        self.tracks_output = usd or any(led.limits.output_tokens is not None for led in chain)
 
     def __repr__(self) -> str:
         return (
             f"<BudgetLedger calls={self.model_calls} in={self.input_tokens} "
-            f"out={self.output_tokens} tools={self.tool_calls} of {self.limits}>"
+            f"out={self.output_tokens} tools={self.tool_calls} usd={self.usd / PICO:.6f} "
+            f"of {self.limits}>"
         )
 
     # -- model calls ---------------------------------------------------------------
 
-    def try_reserve(self, input_tokens: int, output_tokens: int) -> Hold | Refusal | anyio.Event:
+    def try_reserve(
+        self, input_tokens: int, output_tokens: int, rates: Rates | None = None
+    ) -> Hold | Refusal | anyio.Event:
         """Reserve one model call, or say why not.
 
         Args:
             input_tokens: The request's estimated input tokens.
             output_tokens: The ``max_tokens`` the call would be made with.
+            rates: The model's prices per token, in pico-dollars; needed when
+                :attr:`tracks_usd` (a call without them is refused then).
 
         Returns:
             A :class:`Hold` (reserved; its ``output_tokens`` may be less than asked:
@@ -238,20 +281,31 @@ class BudgetLedger:
             when the budget can never cover the call; or an event to wait on when
             it would fit once calls in flight have settled.
         """
+        if rates is None:
+            if self.tracks_usd:
+                return self._refuse_unpriced()
+            in_price = out_price = 0
+        else:
+            in_price, out_price = max(rates[0], rates[2], rates[3]), rates[1]
+        in_cost = input_tokens * in_price
         if (
             self.parent is None
             and self.model_calls < self._cap_calls
             and self.input_tokens + self._held_in + input_tokens <= self._cap_in
             # (or 1: a call for no output still needs some left, as below)
             and self.output_tokens + self._held_out + (output_tokens or 1) <= self._cap_out
+            and self.usd + self._held_usd + in_cost + (output_tokens or 1) * out_price
+            <= self._cap_usd
         ):
             # Fits outright, at the only level: what the pass below would grant,
             # without it (the common case, far from the limits; this runs
             # before every model call of a budgeted tree).
+            cost = in_cost + output_tokens * out_price
             self.model_calls += 1
             self._held_in += input_tokens
             self._held_out += output_tokens
-            return _hold((input_tokens, output_tokens))
+            self._held_usd += cost
+            return _hold((input_tokens, output_tokens, cost, rates))
         # One pass over the levels (this budget and those above it) finds what
         # can never fit (refused), the output grant (the least left anywhere),
         # and the level where calls in flight hold what this call needs.
@@ -274,15 +328,37 @@ class BudgetLedger:
             left -= led._held_out  # free beside the calls in flight
             if left < room:
                 room, tight = left, led
+            if led.limits.usd is None:
+                continue
+            # Dollars: what is left after the input's price buys output tokens.
+            money = led._cap_usd - led.usd - in_cost
+            if money < out_price or money < 0:
+                return led._refuse_usd()
+            if out_price:
+                if money // out_price < grant:
+                    grant = money // out_price
+                free = (money - led._held_usd) // out_price
+                if free < room:
+                    room, tight = free, led
+            elif waits is None and money - led._held_usd < 0:
+                waits = led
         if waits is None and grant > room:
             waits = tight  # the grant fits under every limit, not beside the holds
         if waits is not None:
             return waits._changed_event()
+        cost = in_cost + grant * out_price
         for led in self._chain:
             led.model_calls += 1
             led._held_in += input_tokens
             led._held_out += grant
-        return _hold((input_tokens, grant))
+            led._held_usd += cost
+        return _hold((input_tokens, grant, cost, rates))
+
+    def _refuse_unpriced(self) -> Refusal:
+        return next(led for led in self._chain if led.limits.usd is not None)._refuse_usd()
+
+    def _refuse_usd(self) -> Refusal:
+        return self._refuse("usd", self._cap_usd / PICO, self.usd / PICO)
 
     def _changed_event(self) -> anyio.Event:
         # A call fits once calls in flight here settle: they hold what is missing.
@@ -299,19 +375,29 @@ class BudgetLedger:
                 reservation (a call cut off, or a model that reports nothing).
             charge: ``False`` charges no tokens (the provider refused the request).
         """
-        held_in, held_out = hold
+        held_in, held_out, held_usd, rates = hold
         if usage is not None and charge:
             used_in = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
             used_out = usage.output_tokens
+            used_usd = 0
+            if rates is not None:
+                used_usd = (
+                    usage.input_tokens * rates[0]
+                    + usage.output_tokens * rates[1]
+                    + usage.cache_read_tokens * rates[2]
+                    + usage.cache_write_tokens * rates[3]
+                )
         elif charge:
-            used_in, used_out = held_in, held_out
+            used_in, used_out, used_usd = held_in, held_out, held_usd
         else:
-            used_in = used_out = 0
+            used_in = used_out = used_usd = 0
         for led in self._chain:
             led._held_in -= held_in
             led._held_out -= held_out
+            led._held_usd -= held_usd
             led.input_tokens += used_in
             led.output_tokens += used_out
+            led.usd += used_usd
             changed = led._changed
             if changed is not None:
                 led._changed = None
@@ -338,10 +424,11 @@ class BudgetLedger:
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
             tool_calls=self.tool_calls,
+            usd=self.usd / PICO,
             exhausted=tuple(self.exhausted),
         )
 
-    def _refuse(self, resource: Resource, limit: int, spent: int) -> Refusal:
+    def _refuse(self, resource: Resource, limit: float, spent: float) -> Refusal:
         if resource not in self.exhausted:
             self.exhausted.append(resource)
         scope: Literal["tree", "subagent"] = "tree" if self.parent is None else "subagent"

@@ -142,12 +142,13 @@ class BudgetExceeded(DeepActorsError, RuntimeError):
     what was spent.
 
     Attributes:
-        resource: ``model_calls``, ``input_tokens``, ``output_tokens`` or ``tool_calls``.
-        limit: The budget's limit for it.
+        resource: ``model_calls``, ``input_tokens``, ``output_tokens``, ``tool_calls``
+            or ``usd``.
+        limit: The budget's limit for it (dollars for ``usd``).
         spent: How much of it was spent when the call was refused.
     """
 
-    def __init__(self, message: str, *, resource: str, limit: int, spent: int) -> None:
+    def __init__(self, message: str, *, resource: str, limit: float, spent: float) -> None:
         super().__init__(message)
         self.resource = resource
         self.limit = limit

@@ -78,9 +78,16 @@ class RunFinished(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelCallStarted(Event):
-    """A model call is about to be made (any wait for a request slot comes after)."""
+    """A model call is about to be made (any wait for a request slot comes after).
+
+    Attributes:
+        model: The name of the model asked (a fallback may answer instead).
+        provider: Who serves it (``anthropic``, ``openai``, ...), when known.
+    """
 
     step: int
+    model: str | None = None
+    provider: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -125,14 +132,16 @@ class BudgetExhausted(Event):
     """The run's budget refused a call: a model call was not made, or a tool call not run.
 
     Attributes:
-        resource: ``model_calls``, ``input_tokens``, ``output_tokens`` or ``tool_calls``.
-        limit: The limit of the budget that refused (the tree's, or a subagent's own).
+        resource: ``model_calls``, ``input_tokens``, ``output_tokens``, ``tool_calls``
+            or ``usd``.
+        limit: The limit of the budget that refused (the tree's, or a subagent's own;
+            dollars for ``usd``).
         spent: How much of it was spent then.
     """
 
     resource: str
-    limit: int
-    spent: int
+    limit: float
+    spent: float
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -181,11 +190,12 @@ class FileChanged(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SubagentSpawned(Event):
-    """A child actor started; ``child`` is its path."""
+    """A child actor started; ``child`` is its path, ``call_id`` the ``task`` call's id."""
 
     child: str
     subagent_type: str
     description: str
+    call_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -19,17 +19,19 @@ from ..budget import (
     TOOL_USE_PROMPT_TOKENS,
     BudgetLedger,
     Hold,
+    Rates,
     Refusal,
     messages_tokens,
     text_tokens,
     tool_tokens,
 )
 from ..context import RunContext, RunKey
-from ..errors import ModelError
+from ..errors import BudgetExceeded, ModelError
 from ..events import BudgetExhausted
 from ..history import MessageView
 from ..messages import Message
 from ..models import ChatModel, ModelRequest
+from ..models.profiles import ModelPrices, profile_of
 from ..tools import Tool
 
 __all__ = ["reserve", "settle_failed", "tool_refused"]
@@ -170,14 +172,22 @@ def reserve(
         else:
             need_in += _fixed_tokens(prompt, tools)
     want_out = 0
+    # Whether the request will carry the max_tokens reserved (else it must be set).
+    bounded = True
     if ledger.tracks_output:
-        # The call's max_tokens: the request's, else the model's, else the default.
+        # The call's max_tokens: the request's, else the model's, else its
+        # profile's, else the default.
         settings = request.settings
         asked = settings.get("max_tokens") if settings else None
         if asked is None:
             # SupportsMaxTokens, read without isinstance(): a runtime protocol
             # check costs more than the rest of the reservation together.
-            asked = getattr(model, "max_tokens", None) or DEFAULT_OUTPUT_RESERVATION
+            asked = getattr(model, "max_tokens", None)
+            if asked is None:
+                # A model that sends no limit of its own (an OpenAI-compatible
+                # server's): the call is made with the one reserved.
+                bounded = False
+                asked = _profile_max_tokens(model) or DEFAULT_OUTPUT_RESERVATION
         if type(asked) is int and asked > 0:  # the common case (type(): not a bool)
             want_out = asked
         else:  # an int subclass, or a setting that is no max_tokens: the model's
@@ -186,9 +196,14 @@ def reserve(
                 or _positive_int(getattr(model, "max_tokens", None))
                 or DEFAULT_OUTPUT_RESERVATION
             )
-    outcome = ledger.try_reserve(need_in, want_out)
+    rates = None
+    if ledger.tracks_usd:
+        rates = _rates(model)
+        if rates is None:
+            raise _unpriced(request, model)
+    outcome = ledger.try_reserve(need_in, want_out, rates)
     if isinstance(outcome, Hold):
-        if outcome.output_tokens < want_out:
+        if outcome.output_tokens < want_out or not bounded:
             settings = {**request.settings, "max_tokens": outcome.output_tokens}
             request = request.replace(settings=settings)
         return outcome, request
@@ -197,6 +212,48 @@ def reserve(
         assert run is not None
         raise _refused(run, outcome, f"model call {run.step} of {run.path}")
     return outcome  # calls in flight hold what this one needs
+
+
+def _profile_max_tokens(model: ChatModel) -> int | None:
+    profile = profile_of(model)
+    return None if profile is None else profile.max_output_tokens
+
+
+def _rates(model: ChatModel) -> Rates | None:
+    """The model's prices per token in pico-dollars, or None when unknown."""
+    profile = profile_of(model)
+    if profile is None or profile.prices is None:
+        return None
+    return _pico_rates(profile.prices)
+
+
+@functools.lru_cache(maxsize=256)
+def _pico_rates(prices: ModelPrices) -> Rates:
+    return prices.per_token_pico()
+
+
+def _unpriced(request: ModelRequest, model: ChatModel) -> BudgetExceeded:
+    limit = next(led.limits.usd for led in _ledgers(request) if led.limits.usd is not None)
+    run = request.run
+    where = f"model call {run.step} of {run.path}" if run is not None else "the model call"
+    return BudgetExceeded(
+        f"the budget limits dollars, and model {model.model_name!r} has no known prices, "
+        f"so {where} was not made: give it a profile with prices "
+        "(deepactors.models.register_profile, or the model's profile=)",
+        resource="usd",
+        limit=limit if limit is not None else 0.0,
+        spent=0.0,
+    )
+
+
+def _ledgers(request: ModelRequest) -> list[BudgetLedger]:
+    run = request.run
+    ledger = run.budget if run is not None else None
+    out: list[BudgetLedger] = []
+    while ledger is not None:
+        out.append(ledger)
+        ledger = ledger.parent
+    return out
 
 
 def _positive_int(value: object) -> int | None:

@@ -44,6 +44,27 @@ def _outcome(handle: RunHandle) -> tuple[RunStatus, dict[str, Any] | None]:
         return "error", {"__error__": error_json(exc)}
 
 
+def _record_usage(run: RunRecord, handle: RunHandle) -> None:
+    """Put the tree's usage and cost (and its budget report) in the run's metadata."""
+    try:
+        values = handle.result_nowait()
+    except Exception:
+        return  # no result: nothing was counted for it
+    usage = values.get("usage")
+    if usage is not None:
+        run.metadata["usage"] = usage.model_dump()  # tokens, requests and cost_usd
+    budget = values.get("budget")
+    if budget is not None:
+        run.metadata["budget"] = {
+            "model_calls": budget.model_calls,
+            "input_tokens": budget.input_tokens,
+            "output_tokens": budget.output_tokens,
+            "tool_calls": budget.tool_calls,
+            "usd": budget.usd,
+            "exhausted": list(budget.exhausted),
+        }
+
+
 def _spent(handle: RunHandle) -> RunHandle:
     """A handle of an ended run with nothing of its outcome: where it started."""
     spent = RunHandle(path=handle.path, thread_id=handle.thread_id, deadline=handle.deadline)
@@ -106,6 +127,7 @@ class RunDriver:
                 handle.cancel()
             await handle.wait()
             status, result = _outcome(handle)
+            _record_usage(run, handle)
         except Exception as exc:
             # Starting it failed (the runtime is closing, say): the run failed.
             result = {"__error__": error_json(exc)}
@@ -148,6 +170,7 @@ class RunDriver:
         result: dict[str, Any] | None = None
         try:
             status, result = _outcome(handle)
+            _record_usage(run, handle)
         finally:  # a KeyboardInterrupt from a tool goes on, after the record
             self._end_now(run, status, result)
 
