@@ -181,7 +181,13 @@ class ContainerSandbox(ThreadSandboxes[ContainerWorkspace]):
             )
         self.engine = found
         os.makedirs(self.root, mode=0o755, exist_ok=True)
-        if self.run_as is not None and os.lstat(self.root).st_uid != self.run_as[0]:
+        # Shared, root is the workspace: the commands' user owns it. Per thread,
+        # root stays ours: only its workspaces are theirs, none can rename another.
+        if (
+            not self.per_thread
+            and self.run_as is not None
+            and os.lstat(self.root).st_uid != self.run_as[0]
+        ):
             os.chown(self.root, *self.run_as, follow_symlinks=False)
 
     async def _probe(self, argv: list[str], what: str) -> None:

@@ -99,6 +99,10 @@ async def run_contained(
             # processes die with its init (``--die-with-parent``), killed here too.
             pass_fds=() if write_end < 0 else (write_end,),
         )
+    except BaseException:
+        if read_end >= 0:
+            os.close(read_end)
+        raise
     finally:
         if write_end >= 0:
             os.close(write_end)  # bwrap has its copy; EOF once it closes it
