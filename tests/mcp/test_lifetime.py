@@ -171,3 +171,28 @@ async def test_a_call_past_its_call_timeout_is_cancelled_on_the_server_too(
     assert "took longer than 1 s" in hang.text
     assert echo.text == "echo: next"
     assert len(starts(app_log)) == 1
+
+
+async def test_one_server_named_twice_with_other_filters_is_still_one_session(
+    app_log: Path,
+) -> None:
+    child = {
+        "name": "child",
+        "description": "echoes",
+        "system_prompt": "echo",
+        "model": turns([call("b_echo", text="child")]),
+        "tools": [app_server(app_log, prefix="b_")],
+    }
+    agent = create_deep_agent(
+        turns(
+            [call("a_echo", text="parent")],
+            [call("task", description="echo", subagent_type="child")],
+        ),
+        tools=[app_server(app_log, prefix="a_", include={"echo"})],
+        subagents=[child],
+    )
+    with anyio.fail_after(60):
+        state = await agent.ainvoke("go")
+    texts = [m.text for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert texts == ["echo: parent", "echo: child"]
+    assert len(starts(app_log)) == 1
