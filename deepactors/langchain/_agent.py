@@ -22,9 +22,10 @@ from typing import Any, ClassVar
 
 from ..actors import EventStream, ThreadState
 from ..agent import DeepAgent
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, InputError
 from ..factory import create_deep_agent as _create_deep_agent
 from ..hooks import AgentMiddleware
+from ..tools import Command
 from ._graph import agent_graph
 from ._messages import lc_objects
 
@@ -85,15 +86,20 @@ class LangChainAgent(DeepAgent):
         kwargs.setdefault("backend", self._sync_loop)
         return super().stream(input, config, **kwargs)
 
-    async def ainvoke(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        """:meth:`DeepAgent.ainvoke`, its messages as LangChain objects (``invoke`` too)."""
-        return _result(await super().ainvoke(*args, **kwargs))
+    async def ainvoke(self, input: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """:meth:`DeepAgent.ainvoke`, its messages as LangChain objects (``invoke`` too).
+
+        LangGraph's ``Command(resume=...)`` is taken as deepactors' own.
+        """
+        return _result(await super().ainvoke(_input(input), *args, **kwargs))
 
     def astream(self, *args: Any, **kwargs: Any) -> Any:
         """:meth:`DeepAgent.astream`; with ``stream_mode``, parts hold LangChain objects.
 
         ``stream`` goes through here, so it yields the same.
         """
+        if args:
+            args = (_input(args[0]), *args[1:])
         stream = super().astream(*args, **kwargs)
         if not isinstance(stream, EventStream):  # LangGraph's parts (with stream_mode)
             modes = kwargs["stream_mode"]
@@ -125,6 +131,19 @@ def as_langchain(agent: DeepAgent) -> LangChainAgent:
     if isinstance(agent, LangChainAgent):
         return agent
     return LangChainAgent(agent.spec)
+
+
+def _input(value: Any) -> Any:
+    """LangGraph's ``Command(resume=...)`` as deepactors' :class:`~deepactors.Command`."""
+    cls = type(value)
+    if cls.__name__ == "Command" and cls.__module__.startswith("langgraph"):
+        if value.goto or value.graph is not None or value.update is not None:
+            raise InputError(
+                "a run's Command may only resume (Command(resume=...)); goto, graph and "
+                "update have no place in deepactors (update a thread with update_state)"
+            )
+        return Command(resume=value.resume)
+    return value
 
 
 def _result(result: Mapping[str, Any]) -> dict[str, Any]:

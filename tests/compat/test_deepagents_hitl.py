@@ -26,8 +26,8 @@ import pytest
 # --- the changed import lines -------------------------------------------------------
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
+from langgraph.types import Command  # upstream's line: LangGraph's Command resumes too
 
-from deepactors import Command
 from deepactors import MemoryCheckpointer as MemorySaver
 from deepactors.langchain import create_deep_agent as _create_deep_agent
 from tests.compat.lc_fakes import RuleChatModel
