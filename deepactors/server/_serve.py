@@ -33,6 +33,7 @@ from ._guard import (
     check_limits,
 )
 from ._langgraph_json import load_agents, with_server_persistence
+from ._retention import DEFAULT_RUN_RETENTION
 from ._supervise import supervise
 from ._uvicorn_http import HeadTimeoutProtocol
 from .auth import Auth, api_keys
@@ -46,6 +47,8 @@ _AUTH_ENV = "DEEPACTORS_SERVE_AUTH"
 _LIMITS_ENV = "DEEPACTORS_SERVE_LIMITS"
 GRACEFUL_SECONDS = 3.0
 """How long open streams may run on at shutdown before their runs are cancelled."""
+DEFAULT_IDLE_TIMEOUT = 300.0
+"""``create_app``'s ``idle_timeout``."""
 DEFAULT_HEADER_TIMEOUT = 10.0
 """Seconds a connection has to send a request's headers, from its opening or from
 its previous response (so also how long an idle kept-alive one stays open): more
@@ -91,6 +94,10 @@ class ServeOptions:
     """How clients authenticate (None: they do not, and only loopback is served)."""
     insecure: bool = False
     """Serve a non-loopback ``host`` without authentication all the same."""
+    run_retention: float | None = DEFAULT_RUN_RETENTION
+    """Seconds a finished run's record stays in memory (see ``create_app``); None: for ever."""
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    """Seconds an idle thread keeps its state and values in memory (see ``create_app``)."""
 
     @property
     def shared_runs(self) -> str | None:
@@ -112,13 +119,15 @@ class ServeOptions:
         return tuple(dict.fromkeys([*served, *self.allowed_hosts]))
 
     def app_limits(self) -> dict[str, Any]:
-        """``create_app``'s browser checks and limits, as these options set them."""
+        """``create_app``'s browser checks, limits and retention, as these options set them."""
         return {
             "cors_origins": list(self.cors_origins),
             "allowed_hosts": list(self.served_hosts),
             "max_body": self.max_body,
             "body_timeout": self.body_timeout,
             "max_streams_per_client": self.max_streams_per_client,
+            "run_retention": self.run_retention,
+            "idle_timeout": self.idle_timeout,
         }
 
 

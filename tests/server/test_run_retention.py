@@ -22,9 +22,11 @@ import httpx
 import pytest
 
 from deepactors import AssistantMessage, ToolCall, ToolMessage, create_deep_agent
+from deepactors.errors import ConfigurationError
 from deepactors.models import FunctionModel, ModelRequest
 from deepactors.persistence import SqliteCheckpointer
-from deepactors.server import create_app
+from deepactors.server import ServeOptions, create_app
+from deepactors.server._serve import build_app
 
 from .conftest import Served
 
@@ -178,3 +180,15 @@ def test_runs_are_read_from_the_database_once_let_go_of(
     until(lambda: thread.stale, "the idle thread lets go of its values again")
     (found,) = client.threads.search()
     assert found["values"]["messages"][-1]["content"] == "turn 3 " + "b" * BIG
+
+
+def test_serve_options_set_the_retention(serve: Callable[..., Served]) -> None:
+    options = ServeOptions(run_retention=5.0, idle_timeout=7.0)
+    served = serve(build_app(None, None, limits=options.app_limits()))
+    assert served.runs.retention.run_retention == 5.0
+    assert served.runs.retention.idle_timeout == 7.0
+
+
+def test_a_bad_retention_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="run_retention"):
+        create_app({"agent": big_agent()}, run_retention=float("nan"))
