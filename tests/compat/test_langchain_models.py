@@ -188,3 +188,22 @@ def test_the_same_chat_model_object_gets_one_adapter() -> None:
     sub = agent.spec.middleware
     models = {id(s.agent.model) for mw in sub for s in getattr(mw, "specs", {}).values()}
     assert models == {id(agent.model)}
+
+
+def test_provider_chat_models_and_init_chat_model_strings_are_accepted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from langchain_anthropic import ChatAnthropic
+
+    from deepactors.models import resolve_model
+
+    claude = ChatAnthropic(model="claude-sonnet-4-6", api_key="sk-test")
+    agent = create_deep_agent(model=claude)
+    assert isinstance(agent.model, LangChainChatModel)
+    assert agent.model.model_name == "claude-sonnet-4-6"
+
+    # A provider deepactors does not know itself goes to LangChain's init_chat_model.
+    monkeypatch.setenv("GOOGLE_API_KEY", "test-key")
+    gemini = resolve_model("google_genai:gemini-3-pro")
+    assert isinstance(gemini, LangChainChatModel)
+    assert type(gemini.chat_model).__name__ == "ChatGoogleGenerativeAI"
