@@ -69,6 +69,10 @@ class MCPServer:
         call_timeout: Seconds one call may take before it is cancelled (the
             server is told) and answered with an error; None: no limit but the
             run's own deadline.
+        lazy: List the tools to the model by name and description only, in the
+            system prompt, and give it a ``load_mcp_tools`` tool that adds the
+            schemas of those it wants for the rest of its run: for servers with
+            many tools, which would otherwise fill the context on every call.
     """
 
     name: str = "mcp"
@@ -86,6 +90,7 @@ class MCPServer:
     max_in_flight: int = 64
     connect_timeout: float = 30.0
     call_timeout: float | None = None
+    lazy: bool = False
 
     def __post_init__(self) -> None:
         require_sdk()
@@ -147,7 +152,7 @@ class MCPServer:
             env: Extra environment variables.
             cwd: Working directory.
             **options: ``prefix``, ``include``, ``exclude``, ``max_in_flight``,
-                ``connect_timeout``, ``call_timeout`` (see the class).
+                ``connect_timeout``, ``call_timeout``, ``lazy`` (see the class).
         """
         return cls(
             transport="stdio",
@@ -177,7 +182,7 @@ class MCPServer:
             headers: Sent with every request.
             auth_token: A bearer token for ``Authorization``.
             **options: ``prefix``, ``include``, ``exclude``, ``max_in_flight``,
-                ``connect_timeout``, ``call_timeout`` (see the class).
+                ``connect_timeout``, ``call_timeout``, ``lazy`` (see the class).
         """
         return cls(
             transport="http", url=url, name=name, headers=headers, auth_token=auth_token, **options
@@ -218,7 +223,7 @@ def mcp_servers_from(config: Mapping[str, Any]) -> list[MCPServer]:
     "cwd"}`` for stdio, ``{"url", "headers"}`` (``"type": "http"`` or
     ``"streamable-http"``) for HTTP, plus any of ``prefix``, ``include``,
     ``exclude``, ``max_in_flight``, ``connect_timeout``, ``call_timeout``,
-    ``auth_token``. A whole file's object (``{"mcpServers": {...}}``) is taken too.
+    ``lazy``, ``auth_token``. A whole file's object (``{"mcpServers": {...}}``) is taken too.
 
     Raises:
         ConfigurationError: A value that is neither, or an unknown key.
@@ -245,6 +250,7 @@ _OPTIONS = (
     "max_in_flight",
     "connect_timeout",
     "call_timeout",
+    "lazy",
 )
 
 

@@ -14,8 +14,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..actors import SharedKey, current_runtime
+from ..context import RunKey, ToolRuntime
 from ..errors import ConfigurationError
 from ..hooks import AgentMiddleware, ModelHandler, ToolCallRequest, ToolHandler
+from ..tools import Tool, tool
 from ._config import MCPServer
 from ._connection import Connection
 from ._tools import MCPTool, tools_of
@@ -25,7 +27,18 @@ if TYPE_CHECKING:
     from ..models import ModelRequest
     from ..tools import Command
 
-__all__ = ["MCPToolsMiddleware", "connection_for"]
+__all__ = ["LOAD_TOOL", "MCPToolsMiddleware", "connection_for"]
+
+LOAD_TOOL = "load_mcp_tools"
+
+# The lazy tools a run has loaded (each subagent's run loads its own).
+_LOADED: RunKey[set[str]] = RunKey("mcp_tools_loaded", set)
+
+_LAZY_PROMPT = (
+    "## MCP tools to load\n\n"
+    "These tools exist, but their parameters are not shown yet. Call `load_mcp_tools` with "
+    "the names of those you need; you can call them from your next turn on.\n"
+)
 
 # One key per distinct server (its connection_key), so every agent naming that
 # server, with whatever prefix or filter, shares its runtime's one session.
@@ -90,6 +103,7 @@ class MCPToolsMiddleware(AgentMiddleware):
             raise ConfigurationError(f"two MCP servers are named {dupes[0]!r}")
         self.servers = tuple(servers)
         self._name = f"MCPToolsMiddleware[{','.join(names)}]"
+        self._load: Tool | None = self._load_tool() if any(s.lazy for s in servers) else None
 
     @property
     def name(self) -> str:
@@ -117,15 +131,22 @@ class MCPToolsMiddleware(AgentMiddleware):
             ConfigurationError: A server's tool has the name of another tool.
             ToolError: A server could not be started.
         """
-        extra = [t for named in await self._named() for t in named.tools]
+        extra: list[Tool] = []
+        lazy: list[MCPTool] = []
+        for named in await self._named():
+            (lazy if named.server.lazy else extra).extend(named.tools)
+        if lazy and self._load is not None:
+            loaded = request.run.local(_LOADED) if request.run is not None else set()
+            extra += [t for t in lazy if t.name in loaded]
+            extra.append(self._load)
+            request = request.replace(system_prompt=_with_listing(request.system_prompt, lazy))
         if extra:
             taken = {t.name for t in request.tools}
             for t in extra:
                 if t.name in taken:
                     raise ConfigurationError(
-                        f"the MCP tool {t.name!r} of server {t.connection.server.name!r} has "
-                        "the name of another tool of this agent: give the server a prefix= "
-                        "or exclude= it"
+                        f"the MCP tool {t.name!r} has the name of another tool of this agent: "
+                        "give its server a prefix= or exclude= it"
                     )
                 taken.add(t.name)
             request = request.replace(tools=[*request.tools, *extra])
@@ -137,9 +158,38 @@ class MCPToolsMiddleware(AgentMiddleware):
         """Give a call naming one of the servers' tools its tool."""
         if request.tool is None:
             name = request.call.name
+            if name == LOAD_TOOL and self._load is not None:
+                return await handler(request.replace(tool=self._load))
             for named in await self._named():
                 found = named.by_name.get(name)
                 if found is not None:
                     request = request.replace(tool=found)
                     break
         return await handler(request)
+
+    def _load_tool(self) -> Tool:
+        async def load_mcp_tools(names: list[str], runtime: ToolRuntime) -> str:
+            """Load MCP tools listed in the system prompt, so that you can call them.
+
+            Args:
+                names: The tools' names, as listed.
+            """
+            known = {
+                t.name for named in await self._named() if named.server.lazy for t in named.tools
+            }
+            loaded = runtime.run.local(_LOADED)
+            found = [n for n in names if n in known]
+            loaded.update(found)
+            missing = [n for n in names if n not in known]
+            text = f"Loaded: {', '.join(found)}." if found else "Nothing loaded."
+            if missing:
+                text += f" Not MCP tools to load: {', '.join(missing)}."
+            return text
+
+        return tool(name=LOAD_TOOL)(load_mcp_tools)
+
+
+def _with_listing(prompt: str | None, lazy: list[MCPTool]) -> str:
+    lines = [f"- {t.name}: {(t.description.strip().splitlines() or [''])[0]}" for t in lazy]
+    section = _LAZY_PROMPT + "\n".join(lines)
+    return f"{prompt}\n\n{section}" if prompt else section

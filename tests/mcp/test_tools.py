@@ -157,3 +157,33 @@ async def test_a_large_result_is_evicted_to_a_file_like_any_tool_s(app_log: Path
     (path,) = [p for p in state["files"] if p.startswith("/large_tool_results/")]
     assert "/large_tool_results/" in results(state)["echo"].text
     assert big in state["files"][path].content.replace("\n", "")
+
+
+async def test_a_lazy_server_lists_names_and_loads_schemas_when_asked(app_log: Path) -> None:
+    seen: list[ModelRequest] = []
+
+    def answer(request: ModelRequest) -> AssistantMessage:
+        seen.append(request)
+        turn = sum(isinstance(m, AssistantMessage) for m in request.messages)
+        if turn == 0:
+            return AssistantMessage(
+                tool_calls=[ToolCall(name="load_mcp_tools", args={"names": ["add", "nope"]})]
+            )
+        if turn == 1:
+            return AssistantMessage(tool_calls=[ToolCall(name="add", args={"a": 1, "b": 2})])
+        return AssistantMessage(content="done")
+
+    agent = create_deep_agent(
+        FunctionModel(answer), mcp_servers={"app": app_server(app_log, lazy=True)}
+    )
+    with anyio.fail_after(30):
+        state = await agent.ainvoke("go")
+    first, second = {t.name for t in seen[0].tools}, {t.name for t in seen[1].tools}
+    assert "load_mcp_tools" in first
+    assert not first & {"add", "echo"}  # no schema yet: names only, in the prompt
+    assert "- add: Add two integers" in (seen[0].system_prompt or "")
+    assert "add" in second
+    assert "echo" not in second
+    got = results(state)
+    assert got["load_mcp_tools"].text == "Loaded: add. Not MCP tools to load: nope."
+    assert json.loads(got["add"].text) == {"sum": 3}
