@@ -68,21 +68,11 @@ class BubblewrapWorkspace(SandboxWorkspace):
             command,
         ]
 
-    async def execute(self, command: str, *, timeout: float | None = None) -> ExecuteResult:
-        """Run ``command`` with ``sh -c`` in the sandbox, in ``/workspace``.
+    async def _run_command(self, command: str, timeout: float) -> ExecuteResult:
+        """Run one command in fresh bubblewrap namespaces over this workspace.
 
-        Args:
-            command: A shell command line.
-            timeout: Seconds before the sandbox (every process in it) is
-                killed; the sandbox's default when None.
-
-        Returns:
-            The merged stdout and stderr (cut at the output cap), the exit code
-            (128 + the signal's number for a command killed by a signal, as a
-            shell reports it), and whether it was cut or timed out.
-
-        Raises:
-            SandboxUnavailable: bubblewrap cannot run here (checked once).
+        A command killed by a signal reports ``128 +`` the signal's number, as a
+        shell does; see :meth:`SandboxWorkspace.execute`.
         """
         await self._sandbox.check()
         read_end, write_end = await self._run(self._prepare)
@@ -94,7 +84,7 @@ class BubblewrapWorkspace(SandboxWorkspace):
             raise
         return await run_contained(
             argv,
-            timeout=self.timeout if timeout is None else timeout,
+            timeout=timeout,
             output_bytes=self.limits.output_bytes,
             output_total_bytes=self.limits.output_total_bytes,
             info_fd=(read_end, write_end),

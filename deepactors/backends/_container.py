@@ -45,15 +45,12 @@ class ContainerWorkspace(SandboxWorkspace):
     def __init__(self, sandbox: _Owner, root: str) -> None:
         super().__init__(sandbox, root)
 
-    async def execute(self, command: str, *, timeout: float | None = None) -> ExecuteResult:
+    async def _run_command(self, command: str, timeout: float) -> ExecuteResult:
         """Run ``command`` with ``sh -c`` in a new container over the workspace.
 
         Each command gets a container of its own (``run --rm``), removed when
         it ends; on a timeout, a flood of output or cancellation the client is
         killed and the container removed (``rm -f``), which kills everything in it.
-
-        Raises:
-            SandboxUnavailable: The engine or its daemon cannot run containers (checked once).
         """
         await self._sandbox.check()
         await self._run(self._prepare_root)
@@ -65,7 +62,7 @@ class ContainerWorkspace(SandboxWorkspace):
 
         return await run_contained(
             [*self._sandbox.run_args(self.root, name), "sh", "-c", command],
-            timeout=self.timeout if timeout is None else timeout,
+            timeout=timeout,
             output_bytes=self.limits.output_bytes,
             output_total_bytes=self.limits.output_total_bytes,
             on_kill=remove,

@@ -7,6 +7,10 @@ import os
 import stat as stat_module
 from typing import Protocol
 
+import anyio
+
+from deepactors.errors import SandboxError
+
 from ._fdpath import Anchor
 from ._filesystem import FilesystemBackend
 from ._protocol import EditResult, ExecuteResult, WriteResult
@@ -55,6 +59,8 @@ class SandboxWorkspace(FilesystemBackend):
         self.timeout = sandbox.timeout
         self.limits: SandboxLimits = sandbox.limits
         self._ready = False
+        self._closed = False
+        self._running: set[anyio.CancelScope] = set()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.root!r})"
@@ -131,8 +137,39 @@ class SandboxWorkspace(FilesystemBackend):
             self._ready = True
 
     async def execute(self, command: str, *, timeout: float | None = None) -> ExecuteResult:
-        """Run ``command`` in the sandbox (each kind of sandbox its own way)."""
+        """Run ``command`` with ``sh -c`` in the sandbox, in ``/workspace``.
+
+        Args:
+            command: A shell command line.
+            timeout: Seconds before the sandbox (every process in it) is
+                killed; the sandbox's default when None.
+
+        Returns:
+            The merged stdout and stderr (cut at the output cap), the exit code,
+            and whether it was cut or timed out.
+
+        Raises:
+            SandboxUnavailable: The sandbox cannot run here (checked once).
+            SandboxError: The workspace was closed (the command was killed).
+        """
+        if self._closed:
+            raise SandboxError("this sandbox is closed")
+        with anyio.CancelScope() as scope:
+            self._running.add(scope)
+            try:
+                return await self._run_command(
+                    command, self.timeout if timeout is None else timeout
+                )
+            finally:
+                self._running.discard(scope)
+        raise SandboxError("the sandbox was closed while the command ran; it was killed")
+
+    async def _run_command(self, command: str, timeout: float) -> ExecuteResult:
+        """Run one command, isolated (each kind of sandbox its own way)."""
         raise NotImplementedError
 
     async def aclose(self) -> None:
-        """Nothing to release: no command outlives its :meth:`execute` call."""
+        """Kill the commands still running here, and refuse new ones."""
+        self._closed = True
+        for scope in list(self._running):
+            scope.cancel()

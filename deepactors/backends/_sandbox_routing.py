@@ -76,7 +76,6 @@ class ThreadSandboxes(AsyncResource, Generic[W]):
         self.max_read_bytes = max_read_bytes
         self.max_write_bytes = max_write_bytes
         self._workspaces: dict[SandboxKey | None, W] = {}
-        self._running: set[anyio.CancelScope] = set()
         self._closed = False
 
     def __repr__(self) -> str:
@@ -105,10 +104,10 @@ class ThreadSandboxes(AsyncResource, Generic[W]):
     async def aclose(self) -> None:
         """Kill the commands still running, and delete the workspaces when ``cleanup`` says so."""
         self._closed = True
-        for scope in list(self._running):
-            scope.cancel()
         workspaces = list(self._workspaces.values())
         self._workspaces.clear()
+        for ws in workspaces:
+            await ws.aclose()
         if self.cleanup:
             with anyio.CancelScope(shield=True):
                 for ws in workspaces:
@@ -153,14 +152,7 @@ class ThreadSandboxes(AsyncResource, Generic[W]):
         Raises:
             SandboxError: The sandbox was closed (the command was killed).
         """
-        ws = self._current()
-        with anyio.CancelScope() as scope:
-            self._running.add(scope)
-            try:
-                return await ws.execute(command, timeout=timeout)
-            finally:
-                self._running.discard(scope)
-        raise SandboxError("the sandbox was closed while the command ran; it was killed")
+        return await self._current().execute(command, timeout=timeout)
 
     async def ls(self, path: str = "/") -> list[FileInfo]:
         """See :meth:`Backend.ls`."""

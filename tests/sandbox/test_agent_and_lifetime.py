@@ -138,6 +138,31 @@ async def test_closing_kills_running_commands_and_refuses_more(sandbox_root: Pat
         await sandbox.execute("true")
 
 
+async def test_closing_a_workspace_opened_for_a_key_kills_its_commands(
+    sandbox_root: Path,
+) -> None:
+    async with BubblewrapSandbox(sandbox_root) as sandbox:
+        opened = await sandbox.open_sandbox(SandboxKey("t-open"))
+        caught: list[BaseException] = []
+
+        async def run() -> None:
+            try:
+                await opened.execute("sleep 1000.0092")
+            except SandboxError as exc:
+                caught.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            with anyio.fail_after(30):
+                while not await alive("1000.0092"):  # noqa: ASYNC110 (a host process)
+                    await anyio.sleep(0.01)
+            await opened.aclose()
+        assert len(caught) == 1
+        assert await alive("1000.0092") == []
+        with pytest.raises(SandboxError, match="closed"):
+            await opened.execute("true")
+
+
 async def test_the_protocols_fit(sandbox_root: Path) -> None:
     async with BubblewrapSandbox(sandbox_root) as sandbox:
         assert isinstance(sandbox, SandboxProvider)
