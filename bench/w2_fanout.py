@@ -33,6 +33,8 @@ server starts (``gc.collect(); gc.freeze()``), in the floor's runs too.
 
 ``--defer-gc`` adds a row: deepactors under ``open_runtime(defer_gc=True)``,
 which defers the collector's full collections while runs are in progress.
+``--traced`` adds a row: deepactors traced with OpenTelemetry (the SDK's batch
+span processor and an in-memory exporter; every span exported inside the timing).
 ``--unpaced`` adds a row: deepactors under ``open_runtime(pacing=None)``, without
 the slices that keep the loop's timers and sockets served during the fan-out
 (what pacing costs, and what it buys in timer lateness).
@@ -189,7 +191,11 @@ UNREACHABLE = Budget(model_calls=10**9, input_tokens=10**12, output_tokens=10**1
 
 
 def our_work(
-    n: int, defer_gc: bool = False, paced: bool = True, budget: Budget | None = None
+    n: int,
+    defer_gc: bool = False,
+    paced: bool = True,
+    budget: Budget | None = None,
+    traced: bool = False,
 ) -> Callable[[], Awaitable[int]]:
     child = {
         "name": "r",
@@ -212,7 +218,14 @@ def our_work(
     )
 
     async def run() -> int:
-        if defer_gc or not paced:
+        if traced:
+            from deepactors.tracing import Tracing
+
+            tracing = Tracing(tracer_provider=_traced_provider())
+            async with open_runtime(tracing=tracing) as rt:
+                result = await agent.ainvoke("go", runtime=rt)
+            _traced_provider().force_flush()  # every span exported, inside the timing
+        elif defer_gc or not paced:
             async with open_runtime(defer_gc=defer_gc, pacing=0.005 if paced else None) as rt:
                 result = await agent.ainvoke("go", runtime=rt)
         else:
@@ -222,11 +235,30 @@ def our_work(
     return run
 
 
+_PROVIDER: Any = None
+
+
+def _traced_provider() -> Any:
+    """The OpenTelemetry SDK with its batch span processor and an in-memory exporter."""
+    global _PROVIDER
+    if _PROVIDER is None:
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+            InMemorySpanExporter,
+        )
+
+        _PROVIDER = TracerProvider()
+        _PROVIDER.add_span_processor(BatchSpanProcessor(InMemorySpanExporter()))
+    return _PROVIDER
+
+
 MAKERS = {
     "floor": floor_work,
     "deepactors": our_work,
     "defer_gc": functools.partial(our_work, defer_gc=True),
     "unpaced": functools.partial(our_work, paced=False),
+    "traced": functools.partial(our_work, traced=True),
     # For bench/instructions.py w2 --budget (bench/w2_budget.py times it).
     "budget": functools.partial(our_work, budget=UNREACHABLE),
 }
@@ -312,6 +344,11 @@ def main() -> None:
     parser.add_argument(
         "--unpaced", action="store_true", help="also run deepactors with pacing=None"
     )
+    parser.add_argument(
+        "--traced",
+        action="store_true",
+        help="also run deepactors traced (OpenTelemetry SDK, batch processor, in-memory)",
+    )
     parser.add_argument("--worker", nargs=3, metavar=("IMPL", "LOOP", "N"), help=argparse.SUPPRESS)
     parser.add_argument("--mode", default="measure", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -330,6 +367,7 @@ def main() -> None:
         *IMPLS,
         *(("defer_gc",) if args.defer_gc else ()),
         *(("unpaced",) if args.unpaced else ()),
+        *(("traced",) if args.traced else ()),
     )
     for backend in args.loops:
         for n in args.sizes:

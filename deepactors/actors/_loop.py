@@ -25,6 +25,7 @@ from ..events import ModelCallFinished, ModelCallStarted
 from ..messages import AssistantMessage, Message, ToolCall, ToolMessage, Usage
 from ..models import ModelRequest
 from ..state import State
+from ..tracing import provider_of
 from ._spec import AgentSpec, Hook
 from ._tool_step import run_tools
 
@@ -108,7 +109,16 @@ async def run_loop(spec: AgentSpec, state: State, run: RunContext) -> Usage | No
                     await journal.sync()
                 emit = run.emit
                 if emit is not None:
-                    emit(ModelCallStarted(path=run.path, run_id=run.run_id, step=step))
+                    model = spec.model
+                    emit(
+                        ModelCallStarted(
+                            path=run.path,
+                            run_id=run.run_id,
+                            step=step,
+                            model=model.model_name,
+                            provider=provider_of(model),
+                        )
+                    )
                 if debug:
                     _log.debug("model call", path=run.path, step=step)
                 request = ModelRequest(

@@ -25,6 +25,7 @@ from .._core.pacing import DEFAULT_QUANTUM, Pacer
 from ..errors import RuntimeClosed
 from ..events import Event
 from ..persistence import ThreadInfo
+from ..tracing import Tracing, tree_tracer
 from ._actor import (
     MAILBOX_SIZE,
     Order,
@@ -83,6 +84,27 @@ class SharedKey(Generic[T]):
 _CURRENT: ContextVar[Runtime | None] = ContextVar("deepactors_runtime", default=None)
 
 
+def _tracing(tracing: Tracing | bool) -> Tracing | None:
+    if isinstance(tracing, Tracing):
+        return tracing
+    return Tracing() if tracing else None
+
+
+def _chain(
+    emit: Callable[[Event], None] | None, then: Callable[[Event], None]
+) -> Callable[[Event], None]:
+    """``emit``, then ``then``: the run's listeners, and its tracer."""
+    if emit is None:
+        return then
+    first = emit
+
+    def both(event: Event) -> None:
+        first(event)
+        then(event)
+
+    return both
+
+
 def current_runtime() -> Runtime | None:
     """The runtime hosting the calling actor, or None outside any."""
     return _CURRENT.get()
@@ -120,8 +142,11 @@ class Runtime:
         defer_gc: bool = False,
         pacer: Pacer | None = None,
         system: TaskGroup | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self._tg = task_group
+        # None: no tracing at all (open_runtime(tracing=False)).
+        self._tracing = tracing
         self._system = system if system is not None else task_group
         self._shared: dict[SharedKey[Any], Any] = {}
         self.idle_timeout = idle_timeout
@@ -283,6 +308,10 @@ class Runtime:
             emit = send.send_nowait
         else:
             emit = on_event
+        if self._tracing is not None:
+            tracer = tree_tracer(self._tracing, thread_id=thread_id)
+            if tracer is not None:
+                emit = _chain(emit, tracer)
         return RunOrder(
             handle=handle, input=run_input, emit_stream=send, emit=emit, on_done=options.on_done
         )
@@ -363,6 +392,7 @@ async def open_runtime(
     pacing: float | None = DEFAULT_QUANTUM,
     freeze_heap: bool = False,
     defer_gc: bool = False,
+    tracing: Tracing | bool = True,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime whose actors live until the ``async with`` block ends.
 
@@ -399,6 +429,10 @@ async def open_runtime(
             run finds nothing either), and the hand-back thaws whatever else
             was frozen (by ``gc.freeze()`` of your own) as well. Process-wide,
             hence off by default.
+        tracing: OpenTelemetry traces of the runs (:mod:`deepactors.tracing`):
+            True traces with the global tracer provider whenever one is set
+            (and costs nothing while none is); a :class:`~deepactors.tracing.Tracing`
+            names a provider or content capture; False never traces.
     """
     with contextlib.ExitStack() as stack:
         if freeze_heap:
@@ -412,7 +446,12 @@ async def open_runtime(
             try:
                 async with anyio.create_task_group() as tg:
                     rt = Runtime(
-                        tg, idle_timeout=idle_timeout, defer_gc=defer_gc, pacer=pacer, system=system
+                        tg,
+                        idle_timeout=idle_timeout,
+                        defer_gc=defer_gc,
+                        pacer=pacer,
+                        system=system,
+                        tracing=_tracing(tracing),
                     )
                     try:
                         yield rt

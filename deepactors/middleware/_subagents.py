@@ -227,6 +227,7 @@ class SubAgentMiddleware(AgentMiddleware):
                     child=child_path,
                     subagent_type=spec.name,
                     description=description,
+                    call_id=rt.tool_call_id,
                 )
             )
         outcome = await run_child(

@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, ...]] = [
     ),
     ("filediff", "state", "interrupts", "events", "budget"),
     ("persistence", "backends"),
-    ("context", "tools", "lc_views", "langchain._messages", "langchain._tools"),
+    ("context", "tools", "lc_views", "langchain._messages", "langchain._tools", "tracing"),
     ("models", "hooks", "langchain._chat_model"),
     # Middleware that spawns no children sits below the runtime.
     (

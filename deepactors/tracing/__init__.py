@@ -1,0 +1,95 @@
+"""OpenTelemetry traces of runs, in the GenAI semantic conventions.
+
+A run is traced when an OpenTelemetry tracer provider is configured: the
+global one (``opentelemetry.trace.set_tracer_provider``, as the SDK's and most
+vendors' set-up does), or one given to ``open_runtime(tracing=Tracing(...))``.
+Without one, nothing of this runs: no span is made, ``opentelemetry`` is not
+even imported, and the run's events go nowhere they did not go before.
+
+The trace follows the actor tree: one ``invoke_agent {name}`` span per actor
+run, each subagent's under the ``execute_tool task`` span of the call that
+started it; one ``chat {model}`` span per model call (tokens, cached tokens,
+finish reasons, the response model and the call's cost) and one
+``execute_tool {name}`` span per tool call. Retries, fallbacks, summaries,
+budget refusals and interrupts are events on the span they happened in; a run
+that failed, timed out or was cancelled ends with an error status saying so.
+The run's parent is the OpenTelemetry context current where it was started, so
+a run started inside a span of yours, or by the server for a request carrying
+``traceparent``, joins that trace.
+
+Message content (tool arguments and results, answers, subagent briefs) is left
+out unless asked for, as the conventions say: ``Tracing(capture_content=True)``
+or ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``.
+
+Needs ``deepactors[otel]`` (the OpenTelemetry API; bring the SDK and an exporter).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..events import Event
+
+__all__ = ["CAPTURE_CONTENT_ENV", "Tracing", "provider_of", "tree_tracer"]
+
+CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+"""The environment variable the GenAI conventions name for recording content."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tracing:
+    """How a runtime traces its runs (``open_runtime(tracing=...)``).
+
+    Attributes:
+        tracer_provider: The OpenTelemetry ``TracerProvider`` to trace with;
+            None: the global one, and no tracing while none is set.
+        capture_content: Record message content on spans; None: as
+            ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` says (off
+            when unset).
+    """
+
+    tracer_provider: Any = None
+    capture_content: bool | None = None
+
+
+def provider_of(model: object) -> str | None:
+    """The ``gen_ai.provider.name`` of a model object: its ``provider`` if it says,
+    else told by the package its class comes from (``anthropic``, ``openai``)."""
+    said = getattr(model, "provider", None)
+    if isinstance(said, str):
+        return said
+    module = type(model).__module__
+    for known in ("anthropic", "openai", "langchain"):
+        if known in module:
+            return known
+    return None
+
+
+def tree_tracer(
+    tracing: Tracing | None, *, thread_id: str | None
+) -> Callable[[Event], None] | None:
+    """The event consumer that traces one top-level run, or None when off.
+
+    Called once per run, where the run is ordered: the OpenTelemetry context
+    current there becomes the run's parent.
+    """
+    provider = None if tracing is None else tracing.tracer_provider
+    if provider is None:
+        if "opentelemetry.trace" not in sys.modules:
+            return None  # never imported: nobody set a provider up
+        from opentelemetry import trace
+
+        provider = trace.get_tracer_provider()
+        if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+            return None
+    capture = None if tracing is None else tracing.capture_content
+    if capture is None:
+        capture = os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() in ("1", "true")
+    from ._tree import TreeTracer
+
+    return TreeTracer(provider, capture_content=capture, thread_id=thread_id)
