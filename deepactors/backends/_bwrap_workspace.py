@@ -87,5 +87,6 @@ class BubblewrapWorkspace(SandboxWorkspace):
             timeout=timeout,
             output_bytes=self.limits.output_bytes,
             output_total_bytes=self.limits.output_total_bytes,
+            watchdog=self.watchdog(),
             info_fd=(read_end, write_end),
         )

@@ -65,6 +65,7 @@ class ContainerWorkspace(SandboxWorkspace):
             timeout=timeout,
             output_bytes=self.limits.output_bytes,
             output_total_bytes=self.limits.output_total_bytes,
+            watchdog=self.watchdog(),
             on_kill=remove,
         )
 

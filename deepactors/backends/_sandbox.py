@@ -65,6 +65,10 @@ class SandboxLimits:
             per-thread sandbox is reached only inside a tool call.
         output_total_bytes: Output read in all before the command is killed
             (``yes`` forever cannot keep the host reading).
+        workspace_bytes: Disk the workspace may use (``du``), checked while a
+            command runs (every 0.25 s, or ten times as long as a check takes):
+            a command that grows it past this is killed. Off by default: each
+            check walks the workspace. The disk it is on stays the hard floor.
     """
 
     cpu_seconds: int | None = 60
@@ -75,6 +79,7 @@ class SandboxLimits:
     tmp_bytes: int | None = 256 * MIB
     output_bytes: int = 50_000
     output_total_bytes: int = 64 * MIB
+    workspace_bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import contextlib
 import os
 import stat as stat_module
+import subprocess
+import time
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 import anyio
@@ -17,6 +20,8 @@ from ._protocol import EditResult, ExecuteResult, WriteResult
 from ._sandbox import WORKSPACE, SandboxLimits
 
 __all__ = ["SandboxOwner", "SandboxWorkspace"]
+
+_QUOTA_PAUSE = 0.25
 
 
 class SandboxOwner(Protocol):
@@ -163,6 +168,39 @@ class SandboxWorkspace(FilesystemBackend):
             finally:
                 self._running.discard(scope)
         raise SandboxError("the sandbox was closed while the command ran; it was killed")
+
+    async def _usage(self) -> int:
+        """Bytes of disk the workspace uses (``du``: links never followed, one filesystem)."""
+        result = await anyio.run_process(
+            ["du", "-s", "-x", "-B1", self.root], check=False, stderr=subprocess.DEVNULL
+        )
+        try:
+            return int(result.stdout.split()[0])
+        except (IndexError, ValueError):
+            return 0
+
+    def watchdog(self) -> Callable[[], Awaitable[str]] | None:
+        """What kills a command that grows the workspace past ``workspace_bytes`` (if set)."""
+        limit = self.limits.workspace_bytes
+        if limit is None:
+            return None
+
+        async def watch() -> str:
+            start = await self._usage()
+            pause = _QUOTA_PAUSE
+            while True:
+                await anyio.sleep(pause)
+                began = time.monotonic()
+                used = await self._usage()
+                # A big workspace is walked less often, so checking never dominates.
+                pause = max(_QUOTA_PAUSE, 10 * (time.monotonic() - began))
+                if used > limit and used > start:
+                    return (
+                        f"the workspace grew to {used} bytes, past its limit of {limit}; "
+                        "delete files to make room"
+                    )
+
+        return watch
 
     async def _run_command(self, command: str, timeout: float) -> ExecuteResult:
         """Run one command, isolated (each kind of sandbox its own way)."""

@@ -66,6 +66,7 @@ async def run_contained(
     output_total_bytes: int,
     info_fd: tuple[int, int] | None = None,
     on_kill: Callable[[], Awaitable[object]] | None = None,
+    watchdog: Callable[[], Awaitable[str]] | None = None,
 ) -> ExecuteResult:
     """Run a sandbox's ``argv``; kill it (and so the whole sandbox) on timeout or cancellation.
 
@@ -79,6 +80,8 @@ async def run_contained(
             closed here.
         on_kill: Awaited (shielded) after a kill, for what killing the client
             process does not stop (a container run by a daemon).
+        watchdog: Runs beside the command; when it returns (why), the command
+            is killed and the reason is noted in the output.
 
     Another host user is taken by ``setpriv`` in ``argv``, not by
     ``subprocess``: a child that changes its uid is started with ``fork``
@@ -124,15 +127,26 @@ async def run_contained(
                 scope.cancel()
                 return
 
+    stopped: list[str] = []
+
+    async def watch(scope: anyio.CancelScope) -> None:
+        assert watchdog is not None
+        stopped.append(await watchdog())
+        scope.cancel()
+
     killed = False
     try:
         with anyio.move_on_after(timeout) as scope:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(drain, scope)
-                await process.wait()
-        timed_out = scope.cancelled_caught and not flooded
+            async with anyio.create_task_group() as outer:
+                if watchdog is not None:
+                    outer.start_soon(watch, scope)
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(drain, scope)
+                    await process.wait()
+                outer.cancel_scope.cancel()  # the watchdog, once the command is done
+        timed_out = scope.cancelled_caught and not flooded and not stopped
     finally:
-        if process.returncode is None or flooded:
+        if process.returncode is None or flooded or stopped:
             killed = True
             if read_end >= 0:
                 child = _child_pid(read_end)
@@ -164,6 +178,8 @@ async def run_contained(
             f"\n[output truncated: showing the first {len(kept)} of {total} bytes; "
             "redirect to a file and read or grep it for the rest]"
         )
+    if stopped:
+        output += f"\n[the command was killed: {stopped[0]}]"
     if timed_out:
         output += f"\n[command timed out after {timeout:g} seconds and was killed]"
     return ExecuteResult(

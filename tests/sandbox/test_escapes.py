@@ -153,6 +153,20 @@ async def test_a_file_past_the_size_limit_is_refused(
     assert "status=0" not in result.output
 
 
+async def test_filling_the_workspace_past_its_limit_is_stopped(sandbox_root: Path) -> None:
+    limits = SandboxLimits(file_bytes=1 << 20, workspace_bytes=8 << 20)
+    async with BubblewrapSandbox(sandbox_root, per_thread=False, limits=limits) as sb:
+        result = await sb.execute(
+            "i=0; while :; do head -c 1000000 /dev/zero > f$i || exit 9; i=$((i+1)); "
+            "sleep 0.01; done",
+            timeout=60,
+        )
+        assert not result.timed_out
+        assert "past its limit" in result.output
+        # Nothing stops a command that does not grow it: deleting works.
+        assert (await sb.execute("rm -f f*; echo cleared")).output.startswith("cleared")
+
+
 async def test_cpu_time_is_limited(sandbox_root: Path) -> None:
     limits = SandboxLimits(cpu_seconds=1)
     async with BubblewrapSandbox(sandbox_root, per_thread=False, limits=limits) as sb:
