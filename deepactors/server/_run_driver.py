@@ -65,6 +65,29 @@ def _record_usage(run: RunRecord, handle: RunHandle) -> None:
         }
 
 
+def _drop_traceback(handle: RunHandle) -> None:
+    """Let go of the frames of a failed run's error (and of the errors it chains).
+
+    The record keeps the error as JSON. The frames of its traceback hold the
+    run's event callback, hence this record, and the frame that caught it holds
+    the error back: a cycle that only a collection frees, and ``deepactors
+    serve`` defers and freezes collections. Without the traceback, reference
+    counting frees them all.
+    """
+    try:
+        handle.result_nowait()
+    except (Exception, KeyboardInterrupt, SystemExit) as exc:
+        chain: list[BaseException | None] = [exc]
+        seen: set[int] = set()
+        while chain:
+            error = chain.pop()
+            if error is None or id(error) in seen:
+                continue
+            seen.add(id(error))
+            error.__traceback__ = None
+            chain += (error.__cause__, error.__context__)
+
+
 def _spent(handle: RunHandle) -> RunHandle:
     """A handle of an ended run with nothing of its outcome: where it started."""
     spent = RunHandle(path=handle.path, thread_id=handle.thread_id, deadline=handle.deadline)
@@ -225,9 +248,8 @@ class RunDriver:
         handle = run.handle
         if handle is not None:
             # The handle holds the run's final state (the record has it as JSON)
-            # or its error, whose traceback's frames hold this record through
-            # the run's event callback: a cycle only a collection would free.
-            # A rollback of the run needs no more than where it started.
+            # or its error. A rollback of the run needs no more than where it started.
+            _drop_traceback(handle)
             run.handle = None if thread.temporary else _spent(handle)
         run.done.set()
 

@@ -60,6 +60,24 @@ def gated_agent(gate: Gate, **kwargs: Any) -> Any:
     return create_deep_agent(FunctionModel(main), tools=[hold], **kwargs)
 
 
+def failing_agent(gate: Gate) -> Any:
+    """As :func:`gated_agent`, but its model fails after the tool (a traceback to keep)."""
+
+    async def hold() -> str:
+        """Wait until the test lets the run go on."""
+        gate.entered.release()
+        with anyio.fail_after(20):
+            await anyio.to_thread.run_sync(gate.release.wait, abandon_on_cancel=True)
+        return "held"
+
+    def main(request: ModelRequest) -> AssistantMessage:
+        if not any(isinstance(m, ToolMessage) for m in request.messages):
+            return AssistantMessage(tool_calls=[ToolCall(name="hold", args={})])
+        raise RuntimeError("the model broke " + "c" * BIG)
+
+    return create_deep_agent(FunctionModel(main), tools=[hold])
+
+
 def big_agent(**kwargs: Any) -> Any:
     """Answers at once, with a big answer that says which turn it is."""
 
@@ -192,3 +210,23 @@ def test_serve_options_set_the_retention(serve: Callable[..., Served]) -> None:
 def test_a_bad_retention_is_refused() -> None:
     with pytest.raises(ConfigurationError, match="run_retention"):
         create_app({"agent": big_agent()}, run_retention=float("nan"))
+
+
+@pytest.mark.parametrize("stateless", [True, False], ids=["stateless", "thread"])
+def test_a_failed_run_is_freed_too(
+    serve: Callable[..., Served], no_collector: None, stateless: bool
+) -> None:
+    # Its error's traceback holds the frames of the run, which held its record.
+    gate = Gate()
+    served = serve(create_app({"agent": failing_agent(gate)}, run_retention=0.1))
+    client = served.client()
+    thread_id = None if stateless else client.threads.create()["thread_id"]
+    run = client.runs.create(thread_id, "agent", input=message())
+    ref, _ = held_record(served, gate, run["run_id"])
+    gate.release.set()
+    until(lambda: run["run_id"] not in served.runs.runs, "the run is forgotten")
+    until(lambda: ref() is None, "the run's record is freed")
+    if thread_id is not None:
+        assert client.runs.get(thread_id, run["run_id"])["status"] == "error"
+        joined = client.runs.join(thread_id, run["run_id"])
+        assert "the model broke" in joined["__error__"]["message"]
