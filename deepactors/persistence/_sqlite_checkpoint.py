@@ -52,7 +52,7 @@ __all__ = ["CHECKPOINT_SCHEMA_VERSION", "SqliteCheckpointer"]
 
 CHECKPOINT_SCHEMA_VERSION = 3
 """The version of the checkpoint tables this code writes and reads (2 added leases,
-3 a checksum per record)."""
+3 a checksum per record and each thread's head)."""
 
 # A rowid table, not WITHOUT ROWID: records are 1-2 KB, and SQLite advises
 # WITHOUT ROWID only for rows much smaller than a page. ``data`` comes last so
@@ -71,23 +71,42 @@ _RECORDS_DDL = """CREATE TABLE checkpoint_records (
         PRIMARY KEY (thread_id, seq)
     )"""
 
+# Each thread's newest seq, kept by a trigger in the statement that inserts the
+# record: a check on reads that the index lost none of the thread's last records
+# (a checksum cannot tell a record that is not found). A second copy of what the
+# primary-key index says, in other pages.
+_HEADS_DDL = (
+    """CREATE TABLE thread_heads (
+        thread_id TEXT PRIMARY KEY,
+        seq       INTEGER NOT NULL
+    ) WITHOUT ROWID""",
+    """CREATE TRIGGER thread_head AFTER INSERT ON checkpoint_records BEGIN
+        INSERT INTO thread_heads (thread_id, seq) VALUES (new.thread_id, new.seq)
+        ON CONFLICT (thread_id) DO UPDATE SET seq = excluded.seq;
+    END""",
+)
+
 _SCHEMA = Schema(
     key="checkpoints",
     version=CHECKPOINT_SCHEMA_VERSION,
-    ddl=(_RECORDS_DDL, *LEASE_DDL),
+    ddl=(_RECORDS_DDL, *LEASE_DDL, *_HEADS_DDL),
     # Version 1 had no leases: adding the table is all it takes. The version is
     # raised even so, so that a process of an older deepactors, which would
     # ignore leases, refuses the file instead of running threads beside them.
     # Version 2 had no checksums: the old records keep none (NULL, not checked:
     # computing them now would vouch for whatever damage they already have,
-    # and rewrite the whole file at open); the version is raised so that an
-    # older deepactors cannot go on adding records without one.
+    # and rewrite the whole file at open); their heads are taken from the index
+    # (reading it only). The version is raised so that an older deepactors
+    # cannot go on adding records without either.
     upgrades={
         1: LEASE_DDL,
         2: (
             "ALTER TABLE checkpoint_records ADD COLUMN crc INTEGER",
             f"INSERT INTO meta (key, value) SELECT '{CRC_AFTER}',"
             " CAST(coalesce(max(rowid), 0) AS TEXT) FROM checkpoint_records",
+            *_HEADS_DDL,
+            "INSERT INTO thread_heads (thread_id, seq)"
+            " SELECT thread_id, max(seq) FROM checkpoint_records GROUP BY thread_id",
         ),
     },
 )
@@ -221,15 +240,13 @@ def _delete_thread(
 
     The lease row stays: its holder goes on holding the now empty thread.
     """
-    if owner is None:
-        raw.execute("DELETE FROM checkpoint_records WHERE thread_id = ?", (thread_id,))
-        return
     # IMMEDIATE: nobody can take the lease between the check and the delete.
     raw.execute("BEGIN IMMEDIATE")
     try:
-        if not holds_lease(raw, thread_id, owner):
+        if owner is not None and not holds_lease(raw, thread_id, owner):
             raise _lease_lost(file, thread_id)
         raw.execute("DELETE FROM checkpoint_records WHERE thread_id = ?", (thread_id,))
+        raw.execute("DELETE FROM thread_heads WHERE thread_id = ?", (thread_id,))
         raw.execute("COMMIT")
     except BaseException:
         if raw.in_transaction:

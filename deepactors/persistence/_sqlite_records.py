@@ -105,7 +105,29 @@ def read_records(
             ) from None
     if path is not None:
         _check_seqs(raw, file, thread_id, upto_seq)
+    else:
+        _check_head(raw, file, thread_id, expected - 1, upto_seq)
     return out
+
+
+def _check_head(
+    raw: sqlite3.Connection, file: str, thread_id: str, last: int, upto_seq: int | None
+) -> None:
+    """Check that the newest record found is the thread's head (or ``upto_seq``).
+
+    Records are found through the primary-key index; damage there can hide the
+    newest ones, and a gap check cannot see a missing tail.
+    """
+    found = raw.execute("SELECT seq FROM thread_heads WHERE thread_id = ?", (thread_id,)).fetchone()
+    head = found[0] if found is not None else 0
+    if type(head) is not int:
+        raise CheckpointCorrupt(f"{file}: thread {thread_id!r}: its newest seq is not an integer")
+    want = head if upto_seq is None else min(head, max(upto_seq, 0))
+    if last != want:
+        raise CheckpointCorrupt(
+            f"{file}: thread {thread_id!r}: its records end at seq {last},"
+            f" but it was written up to seq {head}"
+        )
 
 
 def _check_crc(
@@ -156,6 +178,7 @@ def _check_seqs(raw: sqlite3.Connection, file: str, thread_id: str, upto_seq: in
     count, low, high = raw.execute(f"SELECT count(*), min(seq), max(seq) {sql}", params).fetchone()
     # Distinct integers (the primary key) from 1 to count are exactly 1..count.
     if count == 0 or (type(high) is int and low == 1 and high == count):
+        _check_head(raw, file, thread_id, high or 0, upto_seq)
         return
     expected = 1
     for (seq,) in raw.execute(f"SELECT seq {sql} ORDER BY seq", params):

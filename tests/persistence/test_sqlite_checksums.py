@@ -147,3 +147,37 @@ async def test_a_version_2_file_opens_its_old_records_unchecked(tmp_path: Path) 
         with pytest.raises(CheckpointCorrupt, match="record seq 3: its checksum is missing"):
             await cp.read("t")
         assert len(await cp.read("t", upto_seq=2)) == 2
+
+
+async def test_a_lost_newest_record_is_corrupt_not_a_shorter_history(tmp_path: Path) -> None:
+    # A gap shows in the seqs; a lost tail does not: the thread's head does.
+    async with SqliteCheckpointer(tmp_path / "cp.db") as cp:
+        await cp.put("t", [write(0, n=1), write(0, n=2), write(1, n=3)])
+        await tamper(cp, "DELETE FROM checkpoint_records WHERE seq = 3")
+        for read in (cp.read("t"), cp.read("t", path="main"), cp.read("t", upto_seq=5)):
+            with pytest.raises(CheckpointCorrupt) as info:
+                await read
+            assert "thread 't': its records end at seq 2, but it was written up to seq 3" in str(
+                info.value
+            )
+        assert [r.seq for r in await cp.read("t", upto_seq=2)] == [1, 2]
+
+
+async def test_a_deleted_thread_starts_again_from_seq_1(tmp_path: Path) -> None:
+    async with SqliteCheckpointer(tmp_path / "cp.db") as cp:
+        await cp.put("t", [write(0, n=1), write(0, n=2)])
+        await cp.delete_thread("t")
+        assert await cp.read("t") == []
+        await cp.put("t", [write(0, n=3)])
+        assert [(r.seq, r.data) for r in await cp.read("t")] == [(1, {"n": 3})]
+
+
+async def test_a_version_2_file_gets_the_heads_of_its_threads(tmp_path: Path) -> None:
+    file = tmp_path / "v2.db"
+    await anyio.to_thread.run_sync(make_version_2_file, file)
+    async with SqliteCheckpointer(file) as cp:
+        assert len(await cp.read("t")) == 2
+    await anyio.to_thread.run_sync(execute, file, "DELETE FROM checkpoint_records WHERE seq = 2")
+    async with SqliteCheckpointer(file) as cp:
+        with pytest.raises(CheckpointCorrupt, match="end at seq 1, but it was written up to seq 2"):
+            await cp.read("t")
