@@ -28,14 +28,21 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..events import Event
 
-__all__ = ["CAPTURE_CONTENT_ENV", "Tracing", "provider_of", "tree_tracer"]
+__all__ = [
+    "CAPTURE_CONTENT_ENV",
+    "Tracing",
+    "attach_traceparent",
+    "detach_traceparent",
+    "provider_of",
+    "tree_tracer",
+]
 
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 """The environment variable the GenAI conventions name for recording content."""
@@ -48,12 +55,15 @@ class Tracing:
     Attributes:
         tracer_provider: The OpenTelemetry ``TracerProvider`` to trace with;
             None: the global one, and no tracing while none is set.
+        meter_provider: The ``MeterProvider`` to record metrics with; None:
+            the global one, and no metrics while none is set.
         capture_content: Record message content on spans; None: as
             ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` says (off
             when unset).
     """
 
     tracer_provider: Any = None
+    meter_provider: Any = None
     capture_content: bool | None = None
 
 
@@ -73,23 +83,93 @@ def provider_of(model: object) -> str | None:
 def tree_tracer(
     tracing: Tracing | None, *, thread_id: str | None
 ) -> Callable[[Event], None] | None:
-    """The event consumer that traces one top-level run, or None when off.
+    """The event consumer that traces one top-level run and records its metrics,
+    or None when neither is set up.
 
     Called once per run, where the run is ordered: the OpenTelemetry context
     current there becomes the run's parent.
     """
+    spans = _tracer_provider(tracing)
+    meters = _meter_provider(tracing)
+    if spans is None and meters is None:
+        return None
+    consumers: list[Callable[[Event], None]] = []
+    if spans is not None:
+        capture = None if tracing is None else tracing.capture_content
+        if capture is None:
+            capture = os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() in ("1", "true")
+        from ._tree import TreeTracer
+
+        consumers.append(TreeTracer(spans, capture_content=capture, thread_id=thread_id))
+    if meters is not None:
+        from ._metrics import TreeMetrics, instruments_of
+
+        consumers.append(TreeMetrics(instruments_of(meters)))
+    if len(consumers) == 1:
+        return consumers[0]
+    first, second = consumers
+
+    def both(event: Event) -> None:
+        first(event)
+        second(event)
+
+    return both
+
+
+def _tracer_provider(tracing: Tracing | None) -> Any:
     provider = None if tracing is None else tracing.tracer_provider
-    if provider is None:
-        if "opentelemetry.trace" not in sys.modules:
-            return None  # never imported: nobody set a provider up
-        from opentelemetry import trace
+    if provider is not None:
+        return provider
+    if "opentelemetry.trace" not in sys.modules:
+        return None  # never imported: nobody set a provider up
+    from opentelemetry import trace
 
-        provider = trace.get_tracer_provider()
-        if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
-            return None
-    capture = None if tracing is None else tracing.capture_content
-    if capture is None:
-        capture = os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() in ("1", "true")
-    from ._tree import TreeTracer
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+        return None
+    return provider
 
-    return TreeTracer(provider, capture_content=capture, thread_id=thread_id)
+
+def _meter_provider(tracing: Tracing | None) -> Any:
+    provider = None if tracing is None else tracing.meter_provider
+    if provider is not None:
+        return provider
+    if "opentelemetry.metrics" not in sys.modules:
+        return None
+    from opentelemetry import metrics
+    from opentelemetry.metrics import NoOpMeterProvider
+
+    provider = metrics.get_meter_provider()
+    # The API's default is a proxy of its own (a private class): only a
+    # provider someone set is used.
+    if isinstance(provider, NoOpMeterProvider) or type(provider).__module__.startswith(
+        "opentelemetry.metrics"
+    ):
+        return None
+    return provider
+
+
+def attach_traceparent(headers: Iterable[tuple[bytes, bytes]]) -> object | None:
+    """Make a request's W3C trace context current; return the token to detach it.
+
+    None (and nothing done) when tracing is not set up or the request carries
+    no ``traceparent``: the server calls this for every request.
+    """
+    if "opentelemetry.trace" not in sys.modules:
+        return None
+    carrier: dict[str, str] = {}
+    for name, value in headers:
+        if name in (b"traceparent", b"tracestate", b"baggage"):
+            carrier[name.decode("latin-1")] = value.decode("latin-1")
+    if "traceparent" not in carrier or _tracer_provider(None) is None:
+        return None
+    from opentelemetry import context, propagate
+
+    return context.attach(propagate.extract(carrier))
+
+
+def detach_traceparent(token: object) -> None:
+    """Undo :func:`attach_traceparent`."""
+    from opentelemetry import context
+
+    context.detach(token)  # type: ignore[arg-type]
