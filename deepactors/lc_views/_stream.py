@@ -95,6 +95,7 @@ class _Actor:
     shown: Any = None  # the last values part streamed (an interrupt repeats it)
     update: dict[str, Any] = field(default_factory=dict)  # updates not yet streamed
     streamed: bool = False  # text of the current model call went out as chunks
+    answered: bool = False  # an answer's update waits for its last message chunk
 
 
 class LangGraphStream:
@@ -165,7 +166,12 @@ class LangGraphStream:
                     out.append(self._delta(ns, event))
             case ModelCallFinished():
                 if "messages" in self.modes:
-                    out.append(self._answer(ns, event))
+                    out.extend(self._answer(ns, event))
+                    actor = self._actor(event.path)
+                    if actor.answered:
+                        # LangGraph streams a model's message chunks, then its update.
+                        actor.answered = False
+                        out.extend(self._flush(ns, event.path, node="model"))
             case CustomEvent():
                 if "custom" in self.modes:
                     out.append(StreamPart(ns, "custom", jsonable(event.data)))
@@ -226,7 +232,9 @@ class LangGraphStream:
             return out
         actor.values = event.values
         _fold(actor.update, event.update)
-        if answer:
+        if answer and "messages" in self.modes:
+            actor.answered = True  # flushed after the answer's last chunk
+        elif answer:
             out.extend(self._flush(ns, event.path, node="model"))
         return out
 
@@ -272,8 +280,8 @@ class LangGraphStream:
             # subagent's name below the root, else the root agent's.
             "lc_agent_name": path.rsplit("/", 1)[-1].partition(":")[2] or path,
         }
-        if self.tags:
-            meta["tags"] = list(self.tags)
+        if self.tags and node == "model":
+            meta["tags"] = list(self.tags)  # a model call's config tags, as LangChain's
         if self.thread_id is not None:
             meta["thread_id"] = self.thread_id
         return meta
@@ -295,11 +303,12 @@ class LangGraphStream:
         chunk = _chunk(self._chunk_id(event), content)
         return StreamPart(ns, "messages", (chunk, meta))
 
-    def _answer(self, ns: Namespace, event: ModelCallFinished) -> StreamPart:
+    def _answer(self, ns: Namespace, event: ModelCallFinished) -> list[StreamPart]:
         """The end of a model call: the calls, usage and stop reason (and the text,
-        when none of it was streamed), as the last chunk of the message."""
+        when none of it was streamed), as the last chunk(s) of the message."""
         message = event.message
         actor = self._actor(event.path)
+        meta = self._metadata(event.path, "model", event.step)
         if self.objects:
             # The last piece of the message: its calls, usage and stop reason, and
             # its text unless that went out piece by piece already.
@@ -309,9 +318,15 @@ class LangGraphStream:
                     "content": "" if actor.streamed else message.content,
                 }
             )
-            return StreamPart(
-                ns, "messages", (last, self._metadata(event.path, "model", event.step))
-            )
+            if not message.tool_calls:
+                return [StreamPart(ns, "messages", (last, meta))]
+            # As LangChain streams it: the calls in a chunk, then an empty last one.
+            with_calls = last.model_copy(update={"usage": None, "stop_reason": None})
+            end = last.model_copy(update={"content": "", "tool_calls": []})
+            return [
+                StreamPart(ns, "messages", (with_calls, meta)),
+                StreamPart(ns, "messages", (end, meta)),
+            ]
         chunk = _chunk(
             self._chunk_id(event), "" if actor.streamed else content_to_lc(message.content)
         )
@@ -334,7 +349,7 @@ class LangGraphStream:
         meta = {"model_name": message.model, "stop_reason": message.stop_reason}
         chunk["response_metadata"] = {k: v for k, v in meta.items() if v is not None}
         chunk["chunk_position"] = "last"
-        return StreamPart(ns, "messages", (chunk, self._metadata(event.path, "model", event.step)))
+        return [StreamPart(ns, "messages", (chunk, meta))]
 
 
 def _chunk(chunk_id: str, content: str | list[dict[str, Any]]) -> dict[str, Any]:
