@@ -129,9 +129,8 @@ def create_deep_agent(
         max_concurrent_subagents_total: Subagents the whole tree may have working
             at once.
         mcp_servers: MCP servers whose tools the agent gets, by name: each an
-            :class:`~deepactors.mcp.MCPServer` or a dict in Claude Desktop's
-            ``mcpServers`` shape (needs ``deepactors[mcp]``; see ``docs/mcp.md``).
-            Subagents without ``tools`` of their own get them too.
+            :class:`~deepactors.mcp.MCPServer` or a dict in Claude Desktop's ``mcpServers``
+            shape (see ``docs/mcp.md``); subagents without ``tools`` get them too.
 
     Raises:
         ConfigurationError: A bad argument, or one whose feature is not available.
@@ -233,8 +232,7 @@ def _tree(root: AgentSpec) -> list[AgentSpec]:
 
 def _tool_sources(items: Any, mcp_servers: Any) -> tuple[list[Tool], list[AgentMiddleware]]:
     """Tools, and the middleware giving MCP servers' tools (in ``items`` or ``mcp_servers``)."""
-    # LangChain tools are made Tools first: what is neither a Tool nor callable is
-    # taken for an MCP server below.
+    # LangChain tools become Tools first: what is neither Tool nor callable is an MCP server.
     items = [as_tool(t) if _is_langchain_tool(t) else t for t in items or ()]
     if mcp_servers or not all(isinstance(t, Tool) or callable(t) for t in items or ()):
         from .mcp import tool_sources  # an optional integration: imported only when used
@@ -394,9 +392,8 @@ def _subagent_specs(
             if config.permissions is not None:
                 rules = PermissionRules(config.permissions) if config.permissions else None
             own = _tool_sources(config.tools, config.mcp_servers)
-            tools_of, mcp = (
-                own if config.tools is not None else (parts.tools, [*parts.mcp, *own[1]])
-            )
+            inherit = config.tools is None
+            tools_of, mcp = (parts.tools, [*parts.mcp, *own[1]]) if inherit else own
             spec = _child_spec(
                 config.name,
                 prompt,
