@@ -38,7 +38,14 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast, get_type_hints, overload
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    PydanticUserError,
+    TypeAdapter,
+    ValidationError,
+    create_model,
+)
 from pydantic.fields import FieldInfo
 
 from ._core.threads import (
@@ -242,8 +249,17 @@ def _build_tool(fn: Callable[..., Any], *, name: str | None, description: str | 
             continue
         default = ... if param.default is param.empty else param.default
         fields[pname] = (annotation, FieldInfo(default=default, description=arg_docs.get(pname)))
-    args_model = create_model(f"{tool_name}_args", __config__=ConfigDict(extra="forbid"), **fields)
-    parameters = _clean_schema(args_model.model_json_schema())
+    try:
+        args_model = create_model(
+            f"{tool_name}_args", __config__=ConfigDict(extra="forbid"), **fields
+        )
+        parameters = _clean_schema(args_model.model_json_schema())
+    except PydanticUserError as exc:
+        raise ConfigurationError(
+            f"tool {tool_name!r}: {_undescribable(fields)} cannot be described to a model "
+            "(pydantic has no JSON schema for it): use JSON-like types, dataclasses or "
+            "pydantic models"
+        ) from exc
     return Tool(
         name=tool_name,
         description=description or summary or tool_name,
@@ -254,6 +270,16 @@ def _build_tool(fn: Callable[..., Any], *, name: str | None, description: str | 
         is_async=inspect.iscoroutinefunction(fn),
         _fields=tuple(fields),
     )
+
+
+def _undescribable(fields: Mapping[str, Any]) -> str:
+    """The first parameter pydantic cannot make a schema of, and its type, for an error."""
+    for pname, (annotation, _) in fields.items():
+        try:
+            TypeAdapter(annotation).json_schema()
+        except PydanticUserError:
+            return f"parameter {pname!r} ({getattr(annotation, '__qualname__', annotation)})"
+    return "a parameter"
 
 
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:

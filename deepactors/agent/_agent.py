@@ -7,6 +7,7 @@ It validates a run's input once and hands it to the actor runtime
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, ClassVar
@@ -183,6 +184,8 @@ class DeepAgent(AgentParts, SavedThreads):
         running (a notebook cell): the run then gets a loop in a worker thread.
         """
 
+        _check_kwargs("invoke", self.ainvoke, kwargs)
+
         async def invoke_and_close() -> dict[str, Any]:
             try:
                 return await self.ainvoke(input, config, **kwargs)
@@ -200,6 +203,8 @@ class DeepAgent(AgentParts, SavedThreads):
         **kwargs: Any,
     ) -> Iterator[Any]:
         """Blocking :meth:`astream`: yields events (or, with ``stream_mode``, parts)."""
+
+        _check_kwargs("stream", self.astream, kwargs)
 
         @asynccontextmanager
         async def events_then_close() -> AsyncIterator[EventStream | StreamParts]:
@@ -229,3 +234,11 @@ class DeepAgent(AgentParts, SavedThreads):
             run_input = dataclasses.replace(run_input, max_steps=options.max_steps)
         warn_if_unsaved(options.thread_id, checkpointer=self._spec.checkpointer, runtime=runtime)
         return options.thread_id, run_input
+
+
+def _check_kwargs(name: str, target: Any, kwargs: Mapping[str, Any]) -> None:
+    """A misspelt keyword of a sync method named as the caller wrote it (not its async twin)."""
+    known = inspect.signature(target).parameters
+    for key in kwargs:
+        if key not in known:
+            raise TypeError(f"DeepAgent.{name}() got an unexpected keyword argument {key!r}")

@@ -55,3 +55,24 @@ def test_without_langchain_core_the_error_names_the_extra(
     monkeypatch.setitem(sys.modules, "langchain_core", None)
     with pytest.raises(ConfigurationError, match=r"deepactors\[langchain\]"):
         require_langchain("LangChain tools")
+
+
+class Connection:
+    """A type pydantic has no JSON schema for."""
+
+
+def test_a_tool_parameter_without_a_schema_is_refused_naming_tool_and_parameter() -> None:
+    def query(sql: str, conn: Connection) -> str:
+        """Run a query."""
+        return sql
+
+    with pytest.raises(ConfigurationError, match=r"tool 'query': parameter 'conn' \(.*Connection"):
+        create_deep_agent(model=ScriptedModel(["x"]), tools=[query])
+
+
+def test_a_misspelt_keyword_of_invoke_names_invoke() -> None:
+    agent = create_deep_agent(model=ScriptedModel(["x"]))
+    with pytest.raises(TypeError, match=r"DeepAgent\.invoke\(\) .* 'confg'"):
+        agent.invoke("hi", confg={})
+    with pytest.raises(TypeError, match=r"DeepAgent\.stream\(\) .* 'stream_mod'"):
+        agent.stream("hi", stream_mod="values")
