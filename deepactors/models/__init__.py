@@ -199,19 +199,22 @@ def resolve_model(model: str | ChatModel | object | None) -> ChatModel:
         model = f"anthropic:{DEFAULT_MODEL}"
     if isinstance(model, str):
         return _from_string(model)
-    if isinstance(model, ChatModel):
-        return model
+    # Another library's model first: a LangChain chat model has methods named
+    # like ours (generate, stream) and would pass the protocol check below.
     kind = type(model).__module__
     for prefix, adapter in list(_adapters):
         if kind.startswith(prefix):
             try:
-                found = _load(adapter)(model)
-            except ImportError as exc:
+                adapt = _load(adapter)
+            except (ImportError, AttributeError) as exc:
                 raise ConfigurationError(
                     f"{type(model).__name__} models need pip install 'deepactors[{prefix}]' ({exc})"
                 ) from exc
+            found = adapt(model)
             if found is not None:
                 return cast("ChatModel", found)
+    if isinstance(model, ChatModel):
+        return model
     raise ConfigurationError(f"not a model: {model!r}")
 
 
