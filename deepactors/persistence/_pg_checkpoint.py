@@ -197,6 +197,14 @@ class PostgresCheckpointer(AsyncResource):
         """See :attr:`Checkpointer.location`: the database, without credentials."""
         return self._db.location
 
+    async def ping(self) -> None:
+        """Check the database answers (one round trip), for a readiness probe.
+
+        Raises:
+            CheckpointError: It does not, naming it.
+        """
+        await self._db.ping()
+
     def lease(self, thread_id: str) -> AbstractAsyncContextManager[ThreadLease]:
         """See :meth:`Checkpointer.lease`.
 

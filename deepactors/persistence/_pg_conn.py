@@ -43,7 +43,7 @@ from .._core.perloop import PerLoop
 from ..errors import PersistenceError
 from ._pg_async import AsyncDriver
 from ._pg_drive import Driver, LeaseConnection
-from ._pg_sql import Op
+from ._pg_sql import Op, Stmt
 from ._pg_thread import ThreadDriver
 
 __all__ = ["LeaseConnection", "PgDatabase", "PgErrors", "describe_dsn"]
@@ -72,6 +72,10 @@ def describe_dsn(dsn: str) -> str:
     host = str(parts.get("host") or "localhost")
     port = f":{parts['port']}" if parts.get("port") else ""
     return f"postgresql://{host}{port}/{parts.get('dbname') or parts.get('user') or ''}"
+
+
+def _ping() -> Op[None]:
+    yield Stmt("SELECT 1")
 
 
 async def _close(driver: Driver) -> None:
@@ -189,6 +193,14 @@ class PgDatabase:
         driver = await self.driver()
         with self.translating():
             await driver.listen(channel, on_payload, task_status)
+
+    async def ping(self) -> None:
+        """Check the database answers: one round trip on a pooled connection.
+
+        Raises:
+            PersistenceError: As :meth:`run`.
+        """
+        await self.run(_ping(), transaction=False)
 
     @contextmanager
     def translating(self) -> Iterator[None]:

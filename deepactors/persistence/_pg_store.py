@@ -145,6 +145,14 @@ class PostgresStore(AsyncResource):
         """The database, without credentials."""
         return self._db.location
 
+    async def ping(self) -> None:
+        """Check the database answers (one round trip), for a readiness probe.
+
+        Raises:
+            StoreError: It does not, naming it.
+        """
+        await self._db.ping()
+
     async def _select(self, sql: str, params: tuple[Any, ...]) -> builtins.list[StoreItem]:
         rows = await self._db.run(_rows(sql, params), transaction=False)
         decode = functools.partial(_items, self._db.location, rows)

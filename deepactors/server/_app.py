@@ -195,9 +195,13 @@ def create_app(
                 await tg.start(_run_relay, relay, manager, relay_scope)
             await manager.load_saved()
             app.state.runs = manager
+            app.state.serving = True
             try:
                 yield
             finally:
+                # /ok (liveness) answers 503 from here on: shutting down, or
+                # failed (a task of this group raised), the app no longer serves.
+                app.state.serving = False
                 # Shutdown: every run is cancelled (its whole subtree) and
                 # waited for before the runtime closes; what they reported is
                 # written before the relay lets go of its database.

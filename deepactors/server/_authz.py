@@ -45,8 +45,8 @@ IDENTITY_KEY = "deepactors.identity"
 OWNER_KEY = "owner"
 """The thread metadata key naming its owner (as LangGraph's server keeps it)."""
 
-OPEN_PATHS = frozenset({"/", "/ok"})
-"""Answered without authentication: the health check."""
+OPEN_PATHS = frozenset({"/", "/ok", "/ready"})
+"""Answered without authentication: the health and readiness checks."""
 
 
 def caller() -> Identity | None:

@@ -1,15 +1,17 @@
-"""Assistants, the store, and the server's meta endpoints."""
+"""Assistants, the store, and the server's meta endpoints (health and readiness)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
+import anyio
 from pydantic import BaseModel, create_model
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..errors import PersistenceError
 from ..filediff import FileRecord
 from ..messages import Message
 from ..persistence import Store, StoreItem
@@ -212,8 +214,72 @@ async def list_namespaces(request: Request) -> Response:
 # -- meta ------------------------------------------------------------------------------
 
 
+READY_TIMEOUT = 3.0
+"""Seconds the readiness check waits for a database to answer."""
+
+
+@runtime_checkable
+class _Pingable(Protocol):
+    """A checkpointer or store with a database to ask (PostgreSQL's)."""
+
+    @property
+    def location(self) -> str: ...
+
+    async def ping(self) -> None: ...
+
+
 async def ok(request: Request) -> Response:
+    """Liveness (``/ok``): 200 while the app serves, 503 once its lifespan has ended.
+
+    With ``?check_db=1`` (the LangGraph server's spelling), readiness instead.
+    """
+    if request.query_params.get("check_db") not in (None, "", "0", "false"):
+        return await ready(request)
+    if getattr(request.app.state, "serving", None) is False:
+        return JSONResponse(
+            {"ok": False, "detail": "the server has stopped serving (shut down, or failed)"},
+            status_code=503,
+        )
     return JSONResponse({"ok": True})
+
+
+async def ready(request: Request) -> Response:
+    """Readiness (``/ready``): 200 when every database the server needs answers, else 503.
+
+    Each database is listed with its state: the runs database as the relay
+    last found it (down from the moment its connection drops until it is
+    connected again), each PostgreSQL checkpointer and store by a query
+    answered within :data:`READY_TIMEOUT`.
+    """
+    manager = _manager(request)
+    checks: list[dict[str, Any]] = []
+    if manager.relay.shared:
+        why = manager.relay.not_ready()
+        checks.append({"name": "runs", "ready": why is None, "detail": why or "connected"})
+    pingable: dict[int, tuple[str, _Pingable]] = {}
+    for assistant in manager.assistants.values():
+        saver = assistant.agent.checkpointer
+        if isinstance(saver, _Pingable):
+            pingable.setdefault(id(saver), ("checkpointer", saver))
+    store = request.app.state.store
+    if isinstance(store, _Pingable):
+        pingable.setdefault(id(store), ("store", store))
+
+    async def check(name: str, target: _Pingable) -> None:
+        detail, ok = f"{target.location}: no answer within {READY_TIMEOUT:g} s", False
+        with anyio.move_on_after(READY_TIMEOUT):
+            try:
+                await target.ping()
+                detail, ok = f"{target.location}: answers", True
+            except PersistenceError as exc:
+                detail = str(exc)
+        checks.append({"name": name, "ready": ok, "detail": detail})
+
+    async with anyio.create_task_group() as tg:
+        for name, target in pingable.values():
+            tg.start_soon(check, name, target)
+    ready = all(c["ready"] for c in checks)
+    return JSONResponse({"ok": ready, "checks": checks}, status_code=200 if ready else 503)
 
 
 async def info(request: Request) -> Response:
@@ -229,6 +295,7 @@ async def info(request: Request) -> Response:
 misc_routes = [
     Route("/", ok, methods=["GET"]),
     Route("/ok", ok, methods=["GET"]),
+    Route("/ready", ready, methods=["GET"]),
     Route("/info", info, methods=["GET"]),
     Route("/assistants/search", search_assistants, methods=["POST"]),
     Route("/assistants/count", count_assistants, methods=["POST"]),

@@ -20,6 +20,13 @@ The owner never waits on the database while it drives a run: status changes and
 frames go through one writer task, which writes whatever has accumulated in one
 transaction (group commit) and notifies once per run touched. Only creating a
 run is awaited, so that any process can find the run as soon as its id is out.
+
+When the database restarts or goes down, the ``LISTEN`` connection drops and is
+opened again with backoff (``_pg_db.Listening``). Meanwhile what needs the
+database fails at once, naming it and since when it is unreachable; frames are
+dropped, but the final status of runs that end is kept and written once it is
+back, and the runs still going are put under the new connection (their owner),
+so other processes do not take them for lost.
 """
 
 from __future__ import annotations
@@ -31,16 +38,17 @@ from typing import Any, NamedTuple
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .._core.logs import get_logger
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, PersistenceError
 from ..events import Event
 from ..lc_views import LangGraphStream
-from ._pg_db import Op, open_runs_db, run_ops, runs_database
+from ._pg_db import Listening, Op, open_runs_db, run_ops, runs_database
+from ._pg_follow import Followed, follow_run
 from ._pg_schema import LOST, MARK_LOST, RUN_COLUMNS, jsonb, shared_run
 from ._records import RunRecord, new_uuid
-from ._relay import FINAL, CancelHandler, SharedRun, SharedThread
+from ._relay import CancelHandler, SharedRun, SharedThread
 from ._responses import part_frames
 
 __all__ = ["PgRelay"]
@@ -48,8 +56,6 @@ __all__ = ["PgRelay"]
 _log = get_logger("deepactors.server")
 
 CHANNEL = "deepactors_runs"
-LIVENESS_EVERY = 2.0
-"""Seconds a follower waits for news before checking the owner is still alive."""
 FRAMES_KEPT = 300.0
 """Seconds the SSE frames of an ended run are kept for its followers (then swept)."""
 
@@ -66,6 +72,7 @@ class _Write(NamedTuple):
     op: Op
     notify: str | None  # the run whose followers to wake
     commit: _Commit | None
+    keep: bool = False  # written later if the database is down now (a final status)
 
 
 @dataclass(slots=True, eq=False)
@@ -75,14 +82,6 @@ class _Owned:
     run: RunRecord
     watches: dict[str, LangGraphStream] = field(default_factory=dict)
     seq: int = 0
-
-
-@dataclass(slots=True, eq=False)
-class _Followed:
-    """A run of another process that this one follows."""
-
-    wake: anyio.Event = field(default_factory=anyio.Event)
-    streams: dict[str, MemoryObjectSendStream[Event | bytes]] = field(default_factory=dict)
 
 
 class PgRelay:
@@ -99,11 +98,14 @@ class PgRelay:
 
     def __init__(self, dsn: str) -> None:
         self._db = runs_database(dsn)
+        self._link = Listening(self._db, CHANNEL, self._notified, self._connected)
+        self._unwritten: list[_Write] = []
         self._owned: dict[str, _Owned] = {}
-        self._followed: dict[str, _Followed] = {}
+        self._followed: dict[str, Followed] = {}
         self._on_cancel: CancelHandler | None = None
         self._owner: tuple[int, Any] | None = None
-        self._send, self._receive = anyio.create_memory_object_stream[_Write](math.inf)
+        # Made when served: a relay made only to check its options holds nothing.
+        self._send: MemoryObjectSendStream[_Write] | None = None
         self._flushed = anyio.Event()
         self._tg: TaskGroup | None = None
 
@@ -112,33 +114,71 @@ class PgRelay:
     ) -> None:
         """Open the database, listen, and write what runs report, until cancelled."""
         self._on_cancel = on_cancel
+        self._send, receive = anyio.create_memory_object_stream[_Write](math.inf)
         try:
             await open_runs_db(self._db)
             async with anyio.create_task_group() as tg:
                 self._tg = tg
-                pid = await tg.start(self._listen)
-                rows = await run_ops(
-                    self._db,
-                    [("SELECT backend_start FROM pg_stat_activity WHERE pid = %s", (pid,))],
-                )
-                self._owner = (pid, rows[0][0])
+                await tg.start(self._link.run)
                 # Runs of processes that died while this one was not running.
                 await run_ops(
                     self._db, [(MARK_LOST.format(where="TRUE"), (jsonb(LOST), time.time()))]
                 )
                 task_status.started()
                 tg.start_soon(self._sweep)
-                await self._write()
+                await self._write(receive)
                 tg.cancel_scope.cancel()  # the writer ended: shutting down
         finally:
+            self._send.close()
+            receive.close()
             with anyio.CancelScope(shield=True):
                 await self._db.aclose()
 
-    async def _listen(self, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
-        await self._db.listen(CHANNEL, self._notified, task_status=task_status)
+    async def _connected(self, pid: int) -> None:
+        """Listening (again), on the connection of backend ``pid``: this process's mark."""
+        rows = await run_ops(
+            self._db, [("SELECT backend_start FROM pg_stat_activity WHERE pid = %s", (pid,))]
+        )
+        again, self._owner = self._owner is not None, (pid, rows[0][0])
+        if not again:
+            return
+        # Back after the database restarted: the runs still going are this
+        # connection's now (the old one is gone, which says "lost"), and the
+        # final statuses that could not be written are written.
+        if self._owned:
+            await run_ops(
+                self._db,
+                [
+                    (
+                        "UPDATE deepactors_runs SET owner_pid = %s, owner_start = %s"
+                        " WHERE run_id = ANY(%s)",
+                        (*self._owner, list(self._owned)),
+                    )
+                ],
+            )
+        unwritten, self._unwritten = self._unwritten, []
+        for write in unwritten:
+            self._queue(*write.op, write.notify, keep=True)
+
+    def not_ready(self) -> str | None:
+        """Why runs cannot be shared now (the database is unreachable), or None."""
+        state = self._link.state
+        return None if state.up else state.describe()
+
+    def _check_up(self) -> None:
+        """Fail at once while the database is unreachable, rather than wait for the pool.
+
+        Raises:
+            PersistenceError: Naming the database, since when and why.
+        """
+        why = self.not_ready()
+        if why is not None:
+            raise PersistenceError(why)
 
     async def aclose(self) -> None:
         """Write the status changes still pending (bounded wait)."""
+        if self._send is None:
+            return
         self._send.close()
         with anyio.move_on_after(5):
             await self._flushed.wait()
@@ -147,24 +187,29 @@ class PgRelay:
 
     async def created(self, run: RunRecord) -> None:
         assert self._owner is not None, "serve() first"
+        self._check_up()
         # Owned before it is visible: a watch may be asked for the moment it is.
         self._owned[run.run_id] = _Owned(run)
-        await self._committed(
-            f"INSERT INTO deepactors_runs ({RUN_COLUMNS}, owner_pid, owner_start)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, NULL, %s, %s)",
-            (
-                run.run_id,
-                run.thread.thread_id,
-                run.assistant.graph_id,
-                run.status,
-                jsonb(run.metadata),
-                jsonb(run.kwargs),
-                run.multitask_strategy,
-                run.created_at,
-                time.time(),
-                *self._owner,
-            ),
-        )
+        try:
+            await self._committed(
+                f"INSERT INTO deepactors_runs ({RUN_COLUMNS}, owner_pid, owner_start)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, NULL, %s, %s)",
+                (
+                    run.run_id,
+                    run.thread.thread_id,
+                    run.assistant.graph_id,
+                    run.status,
+                    jsonb(run.metadata),
+                    jsonb(run.kwargs),
+                    run.multitask_strategy,
+                    run.created_at,
+                    time.time(),
+                    *self._owner,
+                ),
+            )
+        except BaseException:
+            self._owned.pop(run.run_id, None)
+            raise
 
     def started(self, run: RunRecord) -> None:
         self._queue(
@@ -195,6 +240,7 @@ class PgRelay:
             " WHERE run_id = %s",
             (run.status, jsonb(values), run.updated_at, run.run_id),
             run.run_id,
+            keep=True,
         )
         self._queue("DELETE FROM deepactors_run_watches WHERE run_id = %s", (run.run_id,), None)
 
@@ -208,6 +254,7 @@ class PgRelay:
         Raises:
             PersistenceError: The batch it was written in failed.
         """
+        self._check_up()
         commit = _Commit()
         self._queue(sql, params, None, commit)
         await commit.done.wait()
@@ -215,25 +262,33 @@ class PgRelay:
             raise commit.error
 
     def _queue(
-        self, sql: str, params: tuple[Any, ...], notify: str | None, commit: _Commit | None = None
+        self,
+        sql: str,
+        params: Any,
+        notify: str | None,
+        commit: _Commit | None = None,
+        *,
+        keep: bool = False,
     ) -> None:
         try:
-            self._send.send_nowait(_Write((sql, params), notify, commit))
+            if self._send is None:
+                raise anyio.ClosedResourceError
+            self._send.send_nowait(_Write((sql, params), notify, commit, keep))
         except anyio.ClosedResourceError:
             _log.warning("run relay closed: a run's change is not shared", sql=sql[:40])
             if commit is not None:
                 commit.error = ConfigurationError("the run relay is closed (shutting down)")
                 commit.done.set()
 
-    async def _write(self) -> None:
+    async def _write(self, receive: MemoryObjectReceiveStream[_Write]) -> None:
         """Write queued changes in batches (one transaction, one notify per run)."""
         try:
-            async with self._receive:
-                async for first in self._receive:
+            async with receive:
+                async for first in receive:
                     batch = [first]
                     while True:
                         try:
-                            batch.append(self._receive.receive_nowait())
+                            batch.append(receive.receive_nowait())
                         except (anyio.WouldBlock, anyio.EndOfStream):
                             break
                     ops = [w.op for w in batch]
@@ -241,9 +296,12 @@ class PgRelay:
                     ops.extend(("SELECT pg_notify(%s, %s)", (CHANNEL, f"r:{r}")) for r in runs)
                     error: Exception | None = None
                     try:
+                        self._check_up()
                         await run_ops(self._db, ops)
                     except Exception as exc:  # the runs go on; their followers time out
-                        _log.error("run relay write failed", error=repr(exc))
+                        if self._link.state.up:  # else the outage is logged once, not here
+                            _log.error("run relay write failed", error=repr(exc))
+                        self._unwritten.extend(w for w in batch if w.keep)
                         error = exc
                     for write in batch:
                         if write.commit is not None:
@@ -308,6 +366,7 @@ class PgRelay:
     # -- a follower's side -----------------------------------------------------------
 
     async def find(self, run_id: str) -> SharedRun | None:
+        self._check_up()
         rows = await run_ops(
             self._db,
             [
@@ -325,6 +384,7 @@ class PgRelay:
         )
 
     async def thread_deleted(self, thread_id: str) -> None:
+        self._check_up()
         await run_ops(
             self._db,
             [
@@ -334,6 +394,7 @@ class PgRelay:
         )
 
     async def find_thread(self, thread_id: str) -> SharedThread | None:
+        self._check_up()
         made = await run_ops(
             self._db,
             [
@@ -362,6 +423,7 @@ class PgRelay:
         )
 
     async def cancel(self, run_id: str, action: str) -> None:
+        self._check_up()
         await run_ops(self._db, [("SELECT pg_notify(%s, %s)", (CHANNEL, f"c:{run_id}:{action}"))])
 
     async def watch(
@@ -371,7 +433,8 @@ class PgRelay:
         modes: Any,
         subgraphs: bool,
     ) -> None:
-        followed = self._followed.setdefault(run.run_id, _Followed())
+        self._check_up()
+        followed = self._followed.setdefault(run.run_id, Followed())
         watch_id = new_uuid()
         followed.streams[watch_id] = stream
         await run_ops(
@@ -387,55 +450,9 @@ class PgRelay:
         )
 
     async def follow(self, run: RunRecord) -> None:
-        followed = self._followed.setdefault(run.run_id, _Followed())
-        last = 0
-        quiet = True  # no news for a while: is its owner still alive?
+        followed = self._followed.setdefault(run.run_id, Followed())
         try:
-            while True:
-                wake = followed.wake = anyio.Event()
-                lost: list[Op] = []
-                if quiet:
-                    where = MARK_LOST.format(where="run_id = %s")
-                    lost.append((where, (jsonb(LOST), time.time(), run.run_id)))
-                rows = await run_ops(
-                    self._db,
-                    [
-                        *lost,
-                        (
-                            "SELECT status, updated_at, result FROM deepactors_runs"
-                            " WHERE run_id = %s",
-                            (run.run_id,),
-                        ),
-                    ],
-                )
-                frames = await run_ops(
-                    self._db,
-                    [
-                        (
-                            "SELECT seq, watch_id, frame FROM deepactors_run_events"
-                            " WHERE run_id = %s AND seq > %s ORDER BY seq",
-                            (run.run_id, last),
-                        )
-                    ],
-                )
-                for seq, watch_id, frame in frames:
-                    last = seq
-                    stream = followed.streams.get(watch_id)
-                    if stream is not None:
-                        try:
-                            stream.send_nowait(frame.encode())
-                        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                            followed.streams.pop(watch_id, None)
-                status, updated_at, result = rows[0] if rows else ("error", time.time(), None)
-                run.status, run.updated_at = status, updated_at
-                if status in FINAL:
-                    run.result = result or {}
-                    run.finished_at = updated_at
-                    return
-                quiet = True
-                with anyio.move_on_after(LIVENESS_EVERY):
-                    await wake.wait()
-                    quiet = False
+            await follow_run(self._db, run, followed, self._check_up)
         finally:
             self._followed.pop(run.run_id, None)
             for stream in followed.streams.values():

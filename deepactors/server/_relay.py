@@ -143,6 +143,10 @@ class RunRelay(Protocol):
         """Write what is pending and let go of connections."""
         ...
 
+    def not_ready(self) -> str | None:
+        """Why runs cannot be shared now (its database is unreachable), or None."""
+        ...
+
 
 class LocalRelay:
     """One process: nothing to share, nothing to ask (no I/O at all)."""
@@ -195,3 +199,6 @@ class LocalRelay:
 
     async def aclose(self) -> None:
         return
+
+    def not_ready(self) -> str | None:
+        return None

@@ -10,6 +10,7 @@ it asks its own process (see :meth:`RunManager.cancel`).
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Mapping
 from typing import Protocol
 
@@ -119,6 +120,13 @@ class SharedRuns:
         try:
             with scope:
                 await self._relay.follow(run)
+        except DeepActorsError as exc:
+            # Never into the manager's task group (it would end the server):
+            # the run ends here as an error that says what happened.
+            run.status = "error"
+            run.result = {"__error__": {"error": type(exc).__name__, "message": str(exc)}}
+            run.finished_at = run.updated_at = time.time()
+            run.done.set()
         finally:
             self._followers.discard(scope)
             if run.done.is_set() and not run.thread.inflight:

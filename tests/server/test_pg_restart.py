@@ -1,0 +1,134 @@
+"""A served app whose PostgreSQL restarts (issue 34, item 1).
+
+The app keeps its threads (``PostgresCheckpointer``) and shares its runs
+(``runs_db``) in one PostgreSQL, on uvicorn (asyncio) and hypercorn (trio).
+The database is stopped and started again on the same socket and data by the
+tests' own server helper (``tests/pgserver.py``), a server of this module's
+own so that the session's, which other tests use, is left alone.
+
+While the database is down, ``/ok`` (liveness) still answers 200, ``/ready``
+answers 503 naming it, and requests that need it fail in bounded time; once it
+is back, ``/ready`` answers 200 and runs and thread endpoints work again. A run
+in flight across the restart ends in an error that says what happened.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+
+from deepactors.persistence import PostgresCheckpointer
+from deepactors.server import create_app
+from tests.pgserver import PostgresServer
+
+from .agents import Probe, blocking_agent
+from .conftest import Served
+
+BOUND = 60.0
+"""Seconds anything here may take: generous, the machine is shared."""
+
+
+@pytest.fixture(scope="module")
+def own_server() -> Iterator[PostgresServer]:
+    with PostgresServer() as server:
+        yield server
+
+
+@pytest.fixture
+def database(own_server: PostgresServer) -> Iterator[tuple[PostgresServer, str]]:
+    """This module's server, up, and a fresh database on it."""
+    if not own_server.running:
+        own_server.start()
+    yield own_server, own_server.new_database()
+    if not own_server.running:
+        own_server.start()
+
+
+def _say(text: str) -> dict[str, object]:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+def _until(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + BOUND
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+def _app(dsn: str, probe: Probe) -> Starlette:
+    agent = blocking_agent(probe, checkpointer=PostgresCheckpointer(dsn))
+    return create_app({"echo": agent}, runs_db=dsn)
+
+
+def test_the_server_answers_again_after_its_database_restarts(
+    serve: Callable[[Starlette], Served], database: tuple[PostgresServer, str]
+) -> None:
+    pg, dsn = database
+    served = serve(_app(dsn, Probe()))
+    http = httpx.Client(base_url=served.url, timeout=BOUND)
+    client = served.client()
+    thread = client.threads.create()
+    done = client.runs.wait(thread["thread_id"], "echo", input=_say("before"))
+    assert done["messages"][-1]["content"] == "echo: before"  # type: ignore[index,call-overload]
+    assert http.get("/ready").status_code == 200
+
+    pg.stop()
+    try:
+        assert http.get("/ok").status_code == 200  # alive: nothing to restart
+        _until(lambda: http.get("/ready").status_code == 503, "/ready never said 503")
+        answer = http.get("/ready")
+        assert "postgresql://" in answer.text, answer.text
+        # What needs the database fails, in bounded time, and says so.
+        started = time.monotonic()
+        tid = thread["thread_id"]
+        body = {"assistant_id": "echo", "input": _say("down")}
+        refused = http.post(f"/threads/{tid}/runs/wait", json=body)
+        assert refused.status_code >= 500 or "__error__" in refused.text, refused.text
+        assert "postgresql://" in refused.text, refused.text
+        assert http.get(f"/threads/{tid}/state").status_code >= 500
+        assert time.monotonic() - started < BOUND
+        # A stateless run needs no database: it still runs.
+        fine = http.post("/runs/wait", json={"assistant_id": "echo", "input": _say("free")})
+        assert fine.status_code == 200, fine.text
+    finally:
+        pg.start()
+
+    _until(lambda: http.get("/ready").status_code == 200, "/ready never said 200 again")
+    assert http.get("/ok").status_code == 200
+    done = client.runs.wait(thread["thread_id"], "echo", input=_say("after"))
+    assert done["messages"][-1]["content"] == "echo: after"  # type: ignore[index,call-overload]
+    state = client.threads.get_state(thread["thread_id"])
+    texts = [m["content"] for m in state["values"]["messages"]]  # type: ignore[call-overload,index]
+    assert texts[-1] == "echo: after"
+    assert thread["thread_id"] in [t["thread_id"] for t in client.threads.search()]
+    fresh = client.runs.wait(None, "echo", input=_say("stateless"))
+    assert fresh["messages"][-1]["content"] == "echo: stateless"  # type: ignore[index,call-overload]
+    http.close()
+
+
+def test_a_run_in_flight_across_a_restart_ends_in_a_clear_error(
+    serve: Callable[[Starlette], Served], database: tuple[PostgresServer, str]
+) -> None:
+    pg, dsn = database
+    probe = Probe()
+    served = serve(_app(dsn, probe))
+    client = served.client()
+    thread = client.threads.create()
+    run = client.runs.create(thread["thread_id"], "echo", input=_say("wait"))
+    assert probe.blocked.wait(BOUND)
+    pg.restart()
+    probe.release.set()
+    started = time.monotonic()
+    client.runs.join(thread["thread_id"], run["run_id"])
+    assert time.monotonic() - started < BOUND
+    ended = client.runs.get(thread["thread_id"], run["run_id"])
+    assert ended["status"] == "error", ended
+    http = httpx.Client(base_url=served.url, timeout=BOUND)
+    _until(lambda: http.get("/ready").status_code == 200, "/ready never said 200 again")
+    http.close()
+    done = client.runs.wait(thread["thread_id"], "echo", input=_say("again"))
+    assert done["messages"][-1]["content"] == "echo: again"  # type: ignore[index,call-overload]
