@@ -59,6 +59,22 @@ def _covered(path: str, shown: Sequence[str]) -> bool:
     return any(path == s or path.startswith(s.rstrip("/") + "/") for s in shown)
 
 
+# The sandbox's own mounts: a listed path may not cover them (``/`` would bring the
+# host's /proc with it), nor reach into the kernel's interfaces or the workspace
+# (one under /tmp is fine: it is bound into the sandbox's own /tmp).
+_OWN = ("/proc", "/dev", "/tmp", "/sys", WORKSPACE)
+_CLOSED = ("/proc", "/dev", "/sys", WORKSPACE)
+
+
+def _check_visible(path: str) -> None:
+    for own in _OWN:
+        if _covered(own, [path]) or (own in _CLOSED and _covered(path, [own])):
+            raise ConfigurationError(
+                f"BubblewrapSandbox: {path!r} cannot be made visible: it would cover or "
+                f"reach into the sandbox's own {own}"
+            )
+
+
 def _python_prefix(python: str) -> tuple[str, str]:
     """The installation folder of an interpreter, and its ``bin`` folder."""
     found = python if os.path.isabs(python) else shutil.which(python)
@@ -112,6 +128,12 @@ def bwrap_prefix(config: BwrapConfig) -> tuple[list[str], str]:
             shown.append(host)
     for name in (*_ETC, *(_ETC_NET if config.network else ())):
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    limits = config.limits
+    # Before the paths the user lists: a later mount on /tmp would hide one under it.
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    if limits.tmp_bytes is not None:
+        args += ["--size", str(limits.tmp_bytes)]
+    args += ["--tmpfs", "/tmp"]
     path = _BASE_PATH
     extra: list[str] = []
     if config.python is not None:
@@ -124,14 +146,10 @@ def bwrap_prefix(config: BwrapConfig) -> tuple[list[str], str]:
             raise ConfigurationError(f"BubblewrapSandbox: paths must exist and be absolute: {p!r}")
         extra.append(os.path.realpath(p))
     for p in extra:
+        _check_visible(p)
         if not _covered(p, shown):
             args += ["--ro-bind", p, p]
             shown.append(p)
-    limits = config.limits
-    args += ["--proc", "/proc", "--dev", "/dev"]
-    if limits.tmp_bytes is not None:
-        args += ["--size", str(limits.tmp_bytes)]
-    args += ["--tmpfs", "/tmp"]
     env = {
         "PATH": path,
         "HOME": WORKSPACE,
