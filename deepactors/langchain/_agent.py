@@ -20,7 +20,9 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, ClassVar
 
-from ..actors import EventStream, ThreadState
+import anyio
+
+from ..actors import AgentSpec, EventStream, ThreadState
 from ..agent import DeepAgent
 from ..errors import ConfigurationError, InputError
 from ..factory import create_deep_agent as _create_deep_agent
@@ -37,10 +39,41 @@ class LangChainAgent(DeepAgent):
     hold ``langchain_core`` messages. Build one with :func:`create_deep_agent` or
     :func:`as_langchain`."""
 
-    __slots__ = ()
+    __slots__ = ("_defaults",)
 
     _tool_namespaces = True  # ("tools:<id>",), as LangGraph names subgraph namespaces
     _sync_loop: ClassVar[str] = "asyncio"
+
+    def __init__(self, spec: AgentSpec, defaults: Mapping[str, Any] | None = None) -> None:
+        super().__init__(spec)
+        self._defaults: Mapping[str, Any] = defaults or {}
+
+    def with_config(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> LangChainAgent:
+        """The same agent with ``config`` under every call's own (LangChain's ``with_config``).
+
+        ``configurable`` and ``metadata`` merge, ``tags`` add up, anything else a
+        call gives wins.
+        """
+        merged = _merge(self._defaults, {**(config or {}), **kwargs})
+        return type(self)(self.spec, merged)
+
+    def batch(self, inputs: Sequence[Any], config: Any = None, **kwargs: Any) -> list[Any]:
+        """:meth:`invoke` each input, in order (``config`` one for all, or one per input)."""
+        configs = _configs(config, len(inputs))
+        return [self.invoke(i, c, **kwargs) for i, c in zip(inputs, configs, strict=True)]
+
+    async def abatch(self, inputs: Sequence[Any], config: Any = None, **kwargs: Any) -> list[Any]:
+        """:meth:`ainvoke` every input at once; the results in the inputs' order."""
+        configs = _configs(config, len(inputs))
+        results: list[Any] = [None] * len(inputs)
+
+        async def one(index: int) -> None:
+            results[index] = await self.ainvoke(inputs[index], configs[index], **kwargs)
+
+        async with anyio.create_task_group() as tg:
+            for index in range(len(inputs)):
+                tg.start_soon(one, index)
+        return results
 
     async def aget_state(self, *args: Any, **kwargs: Any) -> ThreadState:
         """:meth:`DeepAgent.aget_state`, its messages as LangChain objects (``get_state`` too)."""
@@ -62,6 +95,16 @@ class LangChainAgent(DeepAgent):
         ]
         return agent_graph(self.spec.name, hooks, has_tools=bool(self.spec.tools))
 
+    def _configured(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """A call's ``config`` (positional or keyword) with :meth:`with_config`'s under it."""
+        if not self._defaults:
+            return args, kwargs
+        if args:
+            return (_merge(self._defaults, args[0] or {}), *args[1:]), kwargs
+        return args, {**kwargs, "config": _merge(self._defaults, kwargs.get("config") or {})}
+
     def on_loop(self, backend: str) -> LangChainAgent:
         """The same agent, its sync ``invoke`` and ``stream`` on ``backend`` by default.
 
@@ -70,7 +113,7 @@ class LangChainAgent(DeepAgent):
         """
         if backend not in _BY_LOOP:
             raise ConfigurationError(f"backend must be 'asyncio' or 'trio', not {backend!r}")
-        return _BY_LOOP[backend](self.spec)
+        return _BY_LOOP[backend](self.spec, self._defaults)
 
     def invoke(
         self, input: Any, config: Mapping[str, Any] | None = None, **kwargs: Any
@@ -91,6 +134,7 @@ class LangChainAgent(DeepAgent):
 
         LangGraph's ``Command(resume=...)`` is taken as deepactors' own.
         """
+        args, kwargs = self._configured(args, kwargs)
         return _result(await super().ainvoke(_input(input), *args, **kwargs))
 
     def astream(self, *args: Any, **kwargs: Any) -> Any:
@@ -99,7 +143,8 @@ class LangChainAgent(DeepAgent):
         ``stream`` goes through here, so it yields the same.
         """
         if args:
-            args = (_input(args[0]), *args[1:])
+            rest, kwargs = self._configured(args[1:], kwargs)
+            args = (_input(args[0]), *rest)
         stream = super().astream(*args, **kwargs)
         if not isinstance(stream, EventStream):  # LangGraph's parts (with stream_mode)
             modes = kwargs["stream_mode"]
@@ -131,6 +176,24 @@ def as_langchain(agent: DeepAgent) -> LangChainAgent:
     if isinstance(agent, LangChainAgent):
         return agent
     return LangChainAgent(agent.spec)
+
+
+def _merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    out = {**base, **top}
+    for key in ("configurable", "metadata"):
+        if key in base and key in top:
+            out[key] = {**base[key], **top[key]}
+    if "tags" in base and "tags" in top:
+        out["tags"] = [*base["tags"], *top["tags"]]
+    return out
+
+
+def _configs(config: Any, count: int) -> list[Any]:
+    if isinstance(config, list | tuple):
+        if len(config) != count:
+            raise InputError(f"{len(config)} configs for {count} inputs")
+        return list(config)
+    return [config] * count
 
 
 def _input(value: Any) -> Any:

@@ -207,3 +207,16 @@ def test_provider_chat_models_and_init_chat_model_strings_are_accepted(
     gemini = resolve_model("google_genai:gemini-3-pro")
     assert isinstance(gemini, LangChainChatModel)
     assert type(gemini.chat_model).__name__ == "ChatGoogleGenerativeAI"
+
+
+async def test_with_config_batch_and_abatch() -> None:
+    model = GenericFakeChatModel(messages=iter(["one", "two", "three", "four"]))
+    agent = create_lc_agent(model=model).with_config({"tags": ["base"]})
+    results = await agent.abatch(["a", "b"])
+    assert sorted(r["messages"][-1].content for r in results) == ["one", "two"]
+    assert [r["messages"][0].content for r in results] == ["a", "b"]
+    seen = []
+    async for _chunk, meta in agent.astream("c", {"tags": ["call"]}, stream_mode="messages"):
+        seen.append(meta.get("tags"))
+    assert ["base", "call"] in seen
+    assert create_lc_agent(model=model).batch(["d"])[0]["messages"][-1].content == "four"
