@@ -7,8 +7,9 @@ out: usage, ids, the index of a streamed tool call, the finish reason.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from deepactors.messages import (
@@ -26,12 +27,19 @@ from deepactors.messages import (
 
 from ._base import StreamDelta
 from ._openai_common import image_url, new_call_id, parse_args, stop_reason, usage_of
+from ._openai_errors import error_from_code
 from .profiles import ModelProfile
 
 if TYPE_CHECKING:
     from deepactors.tools import Tool
 
-__all__ = ["ChatAccumulator", "message_from_chat", "messages_to_chat", "tools_to_chat"]
+__all__ = [
+    "ChatAccumulator",
+    "chunks_of",
+    "message_from_chat",
+    "messages_to_chat",
+    "tools_to_chat",
+]
 
 JSON = dict[str, Any]
 
@@ -291,3 +299,31 @@ class ChatAccumulator:
             stop_reason=reason,
             model=self.model,
         )
+
+
+async def chunks_of(stream: Any, provider: str) -> AsyncGenerator[Any, None]:
+    """The chunks of a Chat Completions stream, its events read to the end.
+
+    The SDK's own iteration stops at ``[DONE]`` without closing the event reader
+    it made, which trio then reports as an async generator left unfinished; the
+    events are read here instead (under ``aclosing``), and turned into chunks
+    the way the SDK does.
+    """
+    process = getattr(stream._client, "_process_response_data", None)
+    if process is None or not hasattr(stream, "_iter_events"):  # pragma: no cover
+        # Another SDK version: its own iteration (trio may then warn at [DONE]).
+        async for chunk in stream:
+            yield chunk
+        return
+    events = stream._iter_events()
+    async with contextlib.aclosing(events):
+        async for sse in events:
+            if sse.data.startswith("[DONE]"):
+                continue  # read on to the end of the body: the connection is reused
+            data = sse.json()
+            if isinstance(data, dict) and data.get("error"):
+                error = data["error"]
+                detail = error.get("message", str(error)) if isinstance(error, dict) else str(error)
+                code = error.get("code") if isinstance(error, dict) else None
+                raise error_from_code(str(code or ""), str(detail), provider=provider)
+            yield process(data=data, cast_to=stream._cast_to, response=stream.response)

@@ -76,9 +76,15 @@ from deepactors.messages import AssistantMessage
 from ._base import STRUCTURED_OUTPUT, ModelRequest, StreamPart
 from ._http_errors import TRANSPORT_ERRORS, transport_failure
 from ._limiter import RequestLimiter
-from ._openai_chat import ChatAccumulator, message_from_chat, messages_to_chat, tools_to_chat
+from ._openai_chat import (
+    ChatAccumulator,
+    chunks_of,
+    message_from_chat,
+    messages_to_chat,
+    tools_to_chat,
+)
 from ._openai_common import strict_schema
-from ._openai_errors import error_from_code, map_error
+from ._openai_errors import map_error
 from ._openai_responses import (
     ResponsesAccumulator,
     input_to_responses,
@@ -302,7 +308,7 @@ class OpenAIModel(AsyncResource):
                     extra_body=body,
                     **self._sdk_options,
                 )
-                async with chunks, contextlib.aclosing(_chunks(chunks, self.provider)) as it:
+                async with chunks, contextlib.aclosing(chunks_of(chunks, self.provider)) as it:
                     async for chunk in it:
                         for delta in acc.feed(chunk):
                             yield delta
@@ -470,29 +476,6 @@ class OpenAIModel(AsyncResource):
     async def aclose(self) -> None:
         """Close the HTTP client this model made for the current event loop, if any."""
         await self._own_clients.aclose()
-
-
-async def _chunks(stream: Any, provider: str) -> AsyncGenerator[Any, None]:
-    """The chunks of a Chat Completions stream, its events read to the end.
-
-    The SDK's own iteration stops at ``[DONE]`` without closing the event reader
-    it made, which trio then reports as an async generator left unfinished; the
-    events are read here instead (under ``aclosing``), and turned into chunks
-    the way the SDK does.
-    """
-    process = stream._client._process_response_data
-    events = stream._iter_events()
-    async with contextlib.aclosing(events):
-        async for sse in events:
-            if sse.data.startswith("[DONE]"):
-                continue  # read on to the end of the body: the connection is reused
-            data = sse.json()
-            if isinstance(data, dict) and data.get("error"):
-                error = data["error"]
-                detail = error.get("message", str(error)) if isinstance(error, dict) else str(error)
-                code = error.get("code") if isinstance(error, dict) else None
-                raise error_from_code(str(code or ""), str(detail), provider=provider)
-            yield process(data=data, cast_to=stream._cast_to, response=stream.response)
 
 
 async def _close(client: openai.AsyncOpenAI) -> None:
