@@ -37,6 +37,26 @@ def _child_pid(info_fd: int) -> int | None:
     return pid if isinstance(pid, int) and pid > 1 else None
 
 
+def _kill_init(info_fd: int, parent: int) -> int | None:
+    """Kill the sandbox's init (worker thread), if it is still ``parent``'s child.
+
+    The parent check keeps a stale or reused pid from ever being signalled.
+    """
+    child = _child_pid(info_fd)
+    if child is None:
+        return None
+    try:
+        with open(f"/proc/{child}/stat", "rb") as f:
+            ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    if ppid != parent:
+        return None
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(child, signal.SIGKILL)
+    return child
+
+
 def _wait_gone(pid: int) -> None:
     """Wait (worker thread) until ``pid`` has exited: gone, or a zombie.
 
@@ -149,10 +169,8 @@ async def run_contained(
         if process.returncode is None or flooded or stopped:
             killed = True
             if read_end >= 0:
-                child = _child_pid(read_end)
-                if child is not None:
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.kill(child, signal.SIGKILL)
+                with anyio.CancelScope(shield=True):
+                    child = await anyio.to_thread.run_sync(_kill_init, read_end, process.pid)
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
         # Reap even when our caller is being cancelled, briefly: after SIGKILL
