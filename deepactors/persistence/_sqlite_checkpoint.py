@@ -124,7 +124,8 @@ _INSERT_RECORD = f"INSERT INTO checkpoint_records ({_COLUMNS}) VALUES (?, ?, ?, 
 # it from the same subquery (one more index seek, in the same statement).
 _NEXT_SEQ = "(SELECT coalesce(max(seq), 0) + 1 FROM checkpoint_records WHERE thread_id = ?1)"
 _NEXT_VALUES = (
-    f"?1, {_NEXT_SEQ}, ?2, ?3, ?4, ?5, ?6, {CRC_FUNCTION}(?1, {_NEXT_SEQ}, ?2, ?3, ?4, ?5, ?6)"
+    f"?1, {_NEXT_SEQ}, ?2, ?3, ?4, ?5, ?6, {CRC_FUNCTION}(CAST(?1 AS BLOB), {_NEXT_SEQ},"
+    " CAST(?2 AS BLOB), ?3, CAST(?4 AS BLOB), ?5, CAST(?6 AS BLOB))"
 )
 _INSERT_NEXT = f"INSERT INTO checkpoint_records ({_COLUMNS}) VALUES ({_NEXT_VALUES})"
 # The same, only while ``owner`` holds the thread's lease: a fenced write.
@@ -148,8 +149,12 @@ def _insert_many(count: int, *, fenced: bool) -> str:
         "(" + ", ".join(f"?{3 + 5 * i + j}" for j in range(5)) + ")" for i in range(count)
     )
     fields = "?1, base.last + v.column1, v.column2, v.column3, v.column4, ?2, v.column5"
+    crc = (
+        f"{CRC_FUNCTION}(CAST(?1 AS BLOB), base.last + v.column1, CAST(v.column2 AS BLOB),"
+        " v.column3, CAST(v.column4 AS BLOB), ?2, CAST(v.column5 AS BLOB))"
+    )
     sql = (
-        f"INSERT INTO checkpoint_records ({_COLUMNS}) SELECT {fields}, {CRC_FUNCTION}({fields})"
+        f"INSERT INTO checkpoint_records ({_COLUMNS}) SELECT {fields}, {crc}"
         " FROM (SELECT coalesce(max(seq), 0) AS last FROM checkpoint_records"
         f" WHERE thread_id = ?1) AS base, (VALUES {values}) AS v"
     )
@@ -221,7 +226,15 @@ def _put_records(
                     kind,
                     now,
                     data,
-                    record_crc(thread_id, last + i, path, step, kind, now, data),
+                    record_crc(
+                        thread_id.encode(),
+                        last + i,
+                        path.encode(),
+                        step,
+                        kind.encode(),
+                        now,
+                        data.encode(),
+                    ),
                 )
                 for i, (path, step, kind, data) in enumerate(rows, 1)
             ],

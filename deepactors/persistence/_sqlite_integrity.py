@@ -27,7 +27,16 @@ import sqlite3
 import struct
 import zlib
 
-__all__ = ["CRC_FUNCTION", "diagnose", "emptied", "identity", "record_crc", "register_crc"]
+__all__ = [
+    "CRC_FUNCTION",
+    "ITEM_CRC_FUNCTION",
+    "diagnose",
+    "emptied",
+    "identity",
+    "item_crc",
+    "record_crc",
+    "register_crc",
+]
 
 _HEADER = b"SQLite format 3\x00"
 
@@ -45,39 +54,58 @@ def identity(file: str) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
-def record_crc(*fields: object) -> int:
-    """CRC32 of a record's fields, in order; text as UTF-8, floats by their ``repr``.
+def record_crc(
+    thread_id: bytes, seq: int, path: bytes, step: int, kind: bytes, created_at: float, data: bytes
+) -> int:
+    """CRC32 of a checkpoint record's fields: text as its UTF-8 bytes, the time as a float.
 
-    The same fields give the same checksum whether they come from Python when
-    written (``str``) or from SQLite when read (``bytes``, through a cast). An
-    integer stored in a REAL column is read back as a float: callers pass
-    ``float(created_at)`` on both sides.
+    Called from SQL as :data:`CRC_FUNCTION` when a record is written (the text
+    columns cast to BLOB there, so both sides hash the same bytes), and from
+    Python when it is read back.
     """
-    parts: list[bytes] = []
-    for value in fields:
-        if isinstance(value, str):
-            data = value.encode("utf-8", "surrogatepass")
-        elif isinstance(value, bytes):
-            data = value
-        elif isinstance(value, float):
-            data = repr(value).encode()
-        elif isinstance(value, int):
-            data = str(int(value)).encode()  # a bool is stored, and read back, as 0 or 1
-        else:
-            data = b"\x00" if value is None else str(value).encode()
-        # A length before each field: ("ab", "c") and ("a", "bc") differ.
-        parts += (len(data).to_bytes(4, "little"), data)
-    return zlib.crc32(b"".join(parts))
+    # Each text after its length: ("ab", "c") and ("a", "bc") differ. A bool
+    # step is stored, and read back, as 0 or 1, as %d writes it.
+    head = b"%d:%b%d:%d:%b%d:%d:%b%a:" % (
+        len(thread_id),
+        thread_id,
+        seq,
+        len(path),
+        path,
+        step,
+        len(kind),
+        kind,
+        float(created_at),
+    )
+    return zlib.crc32(data, zlib.crc32(head))
+
+
+def item_crc(
+    namespace: bytes, key: bytes, created_at: float, updated_at: float, value: bytes
+) -> int:
+    """CRC32 of a store item's fields, as :func:`record_crc` (SQL: :data:`ITEM_CRC_FUNCTION`)."""
+    head = b"%d:%b%d:%b%a:%a:" % (
+        len(namespace),
+        namespace,
+        len(key),
+        key,
+        float(created_at),
+        float(updated_at),
+    )
+    return zlib.crc32(value, zlib.crc32(head))
 
 
 CRC_FUNCTION = "deepactors_crc32"
 """The SQL name of :func:`record_crc`, so that an INSERT can checksum values
 (such as ``seq``) computed in the statement itself."""
 
+ITEM_CRC_FUNCTION = "deepactors_item_crc32"
+"""The SQL name of :func:`item_crc`."""
+
 
 def register_crc(raw: sqlite3.Connection) -> None:
-    """Make :data:`CRC_FUNCTION` callable from SQL on this connection."""
-    raw.create_function(CRC_FUNCTION, -1, record_crc, deterministic=True)
+    """Make the checksum functions callable from SQL on this connection."""
+    raw.create_function(CRC_FUNCTION, 7, record_crc, deterministic=True)
+    raw.create_function(ITEM_CRC_FUNCTION, 5, item_crc, deterministic=True)
 
 
 def emptied(file: str) -> str | None:

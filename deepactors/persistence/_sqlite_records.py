@@ -148,7 +148,7 @@ def _check_crc(
         if not (type(rowid) is int and rowid <= unchecked[0]):
             raise ValueError("its checksum is missing")
         return
-    if crc != record_crc(thread_id, seq, path, step, kind, float(created_at), data):
+    if crc != record_crc(thread_id.encode(), seq, path, step, kind, created_at, data):
         raise ValueError(
             "its checksum does not match its contents (changed outside deepactors:"
             " a damaged disk or file, or a hand edit)"

@@ -4,6 +4,12 @@ Same connection handling as the checkpointer (and it may share its file); each
 call is one statement in autocommit. Its errors are the store's own
 (:class:`~deepactors.errors.StoreError`, :class:`~deepactors.errors.StoreCorrupt`),
 naming the file and the item, never quoting a stored value.
+
+Each item carries a checksum of its fields (see ``_sqlite_integrity``), set by
+the statement that writes it and checked when it is read: an item changed
+outside deepactors is ``StoreCorrupt``. An item that is not found at all (the
+index damaged) cannot be told from one never written: a key-value store keeps
+no list of what it should hold.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from typing import Any
 from ..errors import StoreCorrupt, StoreError, StoreFileLost
 from ._json import decode_object
 from ._sqlite_conn import Database, Errors, Schema, SqliteBase, text
+from ._sqlite_integrity import ITEM_CRC_FUNCTION as _CRC
+from ._sqlite_integrity import item_crc
 from .store import (
     Namespace,
     StoreItem,
@@ -31,8 +39,12 @@ from .store import (
 
 __all__ = ["STORE_SCHEMA_VERSION", "SqliteStore"]
 
-STORE_SCHEMA_VERSION = 1
-"""The version of the store table this code writes and reads."""
+STORE_SCHEMA_VERSION = 2
+"""The version of the store table this code writes and reads (2 added checksums)."""
+
+# As for checkpoint records (``_sqlite_records.CRC_AFTER``): the highest rowid
+# written before checksums; an item above it without one lost it to damage.
+_CRC_AFTER = "store_crc_after"
 
 # A namespace is stored as its JSON array text: exact-match for ``list``, and for
 # ``search`` a prefix ("a" then "b" is '["a","b"]', which starts with '["a",').
@@ -45,10 +57,20 @@ _SCHEMA = Schema(
         key        TEXT NOT NULL,
         created_at REAL NOT NULL,
         updated_at REAL NOT NULL,
+        crc        INTEGER,
         value      TEXT NOT NULL,
         PRIMARY KEY (namespace, key)
     )""",
     ),
+    # Old items keep no checksum (NULL: not checked) until they are next put;
+    # an older deepactors, which would write items without one, refuses the file.
+    upgrades={
+        1: (
+            "ALTER TABLE store_items ADD COLUMN crc INTEGER",
+            f"INSERT INTO meta (key, value) SELECT '{_CRC_AFTER}',"
+            " CAST(coalesce(max(rowid), 0) AS TEXT) FROM store_items",
+        )
+    },
 )
 
 _ERRORS = Errors(failed=StoreError, corrupt=StoreCorrupt, mismatch=StoreCorrupt, lost=StoreFileLost)
@@ -65,13 +87,13 @@ def _ns_text(namespace: Namespace) -> str:
 _ITEM_COLUMNS = "namespace, key, created_at, updated_at, value"
 _SELECT_ITEMS = (
     "SELECT CAST(namespace AS BLOB), CAST(key AS BLOB), created_at, updated_at,"
-    " CAST(value AS BLOB) FROM store_items"
+    " CAST(value AS BLOB), crc, rowid FROM store_items"
 )
 
 
 def _item(row: tuple[Any, ...]) -> StoreItem:
     """One row as an item. Raises ValueError saying what is bad."""
-    ns, key, created_at, updated_at, value = row
+    ns, key, created_at, updated_at, value = row[:5]
     try:
         namespace = json.loads(text(ns, what="its namespace"))
         decoded = decode_object(text(value, what="its value"))
@@ -92,14 +114,34 @@ def _item(row: tuple[Any, ...]) -> StoreItem:
     )
 
 
-def _items(file: str, rows: list[Any]) -> list[StoreItem]:
+def _items(raw: sqlite3.Connection, file: str, rows: list[Any]) -> list[StoreItem]:
     out: list[StoreItem] = []
+    unchecked: list[int] = []  # read once, if an item has no checksum
     for i, row in enumerate(rows):
         try:
             out.append(_item(row))
+            # After decoding, so that a field that cannot be read is named as such.
+            _check_crc(raw, row, unchecked)
         except ValueError as exc:
             raise StoreCorrupt(f"{file}: {_name(row, i)}: {exc}") from None
     return out
+
+
+def _check_crc(raw: sqlite3.Connection, row: tuple[Any, ...], unchecked: list[int]) -> None:
+    ns, key, created_at, updated_at, value, crc, rowid = row
+    if crc is None:
+        if not unchecked:
+            found = raw.execute("SELECT value FROM meta WHERE key = ?", (_CRC_AFTER,)).fetchone()
+            after = found[0] if found is not None else "0"
+            unchecked.append(int(after) if isinstance(after, str) and after.isdigit() else 0)
+        if not (type(rowid) is int and rowid <= unchecked[0]):
+            raise ValueError("its checksum is missing")
+        return
+    if crc != item_crc(ns, key, created_at, updated_at, value):
+        raise ValueError(
+            "its checksum does not match its contents (changed outside deepactors:"
+            " a damaged disk or file, or a hand edit)"
+        )
 
 
 def _name(row: tuple[Any, ...], i: int) -> str:
@@ -112,17 +154,24 @@ def _name(row: tuple[Any, ...], i: int) -> str:
 
 def _store_get(raw: sqlite3.Connection, file: str, ns: str, key: str) -> StoreItem | None:
     rows = raw.execute(f"{_SELECT_ITEMS} WHERE namespace = ? AND key = ?", (ns, key)).fetchall()
-    items = _items(file, rows)
+    items = _items(raw, file, rows)
     return items[0] if items else None
 
 
+# The checksum is computed in the statement: an update keeps the row's created_at.
+_PUT = (
+    f"INSERT INTO store_items ({_ITEM_COLUMNS}, crc)"
+    f" VALUES (?1, ?2, ?3, ?3, ?4, {_CRC}(CAST(?1 AS BLOB), CAST(?2 AS BLOB), ?3, ?3,"
+    " CAST(?4 AS BLOB)))"
+    " ON CONFLICT (namespace, key) DO UPDATE"
+    " SET value = excluded.value, updated_at = excluded.updated_at,"
+    f" crc = {_CRC}(CAST(namespace AS BLOB), CAST(key AS BLOB), created_at,"
+    " excluded.updated_at, CAST(excluded.value AS BLOB))"
+)
+
+
 def _store_put(raw: sqlite3.Connection, ns: str, key: str, text: str, now: float) -> None:
-    raw.execute(
-        f"INSERT INTO store_items ({_ITEM_COLUMNS}) VALUES (?, ?, ?, ?, ?)"
-        " ON CONFLICT (namespace, key) DO UPDATE"
-        " SET value = excluded.value, updated_at = excluded.updated_at",
-        (ns, key, now, now, text),
-    )
+    raw.execute(_PUT, (ns, key, now, text))
 
 
 def _store_delete(raw: sqlite3.Connection, ns: str, key: str) -> None:
@@ -135,7 +184,7 @@ def _store_list(raw: sqlite3.Connection, file: str, ns: str, prefix: str) -> lis
         f"{_SELECT_ITEMS} WHERE namespace = ? AND substr(key, 1, ?) = ? ORDER BY key",
         (ns, len(prefix), prefix),
     ).fetchall()
-    return _items(file, rows)
+    return _items(raw, file, rows)
 
 
 def _store_search(
@@ -150,7 +199,7 @@ def _store_search(
         # that start with ``below``, and it can use the primary-key index.
         sql += " AND (namespace = ? OR (namespace >= ? AND namespace < ?))"
         params += [exact, below, below[:-1] + "-"]
-    items = _items(file, raw.execute(sql, params).fetchall())
+    items = _items(raw, file, raw.execute(sql, params).fetchall())
     # Sorted here: JSON text order is not tuple order (escapes, separators).
     items.sort(key=lambda item: (item.namespace, item.key))
     return items
@@ -188,7 +237,8 @@ class SqliteStore(SqliteBase):
         ns = _ns_text(check_namespace(namespace))
         text = encode_value(check_key(key), value)
         await self._db.run(
-            functools.partial(_store_put, ns=ns, key=key, text=text, now=self._clock())
+            # A float, as the REAL column gives it back: the checksum's input.
+            functools.partial(_store_put, ns=ns, key=key, text=text, now=float(self._clock()))
         )
 
     async def delete(self, namespace: Namespace, key: str) -> None:
