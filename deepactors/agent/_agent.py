@@ -184,7 +184,7 @@ class DeepAgent(AgentParts, SavedThreads):
         running (a notebook cell): the run then gets a loop in a worker thread.
         """
 
-        _check_kwargs("invoke", self.ainvoke, kwargs)
+        _check_kwargs("invoke", DeepAgent.ainvoke, kwargs)
 
         async def invoke_and_close() -> dict[str, Any]:
             try:
@@ -204,7 +204,7 @@ class DeepAgent(AgentParts, SavedThreads):
     ) -> Iterator[Any]:
         """Blocking :meth:`astream`: yields events (or, with ``stream_mode``, parts)."""
 
-        _check_kwargs("stream", self.astream, kwargs)
+        _check_kwargs("stream", DeepAgent.astream, kwargs)
 
         @asynccontextmanager
         async def events_then_close() -> AsyncIterator[EventStream | StreamParts]:
