@@ -154,6 +154,36 @@ class ThreadHandle:
             raise InputError(f"seq must be a record number >= 0, not {seq!r}")
         return await self._rollback(lambda: seq, timeout)
 
+    async def fork(self, seq: int, *, timeout: float | None = None) -> int:
+        """Make record ``seq`` the thread's head, in turn with its other orders.
+
+        Decided when its turn comes (after the runs queued before it): nothing
+        if ``seq`` is the head then, else a rollback to it, so what comes next
+        starts from ``seq`` whatever ran in between, as a LangGraph run from a
+        checkpoint does. ``seq`` may be a record an earlier rollback left out.
+
+        Returns:
+            The thread's head after it (see :meth:`rollback`).
+
+        Raises:
+            InputError: ``seq`` is not a record number >= 1.
+        """
+        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
+            raise InputError(f"seq must be a record number >= 1, not {seq!r}")
+        spec = self._spec
+
+        async def op(checkpointer: Checkpointer, lease: ThreadLease) -> dict[str, Any]:
+            records = await checkpointer.read(self.thread_id)
+            live = Restored(self.thread_id, records, source=checkpointer.location).records
+            if (live and live[-1].seq == seq) or seq >= lease.head:
+                return {"head": lease.head}
+            marker = CheckpointWrite(path=spec.name, step=0, kind=ROLLBACK, data={"to": seq})
+            await checkpointer.put(self.thread_id, [marker])
+            return {"head": lease.head + 1}
+
+        result = await self._operate(op, forgets=True, timeout=timeout)
+        return int(result["head"])
+
     async def undo(self, runs: Sequence[RunHandle], *, timeout: float | None = None) -> int:
         """Take the thread back to where the earliest of ``runs`` started.
 

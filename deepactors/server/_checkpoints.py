@@ -79,12 +79,9 @@ def requested_seq(
     return checkpoint_seq(raw, field)
 
 
-async def fork_at(handle: ThreadHandle, seq: int) -> bool:
-    """Make record ``seq`` the thread's head: nothing if it is already, else a
-    rollback to it (the records after it stay readable).
-
-    Returns:
-        Whether the thread was rolled back.
+async def fork_at(handle: ThreadHandle, seq: int) -> None:
+    """Make record ``seq`` the thread's head: nothing if it is the head when its
+    turn comes, else a rollback to it (the records after it stay readable).
 
     Raises:
         HTTPException: 404 when the thread has no record ``seq``.
@@ -92,14 +89,10 @@ async def fork_at(handle: ThreadHandle, seq: int) -> bool:
     records = await handle.history(superseded=True)
     if seq not in {r.seq for r in records}:
         raise HTTPException(404, f"thread {handle.thread_id!r} has no checkpoint {str(seq)!r}")
-    live = await handle.history()
-    if live and live[-1].seq == seq:
-        return False
-    # Queued behind the thread's runs, as every order on it: decided now, but
-    # only a run queued ahead of it could move the head, and the fork starts
-    # from the record asked for, as LangGraph's does, whatever came after.
-    await handle.rollback(seq)
-    return True
+    # An order in the thread's mailbox, decided in its turn: behind the runs
+    # queued before it, so what follows starts from ``seq`` whatever they did,
+    # as a LangGraph run from a checkpoint does, however the timing falls.
+    await handle.fork(seq)
 
 
 async def start_from(
@@ -125,10 +118,9 @@ async def start_from(
         raise HTTPException(422, "checkpoint: a stateless run has no checkpoint to start from")
     while (inflight := thread.inflight) and body.multitask_strategy != "enqueue":
         await manager._make_room(thread, inflight, body.multitask_strategy)
-    handle = manager.runtime.thread(assistant.agent, thread.thread_id)
-    if await fork_at(handle, seq):
-        thread.graph_id = assistant.graph_id
-        await manager.refresh(thread)  # its values and interrupts as of the fork
+    await fork_at(manager.runtime.thread(assistant.agent, thread.thread_id), seq)
+    thread.graph_id = assistant.graph_id
+    await manager.refresh(thread)  # its values and interrupts as of the fork
 
 
 def checkpoint_json(thread_id: str, seq: int | None) -> dict[str, Any] | None:

@@ -194,8 +194,9 @@ async def update_state(request: Request) -> Response:
     seq = requested_seq(body.checkpoint, body.checkpoint_id)
     manager = _manager(request)
     thread = await manager.thread(request.path_params["thread_id"], "update")
-    if seq is not None and await fork_at(manager.handle(thread), seq):
-        await manager.refresh(thread)  # updated from an older checkpoint: a fork there
+    if seq is not None:  # updated from an older checkpoint: a fork there
+        await fork_at(manager.handle(thread), seq)
+        await manager.refresh(thread)
     if body.values:
         await manager.update_state(thread, body.values)
     records = await manager.handle(thread).history()
