@@ -15,6 +15,7 @@ reads; the next call starts the server again, once, and says why if it cannot.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import os
@@ -411,10 +412,9 @@ async def _transport(server: MCPServer, tail: _StderrTail | None) -> AsyncIterat
     if server.auth_token is not None:
         headers["Authorization"] = f"Bearer {server.auth_token}"
     assert server.url is not None
-    async with (
-        create_mcp_http_client(headers=headers) as client,
-        streamable_http_client(server.url, http_client=client) as streams,
-    ):
+    # Building the client loads the CA certificates from disk: not on the loop.
+    client = await anyio.to_thread.run_sync(functools.partial(create_mcp_http_client, headers))
+    async with client, streamable_http_client(server.url, http_client=client) as streams:
         yield streams
 
 

@@ -46,6 +46,7 @@ def call(name: str, **args: object) -> ToolCall:
     return ToolCall(name=name, args=args)
 
 
+@pytest.mark.usefixtures("blocking_detector")
 async def test_120_subagents_share_one_server_process_reaped_when_the_runtime_closes(
     app_log: Path,
 ) -> None:
@@ -89,6 +90,7 @@ async def test_each_plain_ainvoke_has_its_own_session(app_log: Path) -> None:
 
 
 @pytest.mark.parametrize("how", ["deadline", "cancel"])
+@pytest.mark.usefixtures("blocking_detector")
 async def test_cancelled_calls_reach_the_server_as_cancel_notifications(
     app_log: Path, how: str
 ) -> None:
@@ -120,6 +122,7 @@ async def test_cancelled_calls_reach_the_server_as_cancel_notifications(
     assert len(starts(app_log)) == 1
 
 
+@pytest.mark.usefixtures("blocking_detector")
 async def test_a_server_that_dies_mid_call_is_an_error_the_model_reads_then_restarts(
     app_log: Path,
 ) -> None:

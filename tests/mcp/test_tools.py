@@ -48,6 +48,7 @@ def server(request: pytest.FixtureRequest, app_log: Path) -> MCPServer:
     return MCPServer.http(url, name="app")
 
 
+@pytest.mark.usefixtures("blocking_detector")
 async def test_tools_reach_the_model_with_the_servers_schemas_and_answer(
     server: MCPServer,
 ) -> None:
