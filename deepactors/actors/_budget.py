@@ -182,11 +182,12 @@ def reserve(
         if asked is None:
             # SupportsMaxTokens, read without isinstance(): a runtime protocol
             # check costs more than the rest of the reservation together.
-            asked = getattr(model, "max_tokens", None)
+            asked = getattr(model, "max_tokens", _ABSENT)
             if asked is None:
-                # A model that sends no limit of its own (an OpenAI-compatible
-                # server's): the call is made with the one reserved.
+                # A model that takes a max_tokens but sends none of its own (an
+                # OpenAI-compatible server's): the call is made with the one reserved.
                 bounded = False
+            if asked is None or asked is _ABSENT:
                 asked = _profile_max_tokens(model) or DEFAULT_OUTPUT_RESERVATION
         if type(asked) is int and asked > 0:  # the common case (type(): not a bool)
             want_out = asked
@@ -212,6 +213,9 @@ def reserve(
         assert run is not None
         raise _refused(run, outcome, f"model call {run.step} of {run.path}")
     return outcome  # calls in flight hold what this one needs
+
+
+_ABSENT = object()
 
 
 def _profile_max_tokens(model: ChatModel) -> int | None:

@@ -100,3 +100,16 @@ async def test_a_model_without_prices_is_refused_under_a_dollar_budget() -> None
         Budget(usd=-1)
     with pytest.raises(BudgetExceeded):
         raise BudgetExceeded("x", resource="usd", limit=1.0, spent=0.5)
+
+
+async def test_a_model_that_sends_no_max_tokens_is_sent_the_one_reserved(
+    api: FakeOpenAI, api_kind: Any
+) -> None:
+    api.reply(answer("hi"))
+    model = OpenAIModel("house-model", api=api_kind, api_key="k", base_url=api.base_url)
+    assert model.max_tokens is None  # no profile: the server would decide
+    async with model:
+        await create_deep_agent(model=model).ainvoke("hello", budget=Budget(output_tokens=3000))
+    body = api.requests[0].body
+    sent = body.get("max_completion_tokens", body.get("max_output_tokens"))
+    assert sent == 3000
