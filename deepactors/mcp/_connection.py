@@ -172,6 +172,7 @@ class Connection:
         self._tg = tg
         self._limiter = anyio.Semaphore(server.max_in_flight)
         self._lock = anyio.Lock()
+        self._listing = anyio.Lock()
         self._live: _Live | None = None
         # Kept across a reconnect: a server that came back has the same tools,
         # unless it says otherwise (notifications/tools/list_changed).
@@ -184,11 +185,15 @@ class Connection:
         tools = self._tools
         if tools is not None:
             return tools
-        live = await self._session()
-        async with self._limiter:
-            listed = await self._request(live, "list its tools", self._list, live.session)
-        self._tools = listed
-        return listed
+        # One listing for the tree: 1,000 subagents starting at once ask once.
+        async with self._listing:
+            if self._tools is None:
+                live = await self._session()
+                async with self._limiter:
+                    self._tools = await self._request(
+                        live, "list its tools", self._list, live.session
+                    )
+            return self._tools
 
     async def call(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
         """Call the server's tool ``name``.

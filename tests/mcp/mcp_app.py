@@ -4,13 +4,14 @@ Run as ``python mcp_app.py stdio`` or ``python mcp_app.py http PORT``. It covers
 what the registry servers do not: a tool that hangs until cancelled (and writes
 down that it was), one that kills the server, and its own pid for counting
 processes. ``MCP_APP_LOG`` names a file where it appends one line per event
-(``start <pid>``, ``hang <tag>``, ``cancelled <tag>``).
+(``start <pid>``, ``list``, ``hang <tag>``, ``cancelled <tag>``).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -84,6 +85,17 @@ def crash() -> str:
     """End the server process at once, saying why on stderr."""
     print("crash: the test asked for it", file=sys.stderr, flush=True)
     os._exit(3)
+
+
+_list_tools = app.list_tools
+
+
+async def _counted_list_tools() -> Any:
+    _log("list")
+    return await _list_tools()
+
+
+app.list_tools = _counted_list_tools  # type: ignore[method-assign]
 
 
 def main() -> None:

@@ -76,6 +76,7 @@ async def test_120_subagents_share_one_server_process_reaped_when_the_runtime_cl
     assert pids == {str(pid)}  # every subagent, one process
     assert 1 <= max(peaks) <= 4  # the cap on calls in flight
     assert not alive(pid)  # ended and reaped with the runtime: no zombie
+    assert events(app_log).count("list") == 1  # the tools listed once for the tree
 
 
 async def test_each_plain_ainvoke_has_its_own_session(app_log: Path) -> None:
