@@ -76,3 +76,22 @@ def test_a_misspelt_keyword_of_invoke_names_invoke() -> None:
         agent.invoke("hi", confg={})
     with pytest.raises(TypeError, match=r"DeepAgent\.stream\(\) .* 'stream_mod'"):
         agent.stream("hi", stream_mod="values")
+
+
+def test_an_agent_without_langchain_objects_imports_no_langchain() -> None:
+    import subprocess
+
+    script = (
+        "import sys\n"
+        "from deepactors import create_deep_agent\n"
+        "from deepactors.models import ScriptedModel\n"
+        "def f(x: int) -> int:\n"
+        "    '''F.'''\n"
+        "    return x\n"
+        "create_deep_agent(model=ScriptedModel(['x']), tools=[f]).invoke('hi')\n"
+        "print([m for m in sys.modules if m.startswith(('langchain', 'langgraph'))])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "[]"
