@@ -35,6 +35,7 @@ from ._guard import (
     normal_origin,
 )
 from ._misc_api import misc_routes
+from ._openapi import openapi_routes
 from ._records import AssistantRecord
 from ._relay import LocalRelay, RunRelay
 from ._responses import auth_error_response, error_response
@@ -224,7 +225,7 @@ def create_app(
         guard,
         auth,
         # Starlette tries routes in order: the runs' (the hot paths) first.
-        routes=[*run_routes, *thread_routes, *misc_routes],
+        routes=[*run_routes, *thread_routes, *misc_routes, *openapi_routes],
         lifespan=lifespan,
         exception_handlers={
             HTTPException: _error,
