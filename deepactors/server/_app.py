@@ -23,6 +23,7 @@ from ..actors import open_runtime
 from ..agent import DeepAgent
 from ..errors import ConfigurationError, DeepActorsError, InputError
 from ..persistence import Checkpointer, MemoryCheckpointer, Store
+from ..tracing import Tracing, attach_traceparent, detach_traceparent
 from ._authz import CALLER, IDENTITY_KEY, OPEN_PATHS, authenticate
 from ._guard import (
     DEFAULT_BODY_TIMEOUT,
@@ -68,6 +69,7 @@ def create_app(
     runs_db: str | None = None,
     pacing: float | None = DEFAULT_QUANTUM,
     defer_gc: bool = False,
+    tracing: Tracing | bool = True,
 ) -> Starlette:
     """An ASGI app that serves ``agents`` on the LangGraph Agent Protocol.
 
@@ -131,6 +133,10 @@ def create_app(
             young collections that find nothing, and a middle-generation one
             can pause the server for 0.4 s. Process-wide, hence off here;
             ``deepactors serve`` turns it on.
+        tracing: OpenTelemetry traces and metrics of the runs, as for
+            :func:`~deepactors.open_runtime` (on whenever a provider is set);
+            a request's ``traceparent`` header makes its run part of the
+            caller's trace.
 
     Requests with a body must send it as ``application/json`` (or with no
     type): anything else is refused (415), so an HTML form or a ``text/plain``
@@ -178,7 +184,9 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with (
             open_sandboxes(record.agent for record in assistants.values()),
-            open_runtime(idle_timeout=idle_timeout, pacing=pacing, defer_gc=defer_gc) as runtime,
+            open_runtime(
+                idle_timeout=idle_timeout, pacing=pacing, defer_gc=defer_gc, tracing=tracing
+            ) as runtime,
             anyio.create_task_group() as tg,
         ):
             relay = _open_relay(runs_db)
@@ -264,6 +272,18 @@ class _AgentApp(Starlette):
         if scope["type"] != "http":
             await super().__call__(scope, receive, send)
             return
+        # The caller's trace (W3C traceparent), current while the request is
+        # served: a run it starts is ordered here, and its spans join that trace.
+        trace = attach_traceparent(scope["headers"])
+        if trace is None:
+            await self._admit(scope, receive, send)
+            return
+        try:
+            await self._admit(scope, receive, send)
+        finally:
+            detach_traceparent(trace)
+
+    async def _admit(self, scope: Scope, receive: Receive, send: Send) -> None:
         auth = self.auth
         # A CORS preflight carries no credentials (browsers never send them).
         if auth is None or scope["path"] in OPEN_PATHS or scope["method"] == "OPTIONS":

@@ -152,8 +152,8 @@ def _meter_provider(tracing: Tracing | None) -> Any:
 def attach_traceparent(headers: Iterable[tuple[bytes, bytes]]) -> object | None:
     """Make a request's W3C trace context current; return the token to detach it.
 
-    None (and nothing done) when tracing is not set up or the request carries
-    no ``traceparent``: the server calls this for every request.
+    None (and nothing done) when OpenTelemetry was never imported or the
+    request carries no ``traceparent``: the server calls this for every request.
     """
     if "opentelemetry.trace" not in sys.modules:
         return None
@@ -161,7 +161,7 @@ def attach_traceparent(headers: Iterable[tuple[bytes, bytes]]) -> object | None:
     for name, value in headers:
         if name in (b"traceparent", b"tracestate", b"baggage"):
             carrier[name.decode("latin-1")] = value.decode("latin-1")
-    if "traceparent" not in carrier or _tracer_provider(None) is None:
+    if "traceparent" not in carrier:
         return None
     from opentelemetry import context, propagate
 
