@@ -6,7 +6,7 @@ import os
 import secrets
 import shutil
 from collections.abc import Mapping
-from typing import Protocol
+from typing import Literal, Protocol
 
 import anyio
 import anyio.to_thread
@@ -115,7 +115,7 @@ class ContainerSandbox(ThreadSandboxes[ContainerWorkspace]):
         env: Mapping[str, str] | None = None,
         limits: SandboxLimits | None = None,
         timeout: float = 120,
-        run_as: tuple[int, int] | str | None = "auto",
+        run_as: tuple[int, int] | Literal["auto"] | None = "auto",
         cleanup: bool = False,
         max_read_bytes: int = 10 * MIB,
         max_write_bytes: int = 10 * MIB,

@@ -46,13 +46,16 @@ async def test_writing_outside_the_workspace_is_refused(
 
 
 async def test_host_secrets_are_not_visible(sandbox: BubblewrapSandbox, outside: Path) -> None:
+    server_files = os.getcwd()  # the server's own tree (its code, its venv)
     result = await sandbox.execute(
         f"cat {outside}/.ssh/id_ed25519 {outside}/shadow /etc/shadow /etc/passwd "
-        "/root/.ssh/id_rsa /proc/1/root/etc/shadow 2>&1; ls /home /root 2>&1; echo end"
+        "/root/.ssh/id_rsa /proc/1/root/etc/shadow 2>&1; ls /home /root 2>&1; "
+        f"ls {server_files} 2>&1; echo end"
     )
     assert "PLANTED" not in result.output
     assert result.output.strip().endswith("end")
     assert "No such file" in result.output
+    assert "pyproject" not in result.output
 
 
 async def test_the_servers_environment_is_not_passed(
@@ -185,9 +188,12 @@ async def test_the_servers_processes_are_invisible(sandbox: BubblewrapSandbox) -
     me = os.getpid()
     result = await sandbox.execute(
         f"kill -0 {me} 2>&1 || echo no-such-process; ls /proc/{me} 2>&1 | head -1; "
+        "python3 -c 'import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); "
+        f'r = libc.ptrace(16, {me}, 0, 0); print("ptrace", r, os.strerror(ctypes.get_errno()))\'; '
         "ls /proc | grep -c '^[0-9]'"
     )
     assert "no-such-process" in result.output
+    assert "ptrace -1 No such process" in result.output  # PTRACE_ATTACH: not there to attach
     assert "No such file" in result.output
     assert int(result.output.split()[-1]) < 10  # the sandbox's own few processes
 
