@@ -12,6 +12,7 @@ server, so the agent's own MCP servers are started once, not per call.
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
     from ..actors import HasSpec
 
 __all__ = ["mcp_app", "serve_mcp"]
+
+_log = logging.getLogger("deepactors.mcp")
 
 # What a client is told about while the tree works: enough to see it move,
 # not every model token.
@@ -123,7 +126,11 @@ async def _run(
         async with receive:
             async for event in receive:
                 done += 1
-                await ctx.report_progress(done, None, f"{event.path}: {describe(event)}")
+                try:
+                    await ctx.report_progress(done, None, f"{event.path}: {describe(event)}")
+                except Exception:
+                    # A client gone quiet must not take the run down with a notification.
+                    _log.debug("progress notification not sent", exc_info=True)
 
     outcome: str | Exception
     async with anyio.create_task_group() as tg:
