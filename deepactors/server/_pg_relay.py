@@ -72,7 +72,7 @@ class _Write(NamedTuple):
     op: Op
     notify: str | None  # the run whose followers to wake
     commit: _Commit | None
-    keep: bool = False  # written later if the database is down now (a final status)
+    keep: bool = False  # a status: written later if it cannot be now
 
 
 @dataclass(slots=True, eq=False)
@@ -144,21 +144,28 @@ class PgRelay:
             return
         # Back after the database restarted: the runs still going are this
         # connection's now (the old one is gone, which says "lost"), and the
-        # final statuses that could not be written are written.
-        if self._owned:
-            await run_ops(
-                self._db,
-                [
-                    (
-                        "UPDATE deepactors_runs SET owner_pid = %s, owner_start = %s"
-                        " WHERE run_id = ANY(%s)",
-                        (*self._owner, list(self._owned)),
-                    )
-                ],
-            )
+        # final statuses that could not be written are written, in one
+        # transaction, before the relay says it is up (and so before another
+        # process, told so by its /ready, looks at them).
         unwritten, self._unwritten = self._unwritten, []
-        for write in unwritten:
-            self._queue(*write.op, write.notify, keep=True)
+        ops: list[Op] = [w.op for w in unwritten]
+        if self._owned:
+            ops.append(
+                (
+                    "UPDATE deepactors_runs SET owner_pid = %s, owner_start = %s"
+                    " WHERE run_id = ANY(%s)",
+                    (*self._owner, list(self._owned)),
+                )
+            )
+        runs = dict.fromkeys(w.notify for w in unwritten if w.notify is not None)
+        ops.extend(("SELECT pg_notify(%s, %s)", (CHANNEL, f"r:{r}")) for r in runs)
+        if not ops:
+            return
+        try:
+            await run_ops(self._db, ops)
+        except BaseException:
+            self._unwritten[:0] = unwritten  # for the next time it connects
+            raise
 
     def not_ready(self) -> str | None:
         """Why runs cannot be shared now (the database is unreachable), or None."""
@@ -212,10 +219,14 @@ class PgRelay:
             raise
 
     def started(self, run: RunRecord) -> None:
+        # Only over "pending": written late (kept through an outage), it must
+        # not undo a final status written since.
         self._queue(
-            "UPDATE deepactors_runs SET status = %s, updated_at = %s WHERE run_id = %s",
+            "UPDATE deepactors_runs SET status = %s, updated_at = %s"
+            " WHERE run_id = %s AND status = 'pending'",
             (run.status, run.updated_at, run.run_id),
             run.run_id,
+            keep=True,
         )
 
     def event(self, run: RunRecord, event: Event) -> None:

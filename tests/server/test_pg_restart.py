@@ -132,3 +132,43 @@ def test_a_run_in_flight_across_a_restart_ends_in_a_clear_error(
     http.close()
     done = client.runs.wait(thread["thread_id"], "echo", input=_say("again"))
     assert done["messages"][-1]["content"] == "echo: again"  # type: ignore[index,call-overload]
+
+
+@pytest.mark.parametrize("release_while_down", [False, True], ids=["after", "during"])
+def test_another_process_sees_a_run_that_outlived_the_restart_finish(
+    serve: Callable[[Starlette], Served],
+    database: tuple[PostgresServer, str],
+    release_while_down: bool,
+) -> None:
+    """A run needing no database (threads in memory) goes on through the outage;
+    the process that follows it sees it finish, not lost, whether it ended after
+    the database came back (its owner claimed it under its new connection) or
+    while it was down (its final status was kept and written on reconnecting)."""
+    pg, dsn = database
+    probe = Probe()
+    owner = serve(create_app({"echo": blocking_agent(probe)}, runs_db=dsn))
+    other = serve(create_app({"echo": blocking_agent(Probe())}, runs_db=dsn))
+    owner_http = httpx.Client(base_url=owner.url, timeout=BOUND)
+    other_http = httpx.Client(base_url=other.url, timeout=BOUND)
+    thread = owner.client().threads.create()
+    tid = thread["thread_id"]
+    run = owner.client().runs.create(tid, "echo", input=_say("wait"))
+    assert probe.blocked.wait(BOUND)
+
+    pg.stop()
+    try:
+        _until(lambda: owner_http.get("/ready").status_code == 503, "the owner never noticed")
+        if release_while_down:
+            probe.release.set()
+            _until(lambda: probe.active == 0, "the run did not end")
+    finally:
+        pg.start()
+    for http in (owner_http, other_http):
+        _until(lambda h=http: h.get("/ready").status_code == 200, "/ready never said 200 again")
+    seen = other.client().runs.get(tid, run["run_id"])
+    assert seen["status"] in ("running", "success"), seen
+    probe.release.set()
+    other.client().runs.join(tid, run["run_id"])
+    assert other.client().runs.get(tid, run["run_id"])["status"] == "success"
+    owner_http.close()
+    other_http.close()
