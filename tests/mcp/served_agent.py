@@ -1,8 +1,9 @@
 """The agent ``deepactors mcp`` serves in the tests: a deterministic model, subagents.
 
-Its task decides what it does: ``fan N`` delegates N briefs to the ``helper``
-subagent; ``hang`` delegates one that waits in a tool until cancelled, writing
-``cancelled`` to the file ``SERVED_AGENT_LOG`` names when it is.
+Its task decides what it does: ``count`` says how many user messages its
+thread holds; ``fan N`` delegates N briefs to the ``helper`` subagent; ``hang``
+delegates one that waits in a tool until cancelled, writing ``cancelled`` to
+the file ``SERVED_AGENT_LOG`` names when it is.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import os
 
 import anyio
 
-from deepactors import AssistantMessage, ToolCall, ToolMessage, create_deep_agent
+from deepactors import AssistantMessage, ToolCall, ToolMessage, UserMessage, create_deep_agent
 from deepactors.models import FunctionModel, ModelRequest
 
 
@@ -27,6 +28,10 @@ async def wait_here() -> str:
 
 
 def _main(request: ModelRequest) -> AssistantMessage:
+    task = request.messages[-1].text
+    if task == "count":
+        asked = sum(isinstance(m, UserMessage) for m in request.messages)
+        return AssistantMessage(content=f"asked {asked} times")
     task = request.messages[0].text
     results = [m for m in request.messages if isinstance(m, ToolMessage)]
     if results:

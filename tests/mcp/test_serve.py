@@ -91,7 +91,16 @@ async def test_a_cancel_from_the_client_cancels_the_tree(tmp_path: Path) -> None
             while not (log.exists() and "cancelled" in log.read_text()):  # noqa: ASYNC110
                 await anyio.sleep(0.02)
             again = await session.call_tool("run", {"task": "fan 1"})
+            counts = [
+                await session.call_tool("run", {"task": "count", "thread_id": "t1"})
+                for _ in range(2)
+            ]
     assert again.content[0].text == "all done: 1 answers"  # type: ignore[union-attr]
+    # A thread_id continues the conversation (the server's runtime keeps the thread).
+    assert [c.content[0].text for c in counts] == [  # type: ignore[union-attr]
+        "asked 1 times",
+        "asked 2 times",
+    ]
 
 
 @pytest.fixture(params=["asyncio", "trio"])
