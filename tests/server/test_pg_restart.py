@@ -14,8 +14,10 @@ in flight across the restart ends in an error that says what happened.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -48,7 +50,7 @@ def database(own_server: PostgresServer) -> Iterator[tuple[PostgresServer, str]]
         own_server.start()
 
 
-def _say(text: str) -> dict[str, object]:
+def _say(text: str) -> dict[str, Any]:
     return {"messages": [{"role": "user", "content": text}]}
 
 
@@ -57,6 +59,10 @@ def _until(check: Callable[[], bool], what: str) -> None:
     while not check():
         assert time.monotonic() < deadline, what
         time.sleep(0.1)
+
+
+def _ready(http: httpx.Client) -> bool:
+    return http.get("/ready").status_code == 200
 
 
 def _app(dsn: str, probe: Probe) -> Starlette:
@@ -73,7 +79,7 @@ def test_the_server_answers_again_after_its_database_restarts(
     client = served.client()
     thread = client.threads.create()
     done = client.runs.wait(thread["thread_id"], "echo", input=_say("before"))
-    assert done["messages"][-1]["content"] == "echo: before"  # type: ignore[index,call-overload]
+    assert done["messages"][-1]["content"] == "echo: before"  # type: ignore[call-overload]
     assert http.get("/ready").status_code == 200
 
     pg.stop()
@@ -100,13 +106,13 @@ def test_the_server_answers_again_after_its_database_restarts(
     _until(lambda: http.get("/ready").status_code == 200, "/ready never said 200 again")
     assert http.get("/ok").status_code == 200
     done = client.runs.wait(thread["thread_id"], "echo", input=_say("after"))
-    assert done["messages"][-1]["content"] == "echo: after"  # type: ignore[index,call-overload]
+    assert done["messages"][-1]["content"] == "echo: after"  # type: ignore[call-overload]
     state = client.threads.get_state(thread["thread_id"])
-    texts = [m["content"] for m in state["values"]["messages"]]  # type: ignore[call-overload,index]
+    texts = [m["content"] for m in state["values"]["messages"]]  # type: ignore[call-overload]
     assert texts[-1] == "echo: after"
     assert thread["thread_id"] in [t["thread_id"] for t in client.threads.search()]
     fresh = client.runs.wait(None, "echo", input=_say("stateless"))
-    assert fresh["messages"][-1]["content"] == "echo: stateless"  # type: ignore[index,call-overload]
+    assert fresh["messages"][-1]["content"] == "echo: stateless"  # type: ignore[call-overload]
     http.close()
 
 
@@ -131,7 +137,7 @@ def test_a_run_in_flight_across_a_restart_ends_in_a_clear_error(
     _until(lambda: http.get("/ready").status_code == 200, "/ready never said 200 again")
     http.close()
     done = client.runs.wait(thread["thread_id"], "echo", input=_say("again"))
-    assert done["messages"][-1]["content"] == "echo: again"  # type: ignore[index,call-overload]
+    assert done["messages"][-1]["content"] == "echo: again"  # type: ignore[call-overload]
 
 
 @pytest.mark.parametrize("release_while_down", [False, True], ids=["after", "during"])
@@ -164,7 +170,7 @@ def test_another_process_sees_a_run_that_outlived_the_restart_finish(
     finally:
         pg.start()
     for http in (owner_http, other_http):
-        _until(lambda h=http: h.get("/ready").status_code == 200, "/ready never said 200 again")
+        _until(functools.partial(_ready, http), "/ready never said 200 again")
     seen = other.client().runs.get(tid, run["run_id"])
     assert seen["status"] in ("running", "success"), seen
     probe.release.set()
