@@ -28,6 +28,7 @@ from ..errors import ConfigurationError, InputError
 from ..factory import create_deep_agent as _create_deep_agent
 from ..hooks import AgentMiddleware
 from ..tools import Command
+from ._events import langchain_events
 from ._graph import agent_graph
 from ._messages import lc_objects
 
@@ -84,6 +85,26 @@ class LangChainAgent(DeepAgent):
         return dataclasses.replace(
             state, values=values, interrupts=tuple(_described(state.interrupts))
         )
+
+    def astream_events(
+        self,
+        input: Any,
+        config: Mapping[str, Any] | None = None,
+        *,
+        version: str = "v2",
+        **kwargs: Any,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The run's events as LangChain's ``astream_events`` dicts (see ``_events``).
+
+        Raises:
+            InputError: A ``version`` other than ``"v2"``.
+        """
+        if version != "v2":
+            raise InputError(f"astream_events supports version='v2', not {version!r}")
+        args, kwargs = self._configured((config,), kwargs)
+        tags = (args[0] or {}).get("tags") or ()
+        events = super().astream(_input(input), *args, **kwargs)
+        return langchain_events(events, tags=list(tags))
 
     def get_graph(self, config: Mapping[str, Any] | None = None, *, xray: bool = False) -> Any:
         """The agent loop as LangGraph draws it: ``.nodes``, ``.edges``, ``draw_mermaid()``."""

@@ -220,3 +220,26 @@ async def test_with_config_batch_and_abatch() -> None:
         seen.append(meta.get("tags"))
     assert ["base", "call"] in seen
     assert create_lc_agent(model=model).batch(["d"])[0]["messages"][-1].content == "four"
+
+
+async def test_astream_events_v2_gives_langchains_event_dicts() -> None:
+    parent, child = weather_models()
+    agent = weather_agent(parent, child, factory=create_lc_agent)
+    kinds: list[str] = []
+    streamed = ""
+    tool_ends = []
+    async for event in agent.astream_events("Weather?", {"tags": ["t1"]}, version="v2"):
+        kinds.append(event["event"])
+        assert event["tags"] == ["t1"]
+        if event["event"] == "on_chat_model_stream":
+            assert isinstance(event["data"]["chunk"], AIMessageChunk)
+            streamed += event["data"]["chunk"].content
+        if event["event"] == "on_tool_end":
+            assert isinstance(event["data"]["output"], ToolMessage)
+            tool_ends.append((event["name"], event["metadata"]["lc_agent_name"]))
+    assert kinds[0] == "on_chain_start"
+    assert kinds[-1] == "on_chain_end"
+    assert {"on_chat_model_start", "on_chat_model_end", "on_tool_start"} <= set(kinds)
+    assert "Sunny in Tokyo." in streamed
+    assert ("get_weather", "weather") in tool_ends
+    assert ("task", "main") in tool_ends
