@@ -5,16 +5,17 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Generic, Self, TypeVar
+from typing import TYPE_CHECKING, Generic, NoReturn, Self, TypeVar
 
 import anyio
 import anyio.to_thread
 from anyio.abc import AsyncResource
 
-from deepactors.errors import SandboxError
+from deepactors.errors import FileNotFound, SandboxError
 
 from ._filesystem import MIB
 from ._links import Resolved
+from ._paths import normalize_path
 from ._protocol import (
     DEFAULT_MAX_MATCHES,
     EditResult,
@@ -140,6 +141,19 @@ class ThreadSandboxes(AsyncResource, Generic[W]):
         self._check_open()
         return self.for_key(current_sandbox_key())
 
+    def _reading(self) -> W | None:
+        """The workspace to read, None outside any thread (per thread only).
+
+        Middleware that reads files before any tool call (memory, skills) finds
+        nothing there instead of failing the run: no workspace is guessed, and
+        none is shared between threads by accident.
+        """
+        self._check_open()
+        key = current_sandbox_key()
+        if self.per_thread and key is None:
+            return None
+        return self.for_key(key)
+
     def bind(self, state: State, *, name: str = "main") -> Self:
         """This sandbox: the workspace is chosen per call, from the thread in scope."""
         return self
@@ -156,11 +170,15 @@ class ThreadSandboxes(AsyncResource, Generic[W]):
 
     async def ls(self, path: str = "/") -> list[FileInfo]:
         """See :meth:`Backend.ls`."""
-        return await self._current().ls(path)
+        ws = self._reading()
+        if ws is None:
+            return [] if normalize_path(path) == "/" else _absent(path)
+        return await ws.ls(path)
 
     async def read(self, path: str, *, offset: int = 0, limit: int | None = None) -> ReadWindow:
         """See :meth:`Backend.read`."""
-        return await self._current().read(path, offset=offset, limit=limit)
+        ws = self._reading()
+        return _absent(path) if ws is None else await ws.read(path, offset=offset, limit=limit)
 
     async def write(
         self, path: str, content: str, *, expected_version: str | None = None
@@ -192,7 +210,8 @@ class ThreadSandboxes(AsyncResource, Generic[W]):
 
     async def glob(self, pattern: str, path: str = "/") -> list[FileInfo]:
         """See :meth:`Backend.glob`."""
-        return await self._current().glob(pattern, path)
+        ws = self._reading()
+        return [] if ws is None else await ws.glob(pattern, path)
 
     async def grep(
         self,
@@ -203,15 +222,28 @@ class ThreadSandboxes(AsyncResource, Generic[W]):
         max_matches: int = DEFAULT_MAX_MATCHES,
     ) -> GrepResult:
         """See :meth:`Backend.grep`."""
-        return await self._current().grep(pattern, path=path, glob=glob, max_matches=max_matches)
+        ws = self._reading()
+        if ws is None:
+            return GrepResult(matches=(), truncated=False)
+        return await ws.grep(pattern, path=path, glob=glob, max_matches=max_matches)
 
     async def stat(self, path: str) -> FileInfo:
         """See :meth:`Backend.stat`."""
-        return await self._current().stat(path)
+        ws = self._reading()
+        return _absent(path) if ws is None else await ws.stat(path)
 
     async def resolve_links(self, paths: Sequence[str]) -> list[Resolved]:
         """See :meth:`FilesystemBackend.resolve_links`."""
-        return await self._current().resolve_links(paths)
+        ws = self._reading()
+        return [Resolved(p) for p in paths] if ws is None else await ws.resolve_links(paths)
+
+
+def _absent(path: str) -> NoReturn:
+    raise FileNotFound(
+        f"nothing at {path}: this per-thread sandbox is read outside a tool call, with "
+        "no thread's workspace in scope",
+        path=path,
+    )
 
 
 def _remove(root: str) -> None:

@@ -17,7 +17,7 @@ from deepactors.backends import (
     SandboxProvider,
     sandbox_scope,
 )
-from deepactors.errors import SandboxError, SandboxUnavailable
+from deepactors.errors import FileNotFound, SandboxError, SandboxUnavailable
 from deepactors.persistence import MemoryCheckpointer
 
 from .conftest import alive
@@ -105,12 +105,42 @@ async def test_a_shared_sandbox_needs_no_thread(sandbox_root: Path) -> None:
     assert (sandbox_root / "a.txt").read_text() == "shared\n"
 
 
-async def test_a_per_thread_sandbox_refuses_work_outside_a_thread(sandbox_root: Path) -> None:
+async def test_outside_a_thread_a_per_thread_sandbox_reads_nothing_and_runs_nothing(
+    sandbox_root: Path,
+) -> None:
     async with BubblewrapSandbox(sandbox_root) as sandbox:
+        with sandbox_scope(SandboxKey("t")):
+            await sandbox.write("/AGENTS.md", "thread t's notes\n")
         with pytest.raises(SandboxError, match="per-thread"):
             await sandbox.execute("echo where")
         with pytest.raises(SandboxError, match="per-thread"):
-            await sandbox.ls("/")
+            await sandbox.write("/x.txt", "where")
+        assert await sandbox.ls("/") == []
+        assert await sandbox.glob("**/*") == []
+        assert (await sandbox.grep("notes")).matches == ()
+        with pytest.raises(FileNotFound):
+            await sandbox.read("/AGENTS.md")
+
+
+async def test_memory_skills_and_a_long_output_do_not_stop_a_run_on_a_per_thread_sandbox(
+    sandbox_root: Path,
+) -> None:
+    model = ScriptedModel(
+        turns([("execute", {"command": "head -c 90000 /dev/zero | tr '\\0' a"})], last="ok")
+    )
+    async with BubblewrapSandbox(sandbox_root) as sandbox:
+        agent = create_deep_agent(
+            model,
+            backend=sandbox,
+            memory=["/AGENTS.md"],
+            skills=["/skills/"],
+            checkpointer=MemoryCheckpointer(),
+        )
+        state = await agent.ainvoke({"messages": "go"}, thread_id="t-mem")
+    assert state["messages"][-1].text == "ok"
+    output = results(state)[0]
+    assert "output truncated" in output
+    assert len(output) < 60_000  # the cap, under the size past which results move to files
 
 
 async def test_closing_kills_running_commands_and_refuses_more(sandbox_root: Path) -> None:
