@@ -17,10 +17,10 @@ from langchain_core.tools import (
     ToolException,
     tool,
 )
-from langgraph.prebuilt import InjectedState
+from langgraph.prebuilt import InjectedState, InjectedStore
 from langgraph.types import Command as LGCommand
 
-from deepactors import AssistantMessage, ToolCall, create_deep_agent
+from deepactors import AssistantMessage, MemoryStore, ToolCall, create_deep_agent
 from deepactors.errors import ConfigurationError
 from deepactors.models import ModelRequest, ScriptedModel
 
@@ -219,3 +219,24 @@ def test_return_direct_is_refused_by_name() -> None:
 
     with pytest.raises(ConfigurationError, match="'final' has return_direct"):
         create_deep_agent(model=ScriptedModel(["x"]), tools=[final])
+
+
+async def test_injected_store_gets_the_agents_store() -> None:
+    store = MemoryStore()
+    seen: list[Any] = []
+
+    @tool
+    def remember(fact: str, store: Annotated[Any, InjectedStore()]) -> str:
+        """Remember a fact."""
+        seen.append(store)
+        return "ok"
+
+    agent = create_deep_agent(
+        model=calls(ToolCall(id="s1", name="remember", args={"fact": "f"})),
+        tools=[remember],
+        store=store,
+    )
+    assert set(agent.tools["remember"].parameters["properties"]) == {"fact"}
+    result = await agent.ainvoke("remember")
+    assert results(result)["s1"].text == "ok"
+    assert seen == [store]
