@@ -12,13 +12,16 @@ import pytest
 from deepactors import AssistantMessage, ScriptedModel, ToolCall, ToolMessage, create_deep_agent
 from deepactors.backends import (
     BubblewrapSandbox,
+    CompositeBackend,
     SandboxBackend,
     SandboxKey,
     SandboxProvider,
+    StoreBackend,
     sandbox_scope,
 )
 from deepactors.errors import FileNotFound, SandboxError, SandboxUnavailable
-from deepactors.persistence import MemoryCheckpointer
+from deepactors.models import FunctionModel, ModelRequest
+from deepactors.persistence import MemoryCheckpointer, MemoryStore
 
 from .conftest import alive
 
@@ -141,6 +144,38 @@ async def test_memory_skills_and_a_long_output_do_not_stop_a_run_on_a_per_thread
     output = results(state)[0]
     assert "output truncated" in output
     assert len(output) < 60_000  # the cap, under the size past which results move to files
+
+
+async def test_memory_in_a_store_route_beside_a_per_thread_sandbox(sandbox_root: Path) -> None:
+    store = MemoryStore()
+    await store.put(("mem",), "/AGENTS.md", {"content": "Always answer in haiku.\n"})
+    seen: list[str] = []
+
+    def model(request: ModelRequest) -> AssistantMessage | str:
+        seen.append(" ".join(m.text for m in request.messages))
+        if not any(isinstance(m, ToolMessage) for m in request.messages):
+            calls = [
+                ToolCall(name="write_file", args={"file_path": "/work.txt", "content": "w\n"}),
+                ToolCall(name="execute", args={"command": "ls"}),
+            ]
+            return AssistantMessage(tool_calls=calls)
+        return "ok"
+
+    async with BubblewrapSandbox(sandbox_root) as sandbox:
+        backend = CompositeBackend(
+            sandbox, routes={"/memories/": StoreBackend(store, namespace=("mem",))}
+        )
+        agent = create_deep_agent(
+            FunctionModel(model),
+            backend=backend,
+            memory=["/memories/AGENTS.md"],
+            checkpointer=MemoryCheckpointer(),
+        )
+        state = await agent.ainvoke({"messages": "go"}, thread_id="t-routes")
+    assert "haiku" in seen[0]
+    texts = results(state)
+    assert any("work.txt" in t for t in texts)
+    assert (sandbox_root / SandboxKey("t-routes").slug / "work.txt").read_text() == "w\n"
 
 
 async def test_closing_kills_running_commands_and_refuses_more(sandbox_root: Path) -> None:
