@@ -194,9 +194,16 @@ class BubblewrapSandbox(ThreadSandboxes[BubblewrapWorkspace]):
                 output_total_bytes=65536,
             )
             if result.exit_code != 0:
+                said = result.output.strip() or f"exit status {result.exit_code}"
+                hint = "are user namespaces enabled for this user?"
+                if self.run_as is not None and "Permission denied" in said:
+                    hint = (
+                        f"commands run as uid {self.run_as[0]}, which must be able to reach "
+                        f"{self.root} and the paths made visible (every folder above them "
+                        "searchable by others)"
+                    )
                 self._failure = SandboxUnavailable(
-                    "bubblewrap cannot create the sandbox here (are user namespaces "
-                    f"enabled for this user?): {result.output.strip() or result.exit_code}; "
+                    f"bubblewrap cannot create the sandbox here ({hint}): {said}; "
                     "commands are not run on the host instead"
                 )
                 raise self._failure

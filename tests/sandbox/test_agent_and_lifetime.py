@@ -253,8 +253,9 @@ async def test_unavailable_without_bubblewrap_and_nothing_runs_on_the_host(
 async def test_unavailable_when_bwrap_cannot_set_up_says_why(tmp_path: Path) -> None:
     # pytest's tmp_path is under a folder only root may enter: nobody cannot bind it.
     sandbox = BubblewrapSandbox(tmp_path / "ws", per_thread=False)
-    with pytest.raises(SandboxUnavailable, match="bubblewrap cannot create the sandbox"):
+    with pytest.raises(SandboxUnavailable, match="bubblewrap cannot create the sandbox") as info:
         async with sandbox:
             pass
+    assert "uid 65534, which must be able to reach" in str(info.value)
     with pytest.raises(SandboxUnavailable):  # remembered, not retried
         await sandbox.execute("true")
