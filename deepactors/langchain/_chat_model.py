@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import sniffio
@@ -84,6 +84,14 @@ class LangChainChatModel:
             if isinstance(value, str) and value:
                 return value
         return str(self.chat_model._llm_type)
+
+    @property
+    def context_window(self) -> int | None:
+        """``max_input_tokens`` of the chat model's LangChain profile, when it has one
+        (summarization sizes itself from it)."""
+        profile = getattr(self.chat_model, "profile", None)
+        window = profile.get("max_input_tokens") if isinstance(profile, Mapping) else None
+        return window if isinstance(window, int) and window > 0 else None
 
     def runnable_for(self, tools: Sequence[Tool]) -> Runnable[Any, Any]:
         """The chat model with ``tools`` bound, made once per tool set and kept.

@@ -64,6 +64,7 @@ async def test_chatopenai_drives_a_deep_agent_with_a_subagent(api: FakeOpenAI) -
     script(api)
     agent = agent_on(api)
     assert isinstance(agent.model, LangChainChatModel)
+    assert agent.model.context_window is None or agent.model.context_window > 0
     result = await agent.ainvoke("Weather in Tokyo?")
     assert isinstance(result["messages"][-1], AIMessage)
     assert result["messages"][-1].content == "It is sunny in Tokyo."
