@@ -77,3 +77,12 @@ async def test_unknown_tools_and_paths_are_configuration_errors(sandbox_root: Pa
         with pytest.raises(ConfigurationError):
             async with sandbox:
                 pass
+
+
+async def test_commands_as_this_processs_own_user(sandbox_root: Path) -> None:
+    async with BubblewrapSandbox(sandbox_root, per_thread=False, run_as=None) as sandbox:
+        await sandbox.write("/in.txt", "from the tools\n")
+        result = await sandbox.execute("id -u; cat in.txt; echo made > out.txt")
+        assert result.output.split("\n")[:2] == [str(os.getuid()), "from the tools"]
+        assert (await sandbox.read("/out.txt")).text == "made"
+    assert (sandbox_root / "out.txt").stat().st_uid == os.getuid()
