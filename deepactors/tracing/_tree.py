@@ -131,6 +131,9 @@ class TreeTracer:
         }
         if self._thread_id is not None:
             attributes["gen_ai.conversation.id"] = self._thread_id
+            # LangSmith files a span's langsmith.metadata.* as its run's
+            # metadata, and groups runs into threads by metadata thread_id.
+            attributes["langsmith.metadata.thread_id"] = self._thread_id
         return self._tracer.start_span(
             f"invoke_agent {name}", context=parent, kind=SpanKind.INTERNAL, attributes=attributes
         )
