@@ -47,10 +47,10 @@ def call(name: str, **args: object) -> ToolCall:
 
 
 @pytest.mark.usefixtures("blocking_detector")
-async def test_120_subagents_share_one_server_process_reaped_when_the_runtime_closes(
+async def test_200_subagents_share_one_server_process_reaped_when_the_runtime_closes(
     app_log: Path,
 ) -> None:
-    n = 120
+    n = 200
     worker = {
         "name": "worker",
         "description": "calls the server",
