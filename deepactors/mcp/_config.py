@@ -8,6 +8,8 @@ and shared like any other; the connection is made when a run first needs it
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
 import importlib.util
 import os
 import re
@@ -24,14 +26,24 @@ EXTRA_HINT = "MCP servers need the official mcp SDK: pip install 'deepactors[mcp
 _NAME_OK = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
+@functools.cache
 def require_sdk() -> None:
-    """Check that the ``mcp`` SDK is installed (without importing it).
+    """Check that the ``mcp`` SDK, 2.x, is installed (without importing it).
 
     Raises:
         ConfigurationError: It is not; the message names the extra to install.
     """
     if importlib.util.find_spec("mcp") is None:
         raise ConfigurationError(EXTRA_HINT)
+    try:
+        version = importlib.metadata.version("mcp")
+    except importlib.metadata.PackageNotFoundError:
+        return  # importable but not installed as a distribution: a checkout; trust it
+    if int(version.split(".")[0]) < 2:
+        raise ConfigurationError(
+            f"deepactors speaks MCP through the mcp SDK 2.x; {version} is installed: "
+            "pip install -U 'deepactors[mcp]'"
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)

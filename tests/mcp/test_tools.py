@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 from deepactors import AssistantMessage, ToolCall, ToolMessage, create_deep_agent
 from deepactors.errors import ConfigurationError
 from deepactors.mcp import MCPServer
+from deepactors.mcp._config import require_sdk
 from deepactors.models import FunctionModel, ModelRequest
 from tests.mcp.servers import SDK_HTTP_ON_TRIO, app_server
 
@@ -188,3 +190,16 @@ async def test_a_lazy_server_lists_names_and_loads_schemas_when_asked(app_log: P
     got = results(state)
     assert got["load_mcp_tools"].text == "Loaded: add. Not MCP tools to load: nope."
     assert json.loads(got["add"].text) == {"sum": 3}
+
+
+def test_without_the_sdk_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "mcp" else real(name, *a)
+    )
+    require_sdk.cache_clear()
+    try:
+        with pytest.raises(ConfigurationError, match=r"pip install 'deepactors\[mcp\]'"):
+            MCPServer.stdio("some-server")
+    finally:
+        require_sdk.cache_clear()
