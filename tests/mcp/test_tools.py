@@ -12,6 +12,7 @@ import pytest
 
 from deepactors import AssistantMessage, ToolCall, ToolMessage, create_deep_agent
 from deepactors.errors import ConfigurationError
+from deepactors.events import ToolCallFinished
 from deepactors.mcp import MCPServer
 from deepactors.mcp._config import require_sdk
 from deepactors.models import FunctionModel, ModelRequest
@@ -203,3 +204,17 @@ def test_without_the_sdk_the_error_names_the_extra(monkeypatch: pytest.MonkeyPat
             MCPServer.stdio("some-server")
     finally:
         require_sdk.cache_clear()
+
+
+async def test_a_streamed_run_calls_mcp_tools_too(app_log: Path) -> None:
+    agent = create_deep_agent(
+        calls_then_done(ToolCall(name="echo", args={"text": "streamed"})),
+        mcp_servers={"app": app_server(app_log)},
+    )
+    finished = []
+    with anyio.fail_after(30):
+        async with agent.astream("go") as stream:
+            async for event in stream:
+                if isinstance(event, ToolCallFinished):
+                    finished.append(event.result.text)
+    assert finished == ["echo: streamed"]
