@@ -7,7 +7,8 @@ deterministic function of the conversation:
 - a user message with "email" in it: a ``send_email`` call, which stops for a
   human (``interrupt_on``), then ``sent: ...`` or ``not sent: ...``;
 - anything else: ``echo #<n>: <text>``, ``n`` the number of user messages the
-  model sees, so a run forked from an older checkpoint shows it.
+  model sees, so a run forked from an older checkpoint shows it; with "slow" in
+  the text, after a second (a run still going when a page reloads).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import httpx
 __all__ = ["AGENT_MODULE", "served_agent", "serving"]
 
 AGENT_MODULE = '''
+import anyio
+
 from deepactors import AssistantMessage, ToolCall, ToolMessage, create_deep_agent
 from deepactors.models import FunctionModel
 from deepactors.persistence import MemoryCheckpointer
@@ -42,8 +45,10 @@ def send_email(to: str, body: str) -> str:
     return f"sent to {to}: {body}"
 
 
-def model(request):
+async def model(request):
     last = request.messages[-1]
+    if "slow" in last.text and not isinstance(last, ToolMessage):
+        await anyio.sleep(1)  # a run still going when the page reloads
     users = [m for m in request.messages if m.role == "user"]
     if isinstance(last, ToolMessage):
         verdict = "not sent" if last.status == "error" else "sent"

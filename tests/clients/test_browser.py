@@ -145,6 +145,21 @@ def test_follow_ups_and_approve_reject_edit_in_chromium(loop: str, tmp_path: Pat
             # A reload finds the thread again from its history.
             page.reload()
             expect(messages.last).to_have_text("sent: sent to al: hi")
+
+            # A reload while a run streams: useStream rejoins it (Last-Event-ID).
+            rejoins: list[Any] = []
+
+            def rejoin(request: Any) -> None:
+                if request.method == "GET" and request.url.split("?")[0].endswith("/stream"):
+                    rejoins.append(request)
+
+            page.on("request", rejoin)
+            say("slow one")
+            expect(page.locator("#status")).to_have_text("loading")
+            page.reload()
+            expect(messages.last).to_have_text("echo #6: slow one")
+            expect(page.locator("#status")).to_have_text("idle")
+            assert [r.headers.get("last-event-id") for r in rejoins] == ["-1"]
             expect(page.locator("#error")).to_have_text("")
             assert errors == []
         finally:
