@@ -259,3 +259,32 @@ async def test_unavailable_when_bwrap_cannot_set_up_says_why(tmp_path: Path) -> 
     assert "uid 65534, which must be able to reach" in str(info.value)
     with pytest.raises(SandboxUnavailable):  # remembered, not retried
         await sandbox.execute("true")
+
+
+async def test_memory_in_the_threads_workspace_is_read_before_any_tool_call(
+    sandbox_root: Path,
+) -> None:
+    """Middleware that reads files outside a tool call (memory) reaches the
+    thread's workspace: the run carries its sandbox key for all of it."""
+    seen: list[str] = []
+
+    def model(request: ModelRequest) -> AssistantMessage:
+        seen.append("\n".join(m.text for m in request.messages))
+        return AssistantMessage(content="ok")
+
+    async with BubblewrapSandbox(sandbox_root) as sandbox:
+        for thread, note in (("t-mem-1", "prefers tabs"), ("t-mem-2", "prefers spaces")):
+            workspace = sandbox_root / SandboxKey(thread).slug
+            workspace.mkdir(parents=True, exist_ok=True)
+            (workspace / "AGENTS.md").write_text(f"The user {note}.\n")
+        agent = create_deep_agent(
+            FunctionModel(model),
+            backend=sandbox,
+            memory=["/AGENTS.md"],
+            checkpointer=MemoryCheckpointer(),
+        )
+        await agent.ainvoke({"messages": "hi"}, thread_id="t-mem-1")
+        await agent.ainvoke({"messages": "hi"}, thread_id="t-mem-2")
+    assert "The user prefers tabs." in seen[0]
+    assert "prefers spaces" not in seen[0]
+    assert "The user prefers spaces." in seen[1]
