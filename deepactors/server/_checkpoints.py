@@ -16,18 +16,16 @@ one back, on a run or a state update, gets what LangGraph's server gives:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from starlette.exceptions import HTTPException
 
-from ..actors import ThreadHandle
-from ._records import AssistantRecord, ThreadRecord
+from ..actors import Runtime, ThreadHandle
+from ._records import AssistantRecord, RunRecord, ThreadRecord
 from ._schemas import Checkpoint, RunCreate
 
-if TYPE_CHECKING:
-    from ._runs import RunManager
-
 __all__ = [
+    "Runs",
     "checkpoint_json",
     "checkpoint_seq",
     "fork_at",
@@ -35,6 +33,19 @@ __all__ = [
     "start_from",
     "superseded_history",
 ]
+
+
+class Runs(Protocol):
+    """What :func:`start_from` needs of the run manager (``_runs.RunManager``, which
+    calls it: a protocol, not an import, so the two modules make no circle)."""
+
+    runtime: Runtime
+
+    async def refresh(self, thread: ThreadRecord) -> None: ...
+
+    async def _make_room(
+        self, thread: ThreadRecord, inflight: list[RunRecord], strategy: str
+    ) -> None: ...
 
 
 def checkpoint_seq(raw: Any, field: str) -> int:
@@ -96,7 +107,7 @@ async def fork_at(handle: ThreadHandle, seq: int) -> None:
 
 
 async def start_from(
-    manager: RunManager, thread: ThreadRecord, assistant: AssistantRecord, body: RunCreate
+    manager: Runs, thread: ThreadRecord, assistant: AssistantRecord, body: RunCreate
 ) -> None:
     """Where a run on ``thread`` starts: its head, or the checkpoint ``body`` names.
 
