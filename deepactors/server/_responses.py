@@ -1,5 +1,9 @@
 """ASGI responses that watch the client: a run's SSE stream, and a wait for its result.
 
+A resumable run's stream (:class:`LoggedStreamResponse`) is sent from the
+frames kept for it (:class:`FrameLog`, numbered, with ``id:`` lines), so a
+client that comes back with ``Last-Event-ID`` gets what it missed.
+
 Both are plain ASGI callables (not async generators): the response's own task
 group holds a watcher that reads ``http.disconnect`` while the body is sent, so
 a client that leaves is noticed at once, even while no event is due, and the
