@@ -10,6 +10,7 @@ for any other) with the live event view, and prints its usage and cost at the en
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import importlib.metadata
 import sys
@@ -93,9 +94,18 @@ def _run(args: argparse.Namespace) -> int:
         except (ImportError, ConfigurationError) as exc:
             print(f"error: --db {args.db}: {exc}", file=sys.stderr)
             return 2
+    sandbox = None
+    if args.sandbox:
+        from ..backends import BubblewrapSandbox
+
+        # The model's commands and files in a workspace under this folder,
+        # isolated from the host (Linux namespaces; no network).
+        sandbox = BubblewrapSandbox(args.sandbox)
     try:
         servers = read_mcp_servers(args.mcp) if args.mcp else None
-        agent = create_deep_agent(model, checkpointer=checkpointer, mcp_servers=servers)
+        agent = create_deep_agent(
+            model, checkpointer=checkpointer, mcp_servers=servers, backend=sandbox
+        )
     except ConfigurationError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -106,11 +116,16 @@ def _run(args: argparse.Namespace) -> int:
 
     async def main(view: View) -> None:
         try:
-            async with agent.astream(question, thread_id=thread, timeout=args.timeout) as events:
-                async for event in events:
-                    view.feed(event)
-                    if isinstance(event, RunFinished) and "/" not in event.path:
-                        spent[0] = event.usage  # the top run's: the whole tree's
+            async with contextlib.AsyncExitStack() as stack:
+                if sandbox is not None:
+                    await stack.enter_async_context(sandbox)  # SandboxUnavailable: said below
+                async with agent.astream(
+                    question, thread_id=thread, timeout=args.timeout
+                ) as events:
+                    async for event in events:
+                        view.feed(event)
+                        if isinstance(event, RunFinished) and "/" not in event.path:
+                            spent[0] = event.usage  # the top run's: the whole tree's
         finally:
             await aclose_tree_models(agent.spec)
 
@@ -206,6 +221,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="MCP servers whose tools the agent gets: a JSON file in Claude Desktop's "
         "mcpServers shape (needs deepactors[mcp])",
     )
+    run.add_argument(
+        "--sandbox",
+        metavar="DIR",
+        help="run the agent's files and shell commands in a bubblewrap sandbox whose "
+        "workspace lives under DIR (Linux, Debian's bubblewrap; no network)",
+    )
     run.add_argument("--loop", choices=("asyncio", "trio"), default="asyncio", help=_LOOP_HELP)
     _log_options(run, "warning")
     run.set_defaults(func=_run)
@@ -214,7 +235,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve an agent on the LangGraph Agent Protocol (langgraph-sdk, Agent Chat UI)",
     )
     serve.add_argument(
-        "agent", nargs="?", help="module:attribute of a DeepAgent (default: the offline demo agent)"
+        "agent",
+        nargs="?",
+        help="module:attribute or file.py:attribute of a DeepAgent (default: the graphs of "
+        "./langgraph.json, else the offline demo agent)",
     )
     serve.add_argument("--host", default="127.0.0.1", help="interface to listen on")
     serve.add_argument("--port", type=int, default=2024, help="port to listen on")
