@@ -35,12 +35,14 @@ if TYPE_CHECKING:
     from ._chat_model import LangChainChatModel as LangChainChatModel
     from ._chat_model import adapt_model as adapt_model
     from ._chat_model import resolve_model_string as resolve_model_string
+    from ._errors import GraphRecursionError as GraphRecursionError
     from ._messages import from_langchain as from_langchain
     from ._messages import to_langchain as to_langchain
     from ._tools import from_langchain_tool as from_langchain_tool
 
 __all__ = [
     "CompiledSubAgent",
+    "GraphRecursionError",
     "LangChainAgent",
     "LangChainChatModel",
     "SubAgent",
@@ -59,6 +61,7 @@ _LAZY = {
     "LangChainAgent": "_agent",
     "as_langchain": "_agent",
     "create_deep_agent": "_agent",
+    "GraphRecursionError": "_errors",
     "LangChainChatModel": "_chat_model",
     "adapt_model": "_chat_model",
     "resolve_model_string": "_chat_model",

@@ -24,10 +24,11 @@ import anyio
 
 from ..actors import AgentSpec, EventStream, ThreadState
 from ..agent import DeepAgent
-from ..errors import ConfigurationError, InputError
+from ..errors import ConfigurationError, InputError, StepLimitExceeded
 from ..factory import create_deep_agent as _create_deep_agent
 from ..hooks import AgentMiddleware
 from ..tools import Command
+from ._errors import GraphRecursionError
 from ._events import langchain_events
 from ._graph import agent_graph
 from ._messages import lc_objects
@@ -156,7 +157,10 @@ class LangChainAgent(DeepAgent):
         LangGraph's ``Command(resume=...)`` is taken as deepactors' own.
         """
         args, kwargs = self._configured(args, kwargs)
-        return _result(await super().ainvoke(_input(input), *args, **kwargs))
+        try:
+            return _result(await super().ainvoke(_input(input), *args, **kwargs))
+        except StepLimitExceeded as exc:
+            raise _recursion(exc) from exc
 
     def astream(self, *args: Any, **kwargs: Any) -> Any:
         """:meth:`DeepAgent.astream`; with ``stream_mode``, parts hold LangChain objects.
@@ -197,6 +201,11 @@ def as_langchain(agent: DeepAgent) -> LangChainAgent:
     if isinstance(agent, LangChainAgent):
         return agent
     return LangChainAgent(agent.spec)
+
+
+def _recursion(exc: StepLimitExceeded) -> StepLimitExceeded:
+    """LangGraph's error for a step limit (as is when it already is one)."""
+    return exc if isinstance(exc, GraphRecursionError) else GraphRecursionError(str(exc))
 
 
 def _merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
@@ -332,14 +341,20 @@ class _LangChainParts:
         return bool(await self._parts.__aexit__(exc_type, exc, tb))
 
     async def __anext__(self) -> Any:
-        return self._convert(await self._parts.__anext__())
+        try:
+            return self._convert(await self._parts.__anext__())
+        except StepLimitExceeded as exc:
+            raise _recursion(exc) from exc
 
     def __aiter__(self) -> AsyncIterator[Any]:
         return self._read(self._parts.__aiter__())
 
     async def _read(self, parts: AsyncIterator[Any]) -> AsyncIterator[Any]:
-        async for part in parts:
-            yield self._convert(part)
+        try:
+            async for part in parts:
+                yield self._convert(part)
+        except StepLimitExceeded as exc:
+            raise _recursion(exc) from exc
 
     def _convert(self, part: Any) -> Any:
         return _part(part, self._modes, subgraphs=self._subgraphs)

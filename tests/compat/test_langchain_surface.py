@@ -95,3 +95,22 @@ def test_an_agent_without_langchain_objects_imports_no_langchain() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "[]"
+
+
+async def test_recursion_limit_raises_langgraphs_error_which_is_ours_too() -> None:
+    from langgraph.errors import GraphRecursionError
+
+    from deepactors import AssistantMessage, ToolCall
+    from deepactors.errors import StepLimitExceeded
+    from deepactors.models import FunctionModel
+
+    def loop(request: object) -> AssistantMessage:
+        return AssistantMessage(tool_calls=[ToolCall(name="write_todos", args={"todos": []})])
+
+    agent = create_deep_agent(model=FunctionModel(loop))
+    with pytest.raises(GraphRecursionError) as caught:
+        await agent.ainvoke("go", {"recursion_limit": 4})
+    assert isinstance(caught.value, StepLimitExceeded)
+    with pytest.raises(GraphRecursionError):
+        async for _ in agent.astream("go", {"recursion_limit": 4}, stream_mode="updates"):
+            pass
