@@ -85,8 +85,8 @@ def serve_process(port: int, loop: str, db: str, run_retention: float, idle: flo
         if loop == "asyncio":
             import uvicorn
 
-            config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
-            await uvicorn.Server(config).serve()
+            settings = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+            await uvicorn.Server(settings).serve()
             return
         import trio
         from hypercorn.config import Config

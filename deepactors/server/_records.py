@@ -119,6 +119,8 @@ class ThreadRecord:
             (see :class:`ForgottenRun`), at most :data:`FORGOTTEN_PER_THREAD`.
         stale: Its values were let go after it stayed idle; they are read
             back from its checkpoint when asked for (``values`` is None).
+        read_at: When they were last read back (a thread that is read often
+            keeps them, as one that changes does).
     """
 
     thread_id: str
@@ -133,6 +135,7 @@ class ThreadRecord:
     runs: list[RunRecord] = field(default_factory=list)
     forgotten: dict[str, ForgottenRun] = field(default_factory=dict)
     stale: bool = False
+    read_at: float = 0.0
 
     @property
     def inflight(self) -> list[RunRecord]:

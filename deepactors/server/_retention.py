@@ -94,7 +94,11 @@ class Retention:
         if self.idle_timeout is not None:
             cutoff = now - self.idle_timeout
             for thread in self._threads.values():
-                if thread.values is not None and thread.updated_at <= cutoff and thread.idle:
+                if (
+                    thread.values is not None
+                    and max(thread.updated_at, thread.read_at) <= cutoff
+                    and thread.idle
+                ):
                     thread.values = None
                     thread.stale = True
 

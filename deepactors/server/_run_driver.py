@@ -259,6 +259,7 @@ class RunDriver:
         thread.values = values_to_lc(state.values) if state.seq is not None else None
         thread.interrupts = interrupts_to_lc(list(state.interrupts))
         thread.stale = False
+        thread.read_at = time.time()
 
     async def result(self, run: RunRecord) -> dict[str, Any]:
         """Wait for the run; its final values as JSON (``__error__`` if it failed)."""
