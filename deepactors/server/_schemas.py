@@ -114,7 +114,8 @@ class RunCreate(_Body):
                 )
             if self.command.resume is None:
                 raise HTTPException(422, "command.resume: give the decisions to resume with")
-            if self.input is not None:
+            # Agent Chat UI resumes with submit({}, {command}): an empty input is none.
+            if self.input:
                 raise HTTPException(422, "input: give either input or command, not both")
 
 

@@ -168,3 +168,21 @@ def test_update_state_sets_todos_files_and_messages_with_their_reducers(
     assert [t["content"] for t in values["todos"]] == ["write the report"]
     assert "/notes.md" in values["files"]
     assert [m["content"] for m in values["messages"]] == ["one", "echo #1: one", "more"]
+
+
+def test_agent_chat_ui_resume_and_regenerate(client: SyncLangGraphClient) -> None:
+    # Agent Chat UI resumes with submit({}, {command}) and regenerates an answer
+    # with submit(undefined, {checkpoint: <the answer's parent checkpoint>}).
+    thread_id = client.threads.create()["thread_id"]
+    client.runs.wait(thread_id, "agent", input=_say("email bob"))
+    values = client.runs.wait(
+        thread_id, "agent", input={}, command={"resume": {"decisions": [{"type": "approve"}]}}
+    )
+    assert _last(values) == "sent: sent to bob: email bob"
+    client.runs.wait(thread_id, "agent", input=_say("hello"))
+    history = client.threads.get_history(thread_id, limit=100)
+    parent = next(s for s in history if s["values"]["messages"][-1]["content"] == "hello")[
+        "checkpoint"
+    ]
+    values = client.runs.wait(thread_id, "agent", input=None, checkpoint=parent)
+    assert [m["content"] for m in values["messages"][-2:]] == ["hello", "echo #2: hello"]
