@@ -195,8 +195,19 @@ class Connection:
                     )
             return self._tools
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
+    async def call(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        progress: Callable[[float, float | None, str | None], Awaitable[None]] | None = None,
+    ) -> CallToolResult:
         """Call the server's tool ``name``.
+
+        Args:
+            name: The tool, by the server's name.
+            arguments: Its arguments.
+            progress: Called with each progress notification the server sends
+                about the call (asking for them), if given.
 
         Raises:
             ToolError: The server could not be started, died during the call, or
@@ -204,7 +215,7 @@ class Connection:
         """
         async with self._limiter:
             live = await self._session()
-            call = live.session.call_tool
+            call = functools.partial(live.session.call_tool, progress_callback=progress)
             timeout = self.server.call_timeout
             if timeout is None:
                 return await self._request(live, f"run {name!r}", call, name, arguments)

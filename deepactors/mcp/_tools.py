@@ -9,12 +9,13 @@ it: the server validates the arguments (and says what is wrong in an
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
+from ..context import ToolRuntime
 from ..errors import ToolArgumentsError, ToolError
 from ..messages import ContentBlock, ImageBlock, TextBlock
 from ..tools import Tool
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
     from mcp_types import CallToolResult
     from mcp_types import Tool as RemoteTool
 
-    from ..context import ToolRuntime
     from ._config import MCPServer
     from ._connection import Connection
 
@@ -65,16 +65,43 @@ class MCPTool(Tool):
     async def call(self, args: Mapping[str, Any], runtime: ToolRuntime | None = None) -> Any:
         """Call the tool on the server; return its result as text or content blocks.
 
+        When the run has listeners, the server is asked for progress, and each
+        notification it sends becomes a :class:`~deepactors.events.CustomEvent`
+        whose data is ``{"mcp_progress": {"server", "tool", "progress", "total",
+        "message"}}``.
+
         Raises:
             ToolError: An ``isError`` result (its content is the message), or
                 the server could not be reached (see :class:`Connection`).
         """
-        result = await self.connection.call(self.remote_name, self.validate(args))
+        progress = None
+        if runtime is not None and runtime.run.emit is not None:
+            progress = _progress_writer(runtime, self.connection.server.name, self.remote_name)
+        result = await self.connection.call(self.remote_name, self.validate(args), progress)
         content = content_of(result)
         if result.is_error:
             text = content if isinstance(content, str) else _text_of(content)
             raise ToolError(text or f"the MCP tool {self.name!r} failed")
         return content
+
+
+def _progress_writer(
+    runtime: ToolRuntime, server: str, tool: str
+) -> Callable[[float, float | None, str | None], Awaitable[None]]:
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        runtime.write(
+            {
+                "mcp_progress": {
+                    "server": server,
+                    "tool": tool,
+                    "progress": done,
+                    "total": total,
+                    "message": message,
+                }
+            }
+        )
+
+    return progress
 
 
 def tools_of(server: MCPServer, connection: Connection, remote: list[RemoteTool]) -> list[MCPTool]:
@@ -95,6 +122,8 @@ def tools_of(server: MCPServer, connection: Connection, remote: list[RemoteTool]
                 fn=_unused,
                 args_model=_AnyArguments,
                 is_async=True,
+                # Asks for the run's context: progress notifications become its events.
+                runtime_param="runtime",
                 remote_name=t.name,
                 connection=connection,
             )

@@ -12,6 +12,7 @@ import pytest
 from deepactors import AssistantMessage, ToolCall, ToolMessage, create_deep_agent
 from deepactors.actors import open_runtime
 from deepactors.errors import ConfigurationError
+from deepactors.events import CustomEvent
 from deepactors.mcp import MCPServer
 from deepactors.messages import ImageBlock
 from deepactors.models import FunctionModel, ModelRequest
@@ -134,3 +135,20 @@ async def test_100_subagents_read_through_one_server_filesystem_process(
     assert all("alpha\nbeta" in a for a in answers)
     assert len(servers) == 1  # one process for the whole tree
     assert children_running("mcp-server-filesystem") == []  # gone with the runtime
+
+
+async def test_a_servers_progress_notifications_become_run_events(everything: MCPServer) -> None:
+    model = turns(
+        [ToolCall(name="trigger-long-running-operation", args={"duration": 0.3, "steps": 3})]
+    )
+    agent = create_deep_agent(model, mcp_servers={"everything": everything})
+    progress: list[dict[str, Any]] = []
+    with anyio.fail_after(60):
+        async with agent.astream("go") as stream:
+            async for event in stream:
+                if isinstance(event, CustomEvent) and "mcp_progress" in event.data:
+                    progress.append(event.data["mcp_progress"])
+    assert [p["progress"] for p in progress] == [1, 2, 3]
+    assert {(p["server"], p["tool"], p["total"]) for p in progress} == {
+        ("everything", "trigger-long-running-operation", 3)
+    }
