@@ -152,7 +152,10 @@ class Handler(BaseHTTPRequestHandler):
         self._send(FIRST.get(self.path.removeprefix("/first/"), {}))
 
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+        if not raw:
+            return  # the client left (a run that failed elsewhere is cancelling)
+        body = json.loads(raw)
         n = int(self.headers.get("x-fanout", N))  # the warm-up runs use a small one
         if self.path.startswith("/v1/messages"):
             self._send(_anthropic(body, n))

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import json
 import pstats
 import statistics
@@ -50,6 +51,9 @@ from deepactors.models import ChatModel, ModelRequest
 
 IMPLS = ("floor", "deepactors")
 WARM_UP = 10
+# Seconds per request, connecting included: on a loaded machine the server's
+# accept loop can be slower than the SDKs' default 5 s connect timeout.
+TIMEOUT = 600.0
 
 
 async def lookup(key: str) -> str:
@@ -95,12 +99,20 @@ def make_client(sdk: str, port: int, n: int) -> Any:
         import anthropic
 
         return anthropic.AsyncAnthropic(
-            api_key="k", base_url=f"http://127.0.0.1:{port}", max_retries=0, default_headers=headers
+            api_key="k",
+            base_url=f"http://127.0.0.1:{port}",
+            max_retries=0,
+            default_headers=headers,
+            timeout=TIMEOUT,
         )
     import openai
 
     return openai.AsyncOpenAI(
-        api_key="k", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0, default_headers=headers
+        api_key="k",
+        base_url=f"http://127.0.0.1:{port}/v1",
+        max_retries=0,
+        default_headers=headers,
+        timeout=TIMEOUT,
     )
 
 
@@ -253,14 +265,26 @@ def work_for(
 
 
 def worker(
-    impl: str, sdk: str, backend: str, n: int, port: int, concurrency: int, profile: bool
+    impl: str,
+    sdk: str,
+    backend: str,
+    n: int,
+    port: int,
+    concurrency: int,
+    profile: bool,
+    freeze: bool,
 ) -> None:
     templates = {kind: _get(port, f"{sdk}/{kind}") for kind in ("main", "child")}
     warm, _ = work_for(impl, sdk, port, WARM_UP, concurrency, templates)
     anyio.run(warm, backend=backend)
     work, lat = work_for(impl, sdk, port, n, concurrency, templates)
+    if freeze:
+        # What open_runtime(freeze_heap=True) does when a server starts: the
+        # SDKs' modules are never walked by the collector again.
+        gc.collect()
+        gc.freeze()
     if profile:
-        profiler = cProfile.Profile()
+        profiler = cProfile.Profile(time.process_time)
         profiler.enable()
         value = anyio.run(work, backend=backend)
         profiler.disable()
@@ -317,11 +341,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=64, help="requests in flight at most")
     parser.add_argument("--profile", action="store_true", help="CPU shares from a profiled run")
+    parser.add_argument(
+        "--freeze", action="store_true", help="gc.freeze() before each run (both alike)"
+    )
     parser.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         impl, sdk, backend, n, port, concurrency = args.worker
-        worker(impl, sdk, backend, int(n), int(port), int(concurrency), args.profile)
+        worker(impl, sdk, backend, int(n), int(port), int(concurrency), args.profile, args.freeze)
         return
     server = subprocess.Popen(
         [sys.executable, str(Path(__file__).parent / "_w8_server.py"), str(args.n)],
@@ -342,7 +369,7 @@ def _drive(args: argparse.Namespace, port: int) -> None:
     print(
         f"W8: {args.n} subagents x 3 model calls over the real SDKs and HTTP on 127.0.0.1, "
         f"{args.concurrency} requests in flight at most; medians of {args.repeats} "
-        "fresh-process runs"
+        "fresh-process runs" + (" (gc.freeze() before each)" if args.freeze else "")
     )
     for sdk in args.sdks:
         # A warm-up run of deepactors records the request shapes the floor sends.
@@ -359,6 +386,7 @@ def _drive(args: argparse.Namespace, port: int) -> None:
                         str(args.n),
                         str(port),
                         str(args.concurrency),
+                        *(["--freeze"] if args.freeze else []),
                     ]
                     runs[impl].append(run_worker(script, worker_args))
             print(f"{sdk}, {backend}:")
@@ -367,7 +395,8 @@ def _drive(args: argparse.Namespace, port: int) -> None:
                 calls = _median(r, "calls")
                 print(
                     f"  {impl:10} {calls:5.0f} calls | CPU {_median(r, 'cpu') / calls * 1e6:7.0f}"
-                    f" us/call | wall {_median(r, 'wall'):6.2f} s | latency p50 "
+                    f" us/call (GC {_median(r, 'gc_time') / calls * 1e6:5.0f}, "
+                    f"{_median(r, 'gc_full'):3.0f} full) | wall {_median(r, 'wall'):6.2f} s | p50 "
                     f"{_median(r, 'p50') * 1000:6.1f} ms, p99 {_median(r, 'p99') * 1000:6.1f} ms"
                 )
             ratio = (_median(runs["deepactors"], "cpu") / _median(runs["deepactors"], "calls")) / (

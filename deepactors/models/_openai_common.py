@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
+from deepactors.errors import ModelAPIError
 from deepactors.messages import ContentBlock, ImageBlock, TextBlock, ThinkingBlock, Usage, new_id
 
 from .profiles import ModelProfile
@@ -20,6 +21,7 @@ from .profiles import ModelProfile
 __all__ = [
     "REASONING_MARK",
     "image_url",
+    "json_view",
     "new_call_id",
     "parse_args",
     "reasoning_block",
@@ -162,3 +164,42 @@ def reasoning_item(block: ThinkingBlock) -> JSON | None:
         return None
     item.setdefault("summary", [])
     return item
+
+
+class _View:
+    """A JSON object read by attribute (``view.choices[0].message``), as the SDK's
+    models are: a key the answer left out reads as None, as the SDK's optional
+    fields do. Made lazily, one level at a time."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data = data
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # not a JSON field: copy, pickle and the like ask
+            raise AttributeError(name)
+        return _wrap(self._data.get(name))
+
+
+def _wrap(value: Any) -> Any:
+    if type(value) is dict:
+        return _View(value)
+    if type(value) is list:
+        return [_wrap(item) for item in value]
+    return value
+
+
+def json_view(raw: bytes) -> Any:
+    """An answer's JSON body, read by attribute like the SDK's own objects.
+
+    Raises:
+        ModelAPIError: The body is not a JSON object.
+    """
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise ModelAPIError(f"the server answered with invalid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ModelAPIError(f"the server answered with JSON that is no object: {raw[:200]!r}")
+    return _View(data)

@@ -78,6 +78,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any, ClassVar, Final, cast
 
@@ -90,6 +91,7 @@ from deepactors._core.perloop import PerLoop
 from deepactors.errors import (
     ConfigurationError,
     ContextWindowExceeded,
+    ModelAPIError,
 )
 from deepactors.events import CustomEvent
 from deepactors.messages import AssistantMessage
@@ -284,7 +286,9 @@ class AnthropicModel(AsyncResource):
         waited = await self.limiter.acquire()
         try:
             self._queued(request, waited)
-            response = await client.messages.create(
+            # The raw answer, read as JSON once: the SDK would build its own model
+            # of it, only for us to turn it back into a dict.
+            raw = await client.messages.with_raw_response.create(
                 model=body.pop("model"),
                 max_tokens=body.pop("max_tokens"),
                 messages=body.pop("messages"),
@@ -292,6 +296,9 @@ class AnthropicModel(AsyncResource):
                 extra_body=body,
                 **self._sdk_options,
             )
+            response = json.loads(raw.http_response.content)
+        except json.JSONDecodeError as exc:
+            raise ModelAPIError(f"the Anthropic API answered with invalid JSON: {exc}") from exc
         except ValueError as exc:
             # The SDK's own check, refusing before anything is sent; it also knows
             # models with a lower limit than ours (see _plain_call_refused).
@@ -306,11 +313,7 @@ class AnthropicModel(AsyncResource):
             self.limiter.release()
         if response is None:
             return await self._generate_streaming(request)
-        return _checked(
-            message_from_api(
-                cast("dict[str, Any]", response.to_dict(mode="json", warnings=False)), self._prices
-            )
-        )
+        return _checked(message_from_api(cast("dict[str, Any]", response), self._prices))
 
     def _plain_call_refused(self, client: anthropic.AsyncAnthropic, max_tokens: int) -> bool:
         """Whether the SDK would refuse a plain (non-streaming) call as too long.

@@ -83,7 +83,7 @@ from ._openai_chat import (
     messages_to_chat,
     tools_to_chat,
 )
-from ._openai_common import strict_schema
+from ._openai_common import json_view, strict_schema
 from ._openai_errors import map_error
 from ._openai_responses import (
     ResponsesAccumulator,
@@ -256,8 +256,10 @@ class OpenAIModel(AsyncResource):
         waited = await self.limiter.acquire()
         try:
             self._queued(request, waited)
+            # The raw answer, read as JSON once and read by attribute through a
+            # thin view: the SDK would build a model of every part of it first.
             if self.api == "chat":
-                completion = await client.chat.completions.create(
+                raw = await client.chat.completions.with_raw_response.create(
                     model=body.pop("model"),
                     messages=body.pop("messages"),
                     stream=False,
@@ -265,13 +267,14 @@ class OpenAIModel(AsyncResource):
                     **self._sdk_options,
                 )
             else:
-                response = await client.responses.create(
+                raw = await client.responses.with_raw_response.create(
                     model=body.pop("model"),
                     input=body.pop("input"),
                     stream=False,
                     extra_body=body,
                     **self._sdk_options,
                 )
+            answer = json_view(raw.http_response.content)
         except openai.APIError as exc:
             raise map_error(exc, self.provider) from exc
         except TRANSPORT_ERRORS as exc:
@@ -279,8 +282,8 @@ class OpenAIModel(AsyncResource):
         finally:
             self.limiter.release()
         if self.api == "chat":
-            return message_from_chat(completion, self.profile)
-        return message_from_response(response, self.profile)
+            return message_from_chat(answer, self.profile)
+        return message_from_response(answer, self.profile)
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[StreamPart, None]:
         """Answer one request over server-sent events: deltas, then the whole message.
