@@ -11,6 +11,7 @@ server, so the agent's own MCP servers are started once, not per call.
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import math
@@ -19,6 +20,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
+import anyio.to_thread
 import sniffio
 
 from ..actors import Runtime, await_handle, open_runtime
@@ -188,6 +190,8 @@ async def serve_mcp(
         description: Its description.
     """
     await load_sdk()
+    # The server half of the SDK (starlette, ...) is imported off the loop too.
+    await anyio.to_thread.run_sync(importlib.import_module, "mcp.server.mcpserver")
     async with open_runtime() as rt:
         app = mcp_app(agent, rt, name=name, tool_name=tool_name, description=description)
         if transport == "stdio":
