@@ -14,6 +14,7 @@ from psycopg_pool import AsyncConnectionPool
 from ._pg_drive import (
     OPEN_TIMEOUT,
     LeaseConnection,
+    check_idle_async,
     configure_lease_async,
     drive_async,
     idle_connection_lost,
@@ -53,9 +54,10 @@ class AsyncDriver:
         work, leases = pool_options(dsn, size, lease_size)
         # Checked on checkout: after a database restart the first operation
         # gets a live connection, not one the restart ended (see ``_pg_drive``).
-        check = AsyncConnectionPool.check_connection
-        self._pool = AsyncConnectionPool(**work, check=check)
-        self._leases = AsyncConnectionPool(**leases, configure=configure_lease_async, check=check)
+        self._pool = AsyncConnectionPool(**work, check=check_idle_async)
+        self._leases = AsyncConnectionPool(
+            **leases, configure=configure_lease_async, check=check_idle_async
+        )
 
     async def open(self, prepare: Op[None]) -> None:
         # One connection of its own first: a wrong DSN or a server that is down

@@ -28,6 +28,7 @@ from psycopg_pool import ConnectionPool
 from ._pg_drive import (
     OPEN_TIMEOUT,
     LeaseConnection,
+    check_idle,
     configure_lease,
     drive_sync,
     idle_connection_lost,
@@ -140,9 +141,8 @@ class ThreadDriver:
         self._write_lock = anyio.Lock(fast_acquire=True)
         work, leases = pool_options(dsn, size, lease_size)
         # Checked on checkout: see AsyncDriver.
-        check = ConnectionPool.check_connection
-        self._pool = ConnectionPool(**work, check=check)
-        self._leases = ConnectionPool(**leases, configure=configure_lease, check=check)
+        self._pool = ConnectionPool(**work, check=check_idle)
+        self._leases = ConnectionPool(**leases, configure=configure_lease, check=check_idle)
         # Lease waits block a thread each: their own limiter, so they never
         # take the threads the run's other work needs.
         self._limiter = anyio.CapacityLimiter(lease_size)
