@@ -240,9 +240,10 @@ class Connection:
             if exc.error.code == CONNECTION_CLOSED:
                 # The in-flight call may or may not have run: not repeated, reported.
                 await _settle(live)
+                again = "started again" if self.server.transport == "stdio" else "reconnected"
                 raise ToolError(
                     f"the MCP server {self.server.name!r} closed the connection before it "
-                    f"could {what}; it will be started again on the next call{live.why()}"
+                    f"could {what}; it will be {again} on the next call{live.why()}"
                 ) from None
             raise ToolError(
                 f"the MCP server {self.server.name!r} refused to {what}: {exc.error.message}"
@@ -282,9 +283,11 @@ class Connection:
         except ToolError:
             raise
         except Exception as exc:
+            cause = _leaf(exc)
+            how = "started" if self.server.transport == "stdio" else "reached"
             raise ToolError(
-                f"the MCP server {self.server.name!r} could not be started: "
-                f"{type(exc).__name__}: {exc}"
+                f"the MCP server {self.server.name!r} could not be {how}: "
+                f"{type(cause).__name__}: {cause}"
             ) from None
         self.opened += 1
         return live
@@ -363,6 +366,13 @@ class Connection:
         if isinstance(message, ToolListChangedNotification):
             self._tools = None
         await anyio.lowlevel.checkpoint()
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first error inside the exception groups the SDK's task groups wrap it in."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 async def _settle(live: _Live) -> None:

@@ -7,18 +7,14 @@ installed once on first use. Without npm those tests are skipped.
 
 from __future__ import annotations
 
-import os
 import shutil
-import socket
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.mcp.servers import APP, NODE
+from tests.mcp.servers import NODE, free_port, start_http_app
 
 
 @pytest.fixture
@@ -30,25 +26,9 @@ def app_log(tmp_path: Path) -> Path:
 def http_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """Our test server over streamable HTTP (uvicorn on 127.0.0.1): its URL and log."""
     log = tmp_path_factory.mktemp("http") / "app.log"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, str(APP), "http", str(port)],
-        env={**os.environ, "MCP_APP_LOG": str(log)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    port = free_port()
+    proc = start_http_app(port, log)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the test MCP server over HTTP did not start") from None
-                time.sleep(0.05)
         yield f"http://127.0.0.1:{port}/mcp", log
     finally:
         proc.terminate()

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -41,3 +45,29 @@ def events(log: Path) -> list[str]:
 def alive(pid: int) -> bool:
     """Whether ``pid`` exists at all (a zombie counts: it was not reaped)."""
     return Path(f"/proc/{pid}").exists()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_http_app(port: int, log: Path) -> subprocess.Popen[bytes]:
+    """Our test server over streamable HTTP on ``port``, once it accepts connections."""
+    proc = subprocess.Popen(
+        [sys.executable, str(APP), "http", str(port)],
+        env={**os.environ, "MCP_APP_LOG": str(log)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError("the test MCP server over HTTP did not start") from None
+            time.sleep(0.05)

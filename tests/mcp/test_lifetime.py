@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 import pytest
 
 from deepactors import AssistantMessage, ToolCall, ToolMessage, create_deep_agent
@@ -13,7 +14,14 @@ from deepactors.actors import await_handle, open_runtime
 from deepactors.errors import RunCancelled, ToolError
 from deepactors.mcp import MCPServer
 from deepactors.models import FunctionModel, ModelRequest
-from tests.mcp.servers import alive, app_server, events
+from tests.mcp.servers import (
+    SDK_HTTP_ON_TRIO,
+    alive,
+    app_server,
+    events,
+    free_port,
+    start_http_app,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -200,3 +208,31 @@ async def test_one_server_named_twice_with_other_filters_is_still_one_session(
     texts = [m.text for m in state["messages"] if isinstance(m, ToolMessage)]
     assert texts == ["echo: parent", "echo: child"]
     assert len(starts(app_log)) == 1
+
+
+@SDK_HTTP_ON_TRIO
+async def test_an_http_server_that_goes_away_is_reconnected_when_it_is_back(
+    tmp_path: Path,
+) -> None:
+    port, log = free_port(), tmp_path / "http.log"
+    proc = await anyio.to_thread.run_sync(start_http_app, port, log)
+    server = MCPServer.http(f"http://127.0.0.1:{port}/mcp", name="web")
+    agent = create_deep_agent(turns([call("echo", text="hi")]), mcp_servers={"web": server})
+    try:
+        with anyio.fail_after(90):
+            async with open_runtime() as rt:
+                first = await rt.ainvoke(agent, "go")
+                proc.kill()
+                await anyio.to_thread.run_sync(proc.wait)
+                lost = await rt.ainvoke(agent, "go")
+                down = await rt.ainvoke(agent, "go")
+                proc = await anyio.to_thread.run_sync(start_http_app, port, log)
+                back = await rt.ainvoke(agent, "go")
+    finally:
+        proc.kill()
+        await anyio.to_thread.run_sync(proc.wait)
+    assert first["messages"][-1].text == "echo: hi"
+    assert "'web' closed the connection" in lost["messages"][-1].text
+    assert "it will be reconnected on the next call" in lost["messages"][-1].text
+    assert "'web' could not be reached: ConnectError" in down["messages"][-1].text
+    assert back["messages"][-1].text == "echo: hi"
