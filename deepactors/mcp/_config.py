@@ -8,7 +8,6 @@ and shared like any other; the connection is made when a run first needs it
 
 from __future__ import annotations
 
-import functools
 import importlib.metadata
 import importlib.util
 import os
@@ -19,31 +18,42 @@ from typing import Any, Literal
 
 from ..errors import ConfigurationError
 
-__all__ = ["MCPServer", "mcp_servers_from", "require_sdk"]
+__all__ = ["MCPServer", "mcp_servers_from", "require_sdk", "sdk_problem"]
 
 EXTRA_HINT = "MCP servers need the official mcp SDK: pip install 'deepactors[mcp]'"
 
 _NAME_OK = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
-@functools.cache
+def sdk_problem() -> str | None:
+    """What is wrong with the installed ``mcp`` SDK (missing, or 1.x), or None."""
+    if importlib.util.find_spec("mcp") is None:
+        return EXTRA_HINT
+    try:
+        version = importlib.metadata.version("mcp")
+    except importlib.metadata.PackageNotFoundError:
+        return None  # importable but not installed as a distribution: a checkout; trust it
+    if int(version.split(".")[0]) < 2:
+        return (
+            f"deepactors speaks MCP through the mcp SDK 2.x; {version} is installed: "
+            "pip install -U 'deepactors[mcp]'"
+        )
+    return None
+
+
+# Looked up once, with this module: it reads the disk, which a server built
+# inside a running event loop must not do on the loop.
+_PROBLEM = sdk_problem()
+
+
 def require_sdk() -> None:
     """Check that the ``mcp`` SDK, 2.x, is installed (without importing it).
 
     Raises:
         ConfigurationError: It is not; the message names the extra to install.
     """
-    if importlib.util.find_spec("mcp") is None:
-        raise ConfigurationError(EXTRA_HINT)
-    try:
-        version = importlib.metadata.version("mcp")
-    except importlib.metadata.PackageNotFoundError:
-        return  # importable but not installed as a distribution: a checkout; trust it
-    if int(version.split(".")[0]) < 2:
-        raise ConfigurationError(
-            f"deepactors speaks MCP through the mcp SDK 2.x; {version} is installed: "
-            "pip install -U 'deepactors[mcp]'"
-        )
+    if _PROBLEM is not None:
+        raise ConfigurationError(_PROBLEM)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
