@@ -25,6 +25,7 @@ from starlette.applications import Starlette
 
 from deepactors.persistence import PostgresCheckpointer
 from deepactors.server import create_app
+from deepactors.server._pg_db import backoff
 from tests.pgserver import PostgresServer
 
 from .agents import Probe, blocking_agent
@@ -178,3 +179,12 @@ def test_another_process_sees_a_run_that_outlived_the_restart_finish(
     assert other.client().runs.get(tid, run["run_id"])["status"] == "success"
     owner_http.close()
     other_http.close()
+
+
+def test_reconnection_waits_grow_to_a_bound_and_are_spread() -> None:
+    waits = [[backoff(n) for n in range(12)] for _ in range(50)]
+    for series in waits:
+        for n, wait in enumerate(series):
+            ceiling = min(5.0, 0.25 * 2**n)
+            assert ceiling / 2 <= wait <= ceiling
+    assert len({series[-1] for series in waits}) > 1  # jittered: not all in step
