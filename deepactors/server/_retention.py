@@ -5,8 +5,9 @@ with): kept for ``run_retention`` seconds after it ends, so a client can join it
 or read its result, then let go of. What is left of a run of a saved thread is
 a :class:`~._records.ForgottenRun` on its thread (its status, times, metadata,
 error): its thread's values are read from the thread's checkpoint when asked
-for. A run of another server process is let go of with nothing left here: the
-shared runs database has it, and a request for it adopts it again.
+for. When runs are shared between server processes (``runs_db``), nothing is
+left here of a run let go of: the shared runs database has it whole, and a
+request for it adopts it again.
 
 A thread idle for ``idle_timeout`` seconds (no run in flight, nothing changed)
 lets go of its values too (``stale``); they are read back from its checkpoint
@@ -42,6 +43,8 @@ class Retention:
         threads: The manager's threads by id.
         run_retention: Seconds a finished run stays (None: for ever).
         idle_timeout: Seconds an idle thread keeps its values (None: for ever).
+        remember: Keep what is left of a forgotten run of a thread (False: the
+            runs are in a shared runs database, which has them whole).
     """
 
     def __init__(
@@ -51,11 +54,13 @@ class Retention:
         *,
         run_retention: float | None,
         idle_timeout: float | None,
+        remember: bool = True,
     ) -> None:
         self._runs = runs
         self._threads = threads
         self.run_retention = run_retention
         self.idle_timeout = idle_timeout
+        self._remember = remember
         self._scope = anyio.CancelScope()
 
     @property
@@ -110,7 +115,7 @@ class Retention:
         thread = run.thread
         if run in thread.runs:
             thread.runs.remove(run)
-        if run.remote or thread.temporary:
+        if run.remote or thread.temporary or not self._remember:
             return
         forgotten = thread.forgotten
         forgotten[run.run_id] = ForgottenRun.of(run)

@@ -99,7 +99,12 @@ class RunManager(RunDriver):
         # Runs created with launch=False, until launched: what they start with.
         self._unlaunched: dict[str, tuple[RunInput, Mapping[str, Any] | None, float | None]] = {}
         self.retention = Retention(
-            self.runs, self.threads, run_retention=run_retention, idle_timeout=idle_timeout
+            self.runs,
+            self.threads,
+            run_retention=run_retention,
+            idle_timeout=idle_timeout,
+            # Shared runs are in the runs database, whence a request adopts them again.
+            remember=not self.relay.shared,
         )
         task_group.start_soon(self.retention.run)
 

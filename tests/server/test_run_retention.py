@@ -230,3 +230,26 @@ def test_a_failed_run_is_freed_too(
         assert client.runs.get(thread_id, run["run_id"])["status"] == "error"
         joined = client.runs.join(thread_id, run["run_id"])
         assert "the model broke" in joined["__error__"]["message"]
+
+
+def test_shared_runs_are_read_from_the_runs_database_once_let_go_of(
+    serve: Callable[..., Served], tmp_path: Path, postgres_dsn: str
+) -> None:
+    app = create_app(
+        {"agent": big_agent()},
+        checkpointer=SqliteCheckpointer(tmp_path / "threads.db"),
+        runs_db=postgres_dsn,
+        run_retention=0.1,
+    )
+    served = serve(app)
+    client = served.client()
+    thread_id = client.threads.create()["thread_id"]
+    client.runs.wait(thread_id, "agent", input=message("one"))
+    (run,) = client.runs.list(thread_id)
+    until(lambda: run["run_id"] not in served.runs.runs, "the run is forgotten")
+    assert served.runs.threads[thread_id].forgotten == {}  # the database has it whole
+    # Read from the runs database: its record and its own result, listed once.
+    assert client.runs.get(thread_id, run["run_id"])["status"] == "success"
+    joined = client.runs.join(thread_id, run["run_id"])
+    assert joined["messages"][-1]["content"] == "turn 1 " + "b" * BIG
+    assert [r["run_id"] for r in client.runs.list(thread_id)] == [run["run_id"]]
