@@ -151,8 +151,16 @@ async def trial(
                         changed = True
                         if len(counts.examples) < 5:
                             counts.examples.append(f"silent read: {describe(records, got)}")
-                if await cp.threads() != listing:
+                got_listing = await cp.threads()
+                if got_listing != listing:
                     counts.listing_changed += 1
+                    if len(counts.examples) < 5:
+                        changed_rows = [
+                            f"{w} -> {g}"
+                            for w, g in zip(listing, got_listing, strict=False)
+                            if w != g
+                        ]
+                        counts.examples.append(f"listing changed: {changed_rows or 'length'}")
     except PersistenceError as exc:
         name = type(exc).__name__
         counts.errors[name] = counts.errors.get(name, 0) + 1

@@ -13,11 +13,11 @@ in the connection's thread (they stat or read the file):
   file renamed over ours leaves us writing to the old one. Comparing the
   identity after each operation with the one seen at the first open turns both
   into an error.
-- **A checksum per record** (:func:`record_crc`, the SQL function
-  ``deepactors_crc32``): a byte changed in a data page, which SQLite reads back
-  as a valid but different value. CRC32 (``zlib``: no dependency, and cheap
-  beside a commit) detects every change of up to 32 consecutive bits and all
-  but one in 2**32 of the others.
+- **A checksum per record** (:func:`record_crc`, :func:`item_crc`, callable
+  from SQL): a byte changed in a data page, which SQLite reads back as a valid
+  but different value. CRC32 (``zlib``: no dependency, and cheap beside a
+  commit) detects every change of up to 32 consecutive bits and all but one in
+  2**32 of the others.
 """
 
 from __future__ import annotations

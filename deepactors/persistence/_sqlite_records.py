@@ -186,7 +186,12 @@ def _check_seqs(raw: sqlite3.Connection, file: str, thread_id: str, upto_seq: in
 
 
 def list_threads(raw: sqlite3.Connection, *, file: str) -> list[ThreadInfo]:
-    """Every thread with its record count, newest seq and newest record's time."""
+    """Every thread with its record count, newest seq and newest record's time.
+
+    Raises:
+        CheckpointCorrupt: A seq or thread id is unreadable, or a thread's newest
+            records are missing.
+    """
     # Counting walks the primary-key index only; one lookup per thread fetches
     # the newest record's time.
     rows = raw.execute(
@@ -197,7 +202,7 @@ def list_threads(raw: sqlite3.Connection, *, file: str) -> list[ThreadInfo]:
         " ORDER BY t.thread_id"
     ).fetchall()
     try:
-        return [
+        listing = [
             ThreadInfo(
                 thread_id=text(tid, what="a thread id"),
                 records=n,
@@ -208,3 +213,24 @@ def list_threads(raw: sqlite3.Connection, *, file: str) -> list[ThreadInfo]:
         ]
     except (ValueError, TypeError) as exc:
         raise CheckpointCorrupt(f"{file}: {exc}") from None
+    # As a read does (see _check_head), against the heads: a thread whose newest
+    # records (or all of them) the index lost is not listed short, or left out.
+    try:
+        heads = {
+            text(tid, what="a thread id"): seq
+            for tid, seq in raw.execute("SELECT CAST(thread_id AS BLOB), seq FROM thread_heads")
+        }
+    except ValueError as exc:
+        raise CheckpointCorrupt(f"{file}: {exc}") from None
+    for info in listing:
+        head = heads.pop(info.thread_id, 0)
+        if head != info.last_seq:
+            raise CheckpointCorrupt(
+                f"{file}: thread {info.thread_id!r}: its records end at seq {info.last_seq},"
+                f" but it was written up to seq {head}"
+            )
+    if heads:
+        raise CheckpointCorrupt(
+            f"{file}: {len(heads)} thread(s) written to have no records left (damaged index)"
+        )
+    return listing

@@ -161,6 +161,19 @@ async def test_a_lost_newest_record_is_corrupt_not_a_shorter_history(tmp_path: P
                 info.value
             )
         assert [r.seq for r in await cp.read("t", upto_seq=2)] == [1, 2]
+        with pytest.raises(CheckpointCorrupt, match="end at seq 2, but it was written up to seq 3"):
+            await cp.threads()
+
+
+async def test_a_thread_whose_records_all_vanished_is_not_left_out(tmp_path: Path) -> None:
+    async with SqliteCheckpointer(tmp_path / "cp.db") as cp:
+        await cp.put("a", [write(0)])
+        await cp.put("b", [write(0)])
+        await tamper(cp, "DELETE FROM checkpoint_records WHERE thread_id = 'b'")
+        with pytest.raises(CheckpointCorrupt, match=r"1 thread\(s\) written to have no"):
+            await cp.threads()
+        with pytest.raises(CheckpointCorrupt, match="thread 'b': its records end at seq 0, but"):
+            await cp.read("b")
 
 
 async def test_a_deleted_thread_starts_again_from_seq_1(tmp_path: Path) -> None:
