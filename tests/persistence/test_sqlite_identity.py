@@ -115,3 +115,13 @@ async def test_a_run_whose_file_is_deleted_midway_fails_with_the_clear_error(
     assert f"{file} was deleted while in use" in str(info.value)
     assert isinstance(info.value.__cause__, CheckpointFileLost)
     assert not file.exists()  # nothing quietly made a new, empty file to go on with
+
+
+async def test_taking_a_lease_in_a_deleted_file_fails_naming_it(tmp_path: Path) -> None:
+    file = tmp_path / "cp.db"
+    async with SqliteCheckpointer(file) as cp:
+        await cp.put("t", [write(0)])
+        await anyio.to_thread.run_sync(os.unlink, file)
+        with pytest.raises(CheckpointFileLost, match="deleted"):
+            async with cp.lease("t"):
+                pass  # pragma: no cover - the lease is refused
