@@ -81,6 +81,16 @@ class Retention:
                 await anyio.sleep(period)
                 self.sweep(time.time())
 
+    def unknown(self, thread_id: str, run_id: str) -> str:
+        """What a 404 for a run this process does not know says."""
+        kept = self.run_retention
+        return f"run {run_id!r} not found on thread {thread_id!r}" + (
+            ""
+            if kept is None
+            else f": unknown, or it ended more than {kept:g} s ago and was forgotten"
+            " (run_retention; a stateless run's record goes with its thread)"
+        )
+
     def close(self) -> None:
         """Stop sweeping (shutdown)."""
         self._scope.cancel()

@@ -176,17 +176,8 @@ class RunManager(RunDriver):
         """A run of a thread known to this process (404 if none)."""
         run = self.runs.get(run_id)
         if run is None or run.thread.thread_id != thread_id:
-            raise HTTPException(404, self._unknown(thread_id, run_id))
+            raise HTTPException(404, self.retention.unknown(thread_id, run_id))
         return run
-
-    def _unknown(self, thread_id: str, run_id: str) -> str:
-        kept = self.retention.run_retention
-        return f"run {run_id!r} not found on thread {thread_id!r}" + (
-            ""
-            if kept is None
-            else f": unknown, or it ended more than {kept:g} s ago and was forgotten"
-            " (run_retention; a stateless run's record goes with its thread)"
-        )
 
     async def find_run(self, thread_id: str, run_id: str, action: Action = "read") -> RunRecord:
         """A run of a thread the caller may ``action``, here or in another server
@@ -196,7 +187,7 @@ class RunManager(RunDriver):
             await self._shared.adopt_run(thread_id, run_id)
         run = self.run(thread_id, run_id)
         if not await may_thread(run.thread, action):
-            raise HTTPException(404, self._unknown(thread_id, run_id))
+            raise HTTPException(404, self.retention.unknown(thread_id, run_id))
         return run
 
     async def find_past(
@@ -208,7 +199,7 @@ class RunManager(RunDriver):
         thread = await self.find_thread(thread_id)
         past = None if thread is None else thread.forgotten.get(run_id)
         if thread is None or past is None or not await may_thread(thread, action):
-            raise HTTPException(404, self._unknown(thread_id, run_id))
+            raise HTTPException(404, self.retention.unknown(thread_id, run_id))
         return past
 
     async def runs_of(self, thread: ThreadRecord) -> list[RunRecord | ForgottenRun]:
