@@ -130,10 +130,15 @@ def test_a_run_in_flight_across_a_restart_ends_in_a_clear_error(
     pg.restart()
     probe.release.set()
     started = time.monotonic()
-    client.runs.join(thread["thread_id"], run["run_id"])
+    joined = client.runs.join(thread["thread_id"], run["run_id"])
     assert time.monotonic() - started < BOUND
     ended = client.runs.get(thread["thread_id"], run["run_id"])
     assert ended["status"] == "error", ended
+    # Why, in words, naming the database: the thread's lease ended with the
+    # session (nothing more is saved), or a save in flight was cut off.
+    error = joined["__error__"]
+    assert error["error"] == "CheckpointError", error
+    assert "postgresql://" in error["message"], error
     http = httpx.Client(base_url=served.url, timeout=BOUND)
     _until(lambda: http.get("/ready").status_code == 200, "/ready never said 200 again")
     http.close()
