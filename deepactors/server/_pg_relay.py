@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import anyio
+import psycopg
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
@@ -163,8 +164,15 @@ class PgRelay:
             return
         try:
             await run_ops(self._db, ops)
+        except PersistenceError as exc:
+            if isinstance(exc.__cause__, psycopg.OperationalError):
+                self._unwritten[:0] = unwritten  # lost again: for the next time
+                raise
+            # Refused for what they hold: never retried, or no reconnection
+            # would ever succeed.
+            _log.error("run relay: statuses kept through an outage not written", error=repr(exc))
         except BaseException:
-            self._unwritten[:0] = unwritten  # for the next time it connects
+            self._unwritten[:0] = unwritten
             raise
 
     def not_ready(self) -> str | None:
