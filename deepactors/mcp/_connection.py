@@ -85,7 +85,8 @@ class _StderrTail:
             self._read = -1
 
     def _take(self, data: bytes) -> None:
-        *lines, self._partial = (self._partial + data).split(b"\n")
+        *lines, partial = (self._partial + data).split(b"\n")
+        self._partial = partial[-4096:]  # a line that never ends must not grow without bound
         for raw in lines:
             line = raw.decode("utf-8", "replace").rstrip()
             if line:
