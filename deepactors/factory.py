@@ -206,6 +206,7 @@ def _check_interrupt_on(root: AgentSpec) -> None:
     for spec in _tree(root):
         known.update(spec.tools)
         for mw in spec.middleware:
+            known.update(getattr(mw, "declared_tools", ()))  # MCP servers' include= names
             if isinstance(mw, HumanInTheLoopMiddleware):
                 guards[id(mw)] = mw
     for mw in guards.values():
@@ -231,7 +232,6 @@ def _tree(root: AgentSpec) -> list[AgentSpec]:
 
 
 def _tool_sources(items: Any, mcp_servers: Any) -> tuple[list[Tool], list[AgentMiddleware]]:
-    """Tools, and the middleware giving MCP servers' tools (in ``items`` or ``mcp_servers``)."""
     # LangChain tools become Tools first: what is neither Tool nor callable is an MCP server.
     items = [as_tool(t) if _is_langchain_tool(t) else t for t in items or ()]
     if mcp_servers or not all(isinstance(t, Tool) or callable(t) for t in items or ()):

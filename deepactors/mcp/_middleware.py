@@ -106,6 +106,20 @@ class MCPToolsMiddleware(AgentMiddleware):
         self._load: Tool | None = self._load_tool() if any(s.lazy for s in servers) else None
 
     @property
+    def declared_tools(self) -> frozenset[str]:
+        """The tool names known before any server runs: those of servers with ``include=``.
+
+        ``create_deep_agent`` accepts them in ``interrupt_on``.
+        """
+        return frozenset(
+            name
+            for server in self.servers
+            if server.include is not None
+            for remote in server.include
+            if (name := server.tool_name(remote)) is not None
+        )
+
+    @property
     def name(self) -> str:
         """Names the servers too: an agent may have several of these (inherited and its own)."""
         return self._name

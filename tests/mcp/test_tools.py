@@ -10,12 +10,13 @@ from typing import Any
 import anyio
 import pytest
 
-from deepactors import AssistantMessage, ToolCall, ToolMessage, create_deep_agent
+from deepactors import AssistantMessage, Command, ToolCall, ToolMessage, create_deep_agent
 from deepactors.errors import ConfigurationError
 from deepactors.events import ToolCallFinished
 from deepactors.mcp import MCPServer
 from deepactors.mcp._config import sdk_problem
 from deepactors.models import FunctionModel, ModelRequest
+from deepactors.persistence import MemoryCheckpointer
 from tests.mcp.servers import SDK_HTTP_ON_TRIO, app_server
 
 pytestmark = [pytest.mark.anyio, SDK_HTTP_ON_TRIO]
@@ -213,3 +214,25 @@ async def test_a_streamed_run_calls_mcp_tools_too(app_log: Path) -> None:
                 if isinstance(event, ToolCallFinished):
                     finished.append(event.result.text)
     assert finished == ["echo: streamed"]
+
+
+async def test_interrupt_on_guards_an_mcp_tool_named_by_include(app_log: Path) -> None:
+    agent = create_deep_agent(
+        calls_then_done(ToolCall(name="app_echo", args={"text": "approved"})),
+        mcp_servers={"app": app_server(app_log, prefix="app_", include={"echo"})},
+        interrupt_on={"app_echo": True},
+        checkpointer=MemoryCheckpointer(),
+    )
+    with anyio.fail_after(30):
+        paused = await agent.ainvoke("go", thread_id="h")
+        assert "__interrupt__" in paused
+        assert "app_echo" not in results(paused)  # not run before the human says so
+        done = await agent.ainvoke(Command(resume=[{"type": "approve"}]), thread_id="h")
+    assert results(done)["app_echo"].content == "echo: approved"
+    with pytest.raises(ConfigurationError, match="interrupt_on names"):
+        create_deep_agent(
+            calls_then_done(),
+            mcp_servers={"app": app_server(app_log)},  # no include=: names unknown yet
+            interrupt_on={"echo": True},
+            checkpointer=MemoryCheckpointer(),
+        )
