@@ -24,7 +24,7 @@ import pytest
 from starlette.applications import Starlette
 
 from deepactors.persistence import PostgresCheckpointer
-from deepactors.server import create_app
+from deepactors.server import _pg_follow, create_app
 from deepactors.server._pg_db import backoff
 from tests.pgserver import PostgresServer
 
@@ -193,3 +193,32 @@ def test_reconnection_waits_grow_to_a_bound_and_are_spread() -> None:
             ceiling = min(5.0, 0.25 * 2**n)
             assert ceiling / 2 <= wait <= ceiling
     assert len({series[-1] for series in waits}) > 1  # jittered: not all in step
+
+
+def test_joining_another_process_run_while_the_database_stays_down_ends_in_bounded_time(
+    serve: Callable[[Starlette], Served],
+    database: tuple[PostgresServer, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The follower keeps trying for FOLLOW_PATIENCE (30 s; 1 s here), then the
+    run ends here as an error that says the runs database is unreachable."""
+    monkeypatch.setattr(_pg_follow, "FOLLOW_PATIENCE", 1.0)
+    pg, dsn = database
+    probe = Probe()
+    owner = serve(create_app({"echo": blocking_agent(probe)}, runs_db=dsn))
+    other = serve(create_app({"echo": blocking_agent(Probe())}, runs_db=dsn))
+    tid = owner.client().threads.create()["thread_id"]
+    run = owner.client().runs.create(tid, "echo", input=_say("wait"))
+    assert probe.blocked.wait(BOUND)
+    assert other.client().runs.get(tid, run["run_id"])["status"] == "running"  # followed
+    pg.stop()
+    try:
+        started = time.monotonic()
+        joined = other.client().runs.join(tid, run["run_id"])
+        assert time.monotonic() - started < BOUND
+    finally:
+        pg.start()
+        probe.release.set()
+    error = joined["__error__"]
+    assert error["error"] == "RunsDatabaseUnreachable", error
+    assert "postgresql://" in error["message"], error
