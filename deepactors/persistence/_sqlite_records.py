@@ -13,7 +13,9 @@ newest record's time; it reads no record's data, so it checks no checksum.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+from collections.abc import Iterator
 from typing import Any
 
 from ..errors import CheckpointCorrupt
@@ -87,6 +89,34 @@ def read_records(
         sql += " AND seq <= ?"
         params.append(upto_seq)
     sql += " ORDER BY seq"
+    with _snapshot(raw):
+        return _read(raw, file, thread_id, path, sql, params, upto_seq)
+
+
+@contextlib.contextmanager
+def _snapshot(raw: sqlite3.Connection) -> Iterator[None]:
+    """One read transaction around reads that must agree: another process may
+    commit between two statements (records, then a head that has moved on)."""
+    if raw.in_transaction:
+        yield
+        return
+    raw.execute("BEGIN")
+    try:
+        yield
+    finally:
+        raw.execute("COMMIT")  # a read: ends the snapshot, writes nothing
+
+
+def _read(
+    raw: sqlite3.Connection,
+    file: str,
+    thread_id: str,
+    path: str | None,
+    sql: str,
+    params: list[Any],
+    upto_seq: int | None,
+) -> list[CheckpointRecord]:
+    head = _head(raw, file, thread_id) if path is None else 0
     out: list[CheckpointRecord] = []
     expected = 1
     unchecked: list[int] = []  # see _check_crc: read once, if a record has no checksum
@@ -106,22 +136,26 @@ def read_records(
     if path is not None:
         _check_seqs(raw, file, thread_id, upto_seq)
     else:
-        _check_head(raw, file, thread_id, expected - 1, upto_seq)
+        _check_head(file, thread_id, expected - 1, head, upto_seq)
     return out
 
 
-def _check_head(
-    raw: sqlite3.Connection, file: str, thread_id: str, last: int, upto_seq: int | None
-) -> None:
-    """Check that the newest record found is the thread's head (or ``upto_seq``).
-
-    Records are found through the primary-key index; damage there can hide the
-    newest ones, and a gap check cannot see a missing tail.
-    """
+def _head(raw: sqlite3.Connection, file: str, thread_id: str) -> int:
+    """The newest seq the thread was written up to (0: none), as its head table says."""
     found = raw.execute("SELECT seq FROM thread_heads WHERE thread_id = ?", (thread_id,)).fetchone()
     head = found[0] if found is not None else 0
     if type(head) is not int:
         raise CheckpointCorrupt(f"{file}: thread {thread_id!r}: its newest seq is not an integer")
+    return head
+
+
+def _check_head(file: str, thread_id: str, last: int, head: int, upto_seq: int | None) -> None:
+    """Check that the newest record found is the thread's head (or ``upto_seq``).
+
+    Records are found through the primary-key index; damage there can hide the
+    newest ones, and a gap check cannot see a missing tail. (Read in one
+    snapshot with the records: see :func:`_snapshot`.)
+    """
     want = head if upto_seq is None else min(head, max(upto_seq, 0))
     if last != want:
         raise CheckpointCorrupt(
@@ -178,7 +212,7 @@ def _check_seqs(raw: sqlite3.Connection, file: str, thread_id: str, upto_seq: in
     count, low, high = raw.execute(f"SELECT count(*), min(seq), max(seq) {sql}", params).fetchone()
     # Distinct integers (the primary key) from 1 to count are exactly 1..count.
     if count == 0 or (type(high) is int and low == 1 and high == count):
-        _check_head(raw, file, thread_id, high or 0, upto_seq)
+        _check_head(file, thread_id, high or 0, _head(raw, file, thread_id), upto_seq)
         return
     expected = 1
     for (seq,) in raw.execute(f"SELECT seq {sql} ORDER BY seq", params):
@@ -192,6 +226,11 @@ def list_threads(raw: sqlite3.Connection, *, file: str) -> list[ThreadInfo]:
         CheckpointCorrupt: A seq or thread id is unreadable, or a thread's newest
             records are missing.
     """
+    with _snapshot(raw):  # the listing and the heads as of one moment
+        return _list_threads(raw, file)
+
+
+def _list_threads(raw: sqlite3.Connection, file: str) -> list[ThreadInfo]:
     # Counting walks the primary-key index only; one lookup per thread fetches
     # the newest record's time.
     rows = raw.execute(
