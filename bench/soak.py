@@ -12,15 +12,17 @@ would show.
 
     python bench/soak.py [--loop asyncio|trio] [--runs 20000] [--threads 2000]
         [--size 100000] [--thread-size 50000] [--clients 8]
-        [--run-retention 10] [--idle-timeout 10] [--quick] [--deadline 1800]
+        [--run-retention 1] [--idle-timeout 1] [--quick] [--deadline 1800]
 
 The runs go in blocks of 1,000 stateless runs, each with its share of the
 threads (100 a block by default). After each block the server's resident set
 size (``VmRSS`` of the process) is printed: the curve. The check: RSS after the
 soak within ``--limit`` (1.2x) of RSS after the first block; the exit status is
 1 if not (or if any request failed). ``--run-retention`` and ``--idle-timeout``
-are the server's ``run_retention`` and ``idle_timeout``: short, so that a soak
-of minutes reaches the plateau the defaults (60 s and 300 s) reach later.
+are the server's ``run_retention`` and ``idle_timeout``: what the server holds
+at the plateau is about (runs of threads per second) x (those seconds) x (a
+run's values), so they are short here (the first block ends on the plateau),
+where the defaults (60 s and 300 s) reach it after minutes.
 ``--quick``: 2,000 runs and 200 threads. Bounded by ``--deadline`` seconds; the
 server process is stopped at the end.
 """
@@ -249,8 +251,8 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100_000)
     parser.add_argument("--thread-size", type=int, default=50_000)
     parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--run-retention", type=float, default=10.0)
-    parser.add_argument("--idle-timeout", type=float, default=10.0)
+    parser.add_argument("--run-retention", type=float, default=1.0)
+    parser.add_argument("--idle-timeout", type=float, default=1.0)
     parser.add_argument("--limit", type=float, default=1.2)
     parser.add_argument("--settle", type=float, default=0.0, help="seconds idle, then RSS again")
     parser.add_argument("--quick", action="store_true", help="2,000 runs, 200 threads")
