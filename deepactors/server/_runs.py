@@ -250,6 +250,7 @@ class RunManager(RunDriver):
                     graph_id=sharing[0].graph_id if len(sharing) == 1 else None,
                     created_at=info.updated_at,
                     updated_at=info.updated_at,
+                    stale=True,  # its values: read from its checkpoint when asked for
                 )
 
     # -- creating runs ---------------------------------------------------------------

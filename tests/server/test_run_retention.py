@@ -253,3 +253,22 @@ def test_shared_runs_are_read_from_the_runs_database_once_let_go_of(
     joined = client.runs.join(thread_id, run["run_id"])
     assert joined["messages"][-1]["content"] == "turn 1 " + "b" * BIG
     assert [r["run_id"] for r in client.runs.list(thread_id)] == [run["run_id"]]
+
+
+def test_threads_saved_before_a_restart_answer_with_their_values(
+    serve: Callable[..., Served], tmp_path: Path
+) -> None:
+    def app() -> Any:
+        return create_app(
+            {"agent": big_agent()}, checkpointer=SqliteCheckpointer(tmp_path / "threads.db")
+        )
+
+    first = serve(app())
+    client = first.client()
+    thread_id = client.threads.create()["thread_id"]
+    client.runs.wait(thread_id, "agent", input=message("one"))
+    first.stop()
+    again = serve(app())
+    assert again.runs.threads[thread_id].values is None  # not read at start-up
+    got = again.client().threads.get(thread_id)
+    assert got["values"]["messages"][-1]["content"] == "turn 1 " + "b" * BIG
