@@ -201,9 +201,11 @@ def resolve_model(model: str | ChatModel | object | None) -> ChatModel:
         return _from_string(model)
     # Another library's model first: a LangChain chat model has methods named
     # like ours (generate, stream) and would pass the protocol check below.
-    kind = type(model).__module__
+    # By the modules of its class and its bases: a user's own subclass of
+    # LangChain's BaseChatModel (a test fake, a custom provider) counts too.
+    kinds = [cls.__module__ for cls in type(model).__mro__]
     for prefix, adapter in list(_adapters):
-        if kind.startswith(prefix):
+        if any(kind.startswith(prefix) for kind in kinds):
             try:
                 adapt = _load(adapter)
             except (ImportError, AttributeError) as exc:
