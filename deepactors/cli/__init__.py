@@ -180,6 +180,8 @@ def _serve(args: argparse.Namespace) -> int:
     )
     if options.max_streams_per_client == 0:
         options = dataclasses.replace(options, max_streams_per_client=None)
+    if options.run_retention == float("inf"):
+        options = dataclasses.replace(options, run_retention=None)
     try:
         serve(options)
     except ConfigurationError as exc:
@@ -271,7 +273,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_LIMITS = ("max_body", "body_timeout", "header_timeout", "max_streams_per_client")
+_LIMITS = (
+    "max_body",
+    "body_timeout",
+    "header_timeout",
+    "max_streams_per_client",
+    "run_retention",
+    "idle_timeout",
+)
+
+
+def _seconds_or_never(text: str) -> float:
+    """A number of seconds, or ``never`` (infinity: kept for ever)."""
+    if text.strip().lower() in ("never", "none", "forever"):
+        return float("inf")
+    value = float(text)
+    if value < 0 or value != value:  # NaN
+        raise argparse.ArgumentTypeError(f"{text!r}: seconds (0 or more), or 'never'")
+    return value
 
 
 def _serve_safety_options(serve: argparse.ArgumentParser) -> None:
@@ -319,6 +338,20 @@ def _serve_safety_options(serve: argparse.ArgumentParser) -> None:
         metavar="N",
         help="streams, waits and joins one client address may have open at once "
         "(default: 100; 0: no cap)",
+    )
+    serve.add_argument(
+        "--run-retention",
+        type=_seconds_or_never,
+        metavar="SECONDS",
+        help="how long a finished run's values and input stay in memory for clients to "
+        "read or join; then only its status is kept (default: 60; 'never' to keep them)",
+    )
+    serve.add_argument(
+        "--idle-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="how long an idle thread keeps its actor and values in memory; then they "
+        "are read back from the checkpointer when asked for (default: 300)",
     )
     serve.add_argument(
         "--auth",

@@ -336,3 +336,14 @@ def test_the_serve_help_gives_the_defaults() -> None:
     assert f"default: {defaults.body_timeout:g})" in helps["body_timeout"]
     assert f"default: {defaults.header_timeout:g})" in helps["header_timeout"]
     assert f"default: {defaults.max_streams_per_client};" in helps["max_streams_per_client"]
+    assert f"default: {defaults.run_retention:g};" in helps["run_retention"]
+    assert f"default: {defaults.idle_timeout:g})" in helps["idle_timeout"]
+
+
+def test_retention_and_idle_time_reach_the_options() -> None:
+    parser = build_parser()
+    args = parser.parse_args(["serve", "--run-retention", "5", "--idle-timeout", "7"])
+    assert (args.run_retention, args.idle_timeout) == (5.0, 7.0)
+    assert parser.parse_args(["serve", "--run-retention", "never"]).run_retention == float("inf")
+    with pytest.raises(SystemExit):
+        parser.parse_args(["serve", "--run-retention", "-1"])
