@@ -13,13 +13,17 @@ import threading
 from collections import deque
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import anyio
 import anyio.lowlevel
 
 from deepactors._core.loops import Wakeup
 from deepactors.errors import ConfigurationError
+from deepactors.events import CustomEvent
+
+if TYPE_CHECKING:
+    from ._base import ModelRequest
 
 __all__ = ["RequestLimiter", "RequestLimiterStatistics"]
 
@@ -183,6 +187,30 @@ class RequestLimiter:
                 total_acquired=self._total_acquired,
                 total_wait_seconds=self._total_wait,
             )
+
+    def report_wait(self, request: ModelRequest, waited: float, model: str) -> None:
+        """Tell the run's listeners that a call of ``model`` waited ``waited`` s for a slot.
+
+        A ``CustomEvent`` ``{"type": "model_request_queued", "model", "waited",
+        "in_flight", "waiting"}``; nothing when it did not wait or nobody listens.
+        """
+        run = request.run
+        if not waited or run is None or run.emit is None:
+            return
+        stats = self.statistics()
+        run.emit(
+            CustomEvent(
+                path=run.path,
+                run_id=run.run_id,
+                data={
+                    "type": "model_request_queued",
+                    "model": model,
+                    "waited": waited,
+                    "in_flight": stats.in_flight,
+                    "waiting": stats.waiting,
+                },
+            )
+        )
 
     async def __aenter__(self) -> None:
         await self.acquire()

@@ -93,7 +93,6 @@ from deepactors.errors import (
     ContextWindowExceeded,
     ModelAPIError,
 )
-from deepactors.events import CustomEvent
 from deepactors.messages import AssistantMessage
 
 from ._anthropic_convert import (
@@ -285,7 +284,7 @@ class AnthropicModel(AsyncResource):
             return await self._generate_streaming(request)
         waited = await self.limiter.acquire()
         try:
-            self._queued(request, waited)
+            self.limiter.report_wait(request, waited, self._model_id)
             # The raw answer, read as JSON once: the SDK would build its own model
             # of it, only for us to turn it back into a dict.
             raw = await client.messages.with_raw_response.create(
@@ -352,7 +351,7 @@ class AnthropicModel(AsyncResource):
         acc = StreamAccumulator(self._prices)
         waited = await self.limiter.acquire()
         try:
-            self._queued(request, waited)
+            self.limiter.report_wait(request, waited, self._model_id)
             events = await client.messages.create(
                 model=body.pop("model"),
                 max_tokens=body.pop("max_tokens"),
@@ -375,26 +374,6 @@ class AnthropicModel(AsyncResource):
         finally:
             self.limiter.release()
         yield _checked(acc.result())
-
-    def _queued(self, request: ModelRequest, waited: float) -> None:
-        """Tell the run's listeners that this call waited for a request slot."""
-        run = request.run
-        if not waited or run is None or run.emit is None:
-            return
-        stats = self.limiter.statistics()
-        run.emit(
-            CustomEvent(
-                path=run.path,
-                run_id=run.run_id,
-                data={
-                    "type": "model_request_queued",
-                    "model": self._model_id,
-                    "waited": waited,
-                    "in_flight": stats.in_flight,
-                    "waiting": stats.waiting,
-                },
-            )
-        )
 
     # -- building requests -----------------------------------------------------
 

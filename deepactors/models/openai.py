@@ -70,7 +70,6 @@ from anyio.abc import AsyncResource
 
 from deepactors._core.perloop import PerLoop
 from deepactors.errors import ConfigurationError
-from deepactors.events import CustomEvent
 from deepactors.messages import AssistantMessage
 
 from ._base import STRUCTURED_OUTPUT, ModelRequest, StreamPart
@@ -255,7 +254,7 @@ class OpenAIModel(AsyncResource):
         client = await self._client()
         waited = await self.limiter.acquire()
         try:
-            self._queued(request, waited)
+            self.limiter.report_wait(request, waited, self._model_id)
             # The raw answer, read as JSON once and read by attribute through a
             # thin view: the SDK would build a model of every part of it first.
             if self.api == "chat":
@@ -301,7 +300,7 @@ class OpenAIModel(AsyncResource):
         acc: ChatAccumulator | ResponsesAccumulator
         waited = await self.limiter.acquire()
         try:
-            self._queued(request, waited)
+            self.limiter.report_wait(request, waited, self._model_id)
             if self.api == "chat":
                 acc = ChatAccumulator(self.profile)
                 chunks = await client.chat.completions.create(
@@ -336,26 +335,6 @@ class OpenAIModel(AsyncResource):
         finally:
             self.limiter.release()
         yield acc.result()
-
-    def _queued(self, request: ModelRequest, waited: float) -> None:
-        """Tell the run's listeners that this call waited for a request slot."""
-        run = request.run
-        if not waited or run is None or run.emit is None:
-            return
-        stats = self.limiter.statistics()
-        run.emit(
-            CustomEvent(
-                path=run.path,
-                run_id=run.run_id,
-                data={
-                    "type": "model_request_queued",
-                    "model": self._model_id,
-                    "waited": waited,
-                    "in_flight": stats.in_flight,
-                    "waiting": stats.waiting,
-                },
-            )
-        )
 
     # -- building requests -----------------------------------------------------
 
