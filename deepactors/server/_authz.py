@@ -16,6 +16,7 @@ from typing import Any
 from starlette.types import Scope
 
 from ._records import ThreadRecord
+from ._ui import UI_PATHS
 from .auth import Action, Auth, AuthError, AuthRequest, Identity, Resource, RuleContext
 
 __all__ = [
@@ -45,8 +46,9 @@ IDENTITY_KEY = "deepactors.identity"
 OWNER_KEY = "owner"
 """The thread metadata key naming its owner (as LangGraph's server keeps it)."""
 
-OPEN_PATHS = frozenset({"/", "/ok", "/ready"})
-"""Answered without authentication: the health and readiness checks."""
+OPEN_PATHS = frozenset({"/", "/ok", "/ready", *UI_PATHS})
+"""Answered without authentication: the health and readiness checks, and the
+built-in page's static files (they hold no secrets; its API calls are checked)."""
 
 
 def caller() -> Identity | None:

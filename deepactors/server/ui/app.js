@@ -1,0 +1,402 @@
+// deepactors' built-in page: threads, messages, todos, files, interrupts and a
+// live actor tree of the run. Plain ES module, no build step, nothing from
+// elsewhere. The stream is read in a worker (stream.js); the tree's rows are
+// updated in place, at most once a frame (requestAnimationFrame).
+
+const $ = (id) => document.getElementById(id);
+const MODES = ['events'];
+const state = { thread: null, assistant: null, running: false, worker: null };
+
+// --- the server's API ------------------------------------------------------------
+
+function headers() {
+  const h = { 'Content-Type': 'application/json' };
+  const key = sessionStorage.getItem('deepactors.key');
+  if (key) h['X-Api-Key'] = key;
+  return h;
+}
+
+async function api(method, path, body) {
+  const response = await fetch(path, {
+    method,
+    headers: headers(),
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (response.status === 401 || response.status === 403) {
+    $('key').focus();
+    throw new Error('the server asks for an API key');
+  }
+  if (!response.ok) throw new Error(`${response.status} ${await response.text()}`);
+  return response.json();
+}
+
+function status(text, error = false) {
+  $('status').textContent = text;
+  $('status').classList.toggle('error', error);
+}
+
+function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  Object.assign(node, props);
+  for (const child of children) node.append(child);
+  return node;
+}
+
+// --- threads -----------------------------------------------------------------------
+
+async function loadAssistants() {
+  const found = await api('POST', '/assistants/search', { limit: 100 });
+  const select = $('assistant');
+  select.replaceChildren(...found.map((a) => el('option', { value: a.assistant_id, textContent: a.graph_id || a.name })));
+  state.assistant = found.length ? found[0].assistant_id : 'agent';
+  select.onchange = () => { state.assistant = select.value; };
+}
+
+async function loadThreads() {
+  const threads = await api('POST', '/threads/search', { limit: 50, sort_by: 'updated_at', sort_order: 'desc' });
+  $('threads').replaceChildren(...threads.map((t) => {
+    const first = ((t.values && t.values.messages) || []).find((m) => m.type === 'human');
+    const item = el('li', { title: t.thread_id }, text(first) || t.thread_id.slice(0, 8), ' ', el('small', { textContent: t.status }));
+    item.dataset.id = t.thread_id;
+    item.classList.toggle('current', t.thread_id === state.thread);
+    item.onclick = () => openThread(t.thread_id);
+    return item;
+  }));
+}
+
+async function openThread(id) {
+  if (state.running) return;
+  state.thread = id;
+  for (const li of $('threads').children) li.classList.toggle('current', li.dataset.id === id);
+  tree.clear();
+  const current = await api('GET', `/threads/${id}/state`);
+  showValues(current.values || {});
+  showInterrupts((current.interrupts || []).flatMap(fromLangGraph));
+  status(`thread ${id.slice(0, 8)}`);
+}
+
+function fromLangGraph(interrupt) {
+  // A stored interrupt as LangGraph shows it: requests with their allowed decisions.
+  const value = interrupt.value || {};
+  const configs = value.review_configs || [];
+  return (value.action_requests || []).map((r, i) => ({
+    tool: r.name,
+    args: r.args,
+    allowed_decisions: (configs[i] || {}).allowed_decisions || ['approve', 'edit', 'reject'],
+  }));
+}
+
+// --- values: messages, todos, files ---------------------------------------------------
+
+function text(message) {
+  if (!message) return '';
+  const c = message.content;
+  if (typeof c === 'string') return c;
+  return (c || []).map((b) => (typeof b === 'string' ? b : b.text || '')).join('');
+}
+
+let streaming = null; // the answer being streamed, until the next values
+
+let shown = []; // the ids of the messages on the page, in order
+
+function messageNode(m) {
+  const node = el('div', { className: `msg ${m.type}` }, el('span', { className: 'role', textContent: m.type === 'tool' ? `tool ${m.name || ''}` : m.type }), text(m));
+  for (const call of m.tool_calls || []) {
+    node.append(el('div', { className: 'calls', textContent: `→ ${call.name}(${JSON.stringify(call.args)})` }));
+  }
+  return node;
+}
+
+function showValues(values) {
+  const messages = values.messages || [];
+  const box = $('messages');
+  if (streaming && messages.length !== shown.length) {
+    streaming.remove(); // the answer it streamed is in the messages now
+    streaming = null;
+  }
+  // Messages are appended: only new ones are drawn (the page keeps up with a
+  // thousand tool results); anything else (a fork, another thread) redraws.
+  const same = shown.length <= messages.length && shown.every((id, i) => messages[i].id === id);
+  if (!same || box.children.length !== shown.length + (streaming ? 1 : 0)) {
+    box.replaceChildren();
+    shown = [];
+    streaming = null;
+  }
+  box.append(...messages.slice(shown.length).map(messageNode));
+  shown = messages.map((m) => m.id);
+  $('messages').scrollTop = $('messages').scrollHeight;
+  $('todos').replaceChildren(...(values.todos || []).map((t) => el('li', { className: t.status, textContent: t.content })));
+  const files = values.files || {};
+  $('files').replaceChildren(...Object.keys(files).sort().map((path) => {
+    const item = el('li', { textContent: path });
+    item.onclick = () => {
+      const data = files[path];
+      const body = data && data.content !== undefined ? data.content : data;
+      $('file-view').textContent = Array.isArray(body) ? body.join('\n') : String(body);
+      $('file-view').hidden = false;
+    };
+    return item;
+  }));
+}
+
+function delta(chunk) {
+  if (!streaming) {
+    streaming = el('div', { className: 'msg ai' }, el('span', { className: 'role', textContent: 'ai' }));
+    $('messages').append(streaming);
+  }
+  streaming.append(chunk);
+}
+
+// --- interrupts -----------------------------------------------------------------------
+
+function showInterrupts(requests) {
+  const box = $('interrupts');
+  box.replaceChildren();
+  if (!requests.length) return;
+  const decisions = new Array(requests.length);
+  const decide = (i, decision, node) => {
+    decisions[i] = decision;
+    node.querySelectorAll('button').forEach((b) => { b.disabled = true; });
+    if (decisions.filter(Boolean).length === requests.length) {
+      box.replaceChildren();
+      send({ command: { resume: { decisions } } });
+    }
+  };
+  requests.forEach((r, i) => {
+    const allowed = r.allowed_decisions || ['approve', 'edit', 'reject'];
+    const args = el('textarea', { rows: 3, value: JSON.stringify(r.args, null, 1), readOnly: !allowed.includes('edit') });
+    const reason = el('input', { placeholder: 'reason (for reject)' });
+    const node = el('div', { className: 'request' }, el('strong', { textContent: `${r.tool} needs approval` }), args);
+    const buttons = el('div', { className: 'buttons' });
+    const button = (name, label, make) => {
+      if (!allowed.includes(name)) return;
+      const b = el('button', { type: 'button', textContent: label, className: name });
+      b.onclick = () => {
+        try {
+          decide(i, make(), node);
+        } catch (err) {
+          status(`edit: ${err.message}`, true);
+        }
+      };
+      buttons.append(b);
+    };
+    button('approve', 'Approve', () => ({ type: 'approve' }));
+    button('edit', 'Send edited', () => ({ type: 'edit', edited_action: { name: r.tool, args: JSON.parse(args.value) } }));
+    button('reject', 'Reject', () => (reason.value ? { type: 'reject', message: reason.value } : { type: 'reject' }));
+    if (allowed.includes('reject')) buttons.append(reason);
+    node.append(buttons);
+    box.append(node);
+  });
+}
+
+// --- the actor tree -------------------------------------------------------------------
+
+const tree = {
+  rows: new Map(), // path -> row
+  fresh: [], // rows to put in the page
+  dirty: new Set(),
+  scheduled: false,
+  counts: { running: 0, finished: 0, failed: 0 },
+
+  clear() {
+    this.rows.clear();
+    this.fresh = [];
+    this.dirty.clear();
+    $('tree').replaceChildren();
+    $('tree-summary').textContent = '';
+  },
+
+  row(path, parent, label) {
+    let row = this.rows.get(path);
+    if (row) return row;
+    const cells = ['name', 'state', 'calls', 'tokens', 'cost', 'elapsed'].map((c) => el('span', { className: c }));
+    const line = el('div', { className: 'row running' }, ...cells);
+    const kids = el('div', { className: 'kids' });
+    const node = el('div', { className: 'node' }, line, kids);
+    node.dataset.path = path;
+    row = {
+      path, parent, node, line, kids, cells, label,
+      state: 'running', calls: 0, input: 0, output: 0, cost: null,
+      start: performance.now(), end: null, usage: false,
+    };
+    cells[0].textContent = label;
+    cells[0].title = path;
+    this.rows.set(path, row);
+    this.fresh.push(row);
+    this.counts.running++;
+    this.touch(row);
+    return row;
+  },
+
+  touch(row) {
+    this.dirty.add(row);
+    if (!this.scheduled) {
+      this.scheduled = true;
+      requestAnimationFrame(() => this.paint());
+    }
+  },
+
+  addUsage(row, usage) {
+    if (!usage) return;
+    row.input += usage.input_tokens || 0;
+    row.output += usage.output_tokens || 0;
+    if (usage.cost_usd != null) row.cost = (row.cost || 0) + usage.cost_usd;
+  },
+
+  end(row, outcome, usage, error) {
+    if (row.state === 'running') {
+      this.counts.running--;
+      this.counts[outcome === 'finished' || outcome === 'completed' ? 'finished' : 'failed']++;
+    }
+    row.state = outcome;
+    row.end = performance.now();
+    if (usage) { // the child and everything under it
+      row.input = usage.input_tokens || 0;
+      row.output = usage.output_tokens || 0;
+      row.cost = usage.cost_usd != null ? usage.cost_usd : row.cost;
+    }
+    if (error) row.cells[1].title = error;
+    this.touch(row);
+  },
+
+  paint() {
+    this.scheduled = false;
+    for (const row of this.fresh) { // in spawn order: a parent is in before its children
+      const parent = this.rows.get(row.parent);
+      (parent ? parent.kids : $('tree')).append(row.node);
+    }
+    this.fresh = [];
+    const now = performance.now();
+    for (const row of this.dirty) {
+      const [, st, calls, tokens, cost, elapsed] = row.cells;
+      if (row.line.className !== `row ${row.state}`) row.line.className = `row ${row.state}`;
+      st.textContent = row.state;
+      calls.textContent = row.calls;
+      tokens.textContent = row.input || row.output ? `${row.input}/${row.output}` : '';
+      cost.textContent = row.cost == null ? '' : `$${row.cost.toFixed(4)}`;
+      elapsed.textContent = `${(((row.end ?? now) - row.start) / 1000).toFixed(1)}s`;
+    }
+    this.dirty.clear();
+    const c = this.counts;
+    $('tree-summary').textContent = `${this.rows.size} actors: ${c.running} running, ${c.finished} done${c.failed ? `, ${c.failed} failed` : ''}`;
+  },
+
+  tick() { // running rows' elapsed time
+    for (const row of this.rows.values()) if (row.state === 'running') this.dirty.add(row);
+    if (this.dirty.size) this.touch(this.dirty.values().next().value);
+  },
+};
+setInterval(() => tree.tick(), 1000);
+
+function apply(op) {
+  switch (op[0]) {
+    case 'meta': state.runId = op[1]; break;
+    case 'root': tree.row(op[1], null, op[1]); break;
+    case 'spawn': tree.row(op[1], op[2], `${op[3]}: ${op[4]}`); break;
+    case 'call': {
+      const row = tree.rows.get(op[1]);
+      if (row) { row.calls++; tree.touch(row); }
+      break;
+    }
+    case 'called': {
+      const row = tree.rows.get(op[1]);
+      if (row) { tree.addUsage(row, op[2]); tree.touch(row); }
+      break;
+    }
+    case 'end': {
+      const row = tree.rows.get(op[1]);
+      if (row) tree.end(row, op[2], op[3], op[4]);
+      break;
+    }
+    case 'delta': delta(op[1]); break;
+    case 'interrupt': state.pending = op[1]; break;
+    case 'finished': {
+      const row = [...tree.rows.values()].find((r) => r.parent === null);
+      if (row) tree.end(row, op[1], op[2], op[3]);
+      status(op[1] === 'failed' ? `failed: ${op[3]}` : op[1], op[1] === 'failed');
+      break;
+    }
+    case 'error': status(op[1], true); break;
+  }
+}
+
+// --- runs -----------------------------------------------------------------------------
+
+async function send(body) {
+  if (state.running) return;
+  if (!state.thread) {
+    const created = await api('POST', '/threads', {});
+    state.thread = created.thread_id;
+  }
+  state.running = true;
+  state.pending = null;
+  $('send').disabled = true;
+  tree.clear();
+  status('running…');
+  const worker = new Worker('stream.js', { type: 'module' });
+  state.worker = worker;
+  worker.onmessage = ({ data }) => {
+    if (data.ops) for (const op of data.ops) apply(op);
+    if (data.values) showValues(data.values); // after the deltas it may hold the answer of
+    if (data.done) {
+      worker.terminate();
+      state.running = false;
+      $('send').disabled = false;
+      if (state.pending) showInterrupts(state.pending);
+      loadThreads().catch((err) => status(err.message, true));
+    }
+  };
+  worker.postMessage({
+    url: new URL(`/threads/${state.thread}/runs/stream`, location.href).href,
+    headers: headers(),
+    body: { assistant_id: state.assistant, stream_mode: MODES, stream_subgraphs: true, ...body },
+  });
+}
+
+// --- the page ---------------------------------------------------------------------------
+
+function start() {
+  const key = $('key');
+  key.value = sessionStorage.getItem('deepactors.key') || '';
+  key.onchange = () => {
+    sessionStorage.setItem('deepactors.key', key.value);
+    init();
+  };
+  $('new-thread').onclick = async () => {
+    if (state.running) return;
+    state.thread = null;
+    tree.clear();
+    showValues({});
+    showInterrupts([]);
+    for (const li of $('threads').children) li.classList.remove('current');
+  };
+  $('composer').onsubmit = (event) => {
+    event.preventDefault();
+    const input = $('input');
+    if (!input.value.trim() || state.running) return;
+    const content = input.value;
+    input.value = '';
+    send({ input: { messages: [{ role: 'user', content }] } }).catch((err) => status(err.message, true));
+  };
+  $('input').onkeydown = (event) => {
+    if (event.key === 'Enter' && !event.shiftKey) {
+      event.preventDefault();
+      $('composer').requestSubmit();
+    }
+  };
+  $('tree-toggle').onclick = () => {
+    const open = $('tree-toggle').getAttribute('aria-expanded') !== 'true';
+    $('tree-toggle').setAttribute('aria-expanded', String(open));
+    $('tree').classList.toggle('collapsed', !open);
+  };
+  init();
+}
+
+function init() {
+  Promise.all([loadAssistants(), loadThreads()]).then(
+    () => status('ready'),
+    (err) => status(err.message, true),
+  );
+}
+
+start();

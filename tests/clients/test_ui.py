@@ -1,0 +1,268 @@
+"""The built-in page at ``/ui`` of ``deepactors serve``, in a real browser: Debian's
+Chromium driven by Playwright (``executable_path``, never a browser download),
+against a real server on asyncio (uvicorn) and trio (hypercorn).
+
+- a run with 20 subagents shows them live in the actor tree, then the answer;
+- an approval (and an edit, and a reject) clicked in the page resumes the run;
+- with 1,000 subagents streaming, a click on the page is answered: the latency
+  is saved (``click-latency.json``), asserted only under a generous bound (the
+  machine is shared; the issue's target is 200 ms).
+
+Screenshots go to ``$DEEPACTORS_TEST_ARTIFACTS/ui/<loop>/`` (default: a
+temporary folder).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .served import serving
+from .test_browser import CHROMIUM, FLAGS
+
+UI_MODULE = '''
+import re
+
+import anyio
+
+from deepactors import AssistantMessage, ToolCall, ToolMessage, create_deep_agent
+from deepactors.messages import Usage
+from deepactors.models import FunctionModel
+from deepactors.persistence import MemoryCheckpointer
+
+
+def send_email(to: str, body: str) -> str:
+    """Send an email.
+
+    Args:
+        to: The recipient.
+        body: What it says.
+    """
+    return f"sent to {to}: {body}"
+
+
+async def worker(request):
+    # Long enough to be seen running; "slow" ones to be clicked around.
+    await anyio.sleep(4 if "slow" in request.messages[0].text else 0.3)
+    return AssistantMessage(
+        content="done: " + request.messages[0].text,
+        usage=Usage(input_tokens=10, output_tokens=5, cost_usd=0.001),
+    )
+
+
+async def main(request):
+    last = request.messages[-1]
+    if isinstance(last, ToolMessage):
+        if last.name == "send_email":
+            verdict = "not sent" if last.status == "error" else "sent"
+            return AssistantMessage(content=f"{verdict}: {last.text}")
+        results = [m for m in request.messages if isinstance(m, ToolMessage)]
+        return AssistantMessage(content=f"all {len(results)} subagents done")
+    fan = re.search(r"fan (\\d+)( slow)?", last.text)
+    if fan:
+        return AssistantMessage(
+            tool_calls=[
+                ToolCall(
+                    name="task",
+                    args={"description": f"job {i}{fan.group(2) or ''}", "subagent_type": "worker"},
+                )
+                for i in range(int(fan.group(1)))
+            ]
+        )
+    if "email" in last.text:
+        return AssistantMessage(
+            tool_calls=[ToolCall(name="send_email", args={"to": "bob", "body": last.text})]
+        )
+    return AssistantMessage(content=f"echo: {last.text}")
+
+
+agent = create_deep_agent(
+    FunctionModel(main),
+    tools=[send_email],
+    subagents=[
+        {
+            "name": "worker",
+            "description": "does one job",
+            "system_prompt": "work",
+            "model": FunctionModel(worker),
+        }
+    ],
+    interrupt_on={"send_email": {"allowed_decisions": ["approve", "edit", "reject"]}},
+    checkpointer=MemoryCheckpointer(),
+)
+'''
+
+
+@pytest.fixture(scope="module", params=["asyncio", "trio"])
+def ui(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Any, str, Path]]:
+    """A browser, the page's URL on a server on asyncio or trio, and where its
+    screenshots go; one server and one browser for the tests of a loop."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (Debian's chromium package; .ci/run installs it)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the dev extra")
+    loop = str(request.param)
+    folder = tmp_path_factory.mktemp(f"ui-{loop}")
+    (folder / "ui_app.py").write_text(UI_MODULE)
+    root = os.environ.get("DEEPACTORS_TEST_ARTIFACTS")
+    shots = (Path(root) if root else folder) / "ui" / loop
+    shots.mkdir(parents=True, exist_ok=True)
+    with (
+        serving(["ui_app:agent", "--loop", loop], folder) as url,
+        sync_api.sync_playwright() as playwright,
+    ):
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            yield browser, f"{url}/ui", shots
+        finally:
+            browser.close()
+
+
+def _open(browser: Any, url: str) -> tuple[Any, list[str]]:
+    from playwright.sync_api import expect
+
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(url)
+    expect(page.locator("#status")).to_have_text("ready")
+    return page, errors
+
+
+def _say(page: Any, text: str) -> None:
+    from playwright.sync_api import expect
+
+    expect(page.locator("#send")).to_be_enabled()
+    page.fill("#input", text)
+    page.click("#send")
+
+
+def test_twenty_subagents_show_live_in_the_tree(ui: tuple[Any, str, Path]) -> None:
+    from playwright.sync_api import expect
+
+    browser, url, shots = ui
+    page, errors = _open(browser, url)
+    try:
+        _say(page, "fan 20")
+        rows = page.locator("#tree .kids .row")
+        expect(rows).to_have_count(20)
+        # Live: the workers are seen working (each takes 0.3 s), then done.
+        expect(page.locator("#tree .kids .row.running").first).to_be_visible()
+        page.screenshot(path=shots / "tree-20-running.png")
+        expect(page.locator("#messages .msg.ai").last).to_have_text("aiall 20 subagents done")
+        expect(page.locator("#tree-summary")).to_have_text("21 actors: 0 running, 21 done")
+        first = rows.filter(has=page.locator(".name", has_text=re.compile("^worker: job 0$")))
+        expect(first.locator(".state")).to_have_text("finished")
+        expect(first.locator(".calls")).to_have_text("1")
+        expect(first.locator(".tokens")).to_have_text("10/5")
+        expect(first.locator(".cost")).to_have_text("$0.0010")
+        expect(page.locator("#threads li.current")).to_contain_text("fan 20")
+        page.screenshot(path=shots / "tree-20-done.png")
+        assert errors == []
+    finally:
+        page.close()
+
+
+def test_approve_edit_and_reject_clicked_in_the_page_resume_the_run(
+    ui: tuple[Any, str, Path],
+) -> None:
+    from playwright.sync_api import expect
+
+    browser, url, shots = ui
+    page, errors = _open(browser, url)
+    try:
+        last = page.locator("#messages .msg").last
+        _say(page, "email bob")
+        expect(page.locator(".request")).to_contain_text("send_email needs approval")
+        page.screenshot(path=shots / "approval.png")
+        page.click(".request button.approve")
+        expect(last).to_have_text("aisent: sent to bob: email bob")
+        page.screenshot(path=shots / "approved.png")
+
+        _say(page, "email carol")  # a follow-up on the same thread
+        args = page.locator(".request textarea")
+        expect(args).to_have_value(re.compile("email carol"))
+        args.fill(json.dumps({"to": "dan", "body": "edited"}))
+        page.click(".request button.edit")
+        expect(last).to_have_text("aisent: sent to dan: edited")
+
+        _say(page, "email eve")
+        page.fill(".request input", "not now")
+        page.click(".request button.reject")
+        expect(last).to_contain_text("not sent:")
+        expect(last).to_contain_text("not now")
+        expect(page.locator(".request")).to_have_count(0)
+        # The thread list shows the thread, and reopening it shows its messages.
+        page.reload()
+        expect(page.locator("#status")).to_have_text("ready")
+        page.locator("#threads li", has_text="email bob").click()
+        expect(page.locator("#messages .msg.human")).to_have_count(3)
+        assert errors == []
+    finally:
+        page.close()
+
+
+def test_a_click_is_answered_while_1000_subagents_stream(ui: tuple[Any, str, Path]) -> None:
+    from playwright.sync_api import expect
+
+    browser, url, shots = ui
+    page, errors = _open(browser, url)
+    try:
+        # The page's own measure of a click: from the input event to the handler
+        # (waiting behind the page's other work), and to the next frame.
+        page.evaluate(
+            """() => {
+              window.clicks = [];
+              document.getElementById('tree-toggle').addEventListener('click', (event) => {
+                const handled = performance.now();
+                requestAnimationFrame(() => window.clicks.push({
+                  handled_ms: handled - event.timeStamp,
+                  painted_ms: performance.now() - event.timeStamp,
+                }));
+              });
+            }"""
+        )
+        _say(page, "fan 1000 slow")  # each subagent works 4 s
+        expect(page.locator("#tree .kids .row").nth(99)).to_be_attached()
+        toggle = page.locator("#tree-toggle")
+        latencies = []
+        for expanded in ("false", "true", "false", "true", "false"):
+            started = time.perf_counter()
+            toggle.click()
+            expect(toggle).to_have_attribute("aria-expanded", expanded)
+            latencies.append(time.perf_counter() - started)
+            expect(page.locator("#tree")).to_have_class("collapsed" if expanded == "false" else "")
+        summary = page.locator("#tree-summary").text_content()
+        page.screenshot(path=shots / "tree-1000-streaming.png")
+        toggle.click()  # open again
+        expect(page.locator("#messages .msg.ai").last).to_have_text(
+            "aiall 1000 subagents done", timeout=60_000
+        )
+        expect(page.locator("#tree-summary")).to_have_text("1001 actors: 0 running, 1001 done")
+        page.screenshot(path=shots / "tree-1000-done.png")
+        in_page = page.evaluate("window.clicks")
+        (shots / "click-latency.json").write_text(
+            json.dumps(
+                {
+                    "click_to_answer_s": latencies,
+                    "in_page": in_page,
+                    "tree_while_clicking": summary,
+                },
+                indent=1,
+            )
+        )
+        running = re.search(r"(\d+) running", summary or "")
+        assert running, summary
+        assert int(running.group(1)) > 100, summary  # the clicks were made while they worked
+        assert max(latencies) < 2.0, latencies
+        assert errors == []
+    finally:
+        page.close()
