@@ -104,6 +104,9 @@ class MCPToolsMiddleware(AgentMiddleware):
         self.servers = tuple(servers)
         self._name = f"MCPToolsMiddleware[{','.join(names)}]"
         self._load: Tool | None = self._load_tool() if any(s.lazy for s in servers) else None
+        self._joined: dict[
+            tuple[int, tuple[Tool, ...]], tuple[Sequence[Tool], tuple[Tool, ...]]
+        ] = {}
 
     @property
     def declared_tools(self) -> frozenset[str]:
@@ -155,16 +158,32 @@ class MCPToolsMiddleware(AgentMiddleware):
             extra.append(self._load)
             request = request.replace(system_prompt=_with_listing(request.system_prompt, lazy))
         if extra:
-            taken = {t.name for t in request.tools}
-            for t in extra:
-                if t.name in taken:
-                    raise ConfigurationError(
-                        f"the MCP tool {t.name!r} has the name of another tool of this agent: "
-                        "give its server a prefix= or exclude= it"
-                    )
-                taken.add(t.name)
-            request = request.replace(tools=[*request.tools, *extra])
+            request = request.replace(tools=self._with(request.tools, tuple(extra)))
         return await handler(request)
+
+    def _with(self, tools: Sequence[Tool], extra: tuple[Tool, ...]) -> tuple[Tool, ...]:
+        """The agent's tools and the servers' as one tuple, made once per pair.
+
+        The same tuple call after call: what measures a tool set (the
+        summarization's token count) caches by it, and names are checked once.
+        """
+        key = (id(tools), extra)
+        found = self._joined.get(key)
+        if found is not None and found[0] is tools:
+            return found[1]
+        taken = {t.name for t in tools}
+        for t in extra:
+            if t.name in taken:
+                raise ConfigurationError(
+                    f"the MCP tool {t.name!r} has the name of another tool of this agent: "
+                    "give its server a prefix= or exclude= it"
+                )
+            taken.add(t.name)
+        joined = (*tools, *extra)
+        if len(self._joined) >= 64:  # agents x tool sets: a handful; bounded anyway
+            self._joined.clear()
+        self._joined[key] = (tools, joined)
+        return joined
 
     async def wrap_tool_call(
         self, request: ToolCallRequest, handler: ToolHandler
