@@ -103,9 +103,10 @@ agent = create_deep_agent(
 @pytest.fixture(scope="module", params=["asyncio", "trio"])
 def ui(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[Any, str, Path]]:
-    """A browser, the page's URL on a server on asyncio or trio, and where its
-    screenshots go; one server and one browser for the tests of a loop."""
+) -> Iterator[tuple[Any, str, Path, str]]:
+    """A browser, the page's URL on a server on asyncio or trio, where its
+    screenshots go, and the loop; one server and one browser for the tests of a
+    loop (Playwright's sync API runs one at a time)."""
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no Chromium at {CHROMIUM} (Debian's chromium package; .ci/run installs it)")
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the dev extra")
@@ -121,7 +122,7 @@ def ui(
     ):
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         try:
-            yield browser, f"{url}/ui", shots
+            yield browser, f"{url}/ui", shots, loop
         finally:
             browser.close()
 
@@ -145,10 +146,10 @@ def _say(page: Any, text: str) -> None:
     page.click("#send")
 
 
-def test_twenty_subagents_show_live_in_the_tree(ui: tuple[Any, str, Path]) -> None:
+def test_twenty_subagents_show_live_in_the_tree(ui: tuple[Any, str, Path, str]) -> None:
     from playwright.sync_api import expect
 
-    browser, url, shots = ui
+    browser, url, shots, _ = ui
     page, errors = _open(browser, url)
     try:
         _say(page, "fan 20")
@@ -172,11 +173,11 @@ def test_twenty_subagents_show_live_in_the_tree(ui: tuple[Any, str, Path]) -> No
 
 
 def test_approve_edit_and_reject_clicked_in_the_page_resume_the_run(
-    ui: tuple[Any, str, Path],
+    ui: tuple[Any, str, Path, str],
 ) -> None:
     from playwright.sync_api import expect
 
-    browser, url, shots = ui
+    browser, url, shots, _ = ui
     page, errors = _open(browser, url)
     try:
         last = page.locator("#messages .msg").last
@@ -205,15 +206,52 @@ def test_approve_edit_and_reject_clicked_in_the_page_resume_the_run(
         expect(page.locator("#status")).to_have_text("ready")
         page.locator("#threads li", has_text="email bob").click()
         expect(page.locator("#messages .msg.human")).to_have_count(3)
+        # A pending approval is shown again when its thread is reopened.
+        _say(page, "email zed")
+        expect(page.locator(".request")).to_have_count(1)
+        page.reload()
+        expect(page.locator("#status")).to_have_text("ready")
+        page.locator("#threads li", has_text="email bob").click()
+        expect(page.locator(".request")).to_contain_text("send_email needs approval")
+        page.click(".request button.approve")
+        expect(last).to_have_text("aisent: sent to bob: email zed")
         assert errors == []
     finally:
         page.close()
 
 
-def test_a_click_is_answered_while_1000_subagents_stream(ui: tuple[Any, str, Path]) -> None:
+def test_with_an_api_key_the_page_asks_for_it_and_sends_it(
+    ui: tuple[Any, str, Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from playwright.sync_api import expect
 
-    browser, url, shots = ui
+    browser, _, _, loop = ui
+    (tmp_path / "ui_app.py").write_text(UI_MODULE)
+    monkeypatch.setenv("UI_TEST_KEYS", "ui-test-key-0123456789=alice")
+    args = ["ui_app:agent", "--loop", loop, "--auth", "keys-env:UI_TEST_KEYS"]
+    with serving(args, tmp_path) as url:
+        page = browser.new_page()
+        try:
+            page.goto(f"{url}/ui")  # the page itself needs no key
+            expect(page.locator("#status")).to_have_text("the server asks for an API key")
+            page.fill("#key", "ui-test-key-0123456789")
+            page.press("#key", "Enter")
+            expect(page.locator("#status")).to_have_text("ready")
+            _say(page, "fan 2")
+            expect(page.locator("#messages .msg.ai").last).to_have_text("aiall 2 subagents done")
+            expect(page.locator("#tree-summary")).to_have_text("3 actors: 0 running, 3 done")
+            # Kept for the tab: a reload needs no typing.
+            page.reload()
+            expect(page.locator("#status")).to_have_text("ready")
+            expect(page.locator("#threads li")).to_have_count(1)
+        finally:
+            page.close()
+
+
+def test_a_click_is_answered_while_1000_subagents_stream(ui: tuple[Any, str, Path, str]) -> None:
+    from playwright.sync_api import expect
+
+    browser, url, shots, _ = ui
     page, errors = _open(browser, url)
     try:
         # The page's own measure of a click: from the input event to the handler

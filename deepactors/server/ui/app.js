@@ -358,9 +358,14 @@ async function send(body) {
 function start() {
   const key = $('key');
   key.value = sessionStorage.getItem('deepactors.key') || '';
-  key.onchange = () => {
+  const setKey = () => {
     sessionStorage.setItem('deepactors.key', key.value);
     init();
+  };
+  key.onchange = setKey;
+  $('key-form').onsubmit = (event) => {
+    event.preventDefault();
+    setKey();
   };
   $('new-thread').onclick = async () => {
     if (state.running) return;
