@@ -155,6 +155,7 @@ def test_twenty_subagents_show_live_in_the_tree(ui: tuple[Any, str, Path, str]) 
         _say(page, "fan 20")
         rows = page.locator("#tree .kids .row")
         expect(rows).to_have_count(20)
+        expect(page.locator("#messages .msg.human")).to_have_text("humanfan 20")
         # Live: the workers are seen working (each takes 0.3 s), then done.
         expect(page.locator("#tree .kids .row.running").first).to_be_visible()
         page.screenshot(path=shots / "tree-20-running.png")

@@ -6,7 +6,7 @@
 let ops = [];
 let values = null;
 let timer = null;
-let valuesSent = 0;
+let valuesSent = -Infinity;
 
 function flush(last = false) {
   timer = null;
