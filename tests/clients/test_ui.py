@@ -184,6 +184,9 @@ def test_approve_edit_and_reject_clicked_in_the_page_resume_the_run(
         last = page.locator("#messages .msg").last
         _say(page, "email bob")
         expect(page.locator(".request")).to_contain_text("send_email needs approval")
+        expect(page.locator("#tree-summary")).to_have_text(
+            "1 actors: 0 running, 0 done, 1 waiting for approval"
+        )
         page.screenshot(path=shots / "approval.png")
         page.click(".request button.approve")
         expect(last).to_have_text("aisent: sent to bob: email bob")

@@ -196,12 +196,13 @@ const tree = {
   fresh: [], // rows to put in the page
   dirty: new Set(),
   scheduled: false,
-  counts: { running: 0, finished: 0, failed: 0 },
+  counts: { running: 0, finished: 0, failed: 0, interrupted: 0 },
 
   clear() {
     this.rows.clear();
     this.fresh = [];
     this.dirty.clear();
+    this.counts = { running: 0, finished: 0, failed: 0, interrupted: 0 };
     $('tree').replaceChildren();
     $('tree-summary').textContent = '';
   },
@@ -246,7 +247,8 @@ const tree = {
   end(row, outcome, usage, error) {
     if (row.state === 'running') {
       this.counts.running--;
-      this.counts[outcome === 'finished' || outcome === 'completed' ? 'finished' : 'failed']++;
+      const done = outcome === 'finished' || outcome === 'completed';
+      this.counts[done ? 'finished' : outcome === 'interrupted' ? 'interrupted' : 'failed']++;
     }
     row.state = outcome;
     row.end = performance.now();
@@ -278,7 +280,7 @@ const tree = {
     }
     this.dirty.clear();
     const c = this.counts;
-    $('tree-summary').textContent = `${this.rows.size} actors: ${c.running} running, ${c.finished} done${c.failed ? `, ${c.failed} failed` : ''}`;
+    $('tree-summary').textContent = `${this.rows.size} actors: ${c.running} running, ${c.finished} done${c.failed ? `, ${c.failed} failed` : ''}${c.interrupted ? `, ${c.interrupted} waiting for approval` : ''}`;
   },
 
   tick() { // running rows' elapsed time
