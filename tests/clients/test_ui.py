@@ -283,8 +283,9 @@ def test_a_click_is_answered_while_1000_subagents_stream(ui: tuple[Any, str, Pat
             latencies.append(time.perf_counter() - started)
             expect(page.locator("#tree")).to_have_class("collapsed" if expanded == "false" else "")
         summary = page.locator("#tree-summary").text_content()
-        page.screenshot(path=shots / "tree-1000-streaming.png")
         toggle.click()  # open again
+        expect(toggle).to_have_attribute("aria-expanded", "true")
+        page.screenshot(path=shots / "tree-1000-streaming.png")
         expect(page.locator("#messages .msg.ai").last).to_have_text(
             "aiall 1000 subagents done", timeout=60_000
         )
