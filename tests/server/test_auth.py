@@ -19,7 +19,7 @@ import httpx
 import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 
 from deepactors import AssistantMessage, ToolCall, ToolRuntime, create_deep_agent
 from deepactors.models import FunctionModel, ModelRequest
@@ -144,6 +144,13 @@ def test_no_or_a_bad_credential_is_401_everywhere_but_the_health_check(
     app = server.app
     with httpx.Client(base_url=server.url) as http:
         for route in app.routes:
+            if isinstance(route, Mount):
+                # The built-in page's static files: open (no secrets; its API calls are checked).
+                assert route.path == "/ui"
+                for name in ("/ui/", "/ui/app.js", "/ui/stream.js"):
+                    assert http.get(name).status_code == 200, name
+                assert http.get("/ui/secrets.txt").status_code == 401  # only those are open
+                continue
             assert isinstance(route, Route)
             path = route.path.replace("{thread_id}", "t").replace("{run_id}", "r")
             for field in ("assistant_id", "checkpoint_id"):
