@@ -290,14 +290,6 @@ def _take_decisions(run: RunContext, resume: object) -> None:
         tree.journal.record(run.path, run.step, "resume", {"ids": sorted(decisions)})
 
 
-def _sandbox_key(run: RunContext) -> SandboxKey:
-    """Whose sandbox the run works in: its thread (or run) and its caller."""
-    owner = getattr(run.identity, "id", None)
-    return SandboxKey(
-        run.thread_id or f"run:{run.run_id}", owner if isinstance(owner, str) else None
-    )
-
-
 async def _execute(session: Session, values: Mapping[str, Any]) -> list[ActionRequest]:
     """Apply the input and run the loop; return the requests it stopped for, if any."""
     run, state = session.run, session.state
@@ -310,7 +302,7 @@ async def _execute(session: Session, values: Mapping[str, Any]) -> list[ActionRe
         # The run's sandbox key for all of it, subagents included: middleware
         # reading files outside a tool call (memory, skills, large results
         # moved to a file) reaches a per-thread sandbox's workspace too.
-        with sandbox_scope(_sandbox_key(run)):
+        with sandbox_scope(SandboxKey.for_run(run.thread_id, run.run_id, run.identity)):
             await run_loop(session.spec, state, run)
     except BudgetExceeded as exc:
         # The top of the tree: the run ends here, cleanly, saying why.

@@ -96,6 +96,12 @@ class SandboxKey:
     thread: str
     owner: str | None = None
 
+    @classmethod
+    def for_run(cls, thread_id: str | None, root_run_id: str, identity: object) -> SandboxKey:
+        """The key of a run: its thread (or its tree's root run) and its caller's id."""
+        owner = getattr(identity, "id", None)
+        return cls(thread_id or f"run:{root_run_id}", owner if isinstance(owner, str) else None)
+
     @property
     def slug(self) -> str:
         """A folder name for this key: a hash, so any id is safe on disk."""

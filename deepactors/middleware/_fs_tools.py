@@ -164,11 +164,7 @@ async def _expected_version(
 def sandbox_key(runtime: ToolRuntime) -> SandboxKey:
     """Whose sandbox a tool call works in: its thread (or run) and its caller's identity."""
     run = runtime.run
-    owner = getattr(runtime.identity, "id", None)
-    return SandboxKey(
-        run.thread_id or f"run:{run.root.run_id}",
-        owner if isinstance(owner, str) else None,
-    )
+    return SandboxKey.for_run(run.thread_id, run.root.run_id, runtime.identity)
 
 
 def _in_sandbox(fn: Callable[P, Awaitable[str]]) -> Callable[P, Awaitable[str]]:
