@@ -204,3 +204,29 @@ class StreamTimes:
                     self.errors.append(str(part.data))
         except Exception as exc:
             self.errors.append(repr(exc))
+
+
+def machine_info() -> dict[str, Any]:
+    """Where and when a benchmark ran: for the JSON output that ``bench/plots.py`` reads."""
+    import datetime
+    import os
+    import platform
+
+    try:
+        load = list(os.getloadavg())
+    except OSError:
+        load = []
+    return {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "system": f"{platform.system()} {platform.release()}",
+        "cpus": os.cpu_count(),
+        "loadavg_at_end": load,
+    }
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write a benchmark's figures as JSON (every run, not only the medians)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, default=str) + "\n")

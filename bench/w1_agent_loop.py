@@ -5,7 +5,7 @@ FunctionModel with no latency, with the default middleware stack. The floor is
 the same loop as plain coroutines: pydantic messages, one model call and one
 tool call per turn, a task group per tool step, run in the same process.
 
-    python bench/w1_agent_loop.py [--turns 200 3000] [--repeats 7]
+    python bench/w1_agent_loop.py [--turns 200 3000] [--repeats 7] [--json PATH]
 
 Prints CPU ms per turn for both, and the ratio, on asyncio and trio (median of
 the repeats; the first run of each is a discarded warm-up), at each number of
@@ -13,7 +13,8 @@ turns, and how deepactors' cost per turn grows from the shortest run to the
 longest (a history copied into every request would make it grow with K). The issue's shape is
 one tool call per turn; the loop skips the task group for a lone call, so a
 second row with 3 concurrent calls per turn shows the cost with a task group on
-both sides.
+both sides. ``--json PATH`` also writes every repeat's figure, with the machine,
+date and load, for ``bench/plots.py``.
 """
 
 from __future__ import annotations
@@ -22,11 +23,18 @@ import argparse
 import functools
 import logging
 import statistics
+import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
 
 import anyio
 import structlog
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from _common import machine_info, write_json
 
 from deepactors import AssistantMessage, ToolCall, ToolMessage, UserMessage, create_deep_agent
 from deepactors.messages import Message
@@ -104,7 +112,8 @@ def agent_runner(turns: int, calls_per_turn: int) -> Callable[[], Awaitable[int]
     return run
 
 
-def cpu_per_turn(run: Callable[[], Awaitable[int]], backend: str, repeats: int) -> float:
+def cpu_per_turn(run: Callable[[], Awaitable[int]], backend: str, repeats: int) -> list[float]:
+    """CPU ms per turn of each repeat (after one discarded warm-up run)."""
     samples = []
     for i in range(repeats + 1):
         t0 = time.process_time()
@@ -112,7 +121,7 @@ def cpu_per_turn(run: Callable[[], Awaitable[int]], backend: str, repeats: int) 
         dt = time.process_time() - t0
         if i:  # the first run warms caches and imports
             samples.append(dt / calls * 1000)
-    return statistics.median(samples)
+    return samples
 
 
 def worker(impl: str, backend: str, turns: int, calls: int) -> None:
@@ -130,6 +139,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, nargs="+", default=[200, 3000])
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--json", type=Path, help="write every repeat's figure here")
     parser.add_argument(
         "--worker", nargs=4, metavar=("IMPL", "LOOP", "K", "C"), help=argparse.SUPPRESS
     )
@@ -143,14 +153,26 @@ def main() -> None:
     print(f"W1: {args.turns} model turns on a FunctionModel (latency 0), default middleware")
     header = f"{'loop':8} {'turns':>6} {'calls/turn':>10} {'floor ms/turn':>14}"
     print(f"{header} {'deepactors ms/turn':>19} {'ratio':>6}")
+    results: list[dict[str, Any]] = []
     for calls in (1, 3):
         for backend in ("asyncio", "trio"):
             ours_by_turns = {}
             for turns in args.turns:
-                floor_ms = cpu_per_turn(
+                floor = cpu_per_turn(
                     functools.partial(floor_run, turns, calls), backend, args.repeats
                 )
-                ours_ms = cpu_per_turn(agent_runner(turns, calls), backend, args.repeats)
+                ours = cpu_per_turn(agent_runner(turns, calls), backend, args.repeats)
+                floor_ms, ours_ms = statistics.median(floor), statistics.median(ours)
+                for impl, samples in (("floor", floor), ("deepactors", ours)):
+                    results.append(
+                        {
+                            "loop": backend,
+                            "turns": turns,
+                            "calls": calls,
+                            "impl": impl,
+                            "ms_per_turn": samples,
+                        }
+                    )
                 ours_by_turns[turns] = ours_ms
                 print(
                     f"{backend:8} {turns:6} {calls:10} {floor_ms:14.4f} {ours_ms:19.4f} "
@@ -160,6 +182,9 @@ def main() -> None:
                 lo, hi = min(args.turns), max(args.turns)
                 growth = ours_by_turns[hi] / ours_by_turns[lo]
                 print(f"{'':8} deepactors per turn at {hi} turns / at {lo}: {growth:.2f}x")
+    if args.json:
+        meta = {"benchmark": "w1", "repeats": args.repeats}
+        write_json(args.json, {**machine_info(), **meta, "results": results})
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ plain coroutines: pydantic messages, a task group per tool step.
 
     python bench/w2_fanout.py [--sizes 100 1000 3000 10000] [--loops asyncio trio]
                               [--repeats 3] [--census] [--sdk] [--freeze] [--defer-gc]
+                              [--json PATH]
 
 Every run is a fresh interpreter (after a small warm-up run in it), so runs do
 not inherit each other's heap, collector generations or peak RSS; the floor's
@@ -39,6 +40,9 @@ span processor and an in-memory exporter; every span exported inside the timing)
 the slices that keep the loop's timers and sockets served during the fan-out
 (what pacing costs, and what it buys in timer lateness).
 
+``--json PATH`` also writes every run's figures (not only the medians) with the
+machine, date and load, for ``bench/plots.py``.
+
 Wall-clock figures on a shared machine are indicative; CPU, GC CPU pauses and
 object counts are the robust ones.
 """
@@ -58,7 +62,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import emit_result, measure, run_worker
+from _common import emit_result, machine_info, measure, run_worker, write_json
 
 from deepactors import (
     AssistantMessage,
@@ -349,6 +353,7 @@ def main() -> None:
         action="store_true",
         help="also run deepactors traced (OpenTelemetry SDK, batch processor, in-memory)",
     )
+    parser.add_argument("--json", type=Path, help="write every run's figures here")
     parser.add_argument("--worker", nargs=3, metavar=("IMPL", "LOOP", "N"), help=argparse.SUPPRESS)
     parser.add_argument("--mode", default="measure", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -369,6 +374,7 @@ def main() -> None:
         *(("unpaced",) if args.unpaced else ()),
         *(("traced",) if args.traced else ()),
     )
+    results: list[dict[str, Any]] = []
     for backend in args.loops:
         for n in args.sizes:
             runs: dict[str, list[dict[str, Any]]] = {impl: [] for impl in impls}
@@ -382,6 +388,16 @@ def main() -> None:
                     census_args = ["--worker", impl, backend, str(n), *flags, "--mode", "census"]
                     out = run_worker(script, census_args)
                     objects[impl] = out
+            for impl in impls:
+                results.append(
+                    {
+                        "loop": backend,
+                        "n": n,
+                        "impl": impl,
+                        "runs": runs[impl],
+                        "census": objects[impl],
+                    }
+                )
             print(f"{backend}, N={n}:")
             for impl in impls:
                 print(_row(impl, n, runs[impl], objects[impl]))
@@ -389,6 +405,9 @@ def main() -> None:
                 ratio = _median(runs[impl], "wall") / _median(runs["floor"], "wall")
                 cpu_ratio = _median(runs[impl], "cpu") / _median(runs["floor"], "cpu")
                 print(f"  {impl} / floor: wall {ratio:.2f}x, CPU {cpu_ratio:.2f}x")
+    if args.json:
+        meta = {"benchmark": "w2", "critical_path": CRITICAL_PATH, "repeats": args.repeats}
+        write_json(args.json, {**machine_info(), **meta, "flags": flags, "results": results})
 
 
 if __name__ == "__main__":
