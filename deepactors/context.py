@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .state import Applied, State
 
 __all__ = [
+    "Inbox",
     "RunContext",
     "RunJournal",
     "RunKey",
@@ -107,6 +108,41 @@ class RunKey(Generic[T]):
 
     def __repr__(self) -> str:
         return f"RunKey({self.name!r})"
+
+
+class Inbox:
+    """Messages for a running actor from outside its run (``update_async_task``).
+
+    The actor reads them at its next turn, before it asks its model anything,
+    as user messages. Whoever holds the inbox sends; the actor alone reads.
+    """
+
+    __slots__ = ("_arrived", "_pending")
+
+    def __init__(self) -> None:
+        self._pending: list[str] = []
+        self._arrived = anyio.Event()
+
+    @property
+    def pending(self) -> bool:
+        """Whether messages wait to be read."""
+        return bool(self._pending)
+
+    def put(self, text: str) -> None:
+        """Leave a message for the actor's next turn."""
+        self._pending.append(text)
+        self._arrived.set()
+
+    def take(self) -> list[str]:
+        """The messages that arrived since the last take, oldest first."""
+        taken, self._pending = self._pending, []
+        self._arrived = anyio.Event()
+        return taken
+
+    async def wait(self) -> None:
+        """Wait until a message is pending."""
+        if not self._pending:
+            await self._arrived.wait()
 
 
 class TreeSlot:
@@ -207,6 +243,9 @@ class RunContext:
         loop_thread: The OS thread of the event loop the run is on.
         budget: The budget ledger this run's calls draw from: the tree's, or a
             subagent's own one inside it; ``None`` when nothing is budgeted.
+        inbox: Messages sent to this actor while it runs (a background
+            subagent's), read as user messages before each model call; None
+            when nothing can reach it.
     """
 
     path: str
@@ -227,6 +266,7 @@ class RunContext:
     step: int = 0
     loop_thread: int = field(default_factory=threading.get_ident)
     budget: BudgetLedger | None = None
+    inbox: Inbox | None = None
     _locals: dict[RunKey[Any], Any] = field(default_factory=dict, init=False, repr=False)
 
     @property

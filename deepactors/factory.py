@@ -227,7 +227,9 @@ def _tree(root: AgentSpec) -> list[AgentSpec]:
             out.append(spec)
             for mw in spec.middleware:
                 if isinstance(mw, SubAgentMiddleware):
-                    todo.extend(s.agent for s in mw.specs.values())
+                    todo.extend(
+                        s.agent for s in mw.specs.values() if isinstance(s.agent, AgentSpec)
+                    )
     return out
 
 

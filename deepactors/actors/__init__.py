@@ -7,6 +7,7 @@ from ._actor import RunHandle as RunHandle
 from ._actor import RunOptions as RunOptions
 from ._actor import StartOptions as StartOptions
 from ._child import ChildOutcome as ChildOutcome
+from ._child import ChildRunner as ChildRunner
 from ._child import ChildStatus as ChildStatus
 from ._child import run_child as run_child
 from ._handle import ThreadHandle as ThreadHandle
@@ -31,6 +32,7 @@ __all__ = [
     "ActorStatistics",
     "AgentSpec",
     "ChildOutcome",
+    "ChildRunner",
     "ChildStatus",
     "EventStream",
     "HasSpec",

@@ -22,12 +22,12 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol, runtime_checkable
 
 import anyio
 
 from ..budget import Budget
-from ..context import RunContext, TreeSlot
+from ..context import Inbox, RunContext, TreeSlot
 from ..filediff import FileDiff, FileRecord, diff_files
 from ..interrupts import ActionRequest, Interrupt
 from ..messages import AssistantMessage, Usage, UserMessage
@@ -37,7 +37,7 @@ from ._session import child_session
 from ._spec import AgentSpec
 from ._tool_call import stop_in
 
-__all__ = ["ChildOutcome", "ChildStatus", "run_child"]
+__all__ = ["ChildOutcome", "ChildRunner", "ChildStatus", "run_child"]
 
 ChildStatus = Literal["completed", "failed", "timed_out", "interrupted"]
 
@@ -64,6 +64,38 @@ class ChildOutcome:
     usage: Usage | None = None
 
 
+@runtime_checkable
+class ChildRunner(Protocol):
+    """A subagent that runs somewhere other than in this actor tree (another server).
+
+    ``task`` and the background-task tools call :meth:`run_child` where a
+    local subagent's :class:`AgentSpec` would be run by :func:`run_child`, with
+    the same arguments and the same kind of reply, so a remote child's answer
+    and file changes merge into its parent exactly as a local child's do.
+    """
+
+    name: str
+
+    def run_child(
+        self,
+        *,
+        description: str,
+        path: str,
+        label: str,
+        parent: RunContext,
+        files: Mapping[str, FileRecord],
+        timeout: float | None,
+        budget: Budget | None = None,
+        inbox: Inbox | None = None,
+    ) -> Awaitable[ChildOutcome]:
+        """Run the child to its end and reply; see :func:`run_child` for the arguments.
+
+        Cancelling the awaiting task must stop the child wherever it runs.
+        Messages put in ``inbox`` while it runs must reach it.
+        """
+        ...
+
+
 def _final_answer(state: State) -> str:
     structured = state.get("structured_response")
     if structured is not None:
@@ -86,19 +118,22 @@ def run_child(
     timeout: float | None,
     tree_limiter: anyio.Semaphore | None = None,
     budget: Budget | None = None,
+    inbox: Inbox | None = None,
 ) -> Awaitable[ChildOutcome]:
     """Run the agent ``spec`` as a child actor of ``parent``; await its reply.
 
     ``tree_limiter`` caps the whole tree's children working at once (the
     parent's own cap is its tool step's). ``budget`` is the child's own, inside
-    its parent's. ``timeout`` covers the wait for a slot of the tree's cap too.
+    its parent's. ``inbox`` carries messages sent to the child while it works
+    (read before its next model call; one that arrives as it finishes starts
+    another turn). ``timeout`` covers the wait for a slot of the tree's cap too.
     Past it, the child and everything under it are cancelled and the outcome is
     ``timed_out``; its file changes are dropped whole.
 
     Returns the child itself to await, not a coroutine around it: one frame
     less per child, for as long as it runs.
     """
-    child = _child(spec, description, path, label, parent, files, tree_limiter, budget)
+    child = _child(spec, description, path, label, parent, files, tree_limiter, budget, inbox)
     if timeout is None:
         # No scope at all without a timeout: on trio each one costs, times N children.
         return child
@@ -127,6 +162,7 @@ async def _child(
     files: Mapping[str, FileRecord],
     tree_limiter: anyio.Semaphore | None,
     budget: Budget | None,
+    inbox: Inbox | None = None,
 ) -> ChildOutcome:
     """The child actor: wait for its slots, run its one order, reply."""
     lender = parent.slot
@@ -143,10 +179,15 @@ async def _child(
             spec, parent=parent, path=path, files=base, slot=slot, budget=budget
         )
         state, run = session.state, session.run
+        run.inbox = inbox
         if not session.resumed:
             state.add_message(UserMessage(content=description))
         try:
             await run_loop(spec, state, run)
+            while inbox is not None and inbox.pending:
+                # A message that came as the child gave its answer: it has
+                # more to do, so it takes another turn.
+                await run_loop(spec, state, run)
         except Interrupt as exc:
             return ChildOutcome(
                 status="interrupted",

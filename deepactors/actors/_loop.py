@@ -22,7 +22,7 @@ from .._core.logs import get_logger
 from ..context import RunContext
 from ..errors import ConfigurationError, StepLimitExceeded
 from ..events import ModelCallFinished, ModelCallStarted
-from ..messages import AssistantMessage, Message, ToolCall, ToolMessage, Usage
+from ..messages import AssistantMessage, Message, ToolCall, ToolMessage, Usage, UserMessage
 from ..models import ModelRequest
 from ..state import State
 from ..tracing import provider_of
@@ -92,6 +92,12 @@ async def run_loop(spec: AgentSpec, state: State, run: RunContext) -> Usage | No
     while jump != "end":
         await _check_deadline()
         if jump != "tools":
+            inbox = run.inbox
+            if inbox is not None and inbox.pending:
+                # Sent while the actor worked (a background subagent told
+                # more): read before the model is asked anything new.
+                for text in inbox.take():
+                    state.add_message(UserMessage(content=text))
             jump = await _apply_hooks(spec.before_model, state, run, debug)
             if jump == "end":
                 break

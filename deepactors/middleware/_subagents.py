@@ -15,7 +15,7 @@ from typing import assert_never
 
 import anyio
 
-from ..actors import AgentSpec, ChildOutcome, run_child
+from ..actors import AgentSpec, ChildOutcome, ChildRunner, run_child
 from ..budget import Budget
 from ..context import RunContext, RunKey, ToolRuntime
 from ..errors import ConfigurationError, ToolError
@@ -106,7 +106,9 @@ class SubAgentSpec:
     Attributes:
         name: The ``subagent_type`` value that selects it.
         description: What the parent model is told it is good for.
-        agent: The agent it runs (a ``DeepAgent``'s ``spec``).
+        agent: The agent it runs (a ``DeepAgent``'s ``spec``), or a
+            :class:`~deepactors.actors.ChildRunner` that runs it elsewhere (a
+            :class:`~deepactors.remote.RemoteAgent` on another server).
         timeout: Seconds it may take once started (waiting for a slot of the
             tree's cap included), or None.
         budget: Its own budget, inside its parent's: each of its runs (and
@@ -116,7 +118,7 @@ class SubAgentSpec:
 
     name: str
     description: str
-    agent: AgentSpec
+    agent: AgentSpec | ChildRunner
     timeout: float | None = None
     budget: Budget | None = None
 
@@ -230,17 +232,29 @@ class SubAgentMiddleware(AgentMiddleware):
                     call_id=rt.tool_call_id,
                 )
             )
-        outcome = await run_child(
-            spec.agent,
-            description=description,
-            path=child_path,
-            label=label,
-            parent=run,
-            files=rt.state.files,
-            timeout=spec.timeout,
-            tree_limiter=self._tree_limiter(run),
-            budget=spec.budget,
-        )
+        agent = spec.agent
+        if isinstance(agent, AgentSpec):
+            outcome = await run_child(
+                agent,
+                description=description,
+                path=child_path,
+                label=label,
+                parent=run,
+                files=rt.state.files,
+                timeout=spec.timeout,
+                tree_limiter=self._tree_limiter(run),
+                budget=spec.budget,
+            )
+        else:
+            outcome = await agent.run_child(
+                description=description,
+                path=child_path,
+                label=label,
+                parent=run,
+                files=rt.state.files,
+                timeout=spec.timeout,
+                budget=spec.budget,
+            )
         if emit is not None:
             emit(_outcome_event(run, outcome))
         match outcome.status:
@@ -297,7 +311,7 @@ def tree_models(spec: AgentSpec) -> set[ChatModel]:
         seen.add(current.model)
         for mw in current.middleware:
             if isinstance(mw, SubAgentMiddleware):
-                todo.extend(s.agent for s in mw.specs.values())
+                todo.extend(s.agent for s in mw.specs.values() if isinstance(s.agent, AgentSpec))
     return seen
 
 
