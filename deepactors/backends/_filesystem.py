@@ -111,7 +111,8 @@ class FilesystemBackend(FilesOnly):
         max_write_bytes: Larger contents raise ``FileTooLarge`` on write and edit.
         use_ripgrep: None to use ripgrep when installed; False to always search in
             Python; True to require it (``UnsupportedOperation`` when missing).
-        root_dir, virtual_mode: deepagents' names: ``root``; only ``True`` (its default).
+        root_dir: deepagents' name for ``root``.
+        virtual_mode: deepagents' flag; only ``True`` (its default) is accepted.
     """
 
     def __init__(

@@ -340,11 +340,11 @@ class AnthropicModel(AsyncResource):
         JSON as it arrives (``index`` is the content block), then the whole
         :class:`AssistantMessage`. The request slot is held until the last delta
         has been consumed; close the iterator (``aclose``) if you stop early.
+        It raises the errors :meth:`generate` raises, and:
 
         Raises:
-            The same errors as :meth:`generate`; a stream that breaks off raises
-            :class:`ModelConnectionError`, one that reports an error event
-            :class:`OverloadedError`.
+            ModelConnectionError: The stream broke off.
+            OverloadedError: The stream reported an error event.
         """
         client = await self._client()
         body = self.build_body(request)

@@ -290,10 +290,10 @@ class OpenAIModel(AsyncResource):
         ``index`` of a tool-input delta is the call's position plus one (Chat
         Completions) or its output item (Responses). The request slot is held
         until the last delta has been consumed; close the iterator if you stop early.
+        It raises the errors :meth:`generate` raises, and:
 
         Raises:
-            The same errors as :meth:`generate`; a stream that breaks off raises
-            :class:`~deepactors.errors.ModelConnectionError`.
+            deepactors.errors.ModelConnectionError: The stream broke off.
         """
         client = await self._client()
         body = self.build_body(request, stream=True)
