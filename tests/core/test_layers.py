@@ -58,6 +58,8 @@ LAYERS: list[tuple[str, ...]] = [
         "middleware._transcript",
     ),
     ("actors",),
+    # A subagent run elsewhere: a ChildRunner, beside the local children of actors.
+    ("remote",),
     ("middleware._subagents", "middleware"),
     ("agent", "mcp"),
     ("factory", "demo", "_subagent_config", "langchain"),

@@ -1,0 +1,161 @@
+"""What a remote child may spend and for how long: carried with its run, and charged back.
+
+A remote subagent's run is sent with the time its parent has left and the
+budget its parent has left, under one key of the run's
+``config.configurable`` (:data:`LIMITS_KEY`)::
+
+    {"config": {"configurable": {"deepactors_limits": {
+        "timeout": 12.5,
+        "budget": {"model_calls": 20, "output_tokens": 80000, "usd": 0.35}}}}}
+
+A deepactors server reads it into the run's ``timeout`` and ``budget``
+(:func:`read_limits`), so the child stops there even if its parent's process
+is gone. LangGraph's own server keeps the key in the run's config and ignores
+it: against it, only the local side of the deadline holds (the parent cancels
+the run when its time is up).
+
+What the child spent comes back in the run's metadata (``usage``, and
+``budget`` for a budgeted run) and is charged to the parent's ledger
+(:func:`charge`), so the parent's next calls see it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import fields
+from typing import Any
+
+from ..budget import PICO, Budget, BudgetLedger
+from ..errors import ConfigurationError
+from ..messages import Usage
+
+__all__ = ["LIMITS_KEY", "charge", "limits_config", "read_limits", "remaining_budget"]
+
+LIMITS_KEY = "deepactors_limits"
+"""The key of ``config.configurable`` that carries a run's limits."""
+
+_BUDGET_FIELDS = tuple(f.name for f in fields(Budget))
+
+
+def remaining_budget(ledger: BudgetLedger | None, own: Budget | None) -> Budget | None:
+    """What a child may still spend: the least left at every level above it, and its own.
+
+    "Left" is the limit less what was spent so far. Calls in flight (a
+    sibling's) are not taken off: they may give back most of what they hold,
+    and the child's spending is charged when it ends, so the parent's next
+    calls see it. None when nothing limits the child.
+    """
+    left: dict[str, float] = {}
+    if own is not None:
+        for name in _BUDGET_FIELDS:
+            value = getattr(own, name)
+            if value is not None:
+                left[name] = value
+    led = ledger
+    while led is not None:
+        for name in _BUDGET_FIELDS:
+            limit = getattr(led.limits, name)
+            if limit is None:
+                continue
+            if name == "usd":
+                free: float = max(0, int(limit * PICO) - led.usd) / PICO
+            else:
+                free = max(0, limit - getattr(led, name))
+            if name not in left or free < left[name]:
+                left[name] = free
+        led = led.parent
+    if not left:
+        return None
+    return Budget(**{k: (v if k == "usd" else int(v)) for k, v in left.items()})  # type: ignore[arg-type]
+
+
+def limits_config(timeout: float | None, budget: Budget | None) -> dict[str, Any]:
+    """The ``config.configurable`` entry that carries these limits (empty: none)."""
+    limits: dict[str, Any] = {}
+    if timeout is not None:
+        limits["timeout"] = timeout
+    if budget is not None:
+        limits["budget"] = {
+            name: getattr(budget, name)
+            for name in _BUDGET_FIELDS
+            if getattr(budget, name) is not None
+        }
+    return {LIMITS_KEY: limits} if limits else {}
+
+
+def read_limits(config: Mapping[str, Any] | None) -> tuple[float | None, Budget | None]:
+    """A run's timeout and budget from its request's ``config`` (see the module docstring).
+
+    Raises:
+        ValueError: The key holds something else than limits; the message says
+            what (a server answers it with a 422).
+    """
+    configurable = (config or {}).get("configurable")
+    if not isinstance(configurable, Mapping) or LIMITS_KEY not in configurable:
+        return None, None
+    where = f"config.configurable.{LIMITS_KEY}"
+    limits = configurable[LIMITS_KEY]
+    if not isinstance(limits, Mapping):
+        raise ValueError(f"{where}: an object with 'timeout' and/or 'budget', not {limits!r}")
+    unknown = set(limits) - {"timeout", "budget"}
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))}")
+    timeout = limits.get("timeout")
+    if timeout is not None and (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not math.isfinite(timeout)
+        or timeout < 0
+    ):
+        raise ValueError(f"{where}.timeout: seconds (a number of 0 or more), not {timeout!r}")
+    raw = limits.get("budget")
+    if raw is None:
+        return timeout, None
+    if not isinstance(raw, Mapping) or not set(raw) <= set(_BUDGET_FIELDS):
+        known = ", ".join(_BUDGET_FIELDS)
+        raise ValueError(f"{where}.budget: an object with some of {known}, not {raw!r}")
+    try:
+        budget = Budget(**raw)
+    except ConfigurationError as exc:
+        raise ValueError(f"{where}.budget: {exc}") from None
+    return (None if timeout is None else float(timeout)), budget
+
+
+def charge(ledger: BudgetLedger | None, spent: Mapping[str, Any], usage: Usage | None) -> None:
+    """Charge what a remote child spent to ``ledger`` and every ledger above it.
+
+    Args:
+        ledger: The parent's ledger (None: nothing to charge).
+        spent: The ``budget`` report of the child's run metadata (its model
+            calls, tokens, tool calls and dollars), or empty.
+        usage: The child's usage, for the tokens and dollars when there is
+            no report.
+    """
+    if ledger is None:
+        return
+    counts = {name: _count(spent.get(name)) for name in _BUDGET_FIELDS if name != "usd"}
+    if not spent and usage is not None:
+        counts["model_calls"] = usage.requests
+        counts["input_tokens"] = (
+            usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
+        )
+        counts["output_tokens"] = usage.output_tokens
+    dollars = spent.get("usd")
+    if not isinstance(dollars, int | float) or not dollars > 0:
+        dollars = usage.cost_usd if usage is not None and usage.cost_usd else 0.0
+    pico = round(float(dollars) * PICO)
+    # The ledger's counters, at every level, as a settled call adds to them.
+    # Only more spent: no call waiting for room can fit sooner, so none is woken.
+    led: BudgetLedger | None = ledger
+    while led is not None:
+        led.model_calls += counts["model_calls"]
+        led.input_tokens += counts["input_tokens"]
+        led.output_tokens += counts["output_tokens"]
+        led.tool_calls += counts["tool_calls"]
+        led.usd += pico
+        led = led.parent
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0

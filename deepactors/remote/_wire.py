@@ -1,0 +1,267 @@
+"""The Agent Protocol over HTTP, on asyncio and trio: the few calls a remote child makes.
+
+``langgraph-sdk``'s async client cannot be used here: every call of it that
+sends or reads JSON goes through ``asyncio.get_running_loop().run_in_executor``
+(its ``_aencode_json`` / ``_adecode_json``), and its reconnects sleep with
+``asyncio.sleep``, so none of it runs on trio. These calls go through
+``httpx.AsyncClient`` itself (anyio underneath, so both loops), on the same
+endpoints and bodies as the SDK's ``threads`` and ``runs`` clients.
+
+Every failure becomes a :class:`RemoteFailure` whose message the parent's model
+reads: who was asked, what for, and what came back.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import anyio
+import httpx
+
+__all__ = ["Connection", "RemoteFailure", "ServerKind", "open_connection", "stream_run"]
+
+ServerKind = Literal["deepactors", "langgraph"]
+
+_DETAIL_CHARS = 300
+# A refused stream (429: the server's cap on one client's open streams) is
+# tried again: another child's stream ends soon. Backoff doubles to this cap.
+_BUSY_BACKOFF_CAP = 2.0
+
+
+class RemoteFailure(Exception):
+    """A remote call failed; ``str()`` is what the parent's model is told."""
+
+
+@dataclass(slots=True, eq=False)
+class Connection:
+    """One event-loop run's client for one remote server, and what it learnt of it.
+
+    Attributes:
+        client: The HTTP client (its connections belong to this run's loop).
+        url: The server's base URL, for messages.
+        kind: ``deepactors`` or ``langgraph`` once asked (``GET /info``).
+    """
+
+    client: httpx.AsyncClient
+    url: str
+    kind: ServerKind | None = None
+    probing: anyio.Event | None = None
+
+    async def server_kind(self) -> ServerKind:
+        """Whether the server is a deepactors server (asked once, then remembered)."""
+        while self.kind is None:
+            if self.probing is not None:
+                await self.probing.wait()
+                continue
+            self.probing = probing = anyio.Event()
+            try:
+                info = await self.call("GET", "/info")
+                version = info.get("version") if isinstance(info, Mapping) else None
+                self.kind = "deepactors" if version == "deepactors" else "langgraph"
+            finally:
+                self.probing = None
+                probing.set()
+        return self.kind
+
+    async def call(self, method: str, path: str, body: Any = None) -> Any:
+        """One request; its JSON answer (None for an empty body).
+
+        Raises:
+            RemoteFailure: The server could not be reached, answered an error
+                status, or answered something that is not JSON.
+        """
+        content = None if body is None else json.dumps(body).encode()
+        headers = {"content-type": "application/json"} if content is not None else None
+        try:
+            response = await self.client.request(method, path, content=content, headers=headers)
+        except httpx.HTTPError as exc:
+            raise RemoteFailure(_transport_error(self.url, method, path, exc)) from None
+        raw = response.content
+        if response.status_code >= 400:
+            raise RemoteFailure(_status_error(self.url, method, path, response.status_code, raw))
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise RemoteFailure(
+                f"{self.url} answered {method} {path} with something that is not JSON: {_clip(raw)}"
+            ) from None
+
+
+def open_connection(
+    url: str, headers: Mapping[str, str], *, connect_timeout: float, read_timeout: float | None
+) -> Connection:
+    """A connection to ``url`` (blocking: it loads CA certificates; call it in a thread)."""
+    client = httpx.AsyncClient(
+        base_url=url,
+        headers=dict(headers),
+        # One streaming connection per child at work, and no wait for a pooled
+        # one beyond the child's own deadline.
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=100),
+        timeout=httpx.Timeout(connect_timeout, read=read_timeout, write=connect_timeout, pool=None),
+    )
+    return Connection(client=client, url=url)
+
+
+async def stream_run(
+    conn: Connection,
+    path: str,
+    body: Mapping[str, Any],
+    *,
+    on_run: Callable[[str], None],
+    on_part: Callable[[str, Any], None],
+    extra_headers: Mapping[str, str],
+) -> None:
+    """``POST path`` (a ``.../runs/stream``) and read its events to the run's end.
+
+    Args:
+        conn: The connection.
+        path: ``/threads/{id}/runs/stream``.
+        body: The run to create.
+        on_run: Called with the run's id as soon as it is known.
+        on_part: Called with each part's mode (``events``, ``custom``...,
+            without its namespace) and data, in order.
+        extra_headers: Sent with the request (trace context).
+
+    Raises:
+        RemoteFailure: The run could not be created, the stream broke off, or
+            the run ended with an error (its message).
+    """
+    content = json.dumps(body).encode()
+    headers = {
+        "content-type": "application/json",
+        "accept": "text/event-stream",
+        "cache-control": "no-store",
+        **extra_headers,
+    }
+    url = conn.url
+    attempt = 0
+    while True:
+        try:
+            async with conn.client.stream("POST", path, content=content, headers=headers) as res:
+                if res.status_code == 429:
+                    attempt += 1
+                    delay = min(_BUSY_BACKOFF_CAP, 0.05 * 2**attempt) * (0.5 + random.random())
+                else:
+                    await _read_stream(conn, path, res, on_run, on_part)
+                    return
+        except httpx.HTTPError as exc:
+            raise RemoteFailure(_transport_error(url, "POST", path, exc)) from None
+        await anyio.sleep(delay)  # the server's cap on open streams: one ends soon
+
+
+async def _read_stream(
+    conn: Connection,
+    path: str,
+    res: httpx.Response,
+    on_run: Callable[[str], None],
+    on_part: Callable[[str, Any], None],
+) -> None:
+    url = conn.url
+    if res.status_code >= 400:
+        raw = await res.aread()
+        raise RemoteFailure(_status_error(url, "POST", path, res.status_code, raw))
+    kind = res.headers.get("content-type", "").partition(";")[0].strip()
+    if kind != "text/event-stream":
+        raw = await res.aread()
+        raise RemoteFailure(
+            f"{url} answered POST {path} with {kind or 'no content type'}, not an event "
+            f"stream: {_clip(raw)}"
+        )
+    # The run's id is in its Content-Location (deepactors and LangGraph alike):
+    # known before the first event, so a cancel right away can name it.
+    run_id = _run_id(res.headers.get("content-location", ""))
+    if run_id:
+        on_run(run_id)
+    event = ""
+    data: list[str] = []
+    async for line in res.aiter_lines():
+        if line:
+            field, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if field == "event":
+                event = value
+            elif field == "data":
+                data.append(value)
+            continue  # (comments, heartbeats, ids: nothing to do)
+        if not event and not data:
+            continue
+        mode = event.partition("|")[0]
+        try:
+            payload = json.loads("\n".join(data)) if data else None
+        except ValueError:
+            raise RemoteFailure(
+                f"{url}: a {mode or 'nameless'} event of run {run_id or '?'} is not JSON: "
+                f"{_clip(chr(10).join(data).encode())}"
+            ) from None
+        event, data = "", []
+        match mode:
+            case "metadata":
+                if not run_id and isinstance(payload, Mapping):
+                    run_id = str(payload.get("run_id") or "")
+                    if run_id:
+                        on_run(run_id)
+            case "error":
+                raise RemoteFailure(_run_error(url, run_id, payload))
+            case "end":
+                pass  # (LangGraph's; the run's status says how it ended)
+            case _:
+                on_part(mode, payload)
+
+
+def _run_id(location: str) -> str:
+    # /threads/{thread_id}/runs/{run_id} (or /runs/{run_id} for a stateless run)
+    _, sep, tail = location.rpartition("/runs/")
+    return tail.split("/")[0] if sep else ""
+
+
+def _run_error(url: str, run_id: str, payload: Any) -> str:
+    if isinstance(payload, Mapping):
+        name = payload.get("error") or "Error"
+        message = payload.get("message") or ""
+        return f"the run {run_id} on {url} failed: {name}: {message}".rstrip(": ")
+    return f"the run {run_id} on {url} failed: {_clip(json.dumps(payload).encode())}"
+
+
+def _transport_error(url: str, method: str, path: str, exc: httpx.HTTPError) -> str:
+    what = str(exc) or type(exc).__name__
+    if isinstance(exc, httpx.ConnectError):
+        return f"could not connect to {url} ({what}): is the server running?"
+    if isinstance(exc, httpx.TimeoutException):
+        return f"{url} did not answer {method} {path} in time ({type(exc).__name__})"
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return (
+            f"the connection to {url} broke off during {method} {path} ({what}): "
+            "did the server stop?"
+        )
+    return f"{method} {url}{path} failed: {type(exc).__name__}: {what}"
+
+
+def _status_error(url: str, method: str, path: str, status: int, raw: bytes) -> str:
+    detail = _clip(raw)
+    try:
+        answer = json.loads(raw)
+    except ValueError:
+        pass
+    else:
+        if isinstance(answer, Mapping):
+            found = answer.get("detail") or answer.get("message")
+            if found:
+                detail = str(found)[:_DETAIL_CHARS]
+    hint = ""
+    if status == 404 and "/runs" in path:
+        hint = " (is the graph_id one the server serves?)"
+    elif status in (401, 403):
+        hint = " (check the subagent's headers: an API key?)"
+    return f"{url} answered {status} to {method} {path}: {detail}{hint}"
+
+
+def _clip(raw: bytes) -> str:
+    text = raw[: _DETAIL_CHARS + 1].decode("utf-8", "replace")
+    text = " ".join(text.split())
+    return text if len(text) <= _DETAIL_CHARS else text[: _DETAIL_CHARS - 3] + "..."
