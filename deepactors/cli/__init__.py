@@ -280,6 +280,7 @@ _LIMITS = (
     "max_streams_per_client",
     "run_retention",
     "idle_timeout",
+    "stream_log_bytes",
 )
 
 
@@ -352,6 +353,14 @@ def _serve_safety_options(serve: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="how long an idle thread keeps its actor and values in memory; then they "
         "are read back from the checkpointer when asked for (default: 300)",
+    )
+    serve.add_argument(
+        "--stream-log-bytes",
+        type=int,
+        metavar="BYTES",
+        help="bytes of events a resumable run keeps for clients that rejoin it with "
+        "Last-Event-ID; past it the oldest are dropped and a client asking for them is "
+        "told so (default: 67108864, 64 MiB)",
     )
     serve.add_argument(
         "--auth",

@@ -25,6 +25,7 @@ from ..errors import ConfigurationError, DeepActorsError, InputError
 from ..persistence import Checkpointer, MemoryCheckpointer, Store
 from ..tracing import Tracing, attach_traceparent, detach_traceparent
 from ._authz import CALLER, IDENTITY_KEY, OPEN_PATHS, authenticate
+from ._frame_log import DEFAULT_STREAM_LOG_BYTES
 from ._guard import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_MAX_BODY,
@@ -71,6 +72,7 @@ def create_app(
     pacing: float | None = DEFAULT_QUANTUM,
     defer_gc: bool = False,
     tracing: Tracing | bool = True,
+    stream_log_bytes: int = DEFAULT_STREAM_LOG_BYTES,
 ) -> Starlette:
     """An ASGI app that serves ``agents`` on the LangGraph Agent Protocol.
 
@@ -138,6 +140,9 @@ def create_app(
             :func:`~deepactors.open_runtime` (on whenever a provider is set);
             a request's ``traceparent`` header makes its run part of the
             caller's trace.
+        stream_log_bytes: Bytes of SSE frames a resumable run keeps for clients
+            that rejoin it (``Last-Event-ID``); past it the oldest are dropped,
+            and a client that asks for one of those is told so (410).
 
     Requests with a body must send it as ``application/json`` (or with no
     type): anything else is refused (415), so an HTML form or a ``text/plain``
@@ -151,6 +156,8 @@ def create_app(
     _open_relay(runs_db)  # bad options fail here, not in the lifespan
     if isinstance(cors_origins, str) or isinstance(allowed_hosts, str):
         raise ConfigurationError("cors_origins and allowed_hosts are sequences of strings")
+    if not stream_log_bytes > 0:
+        raise ConfigurationError(f"stream_log_bytes: bytes > 0, not {stream_log_bytes!r}")
     if run_retention is not None and not run_retention >= 0:  # NaN too
         raise ConfigurationError(f"run_retention: seconds >= 0, or None, not {run_retention!r}")
     origins = [normal_origin(o) for o in cors_origins]
@@ -198,6 +205,7 @@ def create_app(
                 relay=relay,
                 run_retention=run_retention,
                 idle_timeout=idle_timeout,
+                stream_log_bytes=stream_log_bytes,
             )
             relay_scope, bodies_scope = anyio.CancelScope(), anyio.CancelScope()
             tg.start_soon(_expire_bodies, guard, bodies_scope)

@@ -11,6 +11,8 @@ together do not race on ``CREATE``):
   stream in these modes.
 - ``deepactors_run_events``: SSE frames the owner rendered for those watches,
   numbered per run.
+- ``deepactors_run_log``: the frames of resumable runs, by id, so that any
+  process serves a rejoin with ``Last-Event-ID`` (``_pg_log``).
 
 Notifications on one channel carry ids only (``NOTIFY`` payloads are small, and
 rows are the truth): ``r:<run>`` the run's row or frames changed, ``w:<run>``
@@ -45,8 +47,10 @@ from .._core.logs import get_logger
 from ..errors import ConfigurationError, PersistenceError
 from ..events import Event
 from ..lc_views import LangGraphStream
+from ._frame_log import FrameLog, LogSink
 from ._pg_db import Listening, Op, open_runs_db, run_ops, runs_database
 from ._pg_follow import Followed, follow_run
+from ._pg_log import SWEEP_ENDED, LogMirrors, RunLogSink
 from ._pg_schema import LOST, MARK_LOST, RUN_COLUMNS, jsonb, shared_run
 from ._records import RunRecord, new_uuid
 from ._relay import CancelHandler, SharedRun, SharedThread
@@ -103,6 +107,7 @@ class PgRelay:
         self._unwritten: list[_Write] = []
         self._owned: dict[str, _Owned] = {}
         self._followed: dict[str, Followed] = {}
+        self._mirrors = LogMirrors(self._db, self._check_up, self._spawn)
         self._on_cancel: CancelHandler | None = None
         self._owner: tuple[int, Any] | None = None
         # Made when served: a relay made only to check its options holds nothing.
@@ -263,6 +268,9 @@ class PgRelay:
         )
         self._queue("DELETE FROM deepactors_run_watches WHERE run_id = %s", (run.run_id,), None)
 
+    def log_sink(self, run: RunRecord) -> LogSink | None:
+        return None if run.thread.temporary else RunLogSink(self._queue, run.run_id)
+
     async def _committed(self, sql: str, params: tuple[Any, ...]) -> None:
         """Write through the writer, and wait until committed.
 
@@ -330,16 +338,12 @@ class PgRelay:
             self._flushed.set()
 
     async def _sweep(self) -> None:
-        """Now and then, delete the frames of runs that ended a while ago."""
+        """Now and then, delete the frames and logs of runs that ended a while ago."""
         while True:
             await anyio.sleep(FRAMES_KEPT / 5)
-            self._queue(
-                "DELETE FROM deepactors_run_events e USING deepactors_runs r"
-                " WHERE e.run_id = r.run_id AND r.status IN"
-                " ('error', 'success', 'timeout', 'interrupted') AND r.updated_at < %s",
-                (time.time() - FRAMES_KEPT,),
-                None,
-            )
+            ended_before = (time.time() - FRAMES_KEPT,)
+            for table in ("deepactors_run_events", "deepactors_run_log"):
+                self._queue(SWEEP_ENDED.format(table=table), ended_before, None)
 
     def _notified(self, payload: str) -> None:
         kind, _, rest = payload.partition(":")
@@ -347,6 +351,7 @@ class PgRelay:
             followed = self._followed.get(rest)
             if followed is not None:
                 followed.wake.set()
+            self._mirrors.notified(rest)
         elif kind == "w" and rest in self._owned:
             self._spawn(self._load_watches, rest)
         elif kind == "c":
@@ -440,6 +445,9 @@ class PgRelay:
         return SharedThread(
             thread_id=thread_id, metadata=metadata, created_at=created_at, runs=runs
         )
+
+    async def log_of(self, run: RunRecord, max_bytes: int) -> FrameLog | None:
+        return await self._mirrors.log_of(run, max_bytes)
 
     async def cancel(self, run_id: str, action: str) -> None:
         self._check_up()

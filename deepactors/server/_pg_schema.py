@@ -42,6 +42,9 @@ SCHEMA = [
     """CREATE TABLE IF NOT EXISTS deepactors_run_events (
         run_id text NOT NULL, seq integer NOT NULL, watch_id text NOT NULL,
         frame text NOT NULL, PRIMARY KEY (run_id, seq))""",
+    # A resumable run's frames by id (``_pg_log``); a NULL frame ends the log.
+    """CREATE TABLE IF NOT EXISTS deepactors_run_log (
+        run_id text NOT NULL, n integer NOT NULL, frame text, PRIMARY KEY (run_id, n))""",
     "CREATE TABLE IF NOT EXISTS deepactors_relay_schema (version integer NOT NULL)",
     f"""INSERT INTO deepactors_relay_schema (version)
         SELECT {RELAY_SCHEMA_VERSION} WHERE NOT EXISTS (SELECT 1 FROM deepactors_relay_schema)""",

@@ -23,6 +23,7 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
 from ..events import Event
+from ._frame_log import FrameLog, LogSink
 from ._records import RunRecord, RunStatus
 
 __all__ = ["FINAL", "CancelHandler", "LocalRelay", "RunRelay", "SharedRun", "SharedThread"]
@@ -139,6 +140,16 @@ class RunRelay(Protocol):
         """Ask the process that drives a run to cancel it."""
         ...
 
+    def log_sink(self, run: RunRecord) -> LogSink | None:
+        """Where the frame log of a resumable run of this process is copied
+        for other processes (None: nowhere)."""
+        ...
+
+    async def log_of(self, run: RunRecord, max_bytes: int) -> FrameLog | None:
+        """A copy, kept up to date, of the frame log of a resumable run of
+        another process (None: none is kept)."""
+        ...
+
     async def aclose(self) -> None:
         """Write what is pending and let go of connections."""
         ...
@@ -195,6 +206,12 @@ class LocalRelay:
         raise AssertionError("a local relay has no runs of other processes")
 
     async def cancel(self, run_id: str, action: str) -> None:
+        raise AssertionError("a local relay has no runs of other processes")
+
+    def log_sink(self, run: RunRecord) -> LogSink | None:
+        return None
+
+    async def log_of(self, run: RunRecord, max_bytes: int) -> FrameLog | None:
         raise AssertionError("a local relay has no runs of other processes")
 
     async def aclose(self) -> None:

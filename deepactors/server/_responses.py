@@ -29,11 +29,11 @@ from .._core.pacing import Pacer
 from ..errors import DeepActorsError, InputError
 from ..events import Event
 from ..lc_views import LangGraphStream, StreamPart
+from ._frame_log import FrameLog, dropped_error
 from .auth import AuthError
 
 __all__ = [
     "EventSourceResponse",
-    "FrameLog",
     "LoggedStreamResponse",
     "WaitResponse",
     "error_response",
@@ -311,41 +311,6 @@ class WaitResponse(Response):
         await _watched(respond, receive, self._on_disconnect)
 
 
-class FrameLog:
-    """The SSE frames of one resumable run, numbered from 0 as they are made.
-
-    Each frame is kept with its ``id:`` line, so a client that lost its
-    connection asks for what came after the last id it saw (``Last-Event-ID``)
-    and gets exactly the frames it missed, then the rest as they come.
-    """
-
-    def __init__(self) -> None:
-        self.frames: list[bytes] = []
-        self.closed = False
-        self._more = anyio.Event()
-
-    def append(self, frame: bytes) -> None:
-        """Keep one frame (``event:``/``data:`` lines), numbered next."""
-        self.frames.append(b"id: %d\r\n" % len(self.frames) + frame)
-        self._wake()
-
-    def close(self) -> None:
-        """The run has ended: no frame comes after the ones kept."""
-        self.closed = True
-        self._wake()
-
-    async def wait_for(self, count: int) -> None:
-        """Wait until more than ``count`` frames are kept, or the log is closed."""
-        while len(self.frames) <= count and not self.closed:
-            await self._more.wait()
-
-    def _wake(self) -> None:
-        # One event per change, replaced before it is set: a waiter that wakes
-        # looks again and waits on the new one.
-        more, self._more = self._more, anyio.Event()
-        more.set()
-
-
 class LoggedStreamResponse(Response):
     """Streams a resumable run's frames from its :class:`FrameLog`, with their ids.
 
@@ -380,9 +345,13 @@ class LoggedStreamResponse(Response):
         async def respond() -> None:
             sent = self._start
             while True:
-                if sent < len(log.frames):
-                    body = b"".join(log.frames[sent:])
-                    sent = len(log.frames)
+                if sent < log.first:  # dropped before this client was sent them
+                    error = sse_frame("error", dropped_error(log.first, log.max_bytes))
+                    await send({"type": "http.response.body", "body": error, "more_body": True})
+                    break
+                if sent < log.end:
+                    body = b"".join(log.after(sent))
+                    sent = log.end
                     await send({"type": "http.response.body", "body": body, "more_body": True})
                     continue
                 if log.closed:

@@ -49,10 +49,13 @@ def run_input_of(
 
 
 def run_kwargs(body: RunCreate) -> dict[str, Any]:
-    return body.model_dump(
+    kwargs = body.model_dump(
         include={"input", "command", "config", "context", "stream_mode", "stream_subgraphs"},
         mode="json",
     )
+    if body.stream_resumable:  # its frames are kept: a rejoin elsewhere reads them
+        kwargs["stream_resumable"] = True
+    return kwargs
 
 
 def error_json(exc: BaseException) -> dict[str, str]:

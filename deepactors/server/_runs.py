@@ -44,6 +44,7 @@ from ..errors import DeepActorsError
 from ..events import Event
 from ._authz import CALLER, OWNER_KEY, caller, may_thread
 from ._checkpoints import start_from
+from ._frame_log import DEFAULT_STREAM_LOG_BYTES
 from ._records import (
     AssistantRecord,
     ForgottenRun,
@@ -56,6 +57,7 @@ from ._relay import LocalRelay, RunRelay
 from ._retention import DEFAULT_RUN_RETENTION, Retention
 from ._run_driver import RunDriver
 from ._run_inputs import error_json, run_input_of, run_kwargs
+from ._run_limits import with_limits
 from ._schemas import RunCreate
 from ._shared_runs import SharedRuns
 from .auth import Action
@@ -75,6 +77,7 @@ class RunManager(RunDriver):
             for ever); see ``_retention.py``.
         idle_timeout: Seconds an idle thread keeps its values in memory (None:
             for ever); then they are read from its checkpoint when needed.
+        stream_log_bytes: Bytes of frames a resumable run keeps (``_frame_log``).
     """
 
     def __init__(
@@ -86,8 +89,10 @@ class RunManager(RunDriver):
         relay: RunRelay | None = None,
         run_retention: float | None = DEFAULT_RUN_RETENTION,
         idle_timeout: float | None = None,
+        stream_log_bytes: int = DEFAULT_STREAM_LOG_BYTES,
     ) -> None:
         self.runtime = runtime
+        self.stream_log_bytes = stream_log_bytes
         self._tg = task_group
         self.relay: RunRelay = relay if relay is not None else LocalRelay()
         self.assistants = dict(assistants)
@@ -97,7 +102,10 @@ class RunManager(RunDriver):
         self._shared = SharedRuns(self.relay, task_group, self)
         self._closing = False
         # Runs created with launch=False, until launched: what they start with.
-        self._unlaunched: dict[str, tuple[RunInput, Mapping[str, Any] | None, float | None]] = {}
+        # Per run created but not launched: its input, context, delay and timeout.
+        self._unlaunched: dict[
+            str, tuple[RunInput, Mapping[str, Any] | None, float | None, float | None]
+        ] = {}
         self.retention = Retention(
             self.runs,
             self.threads,
@@ -286,6 +294,7 @@ class RunManager(RunDriver):
             run_input = run_input_of(assistant.stateless, body, None, identity)
         else:
             run_input = run_input_of(assistant.agent, body, thread.thread_id, identity)
+        run_input, timeout = with_limits(run_input, body)  # a remote subagent's parent's
         await start_from(self, thread, assistant, body)  # the head, or a fork (a checkpoint)
         # Admitted with no await between the look at the thread's runs and the
         # new run's place among them, so two requests cannot both see it idle;
@@ -321,7 +330,7 @@ class RunManager(RunDriver):
                 self.runs.pop(run.run_id, None)
                 thread.runs.remove(run)
                 raise
-        self._unlaunched[run.run_id] = (run_input, body.context, body.after_seconds)
+        self._unlaunched[run.run_id] = (run_input, body.context, body.after_seconds, timeout)
         if launch:
             self.launch(run)
         return run
@@ -337,7 +346,7 @@ class RunManager(RunDriver):
         start = self._unlaunched.pop(run.run_id, None)
         if start is None:
             return
-        run_input, context, after = start
+        run_input, context, after, timeout = start
         temporary = run.thread.temporary
         if after or not temporary:
             if not after and run.cancel_requested is None:
@@ -345,14 +354,14 @@ class RunManager(RunDriver):
                 # the order they were created (driver tasks may start in any order).
                 try:
                     run.handle = self._handle_of(run).start_nowait(
-                        run_input, context=context, on_event=self._deliverer(run)
+                        run_input, context=context, timeout=timeout, on_event=self._deliverer(run)
                     )
                 except anyio.WouldBlock:
                     pass  # a full mailbox: the driver waits for room
                 except Exception as exc:
                     self._tg.start_soon(self._finish, run, "error", {"__error__": error_json(exc)})
                     return
-            self._tg.start_soon(self._drive, run, run_input, context, after)
+            self._tg.start_soon(self._drive, run, run_input, context, after, timeout)
             return
         if run.cancel_requested is not None:
             self._end_now(run, "interrupted", None)
@@ -362,6 +371,7 @@ class RunManager(RunDriver):
                 run.assistant.stateless,
                 run_input,
                 context=context,
+                timeout=timeout,
                 on_event=self._deliverer(run),
                 on_done=functools.partial(self._ended, run),
             )

@@ -17,7 +17,7 @@ from ..lc_views import LangGraphStream
 from ._authz import may_thread, owned
 from ._records import ForgottenRun, RunRecord, Subscriber, ThreadRecord, new_uuid
 from ._responses import EventSourceResponse, WaitResponse, error_response
-from ._resumable import frame_log, join_logged, open_resumable
+from ._resumable import create_logged, join_logged, kept_log, open_resumable
 from ._runs import RunManager
 from ._schemas import RunCreate, RunsCancel, parse_body, read_body
 
@@ -65,8 +65,14 @@ def _locations(run: RunRecord, suffix: str) -> dict[str, str]:
 async def create_run(request: Request) -> Response:
     body = await read_body(request, RunCreate)
     thread = await _thread_for(request, body)
+    manager = _manager(request)
     try:
-        run = await _manager(request).create(thread, body)
+        if body.stream_resumable and not thread.temporary:  # for a join_stream later
+            adapter = _adapter(body.stream_mode, body.stream_subgraphs, thread.thread_id)
+            finish = lambda run: _error_of(manager, run)  # noqa: E731
+            run, _ = await create_logged(manager, thread, body, adapter, finish=finish, launch=True)
+        else:
+            run = await manager.create(thread, body.without_stream())
     except BaseException:
         _drop_unused(_manager(request), thread)
         raise
@@ -90,6 +96,7 @@ async def _open_stream(manager: RunManager, thread_id: str | None, body: RunCrea
     adapter = _adapter(
         body.stream_mode, body.stream_subgraphs, None if thread.temporary else thread.thread_id
     )
+    cancel = body.on_disconnect != "continue"
     if body.stream_resumable and not thread.temporary:  # frames kept, with ids
         return await open_resumable(
             manager,
@@ -98,8 +105,9 @@ async def _open_stream(manager: RunManager, thread_id: str | None, body: RunCrea
             adapter,
             finish=lambda run: _error_of(manager, run),
             headers=lambda run: _locations(run, "stream"),
-            on_disconnect=lambda run: _left(manager, run, body.on_disconnect != "continue"),
+            on_disconnect=lambda run: _left(manager, run, cancel),
         )
+    body = body.without_stream()  # a stateless run's frames are not kept
     send, receive = anyio.create_memory_object_stream[Event | bytes](float("inf"))
     try:
         # Created, not started: the response starts it once the client has
@@ -112,7 +120,6 @@ async def _open_stream(manager: RunManager, thread_id: str | None, body: RunCrea
         receive.close()
         _drop_unused(manager, thread)
         raise
-    cancel = body.on_disconnect != "continue"
     return EventSourceResponse(
         receive,
         adapter,
@@ -202,7 +209,7 @@ async def wait_run(request: Request) -> Response:
     thread = await _thread_for(request, body)
     manager = _manager(request)
     try:
-        run = await manager.create(thread, body)
+        run = await manager.create(thread, body.without_stream())
     except BaseException:
         _drop_unused(_manager(request), thread)
         raise
@@ -286,7 +293,7 @@ async def join_stream(request: Request) -> Response:
             raise HTTPException(422, f"stream_mode: not a mode or a JSON list: {modes!r}") from None
     if isinstance(run, ForgottenRun):
         return _ended_stream(run, modes)
-    if (log := frame_log(run)) is not None:  # streamed resumably: from Last-Event-ID
+    if (log := await kept_log(manager, run)) is not None:  # streamed resumably: from Last-Event-ID
         leave = _flag(request, "cancel_on_disconnect")
         on_disconnect = lambda: _left(manager, run, leave)  # noqa: E731
         return join_logged(log, request.headers.get("last-event-id"), on_disconnect)

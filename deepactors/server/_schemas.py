@@ -100,6 +100,12 @@ class RunCreate(_Body):
     interrupt_before: str | list[str] | None = None
     interrupt_after: str | list[str] | None = None
 
+    def without_stream(self) -> RunCreate:
+        """This body for a run whose frames are not kept (``stream_resumable`` off)."""
+        if not self.stream_resumable:
+            return self
+        return self.model_copy(update={"stream_resumable": False})
+
     def refuse_unsupported(self) -> None:
         """Raise a 422 for a field whose feature this server does not have."""
         for name in ("webhook", "interrupt_before", "interrupt_after"):

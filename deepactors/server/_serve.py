@@ -25,6 +25,7 @@ from .._core.logs import configure_logging, get_logger, logging_config
 from ..errors import ConfigurationError
 from ..persistence import Checkpointer, Store, is_postgres_url, open_checkpointer, open_store
 from ._app import create_app
+from ._frame_log import DEFAULT_STREAM_LOG_BYTES
 from ._guard import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_MAX_BODY,
@@ -98,6 +99,8 @@ class ServeOptions:
     """Seconds a finished run's record stays in memory (see ``create_app``); None: for ever."""
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
     """Seconds an idle thread keeps its state and values in memory (see ``create_app``)."""
+    stream_log_bytes: int = DEFAULT_STREAM_LOG_BYTES
+    """Bytes of SSE frames a resumable run keeps for rejoins (see ``create_app``)."""
 
     @property
     def shared_runs(self) -> str | None:
@@ -128,6 +131,7 @@ class ServeOptions:
             "max_streams_per_client": self.max_streams_per_client,
             "run_retention": self.run_retention,
             "idle_timeout": self.idle_timeout,
+            "stream_log_bytes": self.stream_log_bytes,
         }
 
 
