@@ -120,6 +120,7 @@ class RunDriver:
         run_input: RunInput,
         context: Mapping[str, Any] | None,
         after: float | None,
+        timeout: float | None = None,
     ) -> None:
         status: RunStatus = "error"
         result: dict[str, Any] | None = None
@@ -139,11 +140,12 @@ class RunDriver:
                         run.assistant.stateless,
                         run_input,
                         context=context,
+                        timeout=timeout,
                         on_event=self._deliverer(run),
                     )
                 else:
                     handle = await self._handle_of(run).start(
-                        run_input, context=context, on_event=self._deliverer(run)
+                        run_input, context=context, timeout=timeout, on_event=self._deliverer(run)
                     )
                 run.handle = handle
             if run.cancel_requested is not None:
