@@ -40,6 +40,7 @@ class SubAgentConfig(BaseModel):
     budget: Budget | None = None
     permissions: Sequence[FilesystemPermission] | None = None
     mcp_servers: Mapping[str, Any] | None = None
+    background: bool = False
 
 
 def read_subagent_config(item: Mapping[str, Any]) -> SubAgentConfig:

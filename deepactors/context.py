@@ -203,6 +203,11 @@ class TreeContext:
         identity: Who the run acts for: the server's authenticated caller
             (a :class:`deepactors.server.auth.Identity`), None when no one
             authenticated.
+        background: The thread actor's background subagents (a
+            ``deepactors.actors._background.BackgroundTasks``), None outside
+            an actor.
+        keeps_background: Whether the thread actor outlives this run, so
+            background subagents may keep working after it ends.
     """
 
     thread_id: str | None = None
@@ -214,6 +219,8 @@ class TreeContext:
     budget: BudgetLedger | None = None
     pacer: Pacer | None = None
     identity: Any = None
+    background: Any = None
+    keeps_background: bool = False
 
 
 @dataclass(slots=True, kw_only=True, eq=False)

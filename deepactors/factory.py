@@ -23,6 +23,7 @@ from .middleware import (
     GENERAL_PURPOSE_PROMPT,
     AgentMiddleware,
     AnthropicPromptCachingMiddleware,
+    AsyncSubAgentMiddleware,
     FilesystemMiddleware,
     FilesystemPermissionMiddleware,
     HumanInTheLoopMiddleware,
@@ -73,6 +74,7 @@ def create_deep_agent(
     max_concurrent_subagents: int | None = DEFAULT_MAX_CONCURRENT_SUBAGENTS,
     max_concurrent_subagents_total: int | None = None,
     mcp_servers: Mapping[str, Any] | None = None,
+    async_tasks: bool | None = None,
 ) -> DeepAgent:
     """Build a deep agent: a model, tools, and the default middleware stack.
 
@@ -131,6 +133,11 @@ def create_deep_agent(
         mcp_servers: MCP servers whose tools the agent gets, by name: each an
             :class:`~deepactors.mcp.MCPServer` or a dict in Claude Desktop's ``mcpServers``
             shape (see ``docs/mcp.md``); subagents without ``tools`` get them too.
+        async_tasks: The background-task tools (``start_async_task`` and
+            company, :class:`~deepactors.middleware.AsyncSubAgentMiddleware`):
+            True offers every subagent in the background too (the model chooses
+            per call); None (default) offers those marked ``"background": True``
+            (which ``task`` does not start); False refuses such marks.
 
     Raises:
         ConfigurationError: A bad argument, or one whose feature is not available.
@@ -169,10 +176,11 @@ def create_deep_agent(
         TodoListMiddleware(),
         FilesystemMiddleware(execute=own_backend.can_execute),
         SubAgentMiddleware(
-            specs,
+            [s for s in specs if not s.background],
             max_concurrent=max_concurrent_subagents,
             max_concurrent_total=max_concurrent_subagents_total,
         ),
+        *_async_tasks(specs, async_tasks),
         *mcp,
     ]
     # Summarization, patching, skills, caching and memory around the user's (deepagents' order).
@@ -218,6 +226,19 @@ def _check_interrupt_on(root: AgentSpec) -> None:
             )
 
 
+def _async_tasks(specs: Sequence[SubAgentSpec], wanted: bool | None) -> list[AgentMiddleware]:
+    """The background-task middleware, for the subagents offered in the background."""
+    marked = [s.name for s in specs if s.background]
+    if wanted is False:
+        if marked:
+            raise ConfigurationError(
+                f"subagent(s) {marked} are marked background but async_tasks=False"
+            )
+        return []
+    offered = list(specs) if wanted else [s for s in specs if s.background]
+    return [AsyncSubAgentMiddleware(offered)] if offered else []
+
+
 def _tree(root: AgentSpec) -> list[AgentSpec]:
     out, todo, seen = [], [root], set()
     while todo:
@@ -226,7 +247,7 @@ def _tree(root: AgentSpec) -> list[AgentSpec]:
             seen.add(id(spec))
             out.append(spec)
             for mw in spec.middleware:
-                if isinstance(mw, SubAgentMiddleware):
+                if isinstance(mw, SubAgentMiddleware | AsyncSubAgentMiddleware):
                     todo.extend(
                         s.agent for s in mw.specs.values() if isinstance(s.agent, AgentSpec)
                     )
@@ -415,6 +436,7 @@ def _subagent_specs(
                 agent=spec,
                 timeout=config.timeout,
                 budget=config.budget,
+                background=config.background,
             )
         )
     if not any(s.name == GENERAL_PURPOSE for s in specs):

@@ -6,6 +6,11 @@ from .._core.public import publish as _publish
 from ._actor import RunHandle as RunHandle
 from ._actor import RunOptions as RunOptions
 from ._actor import StartOptions as StartOptions
+from ._background import BackgroundTask as BackgroundTask
+from ._background import BackgroundTasks as BackgroundTasks
+from ._background import TaskStatus as TaskStatus
+from ._background import collected_update as collected_update
+from ._background import task_notice as task_notice
 from ._child import ChildOutcome as ChildOutcome
 from ._child import ChildRunner as ChildRunner
 from ._child import ChildStatus as ChildStatus
@@ -31,6 +36,8 @@ from ._threads import saved_state as saved_state
 __all__ = [
     "ActorStatistics",
     "AgentSpec",
+    "BackgroundTask",
+    "BackgroundTasks",
     "ChildOutcome",
     "ChildRunner",
     "ChildStatus",
@@ -42,10 +49,12 @@ __all__ = [
     "Runtime",
     "SharedKey",
     "StartOptions",
+    "TaskStatus",
     "ThreadHandle",
     "ThreadState",
     "ThreadTask",
     "await_handle",
+    "collected_update",
     "current_runtime",
     "open_runtime",
     "prepare_input",
@@ -53,6 +62,7 @@ __all__ = [
     "run_sync",
     "saved_state",
     "stream_sync",
+    "task_notice",
 ]
 
 # Reprs and tracebacks name the public package, not the private module (see _core.public).

@@ -26,31 +26,39 @@ rollback, a delete) makes it forget both.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypedDict
+from typing import Any, Literal, Protocol
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .._core.logs import get_logger
 from .._core.pacing import Pacer
-from ..budget import Budget
-from ..errors import InputError, RunCancelled
+from ..errors import RunCancelled
 from ..events import Event, RunFinished
-from ..messages import new_id
 from ..persistence import Checkpointer, ThreadLease
 from ..state import State
+from ._background import BackgroundTask, BackgroundTasks, collected_update
 from ._journal import ThreadMark
+from ._run_handle import (
+    RunHandle,
+    RunOptions,
+    StartOptions,
+    await_handle,
+    deadline,
+)
 from ._session import execute_root
-from ._spec import AgentSpec, RunInput, prepare_input
+from ._spec import AgentSpec, RunInput
 from ._threads import saver
 from ._tool_call import stop_in
 
 __all__ = [
     "MAILBOX_SIZE",
     "ActorHost",
+    "CollectOrder",
     "OpOrder",
     "Order",
     "RunHandle",
@@ -66,187 +74,6 @@ _log = get_logger("deepactors")
 
 MAILBOX_SIZE = 64
 """Orders an actor holds before ``start`` waits: backpressure for a flooded thread."""
-
-
-class RunHandle:
-    """A run in progress: await its result, read its events, or cancel it.
-
-    Attributes:
-        path: The actor path of the run's root agent.
-        run_id: Unique id of the run.
-        thread_id: The thread it runs on, if any.
-        events: The run's event stream, when it was started with ``stream=True``.
-        head_before: The ``seq`` of the thread's newest saved record when the run
-            took the thread's lease (0: none), so undoing the run means going
-            back to it; None until then, and for a thread that is not saved.
-    """
-
-    def __init__(
-        self,
-        *,
-        path: str,
-        thread_id: str | None,
-        deadline: float,
-        events: MemoryObjectReceiveStream[Event] | None = None,
-    ) -> None:
-        self.path = path
-        self.run_id = new_id()
-        self.thread_id = thread_id
-        self.deadline = deadline
-        self.events = events
-        self.head_before: int | None = None
-        self._scope: anyio.CancelScope | None = None
-        self._cancelled = False
-        self._done = anyio.Event()
-        self._result: dict[str, Any] | None = None
-        self._error: BaseException | None = None
-
-    @property
-    def done(self) -> bool:
-        """Whether the run has ended (in any way)."""
-        return self._done.is_set()
-
-    def cancel(self) -> None:
-        """Cancel the run and everything it started. Safe to call at any time, repeatedly."""
-        self._cancelled = True
-        if self._scope is not None:
-            self._scope.cancel()
-
-    async def wait(self) -> None:
-        """Wait until the run has ended, without raising its error."""
-        await self._done.wait()
-
-    async def result(self) -> dict[str, Any]:
-        """Wait for the run and return its final state.
-
-        Raises:
-            RunCancelled: The run was cancelled through its handle.
-            TimeoutError: The run passed its deadline.
-            Exception: Whatever the run raised.
-        """
-        await self._done.wait()
-        return self.result_nowait()
-
-    def result_nowait(self) -> dict[str, Any]:
-        """The final state of a run that has ended, without waiting.
-
-        Raises:
-            anyio.WouldBlock: The run has not ended yet.
-            RunCancelled: The run was cancelled through its handle.
-            TimeoutError: The run passed its deadline.
-            Exception: Whatever the run raised.
-        """
-        if not self._done.is_set():
-            raise anyio.WouldBlock
-        if self._error is not None:
-            raise self._error
-        assert self._result is not None
-        return self._result
-
-    def _finish(self, result: dict[str, Any] | None, error: BaseException | None) -> None:
-        if not self._done.is_set():
-            self._result, self._error = result, error
-            self._done.set()
-
-
-class StartOptions(TypedDict, total=False):
-    """How to start a run (the keywords of :meth:`Runtime.start` and ``ThreadHandle.start``).
-
-    Attributes:
-        timeout: Seconds for the run, the wait in the thread's queue included.
-        context: What hooks and tools read as ``run.context``, checked against
-            the agent's ``context_schema``.
-        budget: Limits for the run and every subagent under it
-            (``result["budget"]`` reports what was spent).
-        stream: Keep the run's events for :attr:`RunHandle.events`.
-        on_event: Called with each of the run's events as it happens, in the
-            task that emits it (the last is :class:`~deepactors.events.RunFinished`):
-            for a listener that dispatches events itself (a server's
-            subscribers), with no stream and no task of its own in between. It
-            must not block or raise.
-        on_done: Called once with the handle when the run has ended (its result
-            or error set), in the actor's task: for a caller that records how
-            runs end without a task awaiting each. It must not block; an error
-            it raises is logged.
-    """
-
-    timeout: float | None
-    context: object
-    budget: Budget | None
-    stream: bool
-    on_event: Callable[[Event], None] | None
-    on_done: Callable[[RunHandle], None] | None
-
-
-_OPTION_NAMES = frozenset(StartOptions.__annotations__)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunOptions:
-    """What the runtime needs to queue a validated run: :class:`StartOptions`
-    less what went into its :class:`RunInput` (the context and the budget)."""
-
-    timeout: float | None = None
-    stream: bool = False
-    on_event: Callable[[Event], None] | None = None
-    on_done: Callable[[RunHandle], None] | None = None
-
-    @classmethod
-    def split(
-        cls, spec: AgentSpec, input: object, thread_id: str | None, options: StartOptions
-    ) -> tuple[RunInput, RunOptions]:
-        """Validate ``input`` with the options that belong to it; keep the rest.
-
-        Raises:
-            InputError: The input or an option is invalid.
-            TypeError: An unknown option.
-        """
-        if not options.keys() <= _OPTION_NAMES:
-            extra = ", ".join(sorted(options.keys() - _OPTION_NAMES))
-            raise TypeError(f"unknown run option(s): {extra}")
-        run_input = prepare_input(
-            spec,
-            input,
-            thread_id,
-            context=options.get("context"),
-            budget=options.get("budget"),
-        )
-        return run_input, cls(
-            timeout=options.get("timeout"),
-            stream=options.get("stream", False),
-            on_event=options.get("on_event"),
-            on_done=options.get("on_done"),
-        )
-
-
-def deadline(timeout: float | None) -> float:
-    """The loop-clock time ``timeout`` seconds from now (``inf`` for None).
-
-    Raises:
-        InputError: ``timeout`` is not a number of seconds.
-    """
-    if timeout is None:
-        return math.inf
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout != timeout:
-        raise InputError(f"timeout must be a number of seconds or None, not {timeout!r}")
-    return anyio.current_time() + max(0.0, float(timeout))
-
-
-async def await_handle(handle: RunHandle) -> dict[str, Any]:
-    """Wait for a run's result; if the caller is cancelled, cancel the run first.
-
-    The run is awaited in that case, so nothing of it outlives the caller.
-    """
-    try:
-        return await handle.result()
-    except BaseException:
-        if not handle.done:
-            # The caller was cancelled: take the run down with it, and wait for
-            # its cleanup so that nothing of it outlives this call.
-            handle.cancel()
-            with anyio.CancelScope(shield=True):
-                await handle.wait()
-        raise
 
 
 Operation = Callable[[Checkpointer, ThreadLease], Awaitable[dict[str, Any]]]
@@ -273,7 +100,14 @@ class OpOrder:
     forgets: bool  # whether it changes the records (the actor's state goes stale)
 
 
-Order = RunOrder | OpOrder
+@dataclass(slots=True, kw_only=True)
+class CollectOrder:
+    """Fold background subagents that ended while the thread was idle into its state."""
+
+    handle: RunHandle
+
+
+Order = RunOrder | OpOrder | CollectOrder
 
 
 class ActorHost(Protocol):
@@ -285,7 +119,16 @@ class ActorHost(Protocol):
     @property
     def pacer(self) -> Pacer | None: ...
 
+    @property
+    def keeps_background(self) -> bool:
+        """Whether its actors outlive the run in progress (not a one-call runtime)."""
+        ...
+
     def in_progress(self) -> contextlib.AbstractContextManager[None]: ...
+
+    def start_soon(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Start ``work`` in the group the runtime's actors live in."""
+        ...
 
     def forget(self, actor: ThreadActor) -> None: ...
 
@@ -303,12 +146,21 @@ class ThreadActor:
     mark: ThreadMark | None = None  # where this actor's last run left the thread
     running: bool = False
     queued: int = 0
+    background: BackgroundTasks | None = None
+    collect_queued: bool = False
 
     async def serve(self, receive: MemoryObjectReceiveStream[Order]) -> None:
         """Take orders until the mailbox closes or the actor is idle too long."""
         try:
             await self._serve(receive)
         finally:
+            if self.background is not None:
+                # Nothing outlives its actor: a background subagent still
+                # working when the actor leaves (its runtime closing) stops.
+                self.background.cancel_all()
+                # It calls back into this actor: dropped, so the pair is freed
+                # by reference counting, not left for the cycle collector.
+                self.background = None
             self.host.forget(self)
             # Orders this actor will never execute (it was cancelled, the
             # runtime closing, before it took them): each is answered as
@@ -334,9 +186,10 @@ class ThreadActor:
                 except anyio.EndOfStream:
                     return
             if order is None:
-                # Idle past the timeout: leave. No await between the check and
-                # the removal, so no order can slip into a mailbox nobody reads.
-                if self.queued == 0:
+                # Idle past the timeout: leave, unless background subagents
+                # still work for it. No await between the check and the
+                # removal, so no order can slip into a mailbox nobody reads.
+                if self.queued == 0 and (self.background is None or not self.background.running):
                     return
                 continue
             self.queued -= 1
@@ -355,6 +208,8 @@ class ThreadActor:
                 try:
                     if isinstance(order, RunOrder):
                         result = await self._run(order)
+                    elif isinstance(order, CollectOrder):
+                        result = await self._collect(order)
                     else:
                         result = await self._operate(order)
                 except (Exception, KeyboardInterrupt, SystemExit) as exc:
@@ -369,6 +224,12 @@ class ThreadActor:
                     error = TimeoutError(f"run on {handle.path!r} passed its deadline")
         finally:
             self.running = False
+            if self.background is not None:
+                self.background.end_run()
+                if not isinstance(order, CollectOrder):
+                    # Tasks that ended after the run's last model call (one
+                    # that failed to collect is not retried in a loop).
+                    self._collect_later()
             if result is None and error is None:
                 # Cancelled from outside (the runtime is closing): tell the waiter.
                 error = RunCancelled(f"run {handle.run_id} stopped: its runtime closed")
@@ -391,6 +252,10 @@ class ThreadActor:
         def opened(head_before: int) -> None:
             handle.head_before = head_before
 
+        tasks = self._tasks()
+        tasks.begin_run(handle.run_id, handle.deadline, order.emit)
+        # A partial, not a closure over the handle: no cycle through it.
+        handle._on_cancel = functools.partial(tasks.cancel_run, handle.run_id)
         with self.host.in_progress():
             result, self.state, self.mark = await execute_root(
                 self.spec,
@@ -402,7 +267,54 @@ class ThreadActor:
                 known=known,
                 pacer=pacer,
                 opened=opened,
+                background=tasks,
+                keeps_background=self.key is not None and self.host.keeps_background,
             )
+        return result
+
+    def _tasks(self) -> BackgroundTasks:
+        if self.background is None:
+            self.background = BackgroundTasks(self.host.start_soon, on_end=self._task_ended)
+        return self.background
+
+    def _task_ended(self, task: BackgroundTask) -> None:
+        # A run in progress collects it before its next model call (or this
+        # actor after that run); an idle thread is sent an order to.
+        if not self.running:
+            self._collect_later()
+
+    def _collect_later(self) -> None:
+        """Queue a :class:`CollectOrder` if the thread has ended tasks to fold in."""
+        tasks = self.background
+        if (
+            tasks is None
+            or self.key is None
+            or self.mailbox is None
+            or self.collect_queued
+            or not tasks.uncollected(self.spec.name)
+        ):
+            return
+        handle = RunHandle(path=self.spec.name, thread_id=self.thread_id, deadline=math.inf)
+        try:
+            self.mailbox.send_nowait(CollectOrder(handle=handle))
+        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return  # a full mailbox: the thread's next run collects them instead
+        self.queued += 1
+        self.collect_queued = True
+
+    async def _collect(self, order: CollectOrder) -> dict[str, Any]:
+        """Fold what ended background tasks did into the thread, one update each."""
+        self.collect_queued = False
+        tasks = self.background
+        result: dict[str, Any] = {}
+        # Until none is left: a task that ends while this order runs is
+        # folded in by it too (no await between the last look and the end).
+        while tasks is not None and (ended := tasks.uncollected(self.spec.name)):
+            task = ended[0]
+            run_input = RunInput(values=collected_update(task), update_only=True)
+            inner = RunOrder(handle=order.handle, input=run_input, emit_stream=None, emit=None)
+            result = await self._run(inner)
+            task.collected = True
         return result
 
     async def _operate(self, order: OpOrder) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -132,6 +132,13 @@ class Runtime:
         task_group: The group actors live in.
         idle_timeout: Seconds a thread actor with nothing to do stays alive
             (keeping its state in memory) before it exits.
+
+    Attributes:
+        keeps_background: Whether a run's background subagents may keep
+            working after the run ends (its thread actor owns them). False
+            for a runtime opened for one call (``agent.ainvoke`` without
+            ``runtime=``): a run there waits for its background subagents,
+            since the runtime closes when the call returns.
     """
 
     def __init__(
@@ -155,10 +162,19 @@ class Runtime:
         self._actors: dict[tuple[int, str], ThreadActor] = {}
         self._closed = False
         self._anonymous: set[ThreadActor] = set()
+        self.keeps_background = True
 
     def in_progress(self) -> contextlib.AbstractContextManager[None]:
         """Held while a run executes (deferred collections, if asked for)."""
         return run_in_progress() if self._defer_gc else contextlib.nullcontext()
+
+    def start_soon(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Start ``work`` beside the runtime's actors (their background subagents)."""
+        token = _CURRENT.set(self)
+        try:
+            self._tg.start_soon(work)
+        finally:
+            _CURRENT.reset(token)
 
     def shared(self, key: SharedKey[T]) -> T:
         """This runtime's value for ``key``, made by ``key.factory`` on first use.

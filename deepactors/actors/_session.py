@@ -142,6 +142,8 @@ async def execute_root(
     known: ThreadMark | None = None,
     pacer: Pacer | None = None,
     opened: Callable[[int], None] | None = None,
+    background: Any = None,
+    keeps_background: bool = False,
 ) -> tuple[dict[str, Any], State, ThreadMark | None]:
     """One top-level run on a thread actor's state (None: a new actor).
 
@@ -153,6 +155,8 @@ async def execute_root(
         pacer: Paces the steps of the run's whole tree (its runtime's).
         opened: Called with the thread's head once the run holds the thread's
             lease (before it writes anything): where undoing the run goes back to.
+        background: The thread actor's background subagents.
+        keeps_background: Whether they may outlive the run (see TreeContext).
 
     Returns:
         The run's result (the state as a dict, ``usage``, ``budget``, and
@@ -167,6 +171,8 @@ async def execute_root(
         budget=ledger,
         pacer=pacer,
         identity=run_input.identity,
+        background=background,
+        keeps_background=keeps_background,
     )
     failure: Exception | None = None
     interrupted: list[ActionRequest] = []

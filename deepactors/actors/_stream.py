@@ -51,6 +51,7 @@ class EventStream:
             rt = self._runtime
             if rt is None:
                 rt = await stack.enter_async_context(open_runtime())
+                rt.keeps_background = False  # closed when the stream ends
             self.handle = await self._start(rt)
         except BaseException as exc:
             await stack.__aexit__(type(exc), exc, exc.__traceback__)

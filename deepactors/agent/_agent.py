@@ -107,6 +107,7 @@ class DeepAgent(AgentParts, SavedThreads):
             handle = await runtime.submit(self._spec, thread_id, run_input, options)
             return await await_handle(handle)
         async with open_runtime() as rt:
+            rt.keeps_background = False  # closed when this call returns
             handle = await rt.submit(self._spec, thread_id, run_input, options)
             await handle.wait()
         # Raised outside the task group, so callers get the run's own exception

@@ -106,6 +106,7 @@ async def _runtime(runtime: Runtime | None) -> AsyncIterator[Runtime]:
         yield runtime
     else:
         async with open_runtime() as rt:
+            rt.keeps_background = False  # closed when the call returns
             yield rt
 
 

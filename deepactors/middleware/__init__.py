@@ -19,6 +19,8 @@ from ..hooks import before_agent as before_agent
 from ..hooks import before_model as before_model
 from ..hooks import wrap_model_call as wrap_model_call
 from ..hooks import wrap_tool_call as wrap_tool_call
+from ._async_subagents import DEFAULT_MAX_BACKGROUND_TASKS as DEFAULT_MAX_BACKGROUND_TASKS
+from ._async_subagents import AsyncSubAgentMiddleware as AsyncSubAgentMiddleware
 from ._caching import AnthropicPromptCachingMiddleware as AnthropicPromptCachingMiddleware
 from ._context_editing import ContextEditingMiddleware as ContextEditingMiddleware
 from ._context_stack import context_stack as context_stack
@@ -52,12 +54,14 @@ from ._tokens import approximate_tokens as approximate_tokens
 from ._tool_retry import ToolRetryMiddleware as ToolRetryMiddleware
 
 __all__ = [
+    "DEFAULT_MAX_BACKGROUND_TASKS",
     "DEFAULT_MAX_CONCURRENT_SUBAGENTS",
     "GENERAL_PURPOSE",
     "GENERAL_PURPOSE_DESCRIPTION",
     "GENERAL_PURPOSE_PROMPT",
     "AgentMiddleware",
     "AnthropicPromptCachingMiddleware",
+    "AsyncSubAgentMiddleware",
     "AutoStrategy",
     "ContextEditingMiddleware",
     "FilesystemMiddleware",

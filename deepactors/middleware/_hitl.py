@@ -5,38 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..context import RunContext
 from ..errors import ConfigurationError
-from ..hooks import AgentMiddleware, HookResult, ToolCallRequest, ToolHandler
+from ..hooks import AgentMiddleware, ToolCallRequest, ToolHandler
 from ..interrupts import DECISIONS, ActionRequest, Interrupt
 from ..messages import AssistantMessage, ToolMessage
-from ..state import State
 from ..tools import Command
 
-__all__ = ["HumanInTheLoopMiddleware", "require_checkpointer"]
-
-_NO_CHECKPOINTER = (
-    "this agent may stop for a human's decision ({why}), and an interrupted run is "
-    "continued from its saved thread, so it runs only with a checkpointer: pass "
-    "checkpointer=MemoryCheckpointer() (or SqliteCheckpointer, PostgresCheckpointer) to "
-    "create_deep_agent, or serve it with `deepactors serve` (the server's checkpointer; "
-    "--db to keep threads across restarts)"
-)
-
-
-def require_checkpointer(run: RunContext, why: str) -> None:
-    """Refuse a run that could stop for a decision with nowhere to continue from.
-
-    An agent with ``interrupt_on`` (or an ``interrupt`` permission) builds
-    without a checkpointer, so that a server can give it its own; a run of it
-    without one is refused here, before its first model call (a subagent's,
-    when it starts).
-
-    Raises:
-        ConfigurationError: The run's tree saves nothing; names ``why`` and the fixes.
-    """
-    if run.journal is None:
-        raise ConfigurationError(_NO_CHECKPOINTER.format(why=why))
+__all__ = ["HumanInTheLoopMiddleware"]
 
 
 class HumanInTheLoopMiddleware(AgentMiddleware):
@@ -75,10 +50,6 @@ class HumanInTheLoopMiddleware(AgentMiddleware):
                     f"interrupt_on[{name!r}]: allowed_decisions must be among {DECISIONS}"
                 )
             self.config[name] = (allowed, description)
-
-    async def before_agent(self, state: State, run: RunContext) -> HookResult:
-        require_checkpointer(run, "interrupt_on")
-        return None
 
     @property
     def tool_names(self) -> frozenset[str]:

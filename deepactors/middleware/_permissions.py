@@ -26,14 +26,11 @@ from __future__ import annotations
 from typing import Literal
 
 from ..backends import APPROVED, PermissionRules, normalize_path, resolve_links
-from ..context import RunContext
 from ..errors import BackendError
-from ..hooks import AgentMiddleware, HookResult, ToolCallRequest, ToolHandler
+from ..hooks import AgentMiddleware, ToolCallRequest, ToolHandler
 from ..interrupts import ActionRequest, Interrupt
 from ..messages import ToolMessage
-from ..state import State
 from ..tools import Command
-from ._hitl import require_checkpointer
 
 __all__ = ["FilesystemPermissionMiddleware"]
 
@@ -66,10 +63,6 @@ class FilesystemPermissionMiddleware(AgentMiddleware):
 
     def __init__(self, rules: PermissionRules) -> None:
         self.rules = rules
-
-    async def before_agent(self, state: State, run: RunContext) -> HookResult:
-        require_checkpointer(run, "a permission with mode='interrupt'")
-        return None
 
     def asks(self, tool: str, args: dict[str, object]) -> str | None:
         """The path a call of ``tool`` needs a human for, or None."""

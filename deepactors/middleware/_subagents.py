@@ -114,6 +114,8 @@ class SubAgentSpec:
         budget: Its own budget, inside its parent's: each of its runs (and
             their subagents) may spend at most this, and every call counts
             against the budgets above too.
+        background: Started only in the background (``start_async_task``,
+            see :class:`AsyncSubAgentMiddleware`), never by ``task``.
     """
 
     name: str
@@ -121,6 +123,7 @@ class SubAgentSpec:
     agent: AgentSpec | ChildRunner
     timeout: float | None = None
     budget: Budget | None = None
+    background: bool = False
 
 
 class SubAgentMiddleware(AgentMiddleware):
@@ -310,8 +313,14 @@ def tree_models(spec: AgentSpec) -> set[ChatModel]:
         visited.add(id(current))
         seen.add(current.model)
         for mw in current.middleware:
-            if isinstance(mw, SubAgentMiddleware):
-                todo.extend(s.agent for s in mw.specs.values() if isinstance(s.agent, AgentSpec))
+            # SubAgentMiddleware and AsyncSubAgentMiddleware: both keep their specs here.
+            specs = getattr(mw, "specs", None)
+            if isinstance(specs, dict):
+                todo.extend(
+                    s.agent
+                    for s in specs.values()
+                    if isinstance(s, SubAgentSpec) and isinstance(s.agent, AgentSpec)
+                )
     return seen
 
 
