@@ -5,13 +5,51 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..context import RunContext
 from ..errors import ConfigurationError
-from ..hooks import AgentMiddleware, ToolCallRequest, ToolHandler
+from ..hooks import AgentMiddleware, HookResult, ToolCallRequest, ToolHandler
 from ..interrupts import DECISIONS, ActionRequest, Interrupt
-from ..messages import AssistantMessage, ToolMessage
+from ..messages import AssistantMessage, ToolCall, ToolMessage
+from ..state import State
 from ..tools import Command
 
-__all__ = ["HumanInTheLoopMiddleware"]
+__all__ = ["HumanInTheLoopMiddleware", "ended_call", "require_checkpointer", "work_ended"]
+
+_NO_CHECKPOINTER = (
+    "this agent may stop for a human's decision ({why}), and an interrupted run is "
+    "continued from its saved thread, so it runs only with a checkpointer: pass "
+    "checkpointer=MemoryCheckpointer() (or SqliteCheckpointer, PostgresCheckpointer) to "
+    "create_deep_agent, or serve it with `deepactors serve` (the server's checkpointer; "
+    "--db to keep threads across restarts)"
+)
+
+
+def require_checkpointer(run: RunContext, why: str) -> None:
+    """Refuse a run that could stop for a decision with nowhere to continue from.
+
+    An agent with ``interrupt_on`` (or an ``interrupt`` permission) builds
+    without a checkpointer, so that a server can give it its own; a run of it
+    without one is refused here, before its first model call (a subagent's,
+    when it starts).
+
+    Raises:
+        ConfigurationError: The run's tree saves nothing; names ``why`` and the fixes.
+    """
+    if run.journal is None:
+        raise ConfigurationError(_NO_CHECKPOINTER.format(why=why))
+
+
+def work_ended(run: RunContext) -> bool:
+    """Whether this run was resumed to end the thread's pending work (``END_PENDING``)."""
+    return any(d.type == "end" for d in run.tree.decisions.values())
+
+
+def ended_call(call: ToolCall, message: str | None) -> ToolMessage:
+    """The result of a pending call whose work was ended: it did not run."""
+    why = message or "the thread's pending work was ended (goto __end__)"
+    return ToolMessage(
+        tool_call_id=call.id, name=call.name, content=f"Not run: {why}.", status="error"
+    )
 
 
 class HumanInTheLoopMiddleware(AgentMiddleware):
@@ -51,6 +89,14 @@ class HumanInTheLoopMiddleware(AgentMiddleware):
                 )
             self.config[name] = (allowed, description)
 
+    async def before_agent(self, state: State, run: RunContext) -> HookResult:
+        require_checkpointer(run, "interrupt_on")
+        return None
+
+    async def before_model(self, state: State, run: RunContext) -> HookResult:
+        # Resumed to end the pending work: the calls were answered, nothing more.
+        return {"jump_to": "end"} if work_ended(run) else None
+
     @property
     def tool_names(self) -> frozenset[str]:
         """The tools this middleware stops before."""
@@ -78,6 +124,8 @@ class HumanInTheLoopMiddleware(AgentMiddleware):
                     )
                 ]
             )
+        if decision.type == "end":
+            return ended_call(call, decision.message)
         if decision.type == "respond":
             return ToolMessage(
                 tool_call_id=call.id,

@@ -26,11 +26,14 @@ from __future__ import annotations
 from typing import Literal
 
 from ..backends import APPROVED, PermissionRules, normalize_path, resolve_links
+from ..context import RunContext
 from ..errors import BackendError
-from ..hooks import AgentMiddleware, ToolCallRequest, ToolHandler
+from ..hooks import AgentMiddleware, HookResult, ToolCallRequest, ToolHandler
 from ..interrupts import ActionRequest, Interrupt
 from ..messages import ToolMessage
+from ..state import State
 from ..tools import Command
+from ._hitl import ended_call, require_checkpointer, work_ended
 
 __all__ = ["FilesystemPermissionMiddleware"]
 
@@ -63,6 +66,14 @@ class FilesystemPermissionMiddleware(AgentMiddleware):
 
     def __init__(self, rules: PermissionRules) -> None:
         self.rules = rules
+
+    async def before_agent(self, state: State, run: RunContext) -> HookResult:
+        require_checkpointer(run, "a permission with mode='interrupt'")
+        return None
+
+    async def before_model(self, state: State, run: RunContext) -> HookResult:
+        # Resumed to end the pending work: the calls were answered, nothing more.
+        return {"jump_to": "end"} if work_ended(run) else None
 
     def asks(self, tool: str, args: dict[str, object]) -> str | None:
         """The path a call of ``tool`` needs a human for, or None."""
@@ -123,6 +134,8 @@ class FilesystemPermissionMiddleware(AgentMiddleware):
                     )
                 ]
             )
+        if decision.type == "end":
+            return ended_call(call, decision.message)
         if decision.type == "approve":
             token = APPROVED.set(APPROVED.get() | {path})
             try:
