@@ -7,7 +7,7 @@ the main agent's while both run. Events are built only when someone listens.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -39,6 +39,7 @@ __all__ = [
     "ToolCallFinished",
     "ToolCallStarted",
     "describe",
+    "wants_detail",
 ]
 
 
@@ -361,6 +362,19 @@ def describe(event: Event) -> str:
         case CustomEvent(data=data):
             return f"custom: {_clip(str(data))}"
     return type(event).__name__
+
+
+def wants_detail(emit: Callable[[Event], None]) -> bool:
+    """Whether the listeners behind ``emit`` read a run's detail: token deltas
+    (:class:`ModelDelta`, for which a model's answer is streamed) and state
+    snapshots (:class:`StateUpdated`, :class:`TodosUpdated`, :class:`FileChanged`).
+
+    A listener that reads only a run's structure (runs, model and tool calls,
+    subagents: a tracer) says so with a true ``structural_only`` attribute;
+    building the detail for it alone would be work done for nobody, and its
+    runs call their models as untraced ones do.
+    """
+    return not getattr(emit, "structural_only", False)
 
 
 def _args(args: Mapping[str, Any]) -> str:

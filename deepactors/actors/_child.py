@@ -74,10 +74,7 @@ class ChildRunner(Protocol):
     and file changes merge into its parent exactly as a local child's do.
     """
 
-    @property
-    def name(self) -> str:
-        """The subagent's name (read-only: a frozen dataclass's field fits)."""
-        ...
+    name: str
 
     def run_child(
         self,

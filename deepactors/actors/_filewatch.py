@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Literal
 
 from ..context import RunContext
-from ..events import FileChanged, StateUpdated, TodosUpdated
+from ..events import FileChanged, StateUpdated, TodosUpdated, wants_detail
 from ..state import Applied, FileRecord, State
 
 __all__ = ["actor_listener", "state_events"]
@@ -98,7 +98,8 @@ def actor_listener(run: RunContext, state: State) -> Callable[[Applied], None] |
     The listener refers to the state that holds it (a cycle), until the actor's
     session closes and drops it, so that reference counting frees both.
     """
-    events = state_events(run, state) if run.emit is not None else None
+    emit = run.emit
+    events = state_events(run, state) if emit is not None and wants_detail(emit) else None
     journal = run.journal
     recorder = journal.listener(run.path, state, _Step(run)) if journal is not None else None
     if events is not None and recorder is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from contextlib import aclosing
 
-from ..events import ModelDelta
+from ..events import ModelDelta, wants_detail
 from ..messages import AssistantMessage
 from ..models import ChatModel, ModelRequest
 from ._budget import reserve, settle_failed
@@ -43,7 +43,7 @@ async def call_model(default: ChatModel, request: ModelRequest) -> AssistantMess
 async def _ask(model: ChatModel, request: ModelRequest) -> AssistantMessage:
     run = request.run
     emit = run.emit if run is not None else None
-    if emit is None:
+    if emit is None or not wants_detail(emit):
         return await model.generate(request)
     assert run is not None
     # Someone listens: stream, so token deltas reach them as they arrive.

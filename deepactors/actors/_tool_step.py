@@ -21,6 +21,7 @@ from ..interrupts import ActionRequest, Interrupt
 from ..messages import ToolCall, ToolMessage
 from ..state import State
 from ..tools import Command
+from ..tracing import kept_context
 from ._spec import AgentSpec
 from ._tool_call import StopRequested, error_result
 
@@ -104,7 +105,14 @@ async def run_tools(
             emit(ToolCallFinished(path=run.path, run_id=run.run_id, call=call, result=done[0]))
 
     if len(calls) == 1:
-        await one(0, calls[0])
+        restore = kept_context() if run.emit is not None else None
+        try:
+            await one(0, calls[0])
+        finally:
+            # A tracer makes the call's span current in the task running it,
+            # here this actor's own (see deepactors.tracing.kept_context).
+            if restore is not None:
+                restore()
     else:
         # Calls of a tool with a cap (``task``: the run's subagents) past that
         # cap wait here as indexes, not as tasks: 100,000 queued subagents cost

@@ -30,6 +30,7 @@ import anyio.to_thread
 from anyio.abc import TaskGroup, TaskStatus
 
 from ..errors import ToolError
+from ..tracing import outgoing_headers
 from ._config import MCPServer
 
 if TYPE_CHECKING:
@@ -441,8 +442,23 @@ async def _transport(server: MCPServer, tail: _StderrTail | None) -> AsyncIterat
     assert server.url is not None
     # Building the client loads the CA certificates from disk: not on the loop.
     client = await anyio.to_thread.run_sync(functools.partial(create_mcp_http_client, headers))
+    hooks = client.event_hooks
+    client.event_hooks = {**hooks, "request": [*hooks.get("request", ()), _send_trace]}
     async with client, streamable_http_client(server.url, http_client=client) as streams:
         yield streams
+
+
+async def _send_trace(request: Any) -> None:
+    """Put the current trace context in an MCP request's headers (``traceparent``).
+
+    The SDK sends each message from a task of its own, run in the context the
+    message was sent from: a tool call's request is sent in its call's
+    context, where the call's ``execute_tool`` span is current, so the server
+    sees that span as its parent. Nothing is added when tracing is off.
+    """
+    headers = outgoing_headers()
+    if headers:
+        request.headers.update(headers)
 
 
 @asynccontextmanager

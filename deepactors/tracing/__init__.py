@@ -17,6 +17,11 @@ The run's parent is the OpenTelemetry context current where it was started, so
 a run started inside a span of yours, or by the server for a request carrying
 ``traceparent``, joins that trace.
 
+While a tool runs, its ``execute_tool`` span is the current OpenTelemetry span
+of the task running it: a span the tool starts nests under it, and an HTTP
+request it makes can carry the trace on (:func:`outgoing_headers`; MCP servers
+over HTTP are sent it on every request).
+
 Message content (tool arguments and results, answers, subagent briefs) is left
 out unless asked for, as the conventions say: ``Tracing(capture_content=True)``
 or ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``.
@@ -28,19 +33,25 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from ..events import Event
 
 __all__ = [
     "CAPTURE_CONTENT_ENV",
+    "RunTrace",
     "Tracing",
     "attach_traceparent",
     "detach_traceparent",
+    "kept_context",
+    "outgoing_headers",
     "provider_of",
+    "run_traces",
     "tree_tracer",
 ]
 
@@ -80,14 +91,62 @@ def provider_of(model: object) -> str | None:
     return None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunTrace:
+    """The trace a run is in, and its top-level span (see :func:`run_traces`).
+
+    Attributes:
+        trace_id: The trace id, 32 lowercase hex digits (what trace viewers
+            take in a link).
+        span_id: The run's top-level span, 16 hex digits.
+        traceparent: The W3C ``traceparent`` of that span.
+    """
+
+    trace_id: str
+    span_id: str
+    traceparent: str
+
+
+_STARTED: ContextVar[list[RunTrace] | None] = ContextVar("deepactors_run_traces", default=None)
+
+
+@contextmanager
+def run_traces() -> Iterator[list[RunTrace]]:
+    """Learn the traces of the runs ordered inside the block, in the caller's task.
+
+    A traced run's top-level span starts where the run is ordered
+    (``runtime.start``, ``thread.start``), so its trace is known as soon as
+    that returns: the server puts it in the run's metadata that way. Runs not
+    traced add nothing (the list stays empty when tracing is off).
+
+    Yields:
+        The list the block's runs' traces are appended to, in order.
+    """
+    started: list[RunTrace] = []
+    token = _STARTED.set(started)
+    try:
+        yield started
+    finally:
+        _STARTED.reset(token)
+
+
 def tree_tracer(
-    tracing: Tracing | None, *, thread_id: str | None
+    tracing: Tracing | None,
+    *,
+    thread_id: str | None,
+    path: str | None = None,
+    run_id: str | None = None,
 ) -> Callable[[Event], None] | None:
     """The event consumer that traces one top-level run and records its metrics,
     or None when neither is set up.
 
     Called once per run, where the run is ordered: the OpenTelemetry context
-    current there becomes the run's parent.
+    current there becomes the run's parent. Given the run's ``path`` and
+    ``run_id``, its top-level span starts here and now (so the run's trace is
+    known at once, see :func:`run_traces`), else at its ``RunStarted``.
+
+    The consumer has a true ``structural_only``: it reads a run's structure,
+    never token deltas or state snapshots (:func:`deepactors.events.wants_detail`).
     """
     spans = _tracer_provider(tracing)
     meters = _meter_provider(tracing)
@@ -100,20 +159,39 @@ def tree_tracer(
             capture = os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() in ("1", "true")
         from ._tree import TreeTracer
 
-        consumers.append(TreeTracer(spans, capture_content=capture, thread_id=thread_id))
+        tracer = TreeTracer(
+            spans, capture_content=capture, thread_id=thread_id, path=path, run_id=run_id
+        )
+        started = _STARTED.get()
+        root = tracer.root
+        if started is not None and root is not None:
+            context = root.get_span_context()
+            trace_id, span_id = f"{context.trace_id:032x}", f"{context.span_id:016x}"
+            parent = f"00-{trace_id}-{span_id}-{int(context.trace_flags):02x}"
+            started.append(RunTrace(trace_id=trace_id, span_id=span_id, traceparent=parent))
+        consumers.append(tracer)
     if meters is not None:
         from ._metrics import TreeMetrics, instruments_of
 
         consumers.append(TreeMetrics(instruments_of(meters)))
     if len(consumers) == 1:
         return consumers[0]
-    first, second = consumers
+    return _Both(consumers[0], consumers[1])
 
-    def both(event: Event) -> None:
-        first(event)
-        second(event)
 
-    return both
+class _Both:
+    """Two consumers of the same events (the tracer and the metrics)."""
+
+    structural_only: ClassVar[bool] = True
+    __slots__ = ("_first", "_second")
+
+    def __init__(self, first: Callable[[Event], None], second: Callable[[Event], None]) -> None:
+        self._first = first
+        self._second = second
+
+    def __call__(self, event: Event) -> None:
+        self._first(event)
+        self._second(event)
 
 
 def _tracer_provider(tracing: Tracing | None) -> Any:
@@ -173,3 +251,41 @@ def detach_traceparent(token: object) -> None:
     from opentelemetry import context
 
     context.detach(token)  # type: ignore[arg-type]
+
+
+def outgoing_headers() -> dict[str, str]:
+    """The W3C trace context headers for an outgoing request: ``traceparent``
+    (and ``tracestate`` or ``baggage`` when set), from the current span.
+
+    Inside a tool call of a traced run, the current span is that call's
+    ``execute_tool`` span, so a request made from there continues the run's
+    trace on the other side. Empty when OpenTelemetry was never imported or no
+    span is current: a caller merges it into its headers on every request,
+    at the cost of a dictionary lookup when tracing is off.
+    """
+    if "opentelemetry.trace" not in sys.modules:
+        return {}
+    from opentelemetry import propagate, trace
+
+    if not trace.get_current_span().get_span_context().is_valid:
+        return {}
+    headers: dict[str, str] = {}
+    propagate.inject(headers)
+    return headers
+
+
+def kept_context() -> Callable[[], object] | None:
+    """A callable that makes the OpenTelemetry context current now current again;
+    None when OpenTelemetry was never imported (nothing can change it).
+
+    A tracer makes a tool call's span current in the task running the call,
+    and undoes that when the call finishes; a lone call runs in its actor's
+    own task, and one that ends otherwise (an interrupt, a cancellation) must
+    not leave its span current there for the rest of the actor's life.
+    """
+    if "opentelemetry.context" not in sys.modules:
+        return None
+    from opentelemetry import context
+
+    current = context.get_current()
+    return lambda: context.attach(current)

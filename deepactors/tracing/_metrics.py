@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from ..events import (
     Event,
@@ -68,6 +68,9 @@ def instruments_of(provider: Any) -> _Instruments:
 
 class TreeMetrics:
     """Records one run's events as metrics (an ``on_event`` consumer)."""
+
+    # It reads a run's structure only (see deepactors.events.wants_detail).
+    structural_only: ClassVar[bool] = True
 
     __slots__ = ("_calls", "_handlers", "_in", "_open")
 
