@@ -1,4 +1,5 @@
-"""Subagent dicts, checked by a pydantic model: unknown keys and wrong types refused by name."""
+"""Subagent dicts, checked by a pydantic model: unknown keys and wrong types refused by name;
+remote ones (deepagents' ``AsyncSubAgent`` shape) made into their specs here."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from .agent import DeepAgent
 from .backends import FilesystemPermission
 from .budget import Budget
 from .errors import ConfigurationError
+from .middleware import SubAgentSpec
 
-__all__ = ["SubAgentConfig", "read_subagent_config"]
+__all__ = ["SubAgentConfig", "read_subagent_config", "remote_spec"]
 
 
 class SubAgentConfig(BaseModel):
@@ -20,6 +22,9 @@ class SubAgentConfig(BaseModel):
 
     ``prompt`` is older deepagents' name for ``system_prompt``; ``runnable`` is
     deepagents' ``CompiledSubAgent`` key, here a prebuilt agent like ``agent``.
+    ``graph_id``, ``url`` and ``headers`` are deepagents' ``AsyncSubAgent``
+    keys: a subagent served by another Agent Protocol server
+    (:class:`~deepactors.remote.RemoteAgent`).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
@@ -41,6 +46,22 @@ class SubAgentConfig(BaseModel):
     permissions: Sequence[FilesystemPermission] | None = None
     mcp_servers: Mapping[str, Any] | None = None
     background: bool = False
+    graph_id: str | None = Field(None, min_length=1)
+    url: str | None = Field(None, min_length=1)
+    headers: Mapping[str, str] | None = None
+
+    def local_keys(self) -> list[str]:
+        """The keys given that only a subagent run here can use, not a remote one."""
+        return sorted(
+            k for k in self.model_fields_set - _REMOTE_KEYS if getattr(self, k) is not None
+        )
+
+
+# What a remote subagent dict may hold: deepagents' AsyncSubAgent keys, and the
+# limits this side keeps (its timeout and budget) or that choose how it is offered.
+_REMOTE_KEYS = frozenset(
+    {"name", "description", "graph_id", "url", "headers", "timeout", "budget", "background"}
+)
 
 
 def read_subagent_config(item: Mapping[str, Any]) -> SubAgentConfig:
@@ -59,3 +80,38 @@ def read_subagent_config(item: Mapping[str, Any]) -> SubAgentConfig:
         extra = f" (known keys: {known})" if first["type"] == "extra_forbidden" else ""
         who = f"subagent {label!r}" if label else "a subagent"
         raise ConfigurationError(f"{who}: {where}: {first['msg']}{extra}") from None
+
+
+def remote_spec(config: SubAgentConfig) -> SubAgentSpec:
+    """A subagent dict in deepagents' ``AsyncSubAgent`` shape: one served elsewhere.
+
+    ``url`` is required: deepagents' default (no URL) reaches the graph in the
+    same LangGraph deployment through its in-process transport, which has no
+    counterpart here: a subagent of the same process is a local one.
+    """
+    who = f"subagent {config.name!r}"
+    if config.graph_id is None or config.url is None:
+        missing = "graph_id" if config.graph_id is None else "url"
+        raise ConfigurationError(
+            f"{who}: a remote subagent needs both 'graph_id' and 'url' (no {missing!r} given); "
+            "a subagent that runs here takes 'system_prompt' instead"
+        )
+    local = config.local_keys()
+    if local:
+        raise ConfigurationError(
+            f"{who}: a remote subagent (graph_id, url) runs as its server defines it; "
+            f"{', '.join(repr(k) for k in local)} cannot be given to it here"
+        )
+    from .remote import RemoteAgent  # only when a dict asks for one
+
+    agent = RemoteAgent(
+        name=config.name, graph_id=config.graph_id, url=config.url, headers=config.headers or {}
+    )
+    return SubAgentSpec(
+        name=config.name,
+        description=config.description,
+        agent=agent,
+        timeout=config.timeout,
+        budget=config.budget,
+        background=config.background,
+    )

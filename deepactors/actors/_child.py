@@ -74,7 +74,10 @@ class ChildRunner(Protocol):
     and file changes merge into its parent exactly as a local child's do.
     """
 
-    name: str
+    @property
+    def name(self) -> str:
+        """The subagent's name (read-only: a frozen dataclass's field fits)."""
+        ...
 
     def run_child(
         self,

@@ -17,6 +17,7 @@ from .._core.public import publish as _publish
 from ._agent import DEFAULT_CANCEL_TIMEOUT as DEFAULT_CANCEL_TIMEOUT
 from ._agent import DEFAULT_CONNECT_TIMEOUT as DEFAULT_CONNECT_TIMEOUT
 from ._agent import DEFAULT_READ_TIMEOUT as DEFAULT_READ_TIMEOUT
+from ._agent import REMOTE_RUN as REMOTE_RUN
 from ._agent import RemoteAgent as RemoteAgent
 from ._limits import LIMITS_KEY as LIMITS_KEY
 from ._limits import read_limits as read_limits
@@ -26,6 +27,7 @@ __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_READ_TIMEOUT",
     "LIMITS_KEY",
+    "REMOTE_RUN",
     "RemoteAgent",
     "read_limits",
 ]

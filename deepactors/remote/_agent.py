@@ -36,6 +36,7 @@ from ..actors import ChildOutcome
 from ..budget import Budget
 from ..context import Inbox, RunContext
 from ..errors import ConfigurationError
+from ..events import CustomEvent
 from ..filediff import FileDiff, FileRecord
 from ..messages import Usage
 from ._events import EventRelay
@@ -47,10 +48,16 @@ __all__ = [
     "DEFAULT_CANCEL_TIMEOUT",
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_READ_TIMEOUT",
+    "REMOTE_RUN",
     "RemoteAgent",
 ]
 
 logger = logging.getLogger(__name__)
+
+REMOTE_RUN = "remote_run"
+"""The key of the :class:`~deepactors.events.CustomEvent` a remote child emits, under
+its own path, as each of its runs starts: ``{"remote_run": {"url", "thread_id",
+"run_id"}}`` (only when someone listens to the parent's events)."""
 
 DEFAULT_CONNECT_TIMEOUT = 5.0
 """Seconds to open a connection to the remote server (and to send a request)."""
@@ -293,6 +300,13 @@ class _RemoteChild:
             def on_run(run_id: str, run: list[str] = run) -> None:
                 run.append(run_id)
                 self.runs.append(run_id)
+                if parent.emit is not None:
+                    # Where the child's run is, for whoever follows the tree
+                    # (a UI linking to it, a test reading its status).
+                    where = {"url": agent.url, "thread_id": self.thread_id, "run_id": run_id}
+                    parent.emit(
+                        CustomEvent(path=self.path, run_id=run_id, data={REMOTE_RUN: where})
+                    )
 
             stream = stream_run(
                 conn, path, body, on_run=on_run, on_part=on_part, extra_headers=_trace_headers()
@@ -328,17 +342,18 @@ class _RemoteChild:
         usage: Usage | None = None
         spent: dict[str, Any] = {}
         for run_id in self.runs if deepactors else self.runs[-1:]:
-            run = await conn.call("GET", f"/threads/{self.thread_id}/runs/{run_id}")
-            if not isinstance(run, Mapping):
-                raise RemoteFailure(f"{self.agent.url} answered run {run_id} with {run!r}")
+            run = await self._run_record(conn, run_id)
             status = run.get("status")
+            if run_id == self.runs[-1] and status in ("pending", "running"):
+                # Its stream closed, and yet the record says it goes on: the
+                # record lags (kept by another server process, which writes
+                # it a moment later), or a proxy cut the stream. Wait for its end.
+                await conn.call("GET", f"/threads/{self.thread_id}/runs/{run_id}/join")
+                run = await self._run_record(conn, run_id)
+                status = run.get("status")
             if run_id == self.runs[-1] and status != "success":
-                still = status in ("pending", "running")
                 raise RemoteFailure(
-                    f"the stream of run {run_id} on {self.agent.url} closed while the run "
-                    f"was still {status} (did the server stop?)"
-                    if still
-                    else f"the run {run_id} on {self.agent.url} ended with status {status!r}"
+                    f"the run {run_id} on {self.agent.url} ended with status {status!r}"
                 )
             used, report = spent_of(run.get("metadata"))
             if used is not None:
@@ -347,6 +362,12 @@ class _RemoteChild:
                 if isinstance(value, int | float) and not isinstance(value, bool):
                     spent[key] = spent.get(key, 0) + value
         return usage, spent
+
+    async def _run_record(self, conn: Connection, run_id: str) -> Mapping[str, Any]:
+        run = await conn.call("GET", f"/threads/{self.thread_id}/runs/{run_id}")
+        if not isinstance(run, Mapping):
+            raise RemoteFailure(f"{self.agent.url} answered run {run_id} with {run!r}")
+        return run
 
     async def _cancel(self, conn: Connection) -> None:
         """Cancel the child's run on the server (it may have ended: no matter)."""

@@ -180,6 +180,10 @@ async def _read_stream(
         on_run(run_id)
     event = ""
     data: list[str] = []
+    # Read to the end whatever comes (the server closes the stream after an
+    # error): leaving httpx's line iterator early would leave its generators
+    # to the garbage collector, which trio warns about.
+    failure: RemoteFailure | None = None
     async for line in res.aiter_lines():
         if line:
             field, _, value = line.partition(":")
@@ -192,14 +196,17 @@ async def _read_stream(
         if not event and not data:
             continue
         mode = event.partition("|")[0]
+        text, event, data = "\n".join(data), "", []
+        if failure is not None:
+            continue
         try:
-            payload = json.loads("\n".join(data)) if data else None
+            payload = json.loads(text) if text else None
         except ValueError:
-            raise RemoteFailure(
+            failure = RemoteFailure(
                 f"{url}: a {mode or 'nameless'} event of run {run_id or '?'} is not JSON: "
-                f"{_clip(chr(10).join(data).encode())}"
-            ) from None
-        event, data = "", []
+                f"{_clip(text.encode())}"
+            )
+            continue
         match mode:
             case "metadata":
                 if not run_id and isinstance(payload, Mapping):
@@ -207,11 +214,13 @@ async def _read_stream(
                     if run_id:
                         on_run(run_id)
             case "error":
-                raise RemoteFailure(_run_error(url, run_id, payload))
+                failure = RemoteFailure(_run_error(url, run_id, payload))
             case "end":
                 pass  # (LangGraph's; the run's status says how it ended)
             case _:
                 on_part(mode, payload)
+    if failure is not None:
+        raise failure
 
 
 def _run_id(location: str) -> str:
