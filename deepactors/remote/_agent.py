@@ -30,7 +30,6 @@ from typing import Any
 import anyio
 import httpx
 
-from .. import tracing
 from .._core.perloop import PerLoop
 from ..actors import ChildOutcome
 from ..budget import Budget
@@ -39,6 +38,7 @@ from ..errors import ConfigurationError
 from ..events import CustomEvent
 from ..filediff import FileDiff, FileRecord
 from ..messages import Usage
+from ..tracing import outgoing_headers
 from ._events import EventRelay
 from ._limits import charge, limits_config, remaining_budget
 from ._outcome import answer_of, file_changes, interrupt_note, spent_of
@@ -197,19 +197,6 @@ async def _within(child: _RemoteChild, timeout: float) -> ChildOutcome:
     )
 
 
-def _trace_headers() -> Mapping[str, str]:
-    """Trace context for the run's request (``traceparent``), when a trace is current.
-
-    The one place a remote child's requests get it: from
-    ``deepactors.tracing.outgoing_headers()``, once that exists.
-    """
-    outgoing = getattr(tracing, "outgoing_headers", None)
-    if outgoing is None:
-        return {}
-    headers: Mapping[str, str] = outgoing()
-    return headers
-
-
 @dataclass(slots=True, kw_only=True, eq=False)
 class _RemoteChild:
     """One remote child at work: its thread, its runs, what it was sent."""
@@ -308,8 +295,10 @@ class _RemoteChild:
                         CustomEvent(path=self.path, run_id=run_id, data={REMOTE_RUN: where})
                     )
 
+            # The run's request carries the trace context (traceparent) of the
+            # `task` call that made it: the remote run continues the parent's trace.
             stream = stream_run(
-                conn, path, body, on_run=on_run, on_part=on_part, extra_headers=_trace_headers()
+                conn, path, body, on_run=on_run, on_part=on_part, extra_headers=outgoing_headers()
             )
             if inbox is None:
                 await stream
