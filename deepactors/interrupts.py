@@ -18,6 +18,11 @@ deepagents' ``{"decisions": [...]}``):
 * ``{"type": "respond", "message": "..."}``: do not run it; the message is the
   call's (successful) result.
 
+Or end the thread's pending work instead (LangGraph's ``Command(goto=END)``,
+Agent Chat UI's "Mark as resolved"): ``Command(resume=END_PENDING)`` answers
+every pending call as not run (an error result naming why) and ends the run
+there, with no model call, whatever decisions the requests allow.
+
 Each entry of ``result["__interrupt__"]`` is one request as a dict (``id``,
 ``tool``, ``args``, ``path``, ``allowed_decisions``, ``description``) that also
 reads as LangGraph's ``Interrupt``: ``.id``, and ``.value`` with deepagents'
@@ -35,6 +40,7 @@ from .errors import InputError
 
 __all__ = [
     "DECISIONS",
+    "END_PENDING",
     "ActionRequest",
     "Decision",
     "Interrupt",
@@ -44,6 +50,10 @@ __all__ = [
 ]
 
 DECISIONS = ("approve", "edit", "reject", "respond")
+
+END_PENDING: Mapping[str, str] = {"type": "end"}
+"""The resume that ends a thread's pending work: every pending call is answered as
+not run, and the run ends with no model call (see the module docstring)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,7 +104,7 @@ class ActionRequest:
 class Decision:
     """A human's answer to one :class:`ActionRequest`."""
 
-    type: Literal["approve", "edit", "reject", "respond"]
+    type: Literal["approve", "edit", "reject", "respond", "end"]
     args: Mapping[str, Any] | None = None
     message: str | None = None
 
@@ -157,6 +167,11 @@ def parse_decisions(resume: Any, pending: Sequence[ActionRequest]) -> dict[str, 
         resume = resume[stop_id]  # LangGraph's {interrupt_id: value}
     if isinstance(resume, Mapping) and set(resume) == {"decisions"}:
         resume = resume["decisions"]  # deepagents' shape
+    if isinstance(resume, Mapping) and resume.get("type") == "end":
+        # Not a decision about one call: the whole stop is ended, whatever its
+        # requests allow (LangGraph's goto END).
+        ended = Decision(type="end", message=resume.get("message"))
+        return {r.id: ended for r in pending}
     if isinstance(resume, str | bytes) or not isinstance(resume, Mapping | Sequence):
         raise InputError(
             "resume with a list of decisions like [{'type': 'approve'}], "

@@ -33,7 +33,7 @@ from ..interrupts import ActionRequest, Interrupt
 from ..messages import ToolMessage
 from ..state import State
 from ..tools import Command
-from ._hitl import require_checkpointer
+from ._hitl import ended_call, require_checkpointer, work_ended
 
 __all__ = ["FilesystemPermissionMiddleware"]
 
@@ -70,6 +70,10 @@ class FilesystemPermissionMiddleware(AgentMiddleware):
     async def before_agent(self, state: State, run: RunContext) -> HookResult:
         require_checkpointer(run, "a permission with mode='interrupt'")
         return None
+
+    async def before_model(self, state: State, run: RunContext) -> HookResult:
+        # Resumed to end the pending work: the calls were answered, nothing more.
+        return {"jump_to": "end"} if work_ended(run) else None
 
     def asks(self, tool: str, args: dict[str, object]) -> str | None:
         """The path a call of ``tool`` needs a human for, or None."""
@@ -130,6 +134,8 @@ class FilesystemPermissionMiddleware(AgentMiddleware):
                     )
                 ]
             )
+        if decision.type == "end":
+            return ended_call(call, decision.message)
         if decision.type == "approve":
             token = APPROVED.set(APPROVED.get() | {path})
             try:

@@ -10,6 +10,7 @@ from starlette.exceptions import HTTPException
 from ..actors import RunInput, prepare_input
 from ..agent import DeepAgent
 from ..errors import InputError
+from ..interrupts import END_PENDING
 from ..tools import Command
 from ._schemas import RunCreate
 
@@ -33,12 +34,12 @@ def prepare_run_input(
 def run_input_of(
     agent: DeepAgent, body: RunCreate, thread_id: str | None, identity: object = None
 ) -> RunInput:
-    run_input = prepare_run_input(
-        agent,
-        Command(resume=body.command.resume) if body.command is not None else body.input,
-        thread_id,
-        identity,
-    )
+    command = body.command
+    if command is None:
+        given: Any = body.input
+    else:  # goto __end__: every pending call answered as not run, no model call
+        given = Command(resume=END_PENDING if command.ends else command.resume)
+    run_input = prepare_run_input(agent, given, thread_id, identity)
     limit = (body.config or {}).get("recursion_limit")
     if limit is not None:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 2:

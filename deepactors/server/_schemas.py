@@ -49,6 +49,10 @@ Body = TypeVar("Body", bound=BaseModel)
 _MAYBE_NON_FINITE = re.compile(rb"NaN|Infinity|[eE][+-]?0*[1-9][0-9]{2}|[0-9]{200}")
 
 
+END = "__end__"
+"""LangGraph's ``END``: the one ``goto`` target a command may name here."""
+
+
 class _Body(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -62,6 +66,12 @@ class _Command(BaseModel):
     # LangGraph's Command as RemoteGraph sends it (dataclasses.asdict): the
     # parent graph, when there is one, is the client's business, never ours.
     graph: Any = None
+
+    @property
+    def ends(self) -> bool:
+        """``goto: "__end__"``: end the thread's pending work (Agent Chat UI's
+        "Mark as resolved"), as LangGraph's ``Command(goto=END)`` does."""
+        return bool(self.goto == END or self.goto == [END])
 
 
 class Checkpoint(_Body):
@@ -114,11 +124,20 @@ class RunCreate(_Body):
         if self.command is not None:
             # Empty is what LangGraph's clients send for "none" (goto: [],
             # update: null), and is accepted as such.
-            if self.command.update not in (None, {}, []) or self.command.goto not in (None, [], ""):
+            if self.command.update not in (None, {}, []):
+                raise HTTPException(422, "command.update: not supported (only resume, or goto)")
+            goto = self.command.goto
+            if goto not in (None, [], "") and not self.command.ends:
                 raise HTTPException(
-                    422, "command: only 'resume' is supported (goto and update must be empty)"
+                    422,
+                    f"command.goto: only {END!r} (end the thread's pending work) is supported, "
+                    f"not {goto!r}",
                 )
-            if self.command.resume is None:
+            if self.command.ends and self.command.resume is not None:
+                raise HTTPException(
+                    422, f"command: give either resume or goto {END!r} (which ends), not both"
+                )
+            if self.command.resume is None and not self.command.ends:
                 raise HTTPException(422, "command.resume: give the decisions to resume with")
             # Agent Chat UI resumes with submit({}, {command}): an empty input is none.
             if self.input:

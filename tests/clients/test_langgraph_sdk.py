@@ -186,3 +186,45 @@ def test_agent_chat_ui_resume_and_regenerate(client: SyncLangGraphClient) -> Non
     ]
     values = client.runs.wait(thread_id, "agent", input=None, checkpoint=parent)
     assert [m["content"] for m in values["messages"][-2:]] == ["hello", "echo #2: hello"]
+
+
+def test_agent_chat_ui_mark_as_resolved_ends_the_pending_work(
+    client: SyncLangGraphClient, url: str
+) -> None:
+    # submit({}, {command: {goto: END}}): the pending call answered as not run,
+    # no model call (the agent's model would have said "not sent: ..."), the
+    # thread idle and ready for the next message.
+    thread_id = client.threads.create()["thread_id"]
+    client.runs.wait(thread_id, "agent", input=_say("email bob"))
+    parts = list(
+        client.runs.stream(
+            thread_id,
+            "agent",
+            input={},
+            command={"goto": "__end__"},
+            stream_mode="values",
+            checkpoint=_head(client, thread_id),
+        )
+    )
+    last = [p.data for p in parts if p.event == "values"][-1]["messages"][-1]
+    assert (last["type"], last["name"], last["status"]) == ("tool", "send_email", "error")
+    assert last["content"].startswith("Not run:")
+    thread = client.threads.get(thread_id)
+    assert thread["status"] == "idle"
+    assert client.threads.get_state(thread_id)["interrupts"] == []
+    values = client.runs.wait(thread_id, "agent", input=_say("hello"))
+    assert _last(values) == "echo #2: hello"
+    # Nothing waits now; other targets are refused, naming the one supported.
+    with httpx.Client(base_url=url) as http:
+        for command, why in [
+            ({"goto": "__end__"}, "not waiting for any decision"),
+            ({"goto": "agent"}, "only '__end__'"),
+            ({"goto": ["tools"]}, "only '__end__'"),
+            ({"goto": "__end__", "resume": {"decisions": []}}, "not both"),
+        ]:
+            refused = http.post(
+                f"/threads/{thread_id}/runs/wait",
+                json={"assistant_id": "agent", "command": command},
+            )
+            assert refused.status_code == 422, refused.text
+            assert why in refused.json()["detail"]
