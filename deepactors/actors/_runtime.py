@@ -325,7 +325,9 @@ class Runtime:
         else:
             emit = on_event
         if self._tracing is not None:
-            tracer = tree_tracer(self._tracing, thread_id=thread_id)
+            tracer = tree_tracer(
+                self._tracing, thread_id=thread_id, path=handle.path, run_id=handle.run_id
+            )
             if tracer is not None:
                 emit = _chain(emit, tracer)
         return RunOrder(

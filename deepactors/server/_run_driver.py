@@ -11,7 +11,8 @@ task in between.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import anyio
@@ -21,11 +22,12 @@ from ..actors import RunHandle, RunInput, Runtime, ThreadHandle
 from ..errors import DeepActorsError, RunCancelled
 from ..events import Event
 from ..lc_views import interrupts_to_lc, values_to_lc
+from ..tracing import run_traces
 from ._records import ForgottenRun, RunRecord, RunStatus, Subscriber, ThreadRecord
 from ._relay import RunRelay
 from ._run_inputs import error_json
 
-__all__ = ["RunDriver"]
+__all__ = ["RunDriver", "traced_into"]
 
 
 def _outcome(handle: RunHandle) -> tuple[RunStatus, dict[str, Any] | None]:
@@ -63,6 +65,23 @@ def _record_usage(run: RunRecord, handle: RunHandle) -> None:
             "usd": budget.usd,
             "exhausted": list(budget.exhausted),
         }
+
+
+@contextmanager
+def traced_into(run: RunRecord) -> Iterator[None]:
+    """Put the trace of the run started in the block in the run's metadata.
+
+    ``trace_id`` (what a trace viewer's link takes) and ``traceparent`` (its
+    top-level span), when the run is traced: known as soon as it is ordered,
+    so a UI can link to the trace of a run still queued or running. Nothing
+    when tracing is off, or when starting it failed.
+    """
+    with run_traces() as traces:
+        yield
+    if traces:
+        trace = traces[-1]
+        run.metadata["trace_id"] = trace.trace_id
+        run.metadata["traceparent"] = trace.traceparent
 
 
 def _drop_traceback(handle: RunHandle) -> None:
@@ -135,18 +154,22 @@ class RunDriver:
                 if run.cancel_requested is not None:
                     status = "interrupted"
                     return
-                if run.thread.temporary:
-                    handle = await self.runtime.start(
-                        run.assistant.stateless,
-                        run_input,
-                        context=context,
-                        timeout=timeout,
-                        on_event=self._deliverer(run),
-                    )
-                else:
-                    handle = await self._handle_of(run).start(
-                        run_input, context=context, timeout=timeout, on_event=self._deliverer(run)
-                    )
+                with traced_into(run):
+                    if run.thread.temporary:
+                        handle = await self.runtime.start(
+                            run.assistant.stateless,
+                            run_input,
+                            context=context,
+                            timeout=timeout,
+                            on_event=self._deliverer(run),
+                        )
+                    else:
+                        handle = await self._handle_of(run).start(
+                            run_input,
+                            context=context,
+                            timeout=timeout,
+                            on_event=self._deliverer(run),
+                        )
                 run.handle = handle
             if run.cancel_requested is not None:
                 handle.cancel()

@@ -55,7 +55,7 @@ from ._records import (
 )
 from ._relay import LocalRelay, RunRelay
 from ._retention import DEFAULT_RUN_RETENTION, Retention
-from ._run_driver import RunDriver
+from ._run_driver import RunDriver, traced_into
 from ._run_inputs import error_json, run_input_of, run_kwargs
 from ._run_limits import with_limits
 from ._schemas import RunCreate
@@ -353,9 +353,13 @@ class RunManager(RunDriver):
                 # Queued here and now, so the thread's runs take their turns in
                 # the order they were created (driver tasks may start in any order).
                 try:
-                    run.handle = self._handle_of(run).start_nowait(
-                        run_input, context=context, timeout=timeout, on_event=self._deliverer(run)
-                    )
+                    with traced_into(run):
+                        run.handle = self._handle_of(run).start_nowait(
+                            run_input,
+                            context=context,
+                            timeout=timeout,
+                            on_event=self._deliverer(run),
+                        )
                 except anyio.WouldBlock:
                     pass  # a full mailbox: the driver waits for room
                 except Exception as exc:
@@ -367,14 +371,15 @@ class RunManager(RunDriver):
             self._end_now(run, "interrupted", None)
             return
         try:
-            run.handle = self.runtime.start_nowait(
-                run.assistant.stateless,
-                run_input,
-                context=context,
-                timeout=timeout,
-                on_event=self._deliverer(run),
-                on_done=functools.partial(self._ended, run),
-            )
+            with traced_into(run):
+                run.handle = self.runtime.start_nowait(
+                    run.assistant.stateless,
+                    run_input,
+                    context=context,
+                    timeout=timeout,
+                    on_event=self._deliverer(run),
+                    on_done=functools.partial(self._ended, run),
+                )
         except Exception as exc:
             # Starting it failed (the runtime is closing, say): the run failed.
             self._end_now(run, "error", {"__error__": error_json(exc)})
