@@ -34,8 +34,11 @@ server starts (``gc.collect(); gc.freeze()``), in the floor's runs too.
 
 ``--defer-gc`` adds a row: deepactors under ``open_runtime(defer_gc=True)``,
 which defers the collector's full collections while runs are in progress.
-``--traced`` adds a row: deepactors traced with OpenTelemetry (the SDK's batch
-span processor and an in-memory exporter; every span exported inside the timing).
+``--traced`` adds two rows: deepactors traced with OpenTelemetry (the SDK's batch
+span processor and an in-memory exporter; every span exported inside the timing),
+and traced through the OpenTelemetry API's no-op tracer provider (``trace_noop``:
+deepactors' own share of tracing, its events and the tracer's bookkeeping,
+without the SDK's spans); each beside deepactors untraced.
 ``--unpaced`` adds a row: deepactors under ``open_runtime(pacing=None)``, without
 the slices that keep the loop's timers and sockets served during the fan-out
 (what pacing costs, and what it buys in timer lateness).
@@ -200,6 +203,7 @@ def our_work(
     paced: bool = True,
     budget: Budget | None = None,
     traced: bool = False,
+    noop_traced: bool = False,
 ) -> Callable[[], Awaitable[int]]:
     child = {
         "name": "r",
@@ -229,6 +233,13 @@ def our_work(
             async with open_runtime(tracing=tracing) as rt:
                 result = await agent.ainvoke("go", runtime=rt)
             _traced_provider().force_flush()  # every span exported, inside the timing
+        elif noop_traced:
+            from opentelemetry.trace import NoOpTracerProvider
+
+            from deepactors.tracing import Tracing
+
+            async with open_runtime(tracing=Tracing(tracer_provider=NoOpTracerProvider())) as rt:
+                result = await agent.ainvoke("go", runtime=rt)
         elif defer_gc or not paced:
             async with open_runtime(defer_gc=defer_gc, pacing=0.005 if paced else None) as rt:
                 result = await agent.ainvoke("go", runtime=rt)
@@ -263,6 +274,7 @@ MAKERS = {
     "defer_gc": functools.partial(our_work, defer_gc=True),
     "unpaced": functools.partial(our_work, paced=False),
     "traced": functools.partial(our_work, traced=True),
+    "trace_noop": functools.partial(our_work, noop_traced=True),
     # For bench/instructions.py w2 --budget (bench/w2_budget.py times it).
     "budget": functools.partial(our_work, budget=UNREACHABLE),
 }
@@ -372,7 +384,7 @@ def main() -> None:
         *IMPLS,
         *(("defer_gc",) if args.defer_gc else ()),
         *(("unpaced",) if args.unpaced else ()),
-        *(("traced",) if args.traced else ()),
+        *(("traced", "trace_noop") if args.traced else ()),
     )
     results: list[dict[str, Any]] = []
     for backend in args.loops:
@@ -405,9 +417,22 @@ def main() -> None:
                 ratio = _median(runs[impl], "wall") / _median(runs["floor"], "wall")
                 cpu_ratio = _median(runs[impl], "cpu") / _median(runs["floor"], "cpu")
                 print(f"  {impl} / floor: wall {ratio:.2f}x, CPU {cpu_ratio:.2f}x")
+            for impl in impls[2:]:  # each variant beside deepactors as it is by default
+                ours = runs["deepactors"]
+                ratio = _median(runs[impl], "cpu") / _median(ours, "cpu")
+                print(
+                    f"  {impl} / deepactors: CPU {ratio:.2f}x "
+                    f"(runs {_spread(runs[impl], n)} ms/sub; deepactors {_spread(ours, n)})"
+                )
     if args.json:
         meta = {"benchmark": "w2", "critical_path": CRITICAL_PATH, "repeats": args.repeats}
         write_json(args.json, {**machine_info(), **meta, "flags": flags, "results": results})
+
+
+def _spread(runs: list[dict[str, Any]], n: int) -> str:
+    """The lowest and highest CPU per subagent of the runs, in ms."""
+    cpus = sorted(r["cpu"] / n * 1000 for r in runs)
+    return f"{cpus[0]:.3f}..{cpus[-1]:.3f}"
 
 
 if __name__ == "__main__":
