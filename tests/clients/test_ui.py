@@ -4,6 +4,8 @@ against a real server on asyncio (uvicorn) and trio (hypercorn).
 
 - a run with 20 subagents shows them live in the actor tree, then the answer;
 - an approval (and an edit, and a reject) clicked in the page resumes the run;
+- a reload while a run works rejoins it (its tree rebuilt from its first
+  event), and Stop cancels it (before or after a reload);
 - with 1,000 subagents streaming, a click on the page is answered: the latency
   is saved (``click-latency.json``), asserted only under a generous bound (the
   machine is shared; the issue's target is 200 ms).
@@ -219,6 +221,61 @@ def test_approve_edit_and_reject_clicked_in_the_page_resume_the_run(
         expect(page.locator(".request")).to_contain_text("send_email needs approval")
         page.click(".request button.approve")
         expect(last).to_have_text("aisent: sent to bob: email zed")
+        assert errors == []
+    finally:
+        page.close()
+
+
+def test_a_reload_mid_run_rejoins_it_and_stop_cancels_it(ui: tuple[Any, str, Path, str]) -> None:
+    from playwright.sync_api import expect
+
+    browser, url, shots, _ = ui
+    page, errors = _open(browser, url)
+    try:
+        # A reload while the run works: the page comes back on its thread and
+        # follows the run from its first event (the tree rebuilt), to its end.
+        _say(page, "fan 3 slow")  # each subagent works 4 s
+        expect(page.locator("#tree .kids .row")).to_have_count(3)
+        expect(page.locator("#stop")).to_be_visible()
+        page.reload()
+        expect(page.locator("#tree .kids .row.running")).to_have_count(3)
+        expect(page.locator("#messages .msg.human")).to_have_text("humanfan 3 slow")
+        expect(page.locator("#stop")).to_be_visible()
+        expect(page.locator("#send")).to_be_disabled()
+        page.screenshot(path=shots / "reloaded-mid-run.png")
+        expect(page.locator("#messages .msg.ai").last).to_have_text("aiall 3 subagents done")
+        expect(page.locator("#tree-summary")).to_have_text("4 actors: 0 running, 4 done")
+        expect(page.locator("#stop")).to_be_hidden()
+
+        # Stop: the run (and its subagents) cancelled, on the server too; the
+        # same after a reload, which rejoins the run first.
+        for reload in (False, True):
+            _say(page, "fan 2 slow")
+            expect(page.locator("#tree .kids .row.running")).to_have_count(2)
+            if reload:
+                page.reload()
+                expect(page.locator("#tree .kids .row.running")).to_have_count(2)
+            run_id = page.evaluate(
+                """async () => {
+                  const thread = location.hash.split('=')[1];
+                  const runs = await (await fetch(`/threads/${thread}/runs`)).json();
+                  return runs[0].run_id;
+                }"""
+            )
+            page.click("#stop")
+            expect(page.locator("#stop")).to_be_hidden()
+            expect(page.locator("#send")).to_be_enabled()
+            expect(page.locator("#status")).to_have_text("cancelled")
+            status = page.evaluate(
+                """async (run) => {
+                  const thread = location.hash.split('=')[1];
+                  const got = await fetch(`/threads/${thread}/runs/${run}`);
+                  return (await got.json()).status;
+                }""",
+                run_id,
+            )
+            assert status == "interrupted"
+        page.screenshot(path=shots / "stopped.png")
         assert errors == []
     finally:
         page.close()

@@ -2,6 +2,11 @@
 // live actor tree of the run. Plain ES module, no build step, nothing from
 // elsewhere. The stream is read in a worker (stream.js); the tree's rows are
 // updated in place, at most once a frame (requestAnimationFrame).
+//
+// Runs are streamed resumably and go on when the page goes away: the open
+// thread is in the address (#thread=<id>), so a reload reopens it, and a
+// thread with a run in progress rejoins that run's stream from its first event
+// (Last-Event-ID: -1), which rebuilds the tree. Stop cancels the run.
 
 const $ = (id) => document.getElementById(id);
 const MODES = ['events'];
@@ -64,15 +69,24 @@ async function loadThreads() {
   }));
 }
 
-async function openThread(id) {
-  if (state.running) return;
+function setThread(id) {
   state.thread = id;
+  history.replaceState(null, '', id ? `#thread=${id}` : location.pathname + location.search);
   for (const li of $('threads').children) li.classList.toggle('current', li.dataset.id === id);
+}
+
+async function openThread(id, reopened = false) {
+  if (state.running) return;
+  setThread(id);
   tree.clear();
   const current = await api('GET', `/threads/${id}/state`);
   showValues(current.values || {});
   showInterrupts((current.interrupts || []).flatMap(fromLangGraph));
-  status(`thread ${id.slice(0, 8)}`);
+  if (!reopened) status(`thread ${id.slice(0, 8)}`);
+  // A run still going (started before a reload, or elsewhere): follow it.
+  const runs = await api('GET', `/threads/${id}/runs?limit=10`);
+  const going = runs.find((r) => r.status === 'running' || r.status === 'pending');
+  if (going && state.thread === id && !state.running) follow(going.run_id, '-1');
 }
 
 function fromLangGraph(interrupt) {
@@ -328,13 +342,41 @@ async function send(body) {
   if (state.running) return;
   if (!state.thread) {
     const created = await api('POST', '/threads', {});
-    state.thread = created.thread_id;
+    setThread(created.thread_id);
   }
+  stream({
+    url: new URL(`/threads/${state.thread}/runs/stream`, location.href).href,
+    headers: headers(),
+    body: {
+      assistant_id: state.assistant,
+      stream_mode: MODES,
+      stream_subgraphs: true,
+      // Kept, and going on without the page: a reload rejoins it.
+      stream_resumable: true,
+      on_disconnect: 'continue',
+      ...body,
+    },
+  });
+}
+
+function follow(runId, lastEventId) {
+  // Rejoin a run of the open thread: from the event after lastEventId (-1: the
+  // first), or from now (null; its state so far is on the page already).
+  const h = headers();
+  if (lastEventId !== null) h['Last-Event-ID'] = lastEventId;
+  const path = `/threads/${state.thread}/runs/${runId}/stream?stream_mode=events`;
+  stream({ url: new URL(path, location.href).href, method: 'GET', headers: h }, runId);
+}
+
+function stream(request, runId = null) {
   state.running = true;
   state.pending = null;
+  state.runId = runId;
   $('send').disabled = true;
+  $('stop').hidden = false;
+  $('stop').disabled = false;
   tree.clear();
-  status('running…');
+  status(runId ? 'following the run…' : 'running…');
   const worker = new Worker('stream.js', { type: 'module' });
   state.worker = worker;
   worker.onmessage = ({ data }) => {
@@ -344,15 +386,30 @@ async function send(body) {
       worker.terminate();
       state.running = false;
       $('send').disabled = false;
+      $('stop').hidden = true;
+      if (data.status === 410 && runId) {
+        // Its first events are no longer kept (a very long run): from now on.
+        status('the run\'s first events are no longer kept: following it from now');
+        follow(runId, null);
+        return;
+      }
       if (state.pending) showInterrupts(state.pending);
       loadThreads().catch((err) => status(err.message, true));
     }
   };
-  worker.postMessage({
-    url: new URL(`/threads/${state.thread}/runs/stream`, location.href).href,
-    headers: headers(),
-    body: { assistant_id: state.assistant, stream_mode: MODES, stream_subgraphs: true, ...body },
-  });
+  worker.postMessage(request);
+}
+
+async function stop() {
+  if (!state.running || !state.runId) return;
+  $('stop').disabled = true;
+  status('stopping…');
+  try {
+    await fetch(`/threads/${state.thread}/runs/${state.runId}/cancel`, { method: 'POST', headers: headers() });
+  } catch (err) {
+    status(`stop: ${err.message}`, true);
+    $('stop').disabled = false;
+  }
 }
 
 // --- the page ---------------------------------------------------------------------------
@@ -369,9 +426,10 @@ function start() {
     event.preventDefault();
     setKey();
   };
+  $('stop').onclick = () => { stop(); };
   $('new-thread').onclick = async () => {
     if (state.running) return;
-    state.thread = null;
+    setThread(null);
     tree.clear();
     showValues({});
     showInterrupts([]);
@@ -400,8 +458,15 @@ function start() {
 }
 
 function init() {
+  const opened = /^#thread=(.+)$/.exec(location.hash);
   Promise.all([loadAssistants(), loadThreads()]).then(
-    () => status('ready'),
+    () => {
+      status('ready');
+      // The thread open before a reload, and its run if one is going.
+      if (opened && !state.running && !state.thread) {
+        openThread(decodeURIComponent(opened[1]), true).catch((err) => status(err.message, true));
+      }
+    },
     (err) => status(err.message, true),
   );
 }

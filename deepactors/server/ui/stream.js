@@ -1,6 +1,7 @@
 // The run's stream, read in a worker so the page stays responsive however much
-// streams: POST .../runs/stream (stream_mode "events", subgraphs on), the SSE
-// parsed here, and what the page shows sent to it in batches (every 50 ms).
+// streams: POST .../runs/stream (stream_mode "events", subgraphs on, resumable),
+// or a rejoin (GET .../runs/{id}/stream with Last-Event-ID), the SSE parsed
+// here, and what the page shows sent to it in batches (every 50 ms).
 // Subagents' state updates and text deltas are skipped unparsed.
 
 let ops = [];
@@ -95,10 +96,11 @@ function handle(name, data) {
   }
 }
 
-async function run({ url, headers, body }) {
+async function run({ url, method = 'POST', headers, body }) {
   let response;
   try {
-    response = await fetch(url, { method: 'POST', headers, body: JSON.stringify(body) });
+    const sent = body === undefined ? undefined : JSON.stringify(body);
+    response = await fetch(url, { method, headers, body: sent });
   } catch (err) {
     push(['error', String(err)]);
     flush();
@@ -106,7 +108,8 @@ async function run({ url, headers, body }) {
     return;
   }
   if (!response.ok) {
-    push(['error', `${response.status} ${await response.text()}`]);
+    const detail = await response.text();
+    if (response.status !== 410) push(['error', `${response.status} ${detail}`]);
     flush();
     postMessage({ done: true, status: response.status });
     return;
