@@ -42,7 +42,7 @@ from ..tracing import outgoing_headers
 from ._events import EventRelay
 from ._limits import charge, limits_config, remaining_budget
 from ._outcome import answer_of, file_changes, interrupt_note, spent_of
-from ._wire import Connection, RemoteFailure, open_connection, stream_run
+from ._wire import Connection, RemoteFailure, Server, open_server, stream_run
 
 __all__ = [
     "DEFAULT_CANCEL_TIMEOUT",
@@ -102,7 +102,7 @@ class RemoteAgent:
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     read_timeout: float | None = DEFAULT_READ_TIMEOUT
     cancel_timeout: float = DEFAULT_CANCEL_TIMEOUT
-    _connections: PerLoop[Connection] = field(init=False, repr=False)
+    _servers: PerLoop[Server] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         for key in ("name", "graph_id"):
@@ -127,12 +127,12 @@ class RemoteAgent:
                 raise ConfigurationError(
                     f"RemoteAgent {key} must be seconds above 0, not {value!r}"
                 )
-        object.__setattr__(self, "_connections", PerLoop(self._open, _close))
+        object.__setattr__(self, "_servers", PerLoop(self._open, _close))
 
-    async def _open(self) -> Connection:
-        # Making an HTTP client loads CA certificates: blocking, so in a thread.
+    async def _open(self) -> Server:
+        # Making its SSL context loads CA certificates: blocking, so in a thread.
         make = functools.partial(
-            open_connection,
+            open_server,
             self.url.rstrip("/"),
             self.headers,
             connect_timeout=self.connect_timeout,
@@ -141,8 +141,8 @@ class RemoteAgent:
         return await anyio.to_thread.run_sync(make)
 
     async def aclose(self) -> None:
-        """Close this event loop's HTTP client now (else it is closed as the loop ends)."""
-        await self._connections.aclose()
+        """Close this event loop's HTTP clients now (else they are closed as the loop ends)."""
+        await self._servers.aclose()
 
     def run_child(
         self,
@@ -181,8 +181,8 @@ class RemoteAgent:
         return _within(child, timeout)
 
 
-async def _close(connection: Connection) -> None:
-    await connection.client.aclose()
+async def _close(server: Server) -> None:
+    await server.aclose()
 
 
 async def _within(child: _RemoteChild, timeout: float) -> ChildOutcome:
@@ -214,7 +214,8 @@ class _RemoteChild:
 
     async def run(self) -> ChildOutcome:
         agent = self.agent
-        conn = await agent._connections.get()
+        server = await agent._servers.get()
+        conn = server.lease()
         sent = dict(self.files)  # the snapshot the diff is taken against
         try:
             try:
@@ -227,6 +228,8 @@ class _RemoteChild:
                 raise
         except RemoteFailure as exc:
             return self._failed(str(exc))
+        finally:
+            server.release(conn)
         self.parent.add_usage(usage)
         charge(self.parent.budget, spent, usage)
         values = state.get("values") if isinstance(state, Mapping) else None

@@ -15,14 +15,23 @@ from __future__ import annotations
 
 import json
 import random
+import ssl
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
 import httpx
 
-__all__ = ["Connection", "RemoteFailure", "ServerKind", "open_connection", "stream_run"]
+__all__ = [
+    "CHILDREN_PER_CLIENT",
+    "Connection",
+    "RemoteFailure",
+    "Server",
+    "ServerKind",
+    "open_server",
+    "stream_run",
+]
 
 ServerKind = Literal["deepactors", "langgraph"]
 
@@ -36,36 +45,98 @@ class RemoteFailure(Exception):
     """A remote call failed; ``str()`` is what the parent's model is told."""
 
 
+CHILDREN_PER_CLIENT = 8
+"""Children that share one HTTP client (one connection pool) of a server.
+
+httpcore looks at every connection of a pool for each request it sends, and a
+child's stream holds one connection while it runs: with one pool for a
+fan-out of 1,000 children, each request would walk 1,000 connections. So a
+server's children are spread over pools of this many."""
+
+
 @dataclass(slots=True, eq=False)
-class Connection:
-    """One event-loop run's client for one remote server, and what it learnt of it.
+class Server:
+    """One event-loop run's view of one remote server: its HTTP clients, its kind.
 
     Attributes:
-        client: The HTTP client (its connections belong to this run's loop).
         url: The server's base URL, for messages.
         kind: ``deepactors`` or ``langgraph`` once asked (``GET /info``).
     """
 
-    client: httpx.AsyncClient
     url: str
+    headers: dict[str, str]
+    timeout: httpx.Timeout
+    verify: ssl.SSLContext
+    clients: list[httpx.AsyncClient] = field(default_factory=list)
+    active: list[int] = field(default_factory=list)
     kind: ServerKind | None = None
     probing: anyio.Event | None = None
 
+    def lease(self) -> Connection:
+        """A connection for one child: on the least busy client, a new one if all are full."""
+        active = self.active
+        slot = min(range(len(active)), key=active.__getitem__, default=-1)
+        if slot < 0 or active[slot] >= CHILDREN_PER_CLIENT:
+            self.clients.append(
+                httpx.AsyncClient(
+                    base_url=self.url,
+                    headers=self.headers,
+                    limits=httpx.Limits(
+                        max_connections=None, max_keepalive_connections=CHILDREN_PER_CLIENT
+                    ),
+                    timeout=self.timeout,
+                    verify=self.verify,  # made once (loading CA certificates blocks)
+                )
+            )
+            active.append(0)
+            slot = len(active) - 1
+        active[slot] += 1
+        return Connection(server=self, client=self.clients[slot], slot=slot)
+
+    def release(self, connection: Connection) -> None:
+        """The child is done with its connection."""
+        self.active[connection.slot] -= 1
+
+    async def aclose(self) -> None:
+        """Close every client."""
+        for client in self.clients:
+            await client.aclose()
+
+
+@dataclass(slots=True, eq=False)
+class Connection:
+    """What one child talks to its server through (:meth:`Server.lease`)."""
+
+    server: Server
+    client: httpx.AsyncClient
+    slot: int
+
+    @property
+    def url(self) -> str:
+        """The server's base URL."""
+        return self.server.url
+
+    @property
+    def kind(self) -> ServerKind | None:
+        """The server's kind, once known."""
+        return self.server.kind
+
     async def server_kind(self) -> ServerKind:
-        """Whether the server is a deepactors server (asked once, then remembered)."""
-        while self.kind is None:
-            if self.probing is not None:
-                await self.probing.wait()
+        """Whether the server is a deepactors server (asked once per loop, then remembered)."""
+        server = self.server
+        while server.kind is None:
+            if server.probing is not None:
+                await server.probing.wait()
                 continue
-            self.probing = probing = anyio.Event()
+            server.probing = probing = anyio.Event()
             try:
                 info = await self.call("GET", "/info")
                 version = info.get("version") if isinstance(info, Mapping) else None
-                self.kind = "deepactors" if version == "deepactors" else "langgraph"
+                server.kind = "deepactors" if version == "deepactors" else "langgraph"
             finally:
-                self.probing = None
+                server.probing = None
                 probing.set()
-        return self.kind
+        return server.kind
 
     async def call(self, method: str, path: str, body: Any = None) -> Any:
         """One request; its JSON answer (None for an empty body).
@@ -93,19 +164,17 @@ class Connection:
             ) from None
 
 
-def open_connection(
+def open_server(
     url: str, headers: Mapping[str, str], *, connect_timeout: float, read_timeout: float | None
-) -> Connection:
-    """A connection to ``url`` (blocking: it loads CA certificates; call it in a thread)."""
-    client = httpx.AsyncClient(
-        base_url=url,
+) -> Server:
+    """A server's view for this loop (blocking: it loads CA certificates; call it in a thread)."""
+    return Server(
+        url=url,
         headers=dict(headers),
-        # One streaming connection per child at work, and no wait for a pooled
-        # one beyond the child's own deadline.
-        limits=httpx.Limits(max_connections=None, max_keepalive_connections=100),
+        # No wait for a pooled connection beyond the child's own deadline.
         timeout=httpx.Timeout(connect_timeout, read=read_timeout, write=connect_timeout, pool=None),
+        verify=httpx.create_ssl_context(),
     )
-    return Connection(client=client, url=url)
 
 
 async def stream_run(
