@@ -55,7 +55,8 @@ from ._records import (
 )
 from ._relay import LocalRelay, RunRelay
 from ._retention import DEFAULT_RUN_RETENTION, Retention
-from ._run_driver import RunDriver, traced_into
+from ._run_cancel import RunCanceller
+from ._run_driver import traced_into
 from ._run_inputs import error_json, run_input_of, run_kwargs
 from ._run_limits import with_limits
 from ._schemas import RunCreate
@@ -65,7 +66,7 @@ from .auth import Action
 __all__ = ["RunManager"]
 
 
-class RunManager(RunDriver):
+class RunManager(RunCanceller):
     """Threads and runs of one app, on one runtime.
 
     Args:
@@ -101,7 +102,6 @@ class RunManager(RunDriver):
         self.runs: dict[str, RunRecord] = {}
         self._shared = SharedRuns(self.relay, task_group, self)
         self._closing = False
-        # Runs created with launch=False, until launched: what they start with.
         # Per run created but not launched: its input, context, delay and timeout.
         self._unlaunched: dict[
             str, tuple[RunInput, Mapping[str, Any] | None, float | None, float | None]
@@ -217,33 +217,6 @@ class RunManager(RunDriver):
             await self._shared.adopt_thread(thread.thread_id)
         known: list[RunRecord | ForgottenRun] = [*thread.forgotten.values(), *thread.runs]
         return sorted(known, key=lambda r: r.created_at) if thread.forgotten else known
-
-    def cancel_soon(self, run: RunRecord) -> None:
-        """Cancel a run without waiting (a client that left)."""
-        if run.done.is_set():
-            return
-        if run.remote:
-            self._tg.start_soon(self.relay.cancel, run.run_id, "interrupt")
-            return
-        self._stop(run, "interrupt")
-
-    def _stop(self, run: RunRecord, action: str) -> None:
-        """Ask a local run to stop: its subtree is cancelled, or, if it has not
-        started yet, it is launched and ends as interrupted at once."""
-        run.cancel_requested = action
-        run.cancelled.set()
-        if run.handle is not None:
-            run.handle.cancel()
-        self.launch(run)
-
-    def cancel_requested(self, run_id: str, action: str) -> None:
-        """Another process asks to cancel a run of this one (through the relay)."""
-        run = self.runs.get(run_id)
-        if run is None or run.remote or run.done.is_set():
-            return
-        if action not in ("interrupt", "rollback"):
-            action = "interrupt"
-        self._tg.start_soon(functools.partial(self.cancel, [run], action=action, wait=False))
 
     async def load_saved(self) -> None:
         """Know the threads the checkpointers already hold (after a restart)."""
@@ -387,19 +360,6 @@ class RunManager(RunDriver):
     def _handle_of(self, run: RunRecord) -> ThreadHandle:
         return self.runtime.thread(run.assistant.agent, run.thread.thread_id)
 
-    async def _make_room(
-        self, thread: ThreadRecord, inflight: list[RunRecord], strategy: str
-    ) -> None:
-        if strategy == "reject":
-            raise HTTPException(
-                409,
-                f"thread {thread.thread_id!r} is busy with run {inflight[0].run_id}; "
-                "wait for it, or choose multitask_strategy enqueue, interrupt or rollback",
-            )
-        if strategy == "enqueue":
-            return  # the thread actor's mailbox queues it
-        await self.cancel(inflight, action=strategy, wait=True)
-
     async def subscribe(
         self, run: RunRecord, *, modes: Any, subgraphs: bool
     ) -> MemoryObjectReceiveStream[Event | bytes]:
@@ -416,40 +376,6 @@ class RunManager(RunDriver):
         else:
             run.subscribers.append(Subscriber(send, subgraphs))
         return receive
-
-    # -- cancelling ------------------------------------------------------------------
-
-    async def cancel(self, runs: list[RunRecord], *, action: str = "interrupt", wait: bool) -> None:
-        """Cancel runs (their whole subtrees); with ``rollback``, also undo them.
-
-        A rollback queues, behind the cancelled runs, the order that takes the
-        thread back to where the oldest of them started (so no run that comes
-        later is undone with them), waits for it, and forgets the runs.
-        """
-        for run in runs:
-            if run.done.is_set():
-                continue
-            if run.remote:  # its own process cancels it (and rolls it back)
-                await self.relay.cancel(run.run_id, action)
-                continue
-            self._stop(run, action)
-        local = [r for r in runs if not r.remote]
-        with anyio.CancelScope(shield=True):
-            if action == "rollback" and local:
-                thread = local[0].thread
-                started = [r.handle for r in local if r.handle is not None]
-                if started:
-                    await self._handle_of(local[0]).undo(started)
-                for run in runs:
-                    await run.done.wait()
-                for run in local:
-                    self.runs.pop(run.run_id, None)
-                    if run in thread.runs:
-                        thread.runs.remove(run)
-                await self.refresh(thread)
-            elif wait:
-                for run in runs:
-                    await run.done.wait()
 
     async def add_thread(self, thread: ThreadRecord) -> None:
         """Know a new thread (and let other server processes know it)."""
