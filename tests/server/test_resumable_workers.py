@@ -181,3 +181,28 @@ def test_a_run_keeps_its_last_events_and_says_when_older_ones_are_asked_for(
             assert kept[-1][2]["messages"][-1]["content"] == "done: released"
             assert sum(len(str(data)) for _, _, data in kept) < 8000
         assert _joined(a, thread_id, run_id, str(first - 1)) == kept
+
+
+def test_rejoins_reaching_either_worker_of_serve_workers_get_the_same_stream(
+    loop: str, folder: Path, postgres_dsn: str
+) -> None:
+    # One port, two worker processes: each request on a new connection may
+    # reach either; every rejoin gets the frames after its id, then the rest.
+    args = _args(loop, postgres_dsn, "--workers", "2")
+    with serving(args, folder) as url:
+        fresh = httpx.Limits(max_keepalive_connections=0)
+        with httpx.Client(base_url=url, limits=fresh, timeout=20) as http:
+            thread_id = http.post("/threads", json={}).json()["thread_id"]
+        run_id, seen = _started(url, thread_id, 3)
+        tails: list[list[tuple[str | None, str, Any]]] = [[]]
+        with get_sync_client(url=url, timeout=20) as client:
+            for part in client.runs.join_stream(thread_id, run_id, last_event_id=seen[-1][0]):
+                tails[0].append((part.id, part.event, part.data))
+                if len(tails[0]) == 5:
+                    (folder / "release").touch()  # followed live a while: let it end
+        for _ in range(3):
+            with get_sync_client(url=url, timeout=20) as client:
+                tails.append(_joined(client, thread_id, run_id, seen[-1][0]))
+        assert all(tail == tails[0] for tail in tails)
+        assert tails[0][0][0] == str(len(seen))
+        assert tails[0][-1][2]["messages"][-1]["content"] == "done: released"
