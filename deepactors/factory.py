@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._subagent_config import read_subagent_config
+from ._subagent_config import read_subagent_config, remote_spec
 from .actors import AgentSpec
 from .agent import DeepAgent
 from .backends import (
@@ -397,6 +397,9 @@ def _subagent_specs(
         if not isinstance(item, Mapping):
             raise ConfigurationError(f"a subagent must be a dict, not {type(item).__name__}")
         config = read_subagent_config(item)
+        if config.graph_id is not None or config.url is not None or config.headers is not None:
+            specs.append(remote_spec(config))
+            continue
         prebuilt = config.agent or config.runnable
         prompt = config.system_prompt if config.system_prompt is not None else config.prompt
         if config.agent is not None and config.runnable is not None:
