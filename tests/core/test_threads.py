@@ -20,6 +20,7 @@ from deepactors import (
     open_runtime,
 )
 from deepactors.errors import ConfigurationError
+from deepactors.interrupts import END_PENDING
 from deepactors.models import FunctionModel, ModelRequest
 from deepactors.persistence import MemoryCheckpointer
 
@@ -200,6 +201,28 @@ async def test_interrupt_before_a_guarded_call_then_each_decision(
     if decision["type"] == "edit":
         ai = next(m for m in done["messages"] if isinstance(m, AssistantMessage) and m.tool_calls)
         assert ai.tool_calls[0].args["text"] == "edited"
+
+
+async def test_ending_the_pending_work_answers_the_calls_without_a_model_call() -> None:
+    # LangGraph's Command(goto=END): whatever the requests allow.
+    agent = guarded(
+        checkpointer=MemoryCheckpointer(),
+        script=[TWO_CALLS],  # a second model call would find no answer
+        interrupt_on={"note": {"allowed_decisions": ["approve"]}},
+    )
+    first = await agent.ainvoke("go", thread_id="h")
+    assert first["__interrupt__"]
+    done = await agent.ainvoke(Command(resume=END_PENDING), thread_id="h")
+    assert "__interrupt__" not in done
+    ended = done["messages"][-1]
+    assert isinstance(ended, ToolMessage)
+    assert (ended.name, ended.status) == ("note", "error")
+    assert ended.text == "Not run: the thread's pending work was ended (goto __end__)."
+    assert done["files"] == {}
+    state = await agent.aget_state("h")
+    assert state.interrupts == ()
+    with pytest.raises(InputError, match="not waiting"):
+        await agent.ainvoke(Command(resume=END_PENDING), thread_id="h")
 
 
 async def test_allowed_decisions_are_enforced_and_counted() -> None:
