@@ -4,7 +4,7 @@ remote ones (deepagents' ``AsyncSubAgent`` shape) made into their specs here."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -46,6 +46,7 @@ class SubAgentConfig(BaseModel):
     permissions: Sequence[FilesystemPermission] | None = None
     mcp_servers: Mapping[str, Any] | None = None
     background: bool = False
+    mode: Literal["isolated", "fork"] = "isolated"
     graph_id: str | None = Field(None, min_length=1)
     url: str | None = Field(None, min_length=1)
     headers: Mapping[str, str] | None = None

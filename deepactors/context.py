@@ -250,6 +250,8 @@ class RunContext:
         loop_thread: The OS thread of the event loop the run is on.
         budget: The budget ledger this run's calls draw from: the tree's, or a
             subagent's own one inside it; ``None`` when nothing is budgeted.
+        system_prompt: The agent's system prompt (as its spec builds it), so a
+            forked subagent can start from it.
         inbox: Messages sent to this actor while it runs (a background
             subagent's), read as user messages before each model call; None
             when nothing can reach it.
@@ -273,6 +275,7 @@ class RunContext:
     step: int = 0
     loop_thread: int = field(default_factory=threading.get_ident)
     budget: BudgetLedger | None = None
+    system_prompt: str | None = None
     inbox: Inbox | None = None
     _locals: dict[RunKey[Any], Any] = field(default_factory=dict, init=False, repr=False)
 

@@ -5,6 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._factory_parts import (
+    DEFAULT_PROMPT,
+    ModelCache,
+    Parts,
+    answer_layer,
+    build_spec,
+    tool_sources,
+)
 from ._subagent_config import read_subagent_config, remote_spec
 from .actors import AgentSpec
 from .agent import DeepAgent
@@ -22,21 +30,18 @@ from .middleware import (
     GENERAL_PURPOSE_DESCRIPTION,
     GENERAL_PURPOSE_PROMPT,
     AgentMiddleware,
-    AnthropicPromptCachingMiddleware,
     AsyncSubAgentMiddleware,
     FilesystemMiddleware,
     FilesystemPermissionMiddleware,
     HumanInTheLoopMiddleware,
     ModelRetryMiddleware,
-    StructuredOutputMiddleware,
     SubAgentMiddleware,
     SubAgentSpec,
     TodoListMiddleware,
     context_stack,
 )
-from .models import ChatModel, SupportsPromptCaching, resolve_model
-from .state import Channel, default_channels
-from .tools import Tool, ToolLike, _is_langchain_tool, as_tool, as_tools
+from .models import ChatModel
+from .tools import Tool, ToolLike
 
 if TYPE_CHECKING:
     from .backends import Backend
@@ -44,10 +49,6 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_PROMPT", "create_deep_agent"]
 
-DEFAULT_PROMPT = (
-    "You are a capable assistant that works step by step: plan longer tasks, use your "
-    "tools to do the work rather than guessing, and finish with a clear answer."
-)
 
 SubAgentLike = Mapping[str, Any] | SubAgentSpec
 
@@ -142,22 +143,17 @@ def create_deep_agent(
     Raises:
         ConfigurationError: A bad argument, or one whose feature is not available.
     """
-    if interrupt_on and checkpointer is None:
-        raise ConfigurationError(
-            "interrupt_on needs a checkpointer: an interrupted run is continued from its "
-            "saved thread (for example checkpointer=MemoryCheckpointer())"
-        )
     rules = PermissionRules(permissions) if permissions else None
     # The tail runs innermost: a retry repeats only the model call, and the human
     # decides on the exact call that would run.
     tail: list[AgentMiddleware] = [ModelRetryMiddleware()]
     if interrupt_on:
         tail.append(HumanInTheLoopMiddleware(interrupt_on))
-    models = _ModelCache()
+    models = ModelCache()
     resolved = models.resolve(model)
-    user_tools, mcp = _tool_sources(tools, mcp_servers)
+    user_tools, mcp = tool_sources(tools, mcp_servers)
     backend = backend if backend is not None else StateBackend()
-    parts = _Parts(
+    parts = Parts(
         tools=user_tools,
         backend=backend,
         store=store,
@@ -185,11 +181,11 @@ def create_deep_agent(
     ]
     # Summarization, patching, skills, caching and memory around the user's (deepagents' order).
     stack = context_stack(defaults, middleware, model=resolved, skills=skills, memory=memory)
-    spec = _build_spec(
+    spec = build_spec(
         model=resolved,
         tools=user_tools,
         system_prompt=system_prompt,
-        stack=[*stack, *_answer(response_format, resolved), *tail, *guard],
+        stack=[*stack, *answer_layer(response_format, resolved), *tail, *guard],
         parts=parts,
         backend=own_backend,
         name=name,
@@ -254,24 +250,8 @@ def _tree(root: AgentSpec) -> list[AgentSpec]:
     return out
 
 
-def _tool_sources(items: Any, mcp_servers: Any) -> tuple[list[Tool], list[AgentMiddleware]]:
-    # LangChain tools become Tools first: what is neither Tool nor callable is an MCP server.
-    items = [as_tool(t) if _is_langchain_tool(t) else t for t in items or ()]
-    if mcp_servers or not all(isinstance(t, Tool) or callable(t) for t in items or ()):
-        from .mcp import tool_sources  # an optional integration: imported only when used
-
-        return tool_sources(items, mcp_servers)
-    return as_tools(items), []
-
-
-def _answer(response_format: Any, model: ChatModel) -> list[AgentMiddleware]:
-    if response_format is None:
-        return []
-    return [StructuredOutputMiddleware(response_format, model=model)]
-
-
 def _guarded(
-    backend: Backend, rules: PermissionRules | None, parts: _Parts
+    backend: Backend, rules: PermissionRules | None, parts: Parts
 ) -> tuple[Backend, list[AgentMiddleware]]:
     """The backend under ``rules`` (deny), and the middleware that asks (interrupt)."""
     if rules is None:
@@ -279,113 +259,14 @@ def _guarded(
     check_execute(rules, backend)
     if not rules.has_interrupt:
         return PermissionedBackend(backend, rules), []
-    if not parts.saves:
-        raise ConfigurationError(
-            "a permission with mode='interrupt' needs a checkpointer: the run stops for a "
-            "human and is continued from its saved thread"
-        )
     return PermissionedBackend(backend, rules), [FilesystemPermissionMiddleware(rules)]
-
-
-class _Parts:
-    """What every agent of one tree is built with (the parent's, unless a child overrides)."""
-
-    __slots__ = (
-        "backend",
-        "checkpointer",
-        "debug",
-        "max_steps",
-        "mcp",
-        "models",
-        "rules",
-        "saves",
-        "store",
-        "tail",
-        "tools",
-    )
-
-    def __init__(
-        self,
-        *,
-        tools: Sequence[Tool],
-        backend: Backend,
-        store: Store | None,
-        debug: bool,
-        max_steps: int,
-        tail: Sequence[AgentMiddleware],
-        models: _ModelCache,
-        checkpointer: Checkpointer | None,
-        rules: PermissionRules | None,
-        saves: bool,
-        mcp: Sequence[AgentMiddleware] = (),
-    ) -> None:
-        self.checkpointer = checkpointer
-        self.mcp = mcp  # MCP servers' tools: inherited with the tools
-        self.tools = tools
-        self.backend = backend  # unguarded: a subagent may bring its own permissions
-        self.store = store
-        self.debug = debug
-        self.max_steps = max_steps
-        self.tail = tail
-        self.models = models
-        self.rules = rules
-        self.saves = saves
-
-
-def _build_spec(
-    *,
-    model: ChatModel,
-    tools: Sequence[Tool],
-    system_prompt: str | None,
-    stack: Sequence[AgentMiddleware],
-    parts: _Parts,
-    backend: Backend,
-    name: str | None,
-    checkpointer: Checkpointer | None = None,
-    context_schema: Any = None,
-) -> AgentSpec:
-    if not (isinstance(model, SupportsPromptCaching) and model.prompt_caching):
-        # Cache hints are for Claude; for any other model the layer would only
-        # copy each request, on the hot path, for nothing.
-        stack = [mw for mw in stack if type(mw) is not AnthropicPromptCachingMiddleware]
-    all_tools = {t.name: t for t in tools}
-    declared: dict[str, Channel] = {}
-    prompt_parts = [system_prompt or DEFAULT_PROMPT]
-    for mw in stack:
-        for t in mw.tools:
-            if t.name in all_tools:
-                raise ConfigurationError(
-                    f"tool {t.name!r} of {mw.name} clashes with another tool of that name"
-                )
-            all_tools[t.name] = t
-        for key, ch in mw.channels.items():
-            declared.setdefault(key, ch)
-        if mw.system_prompt:
-            prompt_parts.append(mw.system_prompt)
-    # A middleware's channel replaces a built-in one of the same name (the
-    # structured answer's channel knows how to read its type back from JSON).
-    channels: dict[str, Channel] = {**default_channels(), **declared}
-    return AgentSpec(
-        name=name or "main",
-        model=model,
-        tools=all_tools,
-        system_prompt="\n\n".join(prompt_parts),
-        middleware=tuple(stack),
-        channels=channels,
-        max_steps=parts.max_steps,
-        debug=parts.debug,
-        backend=backend,
-        store=parts.store,
-        checkpointer=checkpointer,
-        context_schema=context_schema,
-    )
 
 
 def _subagent_specs(
     items: Sequence[SubAgentLike],
     *,
     model: ChatModel,
-    parts: _Parts,
+    parts: Parts,
     skills: Sequence[str] | None = None,
 ) -> list[SubAgentSpec]:
     """Subagent specs from the user's dicts, plus ``general-purpose`` unless replaced."""
@@ -417,7 +298,7 @@ def _subagent_specs(
             rules = parts.rules
             if config.permissions is not None:
                 rules = PermissionRules(config.permissions) if config.permissions else None
-            own = _tool_sources(config.tools, config.mcp_servers)
+            own = tool_sources(config.tools, config.mcp_servers)
             inherit = config.tools is None
             tools_of, mcp = (parts.tools, [*parts.mcp, *own[1]]) if inherit else own
             spec = _child_spec(
@@ -440,6 +321,7 @@ def _subagent_specs(
                 timeout=config.timeout,
                 budget=config.budget,
                 background=config.background,
+                mode=config.mode,
             )
         )
     if not any(s.name == GENERAL_PURPOSE for s in specs):
@@ -466,7 +348,7 @@ def _child_spec(
     model: ChatModel,
     tools: Sequence[Tool],
     extra: Sequence[AgentMiddleware],
-    parts: _Parts,
+    parts: Parts,
     rules: PermissionRules | None,
     response_format: Any = None,
     interrupt_on: Mapping[str, Any] | None = None,
@@ -486,18 +368,14 @@ def _child_spec(
     if interrupt_on is not None:
         tail = [mw for mw in tail if not isinstance(mw, HumanInTheLoopMiddleware)]
         if any(interrupt_on.values()):
-            if parts.checkpointer is None:
-                raise ConfigurationError(
-                    f"subagent {name!r}: interrupt_on needs a checkpointer on the agent"
-                )
             tail.append(HumanInTheLoopMiddleware(interrupt_on))
     stack = [
         *context_stack(defaults, extra, model=model, skills=skills),
-        *_answer(response_format, model),
+        *answer_layer(response_format, model),
         *tail,
         *guard,
     ]
-    return _build_spec(
+    return build_spec(
         model=model,
         tools=tools,
         system_prompt=prompt,
@@ -506,22 +384,3 @@ def _child_spec(
         backend=backend,
         name=name,
     )
-
-
-class _ModelCache:
-    """Resolves model strings once per agent tree.
-
-    A subagent naming the same ``"anthropic:..."`` string as its parent gets the
-    same model object, so they share its client and its request limiter.
-    """
-
-    def __init__(self) -> None:
-        self._models: dict[str, ChatModel] = {}
-
-    def resolve(self, model: str | ChatModel | None) -> ChatModel:
-        if model is not None and not isinstance(model, str):
-            return resolve_model(model)
-        key = model or ""
-        if key not in self._models:
-            self._models[key] = resolve_model(model)
-        return self._models[key]

@@ -19,8 +19,9 @@ background subagents), a mailbox comes with the sender that needs it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
@@ -30,7 +31,7 @@ from ..budget import Budget
 from ..context import Inbox, RunContext, TreeSlot
 from ..filediff import FileDiff, FileRecord, diff_files
 from ..interrupts import ActionRequest, Interrupt
-from ..messages import AssistantMessage, Usage, UserMessage
+from ..messages import AssistantMessage, Message, Usage, UserMessage
 from ..state import State
 from ._loop import run_loop
 from ._session import child_session
@@ -122,6 +123,8 @@ def run_child(
     tree_limiter: anyio.Semaphore | None = None,
     budget: Budget | None = None,
     inbox: Inbox | None = None,
+    history: Sequence[Message] = (),
+    system_prompt: str | None = None,
 ) -> Awaitable[ChildOutcome]:
     """Run the agent ``spec`` as a child actor of ``parent``; await its reply.
 
@@ -129,18 +132,39 @@ def run_child(
     parent's own cap is its tool step's). ``budget`` is the child's own, inside
     its parent's. ``inbox`` carries messages sent to the child while it works
     (read before its next model call; one that arrives as it finishes starts
-    another turn). ``timeout`` covers the wait for a slot of the tree's cap too.
+    another turn). A forked child starts from ``history`` (its parent's
+    conversation) under ``system_prompt`` (its parent's) instead of a clean
+    context. ``timeout`` covers the wait for a slot of the tree's cap too.
     Past it, the child and everything under it are cancelled and the outcome is
     ``timed_out``; its file changes are dropped whole.
 
     Returns the child itself to await, not a coroutine around it: one frame
     less per child, for as long as it runs.
     """
-    child = _child(spec, description, path, label, parent, files, tree_limiter, budget, inbox)
+    if system_prompt is not None and system_prompt != spec.system_prompt:
+        spec = _prompted(spec, system_prompt)
+    child = _child(
+        spec, description, path, label, parent, files, tree_limiter, budget, inbox, history
+    )
     if timeout is None:
         # No scope at all without a timeout: on trio each one costs, times N children.
         return child
     return _within(child, timeout, path)
+
+
+_PROMPTED: dict[tuple[int, str], tuple[AgentSpec, AgentSpec]] = {}
+
+
+def _prompted(spec: AgentSpec, system_prompt: str) -> AgentSpec:
+    """``spec`` under another system prompt, made once per pair (a fork's parent prompt).
+
+    Both are kept: the key's ``id`` stays the spec's while the entry lives.
+    """
+    key = (id(spec), system_prompt)
+    found = _PROMPTED.get(key)
+    if found is None:
+        found = _PROMPTED[key] = (spec, dataclasses.replace(spec, system_prompt=system_prompt))
+    return found[1]
 
 
 async def _within(child: Awaitable[ChildOutcome], timeout: float, path: str) -> ChildOutcome:
@@ -166,6 +190,7 @@ async def _child(
     tree_limiter: anyio.Semaphore | None,
     budget: Budget | None,
     inbox: Inbox | None = None,
+    history: Sequence[Message] = (),
 ) -> ChildOutcome:
     """The child actor: wait for its slots, run its one order, reply."""
     lender = parent.slot
@@ -184,6 +209,8 @@ async def _child(
         state, run = session.state, session.run
         run.inbox = inbox
         if not session.resumed:
+            for message in history:
+                state.add_message(message)
             state.add_message(UserMessage(content=description))
         try:
             await run_loop(spec, state, run)

@@ -84,6 +84,7 @@ def _new_run(
         tool_names=spec.tools,
         slot=slot,
         budget=budget,
+        system_prompt=spec.system_prompt,
     )
 
 

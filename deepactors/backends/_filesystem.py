@@ -100,8 +100,7 @@ class FilesystemBackend(FilesOnly):
     concurrent edits do not lose updates, and an ``expected_version`` is checked
     under the same lock as the write.
 
-    ``grep`` uses ripgrep when it is on ``PATH`` and Python otherwise, with
-    identical results.
+    ``grep`` uses ripgrep when it is on ``PATH``, else Python: identical results.
 
     Args:
         root: The folder that is ``/``. Until it exists it reads as an empty

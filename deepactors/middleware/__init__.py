@@ -41,6 +41,7 @@ from ._structured import ResponseFormat as ResponseFormat
 from ._structured import StructuredOutputMiddleware as StructuredOutputMiddleware
 from ._structured import ToolStrategy as ToolStrategy
 from ._subagents import DEFAULT_MAX_CONCURRENT_SUBAGENTS as DEFAULT_MAX_CONCURRENT_SUBAGENTS
+from ._subagents import FORK_PREAMBLE as FORK_PREAMBLE
 from ._subagents import GENERAL_PURPOSE as GENERAL_PURPOSE
 from ._subagents import GENERAL_PURPOSE_DESCRIPTION as GENERAL_PURPOSE_DESCRIPTION
 from ._subagents import GENERAL_PURPOSE_PROMPT as GENERAL_PURPOSE_PROMPT
@@ -56,6 +57,7 @@ from ._tool_retry import ToolRetryMiddleware as ToolRetryMiddleware
 __all__ = [
     "DEFAULT_MAX_BACKGROUND_TASKS",
     "DEFAULT_MAX_CONCURRENT_SUBAGENTS",
+    "FORK_PREAMBLE",
     "GENERAL_PURPOSE",
     "GENERAL_PURPOSE_DESCRIPTION",
     "GENERAL_PURPOSE_PROMPT",

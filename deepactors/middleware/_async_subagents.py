@@ -39,7 +39,7 @@ from ..hooks import AgentMiddleware, HookResult
 from ..messages import AssistantMessage, UserMessage, new_id
 from ..state import Channel, State
 from ..tools import Command, Tool, tool
-from ._subagents import SubAgentSpec
+from ._subagents import FORK_PREAMBLE, SubAgentSpec, fork_history
 
 __all__ = ["DEFAULT_MAX_BACKGROUND_TASKS", "AsyncSubAgentMiddleware", "OnLost", "OnRunEnd"]
 
@@ -227,16 +227,22 @@ class AsyncSubAgentMiddleware(AgentMiddleware):
         state: State,
         run: RunContext,
         tasks: BackgroundTasks,
+        call_id: str = "",
     ) -> None:
         files = dict(state.files)  # the snapshot its diff is taken against
         agent = spec.agent
         label = task.path.rsplit("/", 1)[-1].split(":", 1)[0]
+        fork = spec.mode == "fork"
+        # A fork starts from the conversation before the turn that started it
+        # (a restarted one: from the conversation as it is then).
+        history = fork_history(state.messages, call_id) if fork else []
+        brief = FORK_PREAMBLE + task.description if fork else task.description
 
         def runner(parent: RunContext, inbox: Inbox) -> Awaitable[ChildOutcome]:
             if isinstance(agent, AgentSpec):
                 return run_child(
                     agent,
-                    description=task.description,
+                    description=brief,
                     path=task.path,
                     label=label,
                     parent=parent,
@@ -244,6 +250,8 @@ class AsyncSubAgentMiddleware(AgentMiddleware):
                     timeout=spec.timeout,
                     budget=spec.budget,
                     inbox=inbox,
+                    history=history,
+                    system_prompt=parent.system_prompt if fork else None,
                 )
             return agent.run_child(
                 description=task.description,
@@ -307,7 +315,7 @@ class AsyncSubAgentMiddleware(AgentMiddleware):
                         call_id=runtime.tool_call_id,
                     )
                 )
-            middleware._start(task, spec, runtime.state, run, tasks)
+            middleware._start(task, spec, runtime.state, run, tasks, runtime.tool_call_id)
             return Command(
                 update={"async_tasks": {task_id: task.record()}},
                 result=f"Launched async subagent. task_id: {task_id}",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import assert_never
+from typing import Literal, assert_never
 
 import anyio
 
@@ -28,19 +28,21 @@ from ..events import (
 )
 from ..hooks import AgentMiddleware
 from ..interrupts import Interrupt
-from ..messages import AssistantMessage
+from ..messages import AssistantMessage, Message
 from ..models import ChatModel, SupportsAclose
 from ..state import State
 from ..tools import Command, Tool, tool
 
 __all__ = [
     "DEFAULT_MAX_CONCURRENT_SUBAGENTS",
+    "FORK_PREAMBLE",
     "GENERAL_PURPOSE",
     "GENERAL_PURPOSE_DESCRIPTION",
     "GENERAL_PURPOSE_PROMPT",
     "SubAgentMiddleware",
     "SubAgentSpec",
     "aclose_tree_models",
+    "fork_history",
     "tree_models",
 ]
 
@@ -85,6 +87,26 @@ Available subagent types:
 Several `task` calls in one turn run at the same time."""
 
 
+FORK_PREAMBLE = (
+    "You are a fork of the agent whose conversation is above: you share its context and "
+    "instructions, but not its tools for delegating. Do only the task below, then reply "
+    "with a complete final answer: it is all the agent that forked you will see of your "
+    "work.\n\nYour task: "
+)
+
+
+def fork_history(messages: Sequence[Message], call_id: str) -> list[Message]:
+    """The parent's conversation a forked child starts from: everything before the
+    model turn that made call ``call_id`` (that turn's calls have no results yet)."""
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        if isinstance(message, AssistantMessage) and any(
+            c.id == call_id for c in message.tool_calls
+        ):
+            return list(messages[:i])
+    return list(messages)
+
+
 class _TaskLabels:
     """A run's ``task-<n>`` labels, numbered along the thread's history."""
 
@@ -116,6 +138,10 @@ class SubAgentSpec:
             against the budgets above too.
         background: Started only in the background (``start_async_task``,
             see :class:`AsyncSubAgentMiddleware`), never by ``task``.
+        mode: ``isolated`` (default): the child starts from the brief alone.
+            ``fork``: it starts from its parent's conversation and system
+            prompt, the brief as the next message (deepagents' fork mode):
+            for work that needs what the parent knows. A local agent only.
     """
 
     name: str
@@ -124,6 +150,17 @@ class SubAgentSpec:
     timeout: float | None = None
     budget: Budget | None = None
     background: bool = False
+    mode: Literal["isolated", "fork"] = "isolated"
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("isolated", "fork"):
+            raise ConfigurationError(
+                f"subagent {self.name!r}: mode must be 'isolated' or 'fork', not {self.mode!r}"
+            )
+        if self.mode == "fork" and not isinstance(self.agent, AgentSpec):
+            raise ConfigurationError(
+                f"subagent {self.name!r}: only a local agent can be forked (mode='fork')"
+            )
 
 
 class SubAgentMiddleware(AgentMiddleware):
@@ -237,9 +274,10 @@ class SubAgentMiddleware(AgentMiddleware):
             )
         agent = spec.agent
         if isinstance(agent, AgentSpec):
+            fork = spec.mode == "fork"
             outcome = await run_child(
                 agent,
-                description=description,
+                description=FORK_PREAMBLE + description if fork else description,
                 path=child_path,
                 label=label,
                 parent=run,
@@ -247,6 +285,8 @@ class SubAgentMiddleware(AgentMiddleware):
                 timeout=spec.timeout,
                 tree_limiter=self._tree_limiter(run),
                 budget=spec.budget,
+                history=fork_history(rt.state.messages, rt.tool_call_id) if fork else (),
+                system_prompt=run.system_prompt if fork else None,
             )
         else:
             outcome = await agent.run_child(

@@ -90,6 +90,29 @@ def test_db_wins_over_a_modules_own_memory_checkpointer(loop: str, tmp_path: Pat
     )
 
 
+def test_an_agent_with_interrupt_on_and_no_checkpointer_is_served_with_the_servers(
+    loop: str, tmp_path: Path
+) -> None:
+    # create_deep_agent(interrupt_on=...) with no checkpointer builds; served,
+    # it has the server's (--db's: the approval survives a restart).
+    module = AGENT_MODULE.replace("    checkpointer=MemoryCheckpointer(),\n", "")
+    assert "checkpointer=" not in module
+    (tmp_path / "bare_app.py").write_text(module)
+    args = ["bare_app:agent", "--db", "threads.db", "--loop", loop]
+    with serving(args, tmp_path) as url, get_sync_client(url=url) as client:
+        thread_id = client.threads.create()["thread_id"]
+        stopped = client.runs.wait(thread_id, "agent", input=_say("email bob"))
+        assert stopped["__interrupt__"]
+    with serving(args, tmp_path) as url, get_sync_client(url=url) as client:
+        assert client.threads.get_state(thread_id)["next"] == ["tools"]
+        values = client.runs.wait(
+            thread_id, "agent", command={"resume": {"decisions": [{"type": "approve"}]}}
+        )
+        assert values["messages"][-1]["content"] == "sent: sent to bob: email bob"
+    logs = "".join(p.read_text() for p in tmp_path.glob("serve-*.log"))
+    assert "checkpointer replaced" not in logs
+
+
 def test_a_bad_langgraph_json_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("sys.path", list(__import__("sys").path))

@@ -62,7 +62,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("remote",),
     ("middleware._subagents", "middleware"),
     ("agent", "mcp"),
-    ("factory", "demo", "_subagent_config", "langchain"),
+    ("factory", "_factory_parts", "demo", "_subagent_config", "langchain"),
     ("server",),
     ("cli", "__main__", "__init__"),
 ]

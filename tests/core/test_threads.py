@@ -243,9 +243,45 @@ async def test_allowed_decisions_are_enforced_and_counted() -> None:
         await agent.ainvoke(Command(resume=[{"type": "approve"}]), thread_id="h")
 
 
-async def test_interrupt_on_needs_a_checkpointer() -> None:
-    with pytest.raises(ConfigurationError, match="checkpointer"):
-        create_deep_agent(FunctionModel(lambda r: "x"), interrupt_on={"note": True})
+async def test_interrupt_on_builds_without_a_checkpointer_and_refuses_to_run_without_one() -> None:
+    calls: list[object] = []
+
+    def model(request: object) -> str:
+        calls.append(request)
+        return "x"
+
+    # Built (a server gives it its checkpointer); run without one, refused
+    # before its first model call, naming the ways to give it one.
+    agent = create_deep_agent(FunctionModel(model), tools=[note], interrupt_on={"note": True})
+    with pytest.raises(ConfigurationError, match="interrupt_on") as refused:
+        await agent.ainvoke({"messages": [{"role": "user", "content": "hi"}]})
+    assert "checkpointer=MemoryCheckpointer()" in str(refused.value)
+    assert "deepactors serve" in str(refused.value)
+    assert calls == []
+
+    # A subagent's own interrupt_on: refused when that subagent starts, and
+    # the parent's model is told why.
+    def delegate(request: ModelRequest) -> AssistantMessage:
+        last = request.messages[-1]
+        if isinstance(last, ToolMessage):
+            return AssistantMessage(content=last.text)
+        return AssistantMessage(
+            tool_calls=[ToolCall(name="task", args={"description": "go", "subagent_type": "r"})]
+        )
+
+    sub = {"name": "r", "description": "d", "system_prompt": "s", "interrupt_on": {"note": True}}
+    helper = create_deep_agent(FunctionModel(delegate), tools=[note], subagents=[sub])
+    told = await helper.ainvoke({"messages": [{"role": "user", "content": "hi"}]})
+    assert "checkpointer=MemoryCheckpointer()" in told["messages"][-1].text
+    # With one, the same agent runs.
+    saved = create_deep_agent(
+        FunctionModel(model),
+        tools=[note],
+        interrupt_on={"note": True},
+        checkpointer=MemoryCheckpointer(),
+    )
+    done = await saved.ainvoke({"messages": [{"role": "user", "content": "hi"}]}, thread_id="t")
+    assert done["messages"][-1].text == "x"
 
 
 @pytest.mark.parametrize(

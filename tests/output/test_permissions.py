@@ -213,10 +213,11 @@ async def test_interrupt_rules_ask_a_human_through_the_hitl_machinery() -> None:
     assert done["messages"][-1].text == "done"
 
 
-def test_interrupt_rules_need_a_checkpointer() -> None:
+async def test_interrupt_rules_build_without_a_checkpointer_but_do_not_run() -> None:
     rules = [FilesystemPermission(operations=["read"], paths=["/x/**"], mode="interrupt")]
-    with pytest.raises(ConfigurationError, match="checkpointer"):
-        create_deep_agent(ScriptedModel(["x"]), permissions=rules)
+    agent = create_deep_agent(ScriptedModel(["x"]), permissions=rules)
+    with pytest.raises(ConfigurationError, match=r"mode='interrupt'.*checkpointer"):
+        await agent.ainvoke({"messages": [{"role": "user", "content": "hi"}]})
 
 
 async def test_execute_is_refused_unless_every_rule_lies_under_a_composite_route(
