@@ -41,7 +41,9 @@ from ._views import (
 
 __all__ = ["STREAM_MODES", "LangGraphStream", "StreamMode", "StreamPart", "parse_stream_modes"]
 
-StreamMode: TypeAlias = Literal["values", "updates", "messages", "custom", "events", "debug"]
+StreamMode: TypeAlias = Literal[
+    "values", "updates", "messages", "custom", "events", "debug", "events-lite"
+]
 STREAM_MODES: tuple[StreamMode, ...] = (
     "values",
     "updates",
@@ -49,8 +51,13 @@ STREAM_MODES: tuple[StreamMode, ...] = (
     "custom",
     "events",
     "debug",
+    "events-lite",
 )
-"""Modes :class:`LangGraphStream` produces (``messages-tuple`` is read as ``messages``)."""
+"""Modes :class:`LangGraphStream` produces (``messages-tuple`` is read as ``messages``).
+
+``events-lite`` is ``events`` without :class:`~deepactors.events.StateUpdated`, whose
+values are an actor's whole state at every update: what a remote subagent's parent
+relays (:mod:`deepactors.remote`), at a cost that does not grow with the state."""
 
 
 class StreamPart(NamedTuple):
@@ -153,6 +160,8 @@ class LangGraphStream:
         if "events" in self.modes or "debug" in self.modes:
             data = event_to_json(event)
             out.extend(StreamPart(ns, m, data) for m in ("events", "debug") if m in self.modes)
+        if "events-lite" in self.modes and not isinstance(event, StateUpdated):
+            out.append(StreamPart(ns, "events-lite", event_to_json(event)))
         match event:
             case StateUpdated():
                 out.extend(self._state(ns, event))

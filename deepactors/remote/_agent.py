@@ -270,7 +270,7 @@ class _RemoteChild:
         body: dict[str, Any] = {
             "assistant_id": agent.graph_id,
             "input": _input(texts, sent),
-            "stream_mode": _modes(kind, listening),
+            "stream_mode": _modes(kind, listening, conn.server.lite),
             "stream_subgraphs": listening and kind == "deepactors",
             "on_disconnect": "cancel",
             "if_not_exists": "create",
@@ -303,10 +303,17 @@ class _RemoteChild:
             stream = stream_run(
                 conn, path, body, on_run=on_run, on_part=on_part, extra_headers=outgoing_headers()
             )
-            if inbox is None:
-                await stream
-            else:
-                await _until_message(stream, inbox)
+            try:
+                if inbox is None:
+                    await stream
+                else:
+                    await _until_message(stream, inbox)
+            except RemoteFailure as exc:
+                if exc.status != 422 or body["stream_mode"] != ["events-lite"] or run:
+                    raise
+                conn.server.lite = False  # an older deepactors server: all its events
+                body["stream_mode"] = ["events"]
+                continue
             if inbox is None or not inbox.pending:
                 return
             # A message came while it worked (or as it finished): a new run on
@@ -415,11 +422,15 @@ def _time_left() -> float | None:
     return max(0.0, deadline - anyio.current_time())
 
 
-def _modes(kind: str, listening: bool) -> list[str]:
+def _modes(kind: str, listening: bool, lite: bool) -> list[str]:
     """What to stream: the typed events when someone listens, else as little as can be."""
     if not listening:
         return ["custom"]  # (nothing is cheaper that both servers take)
-    return ["events"] if kind == "deepactors" else ["updates", "custom"]
+    if kind == "deepactors":
+        # Without the state updates, which the relay drops: their values are
+        # the child's whole state (the parent's files with it) at every step.
+        return ["events-lite"] if lite else ["events"]
+    return ["updates", "custom"]
 
 
 def _input(texts: list[str], files: Mapping[str, FileRecord] | None) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """A remote child's stream parts as the parent's typed events, under the child's actor path.
 
 A deepactors server streams every event of a run as JSON in its ``events``
-mode (:func:`deepactors.lc_views.event_to_json`); :class:`EventRelay` turns
+mode (:func:`deepactors.lc_views.event_to_json`), and all but the state
+updates in its ``events-lite`` mode, which a remote child asks for; :class:`EventRelay` turns
 each back into its :mod:`deepactors.events` class, with its path moved under
 the child's (the remote root ``main`` becomes ``main/task-2:remote``, and its
 subagent ``main/task-1:x`` becomes ``main/task-2:remote/task-1:x``).
@@ -73,7 +74,7 @@ class EventRelay:
     def part(self, mode: str, data: Any, run_id: str) -> None:
         """One stream part of the remote run ``run_id``."""
         match mode:
-            case "events":
+            case "events" | "events-lite":
                 self._event(data)
             case "custom":
                 self._emit(ev.CustomEvent(path=self._path, run_id=run_id, data=data))

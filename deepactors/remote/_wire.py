@@ -42,7 +42,15 @@ _BUSY_BACKOFF_CAP = 2.0
 
 
 class RemoteFailure(Exception):
-    """A remote call failed; ``str()`` is what the parent's model is told."""
+    """A remote call failed; ``str()`` is what the parent's model is told.
+
+    Attributes:
+        status: The HTTP status the server answered with, if it answered one.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 CHILDREN_PER_CLIENT = 8
@@ -71,6 +79,9 @@ class Server:
     active: list[int] = field(default_factory=list)
     kind: ServerKind | None = None
     probing: anyio.Event | None = None
+    # Whether it streams events-lite (a deepactors server older than that
+    # mode refuses it with a 422: then events, state updates and all).
+    lite: bool = True
 
     def lease(self) -> Connection:
         """A connection for one child: on the least busy client, a new one if all are full."""
@@ -153,7 +164,10 @@ class Connection:
             raise RemoteFailure(_transport_error(self.url, method, path, exc)) from None
         raw = response.content
         if response.status_code >= 400:
-            raise RemoteFailure(_status_error(self.url, method, path, response.status_code, raw))
+            raise RemoteFailure(
+                _status_error(self.url, method, path, response.status_code, raw),
+                status=response.status_code,
+            )
         if not raw:
             return None
         try:
@@ -234,7 +248,9 @@ async def _read_stream(
     url = conn.url
     if res.status_code >= 400:
         raw = await res.aread()
-        raise RemoteFailure(_status_error(url, "POST", path, res.status_code, raw))
+        raise RemoteFailure(
+            _status_error(url, "POST", path, res.status_code, raw), status=res.status_code
+        )
     kind = res.headers.get("content-type", "").partition(";")[0].strip()
     if kind != "text/event-stream":
         raw = await res.aread()

@@ -127,3 +127,20 @@ def test_a_bad_url_is_refused_when_the_agent_is_made(bad: str) -> None:
 
     with pytest.raises(ConfigurationError, match="url"):
         parent([remote("r", bad)])
+
+
+def test_the_server_streams_events_lite_without_state_updates(server: str) -> None:
+    # What a remote child asks for: every typed event but the state updates,
+    # whose values are the child's whole state (its parent's files with it).
+    from langgraph_sdk import get_sync_client
+
+    order = {"messages": [{"role": "user", "content": "write /a.md x"}], "files": {"/b.md": "b"}}
+    names: dict[str, list[str]] = {}
+    with get_sync_client(url=server, api_key=None) as client:
+        for mode in ("events", "events-lite"):
+            thread = client.threads.create()["thread_id"]
+            parts = client.runs.stream(thread, "agent", input=order, stream_mode=mode)
+            names[mode] = [p.data["event"] for p in parts if p.event == mode]
+    assert "state_updated" in names["events"]
+    assert "state_updated" not in names["events-lite"]
+    assert names["events-lite"] == [n for n in names["events"] if n != "state_updated"]
