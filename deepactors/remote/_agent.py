@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +42,7 @@ from ..tracing import outgoing_headers
 from ._events import EventRelay
 from ._limits import charge, limits_config, remaining_budget
 from ._outcome import answer_of, file_changes, interrupt_note, spent_of
-from ._wire import Connection, RemoteFailure, Server, open_server, stream_run
+from ._wire import Connection, RemoteFailure, Server, open_server, stream_run, wait_run
 
 __all__ = [
     "DEFAULT_CANCEL_TIMEOUT",
@@ -211,6 +211,7 @@ class _RemoteChild:
     inbox: Inbox | None
     thread_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     runs: list[str] = field(default_factory=list)
+    final: Mapping[str, Any] | None = None  # the last run's values, when waited for
 
     async def run(self) -> ChildOutcome:
         agent = self.agent
@@ -221,7 +222,7 @@ class _RemoteChild:
             try:
                 await self._follow(conn, sent)
                 usage, spent = await self._ended(conn)
-                state = await conn.call("GET", f"/threads/{self.thread_id}/state")
+                state = await self._state(conn)
             except anyio.get_cancelled_exc_class():
                 with anyio.CancelScope(shield=True), anyio.move_on_after(agent.cancel_timeout):
                     await self._cancel(conn)
@@ -270,12 +271,13 @@ class _RemoteChild:
         body: dict[str, Any] = {
             "assistant_id": agent.graph_id,
             "input": _input(texts, sent),
-            "stream_mode": _modes(kind, listening, conn.server.lite),
-            "stream_subgraphs": listening and kind == "deepactors",
             "on_disconnect": "cancel",
             "if_not_exists": "create",
             "metadata": {"parent_path": parent.path, "parent_run_id": parent.run_id},
         }
+        if listening:  # (else the run's final values are waited for: no stream)
+            body["stream_mode"] = _modes(kind, conn.server.lite)
+            body["stream_subgraphs"] = kind == "deepactors"
         path = f"/threads/{self.thread_id}/runs/stream"
         while True:
             limits = limits_config(_time_left(), remaining_budget(parent.budget, self.budget))
@@ -300,16 +302,20 @@ class _RemoteChild:
 
             # The run's request carries the trace context (traceparent) of the
             # `task` call that made it: the remote run continues the parent's trace.
-            stream = stream_run(
-                conn, path, body, on_run=on_run, on_part=on_part, extra_headers=outgoing_headers()
-            )
+            trace = outgoing_headers()
+            if listening:
+                stream = stream_run(
+                    conn, path, body, on_run=on_run, on_part=on_part, extra_headers=trace
+                )
+            else:
+                stream = self._wait(conn, body, on_run, trace)
             try:
                 if inbox is None:
                     await stream
                 else:
                     await _until_message(stream, inbox)
             except RemoteFailure as exc:
-                if exc.status != 422 or body["stream_mode"] != ["events-lite"] or run:
+                if exc.status != 422 or body.get("stream_mode") != ["events-lite"] or run:
                     raise
                 conn.server.lite = False  # an older deepactors server: all its events
                 body["stream_mode"] = ["events"]
@@ -323,6 +329,26 @@ class _RemoteChild:
                 "input": _input(inbox.take(), None),
                 "multitask_strategy": "interrupt",
             }
+
+    async def _wait(
+        self,
+        conn: Connection,
+        body: Mapping[str, Any],
+        on_run: Callable[[str], None],
+        trace: Mapping[str, str],
+    ) -> None:
+        path = f"/threads/{self.thread_id}/runs/wait"
+        self.final = None  # (an earlier run's, ended by a message's run, are not the end)
+        self.final = await wait_run(conn, path, body, on_run=on_run, extra_headers=trace)
+
+    async def _state(self, conn: Connection) -> Any:
+        """The thread's final state: as the last run's wait answered, or read from the server."""
+        final = self.final
+        if final is not None:
+            interrupts = final.get("__interrupt__") or []
+            values = {k: v for k, v in final.items() if k != "__interrupt__"}
+            return {"values": values, "interrupts": interrupts}
+        return await conn.call("GET", f"/threads/{self.thread_id}/state")
 
     async def _ended(self, conn: Connection) -> tuple[Usage | None, dict[str, Any]]:
         """Check that the last run succeeded; what the child's runs spent.
@@ -422,10 +448,8 @@ def _time_left() -> float | None:
     return max(0.0, deadline - anyio.current_time())
 
 
-def _modes(kind: str, listening: bool, lite: bool) -> list[str]:
-    """What to stream: the typed events when someone listens, else as little as can be."""
-    if not listening:
-        return ["custom"]  # (nothing is cheaper that both servers take)
+def _modes(kind: str, lite: bool) -> list[str]:
+    """What to stream to relay the child's events."""
     if kind == "deepactors":
         # Without the state updates, which the relay drops: their values are
         # the child's whole state (the parent's files with it) at every step.

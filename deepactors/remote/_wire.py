@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import random
 import ssl
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -31,6 +31,7 @@ __all__ = [
     "ServerKind",
     "open_server",
     "stream_run",
+    "wait_run",
 ]
 
 ServerKind = Literal["deepactors", "langgraph"]
@@ -215,14 +216,70 @@ async def stream_run(
         RemoteFailure: The run could not be created, the stream broke off, or
             the run ended with an error (its message).
     """
+
+    async def read(res: httpx.Response) -> None:
+        await _read_stream(conn, path, res, on_run, on_part)
+
+    headers = {"accept": "text/event-stream", "cache-control": "no-store", **extra_headers}
+    await _post(conn, path, body, headers, read)
+
+
+async def wait_run(
+    conn: Connection,
+    path: str,
+    body: Mapping[str, Any],
+    *,
+    on_run: Callable[[str], None],
+    extra_headers: Mapping[str, str],
+) -> Mapping[str, Any]:
+    """``POST path`` (a ``.../runs/wait``): the run's final values, with no stream to read.
+
+    For a child nobody listens to: one request fewer than a stream and a read of
+    the thread's state. The server keeps the response open until the run ends
+    (sending whitespace meanwhile), and names the run in its headers at once.
+
+    Raises:
+        RemoteFailure: As :func:`stream_run`.
+    """
+    values: list[Mapping[str, Any]] = []
+
+    async def read(res: httpx.Response) -> None:
+        url = conn.url
+        if res.status_code >= 400:
+            raw = await res.aread()
+            raise RemoteFailure(
+                _status_error(url, "POST", path, res.status_code, raw), status=res.status_code
+            )
+        run_id = _run_id(res.headers.get("content-location", ""))
+        if run_id:
+            on_run(run_id)
+        raw = await res.aread()
+        try:
+            answer = json.loads(raw)
+        except ValueError:
+            raise RemoteFailure(
+                f"{url} answered POST {path} with something that is not JSON: {_clip(raw)}"
+            ) from None
+        if not isinstance(answer, Mapping):
+            raise RemoteFailure(f"{url} answered POST {path} with {_clip(raw)}, not values")
+        if "__error__" in answer:
+            raise RemoteFailure(_run_error(url, run_id, answer["__error__"]))
+        values.append(answer)
+
+    await _post(conn, path, body, dict(extra_headers), read)
+    return values[0]
+
+
+async def _post(
+    conn: Connection,
+    path: str,
+    body: Mapping[str, Any],
+    headers: dict[str, str],
+    read: Callable[[httpx.Response], Awaitable[None]],
+) -> None:
+    """POST a run and hand its open response to ``read``; a 429 is tried again."""
     content = json.dumps(body).encode()
-    headers = {
-        "content-type": "application/json",
-        "accept": "text/event-stream",
-        "cache-control": "no-store",
-        **extra_headers,
-    }
-    url = conn.url
+    headers["content-type"] = "application/json"
     attempt = 0
     while True:
         try:
@@ -231,10 +288,10 @@ async def stream_run(
                     attempt += 1
                     delay = min(_BUSY_BACKOFF_CAP, 0.05 * 2**attempt) * (0.5 + random.random())
                 else:
-                    await _read_stream(conn, path, res, on_run, on_part)
+                    await read(res)
                     return
         except httpx.HTTPError as exc:
-            raise RemoteFailure(_transport_error(url, "POST", path, exc)) from None
+            raise RemoteFailure(_transport_error(conn.url, "POST", path, exc)) from None
         await anyio.sleep(delay)  # the server's cap on open streams: one ends soon
 
 

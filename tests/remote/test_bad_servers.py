@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import anyio
+import pytest
 from anyio.abc import SocketStream
 
 from deepactors import create_deep_agent
@@ -16,7 +17,7 @@ from deepactors.middleware import SubAgentSpec
 from deepactors.models import FunctionModel
 from deepactors.remote import RemoteAgent
 
-from .conftest import answers, parent_model, say
+from .conftest import answers, parent_model, run_collecting, say
 
 INFO = b'{"version": "deepactors"}'
 
@@ -52,14 +53,21 @@ async def serving(answer: Callable[[bytes], bytes | None]) -> AsyncIterator[str]
             tg.cancel_scope.cancel()
 
 
-async def _one_child(url: str, **options: float) -> tuple[str, str]:
+async def _one_child(url: str, *, listen: bool = False, **options: float) -> tuple[str, str]:
+    """One remote child's status and answer; ``listen``: with someone listening to the
+    parent (the child streams its run's events), else not (it waits for its end)."""
     remote = RemoteAgent(name="r", graph_id="agent", url=url, **options)
     agent = create_deep_agent(
         FunctionModel(parent_model),
         subagents=[SubAgentSpec(name="r", description="remote", agent=remote)],
     )
+    order = say([("r", "echo x")], files={"/a.md": "a"})
     with anyio.fail_after(30):
-        result = await agent.ainvoke(say([("r", "echo x")], files={"/a.md": "a"}))
+        if listen:
+            result, _ = await run_collecting(agent, order)
+        else:
+            result = await agent.ainvoke(order)
+    assert isinstance(result, dict), result
     assert set(result["files"]) == {"/a.md"}  # nothing merged
     [(status, text)] = answers(result)
     return status, text
@@ -88,7 +96,7 @@ async def test_a_server_that_answers_a_page_instead_of_a_stream() -> None:
         return _http("200 OK", "text/html", b"<html>maintenance</html>")
 
     async with serving(answer) as url:
-        status, text = await _one_child(url)
+        status, text = await _one_child(url, listen=True)
     assert status == "error"
     assert "not an event stream" in text
     assert "maintenance" in text
@@ -103,15 +111,35 @@ async def test_a_stream_whose_events_are_not_json() -> None:
         return _http("200 OK", "text/event-stream", body)
 
     async with serving(answer) as url:
-        status, text = await _one_child(url)
+        status, text = await _one_child(url, listen=True)
     assert status == "error"
     assert "is not JSON" in text
     assert "{oops" in text
 
 
-async def test_a_server_that_hangs_is_given_up_after_the_read_timeout() -> None:
-    async with serving(lambda head: None) as url:
-        status, text = await _one_child(url, read_timeout=0.5)
+@pytest.mark.parametrize("listen", [False, True], ids=["waiting", "streaming"])
+async def test_a_server_that_hangs_is_given_up_after_the_read_timeout(listen: bool) -> None:
+    def answer(head: bytes) -> bytes | None:
+        if head.startswith(b"GET /info"):
+            return _http("200 OK", "application/json", INFO)
+        return None  # the run's request: never answered
+
+    async with serving(answer) as url:
+        status, text = await _one_child(url, listen=listen, read_timeout=0.5)
     assert status == "error"
     assert "did not answer" in text
+    assert "/runs/" in text
     assert url in text
+
+
+async def test_a_wait_that_answers_the_runs_error() -> None:
+    def answer(head: bytes) -> bytes:
+        if head.startswith(b"GET /info"):
+            return _http("200 OK", "application/json", INFO)
+        error = {"__error__": {"error": "ValueError", "message": "bad input"}}
+        return _http("200 OK", "application/json", json.dumps(error).encode())
+
+    async with serving(answer) as url:
+        status, text = await _one_child(url)
+    assert status == "error"
+    assert "ValueError: bad input" in text
