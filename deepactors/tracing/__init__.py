@@ -283,9 +283,10 @@ def kept_context() -> Callable[[], object] | None:
     own task, and one that ends otherwise (an interrupt, a cancellation) must
     not leave its span current there for the rest of the actor's life.
     """
-    if "opentelemetry.context" not in sys.modules:
+    context = sys.modules.get("opentelemetry.context")
+    if context is None:
         return None
-    from opentelemetry import context
-
+    # The module from sys.modules, not an import statement: this runs for
+    # every lone tool call of a traced run.
     current = context.get_current()
     return lambda: context.attach(current)
