@@ -3,8 +3,9 @@
 A ``task`` call to a remote subagent (or a background task) is one thread on
 the remote server, made for it, and one run of ``graph_id`` on it: the task's
 description as the user's message and the parent's files as the run's
-``files``. The run is followed to its end over its event stream; its final
-state gives the answer and the file changes, which come back as a
+``files``. The run is followed to its end over its event stream (its events
+relayed into the parent's), or, when nobody listens to the parent, waited for
+(``.../runs/wait``); its final state gives the answer and the file changes, which come back as a
 :class:`~deepactors.filediff.FileDiff` and merge into the parent's files
 exactly as a local child's do.
 

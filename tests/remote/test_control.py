@@ -193,3 +193,13 @@ def test_limits_that_are_not_limits_are_refused_before_anything_runs(
                 config={"configurable": {LIMITS_KEY: limits}},
             )
         assert client.runs.list(thread) == []
+
+
+async def test_a_remote_subagents_own_timeout_cancels_its_run(server: str) -> None:
+    agent = parent([remote("r", server, timeout=2)])
+    result, events = await run_collecting(agent, say([("r", "block")]), timeout=60)
+    assert isinstance(result, dict), result
+    [(status, text)] = answers(result)
+    assert status == "error"
+    assert "did not finish within its 2 s timeout" in text
+    assert await settled(remote_runs_in(events)) == ["interrupted"]
