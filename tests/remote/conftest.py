@@ -99,9 +99,11 @@ async def run_collecting(
     input: dict[str, Any],
     timeout: float | None = None,
     budget: Budget | None = None,
+    events: list[Event] | None = None,
 ) -> tuple[dict[str, Any] | BaseException, list[Event]]:
-    """Run the parent; its result (or its error) and every event it streamed."""
-    events: list[Event] = []
+    """Run the parent; its result (or its error) and every event it streamed (into
+    ``events`` if given, as they come)."""
+    events = [] if events is None else events
     async with open_runtime() as rt:
         handle = await rt.start(
             agent, input, on_event=events.append, timeout=timeout, budget=budget
