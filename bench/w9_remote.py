@@ -11,7 +11,8 @@ of this script, alternating so that a change in the machine's load hits each:
 - ``remote-2``: the children split between two server processes.
 
     python bench/w9_remote.py [--sizes 1000] [--loops asyncio trio] [--repeats 3]
-                              [--server-loop asyncio] [--deadline 200] [--json PATH]
+                              [--server-loop asyncio] [--deadline 200] [--listen]
+                              [--json PATH]
 
 Every run's client is a fresh interpreter; the servers are started once per
 loop and kept (in-memory threads, ``--max-streams-per-client 0``). Printed
@@ -24,6 +25,10 @@ per (loop, N, way), the median of the repeats and their range:
 - HTTP overhead per child: the remote way's CPU per child (client and servers)
   less the local way's: what running a child over the Agent Protocol costs
   beyond running it in-process.
+
+``--listen`` has someone listen to the parent's events (as a server's clients or
+a tracer do), so each remote child streams its run (``events-lite``) and relays
+its events, where by default nobody listens and it waits for its run's end.
 
 ``--deadline N`` adds one measurement: N children that never end on their own,
 on two servers, and a parent whose deadline passes once all of them run; from
@@ -61,7 +66,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import emit_result, machine_info, measure, run_worker, write_json
 from w2_fanout import CRITICAL_PATH, LATENCY, child_turn, lookup, our_work
 
-from deepactors import AssistantMessage, ToolCall, create_deep_agent
+from deepactors import AssistantMessage, ToolCall, create_deep_agent, open_runtime
 from deepactors.events import CustomEvent, Event
 from deepactors.models import FunctionModel, ModelRequest
 from deepactors.remote import REMOTE_RUN
@@ -122,7 +127,7 @@ def remote_parent(n: int, urls: list[str], graph_id: str = "child") -> Any:
 # -- one run in a fresh process --------------------------------------------------------
 
 
-def worker(way: str, backend: str, n: int, urls: list[str]) -> None:
+def worker(way: str, backend: str, n: int, urls: list[str], listen: bool = False) -> None:
     if way == "local":
         make = our_work
     else:
@@ -131,7 +136,12 @@ def worker(way: str, backend: str, n: int, urls: list[str]) -> None:
             agent = remote_parent(size, urls)
 
             async def run() -> int:
-                result = await agent.ainvoke("go")
+                if not listen:
+                    result = await agent.ainvoke("go")
+                else:  # someone listens (as a server does): the children stream their events
+                    async with open_runtime() as rt:
+                        handle = await rt.start(agent, "go", on_event=lambda event: None)
+                        result = await handle.result()
                 text = result["messages"][-1].text
                 failed = [m.text for m in result["messages"] if getattr(m, "status", "") == "error"]
                 if failed:
@@ -290,6 +300,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--server-loop", default="asyncio", choices=["asyncio", "trio"])
     parser.add_argument("--deadline", type=int, default=0, help="children for the deadline run")
+    parser.add_argument(
+        "--listen",
+        action="store_true",
+        help="the parent's events are listened to (as under a server): children stream",
+    )
     parser.add_argument("--json", type=Path, help="write every run's figures here")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -298,7 +313,7 @@ def main() -> None:
         if kind == "deadline":
             deadline_worker(backend, int(n), urls)
         else:
-            worker(kind, backend, int(n), urls)
+            worker(kind.removesuffix("+listen"), backend, int(n), urls, kind.endswith("+listen"))
         return
 
     script = Path(__file__)
@@ -315,7 +330,8 @@ def main() -> None:
                     for way in WAYS:  # alternate, so load changes hit each way alike
                         urls = [] if way == "local" else [u for u, _ in fleet[: int(way[-1])]]
                         before = [cpu_seconds(p) for p in pids]
-                        r = run_worker(script, ["--worker", way, loop, str(n), *urls])
+                        kind = way + ("+listen" if args.listen and way != "local" else "")
+                        r = run_worker(script, ["--worker", kind, loop, str(n), *urls])
                         r["server_cpu"] = sum(cpu_seconds(p) for p in pids) - sum(before)
                         r.update(way=way, loop=loop, n=n)
                         runs[way].append(r)
