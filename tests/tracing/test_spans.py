@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -23,8 +23,9 @@ from deepactors import (
     open_runtime,
 )
 from deepactors.errors import ModelAPIError, RateLimitError
+from deepactors.events import Event, ModelDelta, StateUpdated
 from deepactors.middleware import ModelFallbackMiddleware
-from deepactors.models import FunctionModel, ModelRequest
+from deepactors.models import FunctionModel, ModelRequest, StreamPart
 from deepactors.persistence import MemoryCheckpointer
 from deepactors.tracing import Tracing, tree_tracer
 
@@ -297,3 +298,34 @@ def test_without_a_provider_opentelemetry_is_never_imported() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+class StreamCounting(FunctionModel):
+    """A FunctionModel that counts the calls made through its stream."""
+
+    streamed = 0
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        StreamCounting.streamed += 1
+        async for part in super().stream(request):
+            yield part
+
+
+async def test_a_tracer_alone_asks_for_no_deltas_or_state_snapshots(
+    exporter: InMemorySpanExporter,
+) -> None:
+    provider = provider_for(exporter)
+    agent = create_deep_agent(StreamCounting(lambda r: answer("hi")))
+    StreamCounting.streamed = 0
+    async with open_runtime(tracing=Tracing(tracer_provider=provider)) as rt:
+        await agent.ainvoke("go", runtime=rt)
+        assert StreamCounting.streamed == 0  # called as an untraced run calls it
+        seen: list[Event] = []
+        handle = await rt.start(agent, "go", on_event=seen.append)
+        await handle.result()
+    # A listener of the user's still gets every event, the tracer beside it.
+    assert StreamCounting.streamed == 1
+    assert any(isinstance(e, ModelDelta) for e in seen)
+    assert any(isinstance(e, StateUpdated) for e in seen)
+    chats = [s for s in exporter.get_finished_spans() if s.name.startswith("chat ")]
+    assert len(chats) == 2
