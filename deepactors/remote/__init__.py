@@ -14,6 +14,7 @@ Anthropic client too).
 from __future__ import annotations
 
 from .._core.public import publish as _publish
+from ._agent import DEADLINE_GRACE as DEADLINE_GRACE
 from ._agent import DEFAULT_CANCEL_TIMEOUT as DEFAULT_CANCEL_TIMEOUT
 from ._agent import DEFAULT_CONNECT_TIMEOUT as DEFAULT_CONNECT_TIMEOUT
 from ._agent import DEFAULT_READ_TIMEOUT as DEFAULT_READ_TIMEOUT
@@ -23,6 +24,7 @@ from ._limits import LIMITS_KEY as LIMITS_KEY
 from ._limits import read_limits as read_limits
 
 __all__ = [
+    "DEADLINE_GRACE",
     "DEFAULT_CANCEL_TIMEOUT",
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_READ_TIMEOUT",

@@ -68,6 +68,11 @@ DEFAULT_READ_TIMEOUT = 60.0
 send a heartbeat on an open stream every 15 s or less, so a silence this long
 is a server that hangs."""
 
+DEADLINE_GRACE = 1.0
+"""Seconds a child's run is given on the server past its deadline here. The
+parent's own cancel, at the deadline, comes first and says why (a timeout, a
+cancelled parent); the server's ends the runs of a parent that is gone."""
+
 DEFAULT_CANCEL_TIMEOUT = 5.0
 """Seconds a cancelled child spends telling the server to cancel its run."""
 
@@ -443,10 +448,11 @@ async def _until_message(stream: Awaitable[None], inbox: Inbox) -> None:
 
 
 def _time_left() -> float | None:
+    """The run's timeout on the server: the time left here, and :data:`DEADLINE_GRACE`."""
     deadline = anyio.current_effective_deadline()
     if deadline == float("inf"):
         return None
-    return max(0.0, deadline - anyio.current_time())
+    return max(0.0, deadline - anyio.current_time()) + DEADLINE_GRACE
 
 
 def _modes(kind: str, lite: bool) -> list[str]:

@@ -202,7 +202,6 @@ async def test_a_remote_subagents_own_timeout_cancels_its_run(server: str) -> No
     [(status, text)] = answers(result)
     assert status == "error"
     assert "did not finish within its 2 s timeout" in text
-    # Cancelled from here, or ended by the server at the timeout it was sent:
-    # whichever comes first.
-    [ended] = await settled(remote_runs_in(events))
-    assert ended in ("interrupted", "timeout")
+    # Cancelled from here: the server's timeout (what was left, and a grace)
+    # is for a parent that is gone.
+    assert await settled(remote_runs_in(events)) == ["interrupted"]
