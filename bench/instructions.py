@@ -6,6 +6,7 @@ cancel out. ``PYTHONHASHSEED=0`` keeps runs repeatable. Slow (a minute or two
 per run on a busy machine); needs valgrind.
 
     python bench/instructions.py w2 [--sizes 100 500] [--loops asyncio trio] [--no-gc] [--budget]
+                                    [--traced]
     python bench/instructions.py w1 [--sizes 200 3000] [--loops asyncio trio] [--calls 1]
 
 - ``w2``: instructions per subagent, (I(N2) - I(N1)) / (N2 - N1): the floor, deepactors,
@@ -50,12 +51,15 @@ def instructions(script: str, worker: list[str], gc_on: bool) -> int:
     return int(found.group(1))
 
 
-def w2(loops: list[str], sizes: list[int], gc_on: bool, budget: bool = False) -> None:
+def w2(
+    loops: list[str], sizes: list[int], gc_on: bool, budget: bool = False, traced: bool = False
+) -> None:
     small, large = sizes
     print(f"W2 instructions per subagent (N={large} minus N={small}, collector {_on(gc_on)})")
     for backend in loops:
         per = {}
-        for impl in (*IMPLS, "unpaced", *(("budget",) if budget else ())):
+        extra = (*(("budget",) if budget else ()), *(("traced", "trace_noop") if traced else ()))
+        for impl in (*IMPLS, "unpaced", *extra):
             a, b = (
                 instructions("w2_fanout.py", [impl, backend, str(n), "--mode", "plain"], gc_on)
                 for n in (small, large)
@@ -72,6 +76,13 @@ def w2(loops: list[str], sizes: list[int], gc_on: bool, budget: bool = False) ->
             print(
                 f"  {backend:8} under an unreachable Budget {per['budget'] / 1e3:8.0f} k"
                 f" ({per['budget'] / per['deepactors']:.3f}x without one; goal <= 1.1x)"
+            )
+        if traced:
+            print(
+                f"  {backend:8} traced (SDK, batch processor, in-memory) "
+                f"{per['traced'] / 1e3:8.0f} k ({per['traced'] / per['deepactors']:.2f}x) | "
+                f"no-op provider {per['trace_noop'] / 1e3:8.0f} k "
+                f"({per['trace_noop'] / per['deepactors']:.2f}x)"
             )
 
 
@@ -107,9 +118,14 @@ def main() -> None:
     parser.add_argument(
         "--budget", action="store_true", help="w2: also under an unreachable Budget (issue 12)"
     )
+    parser.add_argument(
+        "--traced",
+        action="store_true",
+        help="w2: also traced (OpenTelemetry SDK) and through the API's no-op provider (issue 30)",
+    )
     args = parser.parse_args()
     if args.workload == "w2":
-        w2(args.loops, args.sizes or [100, 500], not args.no_gc, args.budget)
+        w2(args.loops, args.sizes or [100, 500], not args.no_gc, args.budget, args.traced)
     else:
         w1(args.loops, args.sizes or [200, 3000], args.calls, not args.no_gc)
 
