@@ -191,12 +191,17 @@ class FileChanged(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SubagentSpawned(Event):
-    """A child actor started; ``child`` is its path, ``call_id`` the ``task`` call's id."""
+    """A child actor started; ``child`` is its path, ``call_id`` the ``task`` call's id.
+
+    ``background``: a background task (``start_async_task``), which may outlive
+    the run that started it; its events reach that run's tracer until it ends.
+    """
 
     child: str
     subagent_type: str
     description: str
     call_id: str | None = None
+    background: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

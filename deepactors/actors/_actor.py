@@ -89,6 +89,11 @@ class RunOrder:
     emit_stream: MemoryObjectSendStream[Event] | None
     emit: Callable[[Event], None] | None  # the stream's send_nowait and/or on_event
     on_done: Callable[[RunHandle], None] | None = None
+    # The run's own listeners and its tracer, apart (``emit`` calls both): a
+    # background task's events go on to its starting run's tracer, and to the
+    # listeners of whichever run of the thread is in progress.
+    listen: Callable[[Event], None] | None = None
+    trace: Callable[[Event], None] | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -253,7 +258,7 @@ class ThreadActor:
             handle.head_before = head_before
 
         tasks = self._tasks()
-        tasks.begin_run(handle.run_id, handle.deadline, order.emit)
+        tasks.begin_run(handle.run_id, handle.deadline, order.listen, order.trace)
         # A partial, not a closure over the handle: no cycle through it.
         handle._on_cancel = functools.partial(tasks.cancel_run, handle.run_id)
         with self.host.in_progress():

@@ -38,6 +38,7 @@ from ..events import (
     SubagentFailed,
     SubagentFinished,
     SubagentInterrupted,
+    wants_detail,
 )
 from ..messages import UserMessage
 from ._child import ChildOutcome
@@ -165,8 +166,10 @@ class BackgroundTasks:
         self._changed = anyio.Event()
         self.on_end = on_end
         # The thread's run in progress, if any: its listeners hear what the
-        # tasks do, and its deadline bounds the tasks it starts.
+        # tasks do, its tracer traces the tasks it starts, and its deadline
+        # bounds them.
         self.emit: Callable[[Event], None] | None = None
+        self.trace: Callable[[Event], None] | None = None
         self.run_id: str | None = None
         self.deadline = math.inf
 
@@ -182,19 +185,19 @@ class BackgroundTasks:
         """Whether any task is still working."""
         return any(t.status == "running" for t in self._tasks.values())
 
-    def begin_run(self, run_id: str, deadline: float, emit: Callable[[Event], None] | None) -> None:
+    def begin_run(
+        self,
+        run_id: str,
+        deadline: float,
+        emit: Callable[[Event], None] | None,
+        trace: Callable[[Event], None] | None = None,
+    ) -> None:
         """A run of the thread started: its listeners hear the tasks from now on."""
-        self.run_id, self.deadline, self.emit = run_id, deadline, emit
+        self.run_id, self.deadline, self.emit, self.trace = run_id, deadline, emit, trace
 
     def end_run(self) -> None:
         """The thread's run ended: nobody listens until the next one."""
-        self.run_id, self.deadline, self.emit = None, math.inf, None
-
-    def relay(self, event: Event) -> None:
-        """Hand a task's event to the thread's run in progress (dropped when idle)."""
-        emit = self.emit
-        if emit is not None:
-            emit(event)
+        self.run_id, self.deadline, self.emit, self.trace = None, math.inf, None, None
 
     def start(self, task: BackgroundTask, parent: RunContext, runner: Runner) -> None:
         """Start ``task``: ``runner`` runs its child under a context derived from ``parent``.
@@ -206,7 +209,7 @@ class BackgroundTasks:
         """
         self._tasks[task.task_id] = task
         task.scope.deadline = self.deadline
-        detached = _detached(parent, self.relay)
+        detached = _detached(parent, _Relay(self, self.trace))
 
         async def work() -> None:
             await self._work(task, detached, runner)
@@ -229,7 +232,8 @@ class BackgroundTasks:
             task.updated_at = now_iso()
             task.ended.set()
             self._changed.set()
-            self.relay(_ended_event(parent, task))
+            if parent.emit is not None:
+                parent.emit(_ended_event(parent, task))
             if self.on_end is not None:
                 self.on_end(task)
 
@@ -270,6 +274,33 @@ class BackgroundTasks:
         await changed.wait()
         if self._changed is changed:
             self._changed = anyio.Event()
+
+
+class _Relay:
+    """Where a task's events go: the listeners of the thread's run in progress
+    (none while the thread is idle), and the tracer of the run that started it
+    (its spans nest under the call that started it, after that run ended too)."""
+
+    __slots__ = ("tasks", "trace")
+
+    def __init__(self, tasks: BackgroundTasks, trace: Callable[[Event], None] | None) -> None:
+        self.tasks = tasks
+        self.trace = trace
+
+    @property
+    def structural_only(self) -> bool:
+        """Whether nobody behind it reads a run's detail (see ``events.wants_detail``)."""
+        emit = self.tasks.emit
+        return (emit is None or not wants_detail(emit)) and (
+            self.trace is None or not wants_detail(self.trace)
+        )
+
+    def __call__(self, event: Event) -> None:
+        emit = self.tasks.emit
+        if emit is not None:
+            emit(event)
+        if self.trace is not None:
+            self.trace(event)
 
 
 _STATUS: dict[str, TaskStatus] = {

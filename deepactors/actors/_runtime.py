@@ -324,6 +324,8 @@ class Runtime:
             emit = send.send_nowait
         else:
             emit = on_event
+        listen = emit
+        tracer = None
         if self._tracing is not None:
             tracer = tree_tracer(
                 self._tracing, thread_id=thread_id, path=handle.path, run_id=handle.run_id
@@ -331,7 +333,13 @@ class Runtime:
             if tracer is not None:
                 emit = _chain(emit, tracer)
         return RunOrder(
-            handle=handle, input=run_input, emit_stream=send, emit=emit, on_done=options.on_done
+            handle=handle,
+            input=run_input,
+            emit_stream=send,
+            emit=emit,
+            on_done=options.on_done,
+            listen=listen,
+            trace=tracer,
         )
 
     def _one_shot(self, spec: AgentSpec, order: RunOrder) -> RunHandle:

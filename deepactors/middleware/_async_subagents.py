@@ -159,6 +159,17 @@ class AsyncSubAgentMiddleware(AgentMiddleware):
                 created_at=entry.get("created_at") or "",
             )
             if self.on_lost == "restart" and spec is not None and task.description:
+                if run.emit is not None:
+                    run.emit(
+                        SubagentSpawned(
+                            path=run.path,
+                            run_id=run.run_id,
+                            child=task.path,
+                            subagent_type=task.agent_name,
+                            description=task.description,
+                            background=True,
+                        )
+                    )
                 self._start(task, spec, state, run, tasks)
                 state.apply(
                     {
@@ -313,6 +324,7 @@ class AsyncSubAgentMiddleware(AgentMiddleware):
                         subagent_type=spec.name,
                         description=description,
                         call_id=runtime.tool_call_id,
+                        background=True,
                     )
                 )
             middleware._start(task, spec, runtime.state, run, tasks, runtime.tool_call_id)

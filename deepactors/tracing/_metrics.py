@@ -72,13 +72,14 @@ class TreeMetrics:
     # It reads a run's structure only (see deepactors.events.wants_detail).
     structural_only: ClassVar[bool] = True
 
-    __slots__ = ("_calls", "_handlers", "_in", "_open")
+    __slots__ = ("_background", "_calls", "_handlers", "_in", "_open")
 
     def __init__(self, instruments: _Instruments) -> None:
         self._in = instruments
         # path -> (start, model, provider) of the model call in progress.
         self._calls: dict[str, tuple[float, str, str | None]] = {}
         self._open: set[str] = set()
+        self._background: set[str] = set()
         self._handlers: dict[type[Event], Callable[[Any], None]] = {
             RunStarted: self._started,
             SubagentSpawned: self._spawned,
@@ -106,19 +107,24 @@ class TreeMetrics:
         if event.child not in self._open:
             self._open.add(event.child)
             self._in.active.add(1)
+            if event.background:
+                self._background.add(event.child)
 
     def _child_ended(
         self,
         event: SubagentFinished | SubagentFailed | SubagentCancelled | SubagentInterrupted,
     ) -> None:
+        self._background.discard(event.child)
         if event.child in self._open:
             self._open.discard(event.child)
             self._in.active.add(-1)
 
     def _run_finished(self, event: RunFinished) -> None:
-        if self._open:
-            self._in.active.add(-len(self._open))  # the root, and any child cut short
-            self._open.clear()
+        # Background tasks working on after the run stay counted until they end.
+        ended = {p for p in self._open if p not in self._background}
+        if ended:
+            self._in.active.add(-len(ended))  # the root, and any child cut short
+            self._open -= ended
         self._in.runs.add(1, {"deepactors.outcome": event.outcome})
 
     def _model_started(self, event: ModelCallStarted) -> None:

@@ -8,20 +8,18 @@ waits on it or knows about it: tracing is the events, read once more.
 
 from __future__ import annotations
 
-import functools
-import importlib.metadata
-import json
 import time
 from collections.abc import Callable
 from typing import Any, ClassVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Span, SpanKind
 
 from ..events import (
     BudgetExhausted,
     ContextSummarized,
+    CustomEvent,
     Event,
     Interrupted,
     ModelCallFinished,
@@ -38,12 +36,19 @@ from ..events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from ..messages import AssistantMessage, Usage
+from ._attrs import (
+    MAX_TEXT,
+    assistant_parts,
+    fail,
+    json_text,
+    package_version,
+    usage_attributes,
+    user_text,
+)
 
 __all__ = ["TreeTracer"]
 
 _SCOPE = "deepactors"
-_MAX_TEXT = 8192  # of a content attribute: enough to read, not a copy of a whole file
 
 
 class _ModelCall:
@@ -97,14 +102,14 @@ class _Actor:
         """
         if self.model is not None:
             span = _model_span(tracer, self.model, self.context)
-            _fail(span, why)
+            fail(span, why)
             span.end()
             self.model = None
         for tool in self.tools.values():
             if waiting:
                 tool.span.set_attribute("deepactors.outcome", "interrupted")
             else:
-                _fail(tool.span, why)
+                fail(tool.span, why)
             tool.span.end()
         self.tools.clear()
 
@@ -127,7 +132,16 @@ class TreeTracer:
     # made for it (see deepactors.events.wants_detail).
     structural_only: ClassVar[bool] = True
 
-    __slots__ = ("_actors", "_capture", "_handlers", "_parent", "_thread_id", "_tracer")
+    __slots__ = (
+        "_actors",
+        "_background",
+        "_capture",
+        "_handlers",
+        "_parent",
+        "_remote",
+        "_thread_id",
+        "_tracer",
+    )
 
     def __init__(
         self,
@@ -138,14 +152,21 @@ class TreeTracer:
         path: str | None = None,
         run_id: str | None = None,
     ) -> None:
-        self._tracer: trace.Tracer = provider.get_tracer(_SCOPE, _version())
+        self._tracer: trace.Tracer = provider.get_tracer(_SCOPE, package_version())
         self._capture = capture_content
         self._thread_id = thread_id
         # The context current where the run was ordered: a span of the caller's,
         # or the server's extracted ``traceparent``.
         self._parent = otel_context.get_current()
         self._actors: dict[str, _Actor] = {}
+        # Background children: their spans outlive the run's (see _run_finished).
+        self._background: set[str] = set()
+        # Children running on another server, by path: that server traces their
+        # calls under the traceparent they were sent, so the calls their runs
+        # relay here make no second span.
+        self._remote: set[str] = set()
         self._handlers: dict[type[Event], Callable[[Any], None]] = {
+            CustomEvent: self._custom,
             RunStarted: self._run_started,
             RunFinished: self._run_finished,
             SubagentSpawned: self._spawned,
@@ -215,31 +236,61 @@ class TreeTracer:
         waiting = event.outcome == "interrupted"
         tracer = self._tracer
         for path in sorted(self._actors, key=len, reverse=True):
+            if self._background and self._outlives(path):
+                # A background task working on after the run: its events keep
+                # coming here, and its own end ends its span.
+                continue
             actor = self._actors.pop(path)
             why = f"the run {event.outcome}"
             actor.end_open(tracer, why, waiting=waiting)
             if path != event.path:
-                _fail(actor.span, why)
+                fail(actor.span, why)
                 actor.span.end()
                 continue
-            ending = {} if event.usage is None else _usage(event.usage)
+            ending = {} if event.usage is None else usage_attributes(event.usage)
             if event.outcome != "completed":
                 ending["deepactors.outcome"] = event.outcome
             if ending:
                 actor.span.set_attributes(ending)
             if not waiting and event.outcome != "completed":
-                _fail(actor.span, event.error or event.outcome, error_type=event.outcome)
+                fail(actor.span, event.error or event.outcome, error_type=event.outcome)
             actor.span.end()
+
+    def _outlives(self, path: str) -> bool:
+        return any(path == b or path.startswith(b + "/") for b in self._background)
+
+    def _custom(self, event: CustomEvent) -> None:
+        data = event.data
+        run = data.get("remote_run") if isinstance(data, dict) else None
+        actor = self._actors.get(event.path)
+        if actor is None or not isinstance(run, dict):
+            return
+        self._remote.add(event.path)
+        actor.span.set_attributes(
+            {
+                f"deepactors.remote.{key}": str(run[key])
+                for key in ("url", "thread_id", "run_id")
+                if key in run
+            }
+        )
+
+    def _relayed(self, path: str) -> bool:
+        """Whether ``path`` is under a remote child (its server traces it)."""
+        return any(path.startswith(r + "/") for r in self._remote)
 
     def _spawned(self, event: SubagentSpawned) -> None:
         parent = self._actors.get(event.path)
         if parent is None or event.child in self._actors:
             return
+        if self._remote and self._relayed(event.child):
+            return
+        if event.background:
+            self._background.add(event.child)
         under = parent.tools.get(event.call_id) if event.call_id else None
         context = under.context if under is not None else parent.context
         span = self._agent_span(event.subagent_type, event.child, context, event.run_id, root=False)
         if self._capture:
-            span.set_attribute("gen_ai.input.messages", _user_text(event.description))
+            span.set_attribute("gen_ai.input.messages", user_text(event.description))
         self._actors[event.child] = _Actor(span)
         parent.children.append(event.child)
 
@@ -248,6 +299,8 @@ class TreeTracer:
         event: SubagentFinished | SubagentFailed | SubagentCancelled | SubagentInterrupted,
     ) -> None:
         ended = self._actors.pop(event.child, None)
+        self._background.discard(event.child)
+        self._remote.discard(event.child)
         if ended is None:
             return
         # Its own children still open first (a cancelled subtree says nothing more).
@@ -257,14 +310,14 @@ class TreeTracer:
             case SubagentFinished(usage=usage):
                 actor.end_open(tracer, "the subagent finished")
                 if usage is not None:
-                    span.set_attributes(_usage(usage))
+                    span.set_attributes(usage_attributes(usage))
             case SubagentFailed(error=error):
                 actor.end_open(tracer, "the subagent failed")
-                _fail(span, error, error_type="failed")
+                fail(span, error, error_type="failed")
             case SubagentCancelled(timed_out=timed_out):
                 why = "timed out" if timed_out else "cancelled"
                 actor.end_open(tracer, f"the subagent was {why}")
-                _fail(span, f"the subagent was {why}", error_type=why.replace(" ", "_"))
+                fail(span, f"the subagent was {why}", error_type=why.replace(" ", "_"))
             case SubagentInterrupted(requests=requests):
                 actor.end_open(tracer, "the subagent was interrupted", waiting=True)
                 span.add_event("interrupt", {"deepactors.requests": len(requests)})
@@ -277,7 +330,7 @@ class TreeTracer:
             if below is not None:
                 self._end_below(below)
                 below.end_open(self._tracer, "its parent ended")
-                _fail(below.span, "its parent ended")
+                fail(below.span, "its parent ended")
                 below.span.end()
         actor.children.clear()
 
@@ -312,7 +365,7 @@ class TreeTracer:
 
     def _model_started(self, event: ModelCallStarted) -> None:
         actor = self._actors.get(event.path)
-        if actor is None:
+        if actor is None or (self._remote and event.path in self._remote):
             return
         model = event.model or "unknown"
         attributes: dict[str, Any] = {
@@ -338,7 +391,7 @@ class TreeTracer:
                         "deepactors.attempt": event.attempt,
                         "deepactors.delay": event.delay,
                         "error.type": event.error.split(":", 1)[0],
-                        "deepactors.error": event.error[:_MAX_TEXT],
+                        "deepactors.error": event.error[:MAX_TEXT],
                     },
                     time.time_ns(),
                 )
@@ -350,7 +403,7 @@ class TreeTracer:
                     {
                         "deepactors.failed_model": event.failed,
                         "deepactors.next_model": event.next,
-                        "deepactors.error": event.error[:_MAX_TEXT],
+                        "deepactors.error": event.error[:MAX_TEXT],
                     },
                     time.time_ns(),
                 )
@@ -369,16 +422,16 @@ class TreeTracer:
         if message.stop_reason:
             attributes["gen_ai.response.finish_reasons"] = (message.stop_reason,)
         if message.usage is not None:
-            attributes.update(_usage(message.usage))
+            attributes.update(usage_attributes(message.usage))
         if self._capture:
-            attributes["gen_ai.output.messages"] = _assistant_parts(message)
+            attributes["gen_ai.output.messages"] = assistant_parts(message)
         _model_span(self._tracer, call, actor.context).end()
 
     # -- tool calls ------------------------------------------------------------------
 
     def _tool_started(self, event: ToolCallStarted) -> None:
         actor = self._actors.get(event.path)
-        if actor is None:
+        if actor is None or (self._remote and event.path in self._remote):
             return
         call = event.call
         attributes: dict[str, Any] = {
@@ -388,7 +441,7 @@ class TreeTracer:
             "gen_ai.tool.type": "function",
         }
         if self._capture:
-            attributes["gen_ai.tool.call.arguments"] = _json(call.args)
+            attributes["gen_ai.tool.call.arguments"] = json_text(call.args)
         span = self._tracer.start_span(
             f"execute_tool {call.name}",
             context=actor.context,
@@ -413,9 +466,9 @@ class TreeTracer:
         span = tool.span
         result = event.result
         if result.status == "error":
-            _fail(span, result.text[:_MAX_TEXT], error_type="tool_error")
+            fail(span, result.text[:MAX_TEXT], error_type="tool_error")
         if self._capture:
-            span.set_attribute("gen_ai.tool.call.result", result.text[:_MAX_TEXT])
+            span.set_attribute("gen_ai.tool.call.result", result.text[:MAX_TEXT])
         span.end()
 
 
@@ -431,60 +484,3 @@ def _model_span(tracer: trace.Tracer, call: _ModelCall, parent: Any) -> Span:
         for name, attributes, at in call.events:
             span.add_event(name, attributes, timestamp=at)
     return span
-
-
-@functools.cache
-def _version() -> str | None:
-    # Read from the installed distribution's files: once, not per run.
-    try:
-        return importlib.metadata.version("deepactors")
-    except importlib.metadata.PackageNotFoundError:  # run from a source tree
-        return None
-
-
-def _fail(span: Span, description: str, *, error_type: str = "cancelled") -> None:
-    span.set_status(Status(StatusCode.ERROR, description[:_MAX_TEXT]))
-    span.set_attribute("error.type", error_type)
-
-
-def _usage(usage: Usage) -> dict[str, Any]:
-    attributes: dict[str, Any] = {
-        "gen_ai.usage.input_tokens": usage.input_tokens,
-        "gen_ai.usage.output_tokens": usage.output_tokens,
-    }
-    if usage.cache_read_tokens:
-        attributes["gen_ai.usage.cache_read.input_tokens"] = usage.cache_read_tokens
-    if usage.cache_write_tokens:
-        attributes["gen_ai.usage.cache_creation.input_tokens"] = usage.cache_write_tokens
-    if usage.cost_usd is not None:
-        attributes["deepactors.cost_usd"] = usage.cost_usd
-    if usage.requests != 1:
-        attributes["deepactors.model_calls"] = usage.requests
-    return attributes
-
-
-def _json(value: Any) -> str:
-    try:
-        text = json.dumps(value, ensure_ascii=False, default=str)
-    except ValueError:  # a circular value: said, not raised from a tracer
-        text = repr(value)
-    return text[:_MAX_TEXT]
-
-
-def _user_text(text: str) -> str:
-    parts = [{"type": "text", "content": text[:_MAX_TEXT]}]
-    return json.dumps([{"role": "user", "parts": parts}], ensure_ascii=False)
-
-
-def _assistant_parts(message: AssistantMessage) -> str:
-    parts: list[dict[str, Any]] = []
-    if message.text:
-        parts.append({"type": "text", "content": message.text[:_MAX_TEXT]})
-    for call in message.tool_calls:
-        parts.append(
-            {"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.args}
-        )
-    entry: dict[str, Any] = {"role": "assistant", "parts": parts}
-    if message.stop_reason:
-        entry["finish_reason"] = message.stop_reason
-    return _json([entry])

@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from deepactors import create_deep_agent
 from deepactors.actors import open_runtime
+from deepactors.events import Event, ModelCallFinished
 from deepactors.models import FunctionModel
 from deepactors.tracing import Tracing
 
@@ -56,3 +57,26 @@ async def test_the_run_request_carries_the_task_calls_traceparent() -> None:
     [span] = tool_spans
     assert f"{span.context.trace_id:032x}" == trace_id
     assert f"{span.context.span_id:016x}" == span_id
+
+
+async def test_a_remote_childs_relayed_calls_make_no_second_span(server: str) -> None:
+    # Its server traces its calls under the traceparent it was sent; here the
+    # child is one span (where its run is, as attributes), not a copy of them.
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    agent = create_deep_agent(FunctionModel(parent_model), subagents=[remote("r", server)])
+    seen: list[Event] = []
+    async with open_runtime(tracing=Tracing(tracer_provider=provider)) as rt:
+        handle = await rt.start(agent, say([("r", "write /a.md x")]), on_event=seen.append)
+        result = await handle.result()
+    assert answers(result)[0][0] == "success"
+    relayed = [e for e in seen if isinstance(e, ModelCallFinished) and e.path.startswith("main/")]
+    assert relayed  # the events did come back (someone listened)
+    spans = exporter.get_finished_spans()
+    [child] = [s for s in spans if s.name == "invoke_agent r"]
+    assert child.attributes is not None
+    assert child.attributes["deepactors.remote.url"] == server
+    under_child = [s for s in spans if s.parent and s.parent.span_id == child.context.span_id]
+    assert under_child == []
+    assert [s.name for s in spans if s.name.startswith("chat ")] == ["chat function-model"] * 2
