@@ -39,7 +39,7 @@ from ..hooks import AgentMiddleware, HookResult
 from ..messages import AssistantMessage, UserMessage, new_id
 from ..state import Channel, State
 from ..tools import Command, Tool, tool
-from ._subagents import FORK_PREAMBLE, SubAgentSpec, fork_history
+from ._subagents import FORK_PREAMBLE, SubAgentSpec, fork_history, specs_by_name
 
 __all__ = ["DEFAULT_MAX_BACKGROUND_TASKS", "AsyncSubAgentMiddleware", "OnLost", "OnRunEnd"]
 
@@ -123,11 +123,7 @@ class AsyncSubAgentMiddleware(AgentMiddleware):
             raise ConfigurationError(f"on_lost must be restart or report, not {on_lost!r}")
         if max_running is not None and max_running < 1:
             raise ConfigurationError("max_running must be at least 1")
-        self.specs: dict[str, SubAgentSpec] = {}
-        for spec in subagents:
-            if spec.name in self.specs:
-                raise ConfigurationError(f"two subagents are named {spec.name!r}")
-            self.specs[spec.name] = spec
+        self.specs = specs_by_name(subagents)
         self.on_run_end = on_run_end
         self.on_lost = on_lost
         self.max_running = max_running
@@ -341,13 +337,12 @@ class AsyncSubAgentMiddleware(AgentMiddleware):
                 task_id: The exact task_id string returned by start_async_task.
             """
             task_id = task_id.strip()
-            task = _live(runtime, task_id)
-            if task is None:
-                entry = _entry(runtime.state, task_id)
-                if entry is None:
-                    return f"No tracked task found for task_id: {task_id!r}"
-                report = {"status": entry.get("status"), "thread_id": task_id}
-                report.update((k, entry[k]) for k in ("result", "error") if k in entry)
+            task = _lookup(runtime, task_id)
+            if isinstance(task, str):
+                return task
+            if not isinstance(task, BackgroundTask):  # known from the thread's records
+                report = {"status": task.get("status"), "thread_id": task_id}
+                report.update((k, task[k]) for k in ("result", "error") if k in task)
                 return json.dumps(report)
             result = json.dumps(task.report())
             if task.status == "running" or task.collected:
@@ -366,10 +361,10 @@ class AsyncSubAgentMiddleware(AgentMiddleware):
                 message: Follow-up instructions or context for the subagent.
             """
             task_id = task_id.strip()
-            task = _live(runtime, task_id)
-            if task is None:
-                if _entry(runtime.state, task_id) is None:
-                    return f"No tracked task found for task_id: {task_id!r}"
+            task = _lookup(runtime, task_id)
+            if isinstance(task, str):
+                return task
+            if not isinstance(task, BackgroundTask):
                 return f"Task {task_id} is not running here any more; start a new task instead."
             if task.status != "running":
                 return (
@@ -387,12 +382,11 @@ class AsyncSubAgentMiddleware(AgentMiddleware):
                 task_id: The exact task_id string returned by start_async_task.
             """
             task_id = task_id.strip()
-            task = _live(runtime, task_id)
-            if task is None:
-                entry = _entry(runtime.state, task_id)
-                if entry is None:
-                    return f"No tracked task found for task_id: {task_id!r}"
-                return f"Task {task_id} is not running (status: {entry.get('status')})."
+            task = _lookup(runtime, task_id)
+            if isinstance(task, str):
+                return task
+            if not isinstance(task, BackgroundTask):
+                return f"Task {task_id} is not running (status: {task.get('status')})."
             if task.status != "running":
                 return f"Task {task_id} already ended (status: {task.status})."
             _registry(runtime.run).cancel(task_id)
@@ -441,6 +435,17 @@ def _live(runtime: ToolRuntime, task_id: str) -> BackgroundTask | None:
         return None
     task = tasks.get(task_id)
     return task if task is not None and task.owner == runtime.run.path else None
+
+
+def _lookup(runtime: ToolRuntime, task_id: str) -> BackgroundTask | Mapping[str, Any] | str:
+    """The task alive in this actor, else its saved entry, else what to tell the model."""
+    task = _live(runtime, task_id)
+    if task is not None:
+        return task
+    entry = _entry(runtime.state, task_id)
+    if entry is not None:
+        return entry
+    return f"No tracked task found for task_id: {task_id!r}"
 
 
 def _entry(state: State, task_id: str) -> Mapping[str, Any] | None:

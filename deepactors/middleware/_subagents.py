@@ -43,6 +43,7 @@ __all__ = [
     "SubAgentSpec",
     "aclose_tree_models",
     "fork_history",
+    "specs_by_name",
     "tree_models",
 ]
 
@@ -163,6 +164,20 @@ class SubAgentSpec:
             )
 
 
+def specs_by_name(subagents: Sequence[SubAgentSpec]) -> dict[str, SubAgentSpec]:
+    """The subagents by name (what the model selects them by).
+
+    Raises:
+        ConfigurationError: Two share a name.
+    """
+    specs: dict[str, SubAgentSpec] = {}
+    for spec in subagents:
+        if spec.name in specs:
+            raise ConfigurationError(f"two subagents are named {spec.name!r}")
+        specs[spec.name] = spec
+    return specs
+
+
 class SubAgentMiddleware(AgentMiddleware):
     """Adds the ``task`` tool (in the default stack when there are subagents).
 
@@ -189,11 +204,7 @@ class SubAgentMiddleware(AgentMiddleware):
         for limit in (max_concurrent, max_concurrent_total):
             if limit is not None and limit < 1:
                 raise ConfigurationError("max_concurrent_subagents must be at least 1")
-        self.specs: dict[str, SubAgentSpec] = {}
-        for spec in subagents:
-            if spec.name in self.specs:
-                raise ConfigurationError(f"two subagents are named {spec.name!r}")
-            self.specs[spec.name] = spec
+        self.specs = specs_by_name(subagents)
         self.max_concurrent = max_concurrent
         self.max_concurrent_total = max_concurrent_total
         self.system_prompt = system_prompt
