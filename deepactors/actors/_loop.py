@@ -92,6 +92,12 @@ async def run_loop(spec: AgentSpec, state: State, run: RunContext) -> Usage | No
     while jump != "end":
         await _check_deadline()
         if jump != "tools":
+            decisions = run.tree.decisions
+            if decisions and any(d.type == "end" for d in decisions.values()):
+                # Resumed to end the pending work (LangGraph's goto END): the
+                # calls were answered as not run; no agent of the tree asks its
+                # model anything more, wherever in the tree the stop was.
+                break
             inbox = run.inbox
             if inbox is not None and inbox.pending:
                 # Sent while the actor worked (a background subagent told

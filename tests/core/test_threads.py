@@ -225,6 +225,38 @@ async def test_ending_the_pending_work_answers_the_calls_without_a_model_call() 
         await agent.ainvoke(Command(resume=END_PENDING), thread_id="h")
 
 
+async def test_ending_a_subagents_pending_work_ends_its_parents_run_too() -> None:
+    # The stop is in the subagent; the parent has no interrupt_on of its own.
+    def parent(request: ModelRequest) -> AssistantMessage:
+        if isinstance(request.messages[-1], ToolMessage):
+            raise AssertionError("the parent's model was asked again after the end")
+        return AssistantMessage(
+            tool_calls=[ToolCall(name="task", args={"description": "go", "subagent_type": "w"})]
+        )
+
+    child_script = iter([TWO_CALLS])
+    agent = create_deep_agent(
+        FunctionModel(parent),
+        tools=[note, shout],
+        checkpointer=MemoryCheckpointer(),
+        subagents=[
+            {
+                "name": "w",
+                "description": "w",
+                "system_prompt": "w",
+                "model": FunctionModel(lambda r: next(child_script)),
+                "interrupt_on": {"note": True},
+            }
+        ],
+    )
+    first = await agent.ainvoke("go", thread_id="s")
+    assert first["__interrupt__"]
+    done = await agent.ainvoke(Command(resume=END_PENDING), thread_id="s")
+    assert "__interrupt__" not in done
+    assert isinstance(done["messages"][-1], ToolMessage)
+    assert done["files"] == {}
+
+
 async def test_allowed_decisions_are_enforced_and_counted() -> None:
     agent = guarded(
         checkpointer=MemoryCheckpointer(),
