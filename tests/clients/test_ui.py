@@ -24,7 +24,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+
+import deepactors.server as ui_package
 
 from .served import serving
 from .test_browser import CHROMIUM, FLAGS
@@ -366,3 +369,36 @@ def test_a_click_is_answered_while_1000_subagents_stream(ui: tuple[Any, str, Pat
         assert errors == []
     finally:
         page.close()
+
+
+def _page_modes() -> list[str]:
+    """The stream modes the page asks for (its MODES constant)."""
+    source = (Path(ui_package.__file__).parent / "ui" / "app.js").read_text()
+    found = re.search(r"const MODES = (\[[^\]]*\]);", source)
+    assert found is not None
+    return list(json.loads(found.group(1).replace("'", '"')))
+
+
+def test_the_pages_stream_grows_with_the_fan_out_not_its_square(
+    ui: tuple[Any, str, Path, str],
+) -> None:
+    # A state snapshot per tool result would carry the whole state each time:
+    # with N subagents, N snapshots of a state holding N results (250 MB at
+    # 1,000). The page's modes must stream each thing once.
+    _, page_url, _, _ = ui
+    url = page_url.removesuffix("/ui")
+    sizes = {}
+    with httpx.Client(base_url=url, timeout=120) as client:
+        for n in (100, 400):
+            thread_id = client.post("/threads", json={}).json()["thread_id"]
+            body = {
+                "assistant_id": "agent",
+                "input": {"messages": [{"role": "user", "content": f"fan {n}"}]},
+                "stream_mode": _page_modes(),
+                "stream_subgraphs": True,
+                "stream_resumable": True,
+            }
+            with client.stream("POST", f"/threads/{thread_id}/runs/stream", json=body) as r:
+                sizes[n] = sum(len(chunk) for chunk in r.iter_bytes())
+    # Linear: 4x the subagents, about 4x the bytes (quadratic would be 16x).
+    assert sizes[400] < 6 * sizes[100], sizes

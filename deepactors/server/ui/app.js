@@ -9,7 +9,10 @@
 // (Last-Event-ID: -1), which rebuilds the tree. Stop cancels the run.
 
 const $ = (id) => document.getElementById(id);
-const MODES = ['events'];
+// events-lite: every event but state snapshots, which would carry the whole
+// state at each change (with 1,000 subagents, 250 MB of a run's stream); the
+// root's state comes as LangGraph's values, once per step.
+const MODES = ['events-lite', 'values'];
 const state = { thread: null, assistant: null, running: false, worker: null };
 
 // --- the server's API ------------------------------------------------------------
@@ -364,7 +367,7 @@ function follow(runId, lastEventId) {
   // first), or from now (null; its state so far is on the page already).
   const h = headers();
   if (lastEventId !== null) h['Last-Event-ID'] = lastEventId;
-  const path = `/threads/${state.thread}/runs/${runId}/stream?stream_mode=events`;
+  const path = `/threads/${state.thread}/runs/${runId}/stream?stream_mode=${encodeURIComponent(JSON.stringify(MODES))}`;
   stream({ url: new URL(path, location.href).href, method: 'GET', headers: h }, runId);
 }
 

@@ -1,8 +1,9 @@
 // The run's stream, read in a worker so the page stays responsive however much
-// streams: POST .../runs/stream (stream_mode "events", subgraphs on, resumable),
+// streams: POST .../runs/stream (stream_mode "events-lite" and "values", subgraphs
+// on, resumable),
 // or a rejoin (GET .../runs/{id}/stream with Last-Event-ID), the SSE parsed
 // here, and what the page shows sent to it in batches (every 50 ms).
-// Subagents' state updates and text deltas are skipped unparsed.
+// Subagents' values and text deltas are skipped unparsed.
 
 let ops = [];
 let values = null;
@@ -49,7 +50,13 @@ function handle(name, data) {
     push(['error', data]);
     return;
   }
-  if (mode !== 'events') return;
+  if (name === 'values') {
+    // The root's state (a subagent's values are named values|<namespace>).
+    values = JSON.parse(data);
+    if (timer === null) timer = setTimeout(flush, 50);
+    return;
+  }
+  if (mode !== 'events' && mode !== 'events-lite') return;
   for (const kind of SKIP) {
     if (data.startsWith(`{"event":"${kind}"`) && pathOf(data).includes('/')) return;
   }
