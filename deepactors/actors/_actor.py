@@ -330,6 +330,10 @@ class ThreadActor:
                 # Whatever happens next, the state kept here may no longer be
                 # the thread's: the next run reads it again.
                 self.state, self.mark = None, None
+                if self.background is not None:
+                    # A deleted or rolled-back thread's tasks belong to a
+                    # history it no longer has: stopped, and never folded in.
+                    self.background.drop_all()
             return await order.op(checkpointer, lease)
 
 

@@ -256,6 +256,13 @@ class BackgroundTasks:
             if task.status == "running":
                 task.scope.cancel()
 
+    def drop_all(self) -> None:
+        """Cancel every task and forget them all: none is folded into the thread."""
+        self.cancel_all()
+        for task in self._tasks.values():
+            task.collected = True
+        self._tasks.clear()
+
     def uncollected(self, owner: str) -> list[BackgroundTask]:
         """Tasks of ``owner`` that ended and whose outcome its state has not seen."""
         return [

@@ -338,3 +338,18 @@ def test_background_subagents_are_not_offered_to_task() -> None:
     assert "start_async_task" in tools
     assert "- r:" not in tools["task"].description
     assert "- r:" in tools["start_async_task"].description
+
+
+async def test_deleting_the_thread_stops_its_tasks_and_nothing_comes_back(
+    tmp_path: Path,
+) -> None:
+    gates = Gates()
+    agent = build(gates, tmp_path)
+    async with open_runtime() as rt:
+        thread = rt.thread(agent, "t")
+        await (await thread.start({"messages": "research"})).result()
+        await thread.delete()
+        gates.open(*TOPICS)  # too late: they were cancelled
+        for _ in range(50):  # time for a task that went on to come back
+            await anyio.sleep(0.01)
+        assert await rt.saved_threads(agent) == []
