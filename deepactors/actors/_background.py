@@ -220,7 +220,15 @@ class BackgroundTasks:
         outcome: ChildOutcome | None = None
         try:
             with task.scope:
-                outcome = await runner(parent, task.inbox)
+                try:
+                    outcome = await runner(parent, task.inbox)
+                except Exception as exc:
+                    # Supervision: a runner's bug is the task's failure, never
+                    # the runtime's (the task lives in the runtime's group).
+                    answer = f"{type(exc).__name__}: {exc}"
+                    outcome = ChildOutcome(
+                        status="failed", answer=answer, diff=None, path=task.path
+                    )
         finally:
             if outcome is not None:
                 task.outcome = outcome

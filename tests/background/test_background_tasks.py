@@ -353,3 +353,36 @@ async def test_deleting_the_thread_stops_its_tasks_and_nothing_comes_back(
         for _ in range(50):  # time for a task that went on to come back
             await anyio.sleep(0.01)
         assert await rt.saved_threads(agent) == []
+
+
+class BrokenRunner:
+    """A ChildRunner with a bug: it raises instead of replying."""
+
+    @property
+    def name(self) -> str:
+        return "broken"
+
+    async def run_child(self, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug in the runner")
+
+
+async def test_a_runner_that_raises_fails_its_task_not_the_runtime() -> None:
+    from deepactors.middleware import AsyncSubAgentMiddleware, SubAgentSpec
+
+    script = {
+        "go": once(
+            lambda ids: calls(("start_async_task", {"description": "x", "subagent_type": "b"})),
+            "started",
+        )
+    }
+    spec = SubAgentSpec(name="b", description="broken", agent=BrokenRunner())
+    agent = create_deep_agent(
+        main_model(script), middleware=[AsyncSubAgentMiddleware([spec], on_run_end="wait")]
+    )
+    async with open_runtime() as rt:
+        result = await rt.ainvoke(agent, {"messages": "go"})
+        again = await rt.ainvoke(agent, {"messages": "go"})  # the runtime still works
+    [entry] = result["async_tasks"].values()
+    assert entry["status"] == "error"
+    assert entry["error"] == "RuntimeError: a bug in the runner"
+    assert again["messages"][-1].text.startswith("started")
