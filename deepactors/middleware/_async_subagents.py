@@ -151,7 +151,8 @@ class AsyncSubAgentMiddleware(AgentMiddleware):
                 description=entry.get("description", ""),
                 path=entry.get("path") or f"{run.path}/async-{task_id}",
                 owner=run.path,
-                run_id=run.run_id,
+                # The top-level run's: cancelling its handle cancels the task.
+                run_id=run.root.run_id,
                 created_at=entry.get("created_at") or "",
             )
             if self.on_lost == "restart" and spec is not None and task.description:
