@@ -386,3 +386,37 @@ async def test_a_runner_that_raises_fails_its_task_not_the_runtime() -> None:
     assert entry["status"] == "error"
     assert entry["error"] == "RuntimeError: a bug in the runner"
     assert again["messages"][-1].text.startswith("started")
+
+
+async def test_tasks_a_closed_runtime_stopped_are_reported_lost_when_asked(
+    tmp_path: Path,
+) -> None:
+    from deepactors.middleware import AsyncSubAgentMiddleware, SubAgentSpec
+
+    gates = Gates()
+    worker = create_deep_agent(researcher(gates), name="researcher")
+    spec = SubAgentSpec(name="researcher", description="r", agent=worker.spec, background=True)
+    script = {
+        "research": once(
+            lambda ids: calls(
+                ("start_async_task", {"description": "alpha", "subagent_type": "researcher"})
+            ),
+            "started",
+        ),
+        "how is it going?": once(lambda ids: calls(("list_async_tasks", {})), "so"),
+    }
+    agent = create_deep_agent(
+        main_model(script),
+        middleware=[AsyncSubAgentMiddleware([spec], on_lost="report")],
+        checkpointer=SqliteCheckpointer(tmp_path / "threads.db"),
+    )
+    async with open_runtime() as rt:
+        await (await rt.thread(agent, "t").start({"messages": "research"})).result()
+    # The runtime closed with the task working (its gate shut): it stopped, and
+    # nothing was left to say how. Another runtime reads the thread.
+    async with open_runtime() as rt:
+        later = await (await rt.thread(agent, "t").start({"messages": "how is it going?"})).result()
+    [entry] = later["async_tasks"].values()
+    assert entry["status"] == "lost"
+    assert "status: lost" in later["messages"][-1].text
+    assert gates.briefs == ["alpha"]  # not started again
