@@ -14,6 +14,7 @@ from ._background import task_notice as task_notice
 from ._child import ChildOutcome as ChildOutcome
 from ._child import ChildRunner as ChildRunner
 from ._child import ChildStatus as ChildStatus
+from ._child import outcome_event as outcome_event
 from ._child import run_child as run_child
 from ._handle import ThreadHandle as ThreadHandle
 from ._runtime import ActorStatistics as ActorStatistics
@@ -57,6 +58,7 @@ __all__ = [
     "collected_update",
     "current_runtime",
     "open_runtime",
+    "outcome_event",
     "prepare_input",
     "run_child",
     "run_sync",

@@ -41,7 +41,7 @@ from ..events import (
     wants_detail,
 )
 from ..messages import UserMessage
-from ._child import ChildOutcome
+from ._child import ChildOutcome, outcome_event
 
 __all__ = [
     "TERMINAL",
@@ -347,24 +347,13 @@ def _detached(parent: RunContext, relay: Callable[[Event], None]) -> RunContext:
 def _ended_event(
     parent: RunContext, task: BackgroundTask
 ) -> SubagentFinished | SubagentFailed | SubagentCancelled | SubagentInterrupted:
-    path, run_id, child = task.owner, parent.run_id, task.path
-    outcome = task.outcome
-    if task.status == "success":
-        return SubagentFinished(
-            path=path, run_id=run_id, child=child, usage=outcome.usage if outcome else None
-        )
-    if task.status == "interrupted" and outcome is not None:
-        return SubagentInterrupted(
-            path=path,
-            run_id=run_id,
-            child=child,
-            requests=[r.to_dict() for r in outcome.requests],
-        )
-    if task.status in ("cancelled", "timeout", "lost"):
-        return SubagentCancelled(
-            path=path, run_id=run_id, child=child, timed_out=task.status == "timeout"
-        )
-    return SubagentFailed(path=path, run_id=run_id, child=child, error=task.error or "")
+    if task.outcome is not None:  # it ended on its own, as a task call's child does
+        return outcome_event(task.owner, parent.run_id, task.outcome)
+    # Cancelled from here, or at its starting run's deadline.
+    timed_out = task.status == "timeout"
+    return SubagentCancelled(
+        path=task.owner, run_id=parent.run_id, child=task.path, timed_out=timed_out
+    )
 
 
 def task_notice(task: BackgroundTask) -> str:

@@ -23,12 +23,13 @@ import dataclasses
 import json
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, assert_never, runtime_checkable
 
 import anyio
 
 from ..budget import Budget
 from ..context import Inbox, RunContext, TreeSlot
+from ..events import SubagentCancelled, SubagentFailed, SubagentFinished, SubagentInterrupted
 from ..filediff import FileDiff, FileRecord, diff_files
 from ..interrupts import ActionRequest, Interrupt
 from ..messages import AssistantMessage, Message, Usage, UserMessage
@@ -38,7 +39,7 @@ from ._session import child_session
 from ._spec import AgentSpec
 from ._tool_call import stop_in
 
-__all__ = ["ChildOutcome", "ChildRunner", "ChildStatus", "run_child"]
+__all__ = ["ChildOutcome", "ChildRunner", "ChildStatus", "outcome_event", "run_child"]
 
 ChildStatus = Literal["completed", "failed", "timed_out", "interrupted"]
 
@@ -98,6 +99,29 @@ class ChildRunner(Protocol):
         Messages put in ``inbox`` while it runs must reach it.
         """
         ...
+
+
+def outcome_event(
+    path: str, run_id: str, outcome: ChildOutcome
+) -> SubagentFinished | SubagentFailed | SubagentCancelled | SubagentInterrupted:
+    """The event that tells a child's outcome, emitted by its parent at ``path``."""
+    child = outcome.path
+    match outcome.status:
+        case "completed":
+            return SubagentFinished(path=path, run_id=run_id, child=child, usage=outcome.usage)
+        case "failed":
+            return SubagentFailed(path=path, run_id=run_id, child=child, error=outcome.answer)
+        case "timed_out":
+            return SubagentCancelled(path=path, run_id=run_id, child=child, timed_out=True)
+        case "interrupted":
+            return SubagentInterrupted(
+                path=path,
+                run_id=run_id,
+                child=child,
+                requests=[r.to_dict() for r in outcome.requests],
+            )
+        case _:
+            assert_never(outcome.status)
 
 
 def _final_answer(state: State) -> str:

@@ -168,11 +168,12 @@ class Runtime:
         """Held while a run executes (deferred collections, if asked for)."""
         return run_in_progress() if self._defer_gc else contextlib.nullcontext()
 
-    def start_soon(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        """Start ``work`` beside the runtime's actors (their background subagents)."""
+    def start_soon(self, work: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None:
+        """Start ``work(*args)`` in the group the runtime's actors live in."""
+        # The new task copies the context as it is now: set, it names this runtime.
         token = _CURRENT.set(self)
         try:
-            self._tg.start_soon(work)
+            self._tg.start_soon(work, *args)
         finally:
             _CURRENT.reset(token)
 
@@ -361,12 +362,7 @@ class Runtime:
         actor.mailbox = send
         if actor.key is None:
             self._anonymous.add(actor)
-        # The new task copies the context as it is now: set, it names this runtime.
-        token = _CURRENT.set(self)
-        try:
-            self._tg.start_soon(actor.serve, receive)
-        finally:
-            _CURRENT.reset(token)
+        self.start_soon(actor.serve, receive)
         return send
 
     def _actor_for(self, spec: AgentSpec, thread_id: str) -> ThreadActor:

@@ -200,7 +200,8 @@ class AsyncSubAgentMiddleware(AgentMiddleware):
         if not isinstance(last, AssistantMessage) or last.tool_calls:
             return None
         policy = self.on_run_end
-        if policy == "auto" or (policy == "detach" and not self._can_detach(run)):
+        if policy in ("auto", "detach"):
+            # Detached only where someone outlives the run to collect them.
             policy = "detach" if self._can_detach(run) else "wait"
         if policy == "detach":
             return None

@@ -13,7 +13,7 @@ from ..messages import AssistantMessage, ToolCall, ToolMessage
 from ..state import State
 from ..tools import Command
 
-__all__ = ["HumanInTheLoopMiddleware", "ended_call", "require_checkpointer", "work_ended"]
+__all__ = ["HumanInTheLoopMiddleware", "ended_call", "require_checkpointer"]
 
 _NO_CHECKPOINTER = (
     "this agent may stop for a human's decision ({why}), and an interrupted run is "
@@ -37,11 +37,6 @@ def require_checkpointer(run: RunContext, why: str) -> None:
     """
     if run.journal is None:
         raise ConfigurationError(_NO_CHECKPOINTER.format(why=why))
-
-
-def work_ended(run: RunContext) -> bool:
-    """Whether this run was resumed to end the thread's pending work (``END_PENDING``)."""
-    return any(d.type == "end" for d in run.tree.decisions.values())
 
 
 def ended_call(call: ToolCall, message: str | None) -> ToolMessage:
@@ -92,10 +87,6 @@ class HumanInTheLoopMiddleware(AgentMiddleware):
     async def before_agent(self, state: State, run: RunContext) -> HookResult:
         require_checkpointer(run, "interrupt_on")
         return None
-
-    async def before_model(self, state: State, run: RunContext) -> HookResult:
-        # Resumed to end the pending work: the calls were answered, nothing more.
-        return {"jump_to": "end"} if work_ended(run) else None
 
     @property
     def tool_names(self) -> frozenset[str]:

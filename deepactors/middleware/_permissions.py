@@ -33,7 +33,7 @@ from ..interrupts import ActionRequest, Interrupt
 from ..messages import ToolMessage
 from ..state import State
 from ..tools import Command
-from ._hitl import ended_call, require_checkpointer, work_ended
+from ._hitl import ended_call, require_checkpointer
 
 __all__ = ["FilesystemPermissionMiddleware"]
 
@@ -70,10 +70,6 @@ class FilesystemPermissionMiddleware(AgentMiddleware):
     async def before_agent(self, state: State, run: RunContext) -> HookResult:
         require_checkpointer(run, "a permission with mode='interrupt'")
         return None
-
-    async def before_model(self, state: State, run: RunContext) -> HookResult:
-        # Resumed to end the pending work: the calls were answered, nothing more.
-        return {"jump_to": "end"} if work_ended(run) else None
 
     def asks(self, tool: str, args: dict[str, object]) -> str | None:
         """The path a call of ``tool`` needs a human for, or None."""

@@ -15,15 +15,11 @@ from typing import Literal, assert_never
 
 import anyio
 
-from ..actors import AgentSpec, ChildOutcome, ChildRunner, run_child
+from ..actors import AgentSpec, ChildRunner, outcome_event, run_child
 from ..budget import Budget
 from ..context import RunContext, RunKey, ToolRuntime
 from ..errors import ConfigurationError, ToolError
 from ..events import (
-    SubagentCancelled,
-    SubagentFailed,
-    SubagentFinished,
-    SubagentInterrupted,
     SubagentSpawned,
 )
 from ..hooks import AgentMiddleware
@@ -310,7 +306,7 @@ class SubAgentMiddleware(AgentMiddleware):
                 budget=spec.budget,
             )
         if emit is not None:
-            emit(_outcome_event(run, outcome))
+            emit(outcome_event(run.path, run.run_id, outcome))
         match outcome.status:
             case "completed":
                 update: Mapping[str, object] = {"files": outcome.diff} if outcome.diff else {}
@@ -325,32 +321,6 @@ class SubAgentMiddleware(AgentMiddleware):
                 raise ToolError(outcome.answer)
             case _:
                 assert_never(outcome.status)
-
-
-def _outcome_event(
-    run: RunContext, outcome: ChildOutcome
-) -> SubagentFinished | SubagentFailed | SubagentCancelled | SubagentInterrupted:
-    child = outcome.path
-    match outcome.status:
-        case "completed":
-            return SubagentFinished(
-                path=run.path, run_id=run.run_id, child=child, usage=outcome.usage
-            )
-        case "failed":
-            return SubagentFailed(
-                path=run.path, run_id=run.run_id, child=child, error=outcome.answer
-            )
-        case "timed_out":
-            return SubagentCancelled(path=run.path, run_id=run.run_id, child=child, timed_out=True)
-        case "interrupted":
-            return SubagentInterrupted(
-                path=run.path,
-                run_id=run.run_id,
-                child=child,
-                requests=[r.to_dict() for r in outcome.requests],
-            )
-        case _:
-            assert_never(outcome.status)
 
 
 def tree_models(spec: AgentSpec) -> set[ChatModel]:
