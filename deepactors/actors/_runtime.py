@@ -10,7 +10,6 @@ gets a one-shot actor of its own.
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
@@ -19,13 +18,12 @@ from typing import Any, Generic, TypeVar, Unpack
 
 import anyio
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectSendStream
 
 from .._core.pacing import DEFAULT_QUANTUM, Pacer
 from ..errors import RuntimeClosed
-from ..events import Event
 from ..persistence import ThreadInfo
-from ..tracing import Tracing, tree_tracer
+from ..tracing import Tracing
 from ._actor import (
     MAILBOX_SIZE,
     Order,
@@ -35,10 +33,10 @@ from ._actor import (
     StartOptions,
     ThreadActor,
     await_handle,
-    deadline,
 )
 from ._handle import ThreadHandle, new_handle
 from ._heap import deferred_collections, frozen_heap, run_in_progress
+from ._orders import make_order, unqueued
 from ._spec import AgentSpec, HasSpec, RunInput, check_thread
 
 __all__ = [
@@ -88,21 +86,6 @@ def _tracing(tracing: Tracing | bool) -> Tracing | None:
     if isinstance(tracing, Tracing):
         return tracing
     return Tracing() if tracing else None
-
-
-def _chain(
-    emit: Callable[[Event], None] | None, then: Callable[[Event], None]
-) -> Callable[[Event], None]:
-    """``emit``, then ``then``: the run's listeners, and its tracer."""
-    if emit is None:
-        return then
-    first = emit
-
-    def both(event: Event) -> None:
-        first(event)
-        then(event)
-
-    return both
 
 
 def current_runtime() -> Runtime | None:
@@ -267,17 +250,33 @@ class Runtime:
         order = self._order(spec, thread_id, run_input, options)
         if thread_id is None:
             return self._one_shot(spec, order)
-        await self.send(spec, thread_id, order)
+        try:
+            await self.send(spec, thread_id, order)
+        except BaseException as exc:
+            unqueued(order, exc)
+            raise
         return order.handle
 
     def submit_nowait(
         self, spec: AgentSpec, thread_id: str | None, run_input: RunInput, options: RunOptions
     ) -> RunHandle:
         """Queue a validated run without waiting (see :meth:`start_nowait`)."""
-        order = self._order(spec, thread_id, run_input, options)
         if thread_id is None:
-            return self._one_shot(spec, order)
-        self.send_nowait(spec, thread_id, order)
+            return self._one_shot(spec, self._order(spec, thread_id, run_input, options))
+        # Room is checked before the order is made: a run refused for a full
+        # mailbox (the server's quick start, which then waits for room and
+        # orders it again) never starts a trace.
+        mailbox = self._actor_for(spec, thread_id).mailbox
+        assert mailbox is not None
+        room = mailbox.statistics()
+        if room.current_buffer_used >= room.max_buffer_size:
+            raise anyio.WouldBlock
+        order = self._order(spec, thread_id, run_input, options)
+        try:
+            self.send_nowait(spec, thread_id, order)
+        except BaseException as exc:
+            unqueued(order, exc)
+            raise
         return order.handle
 
     async def send(self, spec: AgentSpec, thread_id: str, order: Order) -> None:
@@ -303,45 +302,7 @@ class Runtime:
     ) -> RunOrder:
         if self._closed:
             raise RuntimeClosed("this runtime is closed; open a new one with open_runtime()")
-        send: MemoryObjectSendStream[Event] | None = None
-        receive: MemoryObjectReceiveStream[Event] | None = None
-        if options.stream:
-            # Unbounded: emitting must never block the agent (or need an await on
-            # its hot path); the consumer's pace is its own business.
-            send, receive = anyio.create_memory_object_stream[Event](math.inf)
-        handle = RunHandle(
-            path=spec.name, thread_id=thread_id, deadline=deadline(options.timeout), events=receive
-        )
-        on_event = options.on_event
-        emit: Callable[[Event], None] | None = None
-        if send is not None and on_event is not None:
-            put = send.send_nowait
-
-            def emit(event: Event) -> None:
-                put(event)
-                on_event(event)
-
-        elif send is not None:
-            emit = send.send_nowait
-        else:
-            emit = on_event
-        listen = emit
-        tracer = None
-        if self._tracing is not None:
-            tracer = tree_tracer(
-                self._tracing, thread_id=thread_id, path=handle.path, run_id=handle.run_id
-            )
-            if tracer is not None:
-                emit = _chain(emit, tracer)
-        return RunOrder(
-            handle=handle,
-            input=run_input,
-            emit_stream=send,
-            emit=emit,
-            on_done=options.on_done,
-            listen=listen,
-            trace=tracer,
-        )
+        return make_order(spec.name, thread_id, run_input, options, self._tracing)
 
     def _one_shot(self, spec: AgentSpec, order: RunOrder) -> RunHandle:
         """Start a one-shot actor (no thread) with ``order`` as its only order."""
