@@ -169,6 +169,19 @@ class Restored:
                     ) from None
         return None
 
+    def ended_turn(self, path: str) -> str | None:
+        """The turn whose pending calls the actor's newest resume ended (goto END).
+
+        The id of the newest message that was not a tool result when the thread
+        was resumed with ``END_PENDING``; None when its newest resume decided
+        the calls instead, or it has none.
+        """
+        for record in reversed(self.by_path.get(path, ())):
+            if record.kind == "resume":
+                ended = record.data.get("ended")
+                return ended if isinstance(ended, str) else None
+        return None
+
     def replay(self, path: str, state: State) -> dict[str, ToolResult]:
         """Rebuild the actor's state; return the tool results of its unfinished step.
 

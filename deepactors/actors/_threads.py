@@ -14,14 +14,14 @@ from typing import Any
 
 from ..errors import ConfigurationError
 from ..interrupts import PendingRequest, interrupt_view
-from ..messages import AssistantMessage, Message
+from ..messages import AssistantMessage, Message, ToolMessage
 from ..persistence import Checkpointer
 from ..state import State
 from ._journal import Restored
 from ._loop import unanswered_calls
 from ._spec import AgentSpec
 
-__all__ = ["ThreadState", "ThreadTask", "next_step", "saved_state", "saver"]
+__all__ = ["ThreadState", "ThreadTask", "last_turn", "next_step", "saved_state", "saver"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,7 +47,8 @@ class ThreadState:
     Attributes:
         values: Every channel's value (``messages``, ``todos``, ``files``, ...).
         next: What runs next if the thread is continued: ``("model",)``,
-            ``("tools",)``, or ``()`` when the thread finished.
+            ``("tools",)``, or ``()`` when the thread finished (its model's last
+            answer made no calls, or its pending calls were ended: goto END).
         tasks: What the thread waits for (interrupts), if anything.
         interrupts: The pending requests, as under ``result["__interrupt__"]``.
         config: ``{"configurable": {"thread_id": ...}}``, as LangGraph gives it.
@@ -87,13 +88,30 @@ class ThreadState:
         return self.values.items()
 
 
-def next_step(messages: Sequence[Message]) -> tuple[str, ...]:
-    """What a continued thread would do first, judged from its history."""
+def last_turn(messages: Sequence[Message]) -> str | None:
+    """The id of the newest message that is not a tool result (None: there is none)."""
+    for i in range(len(messages) - 1, -1, -1):
+        if not isinstance(messages[i], ToolMessage):
+            return messages[i].id
+    return None
+
+
+def next_step(messages: Sequence[Message], ended_turn: str | None = None) -> tuple[str, ...]:
+    """What a continued thread would do first, judged from its history.
+
+    Args:
+        messages: The thread's messages.
+        ended_turn: The turn whose pending calls were ended (goto END), if any
+            (``Restored.ended_turn``): while only tool results follow it, the
+            thread finished there, as LangGraph's does after a run that ended.
+    """
     if not messages:
         return ()
     if unanswered_calls(messages)[1]:
         return ("tools",)
     if isinstance(messages[-1], AssistantMessage):
+        return ()
+    if ended_turn is not None and ended_turn == last_turn(messages):
         return ()
     return ("model",)
 
@@ -118,7 +136,7 @@ async def saved_state(
     interrupts = tuple(interrupt_view([r.to_dict() for r in pending]))
     return ThreadState(
         values=state.to_dict(),
-        next=next_step(state.messages),
+        next=next_step(state.messages, restored.ended_turn(actor)),
         tasks=(ThreadTask(name="tools", interrupts=interrupts),) if interrupts else (),
         interrupts=interrupts,
         config={"configurable": {"thread_id": thread_id}},
