@@ -24,7 +24,7 @@ class SubAgentConfig(BaseModel):
     deepagents' ``CompiledSubAgent`` key, here a prebuilt agent like ``agent``.
     ``graph_id``, ``url`` and ``headers`` are deepagents' ``AsyncSubAgent``
     keys: a subagent served by another Agent Protocol server
-    (:class:`~deepactors.remote.RemoteAgent`).
+    (:class:`~deepactors.remote.RemoteAgent`); ``keep_threads`` is its own.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
@@ -50,6 +50,13 @@ class SubAgentConfig(BaseModel):
     graph_id: str | None = Field(None, min_length=1)
     url: str | None = Field(None, min_length=1)
     headers: Mapping[str, str] | None = None
+    keep_threads: bool | None = None
+
+    def is_remote(self) -> bool:
+        """Whether a key only a remote subagent takes was given (the dict is one)."""
+        return any(
+            v is not None for v in (self.graph_id, self.url, self.headers, self.keep_threads)
+        )
 
     def local_keys(self) -> list[str]:
         """The keys given that only a subagent run here can use, not a remote one."""
@@ -61,7 +68,17 @@ class SubAgentConfig(BaseModel):
 # What a remote subagent dict may hold: deepagents' AsyncSubAgent keys, and the
 # limits this side keeps (its timeout and budget) or that choose how it is offered.
 _REMOTE_KEYS = frozenset(
-    {"name", "description", "graph_id", "url", "headers", "timeout", "budget", "background"}
+    {
+        "name",
+        "description",
+        "graph_id",
+        "url",
+        "headers",
+        "keep_threads",
+        "timeout",
+        "budget",
+        "background",
+    }
 )
 
 
@@ -106,7 +123,11 @@ def remote_spec(config: SubAgentConfig) -> SubAgentSpec:
     from .remote import RemoteAgent  # only when a dict asks for one
 
     agent = RemoteAgent(
-        name=config.name, graph_id=config.graph_id, url=config.url, headers=config.headers or {}
+        name=config.name,
+        graph_id=config.graph_id,
+        url=config.url,
+        headers=config.headers or {},
+        keep_threads=bool(config.keep_threads),
     )
     return SubAgentSpec(
         name=config.name,

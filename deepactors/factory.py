@@ -278,7 +278,7 @@ def _subagent_specs(
         if not isinstance(item, Mapping):
             raise ConfigurationError(f"a subagent must be a dict, not {type(item).__name__}")
         config = read_subagent_config(item)
-        if config.graph_id is not None or config.url is not None or config.headers is not None:
+        if config.is_remote():
             specs.append(remote_spec(config))
             continue
         prebuilt = config.agent or config.runnable

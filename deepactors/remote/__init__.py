@@ -14,12 +14,12 @@ Anthropic client too).
 from __future__ import annotations
 
 from .._core.public import publish as _publish
-from ._agent import DEADLINE_GRACE as DEADLINE_GRACE
 from ._agent import DEFAULT_CANCEL_TIMEOUT as DEFAULT_CANCEL_TIMEOUT
 from ._agent import DEFAULT_CONNECT_TIMEOUT as DEFAULT_CONNECT_TIMEOUT
 from ._agent import DEFAULT_READ_TIMEOUT as DEFAULT_READ_TIMEOUT
-from ._agent import REMOTE_RUN as REMOTE_RUN
 from ._agent import RemoteAgent as RemoteAgent
+from ._child import DEADLINE_GRACE as DEADLINE_GRACE
+from ._child import REMOTE_RUN as REMOTE_RUN
 from ._limits import LIMITS_KEY as LIMITS_KEY
 from ._limits import read_limits as read_limits
 

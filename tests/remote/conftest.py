@@ -156,6 +156,17 @@ async def settled(wheres: Sequence[dict[str, str]]) -> list[str]:
     raise AssertionError("unreachable")
 
 
+def _existing(url: str, thread_ids: Sequence[str]) -> list[str]:
+    with get_sync_client(url=url, api_key=None) as client:
+        found = client.threads.search(ids=list(thread_ids), limit=100)
+    return sorted(t["thread_id"] for t in found)
+
+
+async def existing(url: str, thread_ids: Sequence[str]) -> list[str]:
+    """Which of these threads the server has (``threads.search``, in a worker thread)."""
+    return await anyio.to_thread.run_sync(_existing, url, thread_ids)
+
+
 def remote(name: str, url: str, graph_id: str = "agent", **extra: Any) -> dict[str, Any]:
     """A remote subagent dict, deepagents' AsyncSubAgent shape."""
     return {

@@ -13,14 +13,24 @@ and of the tool results that came after it:
 - ``spend``: calls ``noop`` for ever (each turn a model call: a budget stops it);
 - ``ask``: calls ``send_email``, which waits for a human (``asker`` only);
 - ``update: <text>``: (a message to a running child) answers ``got <text>``;
-- ``fail``: the model raises.
+- ``fail``: the model raises;
+- ``burn <n> fail`` / ``burn <n> block``: calls ``noop`` ``n`` times, each call
+  reporting :data:`BURNED` tokens, then the model raises (``fail``), or it
+  calls ``wait_here`` (``block``): a child that spends, then fails or hangs.
 """
 
 from __future__ import annotations
 
 import anyio
 
-from deepactors import AssistantMessage, ToolCall, ToolMessage, UserMessage, create_deep_agent
+from deepactors import (
+    AssistantMessage,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UserMessage,
+    create_deep_agent,
+)
 from deepactors.models import FunctionModel, ModelRequest
 from deepactors.persistence import MemoryCheckpointer
 
@@ -43,6 +53,10 @@ def send_email(to: str) -> str:
         to: The recipient.
     """
     return f"sent to {to}"
+
+
+BURNED = Usage(input_tokens=100, output_tokens=10)
+"""What each of a ``burn`` order's model calls reports."""
 
 
 def _call(name: str, **args: object) -> AssistantMessage:
@@ -83,6 +97,13 @@ async def model(request: ModelRequest) -> AssistantMessage:
             return AssistantMessage(content=f"got {rest}")
         case "fail":
             raise RuntimeError("the model broke")
+        case "burn":
+            count, then = rest.split(" ")
+            if len(done) < int(count):
+                return _call("noop").model_copy(update={"usage": BURNED})
+            if then == "fail":
+                raise RuntimeError(f"the model broke after {count} calls")
+            return _call("wait_here").model_copy(update={"usage": BURNED})
     return AssistantMessage(content=f"unknown order {order!r}")
 
 

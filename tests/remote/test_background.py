@@ -44,7 +44,8 @@ def steering(then: str, events: list[Event], **args: str) -> FunctionModel:
 async def _steer(server: str, then: str, **args: str) -> tuple[dict[str, Any], list[Event]]:
     events: list[Event] = []
     agent = create_deep_agent(
-        steering(then, events, **args), subagents=[remote("r", server, background=True)]
+        steering(then, events, **args),
+        subagents=[remote("r", server, background=True, keep_threads=True)],
     )
     result, _ = await run_collecting(agent, {"messages": "go"}, timeout=60, events=events)
     assert isinstance(result, dict), result

@@ -43,7 +43,7 @@ async def _running(wheres: list[dict[str, str]], count: int, events: list[Event]
 
 
 async def test_a_message_in_the_inbox_reaches_the_running_remote_child(server: str) -> None:
-    agent = RemoteAgent(name="r", graph_id="agent", url=server)
+    agent = RemoteAgent(name="r", graph_id="agent", url=server, keep_threads=True)
     events: list[Event] = []
     run = RunContext(path="main", run_id="parent-run", emit=events.append)
     inbox = Inbox()
@@ -136,7 +136,7 @@ async def test_a_remote_child_gets_only_the_budget_its_parent_has_left(server: s
     # The parent's first call leaves 2 of 3 model calls; the child spends
     # them on the server, which refuses its third: the child failed, saying
     # so, and its calls are charged to the parent, whose own next call is refused.
-    agent = parent([remote("r", server)])
+    agent = parent([remote("r", server, keep_threads=True)])
     result, events = await run_collecting(
         agent, say([("r", "spend")]), budget=Budget(model_calls=3)
     )
@@ -196,7 +196,7 @@ def test_limits_that_are_not_limits_are_refused_before_anything_runs(
 
 
 async def test_a_remote_subagents_own_timeout_cancels_its_run(server: str) -> None:
-    agent = parent([remote("r", server, timeout=2)])
+    agent = parent([remote("r", server, timeout=2, keep_threads=True)])
     result, events = await run_collecting(agent, say([("r", "block")]), timeout=60)
     assert isinstance(result, dict), result
     [(status, text)] = answers(result)

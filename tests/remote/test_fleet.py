@@ -26,7 +26,7 @@ async def test_200_remote_children_all_answer_and_their_files_merge(
     fleet: tuple[str, str],
 ) -> None:
     a, b = fleet
-    agent = parent([remote("a", a), remote("b", b)])
+    agent = parent([remote("a", a, keep_threads=True), remote("b", b, keep_threads=True)])
     orders = [("ab"[i % 2], f"write /out/{i}.txt child {i}") for i in range(FANOUT)]
     result, events = await run_collecting(agent, say(orders), timeout=300)
     assert isinstance(result, dict), result
@@ -47,7 +47,7 @@ async def test_200_remote_children_all_answer_and_their_files_merge(
 
 async def test_the_parents_deadline_cancels_every_remote_run(fleet: tuple[str, str]) -> None:
     a, b = fleet
-    agent = parent([remote("a", a), remote("b", b)])
+    agent = parent([remote("a", a, keep_threads=True), remote("b", b, keep_threads=True)])
     count = 20
     # Children that never end on their own: the parent's deadline ends them.
     result, events = await run_collecting(

@@ -1,7 +1,8 @@
 """Remote subagents on LangGraph's own server (``langgraph dev``, langgraph-api with its
 in-memory runtime), on both loops: answers and file changes merge, failures are
 read, custom parts and assistant messages come back as events, the parent's
-deadline interrupts the remote run, and a message reaches a running child.
+deadline interrupts the remote run, a message reaches a running child, and a
+child's thread is deleted as it ends.
 
 LangGraph's server pins its own versions of LangGraph and LangChain, so it is
 installed in a virtual environment of its own: ``.ci/run`` makes it in
@@ -28,7 +29,16 @@ from deepactors.context import Inbox, RunContext
 from deepactors.events import CustomEvent, Event, ModelCallFinished
 from deepactors.remote import REMOTE_RUN, RemoteAgent
 
-from .conftest import answers, parent, remote, remote_runs_in, run_collecting, say, settled
+from .conftest import (
+    answers,
+    existing,
+    parent,
+    remote,
+    remote_runs_in,
+    run_collecting,
+    say,
+    settled,
+)
 
 ROOT = Path(__file__).parents[2]
 APP = Path(__file__).with_name("langgraph_app.py")
@@ -123,12 +133,16 @@ async def test_answers_files_failures_and_events_from_langgraphs_server(
     assert sorted(seen) == sorted(text for _, text in [*orders, ("lg", "fail")])
     answered = {e.path for e in events if isinstance(e, ModelCallFinished) and e.path != "main"}
     assert answered == {"main/task-1:lg", "main/task-2:lg", "main/task-3:lg"}
+    # Each child's thread was deleted as it ended.
+    threads = [r["thread_id"] for r in remote_runs_in(events)]
+    assert len(threads) == 4
+    assert await existing(langgraph_server, threads) == []
 
 
 async def test_the_parents_deadline_interrupts_the_run_on_langgraphs_server(
     langgraph_server: str,
 ) -> None:
-    agent = parent([remote("lg", langgraph_server)])
+    agent = parent([remote("lg", langgraph_server, keep_threads=True)])
     result, events = await run_collecting(agent, say([("lg", "sleep 60")] * 3), timeout=5)
     assert isinstance(result, TimeoutError), result
     runs = remote_runs_in(events)
@@ -139,7 +153,7 @@ async def test_the_parents_deadline_interrupts_the_run_on_langgraphs_server(
 async def test_a_message_reaches_a_running_child_on_langgraphs_server(
     langgraph_server: str,
 ) -> None:
-    agent = RemoteAgent(name="lg", graph_id="agent", url=langgraph_server)
+    agent = RemoteAgent(name="lg", graph_id="agent", url=langgraph_server, keep_threads=True)
     events: list[Event] = []
     inbox = Inbox()
     outcome = None
