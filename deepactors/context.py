@@ -205,7 +205,8 @@ class TreeContext:
             authenticated.
         background: The thread actor's background subagents (a
             ``deepactors.actors._background.BackgroundTasks``), None outside
-            an actor.
+            an actor or when no agent of the tree can start any (see
+            ``AgentMiddleware.starts_background``).
         keeps_background: Whether the thread actor outlives this run, so
             background subagents may keep working after it ends.
     """

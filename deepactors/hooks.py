@@ -78,11 +78,16 @@ class AgentMiddleware:
         tools: Tools this middleware adds to the agent.
         system_prompt: Text this middleware adds to the system prompt.
         channels: State channels this middleware declares.
+        starts_background: Whether it (or an agent it runs as a subagent) can
+            start background tasks, which outlive the run that started them
+            and are kept by the thread's actor. Only an agent with such a
+            middleware gets that bookkeeping; the others pay nothing for it.
     """
 
     tools: Sequence[Tool] = ()
     system_prompt: str | None = None
     channels: Mapping[str, Channel] = {}
+    starts_background: bool = False
 
     @property
     def name(self) -> str:

@@ -72,6 +72,9 @@ class AgentSpec:
         checkpointer: Where threads are saved, if anywhere.
         context_schema: What a run's ``context=`` must be (a pydantic model,
             dataclass or TypedDict); ``None`` takes any mapping.
+        starts_background: Whether a run of it can start background tasks (a
+            middleware of its stack says so, for itself or a subagent): only
+            then does its thread actor keep a registry of them.
     """
 
     name: str
@@ -95,6 +98,7 @@ class AgentSpec:
     call_model: ModelHandler = field(init=False)
     call_tool: ToolHandler = field(init=False)
     context_adapter: TypeAdapter[Any] | None = field(init=False)
+    starts_background: bool = field(init=False)
 
     def __post_init__(self) -> None:
         if self.max_steps < 1:
@@ -122,6 +126,7 @@ class AgentSpec:
             "call_model": model_handler,
             "call_tool": tool_handler,
             "context_adapter": _context_adapter(self.context_schema),
+            "starts_background": any(mw.starts_background for mw in stack),
         }
         for name, value in resolved.items():
             object.__setattr__(self, name, value)

@@ -79,6 +79,8 @@ def _merge(current: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]
 def _registry(run: RunContext) -> BackgroundTasks:
     tasks = run.tree.background
     if not isinstance(tasks, BackgroundTasks):
+        # No registry: no thread actor, or an agent above this one that runs
+        # it as a subagent does not say so (``starts_background``).
         raise ToolError("background tasks need the actor runtime (this run has no thread actor)")
     return tasks
 
@@ -103,6 +105,8 @@ class AsyncSubAgentMiddleware(AgentMiddleware):
         max_running: Tasks one agent may have working at once (None: no cap).
         system_prompt: The section added to the system prompt.
     """
+
+    starts_background = True
 
     def __init__(
         self,

@@ -201,6 +201,12 @@ class SubAgentMiddleware(AgentMiddleware):
             if limit is not None and limit < 1:
                 raise ConfigurationError("max_concurrent_subagents must be at least 1")
         self.specs = specs_by_name(subagents)
+        # A child's background tasks are kept by the thread's actor, whose
+        # agent is this one's (or an ancestor's): it needs to know.
+        self.starts_background = any(
+            isinstance(s.agent, AgentSpec) and s.agent.starts_background
+            for s in self.specs.values()
+        )
         self.max_concurrent = max_concurrent
         self.max_concurrent_total = max_concurrent_total
         self.system_prompt = system_prompt
