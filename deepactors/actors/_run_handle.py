@@ -15,10 +15,10 @@ from typing import Any, TypedDict
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from ..budget import Budget
+from ..budget import Budget, BudgetReport
 from ..errors import InputError
 from ..events import Event
-from ..messages import new_id
+from ..messages import Usage, new_id
 from ._spec import AgentSpec, RunInput, prepare_input
 
 __all__ = ["RunHandle", "RunOptions", "StartOptions", "await_handle", "deadline"]
@@ -35,6 +35,11 @@ class RunHandle:
         head_before: The ``seq`` of the thread's newest saved record when the run
             took the thread's lease (0: none), so undoing the run means going
             back to it; None until then, and for a thread that is not saved.
+        usage: The tokens the run's tree spent, set when it ends in any way
+            (failed, cancelled or timed out too, where there is no result to
+            read it from); None until then, or when its models report none.
+        budget_report: What the run's tree spent of its budget, set as ``usage``
+            is; None for a run without a budget.
     """
 
     def __init__(
@@ -51,6 +56,8 @@ class RunHandle:
         self.deadline = deadline
         self.events = events
         self.head_before: int | None = None
+        self.usage: Usage | None = None
+        self.budget_report: BudgetReport | None = None
         self._scope: anyio.CancelScope | None = None
         # Cancels what the run left working after it (its background subagents).
         self._on_cancel: Callable[[], None] | None = None
