@@ -58,7 +58,10 @@ def w2(
     print(f"W2 instructions per subagent (N={large} minus N={small}, collector {_on(gc_on)})")
     for backend in loops:
         per = {}
-        extra = (*(("budget",) if budget else ()), *(("traced", "trace_noop") if traced else ()))
+        extra = (
+            *(("budget",) if budget else ()),
+            *(("traced", "trace_noop", "floor_traced") if traced else ()),
+        )
         for impl in (*IMPLS, "unpaced", *extra):
             a, b = (
                 instructions("w2_fanout.py", [impl, backend, str(n), "--mode", "plain"], gc_on)
@@ -83,6 +86,14 @@ def w2(
                 f"{per['traced'] / 1e3:8.0f} k ({per['traced'] / per['deepactors']:.2f}x) | "
                 f"no-op provider {per['trace_noop'] / 1e3:8.0f} k "
                 f"({per['trace_noop'] / per['deepactors']:.2f}x)"
+            )
+            sdk = per["floor_traced"] - per["floor"]
+            ours = per["traced"] - per["deepactors"]
+            print(
+                f"  {backend:8} floor traced by hand {per['floor_traced'] / 1e3:8.0f} k "
+                f"({per['floor_traced'] / per['floor']:.2f}x the floor) | tracing adds "
+                f"{sdk / 1e3:.0f} k to the floor, {ours / 1e3:.0f} k to deepactors "
+                f"({ours / sdk:.2f}x)"
             )
 
 

@@ -199,8 +199,11 @@ def _screenshot(base: str, trace_id: str, path: str) -> None:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=flags)
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
         page.goto(f"{base}/projects/{project}/traces/{trace_id}")
-        # The page is drawn by scripts: wait for the trace's root span to show.
+        # The page is drawn by scripts, in steps (placeholders first): wait for
+        # its requests to settle, then for the root span and its attributes.
+        page.wait_for_load_state("networkidle", timeout=60_000)
         page.get_by_text("invoke_agent lead").first.wait_for(timeout=60_000)
+        page.get_by_text("gen_ai.agent.name").first.wait_for(timeout=60_000)
         page.wait_for_timeout(1000)
         page.screenshot(path=path)
         browser.close()

@@ -39,6 +39,9 @@ span processor and an in-memory exporter; every span exported inside the timing)
 and traced through the OpenTelemetry API's no-op tracer provider (``trace_noop``:
 deepactors' own share of tracing, its events and the tracer's bookkeeping,
 without the SDK's spans); each beside deepactors untraced.
+With ``--traced``, a third row: the floor traced by hand (``floor_traced``: the
+same spans made through the SDK directly, see ``_traced_floor.py``), beside the
+floor: what tracing this work costs with no framework in between.
 ``--unpaced`` adds a row: deepactors under ``open_runtime(pacing=None)``, without
 the slices that keep the loop's timers and sockets served during the fan-out
 (what pacing costs, and what it buys in timer lateness).
@@ -190,6 +193,20 @@ def floor_work(n: int) -> Callable[[], Awaitable[int]]:
     return functools.partial(floor_run, n)
 
 
+def floor_traced_work(n: int) -> Callable[[], Awaitable[int]]:
+    """The floor, making deepactors' spans of W2 through the SDK by hand."""
+    from _traced_floor import traced_floor_run
+
+    async def run() -> int:
+        provider = _traced_provider()
+        tracer = provider.get_tracer("w2-floor")
+        found = await traced_floor_run(n, tracer, main_turn, child_turn, lookup, LATENCY)
+        provider.force_flush()  # every span exported, inside the timing
+        return found
+
+    return run
+
+
 # -- deepactors ------------------------------------------------------------------------
 
 
@@ -273,6 +290,7 @@ MAKERS = {
     "deepactors": our_work,
     "defer_gc": functools.partial(our_work, defer_gc=True),
     "unpaced": functools.partial(our_work, paced=False),
+    "floor_traced": floor_traced_work,
     "traced": functools.partial(our_work, traced=True),
     "trace_noop": functools.partial(our_work, noop_traced=True),
     # For bench/instructions.py w2 --budget (bench/w2_budget.py times it).
@@ -384,7 +402,7 @@ def main() -> None:
         *IMPLS,
         *(("defer_gc",) if args.defer_gc else ()),
         *(("unpaced",) if args.unpaced else ()),
-        *(("traced", "trace_noop") if args.traced else ()),
+        *(("traced", "trace_noop", "floor_traced") if args.traced else ()),
     )
     results: list[dict[str, Any]] = []
     for backend in args.loops:
@@ -413,11 +431,22 @@ def main() -> None:
             print(f"{backend}, N={n}:")
             for impl in impls:
                 print(_row(impl, n, runs[impl], objects[impl]))
-            for impl in impls[1:]:
+            for impl in (i for i in impls[1:] if i != "floor_traced"):
                 ratio = _median(runs[impl], "wall") / _median(runs["floor"], "wall")
                 cpu_ratio = _median(runs[impl], "cpu") / _median(runs["floor"], "cpu")
                 print(f"  {impl} / floor: wall {ratio:.2f}x, CPU {cpu_ratio:.2f}x")
-            for impl in impls[2:]:  # each variant beside deepactors as it is by default
+            if "floor_traced" in runs:
+                # What tracing costs the floor itself, through the SDK alone;
+                # deepactors' traced row beside it says what is ours.
+                hand, floor = runs["floor_traced"], runs["floor"]
+                ratio = _median(hand, "cpu") / _median(floor, "cpu")
+                bare = _median_of(hand, _cpu_ex_gc) / _median_of(floor, _cpu_ex_gc)
+                print(
+                    f"  floor_traced / floor: CPU {ratio:.2f}x, without GC {bare:.2f}x; "
+                    f"tracing added {_added(hand, floor, n)} ms/sub to the floor, "
+                    f"{_added(runs['traced'], runs['deepactors'], n)} to deepactors"
+                )
+            for impl in (i for i in impls[2:] if i != "floor_traced"):
                 ours = runs["deepactors"]
                 ratio = _median(runs[impl], "cpu") / _median(ours, "cpu")
                 # Whether a full collection falls inside a run is a threshold
@@ -438,6 +467,11 @@ def _cpu_ex_gc(run: dict[str, Any]) -> float:
 
 def _median_of(runs: list[dict[str, Any]], figure: Callable[[dict[str, Any]], float]) -> float:
     return statistics.median(figure(r) for r in runs)
+
+
+def _added(traced: list[dict[str, Any]], untraced: list[dict[str, Any]], n: int) -> str:
+    """The median CPU per subagent of ``traced`` less that of ``untraced``, in ms."""
+    return f"{(_median(traced, 'cpu') - _median(untraced, 'cpu')) / n * 1000:.3f}"
 
 
 def _spread(runs: list[dict[str, Any]], n: int) -> str:

@@ -31,6 +31,7 @@ Needs ``deepactors[otel]`` (the OpenTelemetry API; bring the SDK and an exporter
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -84,7 +85,14 @@ def provider_of(model: object) -> str | None:
     said = getattr(model, "provider", None)
     if isinstance(said, str):
         return said
-    module = type(model).__module__
+    cls: Any = type(model)
+    return _provider_of_class(cls)
+
+
+@functools.cache
+def _provider_of_class(cls: Any) -> str | None:
+    # Once per model class, not per model call (a streamed or traced run asks at each).
+    module = cls.__module__
     for known in ("anthropic", "openai", "langchain"):
         if known in module:
             return known
