@@ -16,19 +16,19 @@ from typing import Any
 
 from .._core.pacing import Pacer
 from ..backends import SandboxKey, sandbox_scope
-from ..budget import Budget, BudgetLedger
+from ..budget import Budget, BudgetLedger, BudgetReport
 from ..context import RunContext, TreeContext, TreeSlot
 from ..errors import BudgetExceeded, InputError
 from ..events import Event, Interrupted, RunStarted
 from ..filediff import FileRecord
 from ..interrupts import ActionRequest, Interrupt, interrupt_view, parse_decisions
-from ..messages import AssistantMessage, ToolMessage, new_id
+from ..messages import AssistantMessage, ToolMessage, Usage, new_id
 from ..state import State
 from ._filewatch import actor_listener
 from ._journal import Journal, ThreadMark, open_journal
 from ._loop import run_loop
 from ._spec import AgentSpec, RunInput
-from ._threads import next_step
+from ._threads import last_turn, next_step
 
 __all__ = ["Session", "child_session", "execute_root"]
 
@@ -143,6 +143,7 @@ async def execute_root(
     known: ThreadMark | None = None,
     pacer: Pacer | None = None,
     opened: Callable[[int], None] | None = None,
+    spent: Callable[[Usage | None, BudgetReport | None], None] | None = None,
     background: Any = None,
     keeps_background: bool = False,
 ) -> tuple[dict[str, Any], State, ThreadMark | None]:
@@ -156,6 +157,9 @@ async def execute_root(
         pacer: Paces the steps of the run's whole tree (its runtime's).
         opened: Called with the thread's head once the run holds the thread's
             lease (before it writes anything): where undoing the run goes back to.
+        spent: Called with the tree's usage and budget report as the run
+            ends, however it ends (a failed or cancelled run has no result
+            that says what it spent).
         background: The thread actor's background subagents.
         keeps_background: Whether they may outlive the run (see TreeContext).
 
@@ -210,14 +214,16 @@ async def execute_root(
                 context=run_input.context,
                 budget=ledger,
             )
+            if spent is not None:
+                stack.callback(_report_spent, spent, run, ledger)
             session = _open(spec, state, run, restore=fresh)
             stack.callback(session.close)
             if run_input.update_only:
                 session.state.apply(run_input.values)
                 return _result(state, run, []), state, _head(journal)
             if run_input.resume is not None:
-                _take_decisions(run, run_input.resume)
-            elif not _has_work(state, run_input, thread_id):
+                _take_decisions(run, state, run_input.resume)
+            elif not _has_work(state, run_input, thread_id, _ended_turn(journal, run.path)):
                 # ainvoke(None) on a thread that finished: nothing to continue,
                 # so nothing is called; the caller gets the thread's state.
                 return _result(state, run, []), state, _head(journal)
@@ -230,6 +236,15 @@ async def execute_root(
         raise failure
     assert state is not None  # every path without a failure set it
     return _result(state, run, interrupted), state, _head(journal)
+
+
+def _report_spent(
+    spent: Callable[[Usage | None, BudgetReport | None], None],
+    run: RunContext,
+    ledger: BudgetLedger | None,
+) -> None:
+    # Its subagents have ended (and added theirs) by the time the stack unwinds.
+    spent(run.usage, None if ledger is None else ledger.report())
 
 
 def _head(journal: Journal | None) -> ThreadMark | None:
@@ -246,7 +261,14 @@ def _result(state: State, run: RunContext, interrupted: list[ActionRequest]) -> 
     return result
 
 
-def _has_work(state: State, run_input: RunInput, thread_id: str | None) -> bool:
+def _ended_turn(journal: Journal | None, path: str) -> str | None:
+    restored = None if journal is None else journal.restored
+    return None if restored is None else restored.ended_turn(path)
+
+
+def _has_work(
+    state: State, run_input: RunInput, thread_id: str | None, ended_turn: str | None
+) -> bool:
     """Whether the run has anything to do; refuse one that would ask about nothing.
 
     Raises:
@@ -257,7 +279,8 @@ def _has_work(state: State, run_input: RunInput, thread_id: str | None) -> bool:
             raise InputError(
                 f"thread {thread_id!r} has no saved state to continue: start it with input messages"
             )
-        return bool(next_step(state.messages))
+        # A thread whose pending calls were ended (goto END) finished there.
+        return bool(next_step(state.messages, ended_turn))
     incoming = run_input.values.get("messages") or ()
     if not state.messages and not incoming:
         raise InputError("the input has no message for the agent to answer")
@@ -284,7 +307,7 @@ def _check_tool_results(state: State, incoming: Sequence[object]) -> None:
             )
 
 
-def _take_decisions(run: RunContext, resume: object) -> None:
+def _take_decisions(run: RunContext, state: State, resume: object) -> None:
     """Match the caller's decisions to the requests the thread stopped for."""
     tree = run.tree
     restored = tree.restored
@@ -294,7 +317,13 @@ def _take_decisions(run: RunContext, resume: object) -> None:
     decisions = parse_decisions(resume, pending)
     tree.decisions = decisions
     if tree.journal is not None:
-        tree.journal.record(run.path, run.step, "resume", {"ids": sorted(decisions)})
+        data: dict[str, Any] = {"ids": sorted(decisions)}
+        if any(d.type == "end" for d in decisions.values()):
+            # Which turn was ended: the saved thread reads as finished there
+            # (next: [], as LangGraph's after a run that ended) until something
+            # other than its calls' results comes after it.
+            data["ended"] = last_turn(state.messages)
+        tree.journal.record(run.path, run.step, "resume", data)
 
 
 async def _execute(session: Session, values: Mapping[str, Any]) -> list[ActionRequest]:

@@ -228,3 +228,36 @@ def test_agent_chat_ui_mark_as_resolved_ends_the_pending_work(
             )
             assert refused.status_code == 422, refused.text
             assert why in refused.json()["detail"]
+
+
+def test_mark_as_resolved_leaves_the_thread_finished(client: SyncLangGraphClient) -> None:
+    # What a thread whose run ended shows on LangGraph's server: nothing next,
+    # no task, no interrupt, idle; its newest history entry the same. (LangGraph
+    # itself reruns the interrupted node on goto __end__, asking again; here the
+    # calls are answered as not run and the run ends, so it reads as ended.)
+    thread_id = client.threads.create()["thread_id"]
+    client.runs.wait(thread_id, "agent", input=_say("email bob"))
+    assert client.threads.get_state(thread_id)["next"] == ["tools"]
+    ended = client.runs.wait(
+        thread_id,
+        "agent",
+        input={},
+        command={"goto": "__end__"},
+        checkpoint=_head(client, thread_id),
+    )
+    state = client.threads.get_state(thread_id)
+    assert (state["next"], state["tasks"], state["interrupts"]) == ([], [], [])
+    assert state["values"] == ended
+    assert client.threads.get_history(thread_id, limit=1)[0] == state
+    thread = client.threads.get(thread_id)
+    assert (thread["status"], thread["interrupts"], thread["values"]) == ("idle", {}, ended)
+    # Continuing it runs nothing (as LangGraph's input None on a finished
+    # thread): no model call, no new checkpoint.
+    assert client.runs.wait(thread_id, "agent", input=None) == ended
+    assert client.threads.get_state(thread_id) == state
+    # The next message runs as on any finished thread.
+    values = client.runs.wait(thread_id, "agent", input=_say("hello"))
+    assert [m["content"] for m in values["messages"][-2:]] == ["hello", "echo #2: hello"]
+    after = client.threads.get_state(thread_id)
+    assert (after["next"], after["tasks"], after["interrupts"]) == ([], [], [])
+    assert client.threads.get(thread_id)["status"] == "idle"

@@ -207,7 +207,7 @@ async def test_ending_the_pending_work_answers_the_calls_without_a_model_call() 
     # LangGraph's Command(goto=END): whatever the requests allow.
     agent = guarded(
         checkpointer=MemoryCheckpointer(),
-        script=[TWO_CALLS],  # a second model call would find no answer
+        script=[TWO_CALLS, AssistantMessage(content="hi")],
         interrupt_on={"note": {"allowed_decisions": ["approve"]}},
     )
     first = await agent.ainvoke("go", thread_id="h")
@@ -220,9 +220,15 @@ async def test_ending_the_pending_work_answers_the_calls_without_a_model_call() 
     assert ended.text == "Not run: the thread's pending work was ended (goto __end__)."
     assert done["files"] == {}
     state = await agent.aget_state("h")
-    assert state.interrupts == ()
+    # Finished there, as a LangGraph thread whose run ended: nothing next.
+    assert (state.next, state.tasks, state.interrupts) == ((), (), ())
     with pytest.raises(InputError, match="not waiting"):
         await agent.ainvoke(Command(resume=END_PENDING), thread_id="h")
+    # Continuing it asks the model nothing; the next message runs as usual.
+    again = await agent.ainvoke(None, thread_id="h")
+    assert again["messages"] == done["messages"]
+    assert (await agent.ainvoke("more", thread_id="h"))["messages"][-1].text == "hi"
+    assert (await agent.aget_state("h")).next == ()
 
 
 async def test_ending_a_subagents_pending_work_ends_its_parents_run_too() -> None:
@@ -255,6 +261,7 @@ async def test_ending_a_subagents_pending_work_ends_its_parents_run_too() -> Non
     assert "__interrupt__" not in done
     assert isinstance(done["messages"][-1], ToolMessage)
     assert done["files"] == {}
+    assert (await agent.aget_state("s")).next == ()
 
 
 async def test_allowed_decisions_are_enforced_and_counted() -> None:
