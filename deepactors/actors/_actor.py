@@ -37,8 +37,10 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from .._core.logs import get_logger
 from .._core.pacing import Pacer
+from ..budget import BudgetReport
 from ..errors import RunCancelled
 from ..events import Event, RunFinished
+from ..messages import Usage
 from ..persistence import Checkpointer, ThreadLease
 from ..state import State
 from ._background import BackgroundTask, BackgroundTasks, collected_update
@@ -257,10 +259,17 @@ class ThreadActor:
         def opened(head_before: int) -> None:
             handle.head_before = head_before
 
-        tasks = self._tasks()
-        tasks.begin_run(handle.run_id, handle.deadline, order.listen, order.trace)
-        # A partial, not a closure over the handle: no cycle through it.
-        handle._on_cancel = functools.partial(tasks.cancel_run, handle.run_id)
+        def spent(usage: Usage | None, report: BudgetReport | None) -> None:
+            handle.usage, handle.budget_report = usage, report
+
+        tasks = None
+        if self.spec.starts_background:
+            # Only an agent that can start background tasks keeps a registry:
+            # the rest (most, and every subagent of a fan-out) skip it all.
+            tasks = self._tasks()
+            tasks.begin_run(handle.run_id, handle.deadline, order.listen, order.trace)
+            # A partial, not a closure over the handle: no cycle through it.
+            handle._on_cancel = functools.partial(tasks.cancel_run, handle.run_id)
         with self.host.in_progress():
             result, self.state, self.mark = await execute_root(
                 self.spec,
@@ -272,6 +281,7 @@ class ThreadActor:
                 known=known,
                 pacer=pacer,
                 opened=opened,
+                spent=spent,
                 background=tasks,
                 keeps_background=self.key is not None and self.host.keeps_background,
             )
