@@ -16,7 +16,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
 
@@ -32,8 +32,20 @@ from ._limits import charge, limits_config, remaining_budget
 from ._outcome import answer_of, file_changes, interrupt_note, spent_of
 from ._wire import Connection, RemoteFailure, Server, stream_run, wait_run
 
-if TYPE_CHECKING:
-    from ._agent import RemoteAgent
+
+class _Where(Protocol):
+    """What a child reads of its :class:`~deepactors.remote.RemoteAgent` (a
+    protocol, so this module needs no import of the agent's)."""
+
+    @property
+    def url(self) -> str: ...
+    @property
+    def graph_id(self) -> str: ...
+    @property
+    def cancel_timeout(self) -> float: ...
+    @property
+    def keep_threads(self) -> bool: ...
+
 
 __all__ = ["DEADLINE_GRACE", "REMOTE_RUN", "RemoteChild"]
 
@@ -54,7 +66,7 @@ cancelled parent); the server's ends the runs of a parent that is gone."""
 class RemoteChild:
     """One remote child at work: its thread, its runs, what it was sent."""
 
-    agent: RemoteAgent
+    agent: _Where
     description: str
     path: str
     label: str

@@ -47,15 +47,16 @@ def _outcome(handle: RunHandle) -> tuple[RunStatus, dict[str, Any] | None]:
 
 
 def _record_usage(run: RunRecord, handle: RunHandle) -> None:
-    """Put the tree's usage and cost (and its budget report) in the run's metadata."""
-    try:
-        values = handle.result_nowait()
-    except Exception:
-        return  # no result: nothing was counted for it
-    usage = values.get("usage")
+    """Put the tree's usage and cost (and its budget report) in the run's metadata.
+
+    For every run that ended, failed, cancelled and timed out ones too: a
+    remote parent charges what its child spent to its own budget, whichever
+    way the child ended.
+    """
+    usage = handle.usage
     if usage is not None:
         run.metadata["usage"] = usage.model_dump()  # tokens, requests and cost_usd
-    budget = values.get("budget")
+    budget = handle.budget_report
     if budget is not None:
         run.metadata["budget"] = {
             "model_calls": budget.model_calls,
