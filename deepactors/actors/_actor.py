@@ -382,6 +382,8 @@ def _finished_event(
         path=handle.path,
         run_id=handle.run_id,
         outcome=outcome,
-        usage=result.get("usage") if result else None,
+        # Set as the run ends, whichever way: a failed run's trace and
+        # metrics count what it spent too.
+        usage=handle.usage if handle.usage is not None else (result or {}).get("usage"),
         error=None if error is None else f"{type(error).__name__}: {error}",
     )

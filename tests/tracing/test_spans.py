@@ -260,6 +260,10 @@ async def test_a_failed_run_and_its_open_spans_end_with_an_error(
     (main,) = [s for s in spans if s.name == "invoke_agent main"]
     assert main.status.status_code is StatusCode.ERROR
     assert "broke" in (main.status.description or "")
+    # What the tree spent before it failed (its first call and the worker's) is on it.
+    assert main.attributes is not None
+    assert main.attributes["gen_ai.usage.input_tokens"] == 2 * USAGE.input_tokens
+    assert main.attributes["gen_ai.usage.output_tokens"] == 2 * USAGE.output_tokens
     # The model call that raised ended with the run, as an error, inside it.
     last_chat = max(
         (s for s in spans if s.name.startswith("chat ")), key=lambda s: s.start_time or 0
