@@ -381,7 +381,14 @@ class RunManager(RunCanceller):
         """Know a new thread (and let other server processes know it)."""
         self.threads[thread.thread_id] = thread
         if self.relay.shared and not thread.temporary:
-            await self.relay.thread_created(thread.thread_id, thread.metadata)
+            try:
+                await self.relay.thread_created(thread.thread_id, thread.metadata)
+            except BaseException:
+                # Not made (the database is down): a client told to try again
+                # must not find it half-made here, and no other process knows it.
+                if self.threads.get(thread.thread_id) is thread:
+                    del self.threads[thread.thread_id]
+                raise
 
     async def delete_thread(self, thread: ThreadRecord) -> None:
         """Cancel the thread's runs, then forget it and its checkpoint."""
