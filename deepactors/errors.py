@@ -41,12 +41,15 @@ Where a builtin means the same thing, the error subclasses it too, so
     │       └── SandboxUnavailable         the sandbox cannot be set up here (never run on the host)
     ├── ThreadBusy                         another run holds the thread (and we may not wait)
     └── PersistenceError                   a checkpoint or store database failed
+        ├── DatabaseUnavailable            it cannot be reached now (down, restarting): try again
         ├── CheckpointError                checkpoints could not be read or written
+        │   ├── CheckpointUnavailable (DatabaseUnavailable)
         │   ├── CheckpointCorrupt          the file or a record is damaged or of another schema
         │   │   └── CheckpointSchemaMismatch  written with another schema version
         │   ├── CheckpointFileLost         the file was deleted or replaced while in use
         │   └── ThreadLeaseLost            the run's lease lapsed: its writes are refused
         └── StoreError                     the store could not be read or written
+            ├── StoreUnavailable (DatabaseUnavailable)
             ├── StoreCorrupt               the file or an item is damaged or of another schema
             └── StoreFileLost              the file was deleted or replaced while in use
 
@@ -68,8 +71,10 @@ __all__ = [
     "CheckpointError",
     "CheckpointFileLost",
     "CheckpointSchemaMismatch",
+    "CheckpointUnavailable",
     "ConfigurationError",
     "ContextWindowExceeded",
+    "DatabaseUnavailable",
     "DeepActorsError",
     "EditError",
     "FileNotFound",
@@ -98,6 +103,7 @@ __all__ = [
     "StoreCorrupt",
     "StoreError",
     "StoreFileLost",
+    "StoreUnavailable",
     "StructuredOutputError",
     "ThreadBusy",
     "ThreadLeaseLost",
@@ -340,8 +346,31 @@ class PersistenceError(DeepActorsError):
     """
 
 
+class DatabaseUnavailable(PersistenceError):
+    """The database cannot be reached now: it is down, restarting, or out of connections.
+
+    Nothing is wrong with what is stored or asked; the same request may succeed
+    once the database is back (the server answers it with 503 and
+    ``Retry-After``). A failure while connected (a refused or cut-off statement)
+    is not this: its write may or may not have been committed.
+
+    Attributes:
+        location: The database, without credentials (``postgresql://host/db``).
+        since: When it was first found unreachable (``time.time()``).
+    """
+
+    def __init__(self, message: str, *, location: str, since: float) -> None:
+        super().__init__(message)
+        self.location = location
+        self.since = since
+
+
 class CheckpointError(PersistenceError):
     """Checkpoints cannot be read or written."""
+
+
+class CheckpointUnavailable(CheckpointError, DatabaseUnavailable):
+    """The checkpointer's database cannot be reached now (see :class:`DatabaseUnavailable`)."""
 
 
 class CheckpointCorrupt(CheckpointError):
@@ -379,6 +408,10 @@ class ThreadLeaseLost(CheckpointError):
 
 class StoreError(PersistenceError):
     """The store's database cannot be read or written."""
+
+
+class StoreUnavailable(StoreError, DatabaseUnavailable):
+    """The store's database cannot be reached now (see :class:`DatabaseUnavailable`)."""
 
 
 class StoreCorrupt(StoreError):

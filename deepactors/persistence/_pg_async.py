@@ -19,6 +19,7 @@ from ._pg_drive import (
     drive_async,
     idle_connection_lost,
     pool_options,
+    reaching,
     unlock_all_async,
 )
 from ._pg_sql import Op
@@ -63,25 +64,36 @@ class AsyncDriver:
         # One connection of its own first: a wrong DSN or a server that is down
         # fails now, not after the pool's retries, and the schema is ready
         # before any pooled connection is used.
-        async with await psycopg.AsyncConnection.connect(
-            self._dsn, autocommit=True, connect_timeout=int(OPEN_TIMEOUT)
-        ) as conn:
+        with reaching():
+            first = await psycopg.AsyncConnection.connect(
+                self._dsn, autocommit=True, connect_timeout=int(OPEN_TIMEOUT)
+            )
+        async with first as conn:
             await drive_async(conn, prepare, transaction=True)
         await self._pool.open()
         await self._leases.open()
 
-    async def run(self, op: Op[T], *, transaction: bool = True) -> T:
-        async with self._pool.connection() as conn:
-            return await drive_async(conn, op, transaction=transaction)
+    async def run(self, op: Op[T], *, transaction: bool = True, wait: float = OPEN_TIMEOUT) -> T:
+        # The pool's ``connection()``, with the checkout apart: only its
+        # failure says the database is unreachable.
+        with reaching():
+            conn = await self._pool.getconn(wait)
+        try:
+            async with conn:
+                return await drive_async(conn, op, transaction=transaction)
+        finally:
+            await self._pool.putconn(conn)
 
     async def write(self, op: Op[T], *, transaction: bool) -> T:
         async with self._write_lock:
             if self._writer is None or idle_connection_lost(self._writer):
                 if self._writer is not None:
                     await self._writer.close()
-                self._writer = await psycopg.AsyncConnection.connect(
-                    self._dsn, autocommit=True, connect_timeout=int(OPEN_TIMEOUT)
-                )
+                self._writer = None
+                with reaching():
+                    self._writer = await psycopg.AsyncConnection.connect(
+                        self._dsn, autocommit=True, connect_timeout=int(OPEN_TIMEOUT)
+                    )
             return await drive_async(self._writer, op, transaction=transaction)
 
     @asynccontextmanager
@@ -109,9 +121,10 @@ class AsyncDriver:
     async def listen(
         self, channel: str, on_payload: Callable[[str], None], task_status: TaskStatus[int]
     ) -> None:
-        conn = await psycopg.AsyncConnection.connect(
-            self._dsn, autocommit=True, connect_timeout=int(OPEN_TIMEOUT)
-        )
+        with reaching():
+            conn = await psycopg.AsyncConnection.connect(
+                self._dsn, autocommit=True, connect_timeout=int(OPEN_TIMEOUT)
+            )
         async with conn:
             await conn.execute(f"LISTEN {channel}")
             task_status.started(conn.info.backend_pid)

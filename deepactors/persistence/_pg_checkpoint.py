@@ -28,6 +28,7 @@ from .._core.perloop import PerLoop
 from ..errors import (
     CheckpointCorrupt,
     CheckpointError,
+    CheckpointUnavailable,
     ConfigurationError,
     ThreadLeaseLost,
 )
@@ -176,7 +177,11 @@ class PostgresCheckpointer(AsyncResource):
             self._db = PgDatabase(
                 dsn,
                 prepare=functools.partial(prepare_schema, MIGRATION),
-                errors=PgErrors(failed=CheckpointError, corrupt=CheckpointCorrupt),
+                errors=PgErrors(
+                    failed=CheckpointError,
+                    corrupt=CheckpointCorrupt,
+                    unavailable=CheckpointUnavailable,
+                ),
                 pool_size=pool_size,
                 lease_connections=lease_connections,
             )

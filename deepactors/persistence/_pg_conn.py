@@ -28,6 +28,7 @@ can outlive its lease, whatever went wrong.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -38,11 +39,12 @@ import psycopg
 from anyio.abc import TaskStatus
 from psycopg.conninfo import conninfo_to_dict
 
+from .._core.logs import get_logger
 from .._core.loops import UnsupportedLoop, current_run
 from .._core.perloop import PerLoop
-from ..errors import PersistenceError
+from ..errors import DatabaseUnavailable, PersistenceError
 from ._pg_async import AsyncDriver
-from ._pg_drive import Driver, LeaseConnection
+from ._pg_drive import DOWN_WAIT, OPEN_TIMEOUT, Driver, LeaseConnection, Unreachable
 from ._pg_sql import Op, Stmt
 from ._pg_thread import ThreadDriver
 
@@ -50,13 +52,17 @@ __all__ = ["LeaseConnection", "PgDatabase", "PgErrors", "describe_dsn"]
 
 T = TypeVar("T")
 
+_log = get_logger("deepactors")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PgErrors:
-    """The exceptions one component raises: a failure, corruption."""
+    """The exceptions one component raises: a failure, corruption, the database
+    out of reach."""
 
     failed: type[PersistenceError]
     corrupt: type[PersistenceError]
+    unavailable: type[DatabaseUnavailable] = DatabaseUnavailable
 
 
 def describe_dsn(dsn: str) -> str:
@@ -116,6 +122,8 @@ class PgDatabase:
         self._prepare = prepare
         self._sizes = (pool_size, lease_connections)
         self._drivers: PerLoop[Driver] = PerLoop(self._open, _close, close_stale=_close_stale)
+        # Since when no connection could be had (None: reached last time).
+        self._down_since: float | None = None
 
     async def _open(self) -> Driver:
         library = current_run().library
@@ -125,11 +133,10 @@ class PgDatabase:
         else:
             driver = ThreadDriver(self.dsn, *self._sizes)
         try:
-            await driver.open(self._prepare(self.location))
-        except BaseException as exc:
+            with self.translating():
+                await driver.open(self._prepare(self.location))
+        except BaseException:
             await driver.aclose()
-            if isinstance(exc, psycopg.Error | TimeoutError):
-                raise self.errors.failed(f"{self.location}: {exc}") from exc
             raise
         return driver
 
@@ -157,8 +164,10 @@ class PgDatabase:
                 its failure kind, naming the database.
         """
         driver = await self.driver()
+        # Known down: a short wait for the pool, so the outage is told at once.
+        wait = OPEN_TIMEOUT if self._down_since is None else DOWN_WAIT
         with self.translating():
-            return await driver.run(op, transaction=transaction)
+            return await driver.run(op, transaction=transaction, wait=wait)
 
     async def write(self, op: Op[T], *, transaction: bool) -> T:
         """Run ``op`` on this run's writer connection (one writer at a time).
@@ -204,11 +213,33 @@ class PgDatabase:
 
     @contextmanager
     def translating(self) -> Iterator[None]:
-        """Turn psycopg's errors (and pool timeouts) into the component's failure."""
+        """Turn psycopg's errors (and pool timeouts) into the component's failure.
+
+        Failing to get a connection is the component's ``unavailable`` error,
+        naming the database and since when; the outage is logged once, when
+        it begins, and once more when a connection is had again.
+        """
         try:
             yield
+        except Unreachable as exc:
+            raise self._unreachable(exc) from exc.__cause__
         except (psycopg.Error, TimeoutError) as exc:
             raise self.errors.failed(f"{self.location}: {exc}") from exc
+        else:
+            if self._down_since is not None:
+                self._down_since = None
+                _log.warning("database reachable again", location=self.location)
+
+    def _unreachable(self, exc: Unreachable) -> DatabaseUnavailable:
+        if self._down_since is None:
+            self._down_since = time.time()
+            _log.error("database unreachable", location=self.location, error=str(exc))
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._down_since))
+        return self.errors.unavailable(
+            f"{self.location} is unreachable since {when}: {exc}",
+            location=self.location,
+            since=self._down_since,
+        )
 
     async def aclose(self) -> None:
         """Close this run's pools, if open; a later :meth:`run` reopens."""

@@ -29,21 +29,23 @@ from __future__ import annotations
 import os
 import select
 import socket
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager, nullcontext
 from typing import Any, Protocol, TypeVar
 
 import psycopg
 from anyio.abc import TaskStatus
 from psycopg import pq
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
 
 from ._pg_sql import Op, Result, Stmt
 
 __all__ = [
+    "DOWN_WAIT",
     "OPEN_TIMEOUT",
     "Driver",
     "LeaseConnection",
+    "Unreachable",
     "check_idle",
     "check_idle_async",
     "configure_lease",
@@ -52,6 +54,7 @@ __all__ = [
     "drive_sync",
     "idle_connection_lost",
     "pool_options",
+    "reaching",
     "unlock_all",
     "unlock_all_async",
 ]
@@ -62,6 +65,32 @@ OPEN_TIMEOUT = 30.0
 """Seconds to wait for a first connection, or for a free one from a pool; and
 how long a pool keeps trying to reconnect in the background before it gives up
 (until the next checkout)."""
+
+DOWN_WAIT = 1.0
+"""Seconds to wait for a pooled connection while the database is known to be down.
+
+The pool goes on reconnecting in the background; a request waits this long
+for it, not :data:`OPEN_TIMEOUT`, so that an outage is answered at once (503)
+and the first request after the database is back still gets through."""
+
+
+class Unreachable(Exception):
+    """No connection to the database could be had; the psycopg error is the cause."""
+
+
+@contextmanager
+def reaching() -> Iterator[None]:
+    """Around getting a connection: failing to get one raises :class:`Unreachable`.
+
+    Only there: a statement that fails on a connection it has may have been
+    committed or not, which is not an outage to retry blindly.
+    """
+    try:
+        yield
+    except PoolClosed:
+        raise  # shutting down: not the database's doing
+    except (psycopg.OperationalError, PoolTimeout) as exc:
+        raise Unreachable(str(exc)) from exc
 
 
 def _spoke_while_idle(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
@@ -173,7 +202,7 @@ class LeaseConnection(Protocol):
 class Driver(Protocol):
     """What a PgDatabase needs of the driver of one event-loop run."""
 
-    async def run(self, op: Op[T], *, transaction: bool = True) -> T: ...
+    async def run(self, op: Op[T], *, transaction: bool = True, wait: float = ...) -> T: ...
     async def write(self, op: Op[T], *, transaction: bool) -> T: ...
     def lease_connection(self) -> AbstractAsyncContextManager[LeaseConnection]: ...
     async def listen(

@@ -21,7 +21,7 @@ import anyio
 import anyio.to_thread
 from anyio.abc import AsyncResource
 
-from ..errors import ConfigurationError, StoreCorrupt, StoreError
+from ..errors import ConfigurationError, StoreCorrupt, StoreError, StoreUnavailable
 from ._json import decode_object
 from ._pg_conn import PgDatabase, PgErrors
 from ._pg_sql import Migration, Op, Stmt, check_no_nul, prepare_schema
@@ -129,7 +129,9 @@ class PostgresStore(AsyncResource):
             self._db = PgDatabase(
                 dsn,
                 prepare=functools.partial(prepare_schema, _MIGRATION),
-                errors=PgErrors(failed=StoreError, corrupt=StoreCorrupt),
+                errors=PgErrors(
+                    failed=StoreError, corrupt=StoreCorrupt, unavailable=StoreUnavailable
+                ),
                 pool_size=pool_size,
                 lease_connections=1,
             )

@@ -33,6 +33,7 @@ from ._pg_drive import (
     drive_sync,
     idle_connection_lost,
     pool_options,
+    reaching,
     unlock_all,
 )
 from ._pg_sql import Op
@@ -45,11 +46,11 @@ _POLL = 0.25
 """Seconds a listener thread waits for a notification before checking it should stop."""
 
 
-def _wait_budget() -> float:
-    """Seconds the calling task may wait for a pooled connection: the pool's
-    timeout, or less when the task's deadline comes sooner."""
+def _wait_budget(wait: float = OPEN_TIMEOUT) -> float:
+    """Seconds the calling task may wait for a pooled connection: ``wait``, or
+    less when the task's deadline comes sooner."""
     left = anyio.current_effective_deadline() - anyio.current_time()
-    return max(0.0, min(OPEN_TIMEOUT, left))
+    return max(0.0, min(wait, left))
 
 
 class _Abandoned(Exception):
@@ -150,22 +151,25 @@ class ThreadDriver:
     async def open(self, prepare: Op[None]) -> None:
         def opened() -> None:
             # See AsyncDriver.open.
-            with psycopg.Connection.connect(
-                self._dsn, autocommit=True, connect_timeout=int(OPEN_TIMEOUT)
-            ) as conn:
+            with reaching():
+                first = psycopg.Connection.connect(
+                    self._dsn, autocommit=True, connect_timeout=int(OPEN_TIMEOUT)
+                )
+            with first as conn:
                 drive_sync(conn, prepare, transaction=True)
             self._pool.open()
             self._leases.open()
 
         await anyio.to_thread.run_sync(opened)
 
-    async def run(self, op: Op[T], *, transaction: bool = True) -> T:
+    async def run(self, op: Op[T], *, transaction: bool = True, wait: float = OPEN_TIMEOUT) -> T:
         checkout = _Checkout(self._pool)
-        budget = _wait_budget()
+        budget = _wait_budget(wait)
 
         def target() -> T:
             try:
-                conn = checkout.take(budget)
+                with reaching():
+                    conn = checkout.take(budget)
                 if conn is None:
                     raise _Abandoned  # to no one: the caller has gone
                 try:
@@ -189,9 +193,11 @@ class ThreadDriver:
         if self._writer is None or idle_connection_lost(self._writer):
             if self._writer is not None:
                 self._writer.close()
-            self._writer = psycopg.Connection.connect(
-                self._dsn, autocommit=True, connect_timeout=int(OPEN_TIMEOUT)
-            )
+            self._writer = None
+            with reaching():
+                self._writer = psycopg.Connection.connect(
+                    self._dsn, autocommit=True, connect_timeout=int(OPEN_TIMEOUT)
+                )
         return drive_sync(self._writer, op, transaction=transaction)
 
     async def write(self, op: Op[T], *, transaction: bool) -> T:
@@ -233,14 +239,15 @@ class ThreadDriver:
     async def listen(
         self, channel: str, on_payload: Callable[[str], None], task_status: TaskStatus[int]
     ) -> None:
-        conn = await anyio.to_thread.run_sync(
-            functools.partial(
-                psycopg.Connection.connect,
-                self._dsn,
-                autocommit=True,
-                connect_timeout=int(OPEN_TIMEOUT),
+        with reaching():
+            conn = await anyio.to_thread.run_sync(
+                functools.partial(
+                    psycopg.Connection.connect,
+                    self._dsn,
+                    autocommit=True,
+                    connect_timeout=int(OPEN_TIMEOUT),
+                )
             )
-        )
         stop, exited = threading.Event(), threading.Event()
         try:
             await anyio.to_thread.run_sync(conn.execute, f"LISTEN {channel}")

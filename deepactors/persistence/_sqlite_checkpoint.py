@@ -30,6 +30,7 @@ from ..errors import (
     CheckpointError,
     CheckpointFileLost,
     CheckpointSchemaMismatch,
+    CheckpointUnavailable,
     ConfigurationError,
     ThreadLeaseLost,
 )
@@ -116,6 +117,7 @@ _ERRORS = Errors(
     corrupt=CheckpointCorrupt,
     mismatch=CheckpointSchemaMismatch,
     lost=CheckpointFileLost,
+    unavailable=CheckpointUnavailable,
 )
 
 _COLUMNS = "thread_id, seq, path, step, kind, created_at, data, crc"

@@ -55,7 +55,7 @@ from anyio.abc import AsyncResource
 
 from .._core.loops import CallThread, LoopRun, UnsupportedLoop, current_run
 from .._core.perloop import PerLoop
-from ..errors import PersistenceError
+from ..errors import DatabaseUnavailable, PersistenceError
 from . import _aiosqlite
 from ._sqlite_integrity import diagnose, emptied, identity, register_crc
 
@@ -79,12 +79,14 @@ _SQLITE_NOTADB = 26
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Errors:
     """The exceptions one component raises: a failure, corruption, a schema mismatch,
-    and its file deleted or replaced while in use."""
+    its file deleted or replaced while in use, and its file locked by another
+    writer for longer than :data:`BUSY_TIMEOUT`."""
 
     failed: type[PersistenceError]
     corrupt: type[PersistenceError]
     mismatch: type[PersistenceError]
     lost: type[PersistenceError]
+    unavailable: type[DatabaseUnavailable] = DatabaseUnavailable
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,6 +133,16 @@ def _translate(exc: sqlite3.Error, file: str, errors: Errors) -> PersistenceErro
         damage = diagnose(file)
         if damage is not None:
             return errors.corrupt(f"{file} is not a SQLite database, or it is damaged: {damage}")
+        # Another writer held the file all along: nothing was written, and the
+        # same call may succeed once it lets go.
+        since = time.time() - BUSY_TIMEOUT
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(since))
+        return errors.unavailable(
+            f"{file} is locked by another writer since {when}"
+            f" (more than {BUSY_TIMEOUT:g} s): {exc}",
+            location=file,
+            since=since,
+        )
     return errors.failed(f"{file}: {exc}")
 
 

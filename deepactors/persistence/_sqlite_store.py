@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import StoreCorrupt, StoreError, StoreFileLost
+from ..errors import StoreCorrupt, StoreError, StoreFileLost, StoreUnavailable
 from ._json import decode_object
 from ._sqlite_conn import Database, Errors, Schema, SqliteBase, text
 from ._sqlite_integrity import ITEM_CRC_FUNCTION as _CRC
@@ -73,7 +73,13 @@ _SCHEMA = Schema(
     },
 )
 
-_ERRORS = Errors(failed=StoreError, corrupt=StoreCorrupt, mismatch=StoreCorrupt, lost=StoreFileLost)
+_ERRORS = Errors(
+    failed=StoreError,
+    corrupt=StoreCorrupt,
+    mismatch=StoreCorrupt,
+    lost=StoreFileLost,
+    unavailable=StoreUnavailable,
+)
 
 # The namespace column's text; the format is on disk, do not change it.
 _encode_namespace = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode

@@ -22,6 +22,7 @@ readiness endpoint and for requests that would otherwise wait on it.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -32,7 +33,7 @@ import anyio
 from anyio.abc import TaskStatus
 
 from .._core.logs import get_logger
-from ..errors import ConfigurationError, PersistenceError
+from ..errors import ConfigurationError, DatabaseUnavailable, PersistenceError
 from ..persistence.pgsql import Op as SqlOp
 from ..persistence.pgsql import PgDatabase, PgErrors, Result, Stmt
 from ._pg_schema import SCHEMA, check_version
@@ -174,8 +175,11 @@ class Listening:
         self.state = DbState(location=db.location, up=False, since=time.time(), error="not yet")
 
     def _set(self, up: bool, error: str | None = None) -> None:
-        if up != self.state.up or error != self.state.error:
+        if up != self.state.up:
             self.state = DbState(location=self._db.location, up=up, since=time.time(), error=error)
+        elif error != self.state.error:
+            # Down still, for another reason: "since" stays when it went down.
+            self.state = dataclasses.replace(self.state, error=error)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Listen until cancelled, reconnecting after a drop.
@@ -214,7 +218,10 @@ class Listening:
                     location=self._db.location,
                     error=str(lost),
                 )
-            self._set(False, str(lost).removeprefix(f"{self._db.location}: "))
+            # Why, without the database's name (the state says it): for an
+            # outage, the driver's own words, not "unreachable since" twice.
+            why = lost.__cause__ if isinstance(lost, DatabaseUnavailable) else None
+            self._set(False, str(why or lost).removeprefix(f"{self._db.location}: "))
             await anyio.sleep(backoff(attempt))
             attempt += 1
 

@@ -44,7 +44,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .._core.logs import get_logger
-from ..errors import ConfigurationError, PersistenceError
+from ..errors import ConfigurationError, DatabaseUnavailable, PersistenceError
 from ..events import Event
 from ..lc_views import LangGraphStream
 from ._frame_log import FrameLog, LogSink
@@ -189,11 +189,11 @@ class PgRelay:
         """Fail at once while the database is unreachable, rather than wait for the pool.
 
         Raises:
-            PersistenceError: Naming the database, since when and why.
+            DatabaseUnavailable: Naming the database, since when and why.
         """
-        why = self.not_ready()
-        if why is not None:
-            raise PersistenceError(why)
+        state = self._link.state
+        if not state.up:
+            raise DatabaseUnavailable(state.describe(), location=state.location, since=state.since)
 
     async def aclose(self) -> None:
         """Write the status changes still pending (bounded wait)."""

@@ -26,7 +26,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from .._core.logs import get_logger
 from .._core.pacing import Pacer
-from ..errors import DeepActorsError, InputError
+from ..errors import DatabaseUnavailable, DeepActorsError, InputError
 from ..events import Event
 from ..lc_views import LangGraphStream, StreamPart
 from ._frame_log import FrameLog, dropped_error
@@ -48,6 +48,11 @@ _log = get_logger("deepactors.server")
 HEARTBEAT = 15.0
 """Seconds of silence before a comment line keeps proxies from closing the stream."""
 
+RETRY_AFTER = 5
+"""Seconds a client is told to wait (``Retry-After``) while a database is unreachable:
+the most the runs relay waits between reconnection attempts (``_pg_db.backoff``),
+so a retry after it finds the database back if it is."""
+
 
 def sse_frame(event: str, data: Any) -> bytes:
     """One server-sent event: ``event: <name>`` and its JSON ``data``."""
@@ -58,8 +63,10 @@ def sse_frame(event: str, data: Any) -> bytes:
 def error_response(exc: Exception, path: str) -> JSONResponse | None:
     """The JSON answer to an error the server reports to clients (None: any other).
 
-    ``HTTPException``: its status; bad input (:class:`InputError`): 422; any
-    other error of ours: 500 naming it (and logged), as a ``detail``.
+    ``HTTPException``: its status; bad input (:class:`InputError`): 422; a
+    database out of reach (:class:`DatabaseUnavailable`): 503 with
+    ``Retry-After``, not logged here (the outage is logged once, where it is
+    noticed); any other error of ours: 500 naming it (and logged), as a ``detail``.
     """
     if isinstance(exc, HTTPException):
         return JSONResponse(
@@ -69,6 +76,12 @@ def error_response(exc: Exception, path: str) -> JSONResponse | None:
         return JSONResponse({"detail": str(exc)}, status_code=422)
     if isinstance(exc, AuthError):
         return auth_error_response(exc)
+    if isinstance(exc, DatabaseUnavailable):
+        return JSONResponse(
+            {"detail": f"{type(exc).__name__}: {exc}"},
+            status_code=503,
+            headers={"retry-after": str(RETRY_AFTER)},
+        )
     if isinstance(exc, DeepActorsError):
         _log.warning("request failed", path=path, error=repr(exc))
         return JSONResponse({"detail": f"{type(exc).__name__}: {exc}"}, status_code=500)

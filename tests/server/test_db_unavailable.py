@@ -1,0 +1,197 @@
+"""A database that cannot be reached answers 503 with ``Retry-After``; a fault stays 500.
+
+The app keeps its threads (``PostgresCheckpointer``), its store
+(``PostgresStore``) and its shared runs (``runs_db``) in one PostgreSQL of this
+module's own (``tests/pgserver.py``), served by uvicorn (asyncio) and hypercorn
+(trio). With the database stopped, every endpoint that needs it answers 503,
+``Retry-After`` and a detail naming the database and since when, which is what
+clients and load balancers take for "try again"; once it is started again the
+same requests succeed. A database that answers but refuses (its table is
+gone) is a fault, not an outage: 500, no ``Retry-After``. A SQLite file
+locked by another writer for longer than the busy timeout is a 503 too.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from langgraph_sdk.errors import APIStatusError
+from starlette.applications import Starlette
+
+from deepactors.persistence import (
+    PostgresCheckpointer,
+    PostgresStore,
+    SqliteStore,
+    _pg_conn,
+    _pg_drive,
+)
+from deepactors.server import create_app
+from tests.pgserver import PostgresServer
+
+from .agents import Probe, blocking_agent
+from .conftest import Served
+
+BOUND = 60.0
+"""Seconds anything here may take: generous, the machine is shared."""
+
+
+@pytest.fixture(scope="module")
+def own_server() -> Iterator[PostgresServer]:
+    with PostgresServer() as server:
+        yield server
+
+
+@pytest.fixture
+def database(own_server: PostgresServer) -> Iterator[tuple[PostgresServer, str]]:
+    """This module's server, up, and a fresh database on it."""
+    if not own_server.running:
+        own_server.start()
+    yield own_server, own_server.new_database()
+    if not own_server.running:
+        own_server.start()
+
+
+@pytest.fixture(autouse=True)
+def patient_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first request that finds the database gone waits for the pool (30 s)
+    # before it is known down; every one after that is answered at once.
+    # Shorter here, so the tests do not spend minutes on that first wait.
+    monkeypatch.setattr(_pg_conn, "OPEN_TIMEOUT", 3.0)
+
+
+def _say(text: str) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+def _until(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + BOUND
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+def _app(dsn: str) -> Starlette:
+    agent = blocking_agent(Probe(), checkpointer=PostgresCheckpointer(dsn))
+    return create_app({"echo": agent}, runs_db=dsn, store=PostgresStore(dsn))
+
+
+def _requests(http: httpx.Client, tid: str) -> dict[str, Callable[[], httpx.Response]]:
+    """One request to each endpoint that needs the database, by what it does."""
+    run = {"assistant_id": "echo", "input": _say("down")}
+    item = {"namespace": ["notes"], "key": "k"}
+    return {
+        "create thread": lambda: http.post("/threads", json={}),
+        "create run": lambda: http.post(f"/threads/{tid}/runs", json=run),
+        "wait for a run": lambda: http.post(f"/threads/{tid}/runs/wait", json=run),
+        "stream a run": lambda: http.post(f"/threads/{tid}/runs/stream", json=run),
+        "list runs": lambda: http.get(f"/threads/{tid}/runs"),
+        "get state": lambda: http.get(f"/threads/{tid}/state"),
+        "history": lambda: http.post(f"/threads/{tid}/history", json={}),
+        "update state": lambda: http.post(f"/threads/{tid}/state", json={"values": {}}),
+        "store get": lambda: http.get("/store/items", params={**item, "namespace": "notes"}),
+        "store put": lambda: http.put("/store/items", json={**item, "value": {"v": 2}}),
+        "store search": lambda: http.post("/store/items/search", json={"namespace_prefix": []}),
+        "store namespaces": lambda: http.post("/store/namespaces", json={}),
+    }
+
+
+def test_an_unreachable_database_answers_503_with_retry_after_until_it_is_back(
+    serve: Callable[[Starlette], Served], database: tuple[PostgresServer, str]
+) -> None:
+    pg, dsn = database
+    served = serve(_app(dsn))
+    http = httpx.Client(base_url=served.url, timeout=BOUND)
+    client = served.client()
+    tid = client.threads.create()["thread_id"]
+    client.runs.wait(tid, "echo", input=_say("before"))
+    client.store.put_item(["notes"], "k", {"v": 1})
+
+    pg.stop()
+    try:
+        _until(lambda: http.get("/ready").status_code == 503, "/ready never said 503")
+        for what, request in _requests(http, tid).items():
+            started = time.monotonic()
+            answer = request()
+            assert answer.status_code == 503, (what, answer.text)
+            assert int(answer.headers["retry-after"]) > 0, what
+            detail = answer.json()["detail"]
+            assert "postgresql://" in detail, (what, detail)
+            assert detail.count("unreachable since") == 1, (what, detail)
+            assert time.monotonic() - started < BOUND, what
+        # Known down: answered without waiting for the pool.
+        started = time.monotonic()
+        assert http.get(f"/threads/{tid}/state").status_code == 503
+        assert http.get("/store/items", params={"namespace": "notes", "key": "k"}).is_error
+        assert time.monotonic() - started < 2 * _pg_drive.DOWN_WAIT + 1.0
+        # What the langgraph-sdk client sees.
+        with pytest.raises(APIStatusError) as caught:
+            client.threads.get_state(tid)
+        assert caught.value.response.status_code == 503
+        assert caught.value.response.headers["retry-after"]
+    finally:
+        pg.start()
+
+    _until(lambda: http.get("/ready").status_code == 200, "/ready never said 200 again")
+    for what, request in _requests(http, tid).items():
+        answer = request()
+        assert answer.status_code < 300, (what, answer.text)
+        if what == "stream a run":
+            assert "event: error" not in answer.text, answer.text
+    # Nothing half-made during the outage is left behind: one thread made
+    # before it, one after.
+    found = client.threads.search(limit=100)
+    assert len(found) == 2, found
+    done = client.runs.wait(tid, "echo", input=_say("after"))
+    assert done["messages"][-1]["content"] == "echo: after"  # type: ignore[call-overload]
+    assert client.store.get_item(["notes"], "k")["value"] == {"v": 2}
+    http.close()
+
+
+def test_a_database_that_answers_but_refuses_is_a_500_not_a_503(
+    serve: Callable[[Starlette], Served], database: tuple[PostgresServer, str]
+) -> None:
+    _, dsn = database
+    served = serve(_app(dsn))
+    http = httpx.Client(base_url=served.url, timeout=BOUND)
+    item = {"namespace": ["notes"], "key": "k", "value": {"v": 1}}
+    assert http.put("/store/items", json=item).status_code == 204
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("ALTER TABLE store_items RENAME TO store_items_gone")
+    answer = http.put("/store/items", json=item)
+    assert answer.status_code == 500, answer.text
+    assert "retry-after" not in answer.headers
+    assert answer.json()["detail"].startswith("StoreError: postgresql://"), answer.text
+    assert http.get("/ready").status_code == 200  # up: only what it holds is at fault
+    http.close()
+
+
+def test_a_sqlite_file_locked_by_another_writer_answers_503(
+    serve: Callable[[Starlette], Served], tmp_path: Path
+) -> None:
+    file = tmp_path / "store.db"
+    served = serve(create_app({"echo": blocking_agent(Probe())}, store=SqliteStore(file)))
+    http = httpx.Client(base_url=served.url, timeout=BOUND)
+    item = {"namespace": ["notes"], "key": "k", "value": {"v": 1}}
+    assert http.put("/store/items", json=item).status_code == 204
+    writer = sqlite3.connect(file, isolation_level=None)
+    try:
+        writer.execute("BEGIN IMMEDIATE")  # another process's write, never ending
+        answer = http.put("/store/items", json=item)
+        assert answer.status_code == 503, answer.text
+        assert int(answer.headers["retry-after"]) > 0
+        detail = answer.json()["detail"]
+        assert detail.startswith("StoreUnavailable: "), detail
+        assert str(file) in detail, detail
+        assert "locked by another writer since" in detail, detail
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert http.put("/store/items", json=item).status_code == 204
+    http.close()
