@@ -256,8 +256,8 @@ class TreeTracer:
                 fail(actor.span, event.error or event.outcome, error_type=event.outcome)
             actor.span.end()
 
-    def _outlives(self, path: str) -> bool:
-        return any(path == b or path.startswith(b + "/") for b in self._background)
+    def _outlives(self, path: str) -> bool:  # a background child, or under one
+        return _under(path, self._background, itself=True)
 
     def _custom(self, event: CustomEvent) -> None:
         data = event.data
@@ -276,7 +276,7 @@ class TreeTracer:
 
     def _relayed(self, path: str) -> bool:
         """Whether ``path`` is under a remote child (its server traces it)."""
-        return any(path.startswith(r + "/") for r in self._remote)
+        return _under(path, self._remote, itself=False)
 
     def _spawned(self, event: SubagentSpawned) -> None:
         parent = self._actors.get(event.path)
@@ -470,6 +470,20 @@ class TreeTracer:
         if self._capture:
             span.set_attribute("gen_ai.tool.call.result", result.text[:MAX_TEXT])
         span.end()
+
+
+def _under(path: str, roots: set[str], *, itself: bool) -> bool:
+    # Its ancestors are looked up, not every root scanned: a tree is a few
+    # levels deep, its background or remote children may be thousands.
+    if itself and path in roots:
+        return True
+    cut = path.rfind("/")
+    while cut > 0:
+        path = path[:cut]
+        if path in roots:
+            return True
+        cut = path.rfind("/")
+    return False
 
 
 def _model_span(tracer: trace.Tracer, call: _ModelCall, parent: Any) -> Span:
