@@ -86,7 +86,7 @@ async def create_logged(
     log.append(metadata_frame(run.run_id))
     _logs[run] = log
     # The app's task group keeps the frames coming after the client has gone.
-    manager._tg.start_soon(_keep, log, receive, adapter, finish, run)
+    manager.start_soon(_keep, log, receive, adapter, finish, run)
     if launch:
         manager.launch(run)
     return run, log

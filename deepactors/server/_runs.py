@@ -31,7 +31,7 @@ from __future__ import annotations
 import functools
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 import anyio
@@ -307,6 +307,11 @@ class RunManager(RunCanceller):
         if launch:
             self.launch(run)
         return run
+
+    def start_soon(self, func: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+        """Run ``func(*args)`` in the app's task group: work that outlives the
+        request that started it (a resumable stream's frames, after its client left)."""
+        self._tg.start_soon(func, *args)
 
     def launch(self, run: RunRecord) -> None:
         """Start a run created with ``launch=False`` (later calls: nothing).
