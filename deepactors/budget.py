@@ -30,16 +30,21 @@ Thread safety
 from __future__ import annotations
 
 import functools
-import json
-from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Literal, NamedTuple, Protocol
+from typing import Literal, NamedTuple
 
 import anyio
 
-from ._sizes import SHIFT, message_sizes, utf8_size
+from ._estimate import PER_TOOL_TOKENS as PER_TOOL_TOKENS
+from ._estimate import TOOL_USE_PROMPT_TOKENS as TOOL_USE_PROMPT_TOKENS
+from ._estimate import ToolLike as ToolLike
+from ._estimate import estimate_input_tokens as estimate_input_tokens
+from ._estimate import message_tokens as message_tokens
+from ._estimate import messages_tokens as messages_tokens
+from ._estimate import text_tokens as text_tokens
+from ._estimate import tool_tokens as tool_tokens
 from .errors import BudgetExceeded, ConfigurationError
-from .messages import Message, Usage
+from .messages import Usage
 
 __all__ = [
     "DEFAULT_OUTPUT_RESERVATION",
@@ -71,11 +76,6 @@ DEFAULT_OUTPUT_RESERVATION = 4096
 :class:`~deepactors.models.SupportsMaxTokens`, and none in the request's settings).
 Such a model is trusted to write no more; the budget's guarantee needs a model
 that honours its ``max_tokens``."""
-
-# Allowances on top of the text's size (see estimate_input_tokens; those per
-# message, tool call and image are in deepactors._sizes, which measures messages).
-PER_TOOL_TOKENS = 16
-TOOL_USE_PROMPT_TOKENS = 600
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -345,7 +345,7 @@ class BudgetLedger:
         if waits is None and grant > room:
             waits = tight  # the grant fits under every limit, not beside the holds
         if waits is not None:
-            return waits._changed_event()
+            return waits.changed()
         cost = in_cost + grant * out_price
         for led in self._chain:
             led.model_calls += 1
@@ -360,8 +360,10 @@ class BudgetLedger:
     def _refuse_usd(self) -> Refusal:
         return self._refuse("usd", self._cap_usd / PICO, self.usd / PICO)
 
-    def _changed_event(self) -> anyio.Event:
-        # A call fits once calls in flight here settle: they hold what is missing.
+    def changed(self) -> anyio.Event:
+        """An event set the next time spending here changes: a call settles, or
+        :meth:`add_spent` charges. (A call that had to wait fits once calls in
+        flight settle: they hold what it needs.)"""
         if self._changed is None:
             self._changed = anyio.Event()
         return self._changed
@@ -403,6 +405,25 @@ class BudgetLedger:
                 led._changed = None
                 changed.set()
 
+    def add_spent(
+        self, model_calls: int, input_tokens: int, output_tokens: int, tool_calls: int, usd: int
+    ) -> None:
+        """Charge spending made elsewhere (a remote child's) here and at every level above.
+
+        No reservation: these calls were made already. ``usd`` is in pico-dollars.
+        Whoever waits on :meth:`changed` is woken (a call waiting for room
+        finds none more, and asks again; a remote child sees what is left).
+        """
+        for led in self._chain:
+            led.model_calls += model_calls
+            led.input_tokens += input_tokens
+            led.output_tokens += output_tokens
+            led.tool_calls += tool_calls
+            led.usd += usd
+            changed, led._changed = led._changed, None
+            if changed is not None:
+                changed.set()
+
     # -- tool calls ----------------------------------------------------------------
 
     def take_tool_call(self) -> Refusal | None:
@@ -433,67 +454,3 @@ class BudgetLedger:
             self.exhausted.append(resource)
         scope: Literal["tree", "subagent"] = "tree" if self.parent is None else "subagent"
         return Refusal(resource=resource, limit=limit, spent=spent, scope=scope)
-
-
-# -- estimating a request's input tokens ---------------------------------------------
-
-
-class ToolLike(Protocol):
-    """What the estimate reads of a tool (a :class:`~deepactors.tools.Tool`)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def description(self) -> str: ...
-    @property
-    def parameters(self) -> Mapping[str, object]: ...
-
-
-def text_tokens(text: str) -> int:
-    """The estimate's share of a text: its size in UTF-8 bytes."""
-    # UTF-8 bytes: an upper bound on the tokens of a byte-level BPE tokenizer,
-    # whose every token stands for at least one byte.
-    return utf8_size(text)
-
-
-def message_tokens(message: Message) -> int:
-    """The estimate's share of one message (see :func:`estimate_input_tokens`)."""
-    return message_sizes((message,)) >> SHIFT
-
-
-def messages_tokens(messages: Iterable[Message]) -> int:
-    """The estimate's share of some messages: the sum of their :func:`message_tokens`."""
-    # The bound half of the walk that also approximates them for summarization
-    # (deepactors._sizes): a history keeps one running sum of both.
-    return message_sizes(messages) >> SHIFT
-
-
-def tool_tokens(tool: ToolLike) -> int:
-    """The estimate's share of one tool definition."""
-    return (
-        PER_TOOL_TOKENS
-        + text_tokens(tool.name)
-        + text_tokens(tool.description)
-        + text_tokens(json.dumps(tool.parameters))
-    )
-
-
-def estimate_input_tokens(
-    messages: Sequence[Message], system_prompt: str | None, tools: Sequence[ToolLike]
-) -> int:
-    """An estimate of a request's input tokens that errs high.
-
-    The size in UTF-8 bytes of every text the request sends (messages, tool call
-    arguments and results, the system prompt, tool names, descriptions and
-    schemas), plus allowances for each message's framing, each image, and the
-    tool-use instructions providers add when tools are offered. Each token of a
-    byte-level BPE tokenizer (Claude's among them) stands for at least one byte, so
-    this is an upper bound for them; it is typically 3-4x the real count for
-    English, so a tight ``input_tokens`` budget refuses a call a little early
-    rather than ever overshooting.
-    """
-    total = text_tokens(system_prompt) if system_prompt else 0
-    total += messages_tokens(messages)
-    if tools:
-        total += TOOL_USE_PROMPT_TOKENS + sum(tool_tokens(t) for t in tools)
-    return total

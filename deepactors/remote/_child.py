@@ -21,14 +21,15 @@ from typing import Any, Protocol
 import anyio
 
 from ..actors import ChildOutcome
-from ..budget import Budget
+from ..budget import Budget, Refusal
 from ..context import Inbox, RunContext
-from ..events import CustomEvent
+from ..events import BudgetExhausted, CustomEvent
 from ..filediff import FileDiff, FileRecord
 from ..messages import Usage
 from ..tracing import outgoing_headers
 from ._events import EventRelay
-from ._limits import charge, limits_config, remaining_budget
+from ._limits import Spent, charge, limits_config, recorded, remaining_budget
+from ._meter import Meter
 from ._outcome import answer_of, file_changes, interrupt_note, spent_of
 from ._wire import Connection, RemoteFailure, Server, stream_run, wait_run
 
@@ -78,6 +79,7 @@ class RemoteChild:
     runs: list[str] = field(default_factory=list)
     final: Mapping[str, Any] | None = None  # the last run's values, when waited for
     charged: bool = False  # what it spent was charged to the parent
+    meter: Meter | None = None  # its spending charged as it happens (budgeted, deepactors)
     waiting: bool = False  # its thread waits for a human decision: it stays
 
     async def run(self, server: Server) -> ChildOutcome:
@@ -109,6 +111,13 @@ class RemoteChild:
         sent = dict(self.files)  # the snapshot the diff is taken against
         try:
             await self._follow(conn, sent)
+            stop = self.meter.refusal if self.meter is not None else None
+            if stop is not None:
+                if not self.runs:
+                    return self._stopped(stop, None)
+                # As a local child's next call is refused: its run is cancelled
+                # (and waited for, so that its record says what it spent).
+                await self._cancel(conn)
             usage, spent, status = await self._spending(conn)
         except RemoteFailure as exc:
             # A failed run (or a broken stream): what its runs spent until then
@@ -116,6 +125,8 @@ class RemoteChild:
             usage = await self._charge_quietly(conn)
             return self._failed(str(exc), usage)
         self._charge(usage, spent)
+        if stop is not None and status != "success":  # (else it ended first: as it ended)
+            return self._stopped(stop, usage)
         if status != "success":
             why = f"the run {self.runs[-1]} on {agent.url} ended with status {status!r}"
             return self._failed(why, usage)
@@ -152,11 +163,34 @@ class RemoteChild:
     def _failed(self, why: str, usage: Usage | None = None) -> ChildOutcome:
         return ChildOutcome(status="failed", answer=why, diff=None, path=self.path, usage=usage)
 
+    def _stopped(self, refusal: Refusal, usage: Usage | None) -> ChildOutcome:
+        """The outcome of a child its parent's budget stopped, as a local child's."""
+        emit = self.parent.emit
+        if emit is not None:
+            run_id = self.runs[-1] if self.runs else self.parent.run_id
+            emit(
+                BudgetExhausted(
+                    path=self.path,
+                    run_id=run_id,
+                    resource=refusal.resource,
+                    limit=refusal.limit,
+                    spent=refusal.spent,
+                )
+            )
+        error = refusal.error(f"the rest of the remote run of {self.path}")
+        return self._failed(f"{type(error).__name__}: {error}", usage)
+
     async def _follow(self, conn: Connection, sent: Mapping[str, FileRecord]) -> None:
         """Run the child, and each message sent to it meanwhile, to the last run's end."""
         agent, parent, inbox = self.agent, self.parent, self.inbox
         kind = await conn.server_kind()
         listening = parent.emit is not None
+        if kind == "deepactors" and parent.budget is not None:
+            # Its spending is charged as its events report it: they are
+            # streamed whether or not anyone listens.
+            self.meter = meter = Meter(parent.budget)
+        else:
+            meter = None  # (LangGraph's server: charged at its end, if it says)
         relay = EventRelay(parent.emit, self.path) if parent.emit is not None else None
         texts = [self.description, *(inbox.take() if inbox is not None else ())]
         body: dict[str, Any] = {
@@ -166,17 +200,23 @@ class RemoteChild:
             "if_not_exists": "create",
             "metadata": {"parent_path": parent.path, "parent_run_id": parent.run_id},
         }
-        if listening:  # (else the run's final values are waited for: no stream)
+        streaming = listening or meter is not None
+        if streaming:  # (else the run's final values are waited for: no stream)
             body["stream_mode"] = _modes(kind, conn.server.lite)
             body["stream_subgraphs"] = kind == "deepactors"
         path = f"/threads/{self.thread_id}/runs/stream"
         while True:
-            limits = limits_config(_time_left(), remaining_budget(parent.budget, self.budget))
+            left = remaining_budget(parent.budget, self.budget)
+            limits = limits_config(_time_left(), left)
+            if meter is not None:
+                meter.begin(left)
             if limits:
                 body["config"] = {"configurable": limits}
             run: list[str] = []
 
             def on_part(mode: str, data: Any, run: list[str] = run) -> None:
+                if meter is not None:
+                    meter.part(mode, data)
                 if relay is not None:
                     relay.part(mode, data, run[0] if run else "")
 
@@ -194,23 +234,27 @@ class RemoteChild:
             # The run's request carries the trace context (traceparent) of the
             # `task` call that made it: the remote run continues the parent's trace.
             trace = outgoing_headers()
-            if listening:
+            if streaming:
                 stream = stream_run(
                     conn, path, body, on_run=on_run, on_part=on_part, extra_headers=trace
                 )
             else:
                 stream = self._wait(conn, body, on_run, trace)
+            stops: list[Callable[[], Awaitable[None]]] = []
+            if inbox is not None:
+                stops.append(inbox.wait)
+            if meter is not None:
+                stops.append(meter.exhausted)
             try:
-                if inbox is None:
-                    await stream
-                else:
-                    await _until_message(stream, inbox)
+                await _until(stream, stops)
             except RemoteFailure as exc:
                 if exc.status != 422 or body.get("stream_mode") != ["events-lite"] or run:
                     raise
                 conn.server.lite = False  # an older deepactors server: all its events
                 body["stream_mode"] = ["events"]
                 continue
+            if meter is not None and meter.refusal is not None:
+                return  # stopped by the parent's budget (a message waiting is not run)
             if inbox is None or not inbox.pending:
                 return
             # A message came while it worked (or as it finished): a new run on
@@ -277,12 +321,27 @@ class RemoteChild:
         return usage, spent, status
 
     def _charge(self, usage: Usage | None, spent: Mapping[str, Any]) -> None:
-        """Add what the child spent to the parent's usage and budget (once)."""
+        """Add what the child spent to the parent's usage and budget (once).
+
+        What its events charged already (:attr:`meter`) is not charged again:
+        only what the runs' records say beyond it (calls that failed or were
+        cut off, events missed), never less than nothing.
+        """
         if self.charged:
             return
         self.charged = True
         self.parent.add_usage(usage)
-        charge(self.parent.budget, spent, usage)
+        live = self.meter.spent if self.meter is not None else Spent()
+        charge(self.parent.budget, recorded(spent, usage).less(live))
+
+    def _charged_live_only(self) -> Usage | None:
+        """The runs' records are lost: their usage is what their events reported."""
+        meter = self.meter
+        if self.charged or meter is None:
+            return None
+        self.charged = True
+        self.parent.add_usage(meter.usage)
+        return meter.usage
 
     async def _charge_quietly(self, conn: Connection) -> Usage | None:
         """Charge what the child's runs spent, as far as its server still says.
@@ -292,16 +351,16 @@ class RemoteChild:
         more); what cannot be read is not charged.
         """
         if self.charged or not self.runs or conn.kind != "deepactors":
-            return None  # (LangGraph's server records no usage)
+            return self._charged_live_only()  # (LangGraph's server records no usage)
         with anyio.move_on_after(self.agent.cancel_timeout):
             try:
                 usage, spent, _ = await self._spending(conn)
             except RemoteFailure as exc:
                 logger.debug("reading what remote child %s spent: %s", self.path, exc)
-                return None
+                return self._charged_live_only()
             self._charge(usage, spent)
             return usage
-        return None
+        return self._charged_live_only()
 
     async def _run_record(self, conn: Connection, run_id: str) -> Mapping[str, Any]:
         run = await conn.call("GET", f"/threads/{self.thread_id}/runs/{run_id}")
@@ -349,12 +408,17 @@ class RemoteChild:
             logger.warning("could not delete remote thread %s: %s", self.thread_id, exc)
 
 
-async def _until_message(stream: Awaitable[None], inbox: Inbox) -> None:
-    """Await ``stream`` until it ends or a message arrives in ``inbox``.
+async def _until(stream: Awaitable[None], stops: list[Callable[[], Awaitable[None]]]) -> None:
+    """Await ``stream`` until it ends or one of ``stops`` returns.
 
-    Leaving the stream closes its connection, which cancels the run
-    (``on_disconnect``); the next run, with the message, interrupts it anyway.
+    A stop is a message arriving in the child's inbox, or its parent's budget
+    running out. Leaving the stream closes its connection, which cancels the
+    run (``on_disconnect``); the next run, with the message, interrupts it
+    anyway, and a child its budget stopped cancels it itself too.
     """
+    if not stops:
+        await stream
+        return
     failure: RemoteFailure | None = None
 
     async def follow(scope: anyio.CancelScope) -> None:
@@ -365,10 +429,14 @@ async def _until_message(stream: Awaitable[None], inbox: Inbox) -> None:
             failure = exc  # raised below, not as an exception group
         scope.cancel()
 
+    async def stop(wait: Callable[[], Awaitable[None]], scope: anyio.CancelScope) -> None:
+        await wait()
+        scope.cancel()
+
     async with anyio.create_task_group() as tg:
         tg.start_soon(follow, tg.cancel_scope)
-        await inbox.wait()
-        tg.cancel_scope.cancel()
+        for wait in stops:
+            tg.start_soon(stop, wait, tg.cancel_scope)
     if failure is not None:
         raise failure
 

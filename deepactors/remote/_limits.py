@@ -14,37 +14,49 @@ is gone. LangGraph's own server keeps the key in the run's config and ignores
 it: against it, only the local side of the deadline holds (the parent cancels
 the run when its time is up).
 
-What the child spent comes back in the run's metadata (``usage``, and
-``budget`` for a budgeted run) and is charged to the parent's ledger
-(:func:`charge`), so the parent's next calls see it.
+What the child spent is charged to the parent's ledger (:func:`charge`) as
+its run's events report it (:mod:`._meter`), and when it ends, what those
+charges missed (:func:`recorded`, from the run's metadata: ``usage``, and
+``budget`` for a budgeted run), so the parent's next calls see it.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from typing import Any
 
-from ..budget import PICO, Budget, BudgetLedger
+from ..budget import PICO, Budget, BudgetLedger, Refusal, Resource
 from ..errors import ConfigurationError
 from ..messages import Usage
 
-__all__ = ["LIMITS_KEY", "charge", "limits_config", "read_limits", "remaining_budget"]
+__all__ = [
+    "LIMITS_KEY",
+    "Spent",
+    "charge",
+    "exhausted",
+    "limits_config",
+    "one_call",
+    "read_limits",
+    "recorded",
+    "remaining_budget",
+]
 
 LIMITS_KEY = "deepactors_limits"
 """The key of ``config.configurable`` that carries a run's limits."""
 
-_BUDGET_FIELDS = tuple(f.name for f in fields(Budget))
+_BUDGET_FIELDS: tuple[Resource, ...] = tuple(f.name for f in fields(Budget))  # type: ignore[misc]
 
 
 def remaining_budget(ledger: BudgetLedger | None, own: Budget | None) -> Budget | None:
     """What a child may still spend: the least left at every level above it, and its own.
 
     "Left" is the limit less what was spent so far. Calls in flight (a
-    sibling's) are not taken off: they may give back most of what they hold,
-    and the child's spending is charged when it ends, so the parent's next
-    calls see it. None when nothing limits the child.
+    sibling's) are not taken off: they may give back most of what they hold.
+    Children sent the same "left" at once are held together by the parent's
+    ledger instead: their spending is charged to it as it happens, and each is
+    stopped when it runs out (:func:`exhausted`). None when nothing limits the child.
     """
     left: dict[str, float] = {}
     if own is not None:
@@ -122,18 +134,35 @@ def read_limits(config: Mapping[str, Any] | None) -> tuple[float | None, Budget 
     return (None if timeout is None else float(timeout)), budget
 
 
-def charge(ledger: BudgetLedger | None, spent: Mapping[str, Any], usage: Usage | None) -> None:
-    """Charge what a remote child spent to ``ledger`` and every ledger above it.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Spent:
+    """What a remote child spent, as its parent's ledger counts it (``usd`` in pico-dollars)."""
+
+    model_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tool_calls: int = 0
+    usd: int = 0
+
+    def __add__(self, other: Spent) -> Spent:
+        return Spent(**{n: getattr(self, n) + getattr(other, n) for n in _SPENT_FIELDS})
+
+    def less(self, other: Spent) -> Spent:
+        """What this counts beyond ``other``, field by field (never below 0)."""
+        return Spent(**{n: max(0, getattr(self, n) - getattr(other, n)) for n in _SPENT_FIELDS})
+
+
+_SPENT_FIELDS = tuple(f.name for f in fields(Spent))
+
+
+def recorded(spent: Mapping[str, Any], usage: Usage | None) -> Spent:
+    """What a remote child's runs spent, from their records.
 
     Args:
-        ledger: The parent's ledger (None: nothing to charge).
-        spent: The ``budget`` report of the child's run metadata (its model
-            calls, tokens, tool calls and dollars), or empty.
-        usage: The child's usage, for the tokens and dollars when there is
-            no report.
+        spent: The ``budget`` reports of the runs' metadata (their model
+            calls, tokens, tool calls and dollars), summed, or empty.
+        usage: Their usage, for the tokens and dollars when there is no report.
     """
-    if ledger is None:
-        return
     counts = {name: _count(spent.get(name)) for name in _BUDGET_FIELDS if name != "usd"}
     if not spent and usage is not None:
         counts["model_calls"] = usage.requests
@@ -144,17 +173,68 @@ def charge(ledger: BudgetLedger | None, spent: Mapping[str, Any], usage: Usage |
     dollars = spent.get("usd")
     if not isinstance(dollars, int | float) or not dollars > 0:
         dollars = usage.cost_usd if usage is not None and usage.cost_usd else 0.0
-    pico = round(float(dollars) * PICO)
-    # The ledger's counters, at every level, as a settled call adds to them.
-    # Only more spent: no call waiting for room can fit sooner, so none is woken.
+    return Spent(**counts, usd=round(float(dollars) * PICO))
+
+
+def one_call(usage: Usage | None) -> Spent:
+    """What one model call a remote child made counts, from its answer's usage."""
+    if usage is None:
+        return Spent(model_calls=1)
+    cost = usage.cost_usd
+    return Spent(
+        model_calls=1,
+        input_tokens=usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens,
+        output_tokens=usage.output_tokens,
+        usd=round(cost * PICO) if cost is not None and cost > 0 else 0,
+    )
+
+
+def charge(ledger: BudgetLedger | None, spent: Spent) -> None:
+    """Charge what a remote child spent to ``ledger`` and every ledger above it."""
+    if ledger is not None and spent != _NOTHING:
+        ledger.add_spent(
+            spent.model_calls, spent.input_tokens, spent.output_tokens, spent.tool_calls, spent.usd
+        )
+
+
+_NOTHING = Spent()
+
+
+def exhausted(ledger: BudgetLedger, sent: Budget | None, used: Spent) -> Refusal | None:
+    """Why a remote child must be stopped now, if it must.
+
+    When a limit of ``ledger`` (or of a ledger above it) is spent, while the
+    child's server, sent ``sent`` as its run began, would let it spend more of
+    it than ``used`` (what the child spent since): its siblings spent the rest.
+    A limit the child's own spending reached needs no stop: its server refuses
+    the call past it, and the child ends as ``BudgetExceeded`` there. Tool
+    calls count as spent once past their limit (at it, the child's next calls
+    would be refused one by one, and it could still answer).
+    """
     led: BudgetLedger | None = ledger
     while led is not None:
-        led.model_calls += counts["model_calls"]
-        led.input_tokens += counts["input_tokens"]
-        led.output_tokens += counts["output_tokens"]
-        led.tool_calls += counts["tool_calls"]
-        led.usd += pico
+        for name in _BUDGET_FIELDS:
+            limit = getattr(led.limits, name)
+            if limit is None:
+                continue
+            allowed = None if sent is None else getattr(sent, name)
+            if name == "usd":
+                have, cap = led.usd, int(limit * PICO)
+                allowed = None if allowed is None else int(allowed * PICO)
+            else:
+                have, cap = getattr(led, name), limit
+            over = have > cap if name == "tool_calls" else have >= cap
+            if over and (allowed is None or getattr(used, name) < allowed):
+                if name not in led.exhausted:
+                    led.exhausted.append(name)
+                return Refusal(
+                    resource=name,
+                    limit=limit,
+                    spent=have / PICO if name == "usd" else have,
+                    scope="tree" if led.parent is None else "subagent",
+                )
         led = led.parent
+    return None
 
 
 def _count(value: object) -> int:

@@ -17,6 +17,8 @@ and of the tool results that came after it:
 - ``burn <n> fail`` / ``burn <n> block``: calls ``noop`` ``n`` times, each call
   reporting :data:`BURNED` tokens, then the model raises (``fail``), or it
   calls ``wait_here`` (``block``): a child that spends, then fails or hangs.
+- ``pace <n> <seconds>``: calls ``noop`` ``n`` times, then answers ``paced <n>``:
+  ``n + 1`` model calls, each taking ``seconds`` and reporting :data:`BURNED`.
 """
 
 from __future__ import annotations
@@ -104,6 +106,12 @@ async def model(request: ModelRequest) -> AssistantMessage:
             if then == "fail":
                 raise RuntimeError(f"the model broke after {count} calls")
             return _call("wait_here").model_copy(update={"usage": BURNED})
+        case "pace":
+            count, seconds = rest.split(" ")
+            await anyio.sleep(float(seconds))
+            if len(done) < int(count):
+                return _call("noop").model_copy(update={"usage": BURNED})
+            return AssistantMessage(content=f"paced {count}", usage=BURNED)
     return AssistantMessage(content=f"unknown order {order!r}")
 
 
