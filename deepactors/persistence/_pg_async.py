@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -22,6 +23,7 @@ from ._pg_drive import (
     reaching,
     unlock_all_async,
 )
+from ._pg_probe import Probe, probe_async
 from ._pg_sql import Op
 
 __all__ = ["AsyncDriver"]
@@ -59,6 +61,7 @@ class AsyncDriver:
         self._leases = AsyncConnectionPool(
             **leases, configure=configure_lease_async, check=check_idle_async
         )
+        self.probe = Probe(functools.partial(probe_async, dsn))
 
     async def open(self, prepare: Op[None]) -> None:
         # One connection of its own first: a wrong DSN or a server that is down
@@ -97,8 +100,9 @@ class AsyncDriver:
             return await drive_async(self._writer, op, transaction=transaction)
 
     @asynccontextmanager
-    async def lease_connection(self) -> AsyncIterator[LeaseConnection]:
-        conn = await self._leases.getconn()
+    async def lease_connection(self, wait: float) -> AsyncIterator[LeaseConnection]:
+        with reaching():
+            conn = await self._leases.getconn(wait)
         lease = _AsyncLease(conn)
         try:
             yield lease

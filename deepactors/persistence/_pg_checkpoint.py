@@ -210,6 +210,19 @@ class PostgresCheckpointer(AsyncResource):
         """
         await self._db.ping()
 
+    async def reach(self) -> None:
+        """Check a connection to the database can be had now, without a round trip.
+
+        For a server about to start a run: while the database is down this
+        fails within a few seconds, so the request is answered 503 instead
+        of a run that would fail once started.
+
+        Raises:
+            CheckpointUnavailable: It cannot, naming the database and since when.
+            CheckpointError: It is up but no connection came free in time.
+        """
+        await self._db.reach()
+
     def lease(self, thread_id: str) -> AbstractAsyncContextManager[ThreadLease]:
         """See :meth:`Checkpointer.lease`.
 

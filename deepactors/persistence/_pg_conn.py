@@ -24,13 +24,18 @@ duration (its session advisory lock lives on it), so leases can never starve
 the writers of connections. A lease connection is given back only after
 ``pg_advisory_unlock_all()`` succeeded on it, and closed otherwise, so no lock
 can outlive its lease, whatever went wrong.
+
+A checkout that waits :data:`~._pg_drive.PROBE_AFTER` for either pool in vain
+asks the server for a connection of its own (``_pg_probe``): refused, the
+database is down and the caller hears so within seconds (the component's
+``unavailable`` error); made, the pool is only busy and the checkout waits on.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -44,7 +49,15 @@ from .._core.loops import UnsupportedLoop, current_run
 from .._core.perloop import PerLoop
 from ..errors import DatabaseUnavailable, PersistenceError
 from ._pg_async import AsyncDriver
-from ._pg_drive import DOWN_WAIT, OPEN_TIMEOUT, Driver, LeaseConnection, Unreachable
+from ._pg_drive import (
+    DOWN_WAIT,
+    OPEN_TIMEOUT,
+    PROBE_AFTER,
+    CheckoutTimeout,
+    Driver,
+    LeaseConnection,
+    Unreachable,
+)
 from ._pg_sql import Op, Stmt
 from ._pg_thread import ThreadDriver
 
@@ -82,6 +95,11 @@ def describe_dsn(dsn: str) -> str:
 
 def _ping() -> Op[None]:
     yield Stmt("SELECT 1")
+
+
+def _nothing() -> Op[None]:
+    return
+    yield  # a generator of no statement: only the checkout is done
 
 
 async def _close(driver: Driver) -> None:
@@ -164,10 +182,81 @@ class PgDatabase:
                 its failure kind, naming the database.
         """
         driver = await self.driver()
-        # Known down: a short wait for the pool, so the outage is told at once.
-        wait = OPEN_TIMEOUT if self._down_since is None else DOWN_WAIT
         with self.translating():
-            return await driver.run(op, transaction=transaction, wait=wait)
+            # Tried again after a CheckoutTimeout: ``op`` has not begun then.
+            return await self._checked_out(
+                driver, lambda wait: driver.run(op, transaction=transaction, wait=wait)
+            )
+
+    @asynccontextmanager
+    async def lease_connection(self) -> AsyncIterator[LeaseConnection]:
+        """A connection of the lease pool, held for the block (a lease's lock lives on it).
+
+        Given back on leaving, its advisory locks released first (or closed).
+
+        Raises:
+            PersistenceError: As :meth:`run`, on taking it; the block's own
+                errors pass through as they are.
+        """
+        driver = await self.driver()
+        async with AsyncExitStack() as stack:
+            with self.translating():
+                conn = await self._checked_out(
+                    driver,
+                    lambda wait: stack.enter_async_context(driver.lease_connection(wait)),
+                    pool_size=self._sizes[1],
+                )
+            yield conn
+
+    async def reach(self) -> None:
+        """Check a connection can be had now, without a round trip.
+
+        A pooled connection whose socket stayed silent while idle is taken as
+        live (see ``_pg_drive``); a server that ended its sessions, or one that
+        takes no new connection, fails this within a few seconds.
+
+        Raises:
+            PersistenceError: The component's ``unavailable`` kind, as :meth:`run`.
+        """
+        await self.run(_nothing(), transaction=False)
+
+    async def _checked_out(
+        self,
+        driver: Driver,
+        attempt: Callable[[float], Awaitable[T]],
+        *,
+        pool_size: int | None = None,
+    ) -> T:
+        """``attempt(wait)``, which waits ``wait`` seconds for a pooled
+        connection, given up to :data:`OPEN_TIMEOUT` in all, unless the server
+        is found down first.
+
+        Raises:
+            Unreachable: The server takes no connection (the probe failed).
+            PersistenceError: The component's failure: the database is up but
+                no connection of the pool came free within :data:`OPEN_TIMEOUT`.
+        """
+        # Known down, the pool is given a second (it keeps reconnecting on its
+        # own); otherwise long enough for a busy moment to pass.
+        first = DOWN_WAIT if self._down_since is not None else PROBE_AFTER
+        deadline = anyio.current_time() + OPEN_TIMEOUT
+        try:
+            return await attempt(min(first, OPEN_TIMEOUT))
+        except CheckoutTimeout:
+            pass
+        # Down, or every connection in use: only a connection of our own
+        # tells which. Refused, this raises and the request is answered now.
+        await driver.probe()
+        try:
+            return await attempt(max(0.0, deadline - anyio.current_time()))
+        except CheckoutTimeout as exc:
+            # The server took the probe's connection: the pool is only busy,
+            # which is no outage (not logged as one, nor marked down).
+            size = self._sizes[0] if pool_size is None else pool_size
+            raise self.errors.failed(
+                f"{self.location}: no connection came free within {OPEN_TIMEOUT:g} s"
+                f" (all {size} of the pool in use): {exc}"
+            ) from exc
 
     async def write(self, op: Op[T], *, transaction: bool) -> T:
         """Run ``op`` on this run's writer connection (one writer at a time).

@@ -43,6 +43,8 @@ from ._pg_sql import Op, Result, Stmt
 __all__ = [
     "DOWN_WAIT",
     "OPEN_TIMEOUT",
+    "PROBE_AFTER",
+    "CheckoutTimeout",
     "Driver",
     "LeaseConnection",
     "Unreachable",
@@ -73,9 +75,27 @@ The pool goes on reconnecting in the background; a request waits this long
 for it, not :data:`OPEN_TIMEOUT`, so that an outage is answered at once (503)
 and the first request after the database is back still gets through."""
 
+PROBE_AFTER = 2.0
+"""Seconds to wait for a pooled connection before asking the server whether it is up.
+
+A pool says nothing of its failing connects until its own timeout
+(:data:`OPEN_TIMEOUT`), and an empty pool looks the same whether the database
+is down or every connection is in use. After this long, a connection of its
+own (``_pg_probe``) tells the two apart: refused, the database is down and
+the request is answered now; made, the pool is only busy and the request
+waits out the rest of :data:`OPEN_TIMEOUT` as before."""
+
 
 class Unreachable(Exception):
     """No connection to the database could be had; the psycopg error is the cause."""
+
+
+class CheckoutTimeout(Unreachable):
+    """No pooled connection came within the wait: the database is down, or the pool busy.
+
+    Raised before the operation that wanted the connection has begun, so it
+    may be tried again as it is.
+    """
 
 
 @contextmanager
@@ -89,7 +109,9 @@ def reaching() -> Iterator[None]:
         yield
     except PoolClosed:
         raise  # shutting down: not the database's doing
-    except (psycopg.OperationalError, PoolTimeout) as exc:
+    except PoolTimeout as exc:
+        raise CheckoutTimeout(str(exc)) from exc
+    except psycopg.OperationalError as exc:
         raise Unreachable(str(exc)) from exc
 
 
@@ -200,11 +222,18 @@ class LeaseConnection(Protocol):
 
 
 class Driver(Protocol):
-    """What a PgDatabase needs of the driver of one event-loop run."""
+    """What a PgDatabase needs of the driver of one event-loop run.
+
+    :meth:`run` and :meth:`lease_connection` wait at most ``wait`` seconds for
+    a pooled connection, then raise :class:`CheckoutTimeout` (``op`` not
+    begun); :meth:`probe` raises :class:`Unreachable` when the server takes
+    no new connection.
+    """
 
     async def run(self, op: Op[T], *, transaction: bool = True, wait: float = ...) -> T: ...
     async def write(self, op: Op[T], *, transaction: bool) -> T: ...
-    def lease_connection(self) -> AbstractAsyncContextManager[LeaseConnection]: ...
+    def lease_connection(self, wait: float) -> AbstractAsyncContextManager[LeaseConnection]: ...
+    async def probe(self) -> None: ...
     async def listen(
         self, channel: str, on_payload: Callable[[str], None], task_status: TaskStatus[int]
     ) -> None: ...

@@ -99,11 +99,9 @@ class PgLeases:
         """Take the thread's lease, hold it for the block, give it back."""
         started = anyio.current_time()
         async with self._turns.hold(thread_id, wait=self._wait), AsyncExitStack() as stack:
-            driver = await self._db.driver()
             key = lock_key("thread", thread_id)
-            with self._db.translating():
-                # Given back on leaving, unlocked first (or closed).
-                conn = await stack.enter_async_context(driver.lease_connection())
+            # Given back on leaving, unlocked first (or closed).
+            conn = await stack.enter_async_context(self._db.lease_connection())
             lease = await self._take(conn, thread_id, key, started)
             self._held[thread_id] = Held(owner=lease.owner, lock_key=key, connection=conn)
             try:

@@ -36,6 +36,7 @@ from ._pg_drive import (
     reaching,
     unlock_all,
 )
+from ._pg_probe import Probe, probe_sync
 from ._pg_sql import Op
 
 __all__ = ["ThreadDriver"]
@@ -147,6 +148,7 @@ class ThreadDriver:
         # Lease waits block a thread each: their own limiter, so they never
         # take the threads the run's other work needs.
         self._limiter = anyio.CapacityLimiter(lease_size)
+        self.probe = Probe(functools.partial(probe_sync, dsn))
 
     async def open(self, prepare: Op[None]) -> None:
         def opened() -> None:
@@ -205,12 +207,13 @@ class ThreadDriver:
             return await anyio.to_thread.run_sync(self._write, op, transaction)
 
     @asynccontextmanager
-    async def lease_connection(self) -> AsyncIterator[LeaseConnection]:
+    async def lease_connection(self, wait: float) -> AsyncIterator[LeaseConnection]:
         checkout = _Checkout(self._leases)
         try:
-            conn = await anyio.to_thread.run_sync(
-                checkout.take, _wait_budget(), abandon_on_cancel=True
-            )
+            with reaching():
+                conn = await anyio.to_thread.run_sync(
+                    checkout.take, _wait_budget(wait), abandon_on_cancel=True
+                )
         except anyio.get_cancelled_exc_class():
             late = checkout.abandon()
             if late is not None:

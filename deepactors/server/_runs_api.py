@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 from starlette.exceptions import HTTPException
@@ -40,7 +40,27 @@ async def _thread_for(request: Request, body: RunCreate) -> ThreadRecord:
     return await _thread_of(_manager(request), request.path_params.get("thread_id"), body)
 
 
+@runtime_checkable
+class _Reachable(Protocol):
+    """A checkpointer with a database to reach (PostgreSQL's)."""
+
+    async def reach(self) -> None: ...
+
+
+async def _reach_checkpointer(manager: RunManager, assistant_id: str) -> None:
+    """Raise ``CheckpointUnavailable`` (503) now if the run's checkpoints could not be saved.
+
+    A run is started after its request is answered; a database found down
+    only by its first lease would fail it then, behind a 200.
+    """
+    saver = manager.assistant(assistant_id).agent.checkpointer
+    if isinstance(saver, _Reachable):
+        await saver.reach()
+
+
 async def _thread_of(manager: RunManager, thread_id: str | None, body: RunCreate) -> ThreadRecord:
+    if thread_id is not None or body.on_completion == "keep":
+        await _reach_checkpointer(manager, body.assistant_id)
     if thread_id is None:  # stateless: a thread of its own, gone when the run ends
         thread = ThreadRecord(
             thread_id=new_uuid(), temporary=body.on_completion != "keep", metadata=owned({})

@@ -6,25 +6,34 @@ module's own (``tests/pgserver.py``), served by uvicorn (asyncio) and hypercorn
 (trio). With the database stopped, every endpoint that needs it answers 503,
 ``Retry-After`` and a detail naming the database and since when, which is what
 clients and load balancers take for "try again"; once it is started again the
-same requests succeed. A database that answers but refuses (its table is
+same requests succeed. The first request to find the database gone is
+answered within seconds too, not after the pool's 30 s; a pool whose
+connections are all in use is not taken for an outage; and a run on one
+process (no ``runs_db``) is refused with 503 while its checkpointer is down,
+not started to fail later. A database that answers but refuses (its table is
 gone) is a fault, not an outage: 500, no ``Retry-After``. A SQLite file
 locked by another writer for longer than the busy timeout is a 503 too.
 """
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.to_thread
 import httpx
 import psycopg
 import pytest
 from langgraph_sdk.errors import APIStatusError
 from starlette.applications import Starlette
 
+from deepactors.errors import CheckpointError, CheckpointUnavailable
 from deepactors.persistence import (
     PostgresCheckpointer,
     PostgresStore,
@@ -40,6 +49,10 @@ from .conftest import Served
 
 BOUND = 60.0
 """Seconds anything here may take: generous, the machine is shared."""
+
+SOON = 10.0
+"""Seconds within which the first request to find the database down is answered:
+well under the pool's 30 s, generous for a shared machine."""
 
 
 @pytest.fixture(scope="module")
@@ -58,14 +71,6 @@ def database(own_server: PostgresServer) -> Iterator[tuple[PostgresServer, str]]
         own_server.start()
 
 
-@pytest.fixture(autouse=True)
-def patient_pool(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The first request that finds the database gone waits for the pool (30 s)
-    # before it is known down; every one after that is answered at once.
-    # Shorter here, so the tests do not spend minutes on that first wait.
-    monkeypatch.setattr(_pg_conn, "OPEN_TIMEOUT", 3.0)
-
-
 def _say(text: str) -> dict[str, Any]:
     return {"messages": [{"role": "user", "content": text}]}
 
@@ -80,6 +85,25 @@ def _until(check: Callable[[], bool], what: str) -> None:
 def _app(dsn: str) -> Starlette:
     agent = blocking_agent(Probe(), checkpointer=PostgresCheckpointer(dsn))
     return create_app({"echo": agent}, runs_db=dsn, store=PostgresStore(dsn))
+
+
+def _lone_app(dsn: str) -> Starlette:
+    """Threads and store in PostgreSQL, runs in this process only (no ``runs_db``)."""
+    agent = blocking_agent(Probe(), checkpointer=PostgresCheckpointer(dsn))
+    return create_app({"echo": agent}, store=PostgresStore(dsn))
+
+
+def _answered_503_soon(what: str, request: Callable[[], httpx.Response]) -> str:
+    """``request``'s 503 detail, asserting it came within :data:`SOON`."""
+    started = time.monotonic()
+    answer = request()
+    took = time.monotonic() - started
+    assert answer.status_code == 503, (what, answer.text)
+    assert int(answer.headers["retry-after"]) > 0, what
+    assert took < SOON, (what, took)
+    detail: str = answer.json()["detail"]
+    assert "unreachable since" in detail, (what, detail)
+    return detail
 
 
 def _requests(http: httpx.Client, tid: str) -> dict[str, Callable[[], httpx.Response]]:
@@ -152,6 +176,117 @@ def test_an_unreachable_database_answers_503_with_retry_after_until_it_is_back(
     assert done["messages"][-1]["content"] == "echo: after"  # type: ignore[call-overload]
     assert client.store.get_item(["notes"], "k")["value"] == {"v": 2}
     http.close()
+
+
+def test_the_first_request_to_find_the_database_down_is_answered_within_seconds(
+    serve: Callable[[Starlette], Served], database: tuple[PostgresServer, str]
+) -> None:
+    pg, dsn = database
+    served = serve(_lone_app(dsn))
+    http = httpx.Client(base_url=served.url, timeout=BOUND)
+    client = served.client()
+    tid = client.threads.create()["thread_id"]
+    client.runs.wait(tid, "echo", input=_say("before"))
+    client.store.put_item(["notes"], "k", {"v": 1})
+
+    pg.stop()
+    try:
+        # Nothing asked the checkpointer or the store since (no /ready): each
+        # request below is the first of its component to find the outage.
+        detail = _answered_503_soon("get state", lambda: http.get(f"/threads/{tid}/state"))
+        assert detail.startswith("CheckpointUnavailable: postgresql://"), detail
+        item = {"namespace": "notes", "key": "k"}
+        detail = _answered_503_soon("store get", lambda: http.get("/store/items", params=item))
+        assert detail.startswith("StoreUnavailable: postgresql://"), detail
+    finally:
+        pg.start()
+    _until(lambda: http.get(f"/threads/{tid}/state").status_code == 200, "state never back")
+    assert client.store.get_item(["notes"], "k")["value"] == {"v": 1}
+    http.close()
+
+
+def test_a_run_on_one_process_is_refused_with_503_while_its_checkpointer_is_down(
+    serve: Callable[[Starlette], Served], database: tuple[PostgresServer, str]
+) -> None:
+    pg, dsn = database
+    served = serve(_lone_app(dsn))
+    http = httpx.Client(base_url=served.url, timeout=BOUND)
+    client = served.client()
+    tid = client.threads.create()["thread_id"]
+    client.runs.wait(tid, "echo", input=_say("before"))
+    run = {"assistant_id": "echo", "input": _say("down")}
+
+    pg.stop()
+    try:
+        # Refused before it starts, not a 200 for a run that fails later.
+        for path in ("runs", "runs/wait", "runs/stream"):
+            create = functools.partial(http.post, f"/threads/{tid}/{path}", json=run)
+            detail = _answered_503_soon(path, create)
+            assert detail.startswith("CheckpointUnavailable: postgresql://"), detail
+        stateless = {**run, "on_completion": "keep"}  # its thread is saved too
+        _answered_503_soon("keep", lambda: http.post("/runs/wait", json=stateless))
+        # A stateless run saves nothing: it does not need the database.
+        gone = http.post("/runs/wait", json={**run, "input": _say("stateless")})
+        assert gone.status_code == 200, gone.text
+    finally:
+        pg.start()
+    _until(lambda: http.get("/ready").status_code == 200, "/ready never said 200 again")
+    done = client.runs.wait(tid, "echo", input=_say("after"))
+    assert done["messages"][-1]["content"] == "echo: after"  # type: ignore[call-overload]
+    # None of the refused runs was left behind on the thread.
+    assert len(client.runs.list(tid)) == 2
+    http.close()
+
+
+async def test_a_lease_wait_tells_a_busy_pool_from_an_outage(
+    database: tuple[PostgresServer, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pg, dsn = database
+    # The whole wait of a pool that stays busy, shorter than its 30 s.
+    monkeypatch.setattr(_pg_conn, "OPEN_TIMEOUT", _pg_drive.PROBE_AFTER + 4.0)
+    async with PostgresCheckpointer(dsn, lease_connections=1) as saver, AsyncExitStack() as held:
+        await held.enter_async_context(saver.lease("a"))  # the pool's one lease connection
+        got = anyio.Event()
+
+        async def take_b() -> None:
+            async with saver.lease("b"):
+                got.set()
+
+        # Busy past the first wait, freed in time: the waiter gets it, no 503.
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(take_b)
+            await anyio.sleep(_pg_drive.PROBE_AFTER + 1.0)
+            assert not got.is_set()
+            await held.aclose()
+        assert got.is_set()
+
+        # Busy all along: the component's failure, saying so, not an outage.
+        await held.enter_async_context(saver.lease("a"))
+        with anyio.fail_after(BOUND), pytest.raises(CheckpointError) as caught:
+            async with saver.lease("b"):
+                pass
+        assert not isinstance(caught.value, CheckpointUnavailable), caught.value
+        assert "all 1 of the pool in use" in str(caught.value), caught.value
+        await held.aclose()
+
+        # Down: told within seconds, though the pool is empty as when busy.
+        await anyio.to_thread.run_sync(pg.stop)
+        try:
+            started = anyio.current_time()
+            with anyio.fail_after(BOUND), pytest.raises(CheckpointUnavailable) as down:
+                async with saver.lease("c"):
+                    pass
+            assert anyio.current_time() - started < SOON
+            assert "unreachable since" in str(down.value), down.value
+        finally:
+            await anyio.to_thread.run_sync(pg.start)
+        with anyio.fail_after(BOUND):
+            while True:
+                try:
+                    async with saver.lease("c"):
+                        break
+                except CheckpointUnavailable:
+                    await anyio.sleep(0.2)
 
 
 def test_a_database_that_answers_but_refuses_is_a_500_not_a_503(
