@@ -218,8 +218,8 @@ class PostgresCheckpointer(AsyncResource):
         of a run that would fail once started.
 
         Raises:
-            CheckpointUnavailable: It cannot, naming the database and since when.
-            CheckpointError: It is up but no connection came free in time.
+            CheckpointUnavailable: It cannot, naming the database and since
+                when, or it is up but no connection came free in time (saying so).
         """
         await self._db.reach()
 

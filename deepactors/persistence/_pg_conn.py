@@ -233,8 +233,9 @@ class PgDatabase:
 
         Raises:
             Unreachable: The server takes no connection (the probe failed).
-            PersistenceError: The component's failure: the database is up but
-                no connection of the pool came free within :data:`OPEN_TIMEOUT`.
+            DatabaseUnavailable: The component's ``unavailable`` kind: the
+                database is up but no connection of the pool came free within
+                :data:`OPEN_TIMEOUT` (it says so; the database is not marked down).
         """
         # Known down, the pool is given a second (it keeps reconnecting on its
         # own); otherwise long enough for a busy moment to pass.
@@ -250,12 +251,17 @@ class PgDatabase:
         try:
             return await attempt(max(0.0, deadline - anyio.current_time()))
         except CheckoutTimeout as exc:
-            # The server took the probe's connection: the pool is only busy,
-            # which is no outage (not logged as one, nor marked down).
+            # The server took the probe's connection: the pool is only busy.
+            # Not an outage (not logged as one, nor marked down, so the next
+            # request waits as long), but no connection either: the same
+            # request may succeed later, which a client is told (503) as for
+            # an outage, the message saying which.
             size = self._sizes[0] if pool_size is None else pool_size
-            raise self.errors.failed(
+            raise self.errors.unavailable(
                 f"{self.location}: no connection came free within {OPEN_TIMEOUT:g} s"
-                f" (all {size} of the pool in use): {exc}"
+                f" (all {size} of the pool in use): {exc}",
+                location=self.location,
+                since=time.time(),
             ) from exc
 
     async def write(self, op: Op[T], *, transaction: bool) -> T:
