@@ -25,6 +25,10 @@ from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 from starlette.applications import Starlette
 
+# The fixtures of the tests whose PostgreSQL goes away (a server of each module's own).
+from .pg_outage import database as database
+from .pg_outage import own_server as own_server
+
 
 @dataclass
 class Served:

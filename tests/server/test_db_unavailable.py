@@ -20,10 +20,9 @@ from __future__ import annotations
 import functools
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -46,40 +45,11 @@ from tests.pgserver import PostgresServer
 
 from .agents import Probe, blocking_agent
 from .conftest import Served
-
-BOUND = 60.0
-"""Seconds anything here may take: generous, the machine is shared."""
+from .pg_outage import BOUND, say, until
 
 SOON = 10.0
 """Seconds within which the first request to find the database down is answered:
 well under the pool's 30 s, generous for a shared machine."""
-
-
-@pytest.fixture(scope="module")
-def own_server() -> Iterator[PostgresServer]:
-    with PostgresServer() as server:
-        yield server
-
-
-@pytest.fixture
-def database(own_server: PostgresServer) -> Iterator[tuple[PostgresServer, str]]:
-    """This module's server, up, and a fresh database on it."""
-    if not own_server.running:
-        own_server.start()
-    yield own_server, own_server.new_database()
-    if not own_server.running:
-        own_server.start()
-
-
-def _say(text: str) -> dict[str, Any]:
-    return {"messages": [{"role": "user", "content": text}]}
-
-
-def _until(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + BOUND
-    while not check():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.1)
 
 
 def _app(dsn: str) -> Starlette:
@@ -108,7 +78,7 @@ def _answered_503_soon(what: str, request: Callable[[], httpx.Response]) -> str:
 
 def _requests(http: httpx.Client, tid: str) -> dict[str, Callable[[], httpx.Response]]:
     """One request to each endpoint that needs the database, by what it does."""
-    run = {"assistant_id": "echo", "input": _say("down")}
+    run = {"assistant_id": "echo", "input": say("down")}
     item = {"namespace": ["notes"], "key": "k"}
     return {
         "create thread": lambda: http.post("/threads", json={}),
@@ -134,12 +104,12 @@ def test_an_unreachable_database_answers_503_with_retry_after_until_it_is_back(
     http = httpx.Client(base_url=served.url, timeout=BOUND)
     client = served.client()
     tid = client.threads.create()["thread_id"]
-    client.runs.wait(tid, "echo", input=_say("before"))
+    client.runs.wait(tid, "echo", input=say("before"))
     client.store.put_item(["notes"], "k", {"v": 1})
 
     pg.stop()
     try:
-        _until(lambda: http.get("/ready").status_code == 503, "/ready never said 503")
+        until(lambda: http.get("/ready").status_code == 503, "/ready never said 503")
         for what, request in _requests(http, tid).items():
             started = time.monotonic()
             answer = request()
@@ -162,7 +132,7 @@ def test_an_unreachable_database_answers_503_with_retry_after_until_it_is_back(
     finally:
         pg.start()
 
-    _until(lambda: http.get("/ready").status_code == 200, "/ready never said 200 again")
+    until(lambda: http.get("/ready").status_code == 200, "/ready never said 200 again")
     for what, request in _requests(http, tid).items():
         answer = request()
         assert answer.status_code < 300, (what, answer.text)
@@ -172,7 +142,7 @@ def test_an_unreachable_database_answers_503_with_retry_after_until_it_is_back(
     # before it, one after.
     found = client.threads.search(limit=100)
     assert len(found) == 2, found
-    done = client.runs.wait(tid, "echo", input=_say("after"))
+    done = client.runs.wait(tid, "echo", input=say("after"))
     assert done["messages"][-1]["content"] == "echo: after"  # type: ignore[call-overload]
     assert client.store.get_item(["notes"], "k")["value"] == {"v": 2}
     http.close()
@@ -186,7 +156,7 @@ def test_the_first_request_to_find_the_database_down_is_answered_within_seconds(
     http = httpx.Client(base_url=served.url, timeout=BOUND)
     client = served.client()
     tid = client.threads.create()["thread_id"]
-    client.runs.wait(tid, "echo", input=_say("before"))
+    client.runs.wait(tid, "echo", input=say("before"))
     client.store.put_item(["notes"], "k", {"v": 1})
 
     pg.stop()
@@ -200,7 +170,7 @@ def test_the_first_request_to_find_the_database_down_is_answered_within_seconds(
         assert detail.startswith("StoreUnavailable: postgresql://"), detail
     finally:
         pg.start()
-    _until(lambda: http.get(f"/threads/{tid}/state").status_code == 200, "state never back")
+    until(lambda: http.get(f"/threads/{tid}/state").status_code == 200, "state never back")
     assert client.store.get_item(["notes"], "k")["value"] == {"v": 1}
     http.close()
 
@@ -213,8 +183,8 @@ def test_a_run_on_one_process_is_refused_with_503_while_its_checkpointer_is_down
     http = httpx.Client(base_url=served.url, timeout=BOUND)
     client = served.client()
     tid = client.threads.create()["thread_id"]
-    client.runs.wait(tid, "echo", input=_say("before"))
-    run = {"assistant_id": "echo", "input": _say("down")}
+    client.runs.wait(tid, "echo", input=say("before"))
+    run = {"assistant_id": "echo", "input": say("down")}
 
     pg.stop()
     try:
@@ -226,12 +196,12 @@ def test_a_run_on_one_process_is_refused_with_503_while_its_checkpointer_is_down
         stateless = {**run, "on_completion": "keep"}  # its thread is saved too
         _answered_503_soon("keep", lambda: http.post("/runs/wait", json=stateless))
         # A stateless run saves nothing: it does not need the database.
-        gone = http.post("/runs/wait", json={**run, "input": _say("stateless")})
+        gone = http.post("/runs/wait", json={**run, "input": say("stateless")})
         assert gone.status_code == 200, gone.text
     finally:
         pg.start()
-    _until(lambda: http.get("/ready").status_code == 200, "/ready never said 200 again")
-    done = client.runs.wait(tid, "echo", input=_say("after"))
+    until(lambda: http.get("/ready").status_code == 200, "/ready never said 200 again")
+    done = client.runs.wait(tid, "echo", input=say("after"))
     assert done["messages"][-1]["content"] == "echo: after"  # type: ignore[call-overload]
     # None of the refused runs was left behind on the thread.
     assert len(client.runs.list(tid)) == 2

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
 
 import httpx
 import pytest
@@ -30,36 +29,7 @@ from tests.pgserver import PostgresServer
 
 from .agents import Probe, blocking_agent
 from .conftest import Served
-
-BOUND = 60.0
-"""Seconds anything here may take: generous, the machine is shared."""
-
-
-@pytest.fixture(scope="module")
-def own_server() -> Iterator[PostgresServer]:
-    with PostgresServer() as server:
-        yield server
-
-
-@pytest.fixture
-def database(own_server: PostgresServer) -> Iterator[tuple[PostgresServer, str]]:
-    """This module's server, up, and a fresh database on it."""
-    if not own_server.running:
-        own_server.start()
-    yield own_server, own_server.new_database()
-    if not own_server.running:
-        own_server.start()
-
-
-def _say(text: str) -> dict[str, Any]:
-    return {"messages": [{"role": "user", "content": text}]}
-
-
-def _until(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + BOUND
-    while not check():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.1)
+from .pg_outage import BOUND, say, until
 
 
 def _ready(http: httpx.Client) -> bool:
@@ -79,40 +49,40 @@ def test_the_server_answers_again_after_its_database_restarts(
     http = httpx.Client(base_url=served.url, timeout=BOUND)
     client = served.client()
     thread = client.threads.create()
-    done = client.runs.wait(thread["thread_id"], "echo", input=_say("before"))
+    done = client.runs.wait(thread["thread_id"], "echo", input=say("before"))
     assert done["messages"][-1]["content"] == "echo: before"  # type: ignore[call-overload]
     assert http.get("/ready").status_code == 200
 
     pg.stop()
     try:
         assert http.get("/ok").status_code == 200  # alive: nothing to restart
-        _until(lambda: http.get("/ready").status_code == 503, "/ready never said 503")
+        until(lambda: http.get("/ready").status_code == 503, "/ready never said 503")
         answer = http.get("/ready")
         assert "postgresql://" in answer.text, answer.text
         # What needs the database fails, in bounded time, and says so.
         started = time.monotonic()
         tid = thread["thread_id"]
-        body = {"assistant_id": "echo", "input": _say("down")}
+        body = {"assistant_id": "echo", "input": say("down")}
         refused = http.post(f"/threads/{tid}/runs/wait", json=body)
         assert refused.status_code >= 500 or "__error__" in refused.text, refused.text
         assert "postgresql://" in refused.text, refused.text
         assert http.get(f"/threads/{tid}/state").status_code >= 500
         assert time.monotonic() - started < BOUND
         # A stateless run needs no database: it still runs.
-        fine = http.post("/runs/wait", json={"assistant_id": "echo", "input": _say("free")})
+        fine = http.post("/runs/wait", json={"assistant_id": "echo", "input": say("free")})
         assert fine.status_code == 200, fine.text
     finally:
         pg.start()
 
-    _until(lambda: http.get("/ready").status_code == 200, "/ready never said 200 again")
+    until(lambda: http.get("/ready").status_code == 200, "/ready never said 200 again")
     assert http.get("/ok").status_code == 200
-    done = client.runs.wait(thread["thread_id"], "echo", input=_say("after"))
+    done = client.runs.wait(thread["thread_id"], "echo", input=say("after"))
     assert done["messages"][-1]["content"] == "echo: after"  # type: ignore[call-overload]
     state = client.threads.get_state(thread["thread_id"])
     texts = [m["content"] for m in state["values"]["messages"]]  # type: ignore[call-overload]
     assert texts[-1] == "echo: after"
     assert thread["thread_id"] in [t["thread_id"] for t in client.threads.search()]
-    fresh = client.runs.wait(None, "echo", input=_say("stateless"))
+    fresh = client.runs.wait(None, "echo", input=say("stateless"))
     assert fresh["messages"][-1]["content"] == "echo: stateless"  # type: ignore[call-overload]
     http.close()
 
@@ -125,7 +95,7 @@ def test_a_run_in_flight_across_a_restart_ends_in_a_clear_error(
     served = serve(_app(dsn, probe))
     client = served.client()
     thread = client.threads.create()
-    run = client.runs.create(thread["thread_id"], "echo", input=_say("wait"))
+    run = client.runs.create(thread["thread_id"], "echo", input=say("wait"))
     assert probe.blocked.wait(BOUND)
     pg.restart()
     probe.release.set()
@@ -140,9 +110,9 @@ def test_a_run_in_flight_across_a_restart_ends_in_a_clear_error(
     assert error["error"] == "CheckpointError", error
     assert "postgresql://" in error["message"], error
     http = httpx.Client(base_url=served.url, timeout=BOUND)
-    _until(lambda: http.get("/ready").status_code == 200, "/ready never said 200 again")
+    until(lambda: http.get("/ready").status_code == 200, "/ready never said 200 again")
     http.close()
-    done = client.runs.wait(thread["thread_id"], "echo", input=_say("again"))
+    done = client.runs.wait(thread["thread_id"], "echo", input=say("again"))
     assert done["messages"][-1]["content"] == "echo: again"  # type: ignore[call-overload]
 
 
@@ -164,19 +134,19 @@ def test_another_process_sees_a_run_that_outlived_the_restart_finish(
     other_http = httpx.Client(base_url=other.url, timeout=BOUND)
     thread = owner.client().threads.create()
     tid = thread["thread_id"]
-    run = owner.client().runs.create(tid, "echo", input=_say("wait"))
+    run = owner.client().runs.create(tid, "echo", input=say("wait"))
     assert probe.blocked.wait(BOUND)
 
     pg.stop()
     try:
-        _until(lambda: owner_http.get("/ready").status_code == 503, "the owner never noticed")
+        until(lambda: owner_http.get("/ready").status_code == 503, "the owner never noticed")
         if release_while_down:
             probe.release.set()
-            _until(lambda: probe.active == 0, "the run did not end")
+            until(lambda: probe.active == 0, "the run did not end")
     finally:
         pg.start()
     for http in (owner_http, other_http):
-        _until(functools.partial(_ready, http), "/ready never said 200 again")
+        until(functools.partial(_ready, http), "/ready never said 200 again")
     seen = other.client().runs.get(tid, run["run_id"])
     assert seen["status"] in ("running", "success"), seen
     probe.release.set()
@@ -208,7 +178,7 @@ def test_joining_another_process_run_while_the_database_stays_down_ends_in_bound
     owner = serve(create_app({"echo": blocking_agent(probe)}, runs_db=dsn))
     other = serve(create_app({"echo": blocking_agent(Probe())}, runs_db=dsn))
     tid = owner.client().threads.create()["thread_id"]
-    run = owner.client().runs.create(tid, "echo", input=_say("wait"))
+    run = owner.client().runs.create(tid, "echo", input=say("wait"))
     assert probe.blocked.wait(BOUND)
     assert other.client().runs.get(tid, run["run_id"])["status"] == "running"  # followed
     pg.stop()
