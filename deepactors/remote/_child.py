@@ -113,11 +113,14 @@ class RemoteChild:
             await self._follow(conn, sent)
             stop = self.meter.refusal if self.meter is not None else None
             if stop is not None:
-                if not self.runs:
-                    return self._stopped(stop, None)
                 # As a local child's next call is refused: its run is cancelled
                 # (and waited for, so that its record says what it spent).
+                # Stopped before its server named the run, the thread's runs
+                # are looked for: the server may have made one, and may not
+                # have seen the stream close (a proxy between them).
                 await self._cancel(conn)
+                if not self.runs:
+                    return self._stopped(stop, None)  # no run was made
             usage, spent, status = await self._spending(conn)
         except RemoteFailure as exc:
             # A failed run (or a broken stream): what its runs spent until then
@@ -376,8 +379,9 @@ class RemoteChild:
         """
         run_ids = self.runs[-1:]
         if not run_ids:
-            # Cancelled before the server said which run it made (if it made
-            # one): every run of the thread still going. Closing the stream
+            # Cancelled (or stopped by its budget) before the server said
+            # which run it made, if it made one: every run of the thread
+            # still going. Closing the stream
             # cancels it too (on_disconnect), this is for a server that missed it.
             try:
                 listed = await conn.call("GET", f"/threads/{self.thread_id}/runs")

@@ -17,8 +17,13 @@ and of the tool results that came after it:
 - ``burn <n> fail`` / ``burn <n> block``: calls ``noop`` ``n`` times, each call
   reporting :data:`BURNED` tokens, then the model raises (``fail``), or it
   calls ``wait_here`` (``block``): a child that spends, then fails or hangs.
-- ``pace <n> <seconds>``: calls ``noop`` ``n`` times, then answers ``paced <n>``:
-  ``n + 1`` model calls, each taking ``seconds`` and reporting :data:`BURNED`.
+- ``pace <n> <seconds> [<input tokens>]``: calls ``noop`` ``n`` times, then
+  answers ``paced <n>``: ``n + 1`` model calls, each taking ``seconds`` and
+  reporting :data:`BURNED` (or that many input tokens, and its output tokens).
+
+The ``priced`` agent answers the same, with a model whose prices are known
+(:data:`PRICED`, :data:`PRICES`): each answer's usage says what it cost, and a
+budget in dollars charges it.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from deepactors import (
     create_deep_agent,
 )
 from deepactors.models import FunctionModel, ModelRequest
+from deepactors.models.profiles import ModelPrices, ModelProfile, register_profile
 from deepactors.persistence import MemoryCheckpointer
 
 
@@ -107,12 +113,36 @@ async def model(request: ModelRequest) -> AssistantMessage:
                 raise RuntimeError(f"the model broke after {count} calls")
             return _call("wait_here").model_copy(update={"usage": BURNED})
         case "pace":
-            count, seconds = rest.split(" ")
+            count, seconds, *tokens = rest.split(" ")
             await anyio.sleep(float(seconds))
+            usage = BURNED
+            if tokens:
+                usage = usage.model_copy(update={"input_tokens": int(tokens[0])})
             if len(done) < int(count):
-                return _call("noop").model_copy(update={"usage": BURNED})
-            return AssistantMessage(content=f"paced {count}", usage=BURNED)
+                return _call("noop").model_copy(update={"usage": usage})
+            return AssistantMessage(content=f"paced {count}", usage=usage)
     return AssistantMessage(content=f"unknown order {order!r}")
+
+
+PRICED = "remote-test-priced"
+"""The name of the ``priced`` agent's model, whose prices are :data:`PRICES`."""
+
+# Output dear and input cheap: a budget in dollars is spent by what the
+# children report, not by the estimates of their prompts.
+PRICES = ModelPrices(input=1.0, output=1000.0)
+"""Dollars per million tokens: a :data:`BURNED` call costs $0.0101."""
+
+register_profile(PRICED, ModelProfile(prices=PRICES))
+
+
+async def priced_model(request: ModelRequest) -> AssistantMessage:
+    """:func:`model`'s answer, its usage with what it cost (as a priced provider's says)."""
+    answer = await model(request)
+    if answer.usage is None:
+        return answer
+    return answer.model_copy(
+        update={"usage": answer.usage.model_copy(update={"cost_usd": PRICES.cost(answer.usage)})}
+    )
 
 
 agents = {
@@ -123,4 +153,5 @@ agents = {
         interrupt_on={"send_email": True},
         checkpointer=MemoryCheckpointer(),
     ),
+    "priced": create_deep_agent(FunctionModel(priced_model, name=PRICED), tools=[wait_here, noop]),
 }
