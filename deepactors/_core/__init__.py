@@ -5,6 +5,7 @@ thread-safe calls, parking lots); ``perloop`` keeps one resource per live loop
 run; ``pacing`` keeps a wave of actor steps from holding the loop; ``threads``
 runs blocking calls in worker threads that a deadline may leave behind. The rest
 of the package is written against anyio and these four. Beside them, ``logs``
-gives every module its logger (records for the standard ``logging`` module), and
-``public`` gives public names their public module path.
+gives every module its logger (records for the standard ``logging`` module),
+``public`` gives public names their public module path, and ``stamps`` writes
+times as ISO 8601 UTC stamps.
 """

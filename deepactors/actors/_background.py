@@ -26,11 +26,11 @@ import dataclasses
 import math
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 import anyio
 
+from .._core.stamps import utc_stamp
 from ..context import Inbox, RunContext, TreeContext
 from ..events import (
     Event,
@@ -49,7 +49,6 @@ __all__ = [
     "BackgroundTasks",
     "TaskStatus",
     "collected_update",
-    "now_iso",
     "task_notice",
 ]
 
@@ -63,11 +62,6 @@ TERMINAL: frozenset[str] = frozenset(
 
 Runner = Callable[[RunContext, Inbox], Awaitable[ChildOutcome]]
 """Runs a task's child under the given parent context; reads messages from the inbox."""
-
-
-def now_iso() -> str:
-    """UTC now with second precision, as deepagents stamps its tasks."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
@@ -92,8 +86,8 @@ class BackgroundTask:
     path: str
     owner: str
     run_id: str
-    created_at: str = field(default_factory=now_iso)
-    updated_at: str = field(default_factory=now_iso)
+    created_at: str = field(default_factory=utc_stamp)
+    updated_at: str = field(default_factory=utc_stamp)
     status: TaskStatus = "running"
     outcome: ChildOutcome | None = None
     collected: bool = False
@@ -123,7 +117,7 @@ class BackgroundTask:
             "run_id": self.run_id,
             "status": self.status,
             "created_at": self.created_at,
-            "last_checked_at": now_iso(),
+            "last_checked_at": utc_stamp(),
             "last_updated_at": self.updated_at,
             "description": self.description,
             "path": self.path,
@@ -237,7 +231,7 @@ class BackgroundTasks:
                 task.status = "timeout"
             elif task.status == "running":
                 task.status = "cancelled"
-            task.updated_at = now_iso()
+            task.updated_at = utc_stamp()
             task.ended.set()
             self._changed.set()
             if parent.emit is not None:

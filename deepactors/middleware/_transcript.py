@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
+from .._core.stamps import utc_stamp
 from ..messages import (
     AssistantMessage,
     ImageBlock,
@@ -70,7 +70,7 @@ def render_message(message: Message, number: int | None = None) -> str:
 def history_section(messages: Sequence[Message], *, first_number: int) -> str:
     """The text one summary appends to the history file (ends with a blank line)."""
     last = first_number + len(messages) - 1
-    when = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    when = utc_stamp()
     parts = [f"## Messages {first_number}-{last} (summarized at {when})\n"]
     for i, message in enumerate(messages):
         parts.append(render_message(message, first_number + i) + "\n")

@@ -47,6 +47,7 @@ from psycopg.conninfo import conninfo_to_dict
 from .._core.logs import get_logger
 from .._core.loops import UnsupportedLoop, current_run
 from .._core.perloop import PerLoop
+from .._core.stamps import utc_stamp
 from ..errors import DatabaseUnavailable, PersistenceError
 from ._pg_async import AsyncDriver
 from ._pg_drive import (
@@ -329,7 +330,7 @@ class PgDatabase:
         if self._down_since is None:
             self._down_since = time.time()
             _log.error("database unreachable", location=self.location, error=str(exc))
-        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._down_since))
+        when = utc_stamp(self._down_since)
         return self.errors.unavailable(
             f"{self.location} is unreachable since {when}: {exc}",
             location=self.location,

@@ -55,6 +55,7 @@ from anyio.abc import AsyncResource
 
 from .._core.loops import CallThread, LoopRun, UnsupportedLoop, current_run
 from .._core.perloop import PerLoop
+from .._core.stamps import utc_stamp
 from ..errors import DatabaseUnavailable, PersistenceError
 from . import _aiosqlite
 from ._sqlite_integrity import diagnose, emptied, identity, register_crc
@@ -136,7 +137,7 @@ def _translate(exc: sqlite3.Error, file: str, errors: Errors) -> PersistenceErro
         # Another writer held the file all along: nothing was written, and the
         # same call may succeed once it lets go.
         since = time.time() - BUSY_TIMEOUT
-        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(since))
+        when = utc_stamp(since)
         return errors.unavailable(
             f"{file} is locked by another writer since {when}"
             f" (more than {BUSY_TIMEOUT:g} s): {exc}",

@@ -33,6 +33,7 @@ import anyio
 from anyio.abc import TaskStatus
 
 from .._core.logs import get_logger
+from .._core.stamps import utc_stamp
 from ..errors import ConfigurationError, DatabaseUnavailable, PersistenceError
 from ..persistence.pgsql import Op as SqlOp
 from ..persistence.pgsql import PgDatabase, PgErrors, Result, Stmt
@@ -142,7 +143,7 @@ class DbState:
         """One sentence for a log, an error or the readiness endpoint."""
         if self.up:
             return f"the runs database {self.location} is connected"
-        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.since))
+        when = utc_stamp(self.since)
         return f"the runs database {self.location} is unreachable since {when}: {self.error}"
 
 
