@@ -191,6 +191,10 @@ class TreeContext:
     Attributes:
         thread_id: The conversation thread, if the run has one.
         decisions: Human decisions the run was resumed with, by tool call id.
+        awaiting: The requests the thread still waits for a human on, by tool call
+            id, when the run continues it without deciding them (``input=None``):
+            such a call never runs, whichever agent continues the thread; it stops
+            the run again.
         journal: Where the tree's changes are checkpointed, if anywhere.
         restored: The thread's saved records, when the run resumes from them.
         subagent_limiter: The tree-wide cap on subagents working at once.
@@ -213,6 +217,7 @@ class TreeContext:
 
     thread_id: str | None = None
     decisions: Mapping[str, Decision] = field(default_factory=dict)
+    awaiting: Mapping[str, ActionRequest] = field(default_factory=dict)
     journal: RunJournal | None = None
     restored: ThreadRecords | None = None
     subagent_limiter: anyio.Semaphore | None = None

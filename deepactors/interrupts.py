@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .errors import InputError
+from .messages import ToolCall, ToolMessage
 
 __all__ = [
     "DECISIONS",
@@ -45,7 +46,9 @@ __all__ = [
     "Decision",
     "Interrupt",
     "PendingRequest",
+    "ended_call",
     "interrupt_view",
+    "not_run",
     "parse_decisions",
 ]
 
@@ -107,6 +110,38 @@ class Decision:
     type: Literal["approve", "edit", "reject", "respond", "end"]
     args: Mapping[str, Any] | None = None
     message: str | None = None
+
+
+def ended_call(call: ToolCall, message: str | None) -> ToolMessage:
+    """The result of a pending call whose work was ended: it did not run."""
+    why = message or "the thread's pending work was ended (goto __end__)"
+    return ToolMessage(
+        tool_call_id=call.id, name=call.name, content=f"Not run: {why}.", status="error"
+    )
+
+
+def not_run(call: ToolCall, decision: Decision) -> ToolMessage | None:
+    """The result of ``call`` when ``decision`` says it must not run; None when it may.
+
+    One answer for every part that applies a decision (the approval middleware,
+    and the runtime's last check before a tool runs), so a refusal reads the same
+    whoever carried it out.
+    """
+    if decision.type == "end":
+        return ended_call(call, decision.message)
+    if decision.type == "respond":
+        return ToolMessage(
+            tool_call_id=call.id, name=call.name, content=decision.message or "", status="success"
+        )
+    if decision.type == "reject":
+        reason = decision.message or "no reason given"
+        return ToolMessage(
+            tool_call_id=call.id,
+            name=call.name,
+            content=f"A human rejected this call ({reason}). It did not run.",
+            status="error",
+        )
+    return None
 
 
 class PendingRequest(dict[str, Any]):

@@ -223,6 +223,10 @@ async def execute_root(
                 return _result(state, run, []), state, _head(journal)
             if run_input.resume is not None:
                 _take_decisions(run, state, run_input.resume)
+            elif run_input.resuming and (awaiting := _awaiting(run)):
+                # Continued with no decision: the calls stop the run again,
+                # whichever agent continues the thread (there is work: them).
+                tree.awaiting = awaiting
             elif not _has_work(state, run_input, thread_id, _ended_turn(journal, run.path)):
                 # ainvoke(None) on a thread that finished: nothing to continue,
                 # so nothing is called; the caller gets the thread's state.
@@ -305,6 +309,13 @@ def _check_tool_results(state: State, incoming: Sequence[object]) -> None:
                 f"the input's tool result for call {message.tool_call_id!r} answers no tool "
                 "call of this thread; send the assistant message that made the call first"
             )
+
+
+def _awaiting(run: RunContext) -> dict[str, ActionRequest]:
+    """The requests the thread stopped for and no resume has answered, by call id."""
+    restored = run.tree.restored
+    pending = restored.pending_interrupt(run.path) if restored is not None else None
+    return {r.id: r for r in pending or ()}
 
 
 def _take_decisions(run: RunContext, state: State, resume: object) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..context import ToolRuntime
 from ..errors import ToolError
 from ..hooks import ToolCallRequest
-from ..interrupts import Interrupt
+from ..interrupts import Interrupt, not_run
 from ..messages import ToolCall, ToolMessage
 from ..tools import Command, tool_result_message
 from ._budget import tool_refused
@@ -44,6 +44,10 @@ def stop_in(exc: BaseException) -> KeyboardInterrupt | SystemExit | None:
 
 async def execute_tool(request: ToolCallRequest) -> ToolMessage | Command:
     """The innermost tool handler: validate, run, and turn the outcome into a result."""
+    decided = _as_decided(request)
+    if isinstance(decided, ToolMessage):
+        return decided
+    request = decided
     call, tool = request.call, request.tool
     if call.error is not None:
         return error_result(call, f"the tool call could not be read: {call.error}")
@@ -71,6 +75,34 @@ async def execute_tool(request: ToolCallRequest) -> ToolMessage | Command:
     if isinstance(value, Command):
         return value
     return tool_result_message(call, value)
+
+
+def _as_decided(request: ToolCallRequest) -> ToolCallRequest | ToolMessage:
+    """The call as a human decided it, whatever middleware the running agent has.
+
+    The approval middleware applies decisions before this point; this is the
+    runtime's own last check, for a thread continued by an agent that does not
+    ask about the call (another assistant on the server, another agent on the
+    same thread): a call a human refused never runs, an edited one runs with the
+    human's arguments, and one still waiting for a decision stops the run again.
+
+    Raises:
+        Interrupt: The thread waits for a decision on this call.
+    """
+    call = request.call
+    tree = request.run.tree
+    decision = tree.decisions.get(call.id)
+    if decision is None:
+        waiting = tree.awaiting.get(call.id)
+        if waiting is not None:
+            raise Interrupt([waiting])
+        return request
+    refused = not_run(call, decision)
+    if refused is not None:
+        return refused
+    if decision.type == "edit" and decision.args is not None and call.args != decision.args:
+        return request.replace(call=call.model_copy(update={"args": dict(decision.args)}))
+    return request
 
 
 def error_result(call: ToolCall, text: str) -> ToolMessage:

@@ -8,12 +8,12 @@ from typing import Any
 from ..context import RunContext
 from ..errors import ConfigurationError
 from ..hooks import AgentMiddleware, HookResult, ToolCallRequest, ToolHandler
-from ..interrupts import DECISIONS, ActionRequest, Interrupt
-from ..messages import AssistantMessage, ToolCall, ToolMessage
+from ..interrupts import DECISIONS, ActionRequest, Interrupt, not_run
+from ..messages import AssistantMessage, ToolMessage
 from ..state import State
 from ..tools import Command
 
-__all__ = ["HumanInTheLoopMiddleware", "ended_call", "require_checkpointer"]
+__all__ = ["HumanInTheLoopMiddleware", "require_checkpointer"]
 
 _NO_CHECKPOINTER = (
     "this agent may stop for a human's decision ({why}), and an interrupted run is "
@@ -37,14 +37,6 @@ def require_checkpointer(run: RunContext, why: str) -> None:
     """
     if run.journal is None:
         raise ConfigurationError(_NO_CHECKPOINTER.format(why=why))
-
-
-def ended_call(call: ToolCall, message: str | None) -> ToolMessage:
-    """The result of a pending call whose work was ended: it did not run."""
-    why = message or "the thread's pending work was ended (goto __end__)"
-    return ToolMessage(
-        tool_call_id=call.id, name=call.name, content=f"Not run: {why}.", status="error"
-    )
 
 
 class HumanInTheLoopMiddleware(AgentMiddleware):
@@ -115,23 +107,9 @@ class HumanInTheLoopMiddleware(AgentMiddleware):
                     )
                 ]
             )
-        if decision.type == "end":
-            return ended_call(call, decision.message)
-        if decision.type == "respond":
-            return ToolMessage(
-                tool_call_id=call.id,
-                name=call.name,
-                content=decision.message or "",
-                status="success",
-            )
-        if decision.type == "reject":
-            reason = decision.message or "no reason given"
-            return ToolMessage(
-                tool_call_id=call.id,
-                name=call.name,
-                content=f"A human rejected this call ({reason}). It did not run.",
-                status="error",
-            )
+        refused = not_run(call, decision)
+        if refused is not None:
+            return refused
         if decision.type == "edit":
             assert decision.args is not None
             edited = call.model_copy(update={"args": dict(decision.args)})

@@ -29,11 +29,11 @@ from ..backends import APPROVED, PermissionRules, normalize_path, resolve_links
 from ..context import RunContext
 from ..errors import BackendError
 from ..hooks import AgentMiddleware, HookResult, ToolCallRequest, ToolHandler
-from ..interrupts import ActionRequest, Interrupt
+from ..interrupts import ActionRequest, Interrupt, ended_call
 from ..messages import ToolMessage
 from ..state import State
 from ..tools import Command
-from ._hitl import ended_call, require_checkpointer
+from ._hitl import require_checkpointer
 
 __all__ = ["FilesystemPermissionMiddleware"]
 

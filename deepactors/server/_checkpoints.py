@@ -119,10 +119,6 @@ async def start_from(
             ``reject``, 422 a checkpoint on a stateless run or a bad id.
     """
     seq = requested_seq(body.checkpoint, body.checkpoint_id)
-    if body.command is not None and not thread.temporary and not thread.interrupts:
-        # Known since a restart, or its values let go of when idle: whether it
-        # waits for a decision is in its checkpoint.
-        await manager.refresh(thread)
     if seq is None:
         return
     if thread.temporary:

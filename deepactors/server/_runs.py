@@ -259,6 +259,8 @@ class RunManager(RunCanceller):
             raise HTTPException(503, "the server is shutting down")
         body.refuse_unsupported()
         assistant = self.assistant(body.assistant_id)
+        if body.command is not None and not thread.temporary:
+            assistant = await self._deciding_assistant(thread, assistant)
         # The run acts for its caller: hooks and tools read run.identity.
         identity = caller()
         if thread.temporary:
@@ -307,6 +309,35 @@ class RunManager(RunCanceller):
         if launch:
             self.launch(run)
         return run
+
+    async def _deciding_assistant(
+        self, thread: ThreadRecord, named: AssistantRecord
+    ) -> AssistantRecord:
+        """The assistant a resume runs as: the one whose run stopped for the decisions.
+
+        Decisions answer that assistant's questions, under its rules and with its
+        tools; another would carry the pending calls out with its own (it may ask
+        about none of them). Clients name another by themselves: deep-agents-ui
+        lists every assistant's threads and resumes with the one it shows.
+
+        Raises:
+            HTTPException: 409 the assistant that stopped is not served here.
+        """
+        if not thread.interrupts:
+            # Known since a restart, or its values let go of when idle: whether
+            # it waits for a decision is in its checkpoint.
+            await self.refresh(thread)
+        stopped = thread.graph_id
+        if not thread.interrupts or stopped is None or stopped == named.graph_id:
+            return named
+        found = self.assistants.get(stopped)
+        if found is None:
+            raise HTTPException(
+                409,
+                f"thread {thread.thread_id!r} waits for decisions of assistant {stopped!r}, "
+                "which this server does not serve",
+            )
+        return found
 
     def start_soon(self, func: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         """Run ``func(*args)`` in the app's task group: work that outlives the

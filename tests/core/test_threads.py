@@ -472,3 +472,51 @@ async def test_a_failed_save_fails_the_run_and_leaves_a_clean_prefix() -> None:
     state = await agent.aget_state("f")
     assert [m.role for m in state["messages"]] == ["user", "assistant", "tool"]
     assert kinds.count("update") == 3
+
+
+@pytest.mark.parametrize(
+    ("decision", "text"),
+    [
+        ({"type": "reject", "message": "not now"}, "A human rejected this call (not now)."),
+        ({"type": "respond", "message": "done by hand"}, "done by hand"),
+        (END_PENDING, "Not run: the thread's pending work was ended"),
+    ],
+)
+async def test_a_refused_call_never_runs_when_another_agent_resumes_the_thread(
+    decision: dict[str, Any], text: str
+) -> None:
+    # Faults III, item 0: the agent that continues the thread asks about no tool.
+    saver = MemoryCheckpointer()
+    asking = guarded(checkpointer=saver, script=[TWO_CALLS], interrupt_on={"note": True})
+    other = guarded(checkpointer=saver, script=[AssistantMessage(content="carried on")])
+    assert (await asking.ainvoke("go", thread_id="h"))["__interrupt__"]
+    resume = decision if decision is END_PENDING else [decision]
+    done = await other.ainvoke(Command(resume=resume), thread_id="h")
+    assert "__interrupt__" not in done
+    assert done["files"] == {}
+    result = next(m for m in done["messages"] if isinstance(m, ToolMessage) and m.name == "note")
+    assert result.text.startswith(text)
+
+
+async def test_an_edit_runs_with_the_humans_arguments_whichever_agent_resumes() -> None:
+    saver = MemoryCheckpointer()
+    asking = guarded(checkpointer=saver, script=[TWO_CALLS], interrupt_on={"note": True})
+    other = guarded(checkpointer=saver, script=[AssistantMessage(content="carried on")])
+    assert (await asking.ainvoke("go", thread_id="h"))["__interrupt__"]
+    edit = {"type": "edit", "args": {"path": "/x.md", "text": "edited"}}
+    done = await other.ainvoke(Command(resume=[edit]), thread_id="h")
+    assert done["files"]["/x.md"].content == "edited"
+
+
+async def test_a_call_waiting_for_a_human_stops_again_when_continued_without_a_decision() -> None:
+    saver = MemoryCheckpointer()
+    asking = guarded(checkpointer=saver, script=[TWO_CALLS], interrupt_on={"note": True})
+    other = guarded(checkpointer=saver, script=[AssistantMessage(content="carried on")])
+    first = await asking.ainvoke("go", thread_id="h")
+    again = await other.ainvoke(None, thread_id="h")
+    assert again["__interrupt__"] == first["__interrupt__"]
+    assert again["files"] == {}
+    # Still waiting: the decision, given later, is the one that counts.
+    done = await other.ainvoke(Command(resume=[{"type": "reject"}]), thread_id="h")
+    assert done["files"] == {}
+    assert done["messages"][-1].text == "carried on"

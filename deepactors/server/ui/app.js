@@ -88,6 +88,12 @@ async function openThread(id, reopened = false) {
   if (!reopened) status(`thread ${id.slice(0, 8)}`);
   // A run still going (started before a reload, or elsewhere): follow it.
   const runs = await api('GET', `/threads/${id}/runs?limit=10`);
+  // The thread's own assistant, not the picker's first: a decision is answered
+  // by the assistant that asked (the server carries it out so whatever is sent).
+  const select = $('assistant');
+  if (runs.length && state.thread === id && [...select.options].some((o) => o.value === runs[0].assistant_id)) {
+    select.value = state.assistant = runs[0].assistant_id;
+  }
   const going = runs.find((r) => r.status === 'running' || r.status === 'pending');
   if (going && state.thread === id && !state.running) follow(going.run_id, '-1');
 }
