@@ -17,10 +17,7 @@ paths (:func:`normalize_path`).
 """
 
 from .._core.public import publish as _publish
-from ._bwrap import BubblewrapSandbox as BubblewrapSandbox
-from ._bwrap_workspace import BubblewrapWorkspace as BubblewrapWorkspace
 from ._composite import CompositeBackend as CompositeBackend
-from ._container import ContainerSandbox as ContainerSandbox
 from ._filesystem import FilesystemBackend as FilesystemBackend
 from ._links import APPROVED as APPROVED
 from ._links import resolve_links as resolve_links
@@ -41,15 +38,18 @@ from ._protocol import GrepResult as GrepResult
 from ._protocol import ReadWindow as ReadWindow
 from ._protocol import WriteResult as WriteResult
 from ._protocol import check_version as check_version
-from ._sandbox import SandboxBackend as SandboxBackend
-from ._sandbox import SandboxKey as SandboxKey
-from ._sandbox import SandboxLimits as SandboxLimits
-from ._sandbox import SandboxProvider as SandboxProvider
-from ._sandbox import current_sandbox_key as current_sandbox_key
-from ._sandbox import sandbox_scope as sandbox_scope
 from ._shell import LocalShellBackend as LocalShellBackend
 from ._state import StateBackend as StateBackend
 from ._store import StoreBackend as StoreBackend
+from .sandbox import BubblewrapSandbox as BubblewrapSandbox
+from .sandbox import BubblewrapWorkspace as BubblewrapWorkspace
+from .sandbox import ContainerSandbox as ContainerSandbox
+from .sandbox import SandboxBackend as SandboxBackend
+from .sandbox import SandboxKey as SandboxKey
+from .sandbox import SandboxLimits as SandboxLimits
+from .sandbox import SandboxProvider as SandboxProvider
+from .sandbox import current_sandbox_key as current_sandbox_key
+from .sandbox import sandbox_scope as sandbox_scope
 
 __all__ = [
     "ABSENT",

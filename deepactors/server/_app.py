@@ -25,7 +25,6 @@ from ..errors import ConfigurationError, DeepActorsError, InputError
 from ..persistence import Checkpointer, MemoryCheckpointer, Store
 from ..tracing import Tracing, attach_traceparent, detach_traceparent
 from ._authz import CALLER, IDENTITY_KEY, OPEN_PATHS, authenticate
-from ._frame_log import DEFAULT_STREAM_LOG_BYTES
 from ._guard import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_MAX_BODY,
@@ -39,7 +38,6 @@ from ._guard import (
 from ._misc_api import misc_routes
 from ._openapi import openapi_routes
 from ._records import AssistantRecord
-from ._relay import LocalRelay, RunRelay
 from ._responses import auth_error_response, error_response
 from ._retention import DEFAULT_RUN_RETENTION
 from ._runs import RunManager
@@ -48,6 +46,7 @@ from ._sandboxes import open_sandboxes
 from ._threads_api import thread_routes
 from ._ui import ui_routes
 from .auth import Auth, AuthError
+from .relay import DEFAULT_STREAM_LOG_BYTES, LocalRelay, RunRelay, pg_relay
 
 __all__ = ["create_app"]
 
@@ -378,10 +377,10 @@ def _open_relay(runs_db: str | None) -> RunRelay:
     try:
         # psycopg is an optional dependency (the [postgres] extra): imported only
         # when runs are shared, so a single-process server never needs it.
-        from ._pg_relay import PgRelay
+        relay = pg_relay()
     except ImportError as exc:
         raise ConfigurationError(
             "sharing runs through PostgreSQL needs psycopg: "
             f"pip install 'deepactors[postgres]' ({exc})"
         ) from exc
-    return PgRelay(runs_db)
+    return relay(runs_db)

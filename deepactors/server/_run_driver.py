@@ -24,8 +24,8 @@ from ..events import Event
 from ..lc_views import interrupts_to_lc, values_to_lc
 from ..tracing import run_traces
 from ._records import ForgottenRun, RunRecord, RunStatus, Subscriber, ThreadRecord
-from ._relay import RunRelay
 from ._run_inputs import error_json
+from .relay import RunRelay
 
 __all__ = ["RunDriver", "traced_into"]
 

@@ -44,7 +44,6 @@ from ..errors import DeepActorsError
 from ..events import Event
 from ._authz import CALLER, OWNER_KEY, caller, may_thread
 from ._checkpoints import start_from
-from ._frame_log import DEFAULT_STREAM_LOG_BYTES
 from ._records import (
     AssistantRecord,
     ForgottenRun,
@@ -53,15 +52,14 @@ from ._records import (
     ThreadRecord,
     new_uuid,
 )
-from ._relay import LocalRelay, RunRelay
 from ._retention import DEFAULT_RUN_RETENTION, Retention
 from ._run_cancel import RunCanceller
 from ._run_driver import traced_into
 from ._run_inputs import error_json, run_input_of, run_kwargs
 from ._run_limits import with_limits
 from ._schemas import RunCreate
-from ._shared_runs import SharedRuns
 from .auth import Action
+from .relay import DEFAULT_STREAM_LOG_BYTES, LocalRelay, RunRelay, SharedRuns
 
 __all__ = ["RunManager"]
 

@@ -25,7 +25,6 @@ from .._core.logs import configure_logging, get_logger, logging_config
 from ..errors import ConfigurationError
 from ..persistence import Checkpointer, Store, is_postgres_url, open_checkpointer, open_store
 from ._app import create_app
-from ._frame_log import DEFAULT_STREAM_LOG_BYTES
 from ._guard import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_MAX_BODY,
@@ -38,6 +37,7 @@ from ._retention import DEFAULT_RUN_RETENTION
 from ._supervise import supervise
 from ._uvicorn_http import HeadTimeoutProtocol
 from .auth import Auth, api_keys
+from .relay import DEFAULT_STREAM_LOG_BYTES
 
 __all__ = ["ServeOptions", "load_agents", "load_auth", "serve", "tune_gc"]
 

@@ -1,0 +1,16 @@
+"""SQLite checkpointer and store: one database file, on either event loop.
+
+Each database is a connection on a worker thread (``aiosqlite``'s, or a thread
+of the loop seam's on trio), in WAL mode; a lease per thread, kept in the file,
+lets one run at a time write a thread across processes. A damaged file is
+diagnosed, never silently read short.
+"""
+
+from __future__ import annotations
+
+from ._checkpoint import CHECKPOINT_SCHEMA_VERSION as CHECKPOINT_SCHEMA_VERSION
+from ._checkpoint import SqliteCheckpointer as SqliteCheckpointer
+from ._store import STORE_SCHEMA_VERSION as STORE_SCHEMA_VERSION
+from ._store import SqliteStore as SqliteStore
+
+__all__ = ["CHECKPOINT_SCHEMA_VERSION", "STORE_SCHEMA_VERSION", "SqliteCheckpointer", "SqliteStore"]
