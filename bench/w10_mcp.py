@@ -168,7 +168,7 @@ async def agent_run(n: int, k: int, turns: int, *, local: bool = False) -> Any:
         async def runs(count: int) -> int:
             calls = 0
             for _ in range(count):
-                state = await rt.ainvoke(agent, "go")
+                state = await rt.thread(agent).ainvoke("go")
                 answers = [m for m in state["messages"] if isinstance(m, ToolMessage)]
                 assert all(m.status != "error" for m in answers), answers
                 assert state["messages"][-1].text == "done"

@@ -87,7 +87,7 @@ def _sdk() -> Any:
 async def _run(n: int, provider: Any, listener: Any = None) -> None:
     tracing = None if provider is None else Tracing(tracer_provider=provider)
     async with open_runtime(tracing=tracing) as rt:
-        handle = await rt.start(_agent(n), "go", on_event=listener)
+        handle = await rt.thread(_agent(n)).start("go", on_event=listener)
         await handle.result()
     _flush(provider)
 

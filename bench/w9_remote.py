@@ -140,7 +140,7 @@ def worker(way: str, backend: str, n: int, urls: list[str], listen: bool = False
                     result = await agent.ainvoke("go")
                 else:  # someone listens (as a server does): the children stream their events
                     async with open_runtime() as rt:
-                        handle = await rt.start(agent, "go", on_event=lambda event: None)
+                        handle = await rt.thread(agent).start("go", on_event=lambda event: None)
                         result = await handle.result()
                 text = result["messages"][-1].text
                 failed = [m.text for m in result["messages"] if getattr(m, "status", "") == "error"]

@@ -14,6 +14,11 @@ which is now the package, where ``Mapping`` or a private helper type is not
 defined. So each string annotation is first pinned to the module that wrote it,
 as a ``ForwardRef`` with that module, the way ``TypedDict`` pins its own: the
 hints resolve exactly as before.
+
+:class:`NoPublicConstructor` is trio's metaclass for handles users receive but
+must not build (``Runtime``, ``RunHandle``, ``EventStream``, thread handles):
+calling the class raises ``TypeError``; the package makes one with
+``Cls._create(...)``.
 """
 
 from __future__ import annotations
@@ -21,9 +26,30 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterable, Mapping
 from types import FunctionType
-from typing import Any, ForwardRef
+from typing import Any, ForwardRef, NoReturn, TypeVar
 
-__all__ = ["is_private", "publish"]
+__all__ = ["NoPublicConstructor", "is_private", "publish"]
+
+T = TypeVar("T")
+
+
+class NoPublicConstructor(type):
+    """A metaclass for classes only the package instantiates (trio's ``_util``).
+
+    ``Cls(...)`` raises ``TypeError`` naming where to get one; the package
+    calls ``Cls._create(...)``. Put ``@typing.final`` on such a class too: a
+    subclass would be as constructible as its base is not.
+    """
+
+    def __call__(cls, *args: object, **kwargs: object) -> NoReturn:
+        raise TypeError(
+            f"{cls.__module__}.{cls.__qualname__} has no public constructor"
+            + (f": {hint}" if (hint := getattr(cls, "_obtain", None)) else "")
+        )
+
+    def _create(cls: type[T], *args: object, **kwargs: object) -> T:
+        made: T = type.__call__(cls, *args, **kwargs)
+        return made
 
 
 def is_private(module_name: str) -> bool:

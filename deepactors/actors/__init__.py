@@ -1,4 +1,9 @@
-"""The actor runtime: thread actors with mailboxes under anyio task groups."""
+"""The actor runtime: thread actors with mailboxes under anyio task groups.
+
+A run starts through a handle, and only through one: ``rt.thread(agent,
+thread_id)`` (a :class:`ThreadHandle`) for a thread, ``rt.thread(agent)`` (a
+:class:`OneShotHandle`) for a run that belongs to none.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from ._child import ChildRunner as ChildRunner
 from ._child import ChildStatus as ChildStatus
 from ._child import outcome_event as outcome_event
 from ._child import run_child as run_child
+from ._handle import OneShotHandle as OneShotHandle
 from ._handle import ThreadHandle as ThreadHandle
 from ._runtime import ActorStatistics as ActorStatistics
 from ._runtime import Runtime as Runtime
@@ -28,6 +34,7 @@ from ._spec import HasSpec as HasSpec
 from ._spec import RunInput as RunInput
 from ._spec import prepare_input as prepare_input
 from ._stream import EventStream as EventStream
+from ._stream import event_stream as event_stream
 from ._sync import run_sync as run_sync
 from ._sync import stream_sync as stream_sync
 from ._threads import ThreadState as ThreadState
@@ -44,6 +51,7 @@ __all__ = [
     "ChildStatus",
     "EventStream",
     "HasSpec",
+    "OneShotHandle",
     "RunHandle",
     "RunInput",
     "RunOptions",
@@ -57,6 +65,7 @@ __all__ = [
     "await_handle",
     "collected_update",
     "current_runtime",
+    "event_stream",
     "open_runtime",
     "outcome_event",
     "prepare_input",

@@ -54,7 +54,7 @@ from ._run_handle import (
 )
 from ._session import execute_root
 from ._spec import AgentSpec, RunInput
-from ._threads import saver
+from ._threads import ThreadView, saver
 from ._tool_call import stop_in
 
 __all__ = [
@@ -68,6 +68,7 @@ __all__ = [
     "RunOrder",
     "StartOptions",
     "ThreadActor",
+    "ThreadView",
     "await_handle",
     "deadline",
 ]
@@ -155,6 +156,10 @@ class ThreadActor:
     queued: int = 0
     background: BackgroundTasks | None = None
     collect_queued: bool = False
+    # Counts the orders taken: a read that saw no order start meanwhile may be
+    # kept (``view``) until the next one (see ThreadHandle.view).
+    generation: int = 0
+    view: ThreadView | None = None
 
     async def serve(self, receive: MemoryObjectReceiveStream[Order]) -> None:
         """Take orders until the mailbox closes or the actor is idle too long."""
@@ -205,6 +210,8 @@ class ThreadActor:
     async def _execute(self, order: Order) -> None:
         handle = order.handle
         self.running = True
+        self.generation += 1
+        self.view = None  # what the order changes is read again
         result: dict[str, Any] | None = None
         error: BaseException | None = None
         try:
@@ -309,7 +316,7 @@ class ThreadActor:
             or not tasks.uncollected(self.spec.name)
         ):
             return
-        handle = RunHandle(path=self.spec.name, thread_id=self.thread_id, deadline=math.inf)
+        handle = RunHandle._create(path=self.spec.name, thread_id=self.thread_id, deadline=math.inf)
         try:
             self.mailbox.send_nowait(CollectOrder(handle=handle))
         except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):

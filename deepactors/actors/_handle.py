@@ -1,4 +1,4 @@
-"""A thread's handle: the one way to act on a conversation thread.
+"""A thread's handle: the one way to start a run and to act on a conversation thread.
 
 ``rt.thread(agent, thread_id)`` gives a :class:`ThreadHandle`. Everything that
 changes the thread (a run, a state update, a rollback, a delete) is an order in
@@ -6,22 +6,27 @@ the thread actor's mailbox, executed in turn with the thread's other work while
 the actor holds the thread's lease, so it happens whole and in order, across
 runtimes, event loops and processes, or is refused (``ThreadBusy``, for a
 checkpointer that does not wait). The server, the agent facade and the CLI act
-on threads only through it.
+on threads only through it. A run that belongs to no thread starts through
+``rt.thread(agent)``, a :class:`OneShotHandle`: each of its runs gets an actor
+of its own, which leaves when the run ends.
 
 Reading the saved state or history does not take a turn: a thread's records
 are an append-only log stored in atomic batches (a rollback appends a marker,
 see :mod:`._journal`), so a read sees the thread as it was at one moment, and
 while a run is in progress it sees the steps already saved, as LangGraph's
 server shows them. Only a delete takes records away, and it too is one
-transaction under the lease.
+transaction under the lease. :meth:`ThreadHandle.view` keeps what a read found
+(memoized on the thread's head) while the thread's actor is alive and nothing
+has changed the thread since.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, Unpack, final
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar, Unpack, final
 
+from .._core.public import NoPublicConstructor
 from ..errors import InputError
 from ..persistence import Checkpointer, CheckpointRecord, CheckpointWrite, ThreadLease
 from ..state import validate_input
@@ -32,6 +37,8 @@ from ._actor import (
     RunHandle,
     RunOptions,
     StartOptions,
+    ThreadActor,
+    ThreadView,
     await_handle,
     deadline,
 )
@@ -39,33 +46,82 @@ from ._journal import ROLLBACK, Restored
 from ._spec import AgentSpec, RunInput, prepare_input
 from ._threads import ThreadState, saved_state, saver
 
-__all__ = ["ThreadHandle", "ThreadHost", "new_handle"]
+__all__ = ["OneShotHandle", "ThreadHandle", "ThreadHost"]
+
+T = TypeVar("T")
 
 
 class ThreadHost(Protocol):
     """What a handle needs of its runtime (a :class:`~deepactors.actors.Runtime`)."""
 
-    async def submit(
+    async def _queue_run(
         self, spec: AgentSpec, thread_id: str | None, run_input: RunInput, options: RunOptions
     ) -> RunHandle: ...
 
-    def submit_nowait(
+    def _queue_run_nowait(
         self, spec: AgentSpec, thread_id: str | None, run_input: RunInput, options: RunOptions
     ) -> RunHandle: ...
 
-    async def send(self, spec: AgentSpec, thread_id: str, order: Order) -> None: ...
+    async def _queue_order(self, spec: AgentSpec, thread_id: str, order: Order) -> None: ...
 
-
-_TOKEN = object()
-
-
-def new_handle(host: ThreadHost, spec: AgentSpec, thread_id: str) -> ThreadHandle:
-    """A handle (for the runtime: users get one from ``Runtime.thread``)."""
-    return ThreadHandle(host, spec, thread_id, _token=_TOKEN)
+    def _live_actor(self, spec: AgentSpec, thread_id: str) -> ThreadActor | None: ...
 
 
 @final
-class ThreadHandle:
+class OneShotHandle(metaclass=NoPublicConstructor):
+    """Runs of one agent that belong to no thread. Get it with ``Runtime.thread(agent)``.
+
+    Each run gets an actor of its own that leaves when the run ends: nothing
+    is kept, and runs of one handle do not wait for each other.
+    """
+
+    __slots__ = ("_host", "_spec")
+
+    _obtain = "get one from Runtime.thread(agent)"
+
+    def __init__(self, host: ThreadHost, spec: AgentSpec) -> None:
+        self._host = host
+        self._spec = spec
+
+    def __repr__(self) -> str:
+        return f"<OneShotHandle {self._spec.name!r}>"
+
+    @property
+    def thread_id(self) -> None:
+        """None: these runs belong to no thread."""
+        return None
+
+    async def start(self, input: object, **options: Unpack[StartOptions]) -> RunHandle:
+        """Validate the input and start a run at once; return its handle.
+
+        Args:
+            input: What :meth:`DeepAgent.ainvoke <deepactors.DeepAgent.ainvoke>`
+                takes, or a :class:`~deepactors.actors.RunInput`.
+            **options: See :class:`~deepactors.actors.StartOptions`.
+
+        Raises:
+            InputError: The input or an option is invalid (nothing was started).
+            RuntimeClosed: The runtime is closing.
+        """
+        run_input, run_options = RunOptions.split(self._spec, input, None, options)
+        return await self._host._queue_run(self._spec, None, run_input, run_options)
+
+    def start_nowait(self, input: object, **options: Unpack[StartOptions]) -> RunHandle:
+        """:meth:`start`, for a caller that cannot await (a run of no thread never waits)."""
+        run_input, run_options = RunOptions.split(self._spec, input, None, options)
+        return self._host._queue_run_nowait(self._spec, None, run_input, run_options)
+
+    async def ainvoke(self, input: object, **options: Unpack[StartOptions]) -> dict[str, Any]:
+        """Start a run and return its final state.
+
+        If the caller is cancelled, the run is cancelled too (and awaited, so
+        nothing of it is alive when this returns).
+        """
+        return await await_handle(await self.start(input, **options))
+
+
+@final
+class ThreadHandle(metaclass=NoPublicConstructor):
     """One thread of one agent under one runtime. Get it with ``Runtime.thread``.
 
     Attributes:
@@ -74,11 +130,9 @@ class ThreadHandle:
 
     __slots__ = ("_host", "_spec", "thread_id")
 
-    def __init__(
-        self, host: ThreadHost, spec: AgentSpec, thread_id: str, *, _token: object = None
-    ) -> None:
-        if _token is not _TOKEN:
-            raise TypeError("get a ThreadHandle from Runtime.thread(agent, thread_id)")
+    _obtain = "get one from Runtime.thread(agent, thread_id)"
+
+    def __init__(self, host: ThreadHost, spec: AgentSpec, thread_id: str) -> None:
         self._host = host
         self._spec = spec
         self.thread_id = thread_id
@@ -89,21 +143,42 @@ class ThreadHandle:
     # -- orders --------------------------------------------------------------------
 
     async def start(self, input: object, **options: Unpack[StartOptions]) -> RunHandle:
-        """Validate the input and queue a run on the thread; return its handle.
+        """Validate the input and queue a run on the thread; return its handle at once.
 
-        Waits only when the thread's mailbox is full. See :meth:`Runtime.start`.
+        Waits only when the thread's mailbox is full (backpressure); runs of
+        one thread take their turns in the order they were queued.
+
+        Args:
+            input: What :meth:`DeepAgent.ainvoke <deepactors.DeepAgent.ainvoke>`
+                takes, or a :class:`~deepactors.actors.RunInput`.
+            **options: See :class:`~deepactors.actors.StartOptions`.
 
         Raises:
             InputError: The input or an option is invalid (nothing was queued).
             RuntimeClosed: The runtime is closing.
         """
         run_input, run_options = RunOptions.split(self._spec, input, self.thread_id, options)
-        return await self._host.submit(self._spec, self.thread_id, run_input, run_options)
+        return await self._host._queue_run(self._spec, self.thread_id, run_input, run_options)
 
     def start_nowait(self, input: object, **options: Unpack[StartOptions]) -> RunHandle:
-        """:meth:`start` without waiting; ``anyio.WouldBlock`` when the mailbox is full."""
+        """:meth:`start`, without waiting: for a caller that cannot await.
+
+        Raises:
+            anyio.WouldBlock: The thread's mailbox is full (nothing was queued;
+                :meth:`start` waits for room).
+            InputError: The input or an option is invalid (nothing was queued).
+            RuntimeClosed: The runtime is closing.
+        """
         run_input, run_options = RunOptions.split(self._spec, input, self.thread_id, options)
-        return self._host.submit_nowait(self._spec, self.thread_id, run_input, run_options)
+        return self._host._queue_run_nowait(self._spec, self.thread_id, run_input, run_options)
+
+    async def ainvoke(self, input: object, **options: Unpack[StartOptions]) -> dict[str, Any]:
+        """Queue a run on the thread and return its final state.
+
+        If the caller is cancelled, the run is cancelled too (and awaited, so
+        nothing of it is alive when this returns).
+        """
+        return await await_handle(await self.start(input, **options))
 
     async def update_state(
         self, values: Mapping[str, Any], *, timeout: float | None = None
@@ -131,7 +206,7 @@ class ThreadHandle:
         # A client may set what only tools write in a run (todos), as in LangGraph.
         written = {**run_input.values, **validate_input(channels, tool_only, private=True)}
         run_input = dataclasses.replace(run_input, values=written, update_only=True)
-        handle = await self._host.submit(
+        handle = await self._host._queue_run(
             self._spec, self.thread_id, run_input, RunOptions(timeout=timeout)
         )
         return await await_handle(handle)
@@ -205,7 +280,7 @@ class ThreadHandle:
 
         return await self._rollback(earliest, timeout)
 
-    async def _rollback(self, target: Any, timeout: float | None) -> int:
+    async def _rollback(self, target: Callable[[], int | None], timeout: float | None) -> int:
         spec = self._spec
 
         async def op(checkpointer: Checkpointer, lease: ThreadLease) -> dict[str, Any]:
@@ -243,11 +318,11 @@ class ThreadHandle:
 
     async def _operate(self, op: Operation, *, forgets: bool, timeout: float | None) -> Any:
         saver(self._spec)  # refused here, before anything is queued
-        handle = RunHandle(
+        handle = RunHandle._create(
             path=self._spec.name, thread_id=self.thread_id, deadline=deadline(timeout)
         )
         order = OpOrder(handle=handle, op=op, forgets=forgets)
-        await self._host.send(self._spec, self.thread_id, order)
+        await self._host._queue_order(self._spec, self.thread_id, order)
         return await await_handle(handle)
 
     # -- reads ---------------------------------------------------------------------
@@ -264,6 +339,40 @@ class ThreadHandle:
             CheckpointCorrupt: A record cannot be read; the error names the thread.
         """
         return await saved_state(self._spec, self.thread_id, upto_seq=upto_seq, path=path)
+
+    async def view(self, render: Callable[[ThreadState], T], *, fresh: bool = False) -> T:
+        """The thread's saved state as it stands, through ``render``, memoized on its head.
+
+        Read as :meth:`state` reads it; what ``render`` made of it is kept by
+        the thread's actor, keyed by ``render``, and given again while that
+        actor is alive (it leaves after ``idle_timeout``) and no order of this
+        runtime has changed the thread since: a client that polls a thread
+        costs one read and one rendering per change. Nothing is kept while a
+        run is in progress (each read sees the steps saved so far), nor when
+        the thread has no actor.
+
+        Args:
+            render: Makes what the caller keeps of the state (a server's JSON):
+                a pure function, called once per head.
+            fresh: Read the thread again whatever is kept (another process
+                wrote it).
+
+        Raises:
+            ConfigurationError: The agent has no checkpointer.
+            CheckpointCorrupt: A record cannot be read; the error names the thread.
+        """
+        actor = self._host._live_actor(self._spec, self.thread_id)
+        if actor is None:
+            return render(await self.state())
+        kept = actor.view
+        if kept is not None and not fresh and not actor.running:
+            return kept.rendered(render)
+        generation, busy = actor.generation, actor.running
+        state = await self.state()
+        if busy or actor.running or actor.generation != generation:
+            return render(state)  # the thread changed meanwhile: nothing to keep
+        actor.view = ThreadView(state)
+        return actor.view.rendered(render)
 
     async def history(
         self, *, path: str | None = None, upto_seq: int | None = None, superseded: bool = False

@@ -38,7 +38,7 @@ def make_order(
         # Unbounded: emitting must never block the agent (or need an await on
         # its hot path); the consumer's pace is its own business.
         send, receive = anyio.create_memory_object_stream[Event](math.inf)
-    handle = RunHandle(
+    handle = RunHandle._create(
         path=path, thread_id=thread_id, deadline=deadline(options.timeout), events=receive
     )
     on_event = options.on_event

@@ -10,11 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, TypedDict, final
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
+from .._core.public import NoPublicConstructor
 from ..budget import Budget, BudgetReport
 from ..errors import InputError
 from ..events import Event
@@ -24,8 +25,11 @@ from ._spec import AgentSpec, RunInput, prepare_input
 __all__ = ["RunHandle", "RunOptions", "StartOptions", "await_handle", "deadline"]
 
 
-class RunHandle:
+@final
+class RunHandle(metaclass=NoPublicConstructor):
     """A run in progress: await its result, read its events, or cancel it.
+
+    Get one from a thread's handle (``await rt.thread(agent, thread_id).start(...)``).
 
     Attributes:
         path: The actor path of the run's root agent.
@@ -41,6 +45,8 @@ class RunHandle:
         budget_report: What the run's tree spent of its budget, set as ``usage``
             is; None for a run without a budget.
     """
+
+    _obtain = "start a run with rt.thread(agent, thread_id).start(input)"
 
     def __init__(
         self,
@@ -62,6 +68,7 @@ class RunHandle:
         # Cancels what the run left working after it (its background subagents).
         self._on_cancel: Callable[[], None] | None = None
         self._cancelled = False
+        self._forgotten = False
         self._done = anyio.Event()
         self._result: dict[str, Any] | None = None
         self._error: BaseException | None = None
@@ -105,10 +112,31 @@ class RunHandle:
         """
         if not self._done.is_set():
             raise anyio.WouldBlock
+        if self._forgotten:
+            raise RuntimeError(f"the outcome of run {self.run_id} was let go of (forget_outcome)")
         if self._error is not None:
             raise self._error
         assert self._result is not None
         return self._result
+
+    def forget_outcome(self) -> None:
+        """Let go of an ended run's result or error, its events and its scope.
+
+        For a caller that keeps the handle after reading the outcome (a server
+        that records it as JSON, and keeps the handle to undo the run with
+        :meth:`ThreadHandle.undo <deepactors.actors.ThreadHandle.undo>`): the
+        ids, ``head_before``, ``usage`` and ``budget_report`` stay.
+
+        Raises:
+            RuntimeError: The run has not ended.
+        """
+        if not self._done.is_set():
+            raise RuntimeError(f"run {self.run_id} has not ended: its outcome is still to come")
+        self._forgotten = True
+        self._result = self._error = None
+        self.events = None
+        self._scope = None
+        self._on_cancel = None
 
     def _finish(self, result: dict[str, Any] | None, error: BaseException | None) -> None:
         if not self._done.is_set():

@@ -1,26 +1,29 @@
 """The actor runtime: hosts thread actors (see :mod:`._actor`) in a task group.
 
-``async with open_runtime() as rt:`` opens a task group that hosts actors. Work
-on a thread goes through its handle (``rt.thread(agent, thread_id)``): a run,
-a state update, a rollback, a delete are orders to that thread's actor, which
-executes them one at a time under the thread's lease. A run without a thread
-gets a one-shot actor of its own.
+``async with open_runtime() as rt:`` opens a task group that hosts actors. A
+run starts through a handle, and only through one: work on a thread goes
+through its handle (``rt.thread(agent, thread_id)``): a run, a state update, a
+rollback, a delete are orders to that thread's actor, which executes them one
+at a time under the thread's lease. A run without a thread starts through
+``rt.thread(agent)`` and gets a one-shot actor of its own.
 """
 
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, Unpack
+from typing import Any, Generic, TypeVar, Unpack, final, overload
 
 import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectSendStream
 
 from .._core.pacing import DEFAULT_QUANTUM, Pacer
+from .._core.public import NoPublicConstructor
 from ..errors import RuntimeClosed
 from ..persistence import ThreadInfo
 from ..tracing import Tracing
@@ -34,7 +37,7 @@ from ._actor import (
     ThreadActor,
     await_handle,
 )
-from ._handle import ThreadHandle, new_handle
+from ._handle import OneShotHandle, ThreadHandle
 from ._heap import deferred_collections, frozen_heap, run_in_progress
 from ._orders import make_order, unqueued
 from ._spec import AgentSpec, HasSpec, RunInput, check_thread
@@ -108,8 +111,12 @@ class ActorStatistics:
     running: int
 
 
-class Runtime:
+@final
+class Runtime(metaclass=NoPublicConstructor):
     """Hosts actors in a task group. Get one with :func:`open_runtime`.
+
+    Runs start through its handles: ``rt.thread(agent, thread_id)`` for a
+    thread, ``rt.thread(agent)`` for a run that belongs to none.
 
     Args:
         task_group: The group actors live in.
@@ -123,6 +130,8 @@ class Runtime:
             ``runtime=``): a run there waits for its background subagents,
             since the runtime closes when the call returns.
     """
+
+    _obtain = "open one with `async with open_runtime() as rt:`"
 
     def __init__(
         self,
@@ -185,14 +194,29 @@ class Runtime:
             running=sum(1 for a in actors if a.running),
         )
 
-    def thread(self, agent: HasSpec, thread_id: str) -> ThreadHandle:
-        """The handle of one thread of ``agent``: everything done to the thread goes through it.
+    @overload
+    def thread(self, agent: HasSpec, thread_id: str) -> ThreadHandle: ...
+
+    @overload
+    def thread(self, agent: HasSpec, thread_id: None = None) -> OneShotHandle: ...
+
+    @overload
+    def thread(self, agent: HasSpec, thread_id: str | None) -> ThreadHandle | OneShotHandle: ...
+
+    def thread(self, agent: HasSpec, thread_id: str | None = None) -> ThreadHandle | OneShotHandle:
+        """The handle runs of ``agent`` start through: one thread's, or (None) no thread's.
+
+        With a ``thread_id``, everything done to the thread goes through the
+        handle (runs, state updates, rollbacks, deletes, reads). Without one,
+        each run the handle starts gets a one-shot actor of its own.
 
         Raises:
-            InputError: ``thread_id`` is not a non-empty string.
+            InputError: ``thread_id`` is not a non-empty string (or None).
         """
+        if thread_id is None:
+            return OneShotHandle._create(self, agent.spec)
         check_thread(thread_id)
-        return new_handle(self, agent.spec, thread_id)
+        return ThreadHandle._create(self, agent.spec, thread_id)
 
     async def start(
         self,
@@ -202,24 +226,9 @@ class Runtime:
         thread_id: str | None = None,
         **options: Unpack[StartOptions],
     ) -> RunHandle:
-        """Validate the input and queue a run; return its handle at once.
-
-        Waits only when the thread's mailbox is full (backpressure). With a
-        ``thread_id`` it is ``rt.thread(agent, thread_id).start(input, ...)``.
-
-        Args:
-            agent: The agent to run (anything with a ``spec``: a ``DeepAgent``).
-            input: What :meth:`DeepAgent.ainvoke` takes, or a :class:`RunInput`.
-            thread_id: The thread to run on; runs of one thread queue.
-            **options: See :class:`StartOptions`.
-
-        Raises:
-            InputError: The input or an option is invalid (nothing was started).
-            RuntimeClosed: The runtime is closing.
-        """
-        spec = agent.spec
-        run_input, run_options = RunOptions.split(spec, input, thread_id, options)
-        return await self.submit(spec, thread_id, run_input, run_options)
+        """Deprecated: ``await rt.thread(agent, thread_id).start(input, ...)``."""
+        _deprecated("rt.start(agent, input, thread_id=t)", "rt.thread(agent, t).start(input)")
+        return await self.thread(agent, thread_id).start(input, **options)
 
     def start_nowait(
         self,
@@ -229,57 +238,63 @@ class Runtime:
         thread_id: str | None = None,
         **options: Unpack[StartOptions],
     ) -> RunHandle:
-        """:meth:`start`, without waiting: for a caller that cannot await.
+        """Deprecated: ``rt.thread(agent, thread_id).start_nowait(input, ...)``."""
+        _deprecated(
+            "rt.start_nowait(agent, input, thread_id=t)", "rt.thread(agent, t).start_nowait(input)"
+        )
+        return self.thread(agent, thread_id).start_nowait(input, **options)
 
-        A run without a thread is always queued at once.
+    async def ainvoke(
+        self,
+        agent: HasSpec,
+        input: object,
+        *,
+        thread_id: str | None = None,
+        **options: Unpack[StartOptions],
+    ) -> dict[str, Any]:
+        """Deprecated: ``await rt.thread(agent, thread_id).ainvoke(input, ...)``."""
+        _deprecated("rt.ainvoke(agent, input, thread_id=t)", "rt.thread(agent, t).ainvoke(input)")
+        return await self.thread(agent, thread_id).ainvoke(input, **options)
 
-        Raises:
-            anyio.WouldBlock: The thread's mailbox is full (nothing was queued;
-                :meth:`start` waits for room).
-            InputError: The input or an option is invalid (nothing was started).
-            RuntimeClosed: The runtime is closing.
-        """
-        spec = agent.spec
-        run_input, run_options = RunOptions.split(spec, input, thread_id, options)
-        return self.submit_nowait(spec, thread_id, run_input, run_options)
-
-    async def submit(
+    async def _queue_run(
         self, spec: AgentSpec, thread_id: str | None, run_input: RunInput, options: RunOptions
     ) -> RunHandle:
-        """Queue a validated run (see :meth:`start`)."""
+        """Queue a validated run (for the handles: see ``ThreadHandle.start``)."""
         order = self._order(spec, thread_id, run_input, options)
         if thread_id is None:
             return self._one_shot(spec, order)
         try:
-            await self.send(spec, thread_id, order)
+            await self._queue_order(spec, thread_id, order)
         except BaseException as exc:
             unqueued(order, exc)
             raise
         return order.handle
 
-    def submit_nowait(
+    def _queue_run_nowait(
         self, spec: AgentSpec, thread_id: str | None, run_input: RunInput, options: RunOptions
     ) -> RunHandle:
-        """Queue a validated run without waiting (see :meth:`start_nowait`)."""
+        """Queue a validated run without waiting (see ``ThreadHandle.start_nowait``)."""
         if thread_id is None:
             return self._one_shot(spec, self._order(spec, thread_id, run_input, options))
         # Room is checked before the order is made: a run refused for a full
         # mailbox (the server's quick start, which then waits for room and
         # orders it again) never starts a trace.
-        mailbox = self._actor_for(spec, thread_id).mailbox
+        actor = self._actor_for(spec, thread_id)
+        mailbox = actor.mailbox
         assert mailbox is not None
         room = mailbox.statistics()
         if room.current_buffer_used >= room.max_buffer_size:
             raise anyio.WouldBlock
         order = self._order(spec, thread_id, run_input, options)
         try:
-            self.send_nowait(spec, thread_id, order)
+            mailbox.send_nowait(order)  # WouldBlock when full: nothing queued
         except BaseException as exc:
             unqueued(order, exc)
             raise
+        actor.queued += 1
         return order.handle
 
-    async def send(self, spec: AgentSpec, thread_id: str, order: Order) -> None:
+    async def _queue_order(self, spec: AgentSpec, thread_id: str, order: Order) -> None:
         """Put an order in the thread actor's mailbox, waiting for room."""
         actor = self._actor_for(spec, thread_id)
         assert actor.mailbox is not None
@@ -290,12 +305,9 @@ class Runtime:
             actor.queued -= 1
             raise
 
-    def send_nowait(self, spec: AgentSpec, thread_id: str, order: Order) -> None:
-        """Put an order in the thread actor's mailbox; ``anyio.WouldBlock`` when full."""
-        actor = self._actor_for(spec, thread_id)
-        assert actor.mailbox is not None
-        actor.mailbox.send_nowait(order)  # WouldBlock when full: nothing queued
-        actor.queued += 1
+    def _live_actor(self, spec: AgentSpec, thread_id: str) -> ThreadActor | None:
+        """The thread's actor if it is alive (none is started for asking)."""
+        return self._actors.get((id(spec), thread_id))
 
     def _order(
         self, spec: AgentSpec, thread_id: str | None, run_input: RunInput, options: RunOptions
@@ -346,15 +358,6 @@ class Runtime:
         if actor.mailbox is not None:
             actor.mailbox.close()
 
-    async def ainvoke(self, agent: HasSpec, input: object, **kwargs: Any) -> dict[str, Any]:
-        """Run ``agent`` on ``input`` under this runtime and return the final state.
-
-        If the caller is cancelled, the run is cancelled too (and awaited, so
-        nothing of it is alive when this returns).
-        """
-        handle = await self.start(agent, input, **kwargs)
-        return await await_handle(handle)
-
     async def saved_threads(self, agent: HasSpec) -> list[ThreadInfo]:
         """Every thread ``agent``'s checkpointer holds records of (none without one)."""
         checkpointer = agent.spec.checkpointer
@@ -366,6 +369,14 @@ class Runtime:
             if actor.mailbox is not None:
                 actor.mailbox.close()
         self._actors.clear()
+
+
+def _deprecated(old: str, new: str) -> None:
+    warnings.warn(
+        f"{old} is deprecated: runs start through a handle, {new}",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 @asynccontextmanager
@@ -428,7 +439,7 @@ async def open_runtime(
                 system.start_soon(pacer.run)
             try:
                 async with anyio.create_task_group() as tg:
-                    rt = Runtime(
+                    rt = Runtime._create(
                         tg,
                         idle_timeout=idle_timeout,
                         defer_gc=defer_gc,

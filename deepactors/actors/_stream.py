@@ -1,22 +1,44 @@
-"""Event streams of runs: an async context manager that is also an async iterator."""
+"""Event streams of runs: an async context manager that is also an async iterator.
+
+:func:`event_stream` makes one (``DeepAgent.astream`` does): what it is given
+starts the run through a handle, on the runtime the stream runs under.
+"""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from types import TracebackType
-from typing import Any
+from typing import Any, final
 
 import anyio
 import anyio.lowlevel
 
+from .._core.public import NoPublicConstructor
 from ..events import Event
 from ._runtime import RunHandle, Runtime, await_handle, open_runtime
 
-__all__ = ["EventStream"]
+__all__ = ["EventStream", "event_stream"]
 
 
-class EventStream:
+def event_stream(
+    start: Callable[[Runtime], Awaitable[RunHandle]], *, runtime: Runtime | None = None
+) -> EventStream:
+    """The events of the run ``start`` starts, as an :class:`EventStream`.
+
+    Args:
+        start: Called with the runtime when the stream is entered; starts the
+            run with ``stream=True`` through a handle
+            (``rt.thread(agent, thread_id).start(input, stream=True)``) and
+            returns its run handle.
+        runtime: The runtime to run under; without one, the stream opens a
+            runtime when it is entered and closes it when it is left.
+    """
+    return EventStream._create(start, runtime=runtime)
+
+
+@final
+class EventStream(metaclass=NoPublicConstructor):
     """The events of one run, in the order they happened.
 
     ``async with stream: async for event in stream`` is the robust form: leaving
@@ -28,6 +50,8 @@ class EventStream:
         result: The run's final state, once the stream has ended.
         handle: The run's handle (cancel it to stop the run), once started.
     """
+
+    _obtain = "get one from agent.astream(...) or deepactors.actors.event_stream(...)"
 
     def __init__(
         self,

@@ -8,9 +8,9 @@ scripts ported from deepagents read it unchanged.
 
 from __future__ import annotations
 
-from collections.abc import ItemsView, Iterator, KeysView, Mapping, Sequence
+from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from ..errors import ConfigurationError
 from ..interrupts import PendingRequest, interrupt_view
@@ -21,7 +21,17 @@ from ._journal import Restored
 from ._loop import unanswered_calls
 from ._spec import AgentSpec
 
-__all__ = ["ThreadState", "ThreadTask", "last_turn", "next_step", "saved_state", "saver"]
+__all__ = [
+    "ThreadState",
+    "ThreadTask",
+    "ThreadView",
+    "last_turn",
+    "next_step",
+    "saved_state",
+    "saver",
+]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,6 +96,27 @@ class ThreadState:
     def items(self) -> ItemsView[str, Any]:
         """``(channel, value)`` pairs."""
         return self.values.items()
+
+
+class ThreadView:
+    """A thread's state as a read found it, and what callers rendered of it.
+
+    Kept by the thread's actor until the thread changes (see
+    ``ThreadHandle.view``): one rendering per caller's ``render`` per head.
+    """
+
+    __slots__ = ("_renders", "state")
+
+    def __init__(self, state: ThreadState) -> None:
+        self.state = state
+        self._renders: dict[Callable[[ThreadState], object], object] = {}
+
+    def rendered(self, render: Callable[[ThreadState], T]) -> T:
+        """``render(self.state)``, made once."""
+        if render in self._renders:
+            return cast(T, self._renders[render])
+        made = self._renders[render] = render(self.state)
+        return made
 
 
 def last_turn(messages: Sequence[Message]) -> str | None:

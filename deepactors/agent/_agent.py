@@ -16,9 +16,9 @@ from ..actors import (
     EventStream,
     RunHandle,
     RunInput,
-    RunOptions,
     Runtime,
     await_handle,
+    event_stream,
     open_runtime,
     prepare_input,
     run_sync,
@@ -102,13 +102,12 @@ class DeepAgent(AgentParts, SavedThreads):
         thread_id, run_input = self._prepare(
             input, config, thread_id, runtime, context=context, budget=budget
         )
-        options = RunOptions(timeout=timeout)
         if runtime is not None:
-            handle = await runtime.submit(self._spec, thread_id, run_input, options)
+            handle = await runtime.thread(self, thread_id).start(run_input, timeout=timeout)
             return await await_handle(handle)
         async with open_runtime() as rt:
             rt.keeps_background = False  # closed when this call returns
-            handle = await rt.submit(self._spec, thread_id, run_input, options)
+            handle = await rt.thread(self, thread_id).start(run_input, timeout=timeout)
             await handle.wait()
         # Raised outside the task group, so callers get the run's own exception
         # rather than an ExceptionGroup around it.
@@ -147,12 +146,10 @@ class DeepAgent(AgentParts, SavedThreads):
             input, config, thread_id, runtime, context=context, budget=budget
         )
 
-        options = RunOptions(timeout=timeout, stream=True)
-
         async def start(rt: Runtime) -> RunHandle:
-            return await rt.submit(self._spec, thread_id, run_input, options)
+            return await rt.thread(self, thread_id).start(run_input, timeout=timeout, stream=True)
 
-        events = EventStream(start, runtime=runtime)
+        events = event_stream(start, runtime=runtime)
         if stream_mode is None:
             return events
         try:

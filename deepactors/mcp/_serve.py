@@ -139,7 +139,7 @@ async def _run(
     async with anyio.create_task_group() as tg:
         tg.start_soon(report)
         try:
-            handle = await rt.start(agent, task, thread_id=thread_id, on_event=on_event)
+            handle = await rt.thread(agent, thread_id).start(task, on_event=on_event)
             # Cancelled here (the client's notifications/cancelled cancels this
             # handler): await_handle cancels the run and waits for its tree.
             result = await await_handle(handle)

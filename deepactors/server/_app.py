@@ -91,8 +91,8 @@ def create_app(
         store: The store of the ``/store`` endpoints, and of agents that have
             none of their own.
         idle_timeout: Seconds a thread's actor keeps its state in memory, and
-            an idle thread's record its values (then read back from the
-            checkpointer when a request needs them).
+            what was read of the thread for requests (then read back from the
+            checkpointer when a request needs it).
         run_retention: Seconds a finished run's record (its values, its input)
             stays in memory for clients to join or read it; None: for ever.
             Then a run of a thread keeps only its status, times, metadata and
@@ -203,7 +203,6 @@ def create_app(
                 assistants,
                 relay=relay,
                 run_retention=run_retention,
-                idle_timeout=idle_timeout,
                 stream_log_bytes=stream_log_bytes,
             )
             relay_scope, bodies_scope = anyio.CancelScope(), anyio.CancelScope()

@@ -2,8 +2,10 @@
 
 These are the Agent Protocol's resources as ``langgraph-sdk`` reads them
 (``Assistant``, ``Thread``, ``Run``). Thread *state* lives in the agents'
-checkpointer; a :class:`ThreadRecord` only holds what the protocol adds around
-it (metadata, status, the values of the last run) and is kept in memory.
+checkpointer and is read through the thread's handle (:class:`ThreadValues`, as
+the protocol shows it); a :class:`ThreadRecord` only holds what the protocol
+adds around it (metadata, its runs, whether the last one failed) and is kept in
+memory.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ..events import Event
 
 __all__ = [
     "FORGOTTEN_PER_THREAD",
+    "NO_VALUES",
     "AssistantRecord",
     "ForgottenRun",
     "RunRecord",
@@ -33,6 +36,7 @@ __all__ = [
     "Subscriber",
     "ThreadRecord",
     "ThreadStatus",
+    "ThreadValues",
     "iso",
     "new_uuid",
 ]
@@ -102,14 +106,37 @@ class AssistantRecord:
         }
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThreadValues:
+    """A thread's saved state as the protocol shows it: JSON in LangGraph's shapes.
+
+    Attributes:
+        values: The channel values (None: nothing saved yet).
+        interrupts: The pending interrupts.
+    """
+
+    values: dict[str, Any] | None = None
+    interrupts: list[dict[str, Any]] = field(default_factory=list)
+
+    def joined(self) -> dict[str, Any]:
+        """What joining a run answers: the values, with ``__interrupt__`` if any."""
+        values = dict(self.values or {})
+        if self.interrupts:
+            values["__interrupt__"] = self.interrupts
+        return values
+
+
+NO_VALUES = ThreadValues()
+"""What a thread with nothing saved (or a stateless run's) shows."""
+
+
 @dataclass(slots=True, kw_only=True, eq=False, weakref_slot=True)
 class ThreadRecord:
     """A thread as the protocol sees it; its state is in the checkpointer.
 
     Attributes:
         graph_id: The assistant whose runs the thread holds (None: never run).
-        values: The JSON values after the last run (None: none yet).
-        interrupts: The pending interrupts after the last run.
+        error: Its last run failed.
         temporary: Made for a stateless run; deleted when that run ends.
         runs: Its runs in memory (in flight, or finished less than the
             retention period ago), oldest first. Only the thread holds them
@@ -117,10 +144,6 @@ class ThreadRecord:
             that leaves this list is freed by reference counting.
         forgotten: What is left of its runs that finished longer ago, by id
             (see :class:`ForgottenRun`), at most :data:`FORGOTTEN_PER_THREAD`.
-        stale: Its values were let go after it stayed idle; they are read
-            back from its checkpoint when asked for (``values`` is None).
-        read_at: When they were last read back (a thread that is read often
-            keeps them, as one that changes does).
     """
 
     thread_id: str
@@ -128,14 +151,10 @@ class ThreadRecord:
     created_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
     graph_id: str | None = None
-    values: dict[str, Any] | None = None
-    interrupts: list[dict[str, Any]] = field(default_factory=list)
     error: bool = False
     temporary: bool = False
     runs: list[RunRecord] = field(default_factory=list)
     forgotten: dict[str, ForgottenRun] = field(default_factory=dict)
-    stale: bool = False
-    read_at: float = 0.0
 
     @property
     def inflight(self) -> list[RunRecord]:
@@ -147,26 +166,26 @@ class ThreadRecord:
         """Whether every run of this thread has ended (or it has none)."""
         return all(r.ended for r in self.runs)
 
-    @property
-    def status(self) -> ThreadStatus:
+    def status(self, saved: ThreadValues) -> ThreadStatus:
+        """Busy, interrupted (``saved`` waits for decisions), error or idle."""
         if self.inflight:
             return "busy"
-        if self.interrupts:
+        if saved.interrupts:
             return "interrupted"
         return "error" if self.error else "idle"
 
-    def to_json(self) -> dict[str, Any]:
-        """The protocol's ``Thread``."""
+    def to_json(self, saved: ThreadValues) -> dict[str, Any]:
+        """The protocol's ``Thread``, with its saved state ``saved``."""
         return {
             "thread_id": self.thread_id,
             "created_at": iso(self.created_at),
             "updated_at": iso(self.updated_at),
             "state_updated_at": iso(self.updated_at),
             "metadata": self.metadata,
-            "status": self.status,
+            "status": self.status(saved),
             "config": {},
-            "values": self.values,
-            "interrupts": {"tools": self.interrupts} if self.interrupts else {},
+            "values": saved.values,
+            "interrupts": {"tools": saved.interrupts} if saved.interrupts else {},
         }
 
 

@@ -1,4 +1,4 @@
-"""How long the server keeps finished runs and idle threads' values in memory.
+"""How long the server keeps finished runs in memory.
 
 A finished run's record holds its values as JSON (and what it was created
 with): kept for ``run_retention`` seconds after it ends, so a client can join it
@@ -9,12 +9,12 @@ for. When runs are shared between server processes (``runs_db``), nothing is
 left here of a run let go of: the shared runs database has it whole, and a
 request for it adopts it again.
 
-A thread idle for ``idle_timeout`` seconds (no run in flight, nothing changed)
-lets go of its values too (``stale``); they are read back from its checkpoint
-when a request needs them.
+A thread's values are not kept here: the server reads them through the
+thread's handle (``ThreadHandle.view``), whose actor keeps what it read until
+the thread changes or the actor leaves, idle for the runtime's ``idle_timeout``.
 
-One task sweeps both, every half period: no timer per run, and nothing on the
-path of a run but the records it already has.
+One task sweeps, every half period: no timer per run, and nothing on the path
+of a run but the records it already has.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import MutableMapping
 
 import anyio
 
-from ._records import FORGOTTEN_PER_THREAD, ForgottenRun, RunRecord, ThreadRecord
+from ._records import FORGOTTEN_PER_THREAD, ForgottenRun, RunRecord
 
 __all__ = ["DEFAULT_RUN_RETENTION", "Retention"]
 
@@ -36,13 +36,11 @@ _MAX_PERIOD = 30.0
 
 
 class Retention:
-    """Lets go of finished runs and idle threads' values, for one run manager.
+    """Lets go of finished runs, for one run manager.
 
     Args:
         runs: The manager's runs by id.
-        threads: The manager's threads by id.
         run_retention: Seconds a finished run stays (None: for ever).
-        idle_timeout: Seconds an idle thread keeps its values (None: for ever).
         remember: Keep what is left of a forgotten run of a thread (False: the
             runs are in a shared runs database, which has them whole).
     """
@@ -50,26 +48,21 @@ class Retention:
     def __init__(
         self,
         runs: MutableMapping[str, RunRecord],
-        threads: MutableMapping[str, ThreadRecord],
         *,
         run_retention: float | None,
-        idle_timeout: float | None,
         remember: bool = True,
     ) -> None:
         self._runs = runs
-        self._threads = threads
         self.run_retention = run_retention
-        self.idle_timeout = idle_timeout
         self._remember = remember
         self._scope = anyio.CancelScope()
 
     @property
     def period(self) -> float | None:
         """Seconds between two sweeps (None: nothing to sweep)."""
-        spans = [s for s in (self.run_retention, self.idle_timeout) if s is not None]
-        if not spans:
+        if self.run_retention is None:
             return None
-        return min(max(min(spans) / 2, _MIN_PERIOD), _MAX_PERIOD)
+        return min(max(self.run_retention / 2, _MIN_PERIOD), _MAX_PERIOD)
 
     async def run(self) -> None:
         """Sweep until :meth:`close` (a task of the app's task group)."""
@@ -96,26 +89,17 @@ class Retention:
         self._scope.cancel()
 
     def sweep(self, now: float) -> None:
-        """Let go of what has been finished or idle long enough at ``now``."""
-        if self.run_retention is not None:
-            cutoff = now - self.run_retention
-            old = [
-                run
-                for run in self._runs.values()
-                if run.ended and (run.finished_at or run.updated_at) <= cutoff
-            ]
-            for run in old:
-                self.forget(run)
-        if self.idle_timeout is not None:
-            cutoff = now - self.idle_timeout
-            for thread in self._threads.values():
-                if (
-                    thread.values is not None
-                    and max(thread.updated_at, thread.read_at) <= cutoff
-                    and thread.idle
-                ):
-                    thread.values = None
-                    thread.stale = True
+        """Let go of what has been finished long enough at ``now``."""
+        if self.run_retention is None:
+            return
+        cutoff = now - self.run_retention
+        old = [
+            run
+            for run in self._runs.values()
+            if run.ended and (run.finished_at or run.updated_at) <= cutoff
+        ]
+        for run in old:
+            self.forget(run)
 
     def forget(self, run: RunRecord) -> None:
         """Let go of a finished run's record; keep what is left of it on its thread."""

@@ -97,7 +97,6 @@ class RunCanceller(RunDriver):
                     self.runs.pop(run.run_id, None)
                     if run in thread.runs:
                         thread.runs.remove(run)
-                await self.refresh(thread)
             elif wait:
                 for run in runs:
                     await run.done.wait()

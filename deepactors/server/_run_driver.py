@@ -18,16 +18,24 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from ..actors import RunHandle, RunInput, Runtime, ThreadHandle
+from ..actors import OneShotHandle, RunHandle, RunInput, Runtime, ThreadHandle, ThreadState
 from ..errors import DeepActorsError, RunCancelled
 from ..events import Event
 from ..lc_views import interrupts_to_lc, values_to_lc
 from ..tracing import run_traces
-from ._records import ForgottenRun, RunRecord, RunStatus, Subscriber, ThreadRecord
+from ._records import (
+    NO_VALUES,
+    ForgottenRun,
+    RunRecord,
+    RunStatus,
+    Subscriber,
+    ThreadRecord,
+    ThreadValues,
+)
 from ._run_inputs import error_json
 from .relay import RunRelay
 
-__all__ = ["RunDriver", "traced_into"]
+__all__ = ["RunDriver", "thread_values", "traced_into"]
 
 
 def _outcome(handle: RunHandle) -> tuple[RunStatus, dict[str, Any] | None]:
@@ -108,13 +116,6 @@ def _drop_traceback(handle: RunHandle) -> None:
             chain += (error.__cause__, error.__context__)
 
 
-def _spent(handle: RunHandle) -> RunHandle:
-    """A handle of an ended run with nothing of its outcome: where it started."""
-    spent = RunHandle(path=handle.path, thread_id=handle.thread_id, deadline=handle.deadline)
-    spent.head_before = handle.head_before
-    return spent
-
-
 class RunDriver:
     """Driving runs and recording their ends; mixed into the run manager."""
 
@@ -129,6 +130,9 @@ class RunDriver:
         raise NotImplementedError
 
     def _handle_of(self, run: RunRecord) -> ThreadHandle:
+        raise NotImplementedError
+
+    def _starter(self, run: RunRecord) -> ThreadHandle | OneShotHandle:
         raise NotImplementedError
 
     def _forget_runs(self, thread: ThreadRecord) -> None:
@@ -156,21 +160,12 @@ class RunDriver:
                     status = "interrupted"
                     return
                 with traced_into(run):
-                    if run.thread.temporary:
-                        handle = await self.runtime.start(
-                            run.assistant.stateless,
-                            run_input,
-                            context=context,
-                            timeout=timeout,
-                            on_event=self._deliverer(run),
-                        )
-                    else:
-                        handle = await self._handle_of(run).start(
-                            run_input,
-                            context=context,
-                            timeout=timeout,
-                            on_event=self._deliverer(run),
-                        )
+                    handle = await self._starter(run).start(
+                        run_input,
+                        context=context,
+                        timeout=timeout,
+                        on_event=self._deliverer(run),
+                    )
                 run.handle = handle
             if run.cancel_requested is not None:
                 handle.cancel()
@@ -232,20 +227,19 @@ class RunDriver:
     async def _finish(
         self, run: RunRecord, status: RunStatus, result: dict[str, Any] | None
     ) -> None:
+        values = result
         try:
-            if self._settle(run, status, result):
-                await self.refresh(run.thread)
+            self._settle(run, status, result)
+            if values is None and self.relay.shared:
+                # Other processes read what the thread holds now (its checkpoint).
+                values = (await self.saved(run.thread)).joined()
         except DeepActorsError:
-            pass  # the record stays as it was; the run's own outcome is set
+            pass  # the run's own outcome is set; others read the thread themselves
         finally:
-            self._close(run)
+            self._close(run, values)
 
-    def _settle(self, run: RunRecord, status: RunStatus, result: dict[str, Any] | None) -> bool:
-        """Record how a run ended, as far as that needs no await.
-
-        Returns:
-            Whether the thread's values must be read back from its checkpoint.
-        """
+    def _settle(self, run: RunRecord, status: RunStatus, result: dict[str, Any] | None) -> None:
+        """Record how a run ended, as far as that needs no await."""
         run.status = status
         run.updated_at = run.finished_at = time.time()
         run.result = result
@@ -255,44 +249,47 @@ class RunDriver:
         thread = run.thread
         if thread.temporary:
             self._forget_runs(thread)
-        elif status == "success" and result is not None and not thread.inflight[1:]:
-            thread.values = {k: v for k, v in result.items() if k != "__interrupt__"}
-            thread.interrupts = result.get("__interrupt__", [])
-            thread.error = False
-            thread.stale = False
         else:
-            thread.error = status == "error"
-            return True
-        return False
+            thread.error = status == "error"  # shown until a run of it ends otherwise
 
-    def _close(self, run: RunRecord) -> None:
+    def _close(self, run: RunRecord, values: dict[str, Any] | None = None) -> None:
         """The run's record is final: tell other processes, and whoever waits."""
         thread = run.thread
         thread.updated_at = time.time()
         if self.relay.shared and not thread.temporary:
-            self.relay.finished(run, self._values(run))
+            self.relay.finished(run, values if values is not None else {})
         handle = run.handle
         if handle is not None:
             # The handle holds the run's final state (the record has it as JSON)
             # or its error. A rollback of the run needs no more than where it started.
             _drop_traceback(handle)
-            run.handle = None if thread.temporary else _spent(handle)
+            handle.forget_outcome()
+            run.handle = None if thread.temporary else handle
         run.done.set()
 
+    async def saved(self, thread: ThreadRecord, *, fresh: bool = False) -> ThreadValues:
+        """The thread's saved values and interrupts as JSON, read through its handle.
+
+        Memoized on the thread's head by its actor (``ThreadHandle.view``): a
+        thread polled by its client is read and rendered once per change.
+
+        Args:
+            fresh: Read it again whatever is kept (another process wrote it).
+        """
+        if thread.temporary:
+            return NO_VALUES
+        return await self.handle(thread).view(thread_values, fresh=fresh)
+
     async def refresh(self, thread: ThreadRecord) -> None:
-        """Read the thread's values and interrupts back from its checkpoint."""
-        state = await self.handle(thread).state()
-        thread.values = values_to_lc(state.values) if state.seq is not None else None
-        thread.interrupts = interrupts_to_lc(list(state.interrupts))
-        thread.stale = False
-        thread.read_at = time.time()
+        """Read the thread again from its checkpoint (another process changed it)."""
+        await self.saved(thread, fresh=True)
 
     async def result(self, run: RunRecord) -> dict[str, Any]:
         """Wait for the run; its final values as JSON (``__error__`` if it failed)."""
         await run.done.wait()
-        if run.result is None and run.thread.stale:
-            await self.refresh(run.thread)  # its values were let go: from its checkpoint
-        return self._values(run)
+        if run.result is not None:
+            return run.result
+        return (await self.saved(run.thread)).joined()
 
     async def past_result(self, past: ForgottenRun, thread: ThreadRecord) -> dict[str, Any]:
         """What joining a forgotten run answers: its error, else its thread's
@@ -300,20 +297,12 @@ class RunDriver:
         LangGraph's join answers the thread's values."""
         if past.error is not None:
             return past.error
-        if thread.stale:
-            await self.refresh(thread)
-        values = dict(thread.values or {})
-        if thread.interrupts:
-            values["__interrupt__"] = thread.interrupts
-        return values
+        return (await self.saved(thread)).joined()
 
-    def _values(self, run: RunRecord) -> dict[str, Any]:
-        if run.result is not None:
-            return run.result
-        thread = run.thread
-        if thread.values is None and not thread.temporary:
-            return {}
-        values = dict(thread.values or {})
-        if thread.interrupts:
-            values["__interrupt__"] = thread.interrupts
-        return values
+
+def thread_values(state: ThreadState) -> ThreadValues:
+    """A thread's saved state as the protocol shows it (what :meth:`RunDriver.saved` keeps)."""
+    return ThreadValues(
+        values=values_to_lc(state.values) if state.seq is not None else None,
+        interrupts=interrupts_to_lc(list(state.interrupts)),
+    )

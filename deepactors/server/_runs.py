@@ -39,7 +39,7 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 from starlette.exceptions import HTTPException
 
-from ..actors import RunInput, Runtime, ThreadHandle
+from ..actors import OneShotHandle, RunInput, Runtime, ThreadHandle
 from ..errors import DeepActorsError
 from ..events import Event
 from ._authz import CALLER, OWNER_KEY, caller, may_thread
@@ -74,8 +74,6 @@ class RunManager(RunCanceller):
         relay: Shares runs with other server processes (default: none).
         run_retention: Seconds a finished run's record stays in memory (None:
             for ever); see ``_retention.py``.
-        idle_timeout: Seconds an idle thread keeps its values in memory (None:
-            for ever); then they are read from its checkpoint when needed.
         stream_log_bytes: Bytes of frames a resumable run keeps (``_frame_log``).
     """
 
@@ -87,7 +85,6 @@ class RunManager(RunCanceller):
         *,
         relay: RunRelay | None = None,
         run_retention: float | None = DEFAULT_RUN_RETENTION,
-        idle_timeout: float | None = None,
         stream_log_bytes: int = DEFAULT_STREAM_LOG_BYTES,
     ) -> None:
         self.runtime = runtime
@@ -106,9 +103,7 @@ class RunManager(RunCanceller):
         ] = {}
         self.retention = Retention(
             self.runs,
-            self.threads,
             run_retention=run_retention,
-            idle_timeout=idle_timeout,
             # Shared runs are in the runs database, whence a request adopts them again.
             remember=not self.relay.shared,
         )
@@ -139,8 +134,6 @@ class RunManager(RunCanceller):
         if found is None or not await may_thread(found, action):
             # Another's thread is answered as one that does not exist.
             raise HTTPException(404, f"thread {thread_id!r} not found")
-        if found.stale and action == "read":
-            await self.refresh(found)  # let go of while idle: what it answers with
         return found
 
     async def find_thread(self, thread_id: str) -> ThreadRecord | None:
@@ -168,7 +161,6 @@ class RunManager(RunCanceller):
                     # Made or run by another process: its metadata (its owner
                     # among it) is in the shared runs database.
                     await self._shared.adopt_thread(thread_id)
-                await self.refresh(found)
                 return found
         if self.relay.shared and await self._shared.adopt_thread(thread_id):
             return self.threads[thread_id]  # a thread of runs in other processes
@@ -229,7 +221,6 @@ class RunManager(RunCanceller):
                     graph_id=sharing[0].graph_id if len(sharing) == 1 else None,
                     created_at=info.updated_at,
                     updated_at=info.updated_at,
-                    stale=True,  # its values: read from its checkpoint when asked for
                 )
 
     # -- creating runs ---------------------------------------------------------------
@@ -269,16 +260,7 @@ class RunManager(RunCanceller):
             run_input = run_input_of(assistant.agent, body, thread.thread_id, identity)
         run_input, timeout = with_limits(run_input, body)  # a remote subagent's parent's
         await start_from(self, thread, assistant, body)  # the head, or a fork (a checkpoint)
-        # Admitted with no await between the look at the thread's runs and the
-        # new run's place among them, so two requests cannot both see it idle;
-        # a strategy that waits (interrupt, rollback) looks again after.
-        while (inflight := thread.inflight) and body.multitask_strategy != "enqueue":
-            await self._make_room(thread, inflight, body.multitask_strategy)
-        if body.command is not None and not thread.inflight and not thread.interrupts:
-            raise HTTPException(
-                422,
-                f"command.resume: thread {thread.thread_id!r} is not waiting for any decision",
-            )
+        await self._admit(thread, body)
         run = RunRecord(
             run_id=new_uuid(),
             thread=thread,
@@ -308,6 +290,35 @@ class RunManager(RunCanceller):
             self.launch(run)
         return run
 
+    async def _admit(self, thread: ThreadRecord, body: RunCreate) -> None:
+        """Make room for a new run on ``thread`` as its multitask strategy says.
+
+        Returns with no await between its last look at the thread's runs and
+        the caller's placing the new run among them, so two requests cannot
+        both see the thread idle; a strategy that waits (interrupt, rollback),
+        or reading the thread, looks again after.
+
+        Raises:
+            HTTPException: 409 a busy thread with ``reject``; 422 a resume of a
+                thread that waits for no decision.
+        """
+        while True:
+            inflight = thread.inflight
+            if inflight and body.multitask_strategy != "enqueue":
+                await self._make_room(thread, inflight, body.multitask_strategy)
+                continue
+            if body.command is None or inflight:
+                return
+            saved = await self.saved(thread)
+            if thread.inflight:
+                continue  # a run came while the thread was read
+            if not saved.interrupts:
+                raise HTTPException(
+                    422,
+                    f"command.resume: thread {thread.thread_id!r} is not waiting for any decision",
+                )
+            return
+
     async def _deciding_assistant(
         self, thread: ThreadRecord, named: AssistantRecord
     ) -> AssistantRecord:
@@ -321,12 +332,10 @@ class RunManager(RunCanceller):
         Raises:
             HTTPException: 409 the assistant that stopped is not served here.
         """
-        if not thread.interrupts:
-            # Known since a restart, or its values let go of when idle: whether
-            # it waits for a decision is in its checkpoint.
-            await self.refresh(thread)
+        # Whether it waits for a decision is in its checkpoint (read through its handle).
+        saved = await self.saved(thread)
         stopped = thread.graph_id
-        if not thread.interrupts or stopped is None or stopped == named.graph_id:
+        if not saved.interrupts or stopped is None or stopped == named.graph_id:
             return named
         found = self.assistants.get(stopped)
         if found is None:
@@ -361,7 +370,7 @@ class RunManager(RunCanceller):
                 # the order they were created (driver tasks may start in any order).
                 try:
                     with traced_into(run):
-                        run.handle = self._handle_of(run).start_nowait(
+                        run.handle = self._starter(run).start_nowait(
                             run_input,
                             context=context,
                             timeout=timeout,
@@ -379,8 +388,7 @@ class RunManager(RunCanceller):
             return
         try:
             with traced_into(run):
-                run.handle = self.runtime.start_nowait(
-                    run.assistant.stateless,
+                run.handle = self._starter(run).start_nowait(
                     run_input,
                     context=context,
                     timeout=timeout,
@@ -393,6 +401,12 @@ class RunManager(RunCanceller):
 
     def _handle_of(self, run: RunRecord) -> ThreadHandle:
         return self.runtime.thread(run.assistant.agent, run.thread.thread_id)
+
+    def _starter(self, run: RunRecord) -> ThreadHandle | OneShotHandle:
+        """The handle the run starts through: its thread's, or, stateless, no thread's."""
+        if run.thread.temporary:
+            return self.runtime.thread(run.assistant.stateless)
+        return self._handle_of(run)
 
     async def subscribe(
         self, run: RunRecord, *, modes: Any, subgraphs: bool
@@ -460,7 +474,6 @@ class RunManager(RunCanceller):
             raise HTTPException(422, f"values: {exc}") from None
         thread.graph_id = assistant.graph_id
         thread.updated_at = time.time()
-        await self.refresh(thread)
 
     async def aclose(self) -> None:
         """Cancel every run and wait for all of them (server shutdown)."""

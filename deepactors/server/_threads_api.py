@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
 from typing import Any
 
 from starlette.exceptions import HTTPException
@@ -44,8 +43,7 @@ async def create_thread(request: Request) -> Response:
         existing = await manager.find_thread(body.thread_id)
         if existing is not None:
             if body.if_exists == "do_nothing" and await may_thread(existing, "read"):
-                await _fresh(manager, [existing])
-                return JSONResponse(existing.to_json())
+                return JSONResponse(existing.to_json(await manager.saved(existing)))
             raise HTTPException(409, f"thread {body.thread_id!r} already exists")
         thread = ThreadRecord(thread_id=body.thread_id, metadata=metadata)
     else:
@@ -54,12 +52,13 @@ async def create_thread(request: Request) -> Response:
     if isinstance(graph, str) and graph in manager.assistants:
         thread.graph_id = graph
     await manager.add_thread(thread)
-    return JSONResponse(thread.to_json())
+    return JSONResponse(thread.to_json(await manager.saved(thread)))
 
 
 async def get_thread(request: Request) -> Response:
-    thread = await _manager(request).thread(request.path_params["thread_id"])
-    return JSONResponse(thread.to_json())
+    manager = _manager(request)
+    thread = await manager.thread(request.path_params["thread_id"])
+    return JSONResponse(thread.to_json(await manager.saved(thread)))
 
 
 async def patch_thread(request: Request) -> Response:
@@ -68,8 +67,7 @@ async def patch_thread(request: Request) -> Response:
     # Its owner is the server's to say: a patch cannot hand the thread to another.
     thread.metadata = {**thread.metadata, **without_owner(body.metadata)}
     thread.updated_at = time.time()
-    await _fresh(_manager(request), [thread])
-    return JSONResponse(thread.to_json())
+    return JSONResponse(thread.to_json(await _manager(request).saved(thread)))
 
 
 async def delete_thread(request: Request) -> Response:
@@ -79,36 +77,34 @@ async def delete_thread(request: Request) -> Response:
     return Response(status_code=204)
 
 
-async def _fresh(manager: RunManager, threads: Iterable[ThreadRecord]) -> None:
-    """Read back the values that idle threads let go of (what they answer with)."""
-    for thread in threads:
-        if thread.stale:
-            await manager.refresh(thread)
-
-
 async def _search(manager: RunManager, body: ThreadSearch) -> list[ThreadRecord]:
-    candidates = [t for t in await visible(manager.threads.values()) if not t.temporary]
-    if body.values:
-        await _fresh(manager, candidates)
-    found = [
+    candidates = [
         t
-        for t in candidates
-        if matches(t.metadata, body.metadata)
-        and matches(t.values or {}, body.values)
+        for t in await visible(manager.threads.values())
+        if not t.temporary
+        and matches(t.metadata, body.metadata)
         and (body.ids is None or t.thread_id in body.ids)
-        and (body.status is None or t.status == body.status)
     ]
+    if body.values or body.status is not None:
+        # Their saved state decides: read through each thread's handle.
+        saved = {t.thread_id: await manager.saved(t) for t in candidates}
+        candidates = [
+            t
+            for t in candidates
+            if matches(saved[t.thread_id].values or {}, body.values)
+            and (body.status is None or t.status(saved[t.thread_id]) == body.status)
+        ]
     key = body.sort_by or "created_at"
-    found.sort(key=lambda t: getattr(t, key), reverse=(body.sort_order or "desc") == "desc")
-    return found
+    candidates.sort(key=lambda t: getattr(t, key), reverse=(body.sort_order or "desc") == "desc")
+    return candidates
 
 
 async def search_threads(request: Request) -> Response:
     body = await read_body(request, ThreadSearch)
-    found = await _search(_manager(request), body)
+    manager = _manager(request)
+    found = await _search(manager, body)
     page = found[body.offset : body.offset + body.limit]
-    await _fresh(_manager(request), page)
-    return JSONResponse([t.to_json() for t in page])
+    return JSONResponse([t.to_json(await manager.saved(t)) for t in page])
 
 
 async def count_threads(request: Request) -> Response:

@@ -380,8 +380,8 @@ async def test_a_runner_that_raises_fails_its_task_not_the_runtime() -> None:
         main_model(script), middleware=[AsyncSubAgentMiddleware([spec], on_run_end="wait")]
     )
     async with open_runtime() as rt:
-        result = await rt.ainvoke(agent, {"messages": "go"})
-        again = await rt.ainvoke(agent, {"messages": "go"})  # the runtime still works
+        result = await rt.thread(agent).ainvoke({"messages": "go"})
+        again = await rt.thread(agent).ainvoke({"messages": "go"})  # the runtime still works
     [entry] = result["async_tasks"].values()
     assert entry["status"] == "error"
     assert entry["error"] == "RuntimeError: a bug in the runner"

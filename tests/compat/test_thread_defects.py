@@ -97,8 +97,8 @@ async def test_continuing_a_finished_thread_calls_nothing_and_returns_its_state(
     assert calls == 1
     assert [m.text for m in again["messages"]] == [m.text for m in first["messages"]]
     async with open_runtime() as rt:  # a live thread actor too
-        await rt.ainvoke(agent, "more", thread_id="u")
-        await rt.ainvoke(agent, None, thread_id="u")
+        await rt.thread(agent, "u").ainvoke("more")
+        await rt.thread(agent, "u").ainvoke(None)
     assert calls == 2
 
 

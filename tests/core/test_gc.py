@@ -70,11 +70,11 @@ async def test_a_runtime_keeps_the_heap_frozen_only_when_asked_and_only_while_op
     agent = create_deep_agent(FunctionModel(lambda request: "hi"))
     async with open_runtime() as rt:
         assert gc.get_freeze_count() == 0  # not without asking
-        await rt.ainvoke(agent, "go")
+        await rt.thread(agent).ainvoke("go")
     async with open_runtime(freeze_heap=True) as rt:
         frozen = gc.get_freeze_count()
         assert frozen > 1000  # modules, classes, the compiled agent
-        result = await rt.ainvoke(agent, "go")
+        result = await rt.thread(agent).ainvoke("go")
         assert result["messages"][-1].text == "hi"
         made_since = [[] for _ in range(5000)]  # tracked objects, not frozen
         async with open_runtime(freeze_heap=True):
@@ -119,7 +119,7 @@ async def test_a_deferring_runtime_freezes_instead_of_collecting_only_during_run
     callbacks = list(gc.callbacks)
     async with open_runtime(defer_gc=True) as rt:
         assert gc.get_freeze_count() == 0  # nothing before a run
-        result = await rt.ainvoke(agent, "go")
+        result = await rt.thread(agent).ainvoke("go")
         # The run is over: everything handed back to the collector.
         assert gc.get_freeze_count() == 0
         assert gc.collect() > 0  # the cycle made during the run is collected now
@@ -133,7 +133,7 @@ async def test_deferring_and_a_frozen_heap_together() -> None:
     async with open_runtime(freeze_heap=True, defer_gc=True) as rt:
         frozen = gc.get_freeze_count()
         assert frozen > 1000
-        await rt.ainvoke(agent, "go")
+        await rt.thread(agent).ainvoke("go")
         gc.collect()  # no run in progress: a real collection, then the heap frozen again
         assert gc.get_freeze_count() > frozen // 2
     assert gc.get_freeze_count() == 0

@@ -214,7 +214,7 @@ async def _fan_out_turns(pacing: float | None) -> int:
 
     async with open_runtime(pacing=pacing) as rt, anyio.create_task_group() as tg:
         tg.start_soon(bystander)
-        result = await rt.ainvoke(agent, "go")  # type: ignore[arg-type]
+        result = await rt.thread(agent).ainvoke("go")  # type: ignore[arg-type]
         done.set()
     assert result["messages"][-1].text == "all done"
     return turns

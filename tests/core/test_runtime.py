@@ -77,8 +77,8 @@ async def test_cancelling_a_handle_stops_only_that_run() -> None:
     other = create_deep_agent(FunctionModel(lambda r: "fine", latency=0.3))
     with anyio.fail_after(5):
         async with open_runtime() as rt:
-            doomed = await rt.start(agent, "go", thread_id="a")
-            survivor = await rt.start(other, "go", thread_id="b")
+            doomed = await rt.thread(agent, "a").start("go")
+            survivor = await rt.thread(other, "b").start("go")
             await sleeper.started.wait()
             doomed.cancel()
             with pytest.raises(RunCancelled):
@@ -105,7 +105,7 @@ async def test_runs_on_one_thread_queue_and_share_the_conversation() -> None:
             results: list[dict[str, Any]] = []
 
             async def ask(text: str) -> None:
-                results.append(await rt.ainvoke(agent, text, thread_id="t1"))
+                results.append(await rt.thread(agent, "t1").ainvoke(text))
 
             tg.start_soon(ask, "one")
             await anyio.wait_all_tasks_blocked()
@@ -123,8 +123,8 @@ async def test_a_failing_run_does_not_disturb_its_siblings() -> None:
     bad = create_deep_agent(FunctionModel(explode))
     good = create_deep_agent(FunctionModel(lambda r: "ok", latency=0.1))
     async with open_runtime() as rt:
-        h_bad = await rt.start(bad, "go")
-        h_good = await rt.start(good, "go")
+        h_bad = await rt.thread(bad).start("go")
+        h_good = await rt.thread(good).start("go")
         with pytest.raises(ValueError, match="model broke"):
             await h_bad.result()
         assert (await h_good.result())["messages"][-1].text == "ok"
@@ -282,14 +282,14 @@ async def test_runs_with_and_without_a_runtime_on_one_thread_take_turns() -> Non
 async def test_a_run_may_outlast_the_idle_timeout_and_idle_actors_leave() -> None:
     agent = create_deep_agent(FunctionModel(lambda r: "slow but fine", latency=0.3))
     async with open_runtime(idle_timeout=0.1) as rt:
-        result = await rt.ainvoke(agent, "go", thread_id="t")
+        result = await rt.thread(agent, "t").ainvoke("go")
         assert result["messages"][-1].text == "slow but fine"
         assert rt.statistics().actors == 1
         with anyio.fail_after(5):
             while rt.statistics().actors:  # noqa: ASYNC110 - polls the runtime; no event to wait on
                 await anyio.sleep(0.05)
         # A new run on the thread gets a new actor.
-        again = await rt.ainvoke(agent, "again", thread_id="t")
+        again = await rt.thread(agent, "t").ainvoke("again")
         assert again["messages"][-1].text == "slow but fine"
 
 
@@ -385,12 +385,12 @@ async def test_on_event_sees_every_event_as_it_happens_the_stream_too() -> None:
     agent = create_deep_agent(FunctionModel(main), subagents=[sub])
     heard: list[events.Event] = []
     async with open_runtime() as rt:
-        alone = await rt.start(agent, "go", on_event=heard.append)
+        alone = await rt.thread(agent).start("go", on_event=heard.append)
         assert alone.events is None  # a listener needs no stream
         await alone.result()
         streamed: list[events.Event] = []
         both: list[events.Event] = []
-        handle = await rt.start(agent, "go", stream=True, on_event=both.append)
+        handle = await rt.thread(agent).start("go", stream=True, on_event=both.append)
         assert handle.events is not None
         async with handle.events:
             async for event in handle.events:
@@ -444,11 +444,11 @@ async def test_start_nowait_and_on_done_report_every_way_a_run_ends() -> None:
         ended.append((handle.run_id, outcome))
 
     async with open_runtime() as rt:
-        ok = rt.start_nowait(agent, "hi", on_done=on_done)
+        ok = rt.thread(agent).start_nowait("hi", on_done=on_done)
         with pytest.raises(anyio.WouldBlock):
             ok.result_nowait()  # not ended yet
-        bad = rt.start_nowait(agent, "fail", on_done=on_done)
-        held = await rt.start(agent, "hold", on_done=on_done)
+        bad = rt.thread(agent).start_nowait("fail", on_done=on_done)
+        held = await rt.thread(agent).start("hold", on_done=on_done)
         with anyio.fail_after(5):
             assert (await ok.result())["messages"][-1].text == "echo: hi"
             await bad.wait()
@@ -457,17 +457,17 @@ async def test_start_nowait_and_on_done_report_every_way_a_run_ends() -> None:
         held.cancel()
         with anyio.fail_after(5):
             await held.wait()
-        timed = rt.start_nowait(agent, "hold", timeout=0.05, on_done=on_done)
+        timed = rt.thread(agent).start_nowait("hold", timeout=0.05, on_done=on_done)
         with anyio.fail_after(5):
             await timed.wait()
         # A thread's mailbox that is full refuses without queueing anything.
         holding.append(anyio.Event())
-        first = await rt.start(agent, "hold", thread_id="t")
+        first = await rt.thread(agent, "t").start("hold")
         with anyio.fail_after(5):
             await holding[-1].wait()  # the actor has taken it: its mailbox is empty
-        queued = [rt.start_nowait(agent, f"q{i}", thread_id="t") for i in range(64)]
+        queued = [rt.thread(agent, "t").start_nowait(f"q{i}") for i in range(64)]
         with pytest.raises(anyio.WouldBlock):
-            rt.start_nowait(agent, "one too many", thread_id="t")
+            rt.thread(agent, "t").start_nowait("one too many")
         release.set()
         with anyio.fail_after(10):
             await first.wait()
@@ -492,10 +492,10 @@ async def test_an_on_done_that_raises_is_logged_and_the_runtime_goes_on() -> Non
 
     agent = create_deep_agent(FunctionModel(lambda r: AssistantMessage(content="ok")))
     async with open_runtime() as rt:
-        first = rt.start_nowait(agent, "a", on_done=broken)
+        first = rt.thread(agent).start_nowait("a", on_done=broken)
         with anyio.fail_after(5):
             assert (await first.result())["messages"][-1].text == "ok"
-        assert (await rt.ainvoke(agent, "b"))["messages"][-1].text == "ok"
+        assert (await rt.thread(agent).ainvoke("b"))["messages"][-1].text == "ok"
 
 
 async def test_orders_a_cancelled_runtime_never_ran_are_answered_as_cancelled() -> None:
@@ -523,11 +523,11 @@ async def test_orders_a_cancelled_runtime_never_ran_are_answered_as_cancelled() 
 
     with anyio.CancelScope() as scope:
         async with open_runtime() as rt:
-            running = await rt.start(agent, "hold", thread_id="t", on_done=on_done)
+            running = await rt.thread(agent, "t").start("hold", on_done=on_done)
             with anyio.fail_after(5):
                 await holding.wait()
-            queued = rt.start_nowait(agent, "next", thread_id="t", on_done=on_done)
-            fresh = rt.start_nowait(agent, "now", on_done=on_done)  # its actor not started
+            queued = rt.thread(agent, "t").start_nowait("next", on_done=on_done)
+            fresh = rt.thread(agent).start_nowait("now", on_done=on_done)  # its actor not started
             scope.cancel()
     handles = (running, queued, fresh)
     assert all(h.done for h in handles)

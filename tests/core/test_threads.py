@@ -362,7 +362,7 @@ async def test_an_interrupt_inside_a_subagent_resumes_that_subagent_alone(
     )
     seen: list[Any] = []
     async with open_runtime() as rt:
-        handle = await rt.start(agent, "go", thread_id="s", stream=True)
+        handle = await rt.thread(agent, "s").start("go", stream=True)
         assert handle.events is not None
         async with handle.events:
             async for event in handle.events:

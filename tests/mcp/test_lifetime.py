@@ -74,7 +74,7 @@ async def test_200_subagents_share_one_server_process_reaped_when_the_runtime_cl
     )
     with anyio.fail_after(120):
         async with open_runtime() as rt:
-            state = await rt.ainvoke(agent, "go")
+            state = await rt.thread(agent).ainvoke("go")
             (pid,) = starts(app_log)
             assert alive(pid)
     answers = [m.text for m in state["messages"] if isinstance(m, ToolMessage)]
@@ -112,19 +112,19 @@ async def test_cancelled_calls_reach_the_server_as_cancel_notifications(
     )
     with anyio.fail_after(60):
         async with open_runtime() as rt:
-            await rt.ainvoke(warm, "start the server first")
+            await rt.thread(warm).ainvoke("start the server first")
             if how == "deadline":
                 with pytest.raises(TimeoutError):
-                    await rt.ainvoke(agent, "go", timeout=3)
+                    await rt.thread(agent).ainvoke("go", timeout=3)
             else:
-                handle = await rt.start(agent, "go")
+                handle = await rt.thread(agent).start("go")
                 await until(app_log, "hang", len(tags))
                 handle.cancel()
                 with pytest.raises(RunCancelled):
                     await await_handle(handle)
             # The server is still up (same session): it says when the handlers stopped.
             await until(app_log, "cancelled", len(tags))
-            after = await rt.ainvoke(warm, "still there?")
+            after = await rt.thread(warm).ainvoke("still there?")
     assert after["messages"][-1].text == "echo: up"
     cancelled = [e.split()[1] for e in events(app_log) if e.startswith("cancelled")]
     assert sorted(cancelled) == sorted(tags)  # each call, told to the server
@@ -176,7 +176,7 @@ async def test_a_call_past_its_call_timeout_is_cancelled_on_the_server_too(
     )
     with anyio.fail_after(60):
         async with open_runtime() as rt:
-            state = await rt.ainvoke(agent, "go")
+            state = await rt.thread(agent).ainvoke("go")
             await until(app_log, "cancelled", 1)
     hang, echo = [m for m in state["messages"] if isinstance(m, ToolMessage)]
     assert hang.status == "error"
@@ -221,13 +221,13 @@ async def test_an_http_server_that_goes_away_is_reconnected_when_it_is_back(
     try:
         with anyio.fail_after(90):
             async with open_runtime() as rt:
-                first = await rt.ainvoke(agent, "go")
+                first = await rt.thread(agent).ainvoke("go")
                 proc.kill()
                 await anyio.to_thread.run_sync(proc.wait)
-                lost = await rt.ainvoke(agent, "go")
-                down = await rt.ainvoke(agent, "go")
+                lost = await rt.thread(agent).ainvoke("go")
+                down = await rt.thread(agent).ainvoke("go")
                 proc = await anyio.to_thread.run_sync(start_http_app, port, log)
-                back = await rt.ainvoke(agent, "go")
+                back = await rt.thread(agent).ainvoke("go")
     finally:
         proc.kill()
         await anyio.to_thread.run_sync(proc.wait)

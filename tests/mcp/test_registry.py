@@ -128,7 +128,7 @@ async def test_100_subagents_read_through_one_server_filesystem_process(
     agent = create_deep_agent(turns(fan_out), subagents=[reader], max_concurrent_subagents=n)
     with anyio.fail_after(120):
         async with open_runtime() as rt:
-            state = await rt.ainvoke(agent, "go")
+            state = await rt.thread(agent).ainvoke("go")
             servers = children_running("mcp-server-filesystem")
     answers = [m.text for m in state["messages"] if isinstance(m, ToolMessage)]
     assert len(answers) == n

@@ -271,11 +271,11 @@ async def test_runtime_start_takes_a_budget_and_bad_budgets_are_refused_up_front
     model = looping_model(3)
     agent = create_deep_agent(model, tools=[lookup])
     async with open_runtime() as rt:
-        handle = await rt.start(agent, "go", budget=Budget(model_calls=1))
+        handle = await rt.thread(agent).start("go", budget=Budget(model_calls=1))
         result = await handle.result()
         assert result["budget"].model_calls == 1
         with pytest.raises(InputError, match=r"deepactors\.Budget"):
-            await rt.start(agent, "go", budget={"model_calls": 1})  # type: ignore[arg-type]
+            await rt.thread(agent).start("go", budget={"model_calls": 1})  # type: ignore[arg-type]
     assert model.calls == 1
     with pytest.raises(ConfigurationError, match="model_calls"):
         Budget(model_calls=-1)

@@ -93,7 +93,7 @@ async def test_bad_context_is_refused_before_any_model_call() -> None:
         await agent.ainvoke("go", context={"user_id": "u", "tier": "high"})
     async with open_runtime() as rt:
         with pytest.raises(InputError, match="context_schema"):
-            await rt.start(agent, "go", context={"tier": 1})
+            await rt.thread(agent).start("go", context={"tier": 1})
     with pytest.raises(InputError, match="context_schema"):
         agent.astream("go", context=[1])
     assert model.calls == 0

@@ -216,9 +216,9 @@ async def test_update_state_needs_somewhere_to_keep_it() -> None:
     with pytest.raises(ConfigurationError, match="checkpointer"):
         await agent.aupdate_state("t", {"messages": [{"role": "user", "content": "x"}]})
     async with open_runtime() as rt:
-        await rt.ainvoke(agent, "one", thread_id="t")
+        await rt.thread(agent, "t").ainvoke("one")
         await agent.aupdate_state("t", {"messages": [{"role": "user", "content": "x"}]}, runtime=rt)
-        result = await rt.ainvoke(agent, "two", thread_id="t")
+        result = await rt.thread(agent, "t").ainvoke("two")
         assert said(result) == ["one", "re: one", "x", "two", "re: two"]
 
 

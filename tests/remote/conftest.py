@@ -105,8 +105,11 @@ async def run_collecting(
     ``events`` if given, as they come)."""
     events = [] if events is None else events
     async with open_runtime() as rt:
-        handle = await rt.start(
-            agent, input, on_event=events.append, timeout=timeout, budget=budget
+        handle = await rt.thread(agent).start(
+            input,
+            on_event=events.append,
+            timeout=timeout,
+            budget=budget,
         )
         try:
             return await handle.result(), events

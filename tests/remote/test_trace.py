@@ -68,7 +68,7 @@ async def test_a_remote_childs_relayed_calls_make_no_second_span(server: str) ->
     agent = create_deep_agent(FunctionModel(parent_model), subagents=[remote("r", server)])
     seen: list[Event] = []
     async with open_runtime(tracing=Tracing(tracer_provider=provider)) as rt:
-        handle = await rt.start(agent, say([("r", "write /a.md x")]), on_event=seen.append)
+        handle = await rt.thread(agent).start(say([("r", "write /a.md x")]), on_event=seen.append)
         result = await handle.result()
     assert answers(result)[0][0] == "success"
     relayed = [e for e in seen if isinstance(e, ModelCallFinished) and e.path.startswith("main/")]

@@ -9,7 +9,6 @@ with the cyclic collector disabled: reference counting alone must free it
 from __future__ import annotations
 
 import gc
-import sys
 import threading
 import time
 import weakref
@@ -175,13 +174,11 @@ def test_runs_are_read_from_the_database_once_let_go_of(
     first = client.runs.wait(thread_id, "agent", input=message("one"))
     assert isinstance(first, dict)
     run_id = client.runs.list(thread_id)[0]["run_id"]
-    thread = served.runs.threads[thread_id]
-    values = thread.values  # held here only, once let go of
+    runtime = served.runs.runtime
+    # The thread's values are read through its handle: its actor keeps what was
+    # read until it leaves, idle (the server keeps no copy of its own).
     until(lambda: run_id not in served.runs.runs, "the run is forgotten")
-    until(lambda: thread.stale, "the idle thread lets go of its values")
-    assert thread.values is None
-    assert sys.getrefcount(values) == 2  # nothing else holds it (the other: the call's)
-    del values
+    until(lambda: runtime.statistics().actors == 0, "the idle thread's actor leaves, with it")
     # Read back from the checkpoint, through the thread's handle.
     got = client.threads.get(thread_id)
     assert got["values"]["messages"][-1]["content"] == "turn 1 " + "b" * BIG
@@ -189,13 +186,16 @@ def test_runs_are_read_from_the_database_once_let_go_of(
     # A second run on the thread, then the first joined: the thread's values now
     # (as LangGraph's join answers), read from the database once let go of.
     client.runs.wait(thread_id, "agent", input=message("two"))
-    until(lambda: not served.runs.runs and thread.stale, "the second run is forgotten too")
+    until(
+        lambda: not served.runs.runs and runtime.statistics().actors == 0,
+        "the second run is forgotten too, and the thread's actor gone",
+    )
     joined = client.runs.join(thread_id, run_id)
     assert joined["messages"][-1]["content"] == "turn 3 " + "b" * BIG
     assert [r["status"] for r in client.runs.list(thread_id)] == ["success", "success"]
     assert client.threads.get_state(thread_id)["values"]["messages"][0]["content"] == "one"
     # Found by a search while idle: with its values, read back too.
-    until(lambda: thread.stale, "the idle thread lets go of its values again")
+    until(lambda: runtime.statistics().actors == 0, "the idle thread's actor leaves again")
     (found,) = client.threads.search()
     assert found["values"]["messages"][-1]["content"] == "turn 3 " + "b" * BIG
 
@@ -204,7 +204,7 @@ def test_serve_options_set_the_retention(serve: Callable[..., Served]) -> None:
     options = ServeOptions(run_retention=5.0, idle_timeout=7.0)
     served = serve(build_app(None, None, limits=options.app_limits()))
     assert served.runs.retention.run_retention == 5.0
-    assert served.runs.retention.idle_timeout == 7.0
+    assert served.runs.runtime.idle_timeout == 7.0
 
 
 def test_a_bad_retention_is_refused() -> None:
@@ -269,6 +269,6 @@ def test_threads_saved_before_a_restart_answer_with_their_values(
     client.runs.wait(thread_id, "agent", input=message("one"))
     first.stop()
     again = serve(app())
-    assert again.runs.threads[thread_id].values is None  # not read at start-up
+    assert again.runs.runtime.statistics().actors == 0  # nothing read at start-up
     got = again.client().threads.get(thread_id)
     assert got["values"]["messages"][-1]["content"] == "turn 1 " + "b" * BIG

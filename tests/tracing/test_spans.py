@@ -325,7 +325,7 @@ async def test_a_tracer_alone_asks_for_no_deltas_or_state_snapshots(
         await agent.ainvoke("go", runtime=rt)
         assert StreamCounting.streamed == 0  # called as an untraced run calls it
         seen: list[Event] = []
-        handle = await rt.start(agent, "go", on_event=seen.append)
+        handle = await rt.thread(agent).start("go", on_event=seen.append)
         await handle.result()
     # A listener of the user's still gets every event, the tracer beside it.
     assert StreamCounting.streamed == 1
