@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, fields
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, final
 
 import anyio
 
@@ -78,6 +78,7 @@ Such a model is trusted to write no more; the budget's guarantee needs a model
 that honours its ``max_tokens``."""
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Budget:
     """Limits on what a run and every subagent under it may spend. ``None``: no limit.
@@ -114,6 +115,7 @@ class Budget:
                 )
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BudgetReport:
     """What a run spent of its budget (``result["budget"]``).
@@ -138,6 +140,7 @@ class BudgetReport:
     exhausted: tuple[Resource, ...] = ()
 
 
+@final
 class Hold(NamedTuple):
     """A model call's reservation, to settle when the call ends.
 
@@ -166,6 +169,7 @@ def _cap(limit: int | None) -> int:
 _hold = functools.partial(tuple.__new__, Hold)
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Refusal:
     """Why a budget refused a call: the limit, and what was spent of it."""
@@ -190,6 +194,7 @@ class Refusal:
         )
 
 
+@final
 class BudgetLedger:
     """The running account of one :class:`Budget`: spent, and held by calls in flight.
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, final
 
 import anyio
 import anyio.from_thread
@@ -92,6 +92,7 @@ class ThreadRecords(Protocol):
         ...
 
 
+@final
 class RunKey(Generic[T]):
     """A typed key for a per-run object of a middleware: ``run.local(KEY)``.
 
@@ -110,6 +111,7 @@ class RunKey(Generic[T]):
         return f"RunKey({self.name!r})"
 
 
+@final
 class Inbox:
     """Messages for a running actor from outside its run (``update_async_task``).
 
@@ -145,6 +147,7 @@ class Inbox:
             await self._arrived.wait()
 
 
+@final
 class TreeSlot:
     """A child's slot under the tree-wide fan-out cap.
 
@@ -184,6 +187,7 @@ class TreeSlot:
             await self.acquire()
 
 
+@final
 @dataclass(slots=True, kw_only=True, eq=False)
 class TreeContext:
     """What every actor of one run's tree shares; owned by the top-level run.
@@ -229,6 +233,7 @@ class TreeContext:
     keeps_background: bool = False
 
 
+@final
 @dataclass(slots=True, kw_only=True, eq=False)
 class RunContext:
     """The context of one actor's run, handed to every hook.
@@ -320,6 +325,7 @@ class RunContext:
             self.usage = usage if self.usage is None else self.usage + usage
 
 
+@final
 @dataclass(slots=True, kw_only=True)
 class ToolRuntime:
     """What a tool that asks for it (a parameter annotated ``ToolRuntime``) receives.

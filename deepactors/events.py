@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, final
 
 from .messages import AssistantMessage, ToolCall, ToolMessage, Usage
 from .state import Todo
@@ -56,6 +56,7 @@ class Event:
     run_id: str
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunStarted(Event):
     """An actor began a run."""
@@ -63,6 +64,7 @@ class RunStarted(Event):
     thread_id: str | None = None
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunFinished(Event):
     """An actor's run ended.
@@ -77,6 +79,7 @@ class RunFinished(Event):
     error: str | None = None
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelCallStarted(Event):
     """A model call is about to be made (any wait for a request slot comes after).
@@ -91,6 +94,7 @@ class ModelCallStarted(Event):
     provider: str | None = None
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelDelta(Event):
     """A piece of a streaming answer.
@@ -105,6 +109,7 @@ class ModelDelta(Event):
     index: int = 0
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelCallFinished(Event):
     """A model answered."""
@@ -113,6 +118,7 @@ class ModelCallFinished(Event):
     message: AssistantMessage
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelFallback(Event):
     """A model failed past its retries; the next model of a fallback chain is asked.
@@ -128,6 +134,7 @@ class ModelFallback(Event):
     next: str
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BudgetExhausted(Event):
     """The run's budget refused a call: a model call was not made, or a tool call not run.
@@ -145,6 +152,7 @@ class BudgetExhausted(Event):
     spent: float
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallStarted(Event):
     """A tool call began running."""
@@ -152,6 +160,7 @@ class ToolCallStarted(Event):
     call: ToolCall
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallFinished(Event):
     """A tool call produced its result."""
@@ -160,6 +169,7 @@ class ToolCallFinished(Event):
     result: ToolMessage
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TodosUpdated(Event):
     """The plan changed."""
@@ -167,6 +177,7 @@ class TodosUpdated(Event):
     todos: Sequence[Todo]
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StateUpdated(Event):
     """An actor's state changed (an input, a model answer, a tool result, a hook).
@@ -181,6 +192,7 @@ class StateUpdated(Event):
     values: Mapping[str, Any]
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FileChanged(Event):
     """A file in agent state was created, changed or deleted."""
@@ -189,6 +201,7 @@ class FileChanged(Event):
     change: Literal["created", "modified", "deleted"]
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SubagentSpawned(Event):
     """A child actor started; ``child`` is its path, ``call_id`` the ``task`` call's id.
@@ -204,6 +217,7 @@ class SubagentSpawned(Event):
     background: bool = False
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SubagentFinished(Event):
     """A child finished; its answer and files merge when its parent's tool step ends.
@@ -216,6 +230,7 @@ class SubagentFinished(Event):
     usage: Usage | None = None
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SubagentFailed(Event):
     """A child raised; its error became the tool result. Nothing of it was merged."""
@@ -224,6 +239,7 @@ class SubagentFailed(Event):
     error: str
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SubagentCancelled(Event):
     """A child was cancelled or passed its deadline. Nothing of it was merged."""
@@ -232,6 +248,7 @@ class SubagentCancelled(Event):
     timed_out: bool
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SubagentInterrupted(Event):
     """A tool call inside a child waits for a human; the parent's run stops too.
@@ -245,6 +262,7 @@ class SubagentInterrupted(Event):
     requests: Sequence[Mapping[str, Any]]
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Interrupted(Event):
     """The run stopped to wait for human decisions."""
@@ -252,6 +270,7 @@ class Interrupted(Event):
     requests: Sequence[Mapping[str, Any]]
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelRetry(Event):
     """A model call failed with a retryable error and will be tried again.
@@ -267,6 +286,7 @@ class ModelRetry(Event):
     error: str
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ContextSummarized(Event):
     """Older messages were replaced by a summary in what the model sees.
@@ -290,6 +310,7 @@ class ContextSummarized(Event):
     reason: Literal["trigger", "overflow", "tool"] = "trigger"
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SkillSkipped(Event):
     """A ``SKILL.md`` could not be used and was left out; the other skills load.
@@ -303,6 +324,7 @@ class SkillSkipped(Event):
     reason: str
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CustomEvent(Event):
     """Anything a tool wrote with ``runtime.write(...)``."""

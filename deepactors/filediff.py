@@ -29,7 +29,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, final
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
@@ -181,6 +181,7 @@ def _epoch(value: object, default: float) -> float:
     raise ValueError(f"a timestamp must be ISO 8601 text or seconds, not {value!r}")
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FileChange:
     """One path's change in a child.
@@ -194,6 +195,7 @@ class FileChange:
     new: FileRecord | None
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MergeOutcome:
     """What happened to one path of a diff when it was merged.
@@ -212,6 +214,7 @@ class MergeOutcome:
     saved_as: str | None = None
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class FileDiff:
     """A child's file changes, as the parent's ``files`` reducer receives them.
@@ -228,6 +231,7 @@ class FileDiff:
         return bool(self.changes)
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MergeResult:
     """What merging a :class:`FileDiff` did.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, overload
+from typing import Any, final, overload
 
 from .messages import Message
 
@@ -47,6 +47,7 @@ class _Tally:
         self.total = 0
 
 
+@final
 class MessageList(list[Message]):
     """A conversation: a list that indexes its ids and hands out O(1) snapshots.
 
@@ -150,6 +151,7 @@ for _name in (
     setattr(MessageList, _name, _changing_in_place(_name))
 
 
+@final
 class MessageView(Sequence[Message]):
     """A read-only snapshot of a :class:`MessageList`, made in O(1) by :meth:`~MessageList.view`.
 

@@ -19,7 +19,7 @@ import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, final
 
 from .context import RunContext
 from .messages import AssistantMessage, ToolCall, ToolMessage
@@ -47,6 +47,7 @@ HookResult: TypeAlias = Mapping[str, Any] | None
 ModelHandler: TypeAlias = Callable[[ModelRequest], Awaitable[AssistantMessage]]
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallRequest:
     """One tool call on its way to the tool, as ``wrap_tool_call`` sees it.

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, final
 
 from .errors import InputError
 from .messages import ToolCall, ToolMessage
@@ -59,6 +59,7 @@ END_PENDING: Mapping[str, str] = {"type": "end"}
 not run, and the run ends with no model call (see the module docstring)."""
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ActionRequest:
     """A tool call waiting for a human.
@@ -103,6 +104,7 @@ class ActionRequest:
         )
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Decision:
     """A human's answer to one :class:`ActionRequest`."""
@@ -144,6 +146,7 @@ def not_run(call: ToolCall, decision: Decision) -> ToolMessage | None:
     return None
 
 
+@final
 class PendingRequest(dict[str, Any]):
     """One request of ``result["__interrupt__"]``: a dict that also reads as LangGraph's
     ``Interrupt`` (``.id``, ``.value``) for scripts ported from deepagents.

@@ -36,7 +36,7 @@ import json
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast, get_type_hints, overload
+from typing import Any, cast, final, get_type_hints, overload
 
 from pydantic import (
     BaseModel,
@@ -85,6 +85,7 @@ __all__ = [
 _BLOCK_TYPES = (TextBlock, ImageBlock, ThinkingBlock, RedactedThinkingBlock)
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Command:
     """An instruction to the runtime instead of a plain result.

@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TypeVar, final
 
 import anyio
 import anyio.to_thread
@@ -69,6 +69,7 @@ class StopFlag:
         return self._event.is_set()
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StrayThreadStatistics:
     """Worker threads left behind at a cancellation, process-wide.

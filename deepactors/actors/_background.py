@@ -26,7 +26,7 @@ import dataclasses
 import math
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, final
 
 import anyio
 
@@ -64,6 +64,7 @@ Runner = Callable[[RunContext, Inbox], Awaitable[ChildOutcome]]
 """Runs a task's child under the given parent context; reads messages from the inbox."""
 
 
+@final
 @dataclass(slots=True, kw_only=True, eq=False)
 class BackgroundTask:
     """One background subagent, as its thread actor tracks it.
@@ -141,6 +142,7 @@ class BackgroundTask:
         return out
 
 
+@final
 class BackgroundTasks:
     """The background subagents of one thread actor, across its runs.
 

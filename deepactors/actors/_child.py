@@ -23,7 +23,7 @@ import dataclasses
 import json
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, assert_never, runtime_checkable
+from typing import Literal, Protocol, assert_never, final, runtime_checkable
 
 import anyio
 
@@ -44,6 +44,7 @@ __all__ = ["ChildOutcome", "ChildRunner", "ChildStatus", "outcome_event", "run_c
 ChildStatus = Literal["completed", "failed", "timed_out", "interrupted"]
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChildOutcome:
     """A child's reply to its parent.

@@ -176,6 +176,7 @@ class StartOptions(TypedDict, total=False):
 _OPTION_NAMES = frozenset(StartOptions.__annotations__)
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunOptions:
     """What the runtime needs to queue a validated run: :class:`StartOptions`

@@ -57,6 +57,7 @@ __all__ = [
 T = TypeVar("T")
 
 
+@final
 class SharedKey(Generic[T]):
     """A typed key for an object one runtime shares with all its actors: ``rt.shared(KEY)``.
 
@@ -96,6 +97,7 @@ def current_runtime() -> Runtime | None:
     return _CURRENT.get()
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ActorStatistics:
     """A snapshot of a runtime's actors.

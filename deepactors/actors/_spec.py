@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, final
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -54,6 +54,7 @@ __all__ = [
 Hook = Callable[[State, RunContext], Awaitable[HookResult]]
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class AgentSpec:
     """An agent's parts, resolved once: what every run of it shares.
@@ -152,6 +153,7 @@ class HasSpec(Protocol):
         ...
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunInput:
     """A run's input, validated once at the edge.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, cast, final
 
 from ..errors import ConfigurationError
 from ..interrupts import PendingRequest, interrupt_view
@@ -34,6 +34,7 @@ __all__ = [
 T = TypeVar("T")
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ThreadTask:
     """What a thread waits for (LangGraph's ``PregelTask`` shape).
@@ -47,6 +48,7 @@ class ThreadTask:
     interrupts: tuple[PendingRequest, ...] = ()
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ThreadState:
     """A thread's saved state: channel values by name, plus where the thread stands.

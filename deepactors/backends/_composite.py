@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, final
 
 import anyio.to_thread
 
@@ -58,6 +58,7 @@ def _root(backend: Backend) -> str | None:
     return os.path.normpath(root) if isinstance(root, str) else None
 
 
+@final
 class CompositeBackend:
     """Routes each path to the backend mounted at its longest matching prefix.
 

@@ -29,7 +29,7 @@ import dataclasses
 import re
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar, final
 
 from deepactors.backends._composite import CompositeBackend
 from deepactors.backends._links import APPROVED, LINK_POLICY, LinkPolicy, Resolved, resolve_links
@@ -65,6 +65,7 @@ _WILD = re.compile(r"[*?\[{]")
 _GREP_GROWTH = 64  # how much further a filtered grep may look for allowed matches
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FilesystemPermission:
     """One rule: what it covers (operations and path patterns) and what it says.
@@ -177,6 +178,7 @@ def _key(path: str) -> str:
     return "" if path == "/" else path
 
 
+@final
 class PermissionRules:
     """An ordered list of :class:`FilesystemPermission`, ready to ask.
 
@@ -235,6 +237,7 @@ class PermissionRules:
         )
 
 
+@final
 class PermissionedBackend:
     """A backend that refuses what the rules deny and leaves denied paths out of listings.
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, final, runtime_checkable
 
 from deepactors.errors import ReadBeforeWrite, UnsupportedOperation
 
@@ -40,6 +40,7 @@ ABSENT = "absent"
 token is ever this string)."""
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FileInfo:
     """One file or folder.
@@ -60,6 +61,7 @@ class FileInfo:
     version: str | None = None
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReadWindow:
     """A page of a text file's lines.
@@ -93,6 +95,7 @@ class ReadWindow:
         return "\n".join(self.lines)
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WriteResult:
     """What :meth:`Backend.write` did.
@@ -108,6 +111,7 @@ class WriteResult:
     created: bool
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EditResult:
     """What :meth:`Backend.edit` did.
@@ -123,6 +127,7 @@ class EditResult:
     replacements: int
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GrepMatch:
     """One line matching a grep pattern.
@@ -138,6 +143,7 @@ class GrepMatch:
     line: str
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GrepResult:
     """Matches of a grep, ordered by path (tree-walk order), then line number.
@@ -151,6 +157,7 @@ class GrepResult:
     truncated: bool
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExecuteResult:
     """The outcome of a shell command.

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 from collections.abc import Mapping
+from typing import final
 
 import anyio
 
@@ -25,6 +26,7 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+@final
 class LocalShellBackend(FilesystemBackend):
     """A :class:`FilesystemBackend` that also runs shell commands in its root.
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, final
 
 import anyio.lowlevel
 
@@ -57,6 +57,7 @@ def _info(path: str, record: FileRecord) -> FileInfo:
     )
 
 
+@final
 class StateBackend(FilesOnly):
     """Files in the agent's ``files`` state channel (the default backend).
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, final
 
 import anyio
 
@@ -81,6 +81,7 @@ def _info(path: str, item: StoreItem) -> FileInfo:
     )
 
 
+@final
 class StoreBackend(FilesOnly):
     """Files kept in a :class:`~deepactors.persistence.Store`, one key per path.
 

@@ -22,7 +22,7 @@ import functools
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, final
 
 import sniffio
 from langchain_core.language_models import BaseChatModel
@@ -54,6 +54,7 @@ def is_langchain_chat_model(obj: object) -> bool:
     )
 
 
+@final
 class LangChainChatModel:
     """A LangChain chat model, answering deepactors' model requests.
 

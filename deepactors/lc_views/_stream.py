@@ -6,7 +6,7 @@ import json
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, TypeAlias
+from typing import Any, Literal, NamedTuple, TypeAlias, final
 
 from ..events import (
     CustomEvent,
@@ -60,6 +60,7 @@ values are an actor's whole state at every update: what a remote subagent's pare
 relays (:mod:`deepactors.remote`), at a cost that does not grow with the state."""
 
 
+@final
 class StreamPart(NamedTuple):
     """One part of a LangGraph stream: a tuple ``(namespace, mode, data)``.
 
@@ -105,6 +106,7 @@ class _Actor:
     answered: bool = False  # an answer's update waits for its last message chunk
 
 
+@final
 class LangGraphStream:
     """Turns one run's typed events into LangGraph stream parts.
 

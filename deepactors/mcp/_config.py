@@ -14,7 +14,7 @@ import os
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, final
 
 from ..errors import ConfigurationError
 
@@ -56,6 +56,7 @@ def require_sdk() -> None:
         raise ConfigurationError(_PROBLEM)
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class MCPServer:
     """An MCP server whose tools an agent may call: a command to run (stdio) or a URL.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, final
 
 from pydantic import BaseModel, ConfigDict
 
@@ -40,6 +40,7 @@ def _unused(**_: Any) -> None:  # pragma: no cover - MCPTool.call goes to the se
     raise NotImplementedError
 
 
+@final
 @dataclass(slots=True, kw_only=True, eq=False)
 class MCPTool(Tool):
     """A tool of an MCP server, called through its runtime's shared session.

@@ -32,6 +32,7 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import final
 
 import anyio.to_thread
 import yaml
@@ -145,6 +146,7 @@ def _load(text: str) -> object:
         loader.dispose()
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Skill:
     """One usable skill, as the prompt lists it.

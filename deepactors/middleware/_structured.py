@@ -22,7 +22,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, assert_never
+from typing import Any, Literal, assert_never, final
 
 import anyio.to_thread
 from pydantic import create_model
@@ -51,6 +51,7 @@ _BIG_ANSWER = 64_000
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*)\n\s*```\s*$", re.DOTALL)
 
 
+@final
 @dataclass(frozen=True, slots=True)
 class ToolStrategy:
     """Get the structured answer through a tool call (works with any model).
@@ -68,6 +69,7 @@ class ToolStrategy:
     max_retries: int = DEFAULT_MAX_RETRIES
 
 
+@final
 @dataclass(frozen=True, slots=True)
 class ProviderStrategy:
     """Get the structured answer from the provider's own structured output (native).
@@ -81,6 +83,7 @@ class ProviderStrategy:
     max_retries: int = DEFAULT_MAX_RETRIES
 
 
+@final
 @dataclass(frozen=True, slots=True)
 class AutoStrategy:
     """Native where the model supports it, else the tool (what a bare schema means)."""

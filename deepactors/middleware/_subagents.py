@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, assert_never
+from typing import Literal, assert_never, final
 
 import anyio
 
@@ -118,6 +118,7 @@ class _TaskLabels:
 _LABELS = RunKey("SubAgentMiddleware.labels", _TaskLabels)
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SubAgentSpec:
     """A subagent the ``task`` tool can start.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, final, runtime_checkable
 
 from ..messages import AssistantMessage, Message
 from .profiles import profile_of
@@ -36,6 +36,7 @@ schema: its value is the JSON schema (a dict). Only models that are
 chose the native strategy."""
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelRequest:
     """Everything one model call gets.
@@ -75,6 +76,7 @@ class ModelRequest:
         return dataclasses.replace(self, **changes)
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StreamDelta:
     """A piece of a streaming answer (see :class:`~deepactors.events.ModelDelta`)."""

@@ -13,7 +13,7 @@ import threading
 from collections import deque
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, final
 
 import anyio
 import anyio.lowlevel
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["RequestLimiter", "RequestLimiterStatistics"]
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RequestLimiterStatistics:
     """A snapshot of a :class:`RequestLimiter`.
@@ -65,6 +66,7 @@ class _Waiter:
     state: Literal["waiting", "granted", "done"] = field(default="waiting")
 
 
+@final
 class RequestLimiter:
     """At most ``max_in_flight`` holders at once; the others wait in FIFO order.
 

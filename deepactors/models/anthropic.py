@@ -80,7 +80,7 @@ import contextlib
 import copy
 import json
 from collections.abc import AsyncGenerator, Mapping
-from typing import Any, ClassVar, Final, cast
+from typing import Any, ClassVar, Final, cast, final
 
 import anthropic
 import anyio
@@ -160,6 +160,7 @@ _SDK_OPTIONS: Final = ("extra_headers", "timeout")
 _PLAIN_MAX_TOKENS: Final = 21_333
 
 
+@final
 class AnthropicModel(AsyncResource):
     """Claude through ``anthropic.AsyncAnthropic``.
 

@@ -58,7 +58,7 @@ import contextlib
 import copy
 import os
 from collections.abc import AsyncGenerator, Mapping
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, final
 
 try:
     import openai
@@ -111,6 +111,7 @@ _SETTINGS: Final = frozenset(
 _SDK_OPTIONS: Final = ("extra_headers", "timeout")
 
 
+@final
 class OpenAIModel(AsyncResource):
     """A model behind the OpenAI API or any server that speaks it.
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from dataclasses import dataclass
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, final, runtime_checkable
 
 from ..messages import Usage
 from ._anthropic_windows import context_window_for
@@ -53,6 +53,7 @@ PRICES_AS_OF: Final = "2026-11-25"
 """The date the built-in prices were read from the providers' pages."""
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelPrices:
     """Prices in US dollars per million tokens.
@@ -95,6 +96,7 @@ def _pico(per_million: float) -> int:
     return whole if whole >= value else whole + 1
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelProfile:
     """What one model can hold and do, and what it costs.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from typing import TypeAlias
+from typing import TypeAlias, final
 
 import anyio
 
@@ -112,6 +112,7 @@ class FunctionModel:
         yield message
 
 
+@final
 class ScriptedModel(FunctionModel):
     """A model that replays answers in order, one per call.
 

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Protocol, Self, runtime_checkable
+from typing import Any, Protocol, Self, final, runtime_checkable
 
 import anyio
 import anyio.lowlevel
@@ -35,6 +35,7 @@ __all__ = [
 ]
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CheckpointWrite:
     """One record to append to a thread.
@@ -54,6 +55,7 @@ class CheckpointWrite:
     data: dict[str, Any]
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CheckpointRecord:
     """A stored record, as read back.
@@ -79,6 +81,7 @@ class CheckpointRecord:
     created_at: float
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ThreadInfo:
     """A summary of one stored thread.

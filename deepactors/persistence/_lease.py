@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, final
 
 import anyio.lowlevel
 
@@ -40,6 +40,7 @@ WhenBusy = Literal["wait", "raise"]
 """What taking a busy thread's lease does: wait for it, or raise ``ThreadBusy``."""
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ThreadLease:
     """A run's hold on a thread, from :meth:`Checkpointer.lease`.

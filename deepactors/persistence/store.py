@@ -13,7 +13,7 @@ import builtins
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, final, runtime_checkable
 
 import anyio.lowlevel
 
@@ -34,6 +34,7 @@ Namespace = tuple[str, ...]
 """A store namespace: a non-empty tuple of non-empty strings."""
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoreItem:
     """One stored value.
@@ -143,6 +144,7 @@ class _Stored:
     updated_at: float
 
 
+@final
 class MemoryStore:
     """A :class:`Store` in a dict, for tests and single-process use.
 

@@ -30,6 +30,7 @@ import functools
 import math
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
+from typing import final
 
 import anyio
 import httpx
@@ -68,6 +69,7 @@ reading what it spent, and deleting its thread); as long again to delete the
 thread of a child that ended."""
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class RemoteAgent:
     """A subagent served by another Agent Protocol server (deepactors or LangGraph).

@@ -13,7 +13,7 @@ import signal
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, final
 
 import trio
 import uvicorn
@@ -62,6 +62,7 @@ hypercorn's is 100)."""
 _log = get_logger("deepactors.server")
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServeOptions:
     """What ``deepactors serve`` was asked for."""

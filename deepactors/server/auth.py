@@ -36,7 +36,7 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, final
 
 import anyio.to_thread
 
@@ -63,6 +63,7 @@ Resource = Literal["threads", "runs", "store", "assistants"]
 Action = Literal["create", "read", "update", "delete", "search"]
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Identity:
     """An authenticated caller.
@@ -86,6 +87,7 @@ class Identity:
         return {"id": self.id, "permissions": sorted(self.permissions)}
 
 
+@final
 class AuthRequest:
     """What an authenticator sees of a request.
 
@@ -164,6 +166,7 @@ Authenticator = Callable[[AuthRequest], Awaitable["Identity | None"]]
 """From a request to its caller; None (or :class:`AuthError`) refuses it."""
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RuleContext:
     """What a rule is asked about.
@@ -189,6 +192,7 @@ Rule = Callable[[RuleContext], Awaitable["bool | None"]]
 """True lets through, False refuses, None leaves it to ownership."""
 
 
+@final
 class Auth:
     """Authentication and authorization for ``create_app(auth=...)``.
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -52,6 +52,7 @@ class Todo(BaseModel):
     )
 
 
+@final
 @dataclass(frozen=True, slots=True)
 class RemoveMessage:
     """Put in a ``messages`` update to remove the message with this id."""
@@ -104,6 +105,7 @@ def _no_check(state: State, value: Any) -> Any:
     return value
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Channel:
     """A named slot of agent state: its reducer, and how its values cross each edge.
@@ -139,6 +141,7 @@ class Channel:
         return self.decode or self.coerce or _identity
 
 
+@final
 @dataclass(frozen=True, slots=True)
 class Applied:
     """What :meth:`State.apply` folded in: what listeners and the journal see.
@@ -204,6 +207,7 @@ def default_channels() -> dict[str, Channel]:
     }
 
 
+@final
 class State(Mapping[str, Any]):
     """The live state of one actor: read like a dict, changed only by :meth:`apply`.
 

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, final
 
 if TYPE_CHECKING:
     from ..events import Event
@@ -60,6 +60,7 @@ CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 """The environment variable the GenAI conventions name for recording content."""
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Tracing:
     """How a runtime traces its runs (``open_runtime(tracing=...)``).
@@ -99,6 +100,7 @@ def _provider_of_class(cls: Any) -> str | None:
     return None
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunTrace:
     """The trace a run is in, and its top-level span (see :func:`run_traces`).

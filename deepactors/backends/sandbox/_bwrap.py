@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Literal, final
 
 import anyio
 import anyio.to_thread
@@ -24,6 +24,7 @@ __all__ = ["BubblewrapSandbox"]
 _PROBE_TIMEOUT = 30.0
 
 
+@final
 class BubblewrapSandbox(ThreadSandboxes[BubblewrapWorkspace]):
     """Shell commands isolated from the host by bubblewrap (``bwrap``), one workspace per thread.
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Protocol
+from typing import Protocol, final
 
 from .._protocol import ExecuteResult
 from ._bwrap_argv import limit_args
@@ -24,6 +24,7 @@ class _Owner(SandboxOwner, Protocol):
     def prefix_args(self) -> list[str]: ...
 
 
+@final
 class BubblewrapWorkspace(SandboxWorkspace):
     """One workspace of a :class:`~deepactors.backends.BubblewrapSandbox`, and its commands.
 

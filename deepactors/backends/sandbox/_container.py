@@ -6,7 +6,7 @@ import os
 import secrets
 import shutil
 from collections.abc import Mapping
-from typing import Literal, Protocol
+from typing import Literal, Protocol, final
 
 import anyio
 import anyio.to_thread
@@ -70,6 +70,7 @@ class ContainerWorkspace(SandboxWorkspace):
         )
 
 
+@final
 class ContainerSandbox(ThreadSandboxes[ContainerWorkspace]):
     """Shell commands isolated in Docker or Podman containers, one workspace per thread.
 

@@ -20,7 +20,7 @@ import hashlib
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, final, runtime_checkable
 
 from .._protocol import Backend, ExecuteResult
 
@@ -42,6 +42,7 @@ MIB = 1024 * KIB
 GIB = 1024 * MIB
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SandboxLimits:
     """What one command in a sandbox may use; None leaves that resource unlimited.
@@ -82,6 +83,7 @@ class SandboxLimits:
     workspace_bytes: int | None = None
 
 
+@final
 @dataclass(frozen=True, slots=True)
 class SandboxKey:
     """Whose sandbox: a conversation thread, and the caller it belongs to.

@@ -37,7 +37,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TypeVar, final
 
 import anyio
 import psycopg
@@ -69,6 +69,7 @@ T = TypeVar("T")
 _log = get_logger("deepactors")
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PgErrors:
     """The exceptions one component raises: a failure, corruption, the database
@@ -114,6 +115,7 @@ async def _close_stale(driver: Driver) -> None:
         await driver.aclose_stale()
 
 
+@final
 class PgDatabase:
     """The lazily opened, loop-adaptive pools of one database (see the module docstring).
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, final
 
 from ...errors import PersistenceError
 
@@ -39,6 +39,7 @@ __all__ = [
 T = TypeVar("T")
 
 
+@final
 @dataclass(frozen=True, slots=True)
 class Stmt:
     """One statement: ``sql`` with ``%s`` placeholders and its parameters.
@@ -52,6 +53,7 @@ class Stmt:
     many: bool = False
 
 
+@final
 @dataclass(frozen=True, slots=True)
 class Result:
     """What a statement gave back: its rows (if it returns any) and its row count."""

@@ -21,6 +21,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
+from typing import final
 
 import anyio
 import anyio.lowlevel
@@ -269,6 +270,7 @@ def _delete_thread(
         raise
 
 
+@final
 class SqliteCheckpointer(SqliteBase):
     """A :class:`~deepactors.persistence.Checkpointer` in a SQLite file.
 

@@ -21,7 +21,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, final
 
 from ...errors import StoreCorrupt, StoreError, StoreFileLost, StoreUnavailable
 from .._json import decode_object
@@ -211,6 +211,7 @@ def _store_search(
     return items
 
 
+@final
 class SqliteStore(SqliteBase):
     """A :class:`~deepactors.persistence.Store` in a SQLite file.
 

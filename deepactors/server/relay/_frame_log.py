@@ -18,7 +18,7 @@ serve a rejoin.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, final
 
 import anyio
 
@@ -56,6 +56,7 @@ def dropped_error(first: int, max_bytes: int) -> dict[str, str]:
     }
 
 
+@final
 class FrameLog:
     """The SSE frames of one resumable run, numbered from 0 as they are made.
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, final
 
 import anyio
 from anyio.abc import TaskStatus
@@ -159,6 +159,7 @@ class RunRelay(Protocol):
         ...
 
 
+@final
 class LocalRelay:
     """One process: nothing to share, nothing to ask (no I/O at all)."""
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Mapping
-from typing import Protocol
+from typing import Protocol, final
 
 import anyio
 from anyio.abc import TaskGroup
@@ -41,6 +41,7 @@ class RunBook(Protocol):
     async def refresh(self, thread: ThreadRecord) -> None: ...
 
 
+@final
 class SharedRuns:
     """Adopts and follows runs of other processes for one run manager.
 
