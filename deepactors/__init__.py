@@ -59,6 +59,7 @@ from .persistence import MemoryStore as MemoryStore
 from .persistence import SqliteCheckpointer as SqliteCheckpointer
 from .persistence import SqliteStore as SqliteStore
 from .persistence import open_checkpointer as open_checkpointer
+from .state import AgentResult as AgentResult
 from .state import FileRecord as FileRecord
 from .state import Todo as Todo
 from .tools import Command as Command
@@ -83,6 +84,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AgentMiddleware",
+    "AgentResult",
     "AssistantMessage",
     "AutoStrategy",
     "Budget",

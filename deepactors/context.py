@@ -13,10 +13,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, final
+from typing import TYPE_CHECKING, Any, Generic, Protocol, final
 
 import anyio
 import anyio.from_thread
+from typing_extensions import TypeVar
 
 from ._core.pacing import Pacer
 from .events import CustomEvent, Event
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from .state import Applied, State
 
 __all__ = [
+    "ContextT",
     "Inbox",
     "RunContext",
     "RunJournal",
@@ -233,10 +235,21 @@ class TreeContext:
     keeps_background: bool = False
 
 
+ContextT = TypeVar("ContextT", default=Any)
+"""The type of a run's ``context`` (the agent's ``context_schema``); Any unless given."""
+
+
+def _no_context() -> Any:
+    return {}
+
+
 @final
 @dataclass(slots=True, kw_only=True, eq=False)
-class RunContext:
+class RunContext(Generic[ContextT]):
     """The context of one actor's run, handed to every hook.
+
+    ``RunContext[MyContext]`` types ``run.context`` for an agent made with
+    ``context_schema=MyContext``; a bare ``RunContext`` reads it as ``Any``.
 
     Attributes:
         path: The actor path (``main``, ``main/task-3:researcher``).
@@ -276,7 +289,7 @@ class RunContext:
     backend: Backend | None = None
     store: Store | None = None
     emit: Callable[[Event], None] | None = None
-    context: Any = field(default_factory=dict)
+    context: ContextT = field(default_factory=_no_context)
     parent: RunContext | None = None
     tree: TreeContext = field(default_factory=TreeContext)
     tool_names: Collection[str] = ()
@@ -314,7 +327,8 @@ class RunContext:
         Per run of one actor: a subagent's run has its own values.
         """
         try:
-            return self._locals[key]  # type: ignore[no-any-return]
+            found: T = self._locals[key]
+            return found
         except KeyError:
             value = self._locals[key] = key.factory()
             return value

@@ -159,7 +159,8 @@ def _hook_decorator(hook: str) -> Callable[..., Any]:
     ) -> AgentMiddleware | Callable[[Callable[..., Any]], AgentMiddleware]:
         def build(f: Callable[..., Any]) -> AgentMiddleware:
             cls = type(f"{hook}_middleware", (_FunctionMiddleware,), {hook: _FORWARDERS[hook]})
-            return cls(hook, f, name)  # type: ignore[no-any-return]
+            made: AgentMiddleware = cls(hook, f, name)
+            return made
 
         return build(fn) if fn is not None else build
 
@@ -172,7 +173,8 @@ def _hook_decorator(hook: str) -> Callable[..., Any]:
 
 
 async def _fwd_hook(self: _FunctionMiddleware, state: State, run: RunContext) -> HookResult:
-    return await self._call(state, run)  # type: ignore[no-any-return]
+    result: HookResult = await self._call(state, run)
+    return result
 
 
 async def _fwd_wrap(self: _FunctionMiddleware, request: Any, handler: Any) -> Any:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -178,15 +178,19 @@ class Usage(_Frozen):
 class _Message(_Frozen):
     id: str = Field(default_factory=new_id)
 
+    if TYPE_CHECKING:  # every message kind declares them (a field each, in its order)
+        role: str
+        content: Content
+
     @property
     def text(self) -> str:
         """The message's text content (text blocks joined)."""
-        return content_text(self.content)  # type: ignore[attr-defined]
+        return content_text(self.content)
 
     @property
     def type(self) -> str:
         """LangChain's name for the role: ``human``, ``ai``, ``tool`` or ``system``."""
-        return _LC_TYPES[self.role]  # type: ignore[attr-defined]
+        return _LC_TYPES[self.role]
 
     def pretty_repr(self) -> str:
         """A readable rendering: a title line, then the text (and any tool calls)."""

@@ -42,7 +42,7 @@ from ..errors import RunCancelled
 from ..events import Event, RunFinished
 from ..messages import Usage
 from ..persistence import Checkpointer, ThreadLease
-from ..state import State
+from ..state import AgentResult, State
 from ._background import BackgroundTask, BackgroundTasks, collected_update
 from ._journal import ThreadMark
 from ._run_handle import (
@@ -212,7 +212,7 @@ class ThreadActor:
         self.running = True
         self.generation += 1
         self.view = None  # what the order changes is read again
-        result: dict[str, Any] | None = None
+        result: AgentResult | None = None
         error: BaseException | None = None
         try:
             with anyio.CancelScope(deadline=handle.deadline) as scope:
@@ -249,7 +249,7 @@ class ThreadActor:
                 error = RunCancelled(f"run {handle.run_id} stopped: its runtime closed")
             answer(order, result, error)
 
-    async def _run(self, order: RunOrder) -> dict[str, Any]:
+    async def _run(self, order: RunOrder) -> AgentResult:
         handle = order.handle
         pacer = self.host.pacer
         if pacer is not None and pacer.due():
@@ -324,11 +324,11 @@ class ThreadActor:
         self.queued += 1
         self.collect_queued = True
 
-    async def _collect(self, order: CollectOrder) -> dict[str, Any]:
+    async def _collect(self, order: CollectOrder) -> AgentResult:
         """Fold what ended background tasks did into the thread, one update each."""
         self.collect_queued = False
         tasks = self.background
-        result: dict[str, Any] = {}
+        result = AgentResult()
         # Until none is left: a task that ends while this order runs is
         # folded in by it too (no await between the last look and the end).
         while tasks is not None and (ended := tasks.uncollected(self.spec.name)):
@@ -339,7 +339,7 @@ class ThreadActor:
             task.collected = True
         return result
 
-    async def _operate(self, order: OpOrder) -> dict[str, Any]:
+    async def _operate(self, order: OpOrder) -> AgentResult:
         checkpointer = saver(self.spec)
         assert self.thread_id is not None  # operations go to thread actors only
         async with checkpointer.lease(self.thread_id) as lease:
@@ -351,10 +351,10 @@ class ThreadActor:
                     # A deleted or rolled-back thread's tasks belong to a
                     # history it no longer has: stopped, and never folded in.
                     self.background.drop_all()
-            return await order.op(checkpointer, lease)
+            return AgentResult(await order.op(checkpointer, lease))
 
 
-def answer(order: Order, result: dict[str, Any] | None, error: BaseException | None) -> None:
+def answer(order: Order, result: AgentResult | None, error: BaseException | None) -> None:
     """Tell everyone who listens to ``order`` how it ended."""
     handle = order.handle
     if isinstance(order, RunOrder):

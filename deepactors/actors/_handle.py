@@ -29,7 +29,7 @@ from typing import Any, Protocol, TypeVar, Unpack, final
 from .._core.public import NoPublicConstructor
 from ..errors import InputError
 from ..persistence import Checkpointer, CheckpointRecord, CheckpointWrite, ThreadLease
-from ..state import validate_input
+from ..state import AgentResult, validate_input
 from ._actor import (
     Operation,
     OpOrder,
@@ -111,7 +111,7 @@ class OneShotHandle(metaclass=NoPublicConstructor):
         run_input, run_options = RunOptions.split(self._spec, input, None, options)
         return self._host._queue_run_nowait(self._spec, None, run_input, run_options)
 
-    async def ainvoke(self, input: object, **options: Unpack[StartOptions]) -> dict[str, Any]:
+    async def ainvoke(self, input: object, **options: Unpack[StartOptions]) -> AgentResult:
         """Start a run and return its final state.
 
         If the caller is cancelled, the run is cancelled too (and awaited, so
@@ -172,7 +172,7 @@ class ThreadHandle(metaclass=NoPublicConstructor):
         run_input, run_options = RunOptions.split(self._spec, input, self.thread_id, options)
         return self._host._queue_run_nowait(self._spec, self.thread_id, run_input, run_options)
 
-    async def ainvoke(self, input: object, **options: Unpack[StartOptions]) -> dict[str, Any]:
+    async def ainvoke(self, input: object, **options: Unpack[StartOptions]) -> AgentResult:
         """Queue a run on the thread and return its final state.
 
         If the caller is cancelled, the run is cancelled too (and awaited, so
@@ -182,7 +182,7 @@ class ThreadHandle(metaclass=NoPublicConstructor):
 
     async def update_state(
         self, values: Mapping[str, Any], *, timeout: float | None = None
-    ) -> dict[str, Any]:
+    ) -> AgentResult:
         """Apply ``values`` to the thread's state as a run would (no hook, no model call).
 
         The update is recorded like any other and goes through the channels'

@@ -10,16 +10,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypedDict, final
+from typing import TypedDict, final
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from .._core.public import NoPublicConstructor
 from ..budget import Budget, BudgetReport
-from ..errors import InputError
 from ..events import Event
+from ..limits import Limits, seconds
 from ..messages import Usage, new_id
+from ..state import AgentResult
 from ._spec import AgentSpec, RunInput, prepare_input
 
 __all__ = ["RunHandle", "RunOptions", "StartOptions", "await_handle", "deadline"]
@@ -70,7 +71,7 @@ class RunHandle(metaclass=NoPublicConstructor):
         self._cancelled = False
         self._forgotten = False
         self._done = anyio.Event()
-        self._result: dict[str, Any] | None = None
+        self._result: AgentResult | None = None
         self._error: BaseException | None = None
 
     @property
@@ -90,7 +91,7 @@ class RunHandle(metaclass=NoPublicConstructor):
         """Wait until the run has ended, without raising its error."""
         await self._done.wait()
 
-    async def result(self) -> dict[str, Any]:
+    async def result(self) -> AgentResult:
         """Wait for the run and return its final state.
 
         Raises:
@@ -101,7 +102,7 @@ class RunHandle(metaclass=NoPublicConstructor):
         await self._done.wait()
         return self.result_nowait()
 
-    def result_nowait(self) -> dict[str, Any]:
+    def result_nowait(self) -> AgentResult:
         """The final state of a run that has ended, without waiting.
 
         Raises:
@@ -138,7 +139,7 @@ class RunHandle(metaclass=NoPublicConstructor):
         self._scope = None
         self._on_cancel = None
 
-    def _finish(self, result: dict[str, Any] | None, error: BaseException | None) -> None:
+    def _finish(self, result: AgentResult | None, error: BaseException | None) -> None:
         if not self._done.is_set():
             self._result, self._error = result, error
             self._done.set()
@@ -200,15 +201,16 @@ class RunOptions:
         if not options.keys() <= _OPTION_NAMES:
             extra = ", ".join(sorted(options.keys() - _OPTION_NAMES))
             raise TypeError(f"unknown run option(s): {extra}")
+        budget = options.get("budget")
         run_input = prepare_input(
             spec,
             input,
             thread_id,
             context=options.get("context"),
-            budget=options.get("budget"),
+            limits=None if budget is None else Limits(budget=budget),
         )
         return run_input, cls(
-            timeout=options.get("timeout"),
+            timeout=seconds(options.get("timeout")),
             stream=options.get("stream", False),
             on_event=options.get("on_event"),
             on_done=options.get("on_done"),
@@ -219,16 +221,13 @@ def deadline(timeout: float | None) -> float:
     """The loop-clock time ``timeout`` seconds from now (``inf`` for None).
 
     Raises:
-        InputError: ``timeout`` is not a number of seconds.
+        InputError: ``timeout`` breaks the rule of :func:`deepactors.limits.seconds`.
     """
-    if timeout is None:
-        return math.inf
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout != timeout:
-        raise InputError(f"timeout must be a number of seconds or None, not {timeout!r}")
-    return anyio.current_time() + max(0.0, float(timeout))
+    limit = seconds(timeout)
+    return math.inf if limit is None else anyio.current_time() + limit
 
 
-async def await_handle(handle: RunHandle) -> dict[str, Any]:
+async def await_handle(handle: RunHandle) -> AgentResult:
     """Wait for a run's result; if the caller is cancelled, cancel the run first.
 
     The run is awaited in that case, so nothing of it outlives the caller.

@@ -26,6 +26,7 @@ from .._core.pacing import DEFAULT_QUANTUM, Pacer
 from .._core.public import NoPublicConstructor
 from ..errors import RuntimeClosed
 from ..persistence import ThreadInfo
+from ..state import AgentResult
 from ..tracing import Tracing
 from ._actor import (
     MAILBOX_SIZE,
@@ -178,7 +179,8 @@ class Runtime(metaclass=NoPublicConstructor):
             RuntimeClosed: The runtime is closing.
         """
         try:
-            return self._shared[key]  # type: ignore[no-any-return]
+            found: T = self._shared[key]
+            return found
         except KeyError:
             if self._closed:
                 raise RuntimeClosed(
@@ -253,7 +255,7 @@ class Runtime(metaclass=NoPublicConstructor):
         *,
         thread_id: str | None = None,
         **options: Unpack[StartOptions],
-    ) -> dict[str, Any]:
+    ) -> AgentResult:
         """Deprecated: ``await rt.thread(agent, thread_id).ainvoke(input, ...)``."""
         _deprecated("rt.ainvoke(agent, input, thread_id=t)", "rt.thread(agent, t).ainvoke(input)")
         return await self.thread(agent, thread_id).ainvoke(input, **options)

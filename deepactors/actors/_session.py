@@ -23,7 +23,7 @@ from ..events import Event, Interrupted, RunStarted
 from ..filediff import FileRecord
 from ..interrupts import ActionRequest, Interrupt, interrupt_view, parse_decisions
 from ..messages import AssistantMessage, ToolMessage, Usage, new_id
-from ..state import State
+from ..state import AgentResult, State
 from ._filewatch import actor_listener
 from ._journal import Journal, ThreadMark, open_journal
 from ._loop import run_loop
@@ -146,7 +146,7 @@ async def execute_root(
     spent: Callable[[Usage | None, BudgetReport | None], None] | None = None,
     background: Any = None,
     keeps_background: bool = False,
-) -> tuple[dict[str, Any], State, ThreadMark | None]:
+) -> tuple[AgentResult, State, ThreadMark | None]:
     """One top-level run on a thread actor's state (None: a new actor).
 
     Args:
@@ -255,8 +255,8 @@ def _head(journal: Journal | None) -> ThreadMark | None:
     return None if journal is None else journal.mark
 
 
-def _result(state: State, run: RunContext, interrupted: list[ActionRequest]) -> dict[str, Any]:
-    result = state.to_dict()
+def _result(state: State, run: RunContext, interrupted: list[ActionRequest]) -> AgentResult:
+    result: AgentResult = AgentResult(state.to_dict())
     result["usage"] = run.usage
     ledger = run.tree.budget
     result["budget"] = None if ledger is None else ledger.report()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol, final
+from typing import TYPE_CHECKING, Any, Protocol, cast, final
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -30,6 +30,7 @@ from ..hooks import (
     ToolHandler,
     overrides,
 )
+from ..limits import Limits
 from ..models import ChatModel
 from ..persistence import check_thread_id
 from ..state import Channel, State, validate_input
@@ -189,27 +190,51 @@ def prepare_input(
     thread_id: str | None,
     *,
     context: object = None,
+    limits: Limits | None = None,
     budget: object = None,
     identity: object = None,
 ) -> RunInput:
-    """Check a run's input, context and budget against the agent, before anything runs.
+    """Check a run's input, context and limits against the agent, before anything runs.
 
     An input that is a :class:`RunInput` already is taken as it is, with the
-    ``context`` and ``budget`` given here (if any) checked and put in it.
+    ``context`` and limits given here (if any) checked and put in it.
+
+    Args:
+        spec: The agent.
+        input: What ``DeepAgent.ainvoke`` takes, or a :class:`RunInput`.
+        thread_id: The thread the run is for, if any.
+        context: The run's context (``run.context``).
+        limits: The run's model calls and budget (its timeout is its handle's).
+        budget: The run's budget, as ``limits`` would give it.
+        identity: Who the run acts for.
 
     Raises:
         InputError: What is wrong, in words a caller can act on.
     """
-    if budget is not None and not isinstance(budget, Budget):
-        raise InputError(f"budget must be a deepactors.Budget, not {type(budget).__name__}")
+    if budget is not None:
+        # Limits says what is wrong with a budget that is not a Budget.
+        steps = None if limits is None else limits.max_steps
+        limits = Limits(max_steps=steps, budget=cast(Budget, budget))
     if isinstance(input, RunInput):
         if context is not None:
             input = replace(input, context=check_context(spec, context))
-        return input if budget is None else replace(input, budget=budget)
+        return _limited(input, limits)
     run_input = _prepare_values(spec, input, thread_id, identity)
-    if context is None and budget is None and spec.context_adapter is None:
-        return run_input  # its context is {} already: no copy (a server makes one per run)
-    return replace(run_input, context=check_context(spec, context), budget=budget)
+    if context is None and spec.context_adapter is None:
+        # Its context is {} already: no copy (a server makes one per run).
+        return _limited(run_input, limits)
+    return _limited(replace(run_input, context=check_context(spec, context)), limits)
+
+
+def _limited(run_input: RunInput, limits: Limits | None) -> RunInput:
+    """``run_input`` with the model calls and budget ``limits`` set (if any)."""
+    if limits is None or (limits.max_steps is None and limits.budget is None):
+        return run_input
+    return replace(
+        run_input,
+        max_steps=run_input.max_steps if limits.max_steps is None else limits.max_steps,
+        budget=run_input.budget if limits.budget is None else limits.budget,
+    )
 
 
 def check_thread(thread_id: object) -> None:

@@ -9,13 +9,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from types import TracebackType
-from typing import Any, final
+from typing import final
 
 import anyio
 import anyio.lowlevel
 
 from .._core.public import NoPublicConstructor
 from ..events import Event
+from ..state import AgentResult
 from ._runtime import RunHandle, Runtime, await_handle, open_runtime
 
 __all__ = ["EventStream", "event_stream"]
@@ -63,7 +64,7 @@ class EventStream(metaclass=NoPublicConstructor):
         self._runtime = runtime
         self._stack: AsyncExitStack | None = None
         self.handle: RunHandle | None = None
-        self.result: dict[str, Any] | None = None
+        self.result: AgentResult | None = None
 
     async def __aenter__(self) -> EventStream:
         if self._stack is not None:

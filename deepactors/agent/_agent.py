@@ -6,17 +6,19 @@ It validates a run's input once and hands it to the actor runtime
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..actors import (
+    AgentSpec,
     EventStream,
     RunHandle,
     RunInput,
     Runtime,
+    ThreadHandle,
+    ThreadState,
     await_handle,
     event_stream,
     open_runtime,
@@ -25,34 +27,100 @@ from ..actors import (
     stream_sync,
 )
 from ..budget import Budget
-from ..errors import InputError
+from ..errors import ConfigurationError, InputError
+from ..hooks import AgentMiddleware
 from ..lc_views import LangGraphStream
+from ..limits import Limits
 from ..middleware import aclose_tree_models
-from ..tools import Command
-from ._config import check_timeout, read_config, warn_if_unsaved
+from ..models import ChatModel
+from ..persistence import CheckpointRecord
+from ..state import AgentResult
+from ..tools import Command, Tool
+from ._config import read_config, warn_if_unsaved
 from ._lg_stream import StreamParts
-from ._parts import AgentParts
-from ._saved import SavedThreads
+from ._saved import on_thread, thread_named
+
+if TYPE_CHECKING:
+    from ..backends import Backend
+    from ..persistence import Checkpointer, Store
 
 __all__ = ["DeepAgent"]
 
 AgentInput = Mapping[str, Any] | str | Command | None
 
 
-class DeepAgent(AgentParts, SavedThreads):
+class DeepAgent:
     """An agent made by :func:`create_deep_agent`. Run it with :meth:`ainvoke`.
 
     The object is immutable and shareable: any number of runs, on any number of
     threads and event loops, may use one agent at once. Its parts are read as
-    attributes (:class:`AgentParts`); saved threads with :meth:`aget_state` and
-    :meth:`ahistory` (:class:`SavedThreads`).
+    attributes (``agent.model``, ``agent.tools``); saved threads with
+    :meth:`aget_state` and :meth:`ahistory`, through the thread's handle.
+
+    Args:
+        spec: The agent's resolved parts (what ``create_deep_agent`` makes).
     """
 
-    __slots__ = ()
+    __slots__ = ("_spec",)
 
     # Subagent namespaces in stream_mode parts: LangGraph's ("tools:<id>",) or the
     # actor path's ("task-1:worker",) (see LangGraphStream).
     _tool_namespaces: ClassVar[bool] = False
+
+    def __init__(self, spec: AgentSpec) -> None:
+        self._spec = spec
+
+    def __repr__(self) -> str:
+        s = self._spec
+        return (
+            f"<DeepAgent {s.name!r} model={s.model.model_name!r} tools={len(s.tools)} "
+            f"middleware={[mw.name for mw in s.middleware]}>"
+        )
+
+    @property
+    def spec(self) -> AgentSpec:
+        """The agent's resolved parts, as the runtime runs them."""
+        return self._spec
+
+    @property
+    def name(self) -> str:
+        """The agent's name, also the root of its actor paths."""
+        return self._spec.name
+
+    @property
+    def model(self) -> ChatModel:
+        """The model the agent calls."""
+        return self._spec.model
+
+    @property
+    def tools(self) -> Mapping[str, Tool]:
+        """Every tool the model sees, by name."""
+        return self._spec.tools
+
+    @property
+    def system_prompt(self) -> str | None:
+        """The full system prompt, middleware sections included."""
+        return self._spec.system_prompt
+
+    @property
+    def middleware(self) -> Sequence[AgentMiddleware]:
+        """The middleware stack, outermost first."""
+        return self._spec.middleware
+
+    @property
+    def backend(self) -> Backend | None:
+        """Where the file tools keep files."""
+        return self._spec.backend
+
+    @property
+    def store(self) -> Store | None:
+        """The long-term store, if any."""
+        return self._spec.store
+
+    @property
+    def checkpointer(self) -> Checkpointer | None:
+        """Where threads are saved, if anywhere."""
+        return self._spec.checkpointer
 
     # -- running -------------------------------------------------------------------
 
@@ -66,7 +134,7 @@ class DeepAgent(AgentParts, SavedThreads):
         context: object = None,
         budget: Budget | None = None,
         runtime: Runtime | None = None,
-    ) -> dict[str, Any]:
+    ) -> AgentResult:
         """Run the agent to completion and return its final state.
 
         Args:
@@ -89,8 +157,10 @@ class DeepAgent(AgentParts, SavedThreads):
                 the run opens its own task group inside the caller's task.
 
         Returns:
-            The state: ``messages``, ``todos``, ``files``, ``structured_response``,
-            ``usage`` (tokens of this run, or ``None``) and ``budget`` (a report).
+            The final state, an :class:`~deepactors.state.AgentResult` (a dict of
+            its channels, with typed attributes): ``messages``, ``todos``,
+            ``files``, ``structured_response``, ``usage`` (tokens of this run, or
+            ``None``), ``budget`` (a report) and ``interrupts``.
 
         Raises:
             InputError: Invalid input, before any model call.
@@ -98,16 +168,15 @@ class DeepAgent(AgentParts, SavedThreads):
             StepLimitExceeded: The model kept calling tools past ``max_steps``.
         """
         # Fail before opening anything.
-        check_timeout(timeout)
-        thread_id, run_input = self._prepare(
-            input, config, thread_id, runtime, context=context, budget=budget
+        thread_id, run_input, limits = self._prepare(
+            input, config, thread_id, runtime, context=context, timeout=timeout, budget=budget
         )
         if runtime is not None:
-            handle = await runtime.thread(self, thread_id).start(run_input, timeout=timeout)
+            handle = await runtime.thread(self, thread_id).start(run_input, timeout=limits.timeout)
             return await await_handle(handle)
         async with open_runtime() as rt:
             rt.keeps_background = False  # closed when this call returns
-            handle = await rt.thread(self, thread_id).start(run_input, timeout=timeout)
+            handle = await rt.thread(self, thread_id).start(run_input, timeout=limits.timeout)
             await handle.wait()
         # Raised outside the task group, so callers get the run's own exception
         # rather than an ExceptionGroup around it.
@@ -141,13 +210,13 @@ class DeepAgent(AgentParts, SavedThreads):
         Raises:
             InputError: Invalid input (at once, before the stream is entered).
         """
-        check_timeout(timeout)
-        thread_id, run_input = self._prepare(
-            input, config, thread_id, runtime, context=context, budget=budget
+        thread_id, run_input, limits = self._prepare(
+            input, config, thread_id, runtime, context=context, timeout=timeout, budget=budget
         )
 
         async def start(rt: Runtime) -> RunHandle:
-            return await rt.thread(self, thread_id).start(run_input, timeout=timeout, stream=True)
+            handle = rt.thread(self, thread_id)
+            return await handle.start(run_input, timeout=limits.timeout, stream=True)
 
         events = event_stream(start, runtime=runtime)
         if stream_mode is None:
@@ -175,7 +244,7 @@ class DeepAgent(AgentParts, SavedThreads):
         *,
         backend: str = "asyncio",
         **kwargs: Any,
-    ) -> dict[str, Any]:
+    ) -> AgentResult:
         """Blocking :meth:`ainvoke`, on a fresh event loop of ``backend``.
 
         Works in a plain script and also from a thread whose event loop is already
@@ -184,7 +253,7 @@ class DeepAgent(AgentParts, SavedThreads):
 
         _check_kwargs("invoke", DeepAgent.ainvoke, kwargs)
 
-        async def invoke_and_close() -> dict[str, Any]:
+        async def invoke_and_close() -> AgentResult:
             try:
                 return await self.ainvoke(input, config, **kwargs)
             finally:
@@ -221,17 +290,134 @@ class DeepAgent(AgentParts, SavedThreads):
         thread_id: str | None,
         runtime: Runtime | None,
         *,
-        context: Any = None,
+        context: object = None,
+        timeout: object = None,
         budget: Budget | None = None,
-    ) -> tuple[str | None, RunInput]:
+    ) -> tuple[str | None, RunInput, Limits]:
+        """The run's thread, its input and its limits, each checked once."""
         options = read_config(config, thread_id)
+        limits = Limits.of(timeout=timeout, recursion_limit=options.recursion_limit, budget=budget)
         run_input = prepare_input(
-            self._spec, input, options.thread_id, context=context, budget=budget
+            self._spec, input, options.thread_id, context=context, limits=limits
         )
-        if options.max_steps is not None:
-            run_input = dataclasses.replace(run_input, max_steps=options.max_steps)
         warn_if_unsaved(options.thread_id, checkpointer=self._spec.checkpointer, runtime=runtime)
-        return options.thread_id, run_input
+        return options.thread_id, run_input, limits
+
+    # -- saved threads -----------------------------------------------------------
+
+    async def ahistory(
+        self, thread_id: str | Mapping[str, Any], *, runtime: Runtime | None = None
+    ) -> list[CheckpointRecord]:
+        """Every checkpoint record of a thread that counts, oldest first (every actor).
+
+        Each record has ``seq`` (its position), ``path`` (the actor), ``step`` (that
+        actor's model calls so far), ``kind`` (``update``, ``tool_result``,
+        ``interrupt``, ``resume``) and ``created_at``. Records a rollback took
+        back are left out.
+
+        Raises:
+            ConfigurationError: The agent has no checkpointer.
+        """
+        return await on_thread(self, thread_id, runtime, lambda h: h.history())
+
+    async def aget_state(
+        self,
+        thread: str | Mapping[str, Any],
+        *,
+        upto_seq: int | None = None,
+        path: str | None = None,
+        runtime: Runtime | None = None,
+    ) -> ThreadState:
+        """A thread's state as saved, now or as it was at record ``upto_seq``.
+
+        Args:
+            thread: The thread id, or LangGraph's ``config`` naming it.
+            upto_seq: Rebuild from the records up to this one (see :meth:`ahistory`).
+            path: Another actor of the tree (a subagent, ``main/task-2:researcher``).
+            runtime: The runtime whose thread actor to ask (default: one of its own).
+
+        Returns:
+            The channel values (``state["messages"]``), also readable as LangGraph's
+            snapshot: ``.values``, ``.next``, ``.tasks``, ``.config``.
+
+        Raises:
+            ConfigurationError: The agent has no checkpointer.
+            CheckpointCorrupt: A record cannot be read; the error names the thread.
+        """
+        return await on_thread(
+            self, thread, runtime, lambda h: h.state(upto_seq=upto_seq, path=path)
+        )
+
+    def get_state(self, thread: str | Mapping[str, Any], **kwargs: Any) -> ThreadState:
+        """Blocking :meth:`aget_state`."""
+        return run_sync(self.aget_state, thread, backend="asyncio", **kwargs)
+
+    async def aget_state_history(
+        self, thread: str | Mapping[str, Any], *, runtime: Runtime | None = None
+    ) -> list[ThreadState]:
+        """The thread's state after each of its top-level records, newest first.
+
+        LangGraph's ``get_state_history`` order; each snapshot's ``seq`` says
+        which record it ends at.
+        """
+
+        async def states(handle: ThreadHandle) -> list[ThreadState]:
+            records = await handle.history(path=self.spec.name)
+            return [await handle.state(upto_seq=r.seq) for r in reversed(records)]
+
+        return await on_thread(self, thread, runtime, states)
+
+    def get_state_history(self, thread: str | Mapping[str, Any]) -> Iterator[ThreadState]:
+        """Blocking :meth:`aget_state_history`."""
+        return iter(run_sync(self.aget_state_history, thread, backend="asyncio"))
+
+    async def aupdate_state(
+        self,
+        thread: str | Mapping[str, Any],
+        values: Mapping[str, Any],
+        as_node: str | None = None,
+        *,
+        runtime: Runtime | None = None,
+    ) -> dict[str, Any]:
+        """Apply ``values`` to a saved thread's state, in turn with its runs.
+
+        LangGraph's ``update_state``: the values go through the channels'
+        reducers (``messages`` append or replace by id, ``todos`` replace, ...),
+        recorded like any other update, with no hook and no model call.
+
+        Args:
+            thread: The thread id, or LangGraph's ``config`` naming it.
+            values: Channel values, as a run's input takes them.
+            as_node: Not supported (deepactors has no graph nodes); must be None.
+            runtime: The runtime whose thread actor applies it (default: one
+                of its own, which waits for the thread's lease like any run).
+
+        Returns:
+            LangGraph's config naming the thread (``{"configurable": {...}}``).
+
+        Raises:
+            InputError: ``values`` do not fit the agent's state, or ``as_node`` was given.
+            ConfigurationError: The agent has no checkpointer (and no ``runtime``).
+        """
+        if as_node is not None:
+            raise InputError(
+                f"as_node={as_node!r}: deepactors has no graph nodes to update as; "
+                "an update is applied to the state as it stands"
+            )
+        if self.spec.checkpointer is None and runtime is None:
+            # Nothing would keep the update: no checkpointer, no thread actor.
+            raise ConfigurationError(
+                "this agent has no checkpointer, so it saves no threads to update "
+                "(pass runtime= to update a thread its runtime keeps in memory)"
+            )
+        await on_thread(self, thread, runtime, lambda h: h.update_state(values))
+        return {"configurable": {"thread_id": thread_named(thread)}}
+
+    def update_state(
+        self, thread: str | Mapping[str, Any], values: Mapping[str, Any], as_node: str | None = None
+    ) -> dict[str, Any]:
+        """Blocking :meth:`aupdate_state`."""
+        return run_sync(self.aupdate_state, thread, values, as_node, backend="asyncio")
 
 
 def _check_kwargs(name: str, target: Any, kwargs: Mapping[str, Any]) -> None:

@@ -13,12 +13,7 @@ from typing import Any
 
 from ..errors import InputError, ThreadNotSavedWarning
 
-__all__ = [
-    "RunConfig",
-    "check_timeout",
-    "read_config",
-    "warn_if_unsaved",
-]
+__all__ = ["RunConfig", "read_config", "warn_if_unsaved"]
 
 # Keys LangChain puts in a config that have no meaning here: accepted, unused.
 _IGNORED = frozenset({"tags", "metadata", "callbacks", "run_name", "run_id", "max_concurrency"})
@@ -26,20 +21,18 @@ _KNOWN = _IGNORED | {"configurable", "recursion_limit"}
 
 
 class RunConfig:
-    """What a config says: the thread, and a step limit from ``recursion_limit``."""
+    """What a config says: the thread, and LangGraph's ``recursion_limit`` (unread:
+    :class:`~deepactors.limits.Limits` reads it with the run's other limits)."""
 
-    __slots__ = ("max_steps", "thread_id")
+    __slots__ = ("recursion_limit", "thread_id")
 
-    def __init__(self, thread_id: str | None, max_steps: int | None) -> None:
+    def __init__(self, thread_id: str | None, recursion_limit: object) -> None:
         self.thread_id = thread_id
-        self.max_steps = max_steps
+        self.recursion_limit = recursion_limit
 
 
 def read_config(config: Mapping[str, Any] | None, thread_id: str | None) -> RunConfig:
-    """The thread and step limit of a run, from ``config`` and the ``thread_id`` keyword.
-
-    ``recursion_limit`` counts LangGraph steps; one agent turn is two (the model,
-    then the tools), so it allows ``recursion_limit // 2`` model calls.
+    """The thread and the recursion limit of a run, from ``config`` and ``thread_id``.
 
     Raises:
         InputError: A malformed config, or two different thread ids.
@@ -68,13 +61,8 @@ def read_config(config: Mapping[str, Any] | None, thread_id: str | None) -> RunC
         raise InputError(
             f"two thread ids: thread_id={thread_id!r} and config thread_id={from_config!r}"
         )
-    limit = config.get("recursion_limit")
-    max_steps = None
-    if limit is not None:
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 2:
-            raise InputError(f"recursion_limit must be an integer >= 2, not {limit!r}")
-        max_steps = limit // 2
-    return RunConfig(thread_id if thread_id is not None else from_config, max_steps)
+    chosen = thread_id if thread_id is not None else from_config
+    return RunConfig(chosen, config.get("recursion_limit"))
 
 
 def warn_if_unsaved(thread_id: str | None, *, checkpointer: object, runtime: object) -> None:
@@ -93,15 +81,3 @@ def warn_if_unsaved(thread_id: str | None, *, checkpointer: object, runtime: obj
             ThreadNotSavedWarning,
             stacklevel=3,
         )
-
-
-def check_timeout(timeout: object) -> None:
-    """Refuse a ``timeout`` that is not a number of seconds (or None).
-
-    Raises:
-        InputError: Naming the bad value.
-    """
-    if timeout is None:
-        return
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout != timeout:
-        raise InputError(f"timeout must be a number of seconds or None, not {timeout!r}")

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..actors import EventStream
 from ..lc_views import LangGraphStream, StreamPart
+from ..state import AgentResult
 
 __all__ = ["StreamParts"]
 
@@ -39,7 +40,7 @@ class StreamParts:
         self._entered = False
 
     @property
-    def result(self) -> dict[str, Any] | None:
+    def result(self) -> AgentResult | None:
         """The run's final state, once the stream has ended."""
         return self._events.result
 

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import re2  # type: ignore[import-untyped]
+import re2
 
 from deepactors._core.threads import StopFlag
 from deepactors.errors import InvalidPattern

@@ -137,7 +137,8 @@ class LangChainAgent(DeepAgent):
             raise ConfigurationError(f"backend must be 'asyncio' or 'trio', not {backend!r}")
         return _BY_LOOP[backend](self.spec, self._defaults)
 
-    def invoke(
+    # LangChain's result: its message objects, not deepactors' typed AgentResult.
+    def invoke(  # type: ignore[override]
         self, input: Any, config: Mapping[str, Any] | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         """:meth:`DeepAgent.invoke`, on this agent's loop unless ``backend=`` says."""
@@ -151,7 +152,9 @@ class LangChainAgent(DeepAgent):
         kwargs.setdefault("backend", self._sync_loop)
         return super().stream(input, config, **kwargs)
 
-    async def ainvoke(self, input: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    async def ainvoke(  # type: ignore[override]  # LangChain's result (see invoke)
+        self, input: Any, *args: Any, **kwargs: Any
+    ) -> dict[str, Any]:
         """:meth:`DeepAgent.ainvoke`, its messages as LangChain objects (``invoke`` too).
 
         LangGraph's ``Command(resume=...)`` is taken as deepactors' own.

@@ -259,7 +259,7 @@ class LangGraphStream:
             update = dict(actor.update) if self.objects else update_to_lc(actor.update)
             out.append(StreamPart(ns, "updates", {name: update}))
         if "values" in self.modes:
-            values = _values(actor.values) if self.objects else values_to_lc(actor.values)
+            values = values_to_lc(actor.values, objects=self.objects)
             out.append(StreamPart(ns, "values", values))
             actor.shown = values
         actor.values, actor.update = None, {}
@@ -376,14 +376,6 @@ def _chunk(chunk_id: str, content: str | list[dict[str, Any]]) -> dict[str, Any]
         "tool_call_chunks": [],
         "usage_metadata": None,
     }
-
-
-_RUN_REPORTS = frozenset({"usage", "budget"})
-
-
-def _values(values: Mapping[str, Any]) -> dict[str, Any]:
-    """A state's values as objects (a run's reports left out, as in JSON)."""
-    return {k: v for k, v in values.items() if k not in _RUN_REPORTS}
 
 
 def _is_answer(update: Mapping[str, Any]) -> bool:

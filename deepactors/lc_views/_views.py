@@ -232,12 +232,18 @@ def _channel_to_lc(name: str, value: Any) -> Any:
             return jsonable(value)
 
 
-def values_to_lc(values: Mapping[str, Any]) -> dict[str, Any]:
-    """A state, or a run's result, as JSON in LangChain's shapes.
+def values_to_lc(values: Mapping[str, Any], *, objects: bool = False) -> dict[str, Any]:
+    """A state, or a run's result, as LangGraph shows it: the one rendering of a state.
 
-    ``usage`` and ``budget`` (reports of a run, not channels) are left out;
-    ``__interrupt__`` becomes LangGraph's interrupt list.
+    ``usage`` and ``budget`` (reports of a run, not channels) are left out.
+    As JSON in LangChain's shapes (the server, stream parts sent as JSON):
+    messages as LangChain's message dicts, files as ``FileData``,
+    ``__interrupt__`` as LangGraph's interrupt list. With ``objects``, the
+    channels keep deepactors' own objects (``astream``'s parts, and the
+    LangChain facade, which turns the messages into LangChain's objects).
     """
+    if objects:
+        return {k: v for k, v in values.items() if k not in _RUN_REPORTS}
     return {k: _channel_to_lc(k, v) for k, v in values.items() if k not in _RUN_REPORTS}
 
 

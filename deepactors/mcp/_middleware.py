@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from anyio.abc import TaskGroup
+
 from ..actors import SharedKey, current_runtime
 from ..context import RunKey, ToolRuntime
 from ..errors import ConfigurationError
@@ -50,8 +52,8 @@ def _shared_key(server: MCPServer) -> SharedKey[Connection]:
     key = _KEYS.get(ident)
     if key is None:
 
-        def connect(tg: object) -> Connection:
-            return Connection(server, tg)  # type: ignore[arg-type]
+        def connect(tg: TaskGroup) -> Connection:
+            return Connection(server, tg)
 
         key = _KEYS[ident] = SharedKey(f"mcp:{server.name}", connect)
     return key

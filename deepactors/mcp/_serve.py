@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.to_thread
-import sniffio
 
+from .._core.asgi import serve_here
 from ..actors import Runtime, await_handle, open_runtime
 from ..events import (
     Event,
@@ -199,15 +199,4 @@ async def serve_mcp(
             await app.run_stdio_async()
             return
         asgi = app.streamable_http_app(streamable_http_path=path, host=host)
-        if sniffio.current_async_library() == "trio":
-            from hypercorn.config import Config
-            from hypercorn.trio import serve
-
-            hyper = Config()
-            hyper.bind = [f"{host}:{port}"]
-            await serve(asgi, hyper)
-        else:
-            import uvicorn
-
-            uvi = uvicorn.Config(asgi, host=host, port=port, log_level="warning")
-            await uvicorn.Server(uvi).serve()
+        await serve_here(asgi, host=host, port=port)

@@ -282,9 +282,10 @@ def _match(table: dict[str, ModelProfile], model_id: str) -> ModelProfile | None
 
 def profile_for(model_id: str) -> ModelProfile | None:
     """The profile of a model id: yours (:func:`register_profile`), else the built-in one."""
-    found = _cache.get(model_id, _cache)
-    if found is not _cache:
-        return found  # type: ignore[return-value]
+    try:
+        return _cache[model_id]
+    except KeyError:
+        pass  # not looked up yet
     short = model_id.rpartition("/")[2]
     with _lock:
         profile = _match(_registered, model_id) or _match(_registered, short)

@@ -25,10 +25,11 @@ from ..budget import Budget, Refusal
 from ..context import Inbox, RunContext
 from ..events import BudgetExhausted, CustomEvent
 from ..filediff import FileDiff, FileRecord
+from ..limits import Limits
 from ..messages import Usage
 from ..tracing import outgoing_headers
 from ._events import EventRelay
-from ._limits import Spent, charge, limits_config, recorded, remaining_budget
+from ._limits import Spent, charge, recorded, remaining_budget
 from ._meter import Meter
 from ._outcome import answer_of, file_changes, interrupt_note, spent_of
 from ._wire import Connection, RemoteFailure, Server, stream_run, wait_run
@@ -210,7 +211,7 @@ class RemoteChild:
         path = f"/threads/{self.thread_id}/runs/stream"
         while True:
             left = remaining_budget(parent.budget, self.budget)
-            limits = limits_config(_time_left(), left)
+            limits = Limits(timeout=_time_left(), budget=left).configurable()
             if meter is not None:
                 meter.begin(left)
             if limits:

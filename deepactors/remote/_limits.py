@@ -8,8 +8,9 @@ budget its parent has left, under one key of the run's
         "timeout": 12.5,
         "budget": {"model_calls": 20, "output_tokens": 80000, "usd": 0.35}}}}}
 
-A deepactors server reads it into the run's ``timeout`` and ``budget``
-(:func:`read_limits`), so the child stops there even if its parent's process
+The entry is :class:`deepactors.limits.Limits`' wire shape (``Limits.configurable``);
+a deepactors server reads it into the run's ``timeout`` and ``budget``
+(``Limits.from_config``), so the child stops there even if its parent's process
 is gone. LangGraph's own server keeps the key in the run's config and ignores
 it: against it, only the local side of the deadline holds (the parent cancels
 the run when its time is up).
@@ -22,13 +23,12 @@ charges missed (:func:`recorded`, from the run's metadata: ``usage``, and
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, get_args
 
 from ..budget import PICO, Budget, BudgetLedger, Refusal, Resource
-from ..errors import ConfigurationError
+from ..limits import LIMITS_KEY, Limits
 from ..messages import Usage
 
 __all__ = [
@@ -36,17 +36,14 @@ __all__ = [
     "Spent",
     "charge",
     "exhausted",
-    "limits_config",
     "one_call",
     "read_limits",
     "recorded",
     "remaining_budget",
 ]
 
-LIMITS_KEY = "deepactors_limits"
-"""The key of ``config.configurable`` that carries a run's limits."""
-
-_BUDGET_FIELDS: tuple[Resource, ...] = tuple(f.name for f in fields(Budget))  # type: ignore[misc]
+# Budget's fields, in their order (a test holds the two together).
+_BUDGET_FIELDS: tuple[Resource, ...] = get_args(Resource)
 
 
 def remaining_budget(ledger: BudgetLedger | None, own: Budget | None) -> Budget | None:
@@ -79,59 +76,32 @@ def remaining_budget(ledger: BudgetLedger | None, own: Budget | None) -> Budget 
         led = led.parent
     if not left:
         return None
-    return Budget(**{k: (v if k == "usd" else int(v)) for k, v in left.items()})  # type: ignore[arg-type]
 
+    def count(name: Resource) -> int | None:
+        value = left.get(name)
+        return None if value is None else int(value)
 
-def limits_config(timeout: float | None, budget: Budget | None) -> dict[str, Any]:
-    """The ``config.configurable`` entry that carries these limits (empty: none)."""
-    limits: dict[str, Any] = {}
-    if timeout is not None:
-        limits["timeout"] = timeout
-    if budget is not None:
-        limits["budget"] = {
-            name: getattr(budget, name)
-            for name in _BUDGET_FIELDS
-            if getattr(budget, name) is not None
-        }
-    return {LIMITS_KEY: limits} if limits else {}
+    return Budget(
+        model_calls=count("model_calls"),
+        input_tokens=count("input_tokens"),
+        output_tokens=count("output_tokens"),
+        tool_calls=count("tool_calls"),
+        usd=left.get("usd"),
+    )
 
 
 def read_limits(config: Mapping[str, Any] | None) -> tuple[float | None, Budget | None]:
     """A run's timeout and budget from its request's ``config`` (see the module docstring).
 
+    What :meth:`Limits.from_config <deepactors.limits.Limits.from_config>` reads
+    of ``configurable``, kept for callers of this name.
+
     Raises:
-        ValueError: The key holds something else than limits; the message says
-            what (a server answers it with a 422).
+        InputError: The key holds something else than limits (a ``ValueError``).
     """
     configurable = (config or {}).get("configurable")
-    if not isinstance(configurable, Mapping) or LIMITS_KEY not in configurable:
-        return None, None
-    where = f"config.configurable.{LIMITS_KEY}"
-    limits = configurable[LIMITS_KEY]
-    if not isinstance(limits, Mapping):
-        raise ValueError(f"{where}: an object with 'timeout' and/or 'budget', not {limits!r}")
-    unknown = set(limits) - {"timeout", "budget"}
-    if unknown:
-        raise ValueError(f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))}")
-    timeout = limits.get("timeout")
-    if timeout is not None and (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, int | float)
-        or not math.isfinite(timeout)
-        or timeout < 0
-    ):
-        raise ValueError(f"{where}.timeout: seconds (a number of 0 or more), not {timeout!r}")
-    raw = limits.get("budget")
-    if raw is None:
-        return timeout, None
-    if not isinstance(raw, Mapping) or not set(raw) <= set(_BUDGET_FIELDS):
-        known = ", ".join(_BUDGET_FIELDS)
-        raise ValueError(f"{where}.budget: an object with some of {known}, not {raw!r}")
-    try:
-        budget = Budget(**raw)
-    except ConfigurationError as exc:
-        raise ValueError(f"{where}.budget: {exc}") from None
-    return (None if timeout is None else float(timeout)), budget
+    limits = Limits.from_config({"configurable": configurable})
+    return limits.timeout, limits.budget
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -3,39 +3,59 @@
 A local run is stopped through its handle (its whole subtree is cancelled); a
 run of another server process is asked of that process through the relay. A
 ``rollback`` also undoes the runs: an order queued behind them on the thread
-takes it back to where the oldest of them started. Mixed into the run manager.
+takes it back to where the oldest of them started. A part of the run manager.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, MutableMapping
 
 import anyio
+from anyio.abc import TaskGroup
 from starlette.exceptions import HTTPException
 
+from ..actors import ThreadHandle
 from ._records import RunRecord, ThreadRecord
-from ._run_driver import RunDriver
+from .relay import RunRelay
 
 __all__ = ["RunCanceller"]
 
 
-class RunCanceller(RunDriver):
-    """Cancelling runs (mixed into ``RunManager``, which has the runs)."""
+class RunCanceller:
+    """Cancels runs, and rolls them back; a part of the run manager.
 
-    __slots__ = ()
+    Args:
+        runs: The manager's runs by id.
+        task_group: Owns the cancels that are not waited for.
+        relay: Asks other server processes to cancel their runs (when shared).
+        launch: Starts a created run (one cancelled before it started ends at once).
+        handle_of: The handle of a run's thread.
+    """
 
-    runs: dict[str, RunRecord]
+    __slots__ = ("_handle_of", "_launch", "_relay", "_runs", "_tg")
 
-    def launch(self, run: RunRecord) -> None:
-        """Start a run created with ``launch=False`` (see the run manager)."""
-        raise NotImplementedError
+    def __init__(
+        self,
+        runs: MutableMapping[str, RunRecord],
+        task_group: TaskGroup,
+        relay: RunRelay,
+        *,
+        launch: Callable[[RunRecord], None],
+        handle_of: Callable[[RunRecord], ThreadHandle],
+    ) -> None:
+        self._runs = runs
+        self._tg = task_group
+        self._relay = relay
+        self._launch = launch
+        self._handle_of = handle_of
 
     def cancel_soon(self, run: RunRecord) -> None:
         """Cancel a run without waiting (a client that left)."""
         if run.done.is_set():
             return
         if run.remote:
-            self._tg.start_soon(self.relay.cancel, run.run_id, "interrupt")
+            self._tg.start_soon(self._relay.cancel, run.run_id, "interrupt")
             return
         self._stop(run, "interrupt")
 
@@ -46,18 +66,18 @@ class RunCanceller(RunDriver):
         run.cancelled.set()
         if run.handle is not None:
             run.handle.cancel()
-        self.launch(run)
+        self._launch(run)
 
     def cancel_requested(self, run_id: str, action: str) -> None:
         """Another process asks to cancel a run of this one (through the relay)."""
-        run = self.runs.get(run_id)
+        run = self._runs.get(run_id)
         if run is None or run.remote or run.done.is_set():
             return
         if action not in ("interrupt", "rollback"):
             action = "interrupt"
         self._tg.start_soon(functools.partial(self.cancel, [run], action=action, wait=False))
 
-    async def _make_room(
+    async def make_room(
         self, thread: ThreadRecord, inflight: list[RunRecord], strategy: str
     ) -> None:
         if strategy == "reject":
@@ -81,7 +101,7 @@ class RunCanceller(RunDriver):
             if run.done.is_set():
                 continue
             if run.remote:  # its own process cancels it (and rolls it back)
-                await self.relay.cancel(run.run_id, action)
+                await self._relay.cancel(run.run_id, action)
                 continue
             self._stop(run, action)
         local = [r for r in runs if not r.remote]
@@ -94,7 +114,7 @@ class RunCanceller(RunDriver):
                 for run in runs:
                     await run.done.wait()
                 for run in local:
-                    self.runs.pop(run.run_id, None)
+                    self._runs.pop(run.run_id, None)
                     if run in thread.runs:
                         thread.runs.remove(run)
             elif wait:

@@ -1,15 +1,18 @@
-"""How a server run is driven and how its end is recorded (the run manager's half).
+"""How a server run is started, driven and recorded: :class:`RunDriver`, a part of the run manager.
 
-A stateless run is started by the manager itself and its actor reports how it
-ended (``on_done``); any other run has a driver task that the app's task group
-owns, which waits out a delay, queues the run on its thread if it is not queued
-yet, and reads the thread back through its handle when the run failed. Events
-go straight from the agent to the run's subscribers (``on_event``), with no
-task in between.
+Every run starts through a handle under the app's runtime: its thread's
+(``runtime.thread(agent, thread_id)``), or for a stateless run no thread's
+(``runtime.thread(agent)``). A stateless run with no delay starts at once and
+its actor reports how it ended (``on_done``); any other run has a driver task
+that the app's task group owns, which waits out a delay and queues the run on
+its thread if it is not queued yet. Events go straight from the agent to the
+run's subscribers (``on_event``), with no task in between. A thread's values
+are read through its handle (:meth:`RunDriver.saved`), never kept here.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -35,7 +38,7 @@ from ._records import (
 from ._run_inputs import error_json
 from .relay import RunRelay
 
-__all__ = ["RunDriver", "thread_values", "traced_into"]
+__all__ = ["RunDriver", "Unlaunched", "thread_values", "traced_into"]
 
 
 def _outcome(handle: RunHandle) -> tuple[RunStatus, dict[str, Any] | None]:
@@ -116,27 +119,87 @@ def _drop_traceback(handle: RunHandle) -> None:
             chain += (error.__cause__, error.__context__)
 
 
+# What a created run is launched with: its input, context, delay and timeout.
+Unlaunched = tuple[RunInput, Mapping[str, Any] | None, float | None, float | None]
+
+
 class RunDriver:
-    """Driving runs and recording their ends; mixed into the run manager."""
+    """Starts runs through their handles, delivers their events, records their ends.
 
-    __slots__ = ()
+    A part of the run manager (which owns the threads and runs it drives).
 
-    runtime: Runtime
-    relay: RunRelay
-    _tg: TaskGroup
+    Args:
+        runtime: The app's runtime, every run an actor of it.
+        task_group: Owns the driver tasks.
+        relay: Tells other server processes of the runs (when shared).
+        thread_handle: The handle of a thread, for the assistant it holds.
+        forget_runs: Forgets a thread and its runs (a stateless run's, once ended).
+    """
 
-    def handle(self, thread: ThreadRecord) -> ThreadHandle:
-        """The thread's handle (see the run manager)."""
-        raise NotImplementedError
+    __slots__ = ("_forget_runs", "_relay", "_runtime", "_tg", "_thread_handle")
 
-    def _handle_of(self, run: RunRecord) -> ThreadHandle:
-        raise NotImplementedError
+    def __init__(
+        self,
+        runtime: Runtime,
+        task_group: TaskGroup,
+        relay: RunRelay,
+        *,
+        thread_handle: Callable[[ThreadRecord], ThreadHandle],
+        forget_runs: Callable[[ThreadRecord], None],
+    ) -> None:
+        self._runtime = runtime
+        self._tg = task_group
+        self._relay = relay
+        self._thread_handle = thread_handle
+        self._forget_runs = forget_runs
 
-    def _starter(self, run: RunRecord) -> ThreadHandle | OneShotHandle:
-        raise NotImplementedError
+    def handle_of(self, run: RunRecord) -> ThreadHandle:
+        """The handle of the run's thread, for the run's assistant."""
+        return self._runtime.thread(run.assistant.agent, run.thread.thread_id)
 
-    def _forget_runs(self, thread: ThreadRecord) -> None:
-        raise NotImplementedError
+    def starter(self, run: RunRecord) -> ThreadHandle | OneShotHandle:
+        """The handle the run starts through: its thread's, or, stateless, no thread's."""
+        if run.thread.temporary:
+            return self._runtime.thread(run.assistant.stateless)
+        return self.handle_of(run)
+
+    def launch(self, run: RunRecord, start: Unlaunched) -> None:
+        """Start a created run (see ``RunManager.launch``)."""
+        run_input, context, after, timeout = start
+        if after or not run.thread.temporary:
+            if not after and run.cancel_requested is None:
+                # Queued here and now, so the thread's runs take their turns in
+                # the order they were created (driver tasks may start in any order).
+                try:
+                    with traced_into(run):
+                        run.handle = self.starter(run).start_nowait(
+                            run_input,
+                            context=context,
+                            timeout=timeout,
+                            on_event=self._deliverer(run),
+                        )
+                except anyio.WouldBlock:
+                    pass  # a full mailbox: the driver waits for room
+                except Exception as exc:
+                    self._tg.start_soon(self._finish, run, "error", {"__error__": error_json(exc)})
+                    return
+            self._tg.start_soon(self._drive, run, run_input, context, after, timeout)
+            return
+        if run.cancel_requested is not None:
+            self._end_now(run, "interrupted", None)
+            return
+        try:
+            with traced_into(run):
+                run.handle = self.starter(run).start_nowait(
+                    run_input,
+                    context=context,
+                    timeout=timeout,
+                    on_event=self._deliverer(run),
+                    on_done=functools.partial(self._ended, run),
+                )
+        except Exception as exc:
+            # Starting it failed (the runtime is closing, say): the run failed.
+            self._end_now(run, "error", {"__error__": error_json(exc)})
 
     async def _drive(
         self,
@@ -160,7 +223,7 @@ class RunDriver:
                     status = "interrupted"
                     return
                 with traced_into(run):
-                    handle = await self._starter(run).start(
+                    handle = await self.starter(run).start(
                         run_input,
                         context=context,
                         timeout=timeout,
@@ -181,7 +244,7 @@ class RunDriver:
 
     def _deliverer(self, run: RunRecord) -> Callable[[Event], None]:
         """What the run calls with each of its events, as it happens."""
-        relay = self.relay if self.relay.shared and not run.thread.temporary else None
+        relay = self._relay if self._relay.shared and not run.thread.temporary else None
         gone: list[Subscriber] = []
 
         def deliver(event: Event) -> None:
@@ -209,7 +272,7 @@ class RunDriver:
         return deliver
 
     def _ended(self, run: RunRecord, handle: RunHandle) -> None:
-        """A run started by :meth:`launch` itself has ended (its actor calls this)."""
+        """A stateless run started by :meth:`launch` has ended (its actor calls this)."""
         status: RunStatus = "error"
         result: dict[str, Any] | None = None
         try:
@@ -230,7 +293,7 @@ class RunDriver:
         values = result
         try:
             self._settle(run, status, result)
-            if values is None and self.relay.shared:
+            if values is None and self._relay.shared:
                 # Other processes read what the thread holds now (its checkpoint).
                 values = (await self.saved(run.thread)).joined()
         except DeepActorsError:
@@ -256,8 +319,8 @@ class RunDriver:
         """The run's record is final: tell other processes, and whoever waits."""
         thread = run.thread
         thread.updated_at = time.time()
-        if self.relay.shared and not thread.temporary:
-            self.relay.finished(run, values if values is not None else {})
+        if self._relay.shared and not thread.temporary:
+            self._relay.finished(run, values if values is not None else {})
         handle = run.handle
         if handle is not None:
             # The handle holds the run's final state (the record has it as JSON)
@@ -278,7 +341,7 @@ class RunDriver:
         """
         if thread.temporary:
             return NO_VALUES
-        return await self.handle(thread).view(thread_values, fresh=fresh)
+        return await self._thread_handle(thread).view(thread_values, fresh=fresh)
 
     async def refresh(self, thread: ThreadRecord) -> None:
         """Read the thread again from its checkpoint (another process changed it)."""
@@ -301,7 +364,8 @@ class RunDriver:
 
 
 def thread_values(state: ThreadState) -> ThreadValues:
-    """A thread's saved state as the protocol shows it (what :meth:`RunDriver.saved` keeps)."""
+    """A thread's saved state as the protocol shows it (what :meth:`RunDriver.saved` keeps,
+    and a checkpoint's state in the thread endpoints)."""
     return ThreadValues(
         values=values_to_lc(state.values) if state.seq is not None else None,
         interrupts=interrupts_to_lc(list(state.interrupts)),

@@ -1,8 +1,17 @@
-"""What a run is started with: a request body's input, validated once, and its echo."""
+"""What a run is started with: a request body's input and limits, validated once, and its echo.
+
+A run's limits are read from its request's ``config`` by
+:meth:`Limits.from_config <deepactors.limits.Limits.from_config>`:
+LangGraph's ``recursion_limit``, and the time and budget a remote subagent's
+parent sends under ``config.configurable.deepactors_limits`` (see
+:mod:`deepactors.remote._limits`), so the child stops here at its parent's
+deadline and within its parent's budget even if the parent's process is gone.
+A run past its timeout ends with status ``timeout``; one whose budget refused
+a call ends with the budget's report in its metadata, as any budgeted run.
+"""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from starlette.exceptions import HTTPException
@@ -11,6 +20,7 @@ from ..actors import RunInput, prepare_input
 from ..agent import DeepAgent
 from ..errors import InputError
 from ..interrupts import END_PENDING
+from ..limits import Limits
 from ..tools import Command
 from ._schemas import RunCreate
 
@@ -23,30 +33,36 @@ __all__ = [
 
 
 def prepare_run_input(
-    agent: DeepAgent, input: Any, thread_id: str | None, identity: object = None
+    agent: DeepAgent,
+    input: Any,
+    thread_id: str | None,
+    identity: object = None,
+    limits: Limits | None = None,
 ) -> RunInput:
     try:
-        return prepare_input(agent.spec, input, thread_id, identity=identity)
+        return prepare_input(agent.spec, input, thread_id, identity=identity, limits=limits)
     except InputError as exc:
         raise HTTPException(422, f"input: {exc}") from None
 
 
 def run_input_of(
     agent: DeepAgent, body: RunCreate, thread_id: str | None, identity: object = None
-) -> RunInput:
+) -> tuple[RunInput, float | None]:
+    """The run's input (its limits in it) and its timeout (None: none).
+
+    Raises:
+        HTTPException: 422, an input or limits that are not (nothing was started).
+    """
+    try:
+        limits = Limits.from_config(body.config)
+    except InputError as exc:
+        raise HTTPException(422, str(exc)) from None
     command = body.command
     if command is None:
         given: Any = body.input
     else:  # goto __end__: every pending call answered as not run, no model call
         given = Command(resume=END_PENDING if command.ends else command.resume)
-    run_input = prepare_run_input(agent, given, thread_id, identity)
-    limit = (body.config or {}).get("recursion_limit")
-    if limit is not None:
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 2:
-            raise HTTPException(422, f"config.recursion_limit: an integer >= 2, not {limit!r}")
-        # One agent turn is two LangGraph steps (model, then tools).
-        run_input = dataclasses.replace(run_input, max_steps=limit // 2)
-    return run_input
+    return prepare_run_input(agent, given, thread_id, identity, limits), limits.timeout
 
 
 def run_kwargs(body: RunCreate) -> dict[str, Any]:

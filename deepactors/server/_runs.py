@@ -39,7 +39,7 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 from starlette.exceptions import HTTPException
 
-from ..actors import OneShotHandle, RunInput, Runtime, ThreadHandle
+from ..actors import Runtime, ThreadHandle
 from ..errors import DeepActorsError
 from ..events import Event
 from ._authz import CALLER, OWNER_KEY, caller, may_thread
@@ -50,13 +50,13 @@ from ._records import (
     RunRecord,
     Subscriber,
     ThreadRecord,
+    ThreadValues,
     new_uuid,
 )
 from ._retention import DEFAULT_RUN_RETENTION, Retention
 from ._run_cancel import RunCanceller
-from ._run_driver import traced_into
-from ._run_inputs import error_json, run_input_of, run_kwargs
-from ._run_limits import with_limits
+from ._run_driver import RunDriver, Unlaunched
+from ._run_inputs import run_input_of, run_kwargs
 from ._schemas import RunCreate
 from .auth import Action
 from .relay import DEFAULT_STREAM_LOG_BYTES, LocalRelay, RunRelay, SharedRuns
@@ -64,8 +64,13 @@ from .relay import DEFAULT_STREAM_LOG_BYTES, LocalRelay, RunRelay, SharedRuns
 __all__ = ["RunManager"]
 
 
-class RunManager(RunCanceller):
+class RunManager:
     """Threads and runs of one app, on one runtime.
+
+    The book of threads and runs, with two parts of its own: a
+    ``RunDriver`` (``_run_driver``: starting runs through their handles,
+    delivering their events, recording their ends, reading threads back) and a
+    ``RunCanceller`` (``_run_cancel``).
 
     Args:
         runtime: The runtime every run is an actor of.
@@ -98,9 +103,21 @@ class RunManager(RunCanceller):
         self._shared = SharedRuns(self.relay, task_group, self)
         self._closing = False
         # Per run created but not launched: its input, context, delay and timeout.
-        self._unlaunched: dict[
-            str, tuple[RunInput, Mapping[str, Any] | None, float | None, float | None]
-        ] = {}
+        self._unlaunched: dict[str, Unlaunched] = {}
+        self._driver = RunDriver(
+            runtime,
+            task_group,
+            self.relay,
+            thread_handle=self.handle,
+            forget_runs=self._forget_runs,
+        )
+        self._canceller = RunCanceller(
+            self.runs,
+            task_group,
+            self.relay,
+            launch=self.launch,
+            handle_of=self._driver.handle_of,
+        )
         self.retention = Retention(
             self.runs,
             run_retention=run_retention,
@@ -255,10 +272,9 @@ class RunManager(RunCanceller):
         if thread.temporary:
             if body.command is not None:
                 raise HTTPException(422, "command: resuming needs a thread (thread_id)")
-            run_input = run_input_of(assistant.stateless, body, None, identity)
+            run_input, timeout = run_input_of(assistant.stateless, body, None, identity)
         else:
-            run_input = run_input_of(assistant.agent, body, thread.thread_id, identity)
-        run_input, timeout = with_limits(run_input, body)  # a remote subagent's parent's
+            run_input, timeout = run_input_of(assistant.agent, body, thread.thread_id, identity)
         await start_from(self, thread, assistant, body)  # the head, or a fork (a checkpoint)
         await self._admit(thread, body)
         run = RunRecord(
@@ -356,57 +372,46 @@ class RunManager(RunCanceller):
 
         A stateless run with no delay starts here and now, with no task of its
         own: its actor reports how it ended (``on_done``). Any other gets a
-        driver task: a delay to wait out, a thread's mailbox that may be full,
-        a checkpoint to read back at the end.
+        driver task: a delay to wait out, a thread's mailbox that may be full.
         """
         start = self._unlaunched.pop(run.run_id, None)
-        if start is None:
-            return
-        run_input, context, after, timeout = start
-        temporary = run.thread.temporary
-        if after or not temporary:
-            if not after and run.cancel_requested is None:
-                # Queued here and now, so the thread's runs take their turns in
-                # the order they were created (driver tasks may start in any order).
-                try:
-                    with traced_into(run):
-                        run.handle = self._starter(run).start_nowait(
-                            run_input,
-                            context=context,
-                            timeout=timeout,
-                            on_event=self._deliverer(run),
-                        )
-                except anyio.WouldBlock:
-                    pass  # a full mailbox: the driver waits for room
-                except Exception as exc:
-                    self._tg.start_soon(self._finish, run, "error", {"__error__": error_json(exc)})
-                    return
-            self._tg.start_soon(self._drive, run, run_input, context, after, timeout)
-            return
-        if run.cancel_requested is not None:
-            self._end_now(run, "interrupted", None)
-            return
-        try:
-            with traced_into(run):
-                run.handle = self._starter(run).start_nowait(
-                    run_input,
-                    context=context,
-                    timeout=timeout,
-                    on_event=self._deliverer(run),
-                    on_done=functools.partial(self._ended, run),
-                )
-        except Exception as exc:
-            # Starting it failed (the runtime is closing, say): the run failed.
-            self._end_now(run, "error", {"__error__": error_json(exc)})
+        if start is not None:
+            self._driver.launch(run, start)
 
-    def _handle_of(self, run: RunRecord) -> ThreadHandle:
-        return self.runtime.thread(run.assistant.agent, run.thread.thread_id)
+    # -- what the run manager's parts do -------------------------------------------
 
-    def _starter(self, run: RunRecord) -> ThreadHandle | OneShotHandle:
-        """The handle the run starts through: its thread's, or, stateless, no thread's."""
-        if run.thread.temporary:
-            return self.runtime.thread(run.assistant.stateless)
-        return self._handle_of(run)
+    async def saved(self, thread: ThreadRecord, *, fresh: bool = False) -> ThreadValues:
+        """The thread's saved values and interrupts as JSON (see ``RunDriver.saved``)."""
+        return await self._driver.saved(thread, fresh=fresh)
+
+    async def refresh(self, thread: ThreadRecord) -> None:
+        """Read the thread again from its checkpoint (another process changed it)."""
+        await self._driver.saved(thread, fresh=True)
+
+    async def result(self, run: RunRecord) -> dict[str, Any]:
+        """Wait for the run; its final values as JSON (``__error__`` if it failed)."""
+        return await self._driver.result(run)
+
+    async def past_result(self, past: ForgottenRun, thread: ThreadRecord) -> dict[str, Any]:
+        """What joining a forgotten run answers (see ``RunDriver.past_result``)."""
+        return await self._driver.past_result(past, thread)
+
+    def cancel_soon(self, run: RunRecord) -> None:
+        """Cancel a run without waiting (a client that left)."""
+        self._canceller.cancel_soon(run)
+
+    def cancel_requested(self, run_id: str, action: str) -> None:
+        """Another process asks to cancel a run of this one (through the relay)."""
+        self._canceller.cancel_requested(run_id, action)
+
+    async def cancel(self, runs: list[RunRecord], *, action: str = "interrupt", wait: bool) -> None:
+        """Cancel runs (their whole subtrees); with ``rollback``, also undo them."""
+        await self._canceller.cancel(runs, action=action, wait=wait)
+
+    async def _make_room(
+        self, thread: ThreadRecord, inflight: list[RunRecord], strategy: str
+    ) -> None:
+        await self._canceller.make_room(thread, inflight, strategy)
 
     async def subscribe(
         self, run: RunRecord, *, modes: Any, subgraphs: bool

@@ -13,7 +13,7 @@ import signal
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, cast, final
 
 import trio
 import uvicorn
@@ -21,6 +21,7 @@ from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
 from starlette.applications import Starlette
 
+from .._core.asgi import asgi_server_for
 from .._core.logs import configure_logging, get_logger, logging_config
 from ..errors import ConfigurationError
 from ..persistence import Checkpointer, Store, is_postgres_url, open_checkpointer, open_store
@@ -38,6 +39,9 @@ from ._supervise import supervise
 from ._uvicorn_http import HeadTimeoutProtocol
 from .auth import Auth, api_keys
 from .relay import DEFAULT_STREAM_LOG_BYTES
+
+if TYPE_CHECKING:
+    from hypercorn.typing import ASGIFramework
 
 __all__ = ["ServeOptions", "load_agents", "load_auth", "serve", "tune_gc"]
 
@@ -322,20 +326,19 @@ def serve(options: ServeOptions) -> None:
         options.target, options.db, options.shared_runs, options.app_limits(), options.auth
     )
     tune_gc()
-    if options.loop == "trio":
-        _serve_trio(app, options)
-    elif options.loop == "asyncio":
-        uvicorn.run(
-            app,
-            host=options.host,
-            port=options.port,
-            timeout_graceful_shutdown=int(GRACEFUL_SECONDS),
-            log_config=None,  # configured above: uvicorn's records go to the root handler
-            log_level=options.log_level,
-            **_uvicorn_limits(options),
-        )
-    else:
-        raise ConfigurationError(f"--loop must be asyncio or trio, not {options.loop!r}")
+    match asgi_server_for(options.loop):
+        case "hypercorn":
+            _serve_trio(app, options)
+        case "uvicorn":
+            uvicorn.run(
+                app,
+                host=options.host,
+                port=options.port,
+                timeout_graceful_shutdown=int(GRACEFUL_SECONDS),
+                log_config=None,  # configured above: uvicorn's records go to the root handler
+                log_level=options.log_level,
+                **_uvicorn_limits(options),
+            )
 
 
 def _uvicorn_limits(options: ServeOptions) -> dict[str, Any]:
@@ -375,7 +378,9 @@ def _serve_trio(app: Starlette, options: ServeOptions) -> None:
                 async for _ in signals:
                     return
 
-            await hypercorn_serve(app, config, shutdown_trigger=shutdown_trigger)  # type: ignore[arg-type]
+            # Starlette's ASGI types and hypercorn's own describe one interface.
+            framework = cast("ASGIFramework", app)
+            await hypercorn_serve(framework, config, shutdown_trigger=shutdown_trigger)
 
     trio.run(main)
 
@@ -385,8 +390,7 @@ def _serve_workers(options: ServeOptions) -> None:
     actors; threads are shared through ``--db`` (whose lease keeps one run of a
     thread at a time across processes) and runs through PostgreSQL, so whichever
     process a request reaches can find, join, stream and cancel any run."""
-    if options.loop not in ("asyncio", "trio"):
-        raise ConfigurationError(f"--loop must be asyncio or trio, not {options.loop!r}")
+    server = asgi_server_for(options.loop)
     if options.db is None:
         raise ConfigurationError("--workers > 1 needs --db: processes share threads through it")
     if options.shared_runs is None:
@@ -401,7 +405,7 @@ def _serve_workers(options: ServeOptions) -> None:
     os.environ[_RUNS_DB_ENV] = options.shared_runs
     os.environ[_LIMITS_ENV] = json.dumps(options.app_limits())
     os.environ[_AUTH_ENV] = options.auth or ""
-    if options.loop == "trio":
+    if server == "hypercorn":
         config = _hypercorn_config(options)
         config.workers = options.workers
         config.worker_class = "trio"

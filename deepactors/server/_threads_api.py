@@ -11,10 +11,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..actors import ThreadHandle, ThreadState
-from ..lc_views import interrupts_to_lc, values_to_lc
 from ._authz import may_thread, owned, visible, without_owner
 from ._checkpoints import checkpoint_json, fork_at, requested_seq, superseded_history
 from ._records import ThreadRecord, iso, matches, new_uuid
+from ._run_driver import thread_values
 from ._runs import RunManager
 from ._schemas import (
     HistoryRequest,
@@ -115,7 +115,8 @@ async def count_threads(request: Request) -> Response:
 def _state_json(
     thread_id: str, state: ThreadState, *, parent: int | None, created_at: float | None
 ) -> dict[str, Any]:
-    interrupts = interrupts_to_lc(list(state.interrupts))
+    shown = thread_values(state)
+    interrupts = shown.interrupts
     tasks = [
         {
             "id": f"{task.name}:{state.seq}",
@@ -131,7 +132,7 @@ def _state_json(
     ]
     checkpoint = checkpoint_json(thread_id, state.seq)
     return {
-        "values": values_to_lc(state.values) if state.seq is not None else {},
+        "values": shown.values or {},
         "next": list(state.next),
         "tasks": tasks,
         "metadata": {"source": "loop", "step": state.seq or 0},

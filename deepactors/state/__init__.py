@@ -26,6 +26,7 @@ from __future__ import annotations
 from ..filediff import FileRecord as FileRecord
 from ..history import MessageList as MessageList
 from ._files import merge_files as merge_files
+from ._result import AgentResult as AgentResult
 from ._state import REMOVE_ALL_MESSAGES as REMOVE_ALL_MESSAGES
 from ._state import Applied as Applied
 from ._state import Channel as Channel
@@ -40,6 +41,7 @@ from ._state import validate_input as validate_input
 
 __all__ = [
     "REMOVE_ALL_MESSAGES",
+    "AgentResult",
     "Applied",
     "Channel",
     "FileRecord",

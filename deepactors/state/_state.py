@@ -251,12 +251,14 @@ class State(Mapping[str, Any]):
     @property
     def messages(self) -> MessageList:
         """The conversation so far."""
-        return self._values["messages"]  # type: ignore[no-any-return]
+        messages: MessageList = self._values["messages"]
+        return messages
 
     @property
     def files(self) -> dict[str, FileRecord]:
         """The files kept in state (path -> record)."""
-        return self._values["files"]  # type: ignore[no-any-return]
+        files: dict[str, FileRecord] = self._values["files"]
+        return files
 
     def apply(self, update: Mapping[str, Any]) -> Applied:
         """Fold an update into the state, channel by channel; return what it did.

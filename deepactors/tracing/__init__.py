@@ -41,6 +41,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, final
 
 if TYPE_CHECKING:
+    from contextvars import Token
+
+    from opentelemetry.context import Context
+
     from ..events import Event
 
 __all__ = [
@@ -237,7 +241,7 @@ def _meter_provider(tracing: Tracing | None) -> Any:
     return provider
 
 
-def attach_traceparent(headers: Iterable[tuple[bytes, bytes]]) -> object | None:
+def attach_traceparent(headers: Iterable[tuple[bytes, bytes]]) -> Token[Context] | None:
     """Make a request's W3C trace context current; return the token to detach it.
 
     None (and nothing done) when OpenTelemetry was never imported or the
@@ -256,11 +260,11 @@ def attach_traceparent(headers: Iterable[tuple[bytes, bytes]]) -> object | None:
     return context.attach(propagate.extract(carrier))
 
 
-def detach_traceparent(token: object) -> None:
+def detach_traceparent(token: Token[Context]) -> None:
     """Undo :func:`attach_traceparent`."""
     from opentelemetry import context
 
-    context.detach(token)  # type: ignore[arg-type]
+    context.detach(token)
 
 
 def outgoing_headers() -> dict[str, str]:

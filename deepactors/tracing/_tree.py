@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextvars import Token
 from typing import Any, ClassVar
 
 from opentelemetry import context as otel_context
@@ -75,7 +76,9 @@ class _Tool:
 
     __slots__ = ("context", "span", "token")
 
-    def __init__(self, span: Span, context: otel_context.Context, token: object) -> None:
+    def __init__(
+        self, span: Span, context: otel_context.Context, token: Token[otel_context.Context]
+    ) -> None:
         self.span = span
         self.context = context
         self.token = token
@@ -462,7 +465,7 @@ class TreeTracer:
         if tool is None:
             return
         if otel_context.get_current() is tool.context:
-            otel_context.detach(tool.token)  # type: ignore[arg-type]
+            otel_context.detach(tool.token)
         span = tool.span
         result = event.result
         if result.status == "error":

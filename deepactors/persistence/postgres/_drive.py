@@ -38,7 +38,7 @@ from anyio.abc import TaskStatus
 from psycopg import pq
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
 
-from ._sql import Op, Result, Stmt
+from ._sql import Op, Result
 
 __all__ = [
     "DOWN_WAIT",
@@ -164,49 +164,42 @@ def idle_connection_lost(conn: psycopg.Connection[Any] | psycopg.AsyncConnection
     return conn.pgconn.status != pq.ConnStatus.OK
 
 
-def _first(op: Op[T]) -> tuple[Stmt | None, T | None]:
-    try:
-        return next(op), None
-    except StopIteration as stop:
-        return None, stop.value
-
-
 def drive_sync(conn: psycopg.Connection[Any], op: Op[T], *, transaction: bool) -> T:
     """Run ``op`` on a sync connection (in a worker thread), in one transaction."""
     with conn.transaction() if transaction else nullcontext(), conn.cursor() as cur:
-        stmt, value = _first(op)
-        while stmt is not None:
-            if stmt.many:
-                cur.executemany(stmt.sql, stmt.params)
-                result = Result([], cur.rowcount)
-            else:
-                cur.execute(stmt.sql, stmt.params)
-                rows = cur.fetchall() if cur.description is not None else []
-                result = Result(rows, cur.rowcount)
-            try:
+        try:
+            stmt = next(op)
+            while True:
+                if stmt.many:
+                    cur.executemany(stmt.sql, stmt.params)
+                    result = Result([], cur.rowcount)
+                else:
+                    cur.execute(stmt.sql, stmt.params)
+                    rows = cur.fetchall() if cur.description is not None else []
+                    result = Result(rows, cur.rowcount)
                 stmt = op.send(result)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-        return value  # type: ignore[return-value]
+        except StopIteration as stop:  # the operation's value
+            done: T = stop.value
+            return done
 
 
 async def drive_async(conn: psycopg.AsyncConnection[Any], op: Op[T], *, transaction: bool) -> T:
     """Run ``op`` on an async connection, in one transaction: the same as :func:`drive_sync`."""
     async with conn.transaction() if transaction else nullcontext(), conn.cursor() as cur:
-        stmt, value = _first(op)
-        while stmt is not None:
-            if stmt.many:
-                await cur.executemany(stmt.sql, stmt.params)
-                result = Result([], cur.rowcount)
-            else:
-                await cur.execute(stmt.sql, stmt.params)
-                rows = await cur.fetchall() if cur.description is not None else []
-                result = Result(rows, cur.rowcount)
-            try:
+        try:
+            stmt = next(op)
+            while True:
+                if stmt.many:
+                    await cur.executemany(stmt.sql, stmt.params)
+                    result = Result([], cur.rowcount)
+                else:
+                    await cur.execute(stmt.sql, stmt.params)
+                    rows = await cur.fetchall() if cur.description is not None else []
+                    result = Result(rows, cur.rowcount)
                 stmt = op.send(result)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-        return value  # type: ignore[return-value]
+        except StopIteration as stop:  # the operation's value
+            done: T = stop.value
+            return done
 
 
 class LeaseConnection(Protocol):
