@@ -28,7 +28,7 @@ these boundaries.
 
 What goes wrong is reported as the component's own errors (:class:`Errors`):
 a file that is not a database, or is damaged or truncated, is "corrupt" (even
-when SQLite only says "database is locked", see ``_sqlite_integrity.diagnose``); a
+when SQLite only says "database is locked", see ``_integrity.diagnose``); a
 schema of another version is a mismatch; the file deleted or replaced while in use
 (its device and inode are checked after every operation) is "lost"; anything else
 is a plain failure naming the file.
