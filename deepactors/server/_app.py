@@ -47,6 +47,7 @@ from ._runs_api import run_routes, serve_stream, stream_target
 from ._sandboxes import open_sandboxes
 from ._threads_api import thread_routes
 from ._ui import ui_routes
+from .agui import agui_routes
 from .auth import Auth, AuthError
 
 __all__ = ["create_app"]
@@ -242,7 +243,15 @@ def create_app(
         guard,
         auth,
         # Starlette tries routes in order: the runs' (the hot paths) first.
-        routes=[*run_routes, *thread_routes, *misc_routes, *openapi_routes, *ui_routes],
+        routes=[
+            *run_routes,
+            *thread_routes,
+            *misc_routes,
+            *openapi_routes,
+            *ui_routes,
+            # The other protocols' endpoints (AG-UI, the AI SDK's stream).
+            *agui_routes,
+        ],
         lifespan=lifespan,
         exception_handlers={
             HTTPException: _error,

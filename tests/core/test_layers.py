@@ -63,7 +63,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("middleware._subagents", "middleware"),
     ("agent", "mcp"),
     ("factory", "_factory_parts", "demo", "_subagent_config", "langchain"),
-    ("server",),
+    # The server, and the other protocols it speaks (each a folder of its own).
+    ("server", "server.agui"),
     ("cli", "__main__", "__init__"),
 ]
 

@@ -1,0 +1,102 @@
+"""The other protocols' endpoints keep the server's rules: authentication, each
+thread its owner's, the streams-per-client cap, and clear errors for bad input
+(under uvicorn on asyncio and hypercorn on trio). What they stream is checked
+by their own clients in ``tests/clients``."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from deepactors import AssistantMessage, create_deep_agent
+from deepactors.models import FunctionModel, ModelRequest
+from deepactors.persistence import MemoryCheckpointer
+from deepactors.server import create_app
+from deepactors.server.auth import api_keys
+
+from .conftest import Served
+
+ALICE = "alice-key-0123456789"
+BOB = "bob-key-0123456789ab"
+
+
+def _agent(gate: threading.Event) -> Any:
+    async def model(request: ModelRequest) -> AssistantMessage:
+        said = request.messages[-1].text
+        if said == "wait":
+            await anyio.to_thread.run_sync(gate.wait, abandon_on_cancel=True)
+        return AssistantMessage(content=f"echo: {said}")
+
+    return create_deep_agent(FunctionModel(model), checkpointer=MemoryCheckpointer())
+
+
+def _agui(thread: str, text: str) -> dict[str, Any]:
+    return {
+        "threadId": thread,
+        "runId": f"run-{text}",
+        "messages": [{"id": f"u-{thread}-{text}", "role": "user", "content": text}],
+    }
+
+
+def _events(response: httpx.Response) -> list[dict[str, Any]]:
+    return [
+        json.loads(line.removeprefix("data: "))
+        for line in response.text.splitlines()
+        if line.startswith("data: ")
+    ]
+
+
+@pytest.mark.parametrize("endpoint", ["agui"])
+def test_protocol_endpoint_is_authenticated_owned_and_capped(
+    serve: Callable[..., Served], endpoint: str
+) -> None:
+    gate = threading.Event()
+    app = create_app(
+        {"agent": _agent(gate)},
+        auth=api_keys({ALICE: "alice", BOB: "bob"}),
+        max_streams_per_client=1,
+    )
+    served = serve(app)
+    alice = {"authorization": f"Bearer {ALICE}"}
+    bob = {"authorization": f"Bearer {BOB}"}
+    path = f"/{endpoint}/agent"
+    try:
+        with httpx.Client(base_url=served.url, timeout=30) as http:
+            assert http.post(path, json=_agui("t1", "hi")).status_code == 401
+            ran = http.post(path, json=_agui("t1", "hi"), headers=alice)
+            assert ran.status_code == 200
+            assert _events(ran)[-1]["type"] == "RUN_FINISHED"
+            # Another user's thread does not exist for bob; alice's is hers.
+            assert http.post(path, json=_agui("t1", "again"), headers=bob).status_code == 404
+            assert http.get("/threads/t1", headers=bob).status_code == 404
+            assert http.get("/threads/t1", headers=alice).json()["metadata"]["owner"] == "alice"
+            # Bad input, an unknown assistant: said, and nothing runs.
+            bad = http.post(path, json={"runId": "r"}, headers=alice)
+            assert bad.status_code == 422
+            assert "threadId" in bad.text
+            unknown = http.post(f"/{endpoint}/nobody", json=_agui("t2", "x"), headers=alice)
+            assert unknown.status_code == 404
+            # One stream open per client here: a second one is refused while it is.
+            with http.stream("POST", path, json=_agui("t3", "wait"), headers=alice) as held:
+                assert held.status_code == 200
+                lines = held.iter_lines()
+                assert "RUN_STARTED" in next(lines)
+                refused = http.post(path, json=_agui("t4", "x"), headers=alice)
+                assert refused.status_code == 429
+                gate.set()
+                assert any("RUN_FINISHED" in line for line in lines)
+            # Its slot is given back once the server's response has returned,
+            # a moment after the client read the last byte.
+            for _ in range(500):
+                if not served.app.guard.open_streams("alice"):
+                    break
+                threading.Event().wait(0.01)
+            assert http.post(path, json=_agui("t4", "x"), headers=alice).status_code == 200
+    finally:
+        gate.set()
