@@ -30,6 +30,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from .._core.pacing import Pacer
 from ..events import Event
 from ..messages import Message
 from ._authz import owned
@@ -47,6 +48,7 @@ __all__ = [
     "Translator",
     "manager_of",
     "outcome_of",
+    "run_stream",
     "saved_messages",
     "start_run",
     "take_stream",
@@ -194,10 +196,14 @@ class ProtocolStream(Response):
     """A protocol's stream of one run: its translator's frames, as they come.
 
     Args:
-        started: The run, created but not launched; launched once the opening
-            frames are out (and at the latest when the response ends).
+        events: The run's raw events, closed when it ends.
         translator: Renders the frames.
-        manager: Cancels the run if the client leaves before its end.
+        launch: Starts the run (idempotent), once the opening frames are out;
+            called again, in any case, when the response ends.
+        leave: Called once if the client leaves before the end (cancels the run).
+        outcome: Awaited after the last event: how the run ended.
+        pacer: The runtime's pacer: under a burst, the run's start waits its
+            turn, so the other requests' first frames go out first.
         media_type: The response's content type.
         headers: More response headers.
         heartbeat: Sent after :data:`HEARTBEAT` seconds of silence (an SSE comment).
@@ -206,28 +212,28 @@ class ProtocolStream(Response):
 
     def __init__(
         self,
-        started: StartedRun,
+        events: MemoryObjectReceiveStream[Event | bytes],
         translator: Translator,
         *,
-        manager: RunManager,
+        launch: Callable[[], None],
+        leave: Callable[[], None],
+        outcome: Callable[[], Awaitable[Outcome]],
+        pacer: Pacer | None = None,
         media_type: str = "text/event-stream; charset=utf-8",
         headers: Mapping[str, str] | None = None,
         heartbeat: bytes = b": heartbeat\n\n",
         release: Callable[[], None] = lambda: None,
     ) -> None:
-        self._started = started
+        self._events = events
         self._translator = translator
-        self._manager = manager
+        self._launch = launch
+        self._leave = leave
+        self._outcome = outcome
+        self._pacer = pacer
         self._media_type = media_type
         self._extra = dict(headers or {})
         self._heartbeat = heartbeat
         self._release = release
-
-    def _launch(self) -> None:
-        self._manager.launch(self._started.run)
-
-    def _leave(self) -> None:
-        self._manager.cancel_soon(self._started.run)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = [
@@ -244,14 +250,14 @@ class ProtocolStream(Response):
             except OSError:
                 self._leave()  # the client is gone already
                 return
-            pacer = self._manager.runtime.pacer
+            pacer = self._pacer
             if pacer is not None and pacer.due():
                 await pacer.wait()  # under a burst, others' first frames go out first
             self._launch()
             await _watched(self._respond(send), receive, self._leave)
         finally:
             self._launch()  # never left created and not started
-            self._started.events.close()
+            self._events.close()
             self._release()
 
     def _respond(self, send: Send) -> Callable[[], Awaitable[None]]:
@@ -261,7 +267,7 @@ class ProtocolStream(Response):
         return respond
 
     async def _send_events(self, send: Send) -> None:
-        events = self._started.events
+        events = self._events
         feed = self._translator.feed
         async with events:
             ended = False
@@ -294,9 +300,32 @@ class ProtocolStream(Response):
                         chunks.append(feed(item))
                     continue
                 chunks.append(self._heartbeat)
-        outcome = await outcome_of(self._started.run)
-        tail = self._translator.closing(outcome)
+        tail = self._translator.closing(await self._outcome())
         await send({"type": "http.response.body", "body": tail, "more_body": False})
+
+
+def run_stream(
+    manager: RunManager,
+    started: StartedRun,
+    translator: Translator,
+    *,
+    release: Callable[[], None],
+    media_type: str = "text/event-stream; charset=utf-8",
+    headers: Mapping[str, str] | None = None,
+) -> ProtocolStream:
+    """The :class:`ProtocolStream` of a run the manager created (:func:`start_run`)."""
+    run = started.run
+    return ProtocolStream(
+        started.events,
+        translator,
+        launch=lambda: manager.launch(run),
+        leave=lambda: manager.cancel_soon(run),
+        outcome=lambda: outcome_of(run),
+        pacer=manager.runtime.pacer,
+        media_type=media_type,
+        headers=headers,
+        release=release,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,9 +13,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from .._protocol_runs import (
-    ProtocolStream,
     SubagentFilter,
     manager_of,
+    run_stream,
     saved_messages,
     start_run,
     take_stream,
@@ -67,7 +67,7 @@ async def agui_run(request: Request) -> Response:
         root=started.run.assistant.agent.name,
         subagents=subagents,
     )
-    return ProtocolStream(started, translator, manager=manager, release=release)
+    return run_stream(manager, started, translator, release=release)
 
 
 agui_routes = [Route("/agui/{assistant_id}", agui_run, methods=["POST"])]
