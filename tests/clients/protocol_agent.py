@@ -5,7 +5,10 @@ model is a deterministic function of the conversation (the last user message):
 
 - ``fan N``: N ``task`` calls, ``worker`` subagents (``fan N mixed``: every
   other one a ``reader``), each answering ``done: job i`` (``read: job i``),
-  streamed; then ``all N subagents done``;
+  streamed; then ``all N subagents done`` (``fan N slow``: the workers wait a
+  minute, to be cancelled);
+- ``delegate email``: a ``mailer`` subagent calls ``send_email``, which stops
+  for a human inside it;
 - ``plan``: writes the todos, then ``/notes.md``, then ``planned``;
 - ``think``: an answer with reasoning (``let me think``) and text;
 - ``email``: a ``send_email`` call, which stops for a human; then ``sent: ...``
@@ -43,6 +46,8 @@ def send_email(to: str, body: str) -> str:
 
 
 async def worker(request):
+    if "slow" in request.messages[0].text:
+        await anyio.sleep(60)  # cancelled before
     return AssistantMessage(
         content="done: " + request.messages[0].text,
         usage=Usage(input_tokens=10, output_tokens=5),
@@ -51,6 +56,15 @@ async def worker(request):
 
 async def reader(request):
     return AssistantMessage(content="read: " + request.messages[0].text)
+
+
+async def mailer(request):
+    last = request.messages[-1]
+    if isinstance(last, ToolMessage):
+        return AssistantMessage(content=f"mailer: {last.text}")
+    return AssistantMessage(
+        tool_calls=[ToolCall(name="send_email", args={"to": "dan", "body": last.text})]
+    )
 
 
 async def main(request):
@@ -69,16 +83,23 @@ async def main(request):
         since = request.messages[request.messages.index(users[-1]) :]
         results = [m for m in since if isinstance(m, ToolMessage)]
         return AssistantMessage(content=f"all {len(results)} subagents done")
-    fan = re.search(r"fan (\\d+)( mixed)?", said)
+    fan = re.search(r"fan (\\d+)( mixed)?( slow)?", said)
     if fan:
         kinds = ["worker", "reader"] if fan.group(2) else ["worker"]
+        slow = fan.group(3) or ""
         return AssistantMessage(
             tool_calls=[
                 ToolCall(
                     name="task",
-                    args={"description": f"job {i}", "subagent_type": kinds[i % len(kinds)]},
+                    args={"description": f"job {i}{slow}", "subagent_type": kinds[i % len(kinds)]},
                 )
                 for i in range(int(fan.group(1)))
+            ]
+        )
+    if said == "delegate email":
+        return AssistantMessage(
+            tool_calls=[
+                ToolCall(name="task", args={"description": "mail dan", "subagent_type": "mailer"})
             ]
         )
     if said == "plan":
@@ -115,6 +136,14 @@ agent = create_deep_agent(
             "description": "does one job",
             "system_prompt": "work",
             "model": FunctionModel(worker, stream_chunk=4),
+        },
+        {
+            "name": "mailer",
+            "description": "sends mail",
+            "system_prompt": "mail",
+            "model": FunctionModel(mailer),
+            "tools": [send_email],
+            "interrupt_on": {"send_email": True},
         },
         {
             "name": "reader",

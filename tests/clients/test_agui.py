@@ -53,4 +53,4 @@ def test_agui_flows_with_httpagent(agent_url: str) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     flows = [line for line in done.stdout.splitlines() if line.startswith("ok ")]
-    assert len(flows) == 10, done.stdout
+    assert len(flows) == 12, done.stdout

@@ -24,10 +24,11 @@ function say(agent, text) {
   agent.addMessage({ id: `u-${process.pid}-${ids}`, role: "user", content: text });
 }
 
-async function run(agent, params = {}) {
+async function run(agent, params = {}, more = {}) {
   const events = [];
   const outcome = {};
   const result = await agent.runAgent(params, {
+    ...more,
     onEvent: ({ event }) => {
       events.push(event);
     },
@@ -162,6 +163,50 @@ await flow("a cancelled interrupt rejects the call", async () => {
   const [interrupt] = stopped.outcome.interrupts;
   await run(agent, { resume: [{ interruptId: interrupt.id, status: "cancelled" }] });
   assert.match(lastAssistant(agent).content, /^not sent: /);
+});
+
+await flow("an approval inside a subagent suspends it", async () => {
+  const agent = newAgent();
+  say(agent, "delegate email");
+  const stopped = await run(agent);
+  assert.equal(stopped.outcome.outcome, "interrupt");
+  const [interrupt] = stopped.outcome.interrupts;
+  assert.match(interrupt.subagentRunId, /^main\/task-\d+:mailer$/);
+  const suspended = of(stopped.events, "SUBAGENT_FINISHED")[0];
+  assert.equal(suspended.subagentRunId, interrupt.subagentRunId);
+  assert.deepEqual(suspended.outcome, { type: "suspended", interruptIds: [interrupt.id] });
+  const resumed = await run(agent, {
+    resume: [{ interruptId: interrupt.id, status: "resolved", payload: { type: "approve" } }],
+  });
+  assert.equal(resumed.outcome.outcome, "success");
+  const sent = of(resumed.events, "TOOL_CALL_RESULT").find((e) => e.toolCallId === interrupt.toolCallId);
+  assert.equal(sent.subagentRunId, interrupt.subagentRunId);
+  assert.equal(sent.content, "sent to dan: mail dan");
+  assert.equal(lastAssistant(agent).content, "all 1 subagents done");
+});
+
+await flow("a run cancelled elsewhere ends cancelled, its subagents closed", async () => {
+  const agent = newAgent();
+  say(agent, "fan 3 slow");
+  let started = 0;
+  const { events, outcome } = await run(agent, {}, {
+    onSubagentStartedEvent: () => {
+      started += 1;
+      if (started === 3) {
+        (async () => {
+          const runs = await (await fetch(`${base}/threads/${agent.threadId}/runs`)).json();
+          const going = runs.find((r) => r.status === "running");
+          await fetch(`${base}/threads/${agent.threadId}/runs/${going.run_id}/cancel`, {
+            method: "POST",
+          });
+        })();
+      }
+    },
+  });
+  assert.equal(outcome.outcome, "cancelled");
+  const closed = events.filter((e) => e.type === "SUBAGENT_ERROR" || e.type === "SUBAGENT_FINISHED");
+  assert.equal(closed.length, 3);
+  for (const e of closed) assert.equal(e.type, "SUBAGENT_ERROR");
 });
 
 await flow("a failing run ends with RUN_ERROR", async () => {
