@@ -48,6 +48,7 @@ from ._sandboxes import open_sandboxes
 from ._threads_api import thread_routes
 from ._ui import ui_routes
 from .agui import agui_routes
+from .aisdk import aisdk_routes
 from .auth import Auth, AuthError
 
 __all__ = ["create_app"]
@@ -251,6 +252,7 @@ def create_app(
             *ui_routes,
             # The other protocols' endpoints (AG-UI, the AI SDK's stream).
             *agui_routes,
+            *aisdk_routes,
         ],
         lifespan=lifespan,
         exception_handlers={

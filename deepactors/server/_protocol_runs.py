@@ -48,6 +48,7 @@ __all__ = [
     "Translator",
     "manager_of",
     "outcome_of",
+    "rewind_before",
     "run_stream",
     "saved_messages",
     "start_run",
@@ -95,6 +96,32 @@ async def saved_messages(manager: RunManager, thread: ThreadRecord) -> list[Mess
     if state.seq is None:
         return []
     return list(state.values.get("messages", ()))
+
+
+async def rewind_before(manager: RunManager, thread: ThreadRecord, message_id: object) -> bool:
+    """Take the thread back to just before the record that added message
+    ``message_id`` (a chat's "regenerate": that message is sent again).
+
+    An order in the thread's mailbox, in turn with its runs; the records after
+    stay in the log, as a fork's do.
+
+    Returns:
+        Whether the thread held that message (else nothing was done).
+    """
+    if not isinstance(message_id, str):
+        return False
+    handle = manager.handle(thread)
+    root = manager.thread_assistant(thread).agent.name
+    for record in await handle.history(path=root):
+        data = record.data
+        messages = data.get("messages") if isinstance(data, Mapping) else None
+        if isinstance(messages, list) and any(
+            isinstance(m, Mapping) and m.get("id") == message_id for m in messages
+        ):
+            await handle.rollback(record.seq - 1)
+            await manager.refresh(thread)
+            return True
+    return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,7 +64,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("agent", "mcp"),
     ("factory", "_factory_parts", "demo", "_subagent_config", "langchain"),
     # The server, and the other protocols it speaks (each a folder of its own).
-    ("server", "server.agui"),
+    ("server", "server.agui", "server.aisdk"),
     ("cli", "__main__", "__init__"),
 ]
 

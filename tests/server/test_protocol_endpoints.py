@@ -5,7 +5,6 @@ by their own clients in ``tests/clients``."""
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -44,15 +43,28 @@ def _agui(thread: str, text: str) -> dict[str, Any]:
     }
 
 
-def _events(response: httpx.Response) -> list[dict[str, Any]]:
-    return [
-        json.loads(line.removeprefix("data: "))
-        for line in response.text.splitlines()
-        if line.startswith("data: ")
-    ]
+def _ai_sdk(thread: str, text: str) -> dict[str, Any]:
+    parts = [{"type": "text", "text": text}]
+    return {
+        "id": thread,
+        "messages": [{"id": f"u-{thread}-{text}", "role": "user", "parts": parts}],
+    }
 
 
-@pytest.mark.parametrize("endpoint", ["agui"])
+# Each endpoint: its path, a request's body, what its stream ends with, and the
+# field a body without a thread lacks.
+ENDPOINTS = {
+    "agui": (_agui, '"RUN_FINISHED"', "threadId"),
+    "ai-sdk": (_ai_sdk, "[DONE]", "id"),
+}
+
+
+def _last(response: httpx.Response) -> str:
+    lines = [line for line in response.text.splitlines() if line.startswith("data: ")]
+    return lines[-1]
+
+
+@pytest.mark.parametrize("endpoint", list(ENDPOINTS))
 def test_protocol_endpoint_is_authenticated_owned_and_capped(
     serve: Callable[..., Served], endpoint: str
 ) -> None:
@@ -66,37 +78,38 @@ def test_protocol_endpoint_is_authenticated_owned_and_capped(
     alice = {"authorization": f"Bearer {ALICE}"}
     bob = {"authorization": f"Bearer {BOB}"}
     path = f"/{endpoint}/agent"
+    body, finished, thread_field = ENDPOINTS[endpoint]
     try:
         with httpx.Client(base_url=served.url, timeout=30) as http:
-            assert http.post(path, json=_agui("t1", "hi")).status_code == 401
-            ran = http.post(path, json=_agui("t1", "hi"), headers=alice)
+            assert http.post(path, json=body("t1", "hi")).status_code == 401
+            ran = http.post(path, json=body("t1", "hi"), headers=alice)
             assert ran.status_code == 200
-            assert _events(ran)[-1]["type"] == "RUN_FINISHED"
+            assert finished in _last(ran)
             # Another user's thread does not exist for bob; alice's is hers.
-            assert http.post(path, json=_agui("t1", "again"), headers=bob).status_code == 404
+            assert http.post(path, json=body("t1", "again"), headers=bob).status_code == 404
             assert http.get("/threads/t1", headers=bob).status_code == 404
             assert http.get("/threads/t1", headers=alice).json()["metadata"]["owner"] == "alice"
             # Bad input, an unknown assistant: said, and nothing runs.
-            bad = http.post(path, json={"runId": "r"}, headers=alice)
+            bad = http.post(path, json={"messages": []}, headers=alice)
             assert bad.status_code == 422
-            assert "threadId" in bad.text
-            unknown = http.post(f"/{endpoint}/nobody", json=_agui("t2", "x"), headers=alice)
+            assert thread_field in bad.text
+            unknown = http.post(f"/{endpoint}/nobody", json=body("t2", "x"), headers=alice)
             assert unknown.status_code == 404
             # One stream open per client here: a second one is refused while it is.
-            with http.stream("POST", path, json=_agui("t3", "wait"), headers=alice) as held:
+            with http.stream("POST", path, json=body("t3", "wait"), headers=alice) as held:
                 assert held.status_code == 200
                 lines = held.iter_lines()
-                assert "RUN_STARTED" in next(lines)
-                refused = http.post(path, json=_agui("t4", "x"), headers=alice)
+                assert next(lines).startswith("data: ")
+                refused = http.post(path, json=body("t4", "x"), headers=alice)
                 assert refused.status_code == 429
                 gate.set()
-                assert any("RUN_FINISHED" in line for line in lines)
+                assert any(finished in line for line in lines)
             # Its slot is given back once the server's response has returned,
             # a moment after the client read the last byte.
             for _ in range(500):
                 if not served.app.guard.open_streams("alice"):
                     break
                 threading.Event().wait(0.01)
-            assert http.post(path, json=_agui("t4", "x"), headers=alice).status_code == 200
+            assert http.post(path, json=body("t4", "x"), headers=alice).status_code == 200
     finally:
         gate.set()
