@@ -61,7 +61,7 @@ LAYERS: list[tuple[str, ...]] = [
     # A subagent run elsewhere: a ChildRunner, beside the local children of actors.
     ("remote",),
     ("middleware._subagents", "middleware"),
-    ("agent", "mcp"),
+    ("agent", "mcp", "acp"),
     ("factory", "_factory_parts", "demo", "_subagent_config", "langchain"),
     # The server, and the other protocols it speaks (each a folder of its own).
     ("server", "server.agui", "server.aisdk"),
