@@ -47,6 +47,7 @@ from ._runs_api import run_routes, serve_stream, stream_target
 from ._sandboxes import open_sandboxes
 from ._threads_api import thread_routes
 from ._ui import ui_routes
+from .a2a import a2a_routes
 from .agui import agui_routes
 from .aisdk import aisdk_routes
 from .auth import Auth, AuthError
@@ -250,9 +251,10 @@ def create_app(
             *misc_routes,
             *openapi_routes,
             *ui_routes,
-            # The other protocols' endpoints (AG-UI, the AI SDK's stream).
+            # The other protocols' endpoints (AG-UI, the AI SDK's stream, A2A).
             *agui_routes,
             *aisdk_routes,
+            *a2a_routes,
         ],
         lifespan=lifespan,
         exception_handlers={

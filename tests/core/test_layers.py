@@ -64,7 +64,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("agent", "mcp", "acp"),
     ("factory", "_factory_parts", "demo", "_subagent_config", "langchain"),
     # The server, and the other protocols it speaks (each a folder of its own).
-    ("server", "server.agui", "server.aisdk"),
+    ("server", "server.agui", "server.aisdk", "server.a2a"),
     ("cli", "__main__", "__init__"),
 ]
 

@@ -113,3 +113,38 @@ def test_protocol_endpoint_is_authenticated_owned_and_capped(
             assert http.post(path, json=body("t4", "x"), headers=alice).status_code == 200
     finally:
         gate.set()
+
+
+def test_a2a_is_authenticated_and_owned(serve: Callable[..., Served]) -> None:
+    gate = threading.Event()
+    gate.set()
+    app = create_app({"agent": _agent(gate)}, auth=api_keys({ALICE: "alice", BOB: "bob"}))
+    served = serve(app)
+    alice = {"authorization": f"Bearer {ALICE}"}
+    bob = {"authorization": f"Bearer {BOB}"}
+
+    def send(text: str, context: str | None = None) -> dict[str, Any]:
+        message: dict[str, Any] = {
+            "messageId": text,
+            "role": "ROLE_USER",
+            "parts": [{"text": text}],
+        }
+        if context is not None:
+            message["contextId"] = context
+        return {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+
+    with httpx.Client(base_url=served.url, timeout=30) as http:
+        assert http.get("/a2a/agent/.well-known/agent-card.json").status_code == 401
+        assert http.post("/a2a/agent", json=send("hi")).status_code == 401
+        done = http.post("/a2a/agent", json=send("hi"), headers=alice).json()["result"]["task"]
+        assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+        get = {"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": done["id"]}}
+        assert http.post("/a2a/agent", json=get, headers=alice).json()["result"]["id"] == done["id"]
+        # Bob finds neither alice's task nor her context.
+        assert http.post("/a2a/agent", json=get, headers=bob).json()["error"]["code"] == -32001
+        theirs = http.post("/a2a/agent", json=send("x", done["contextId"]), headers=bob).json()
+        assert "error" in theirs
+        unknown = {"jsonrpc": "2.0", "id": 3, "method": "Nope", "params": {}}
+        assert (
+            http.post("/a2a/agent", json=unknown, headers=alice).json()["error"]["code"] == -32601
+        )
