@@ -33,6 +33,7 @@ from starlette.types import Receive, Scope, Send
 from .._core.pacing import Pacer
 from ..events import Event
 from ..messages import Message
+from ..remote import LIMITS_KEY
 from ._authz import owned
 from ._guard import Guard
 from ._records import RunRecord, RunStatus, Subscriber, ThreadRecord
@@ -145,17 +146,21 @@ async def start_run(
     messages: Sequence[Mapping[str, Any]] = (),
     resume: Any = None,
     metadata: Mapping[str, Any] | None = None,
+    timeout: float | None = None,
 ) -> StartedRun:
     """Create a run on ``thread``: its new ``messages``, or ``resume`` decisions.
 
     The run waits behind the thread's runs in progress (``enqueue``), as a
     message sent while the agent still works would. It is created but not
-    started: the response launches it once its first frames are out.
+    started: the response launches it once its first frames are out. With
+    ``timeout``, it ends (``timeout``) that many seconds from now.
 
     Raises:
         HTTPException: 404 an unknown assistant, 422 bad input (nothing started).
     """
     body: dict[str, Any] = {"assistant_id": assistant_id, "metadata": dict(metadata or {})}
+    if timeout is not None:  # as a remote parent sends its deadline (see _run_limits)
+        body["config"] = {"configurable": {LIMITS_KEY: {"timeout": timeout}}}
     if resume is not None:
         body["command"] = {"resume": resume}
     else:

@@ -3,7 +3,8 @@ on asyncio (uvicorn) and trio (hypercorn), one server per loop: the agent card,
 ``SendMessage`` (and a follow-up in the same context), ``SendStreamingMessage``
 with subagents' progress and the answer streamed as artifact chunks, a task
 stopped for a human (input required) answered by a message to it, ``GetTask``,
-and ``CancelTask`` on a streaming task."""
+``CancelTask`` on a streaming task, a deadline sent with a message, and a
+deepactors parent (on trio) that runs this assistant as an A2A subagent."""
 
 from __future__ import annotations
 
@@ -12,8 +13,14 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import httpx
 import pytest
+
+from deepactors import AssistantMessage, ToolCall, ToolMessage, create_deep_agent, open_runtime
+from deepactors.middleware import SubAgentSpec
+from deepactors.models import FunctionModel, ModelRequest
+from deepactors.remote.a2a import A2AAgent
 
 from .protocol_agent import write_agent
 from .served import serving
@@ -140,3 +147,40 @@ def test_cancel_a_streaming_task(agent_url: str) -> None:
         assert states[-1] == pb.TaskState.TASK_STATE_CANCELED
 
     asyncio.run(main())
+
+
+def test_a_deadline_sent_with_the_message_ends_the_run(agent_url: str) -> None:
+    async def main() -> None:
+        client = await _client(agent_url, streaming=False)
+        request = _message("slow")
+        request.metadata.update({"deepactors": {"timeout": 0.5}})
+        try:
+            [ended] = await _events(client, request)
+        finally:
+            await client.close()
+        assert ended.task.status.state == pb.TaskState.TASK_STATE_FAILED
+        assert "deadline" in ended.task.status.message.parts[0].text
+
+    asyncio.run(main())
+
+
+def test_a_deepactors_parent_runs_this_assistant_as_an_a2a_subagent(agent_url: str) -> None:
+    def model(request: ModelRequest) -> AssistantMessage:
+        last = request.messages[-1]
+        if isinstance(last, ToolMessage):
+            return AssistantMessage(content=f"peer said: {last.text}")
+        call = ToolCall(name="task", args={"subagent_type": "peer", "description": "fan 2"})
+        return AssistantMessage(tool_calls=[call])
+
+    peer = SubAgentSpec(
+        name="peer", description="over A2A", agent=A2AAgent(name="peer", url=agent_url)
+    )
+    parent = create_deep_agent(FunctionModel(model), subagents=[peer])
+
+    async def main() -> str:
+        async with open_runtime() as runtime:
+            handle = await runtime.start(parent, {"messages": [{"role": "user", "content": "go"}]})
+            result = await handle.result()
+        return str(result["messages"][-1].text)
+
+    assert anyio.run(main, backend="trio") == "peer said: all 2 subagents done"

@@ -59,7 +59,7 @@ LAYERS: list[tuple[str, ...]] = [
     ),
     ("actors",),
     # A subagent run elsewhere: a ChildRunner, beside the local children of actors.
-    ("remote",),
+    ("remote", "remote.a2a"),
     ("middleware._subagents", "middleware"),
     ("agent", "mcp", "acp"),
     ("factory", "_factory_parts", "demo", "_subagent_config", "langchain"),

@@ -3,7 +3,9 @@
 ``GET /a2a/{assistant_id}/.well-known/agent-card.json`` is the card (give
 ``.../a2a/{assistant_id}`` to an A2A client as the agent's URL); ``POST
 /a2a/{assistant_id}`` answers ``SendMessage``, ``SendStreamingMessage``,
-``GetTask``, ``CancelTask`` and ``SubscribeToTask``. A task is a run: its
+``GetTask``, ``CancelTask`` and ``SubscribeToTask``. A request's
+``metadata.deepactors.timeout`` (a deepactors parent's time left) is its run's
+timeout. A task is a run: its
 ``contextId`` the thread (a message without one starts a new thread), its id
 the run's. A task stopped for a human is ``input-required``; a message to it
 (its ``taskId``) answers: ``approve`` (or yes/ok), anything else rejects with
@@ -135,20 +137,35 @@ async def _start(
     context_id = message.get("contextId") or str(uuid.uuid4())
     thread = await thread_for(manager, context_id)
     user = {**message, "contextId": context_id, "role": "ROLE_USER"}
+    timeout = _timeout(params)
     waiting = message.get("taskId")
     if isinstance(waiting, str) and waiting:
         run = await _run(manager, {"id": waiting})
         if run.thread is not thread or state_of(run) != "TASK_STATE_INPUT_REQUIRED":
             raise _RpcError(_UNSUPPORTED, f"task {waiting!r} is not waiting for input")
         resume = _decisions(message, len((run.result or {}).get("__interrupt__") or ()))
-        started = await start_run(manager, thread, assistant_id=assistant_id, resume=resume)
+        started = await start_run(
+            manager, thread, assistant_id=assistant_id, resume=resume, timeout=timeout
+        )
     else:
         content = content_of(message)
         turn = {"role": "user", "content": content}
         if isinstance(message.get("messageId"), str):
             turn["id"] = message["messageId"]
-        started = await start_run(manager, thread, assistant_id=assistant_id, messages=[turn])
+        started = await start_run(
+            manager, thread, assistant_id=assistant_id, messages=[turn], timeout=timeout
+        )
     return started.run, started, user
+
+
+def _timeout(params: Mapping[str, Any]) -> float | None:
+    """The deadline a deepactors parent sent (``metadata.deepactors.timeout``), if any."""
+    metadata = params.get("metadata")
+    ours = metadata.get("deepactors") if isinstance(metadata, Mapping) else None
+    value = ours.get("timeout") if isinstance(ours, Mapping) else None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        return None
+    return float(value)
 
 
 def _decisions(message: Mapping[str, Any], pending: int) -> Any:
@@ -203,7 +220,8 @@ async def _task(
         message = agent_message(answer, message_id=f"{run.run_id}-answer", **ids)
     elif state == "TASK_STATE_FAILED":
         error = (run.result or {}).get("__error__") or {}
-        text = str(error.get("message") or "the run failed")
+        late = "the run passed its deadline" if run.status == "timeout" else "the run failed"
+        text = str(error.get("message") or late)
         message = agent_message(text, message_id=f"{run.run_id}-error", **ids)
     history = [user] if user is not None else []
     return task(run, state=state, history=history, answer=answer, message=message)
