@@ -4,7 +4,8 @@
 deep agent (on Claude by default, ``ANTHROPIC_API_KEY``; ``--model provider:model``
 for any other) with the live event view, and prints its usage and cost at the end;
 ``deepactors serve [module:agent]`` serves an agent over HTTP (LangGraph's protocol);
-``deepactors mcp [module:agent]`` serves one as an MCP server (stdio, or ``--http``).
+``deepactors mcp [module:agent]`` serves one as an MCP server (stdio, or ``--http``);
+``deepactors acp [module:agent]`` serves one to a code editor (Agent Client Protocol, stdio).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from .._core.logs import LOG_FORMATS, LOG_LEVELS, configure_logging
+from ._acp import add_acp_command
 from ._mcp import add_mcp_command, read_mcp_servers
 
 if TYPE_CHECKING:
@@ -270,6 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
     _log_options(serve, "info")
     serve.set_defaults(func=_serve)
     add_mcp_command(sub)
+    add_acp_command(sub)
     return parser
 
 

@@ -45,6 +45,9 @@ from ._runs_api import run_routes, serve_stream, stream_target
 from ._sandboxes import open_sandboxes
 from ._threads_api import thread_routes
 from ._ui import ui_routes
+from .a2a import a2a_routes
+from .agui import agui_routes
+from .aisdk import aisdk_routes
 from .auth import Auth, AuthError
 from .relay import DEFAULT_STREAM_LOG_BYTES, LocalRelay, RunRelay, pg_relay
 
@@ -241,7 +244,17 @@ def create_app(
         guard,
         auth,
         # Starlette tries routes in order: the runs' (the hot paths) first.
-        routes=[*run_routes, *thread_routes, *misc_routes, *openapi_routes, *ui_routes],
+        routes=[
+            *run_routes,
+            *thread_routes,
+            *misc_routes,
+            *openapi_routes,
+            *ui_routes,
+            # The other protocols' endpoints (AG-UI, the AI SDK's stream, A2A).
+            *agui_routes,
+            *aisdk_routes,
+            *a2a_routes,
+        ],
         lifespan=lifespan,
         exception_handlers={
             HTTPException: _error,

@@ -227,6 +227,40 @@ class Guard:
         """How many streams ``key`` has open now."""
         return self._open.get(key, 0)
 
+    def take_stream(self, scope: Scope) -> Callable[[], None]:
+        """Count a stream its path does not name (the other protocols' endpoints:
+        AG-UI, the AI SDK's stream, an A2A ``message/stream``) against the same
+        cap as the paths ending in ``/stream``.
+
+        Returns:
+            What releases it (call it once, when the response has ended).
+
+        Raises:
+            HTTPException: 429, the client has its most streams open already.
+        """
+        key = None if self.max_streams is None else self._key(scope)
+        if key is None:
+            return _nothing
+        count = self._open.get(key, 0)
+        if count >= self.max_streams:  # type: ignore[operator]  # not None: key is set
+            detail = f"this client has {count} streams open, the most it may; close one first"
+            raise HTTPException(429, detail)
+        self._open[key] = count + 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if released:
+                return
+            released = True
+            left = self._open[key] - 1
+            if left:
+                self._open[key] = left
+            else:
+                del self._open[key]
+
+        return release
+
     async def expire_bodies(self) -> None:
         """Cut off bodies past ``body_timeout``, for as long as it runs (the app's lifespan).
 
@@ -431,3 +465,7 @@ def _refuse(
     return JSONResponse(
         {"detail": detail}, status_code=status, headers={**(cors or {}), **(headers or {})}
     )
+
+
+def _nothing() -> None:
+    """Releases a stream that was not counted."""
