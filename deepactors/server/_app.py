@@ -47,6 +47,7 @@ from ._threads_api import thread_routes
 from ._ui import ui_routes
 from .auth import Auth, AuthError
 from .relay import DEFAULT_STREAM_LOG_BYTES, LocalRelay, RunRelay, pg_relay
+from .webhooks import DEFAULT_WEBHOOKS, Webhooks
 
 __all__ = ["create_app"]
 
@@ -72,6 +73,7 @@ def create_app(
     defer_gc: bool = False,
     tracing: Tracing | bool = True,
     stream_log_bytes: int = DEFAULT_STREAM_LOG_BYTES,
+    webhooks: Webhooks | None = DEFAULT_WEBHOOKS,
 ) -> Starlette:
     """An ASGI app that serves ``agents`` on the LangGraph Agent Protocol.
 
@@ -142,6 +144,10 @@ def create_app(
         stream_log_bytes: Bytes of SSE frames a resumable run keeps for clients
             that rejoin it (``Last-Event-ID``); past it the oldest are dropped,
             and a client that asks for one of those is told so (410).
+        webhooks: How the server calls the ``webhook`` a run names when it
+            ends (see :mod:`deepactors.server.webhooks`): by default unsigned,
+            to hosts that resolve to public addresses only. None: a run that
+            names a webhook is refused (422).
 
     Requests with a body must send it as ``application/json`` (or with no
     type): anything else is refused (415), so an HTML form or a ``text/plain``
@@ -205,6 +211,7 @@ def create_app(
                 run_retention=run_retention,
                 idle_timeout=idle_timeout,
                 stream_log_bytes=stream_log_bytes,
+                webhooks=webhooks,
             )
             relay_scope, bodies_scope = anyio.CancelScope(), anyio.CancelScope()
             tg.start_soon(_expire_bodies, guard, bodies_scope)

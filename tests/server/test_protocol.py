@@ -310,7 +310,7 @@ def test_bad_requests_get_clear_errors_never_500(serve: Serve) -> None:
             "input",
         ),
         ("POST", "/runs/wait", {"assistant_id": "echo", "input": {"todos": []}}, 422, "todos"),
-        ("POST", "/runs/wait", {"assistant_id": "echo", "webhook": "http://x"}, 422, "webhook"),
+        ("POST", "/runs/wait", {"assistant_id": "echo", "webhook": "ftp://x"}, 422, "webhook"),
         (
             "POST",
             f"/threads/{thread_id}/runs",
