@@ -46,6 +46,7 @@ from ._sandboxes import open_sandboxes
 from ._threads_api import thread_routes
 from ._ui import ui_routes
 from .auth import Auth, AuthError
+from .crons import CronBook, MemoryCronBook, Scheduler, cron_routes
 from .relay import DEFAULT_STREAM_LOG_BYTES, LocalRelay, RunRelay, pg_relay
 from .webhooks import DEFAULT_WEBHOOKS, Webhooks
 
@@ -74,6 +75,7 @@ def create_app(
     tracing: Tracing | bool = True,
     stream_log_bytes: int = DEFAULT_STREAM_LOG_BYTES,
     webhooks: Webhooks | None = DEFAULT_WEBHOOKS,
+    crons: CronBook | None = None,
 ) -> Starlette:
     """An ASGI app that serves ``agents`` on the LangGraph Agent Protocol.
 
@@ -148,6 +150,9 @@ def create_app(
             ends (see :mod:`deepactors.server.webhooks`): by default unsigned,
             to hosts that resolve to public addresses only. None: a run that
             names a webhook is refused (422).
+        crons: Where scheduled runs are kept (see :mod:`deepactors.server.crons`);
+            None: in memory, gone when the app stops. ``deepactors serve --db``
+            keeps them in its database.
 
     Requests with a body must send it as ``application/json`` (or with no
     type): anything else is refused (415), so an HTML form or a ``text/plain``
@@ -183,6 +188,7 @@ def create_app(
     if not agents:
         raise ConfigurationError("create_app needs at least one agent")
     saver = checkpointer if checkpointer is not None else MemoryCheckpointer()
+    book: CronBook = crons if crons is not None else MemoryCronBook()
     assistants: dict[str, AssistantRecord] = {}
     for graph_id, agent in agents.items():
         if not isinstance(agent, DeepAgent):
@@ -218,6 +224,10 @@ def create_app(
             if relay.shared:
                 await tg.start(_run_relay, relay, manager, relay_scope)
             await manager.load_saved()
+            scheduler = Scheduler(book, manager, auth)
+            app.state.scheduler = scheduler
+            app.state.crons = book
+            await tg.start(scheduler.run)
             app.state.runs = manager
             app.state.serving = True
             try:
@@ -234,6 +244,9 @@ def create_app(
                     await relay.aclose()
                 relay_scope.cancel()
                 bodies_scope.cancel()
+                tg.cancel_scope.cancel()  # the scheduler: the runs are done
+                with anyio.CancelScope(shield=True):
+                    await book.aclose()
 
     middleware = [
         Middleware(
@@ -248,7 +261,14 @@ def create_app(
         guard,
         auth,
         # Starlette tries routes in order: the runs' (the hot paths) first.
-        routes=[*run_routes, *thread_routes, *misc_routes, *openapi_routes, *ui_routes],
+        routes=[
+            *run_routes,
+            *thread_routes,
+            *cron_routes,
+            *misc_routes,
+            *openapi_routes,
+            *ui_routes,
+        ],
         lifespan=lifespan,
         exception_handlers={
             HTTPException: _error,

@@ -286,7 +286,7 @@ async def info(request: Request) -> Response:
     return JSONResponse(
         {
             "version": "deepactors",
-            "flags": {"assistants": True, "crons": False, "langsmith": False},
+            "flags": {"assistants": True, "crons": True, "langsmith": False},
             "metadata": {},
         }
     )

@@ -37,6 +37,7 @@ from ._retention import DEFAULT_RUN_RETENTION
 from ._supervise import supervise
 from ._uvicorn_http import HeadTimeoutProtocol
 from .auth import Auth, api_keys
+from .crons import open_cron_book
 from .relay import DEFAULT_STREAM_LOG_BYTES
 from .webhooks import Webhooks
 
@@ -257,6 +258,7 @@ def build_app(
         defer_gc=True,
         auth=None if auth is None else load_auth(auth),
         webhooks=hooks,
+        crons=open_cron_book(db),
         **limits,
     )
 
