@@ -22,7 +22,7 @@ from .._core.pacing import DEFAULT_QUANTUM
 from ..actors import open_runtime
 from ..agent import DeepAgent
 from ..errors import ConfigurationError, DeepActorsError, InputError
-from ..persistence import Checkpointer, MemoryCheckpointer, Store
+from ..persistence import Checkpointer, MemoryCheckpointer, MemoryStore, Store
 from ..tracing import Tracing, attach_traceparent, detach_traceparent
 from ._authz import CALLER, IDENTITY_KEY, OPEN_PATHS, authenticate
 from ._guard import (
@@ -93,7 +93,8 @@ def create_app(
         checkpointer: Where threads are saved, for agents that have no
             checkpointer of their own (default: in memory, for this process).
         store: The store of the ``/store`` endpoints, and of agents that have
-            none of their own.
+            none of their own. None: one in memory (as ``langgraph dev`` has),
+            gone when the app stops; ``deepactors serve --db`` keeps it there.
         idle_timeout: Seconds a thread's actor keeps its state in memory, and
             an idle thread's record its values (then read back from the
             checkpointer when a request needs them).
@@ -188,6 +189,7 @@ def create_app(
     if not agents:
         raise ConfigurationError("create_app needs at least one agent")
     saver = checkpointer if checkpointer is not None else MemoryCheckpointer()
+    store = store if store is not None else MemoryStore()
     book: CronBook = crons if crons is not None else MemoryCronBook()
     assistants: dict[str, AssistantRecord] = {}
     for graph_id, agent in agents.items():
