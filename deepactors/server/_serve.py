@@ -23,7 +23,14 @@ from starlette.applications import Starlette
 
 from .._core.logs import configure_logging, get_logger, logging_config
 from ..errors import ConfigurationError
-from ..persistence import Checkpointer, Store, is_postgres_url, open_checkpointer, open_store
+from ..persistence import (
+    Checkpointer,
+    MemoryStore,
+    Store,
+    is_postgres_url,
+    open_checkpointer,
+    open_store,
+)
 from ._app import create_app
 from ._guard import (
     DEFAULT_BODY_TIMEOUT,
@@ -32,7 +39,7 @@ from ._guard import (
     LOOPBACK_HOSTS,
     check_limits,
 )
-from ._langgraph_json import load_agents, with_server_persistence
+from ._langgraph_json import indexed, load_agents, with_server_persistence
 from ._retention import DEFAULT_RUN_RETENTION
 from ._supervise import supervise
 from ._uvicorn_http import HeadTimeoutProtocol
@@ -245,7 +252,9 @@ def build_app(
         secret = os.environ.get(WEBHOOK_SECRET_ENV) or None
         hooks = Webhooks(secret=secret, **hooks)
     agents = load_agents(target)
-    checkpointer, store = persistence_for(db) if db is not None else (None, None)
+    checkpointer, store = persistence_for(db) if db is not None else (None, MemoryStore())
+    if target is None:
+        store = indexed(store)  # langgraph.json's store.index, if any
     if checkpointer is not None:  # --db is where threads are saved, whatever a module made
         agents = with_server_persistence(agents, checkpointer, store)
     # A process that only serves: collections deferred while runs are in
