@@ -176,6 +176,8 @@ def _serve(args: argparse.Namespace) -> int:
         allowed_hosts=tuple(args.allowed_host),
         insecure=args.insecure,
         auth=args.auth,
+        webhooks=not args.no_webhooks,
+        webhook_allowed_hosts=tuple(args.webhook_allow_host),
         # Not given: ServeOptions' defaults (not imported to build the parser:
         # the server's modules would slow every command's start).
         **{name: getattr(args, name) for name in _LIMITS if getattr(args, name) is not None},
@@ -371,6 +373,20 @@ def _serve_safety_options(serve: argparse.ArgumentParser) -> None:
         help="authenticate clients: keys-file:PATH (API keys, 'key user' lines or JSON), "
         "keys-env:VAR (key=user,...), or module:attribute naming an Auth "
         "(deepactors.server.auth, e.g. jwt_bearer); threads are then each user's own",
+    )
+    serve.add_argument(
+        "--no-webhooks",
+        action="store_true",
+        help="refuse runs that name a webhook (422). By default a run's webhook is POSTed "
+        "its outcome when it ends, signed with $DEEPACTORS_WEBHOOK_SECRET when set",
+    )
+    serve.add_argument(
+        "--webhook-allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host webhooks may call though it is this machine or a private network, "
+        "NAME or NAME:PORT (repeatable). Others must resolve to public addresses",
     )
     serve.add_argument(
         "--insecure",

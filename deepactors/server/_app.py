@@ -22,7 +22,7 @@ from .._core.pacing import DEFAULT_QUANTUM
 from ..actors import open_runtime
 from ..agent import DeepAgent
 from ..errors import ConfigurationError, DeepActorsError, InputError
-from ..persistence import Checkpointer, MemoryCheckpointer, Store
+from ..persistence import Checkpointer, MemoryCheckpointer, MemoryStore, Store
 from ..tracing import Tracing, attach_traceparent, detach_traceparent
 from ._authz import CALLER, IDENTITY_KEY, OPEN_PATHS, authenticate
 from ._guard import (
@@ -49,7 +49,9 @@ from .a2a import a2a_routes
 from .agui import agui_routes
 from .aisdk import aisdk_routes
 from .auth import Auth, AuthError
+from .crons import CronBook, MemoryCronBook, Scheduler, cron_routes
 from .relay import DEFAULT_STREAM_LOG_BYTES, LocalRelay, RunRelay, pg_relay
+from .webhooks import DEFAULT_WEBHOOKS, Webhooks
 
 __all__ = ["create_app"]
 
@@ -75,6 +77,8 @@ def create_app(
     defer_gc: bool = False,
     tracing: Tracing | bool = True,
     stream_log_bytes: int = DEFAULT_STREAM_LOG_BYTES,
+    webhooks: Webhooks | None = DEFAULT_WEBHOOKS,
+    crons: CronBook | None = None,
 ) -> Starlette:
     """An ASGI app that serves ``agents`` on the LangGraph Agent Protocol.
 
@@ -92,7 +96,8 @@ def create_app(
         checkpointer: Where threads are saved, for agents that have no
             checkpointer of their own (default: in memory, for this process).
         store: The store of the ``/store`` endpoints, and of agents that have
-            none of their own.
+            none of their own. None: one in memory (as ``langgraph dev`` has),
+            gone when the app stops; ``deepactors serve --db`` keeps it there.
         idle_timeout: Seconds a thread's actor keeps its state in memory, and
             an idle thread's record its values (then read back from the
             checkpointer when a request needs them).
@@ -145,6 +150,13 @@ def create_app(
         stream_log_bytes: Bytes of SSE frames a resumable run keeps for clients
             that rejoin it (``Last-Event-ID``); past it the oldest are dropped,
             and a client that asks for one of those is told so (410).
+        webhooks: How the server calls the ``webhook`` a run names when it
+            ends (see :mod:`deepactors.server.webhooks`): by default unsigned,
+            to hosts that resolve to public addresses only. None: a run that
+            names a webhook is refused (422).
+        crons: Where scheduled runs are kept (see :mod:`deepactors.server.crons`);
+            None: in memory, gone when the app stops. ``deepactors serve --db``
+            keeps them in its database.
 
     Requests with a body must send it as ``application/json`` (or with no
     type): anything else is refused (415), so an HTML form or a ``text/plain``
@@ -180,6 +192,8 @@ def create_app(
     if not agents:
         raise ConfigurationError("create_app needs at least one agent")
     saver = checkpointer if checkpointer is not None else MemoryCheckpointer()
+    store = store if store is not None else MemoryStore()
+    book: CronBook = crons if crons is not None else MemoryCronBook()
     assistants: dict[str, AssistantRecord] = {}
     for graph_id, agent in agents.items():
         if not isinstance(agent, DeepAgent):
@@ -208,12 +222,17 @@ def create_app(
                 run_retention=run_retention,
                 idle_timeout=idle_timeout,
                 stream_log_bytes=stream_log_bytes,
+                webhooks=webhooks,
             )
             relay_scope, bodies_scope = anyio.CancelScope(), anyio.CancelScope()
             tg.start_soon(_expire_bodies, guard, bodies_scope)
             if relay.shared:
                 await tg.start(_run_relay, relay, manager, relay_scope)
             await manager.load_saved()
+            scheduler = Scheduler(book, manager, auth)
+            app.state.scheduler = scheduler
+            app.state.crons = book
+            await tg.start(scheduler.run)
             app.state.runs = manager
             app.state.serving = True
             try:
@@ -230,6 +249,9 @@ def create_app(
                     await relay.aclose()
                 relay_scope.cancel()
                 bodies_scope.cancel()
+                tg.cancel_scope.cancel()  # the scheduler: the runs are done
+                with anyio.CancelScope(shield=True):
+                    await book.aclose()
 
     middleware = [
         Middleware(
@@ -247,6 +269,7 @@ def create_app(
         routes=[
             *run_routes,
             *thread_routes,
+            *cron_routes,
             *misc_routes,
             *openapi_routes,
             *ui_routes,

@@ -34,8 +34,9 @@ from ..agent import DeepAgent
 from ..demo import build_demo_agent
 from ..errors import ConfigurationError
 from ..persistence import Checkpointer, MemoryCheckpointer, MemoryStore, Store
+from ..persistence.index import IndexedStore
 
-__all__ = ["CONFIG_FILE", "load_agents", "with_server_persistence"]
+__all__ = ["CONFIG_FILE", "indexed", "load_agents", "with_server_persistence"]
 
 CONFIG_FILE = "langgraph.json"
 """The file ``deepactors serve`` reads when no agent is named."""
@@ -110,6 +111,61 @@ def load_config(path: Path) -> dict[str, DeepAgent]:
             )
         agents[name] = value
     return agents
+
+
+def indexed(store: Store, path: Path | None = None) -> Store:
+    """``store``, searchable by meaning when ``langgraph.json`` asks for it.
+
+    ``"store": {"index": {"embed": ..., "dims": 1536, "fields": ["text"]}}`` as
+    LangGraph reads it: ``embed`` is ``module:function`` (or ``./file.py:function``),
+    or ``openai:<model>`` (the ``openai`` extra, ``OPENAI_API_KEY``).
+
+    Raises:
+        ConfigurationError: The index is not one this server can build.
+    """
+    path = path if path is not None else Path(CONFIG_FILE)
+    if not path.is_file():
+        return store
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return store  # load_config says what is wrong with the file
+    index = (config.get("store") or {}).get("index") if isinstance(config, dict) else None
+    if index is None:
+        return store
+    if not isinstance(index, dict) or not isinstance(index.get("embed"), str):
+        raise ConfigurationError(f"{path}: store.index needs 'embed': 'module:function'")
+    spec: str = index["embed"]
+    embed: Any
+    if spec.startswith("openai:"):
+        embed = _openai_embed(spec.removeprefix("openai:"))
+    else:
+        module_name, _, attribute = spec.rpartition(":")
+        module = _import(module_name, path.resolve().parent)
+        embed = getattr(module, attribute, None)
+        if embed is None:
+            raise ConfigurationError(
+                f"{path}: store.index.embed: {module_name} has no {attribute!r}"
+            )
+    fields = index.get("fields") or ["$"]
+    return IndexedStore(store, embed=embed, dims=index.get("dims"), fields=fields)
+
+
+def _openai_embed(model: str) -> Any:
+    try:
+        from openai import AsyncOpenAI
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"store.index.embed openai:{model} needs the openai extra: "
+            "pip install 'deepactors[openai]'"
+        ) from exc
+    client = AsyncOpenAI()
+
+    async def embed(texts: list[str]) -> list[list[float]]:
+        answer = await client.embeddings.create(model=model, input=texts)
+        return [d.embedding for d in answer.data]
+
+    return embed
 
 
 def _apply_env(env: Any, folder: Path, path: Path) -> None:

@@ -15,6 +15,7 @@ from ..errors import PersistenceError
 from ..filediff import FileRecord
 from ..messages import Message
 from ..persistence import Store, StoreItem
+from ..persistence.index import IndexedStore
 from ..state import Todo
 from ._authz import caller, owned_namespace
 from ._records import AssistantRecord, iso, matches
@@ -180,10 +181,23 @@ async def delete_item(request: Request) -> Response:
 
 async def search_items(request: Request) -> Response:
     body = await read_body(request, StoreSearch)
-    if body.query:
-        raise HTTPException(422, "query: semantic search is not supported by this store")
+    store = _store(request)
     prefix = await _own_prefix(tuple(body.namespace_prefix))
-    items = await _store(request).search(prefix)
+    if body.query:
+        if not isinstance(store, IndexedStore):
+            raise HTTPException(
+                422,
+                "query: this server's store has no index to search by meaning (give it "
+                "one: langgraph.json's store.index, or create_app(store=IndexedStore(...)))",
+            )
+        try:
+            scored = await store.semantic_search(
+                prefix, body.query, filter=body.filter, limit=body.limit, offset=body.offset
+            )
+        except ValueError as exc:
+            raise HTTPException(422, f"query: {exc}") from None
+        return JSONResponse({"items": [{**_item(i), "score": s} for i, s in scored]})
+    items = await store.search(prefix)
     found = [i for i in items if matches(i.value, body.filter)]
     page = found[body.offset : body.offset + body.limit]
     return JSONResponse({"items": [{**_item(i), "score": None} for i in page]})
@@ -286,7 +300,7 @@ async def info(request: Request) -> Response:
     return JSONResponse(
         {
             "version": "deepactors",
-            "flags": {"assistants": True, "crons": False, "langsmith": False},
+            "flags": {"assistants": True, "crons": True, "langsmith": False},
             "metadata": {},
         }
     )

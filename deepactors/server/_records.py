@@ -199,6 +199,7 @@ class RunRecord:
         result: The run's final values as JSON, once done (or its error).
         remote: Driven by another server process (shared through the relay);
             this record follows it.
+        webhook: The URL POSTed the run's outcome when it ends, if any.
     """
 
     run_id: str
@@ -217,6 +218,7 @@ class RunRecord:
     result: dict[str, Any] | None = None
     finished_at: float | None = None
     remote: bool = False
+    webhook: str | None = None
     _done: anyio.Event | None = field(default=None, repr=False)
     _cancelled: anyio.Event | None = field(default=None, repr=False)
 

@@ -26,6 +26,8 @@ from ..tracing import run_traces
 from ._records import ForgottenRun, RunRecord, RunStatus, Subscriber, ThreadRecord
 from ._run_inputs import error_json
 from .relay import RunRelay
+from .webhooks import Webhooks, deliver
+from .webhooks import payload as webhook_payload
 
 __all__ = ["RunDriver", "traced_into"]
 
@@ -122,6 +124,7 @@ class RunDriver:
 
     runtime: Runtime
     relay: RunRelay
+    webhooks: Webhooks | None
     _tg: TaskGroup
 
     def handle(self, thread: ThreadRecord) -> ThreadHandle:
@@ -278,6 +281,13 @@ class RunDriver:
             _drop_traceback(handle)
             run.handle = None if thread.temporary else _spent(handle)
         run.done.set()
+        if run.webhook is not None and self.webhooks is not None:
+            body = webhook_payload(run.to_json(), run.result, self.webhooks.max_body)
+            self._tg.start_soon(self._deliver, run.webhook, body, run.run_id)
+
+    async def _deliver(self, url: str, body: bytes, run_id: str) -> None:
+        assert self.webhooks is not None
+        await deliver(url, body, self.webhooks, delivery_id=run_id)
 
     async def refresh(self, thread: ThreadRecord) -> None:
         """Read the thread's values and interrupts back from its checkpoint."""

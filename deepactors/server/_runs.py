@@ -40,7 +40,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from starlette.exceptions import HTTPException
 
 from ..actors import RunInput, Runtime, ThreadHandle
-from ..errors import DeepActorsError
+from ..errors import DeepActorsError, InputError
 from ..events import Event
 from ._authz import CALLER, OWNER_KEY, caller, may_thread
 from ._checkpoints import start_from
@@ -60,6 +60,7 @@ from ._run_limits import with_limits
 from ._schemas import RunCreate
 from .auth import Action
 from .relay import DEFAULT_STREAM_LOG_BYTES, LocalRelay, RunRelay, SharedRuns
+from .webhooks import Webhooks, check_webhook_url
 
 __all__ = ["RunManager"]
 
@@ -77,6 +78,7 @@ class RunManager(RunCanceller):
         idle_timeout: Seconds an idle thread keeps its values in memory (None:
             for ever); then they are read from its checkpoint when needed.
         stream_log_bytes: Bytes of frames a resumable run keeps (``_frame_log``).
+        webhooks: How the webhooks runs name are called (None: runs may name none).
     """
 
     def __init__(
@@ -89,8 +91,10 @@ class RunManager(RunCanceller):
         run_retention: float | None = DEFAULT_RUN_RETENTION,
         idle_timeout: float | None = None,
         stream_log_bytes: int = DEFAULT_STREAM_LOG_BYTES,
+        webhooks: Webhooks | None = None,
     ) -> None:
         self.runtime = runtime
+        self.webhooks = webhooks
         self.stream_log_bytes = stream_log_bytes
         self._tg = task_group
         self.relay: RunRelay = relay if relay is not None else LocalRelay()
@@ -256,6 +260,12 @@ class RunManager(RunCanceller):
         if self._closing:
             raise HTTPException(503, "the server is shutting down")
         body.refuse_unsupported()
+        webhook = None
+        if body.webhook is not None:
+            try:
+                webhook = check_webhook_url(body.webhook, self.webhooks)
+            except InputError as exc:
+                raise HTTPException(422, str(exc)) from None
         assistant = self.assistant(body.assistant_id)
         if body.command is not None and not thread.temporary:
             assistant = await self._deciding_assistant(thread, assistant)
@@ -286,6 +296,7 @@ class RunManager(RunCanceller):
             kwargs_of=functools.partial(run_kwargs, body),
             metadata=dict(body.metadata or {}),
             multitask_strategy=body.multitask_strategy,
+            webhook=webhook,
         )
         if subscriber is not None:
             run.subscribers.append(subscriber)

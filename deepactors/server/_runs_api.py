@@ -21,7 +21,7 @@ from ._resumable import create_logged, join_logged, kept_log, open_resumable
 from ._runs import RunManager
 from ._schemas import RunCreate, RunsCancel, parse_body, read_body
 
-__all__ = ["run_routes", "serve_stream", "stream_target"]
+__all__ = ["run_routes", "serve_stream", "stream_target", "thread_of"]
 
 
 def _manager(request: Request) -> RunManager:
@@ -37,7 +37,7 @@ def _adapter(modes: Any, subgraphs: bool, thread_id: str | None) -> LangGraphStr
 
 
 async def _thread_for(request: Request, body: RunCreate) -> ThreadRecord:
-    return await _thread_of(_manager(request), request.path_params.get("thread_id"), body)
+    return await thread_of(_manager(request), request.path_params.get("thread_id"), body)
 
 
 @runtime_checkable
@@ -58,7 +58,13 @@ async def _reach_checkpointer(manager: RunManager, assistant_id: str) -> None:
         await saver.reach()
 
 
-async def _thread_of(manager: RunManager, thread_id: str | None, body: RunCreate) -> ThreadRecord:
+async def thread_of(manager: RunManager, thread_id: str | None, body: RunCreate) -> ThreadRecord:
+    """The thread a run of ``body`` goes on: ``thread_id`` (made first with
+    ``if_not_exists="create"``), else a new one, kept or not as ``body`` says.
+
+    Raises:
+        HTTPException: 404 no such thread of the caller's.
+    """
     if thread_id is not None or body.on_completion == "keep":
         await _reach_checkpointer(manager, body.assistant_id)
     if thread_id is None:  # stateless: a thread of its own, gone when the run ends
@@ -112,7 +118,7 @@ async def stream_run(request: Request) -> Response:
 
 
 async def _open_stream(manager: RunManager, thread_id: str | None, body: RunCreate) -> Response:
-    thread = await _thread_of(manager, thread_id, body)
+    thread = await thread_of(manager, thread_id, body)
     adapter = _adapter(
         body.stream_mode, body.stream_subgraphs, None if thread.temporary else thread.thread_id
     )

@@ -105,8 +105,9 @@ class RunCreate(_Body):
     # Where the run starts from: the thread's head, or a checkpoint to fork from.
     checkpoint: Checkpoint | None = None
     checkpoint_id: str | None = None
-    # Not implemented: refused when set.
+    # POSTed the run's outcome when it ends (see deepactors.server.webhooks).
     webhook: str | None = None
+    # Not implemented: refused when set.
     interrupt_before: str | list[str] | None = None
     interrupt_after: str | list[str] | None = None
 
@@ -118,7 +119,7 @@ class RunCreate(_Body):
 
     def refuse_unsupported(self) -> None:
         """Raise a 422 for a field whose feature this server does not have."""
-        for name in ("webhook", "interrupt_before", "interrupt_after"):
+        for name in ("interrupt_before", "interrupt_after"):
             if getattr(self, name):
                 raise HTTPException(422, f"{name}: not supported by this server")
         if self.command is not None:

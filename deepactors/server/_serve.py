@@ -23,7 +23,14 @@ from starlette.applications import Starlette
 
 from .._core.logs import configure_logging, get_logger, logging_config
 from ..errors import ConfigurationError
-from ..persistence import Checkpointer, Store, is_postgres_url, open_checkpointer, open_store
+from ..persistence import (
+    Checkpointer,
+    MemoryStore,
+    Store,
+    is_postgres_url,
+    open_checkpointer,
+    open_store,
+)
 from ._app import create_app
 from ._guard import (
     DEFAULT_BODY_TIMEOUT,
@@ -32,12 +39,14 @@ from ._guard import (
     LOOPBACK_HOSTS,
     check_limits,
 )
-from ._langgraph_json import load_agents, with_server_persistence
+from ._langgraph_json import indexed, load_agents, with_server_persistence
 from ._retention import DEFAULT_RUN_RETENTION
 from ._supervise import supervise
 from ._uvicorn_http import HeadTimeoutProtocol
 from .auth import Auth, api_keys
+from .crons import open_cron_book
 from .relay import DEFAULT_STREAM_LOG_BYTES
+from .webhooks import Webhooks
 
 __all__ = ["ServeOptions", "load_agents", "load_auth", "serve", "tune_gc"]
 
@@ -60,6 +69,9 @@ BACKLOG = 2048
 hypercorn's is 100)."""
 
 _log = get_logger("deepactors.server")
+
+WEBHOOK_SECRET_ENV = "DEEPACTORS_WEBHOOK_SECRET"
+"""The environment variable ``deepactors serve`` reads webhooks' signing secret from."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,6 +113,10 @@ class ServeOptions:
     """Seconds an idle thread keeps its state and values in memory (see ``create_app``)."""
     stream_log_bytes: int = DEFAULT_STREAM_LOG_BYTES
     """Bytes of SSE frames a resumable run keeps for rejoins (see ``create_app``)."""
+    webhooks: bool = True
+    """Whether runs may name a webhook (see :mod:`deepactors.server.webhooks`)."""
+    webhook_allowed_hosts: tuple[str, ...] = ()
+    """Hosts webhooks may call whatever they resolve to (this machine, a private network)."""
 
     @property
     def shared_runs(self) -> str | None:
@@ -132,6 +148,9 @@ class ServeOptions:
             "run_retention": self.run_retention,
             "idle_timeout": self.idle_timeout,
             "stream_log_bytes": self.stream_log_bytes,
+            "webhooks": {"allowed_hosts": list(self.webhook_allowed_hosts)}
+            if self.webhooks
+            else None,
         }
 
 
@@ -226,8 +245,16 @@ def build_app(
     given, runs shared through ``runs_db`` (PostgreSQL) when given, and
     ``create_app``'s checks and ``limits`` (:meth:`ServeOptions.app_limits`),
     clients authenticated by ``auth`` (see :func:`load_auth`)."""
+    limits = dict(limits or {})
+    hooks = limits.pop("webhooks", {})
+    if hooks is not None:
+        # The secret from the environment only: a flag would show in `ps`.
+        secret = os.environ.get(WEBHOOK_SECRET_ENV) or None
+        hooks = Webhooks(secret=secret, **hooks)
     agents = load_agents(target)
-    checkpointer, store = persistence_for(db) if db is not None else (None, None)
+    checkpointer, store = persistence_for(db) if db is not None else (None, MemoryStore())
+    if target is None:
+        store = indexed(store)  # langgraph.json's store.index, if any
     if checkpointer is not None:  # --db is where threads are saved, whatever a module made
         agents = with_server_persistence(agents, checkpointer, store)
     # A process that only serves: collections deferred while runs are in
@@ -239,7 +266,9 @@ def build_app(
         runs_db=runs_db,
         defer_gc=True,
         auth=None if auth is None else load_auth(auth),
-        **(limits or {}),
+        webhooks=hooks,
+        crons=open_cron_book(db),
+        **limits,
     )
 
 

@@ -10,7 +10,18 @@ from __future__ import annotations
 
 from ._checkpoint import CHECKPOINT_SCHEMA_VERSION as CHECKPOINT_SCHEMA_VERSION
 from ._checkpoint import SqliteCheckpointer as SqliteCheckpointer
+from ._conn import Database as Database
+from ._conn import Errors as Errors
+from ._conn import Schema as Schema
 from ._store import STORE_SCHEMA_VERSION as STORE_SCHEMA_VERSION
 from ._store import SqliteStore as SqliteStore
 
-__all__ = ["CHECKPOINT_SCHEMA_VERSION", "STORE_SCHEMA_VERSION", "SqliteCheckpointer", "SqliteStore"]
+__all__ = [
+    "CHECKPOINT_SCHEMA_VERSION",
+    "STORE_SCHEMA_VERSION",
+    "Database",
+    "Errors",
+    "Schema",
+    "SqliteCheckpointer",
+    "SqliteStore",
+]
