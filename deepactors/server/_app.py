@@ -43,6 +43,7 @@ from ._retention import DEFAULT_RUN_RETENTION
 from ._runs import RunManager
 from ._runs_api import run_routes, serve_stream, stream_target
 from ._sandboxes import open_sandboxes
+from ._thread_ops import thread_op_routes
 from ._threads_api import thread_routes
 from ._ui import ui_routes
 from .a2a import a2a_routes
@@ -267,6 +268,7 @@ def create_app(
         auth,
         # Starlette tries routes in order: the runs' (the hot paths) first.
         routes=[
+            *thread_op_routes,  # before /threads/{id} and /runs/{...}: literal paths first
             *run_routes,
             *thread_routes,
             *cron_routes,
