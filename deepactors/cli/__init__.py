@@ -286,6 +286,7 @@ _LIMITS = (
     "run_retention",
     "idle_timeout",
     "stream_log_bytes",
+    "store_ttl",
 )
 
 
@@ -373,6 +374,13 @@ def _serve_safety_options(serve: argparse.ArgumentParser) -> None:
         help="authenticate clients: keys-file:PATH (API keys, 'key user' lines or JSON), "
         "keys-env:VAR (key=user,...), or module:attribute naming an Auth "
         "(deepactors.server.auth, e.g. jwt_bearer); threads are then each user's own",
+    )
+    serve.add_argument(
+        "--store-ttl",
+        type=float,
+        metavar="MINUTES",
+        help="minutes a store item lives since last written or read, unless put with its "
+        "own ttl (default: for ever; langgraph.json's store.ttl also sets it)",
     )
     serve.add_argument(
         "--no-webhooks",

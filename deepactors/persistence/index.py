@@ -28,14 +28,14 @@ import inspect
 import json
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import anyio.to_thread
 
 from ..errors import ConfigurationError
 from .store import Namespace, Store, StoreItem
 
-__all__ = ["VECTORS", "Embed", "IndexedStore"]
+__all__ = ["VECTORS", "Embed", "IndexedStore", "SemanticSearch"]
 
 VECTORS = "__vectors__"
 """The first label of the namespaces where items' vectors are kept (hidden, reserved)."""
@@ -46,6 +46,23 @@ Embed = (
     | Any
 )
 """An embedding function of a list of texts, or a LangChain ``Embeddings`` object."""
+
+
+@runtime_checkable
+class SemanticSearch(Protocol):
+    """A store that can be searched by meaning (:class:`IndexedStore`, or a wrapper of one)."""
+
+    async def semantic_search(
+        self,
+        namespace_prefix: Namespace,
+        query: str,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> builtins.list[tuple[StoreItem, float]]:
+        """See :meth:`IndexedStore.semantic_search`."""
+        ...
 
 
 class IndexedStore:
@@ -100,6 +117,10 @@ class IndexedStore:
         """
         if namespace and namespace[0] == VECTORS:
             raise ValueError(f"the namespace label {VECTORS!r} is reserved for the index")
+        if namespace and namespace[0].startswith("__"):
+            # Another wrapper's own records (an expiry): kept, never embedded.
+            await self.store.put(namespace, key, value)
+            return
         text = self._text(value)
         vector = None if text is None else (await self._vectors([text], query=False))[0]
         await self.store.put(namespace, key, value)

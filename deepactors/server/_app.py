@@ -23,6 +23,7 @@ from ..actors import open_runtime
 from ..agent import DeepAgent
 from ..errors import ConfigurationError, DeepActorsError, InputError
 from ..persistence import Checkpointer, MemoryCheckpointer, MemoryStore, Store
+from ..persistence.ttl import ExpiringStore
 from ..tracing import Tracing, attach_traceparent, detach_traceparent
 from ._authz import CALLER, IDENTITY_KEY, OPEN_PATHS, authenticate
 from ._guard import (
@@ -234,6 +235,8 @@ def create_app(
             app.state.scheduler = scheduler
             app.state.crons = book
             await tg.start(scheduler.run)
+            if isinstance(store, ExpiringStore):
+                tg.start_soon(store.sweep_forever)
             app.state.runs = manager
             app.state.serving = True
             try:

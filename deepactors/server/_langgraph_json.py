@@ -35,8 +35,9 @@ from ..demo import build_demo_agent
 from ..errors import ConfigurationError
 from ..persistence import Checkpointer, MemoryCheckpointer, MemoryStore, Store
 from ..persistence.index import IndexedStore
+from ..persistence.ttl import ExpiringStore
 
-__all__ = ["CONFIG_FILE", "indexed", "load_agents", "with_server_persistence"]
+__all__ = ["CONFIG_FILE", "expiring", "indexed", "load_agents", "with_server_persistence"]
 
 CONFIG_FILE = "langgraph.json"
 """The file ``deepactors serve`` reads when no agent is named."""
@@ -149,6 +150,42 @@ def indexed(store: Store, path: Path | None = None) -> Store:
             )
     fields = index.get("fields") or ["$"]
     return IndexedStore(store, embed=embed, dims=index.get("dims"), fields=fields)
+
+
+def expiring(store: Store, path: Path | None, default_minutes: float | None = None) -> Store:
+    """``store`` with time to live when ``langgraph.json`` (or ``default_minutes``) asks.
+
+    ``"store": {"ttl": {"default_ttl": 1440, "refresh_on_read": true,
+    "sweep_interval_minutes": 60}}`` as LangGraph reads it (minutes), in the
+    file at ``path`` (None: no file); ``default_minutes`` (``serve --store-ttl``)
+    when the file gives no ``default_ttl``. A store wrapped so is one whose
+    items may also be given a ``ttl`` one by one.
+
+    Raises:
+        ConfigurationError: A setting that is not a number of minutes.
+    """
+    ttl: Any = None
+    if path is not None and path.is_file():
+        try:
+            config = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            config = None  # load_config says what is wrong with the file
+        if isinstance(config, dict):
+            ttl = (config.get("store") or {}).get("ttl")
+    if ttl is None and default_minutes is None:
+        return store
+    ttl = dict(ttl or {})
+    minutes = ttl.get("default_ttl", default_minutes)
+    sweep = ttl.get("sweep_interval_minutes", 1)
+    for name, value in (("default_ttl", minutes), ("sweep_interval_minutes", sweep)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise ConfigurationError(f"{path}: store.ttl.{name}: minutes, not {value!r}")
+    return ExpiringStore(
+        store,
+        default_ttl=None if minutes is None else minutes * 60,
+        refresh_on_read=bool(ttl.get("refresh_on_read", True)),
+        sweep_interval=sweep * 60,
+    )
 
 
 def _openai_embed(model: str) -> Any:

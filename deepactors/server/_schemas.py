@@ -246,6 +246,7 @@ class StoreSearch(_Body):
     limit: int = Field(default=10, ge=0, le=10_000)
     offset: int = Field(default=0, ge=0)
     query: str | None = None
+    refresh_ttl: bool | None = None
 
     _check_ns = field_validator("namespace_prefix")(_namespace)
 

@@ -13,6 +13,7 @@ import signal
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -39,7 +40,13 @@ from ._guard import (
     LOOPBACK_HOSTS,
     check_limits,
 )
-from ._langgraph_json import indexed, load_agents, with_server_persistence
+from ._langgraph_json import (
+    CONFIG_FILE,
+    expiring,
+    indexed,
+    load_agents,
+    with_server_persistence,
+)
 from ._retention import DEFAULT_RUN_RETENTION
 from ._supervise import supervise
 from ._uvicorn_http import HeadTimeoutProtocol
@@ -117,6 +124,9 @@ class ServeOptions:
     """Whether runs may name a webhook (see :mod:`deepactors.server.webhooks`)."""
     webhook_allowed_hosts: tuple[str, ...] = ()
     """Hosts webhooks may call whatever they resolve to (this machine, a private network)."""
+    store_ttl: float | None = None
+    """Minutes a store item lives unless put with its own ``ttl``; None: for ever (see
+    :class:`~deepactors.persistence.ttl.ExpiringStore`)."""
 
     @property
     def shared_runs(self) -> str | None:
@@ -148,6 +158,7 @@ class ServeOptions:
             "run_retention": self.run_retention,
             "idle_timeout": self.idle_timeout,
             "stream_log_bytes": self.stream_log_bytes,
+            "store_ttl": self.store_ttl,
             "webhooks": {"allowed_hosts": list(self.webhook_allowed_hosts)}
             if self.webhooks
             else None,
@@ -253,8 +264,11 @@ def build_app(
         hooks = Webhooks(secret=secret, **hooks)
     agents = load_agents(target)
     checkpointer, store = persistence_for(db) if db is not None else (None, MemoryStore())
-    if target is None:
-        store = indexed(store)  # langgraph.json's store.index, if any
+    config = Path(CONFIG_FILE) if target is None else None  # langgraph.json's store
+    if config is not None:
+        store = indexed(store, config)
+    # Outermost: expiry filters what an index finds too.
+    store = expiring(store, config, limits.pop("store_ttl", None))
     if checkpointer is not None:  # --db is where threads are saved, whatever a module made
         agents = with_server_persistence(agents, checkpointer, store)
     # A process that only serves: collections deferred while runs are in
