@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from ..actors import (
@@ -27,7 +26,6 @@ from ..actors import (
 from ..budget import Budget
 from ..errors import InputError
 from ..lc_views import LangGraphStream
-from ..middleware import aclose_tree_models
 from ..tools import Command
 from ._config import check_timeout, read_config, warn_if_unsaved
 from ._lg_stream import StreamParts
@@ -179,21 +177,16 @@ class DeepAgent(AgentParts, SavedThreads):
         backend: str = "asyncio",
         **kwargs: Any,
     ) -> dict[str, Any]:
-        """Blocking :meth:`ainvoke`, on a fresh event loop of ``backend``.
+        """Blocking :meth:`ainvoke`, on the kept event loop of ``backend``.
 
-        Works in a plain script and also from a thread whose event loop is already
-        running (a notebook cell): the run then gets a loop in a worker thread.
+        Every sync call of the process runs on one loop per backend that lives in a
+        daemon thread (see :mod:`deepactors.actors._sync`): any number of calls, from
+        any thread, also from one whose own loop is running (a notebook cell). Models'
+        clients made on it (LangChain's cached ones too) stay valid between calls.
         """
 
         _check_kwargs("invoke", DeepAgent.ainvoke, kwargs)
-
-        async def invoke_and_close() -> dict[str, Any]:
-            try:
-                return await self.ainvoke(input, config, **kwargs)
-            finally:
-                await aclose_tree_models(self._spec)
-
-        return run_sync(invoke_and_close, backend=backend)
+        return run_sync(self.ainvoke, input, config, backend=backend, **kwargs)
 
     def stream(
         self,
@@ -203,19 +196,11 @@ class DeepAgent(AgentParts, SavedThreads):
         backend: str = "asyncio",
         **kwargs: Any,
     ) -> Iterator[Any]:
-        """Blocking :meth:`astream`: yields events (or, with ``stream_mode``, parts)."""
+        """Blocking :meth:`astream`: yields events (or, with ``stream_mode``, parts),
+        on the kept event loop of ``backend`` (as :meth:`invoke`)."""
 
         _check_kwargs("stream", DeepAgent.astream, kwargs)
-
-        @asynccontextmanager
-        async def events_then_close() -> AsyncIterator[EventStream | StreamParts]:
-            try:
-                async with self.astream(input, config, **kwargs) as events:
-                    yield events
-            finally:
-                await aclose_tree_models(self._spec)
-
-        return stream_sync(events_then_close, backend=backend)
+        return stream_sync(lambda: self.astream(input, config, **kwargs), backend=backend)
 
     def _prepare(
         self,
