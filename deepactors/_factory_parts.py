@@ -3,7 +3,7 @@ tool sources, the structured-answer layer, the resolved spec, and models."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .actors import AgentSpec
@@ -30,8 +30,11 @@ DEFAULT_PROMPT = (
 
 
 def tool_sources(items: Any, mcp_servers: Any) -> tuple[list[Tool], list[AgentMiddleware]]:
-    # LangChain tools become Tools first: what is neither Tool nor callable is an MCP server.
-    items = [as_tool(t) if _is_langchain_tool(t) else t for t in items or ()]
+    # LangChain tools and provider tool dicts become Tools first: what is neither
+    # Tool nor callable is an MCP server.
+    items = [
+        as_tool(t) if _is_langchain_tool(t) or isinstance(t, Mapping) else t for t in items or ()
+    ]
     if mcp_servers or not all(isinstance(t, Tool) or callable(t) for t in items or ()):
         from . import mcp  # an optional integration: imported only when used
 

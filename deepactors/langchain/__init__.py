@@ -16,14 +16,20 @@ a :class:`~deepactors.errors.ConfigurationError` that names the extra.
   message objects in results and ``stream_mode`` streams (``isinstance(msg,
   AIMessage)`` and ``pretty_print()`` work): ``from deepactors.langchain import
   create_deep_agent`` is the one import a deepagents script changes.
+* LangChain's middleware (``langchain.agents.middleware``: ``AgentMiddleware``
+  subclasses, ``@before_model`` and the other decorators, the built-ins) need
+  nothing: pass them in ``middleware=``; :func:`from_langchain_middleware` is the
+  converter and :class:`LangChainMiddleware` the adapter that runs them.
 * :class:`SubAgent` / :class:`CompiledSubAgent`: deepagents' subagent dict types;
-  :func:`file_data_to_string`: deepagents' ``FileData`` helper (none need LangChain).
+  :func:`file_data_to_string` / :func:`create_file_data`: deepagents' ``FileData``
+  helpers (none need LangChain).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._files import create_file_data as create_file_data
 from ._files import file_data_to_string as file_data_to_string
 from ._specs import CompiledSubAgent as CompiledSubAgent
 from ._specs import SubAgent as SubAgent
@@ -36,8 +42,10 @@ if TYPE_CHECKING:
     from ._chat_model import adapt_model as adapt_model
     from ._chat_model import resolve_model_string as resolve_model_string
     from ._errors import GraphRecursionError as GraphRecursionError
+    from ._lc_builtins import from_langchain_middleware as from_langchain_middleware
     from ._messages import from_langchain as from_langchain
     from ._messages import to_langchain as to_langchain
+    from ._middleware import LangChainMiddleware as LangChainMiddleware
     from ._tools import from_langchain_tool as from_langchain_tool
 
 __all__ = [
@@ -45,12 +53,15 @@ __all__ = [
     "GraphRecursionError",
     "LangChainAgent",
     "LangChainChatModel",
+    "LangChainMiddleware",
     "SubAgent",
     "adapt_model",
     "as_langchain",
     "create_deep_agent",
+    "create_file_data",
     "file_data_to_string",
     "from_langchain",
+    "from_langchain_middleware",
     "from_langchain_tool",
     "require_langchain",
     "resolve_model_string",
@@ -67,6 +78,8 @@ _LAZY = {
     "resolve_model_string": "_chat_model",
     "from_langchain": "_messages",
     "to_langchain": "_messages",
+    "LangChainMiddleware": "_middleware",
+    "from_langchain_middleware": "_lc_builtins",
     "from_langchain_tool": "_tools",
 }
 

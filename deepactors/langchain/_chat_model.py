@@ -33,7 +33,7 @@ from .._core.threads import run_sync_in_thread
 from ..errors import ConfigurationError, UnsupportedLoop
 from ..messages import AssistantMessage, ThinkingBlock, ToolCall
 from ..models import ModelRequest, StreamDelta, StreamPart
-from ..tools import Tool
+from ..tools import ProviderTool, Tool
 from ._messages import from_langchain, to_langchain
 
 __all__ = ["LangChainChatModel", "is_langchain_chat_model"]
@@ -108,7 +108,9 @@ class LangChainChatModel:
                 self._bound.move_to_end(key)
                 return bound
         specs = [
-            {
+            dict(t.spec)  # the provider's own tool, as bind_tools takes it
+            if isinstance(t, ProviderTool)
+            else {
                 "type": "function",
                 "function": {
                     "name": t.name,
