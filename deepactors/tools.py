@@ -160,8 +160,15 @@ class Tool:
                 raise ConfigurationError(f"tool {self.name!r} needs a ToolRuntime")
             kwargs[self.runtime_param] = runtime
         if self.is_async:
-            return await self.fn(**kwargs)
-        return await run_sync_in_thread(functools.partial(self.fn, **kwargs), name=self.name)
+            out = await self.fn(**kwargs)
+        else:
+            out = await run_sync_in_thread(functools.partial(self.fn, **kwargs), name=self.name)
+        if type(out).__name__ == "Command" and type(out).__module__.startswith("langgraph"):
+            # LangGraph's Command(update=...) from a plain function, as from a LangChain
+            # tool (deepagents' tools return it): deepactors' own, through the adapter.
+            adapter = importlib.import_module(_LANGCHAIN_ADAPTER)
+            return adapter.from_langgraph_command(out, tool_name=self.name)
+        return out
 
 
 @dataclass(slots=True, kw_only=True, eq=False)

@@ -21,6 +21,7 @@ a :class:`~deepactors.errors.ConfigurationError` that names the extra.
   nothing: pass them in ``middleware=``; :func:`from_langchain_middleware` is the
   converter and :class:`LangChainMiddleware` the adapter that runs them.
 * :class:`SubAgent` / :class:`CompiledSubAgent`: deepagents' subagent dict types;
+  :class:`DeepAgentState`: its state keys, to extend for ``state_schema=``;
   :func:`file_data_to_string` / :func:`create_file_data`: deepagents' ``FileData``
   helpers (none need LangChain).
 """
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from ._files import create_file_data as create_file_data
 from ._files import file_data_to_string as file_data_to_string
 from ._specs import CompiledSubAgent as CompiledSubAgent
+from ._specs import DeepAgentState as DeepAgentState
 from ._specs import SubAgent as SubAgent
 
 if TYPE_CHECKING:
@@ -47,9 +49,11 @@ if TYPE_CHECKING:
     from ._messages import to_langchain as to_langchain
     from ._middleware import LangChainMiddleware as LangChainMiddleware
     from ._tools import from_langchain_tool as from_langchain_tool
+    from ._tools import from_langgraph_command as from_langgraph_command
 
 __all__ = [
     "CompiledSubAgent",
+    "DeepAgentState",
     "GraphRecursionError",
     "LangChainAgent",
     "LangChainChatModel",
@@ -63,6 +67,7 @@ __all__ = [
     "from_langchain",
     "from_langchain_middleware",
     "from_langchain_tool",
+    "from_langgraph_command",
     "require_langchain",
     "resolve_model_string",
     "to_langchain",
@@ -81,6 +86,7 @@ _LAZY = {
     "LangChainMiddleware": "_middleware",
     "from_langchain_middleware": "_lc_builtins",
     "from_langchain_tool": "_tools",
+    "from_langgraph_command": "_tools",
 }
 
 

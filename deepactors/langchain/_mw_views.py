@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, get_args, get_origin, get_type_hints
+from typing import Any
 
 import anyio.from_thread
 from langchain_core.messages import BaseMessage
@@ -20,13 +20,14 @@ from langgraph.prebuilt.tool_node import ToolRuntime as LGToolRuntime
 from langgraph.runtime import Runtime as LGRuntime
 from langgraph.types import Command as LGCommand
 
+from .._factory_parts import schema_channels as state_schema_channels
 from ..context import RunContext
 from ..errors import ConfigurationError
 from ..events import CustomEvent
 from ..hooks import ToolCallRequest
 from ..messages import Message, ToolMessage, to_message
 from ..models import ChatModel
-from ..state import Channel, RemoveMessage, State
+from ..state import Channel, RemoveMessage, State, default_channels
 from ..tools import Command, Tool
 from ._chat_model import adapt_model
 from ._messages import from_langchain, to_langchain
@@ -42,8 +43,8 @@ __all__ = [
     "tool_view",
 ]
 
-# Keys of LangChain's AgentState: the agent has them already.
-_AGENT_STATE = frozenset({"messages", "jump_to", "structured_response"})
+# Keys every agent has already (LangChain's AgentState's among them).
+_AGENT_STATE = frozenset({"messages", "jump_to", "structured_response", *default_channels()})
 
 
 class StateView(Mapping[str, Any]):
@@ -178,47 +179,10 @@ def lc_tool_result(result: ToolMessage | Command) -> Any:
 
 
 def schema_channels(middleware: Any) -> tuple[dict[str, Channel], tuple[str, ...]]:
-    """Channels for the keys ``middleware.state_schema`` adds to LangChain's AgentState."""
+    """Channels for the keys ``middleware.state_schema`` adds to LangChain's AgentState
+    (see :func:`deepactors._factory_parts.schema_channels`)."""
     schema = getattr(middleware, "state_schema", None)
     if schema is None:
         return {}, ()
-    try:
-        hints = get_type_hints(schema, include_extras=True)
-    except Exception as exc:
-        raise ConfigurationError(
-            f"cannot read the state_schema of {type(middleware).__qualname__}: {exc}"
-        ) from exc
-    channels: dict[str, Channel] = {}
-    untracked: list[str] = []
-    for key, hint in hints.items():
-        if key in _AGENT_STATE:
-            continue
-        marks = _marks(hint)
-        is_untracked = "UntrackedValue" in marks
-        if is_untracked:
-            untracked.append(key)
-        private = "OmitFromSchema" in marks
-        channels[key] = (
-            Channel(private=private, encode=_nothing, decode=_forget)
-            if is_untracked
-            else Channel(private=private)
-        )
-    return channels, tuple(untracked)
-
-
-def _marks(hint: Any) -> set[str]:
-    """Names of the classes of the ``Annotated`` metadata in ``hint`` (at any depth)."""
-    found: set[str] = set()
-    for arg in get_args(hint):
-        found.add(type(arg).__name__ if not isinstance(arg, type) else arg.__name__)
-        if get_origin(arg) is not None or get_args(arg):
-            found |= _marks(arg)
-    return found
-
-
-def _nothing(value: Any) -> None:
-    return None  # an UntrackedValue is never checkpointed
-
-
-def _forget(value: Any) -> None:
-    return None
+    owner = type(middleware).__qualname__
+    return state_schema_channels(schema, _AGENT_STATE, owner=owner)
