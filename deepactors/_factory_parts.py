@@ -4,6 +4,8 @@ tool sources, the structured-answer layer, the resolved spec, and models."""
 from __future__ import annotations
 
 import inspect
+import threading
+import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import (
     TYPE_CHECKING,
@@ -38,6 +40,8 @@ __all__ = [
     "Parts",
     "answer_layer",
     "build_spec",
+    "own_checkpointer",
+    "own_store",
     "prompt_text",
     "schema_channels",
     "tool_sources",
@@ -172,6 +176,76 @@ def _empty(hint: Any) -> Callable[[], Any]:
 
 def _nothing(value: Any) -> None:
     return None  # never checkpointed (LangGraph's UntrackedValue)
+
+
+# LangGraph's in-memory saver given as checkpointer=: a MemoryCheckpointer per saver,
+# so agents given the same saver share their threads, as under LangGraph.
+_SAVERS: weakref.WeakKeyDictionary[Any, Checkpointer] = weakref.WeakKeyDictionary()
+_SAVERS_LOCK = threading.Lock()
+
+
+def own_checkpointer(checkpointer: Any) -> Checkpointer | None:
+    """``checkpointer=`` as deepactors' own: LangGraph's ``InMemorySaver`` (or
+    ``MemorySaver``) becomes a :class:`~deepactors.persistence.MemoryCheckpointer`.
+
+    Raises:
+        ConfigurationError: Another LangGraph saver (naming deepactors' counterpart),
+            or an ``InMemorySaver`` that holds checkpoints already.
+    """
+    if not _is_langgraph(checkpointer, "BaseCheckpointSaver", "langgraph.checkpoint"):
+        return cast("Checkpointer | None", checkpointer)
+    kind = type(checkpointer).__name__
+    if kind not in ("InMemorySaver", "MemorySaver"):
+        fix = _SAVER_FIXES.get(
+            kind, "MemoryCheckpointer(), SqliteCheckpointer(path) or PostgresCheckpointer(dsn)"
+        )
+        raise ConfigurationError(
+            f"LangGraph's {kind} cannot keep deepactors' threads, whose records are their "
+            f"own: use deepactors' {fix} (from deepactors.persistence)"
+        )
+    if getattr(checkpointer, "storage", None):
+        raise ConfigurationError(
+            "this InMemorySaver holds LangGraph checkpoints already, which deepactors "
+            "cannot read: give a fresh one (or deepactors' MemoryCheckpointer)"
+        )
+    from .persistence import MemoryCheckpointer
+
+    with _SAVERS_LOCK:
+        own = _SAVERS.get(checkpointer)
+        if own is None:
+            own = _SAVERS[checkpointer] = MemoryCheckpointer()
+        return own
+
+
+_SAVER_FIXES = {
+    "SqliteSaver": "SqliteCheckpointer(path)",
+    "AsyncSqliteSaver": "SqliteCheckpointer(path)",
+    "PostgresSaver": "PostgresCheckpointer(dsn)",
+    "AsyncPostgresSaver": "PostgresCheckpointer(dsn)",
+}
+
+
+def own_store(store: Any) -> Store | None:
+    """``store=`` as given, unless it is LangGraph's (refused with the fix).
+
+    Raises:
+        ConfigurationError: A LangGraph ``BaseStore``, whose API (sync ``put``,
+            ``Item`` values) deepactors' store does not have.
+    """
+    if _is_langgraph(store, "BaseStore", "langgraph.store"):
+        raise ConfigurationError(
+            f"LangGraph's {type(store).__name__} is not a deepactors store: use "
+            "deepactors' MemoryStore() (or SqliteStore(path), PostgresStore(dsn)); its "
+            "methods are async (await store.put(namespace, key, value)), and it is what "
+            "StoreBackend and the memory middleware read"
+        )
+    return cast("Store | None", store)
+
+
+def _is_langgraph(obj: object, base: str, module: str) -> bool:
+    return obj is not None and any(
+        cls.__name__ == base and cls.__module__.startswith(module) for cls in type(obj).__mro__
+    )
 
 
 def answer_layer(response_format: Any, model: ChatModel) -> list[AgentMiddleware]:

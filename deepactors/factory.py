@@ -11,6 +11,8 @@ from ._factory_parts import (
     Parts,
     answer_layer,
     build_spec,
+    own_checkpointer,
+    own_store,
     prompt_text,
     schema_channels,
     tool_sources,
@@ -116,6 +118,9 @@ def create_deep_agent(
         memory: Memory files (``AGENTS.md``) in the backend, shown to the model on
             every call and reloaded whenever they change.
         backend: Where the file tools keep files (default: in agent state).
+        checkpointer: Where threads are saved (``MemoryCheckpointer``,
+            ``SqliteCheckpointer``, ``PostgresCheckpointer``); LangGraph's
+            ``InMemorySaver`` stands for a ``MemoryCheckpointer`` (one per saver).
         store: Long-term key-value store for backends and memory.
         response_format: A schema (pydantic model class, dataclass, TypedDict or
             JSON schema dict) the run's final answer must fit, landing in
@@ -164,6 +169,8 @@ def create_deep_agent(
             "AnthropicPromptCachingMiddleware)"
         )
     prompt = prompt_text(system_prompt)
+    checkpointer = own_checkpointer(checkpointer)
+    store = own_store(store)
     channels: dict[str, Channel] = {}
     if state_schema is not None:
         channels, untracked = schema_channels(

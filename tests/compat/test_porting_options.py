@@ -20,6 +20,9 @@ from langchain.agents.structured_output import AutoStrategy, ProviderStrategy, T
 from langchain_core.messages import AIMessage
 from langchain_core.messages import SystemMessage as LCSystemMessage
 from langgraph.cache.memory import InMemoryCache
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.store.memory import InMemoryStore
 from langgraph.types import Command as LGCommand
 from pydantic import BaseModel
 
@@ -264,3 +267,27 @@ async def test_a_langchain_models_usage_has_its_cost_as_a_budget_charges_it(
     cost = result["usage"].cost_usd
     assert cost == pytest.approx((1000 * 5 + 100 * 30) / 1e6)
     assert result["budget"].usd == pytest.approx(cost)
+
+
+# -- LangGraph's checkpointers and stores ----------------------------------------------------
+
+
+async def test_langgraphs_in_memory_saver_keeps_threads_shared_by_the_agents_given_it() -> None:
+    saver = InMemorySaver()
+    model, _ = prompt_seen()
+    config = {"configurable": {"thread_id": "t"}}
+    await create_deep_agent(model=model, checkpointer=saver).ainvoke("one", config)
+    other = create_deep_agent(model=model, checkpointer=saver)
+    state = await other.aget_state(config)
+    assert [m.content for m in state.values["messages"]] == ["one", "ok"]
+
+
+def test_other_langgraph_savers_and_stores_are_refused_with_the_fix() -> None:
+    class FileSaver(BaseCheckpointSaver):  # type: ignore[type-arg]
+        pass
+
+    model, _ = prompt_seen()
+    with pytest.raises(ConfigurationError, match="FileSaver cannot keep deepactors' threads"):
+        create_own_agent(model, checkpointer=FileSaver())  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match=r"use deepactors' MemoryStore\(\)"):
+        create_own_agent(model, store=InMemoryStore())  # type: ignore[arg-type]
