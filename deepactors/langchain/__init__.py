@@ -22,8 +22,8 @@ a :class:`~deepactors.errors.ConfigurationError` that names the extra.
   converter and :class:`LangChainMiddleware` the adapter that runs them.
 * :class:`SubAgent` / :class:`CompiledSubAgent`: deepagents' subagent dict types;
   :class:`DeepAgentState`: its state keys, to extend for ``state_schema=``;
-  :func:`file_data_to_string` / :func:`create_file_data`: deepagents' ``FileData``
-  helpers (none need LangChain).
+  :func:`file_data_to_string`, :func:`create_file_data`, :func:`update_file_data`:
+  deepagents' ``FileData`` helpers (none need LangChain).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._files import create_file_data as create_file_data
 from ._files import file_data_to_string as file_data_to_string
+from ._files import update_file_data as update_file_data
 from ._specs import CompiledSubAgent as CompiledSubAgent
 from ._specs import DeepAgentState as DeepAgentState
 from ._specs import SubAgent as SubAgent
@@ -71,6 +72,7 @@ __all__ = [
     "require_langchain",
     "resolve_model_string",
     "to_langchain",
+    "update_file_data",
 ]
 
 _LAZY = {

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["create_file_data", "file_data_to_string"]
+__all__ = ["create_file_data", "file_data_to_string", "update_file_data"]
 
 
 def create_file_data(
@@ -28,6 +28,15 @@ def create_file_data(
         "encoding": encoding,
         "created_at": created_at or now,
         "modified_at": now,
+    }
+
+
+def update_file_data(file_data: Mapping[str, Any], content: str) -> dict[str, str]:
+    """deepagents' ``FileData`` with new ``content``: ``created_at`` kept, ``modified_at`` now."""
+    return {
+        **file_data,
+        "content": content,
+        "modified_at": datetime.now(UTC).isoformat(),
     }
 
 
