@@ -8,10 +8,16 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from typing import Any, ClassVar
 
+import anyio
+import sniffio
+
 from ..actors import (
+    AgentSpec,
     EventStream,
     RunHandle,
     RunInput,
@@ -26,6 +32,8 @@ from ..actors import (
 from ..budget import Budget
 from ..errors import InputError
 from ..lc_views import LangGraphStream
+from ..middleware import tree_models
+from ..models import SupportsAclose
 from ..tools import Command
 from ._config import check_timeout, read_config, warn_if_unsaved
 from ._lg_stream import StreamParts
@@ -186,7 +194,12 @@ class DeepAgent(AgentParts, SavedThreads):
         """
 
         _check_kwargs("invoke", DeepAgent.ainvoke, kwargs)
-        return run_sync(self.ainvoke, input, config, backend=backend, **kwargs)
+
+        async def invoke() -> dict[str, Any]:
+            async with _sync_use(self._spec):
+                return await self.ainvoke(input, config, **kwargs)
+
+        return run_sync(invoke, backend=backend)
 
     def stream(
         self,
@@ -200,7 +213,13 @@ class DeepAgent(AgentParts, SavedThreads):
         on the kept event loop of ``backend`` (as :meth:`invoke`)."""
 
         _check_kwargs("stream", DeepAgent.astream, kwargs)
-        return stream_sync(lambda: self.astream(input, config, **kwargs), backend=backend)
+
+        @asynccontextmanager
+        async def opened() -> AsyncIterator[EventStream | StreamParts]:
+            async with _sync_use(self._spec), self.astream(input, config, **kwargs) as events:
+                yield events
+
+        return stream_sync(opened, backend=backend)
 
     def _prepare(
         self,
@@ -220,6 +239,41 @@ class DeepAgent(AgentParts, SavedThreads):
             run_input = dataclasses.replace(run_input, max_steps=options.max_steps)
         warn_if_unsaved(options.thread_id, checkpointer=self._spec.checkpointer, runtime=runtime)
         return options.thread_id, run_input
+
+
+# Sync calls run on the kept loops (actors._sync), where a model's HTTP client made
+# for one call would live as long as the process. Each is closed when the last sync
+# call using its model on that loop ends: a program that builds agents on the fly
+# keeps no client per model for good, and no call closes a client another call of
+# the same model is still using.
+_sync_users: dict[tuple[int, str], int] = {}
+_sync_users_lock = threading.Lock()
+
+
+@asynccontextmanager
+async def _sync_use(spec: AgentSpec) -> AsyncIterator[None]:
+    loop = sniffio.current_async_library()
+    models = [m for m in tree_models(spec) if isinstance(m, SupportsAclose)]
+    with _sync_users_lock:
+        for model in models:
+            key = (id(model), loop)
+            _sync_users[key] = _sync_users.get(key, 0) + 1
+    try:
+        yield
+    finally:
+        last = []
+        with _sync_users_lock:
+            for model in models:
+                key = (id(model), loop)
+                left = _sync_users[key] - 1
+                if left:
+                    _sync_users[key] = left
+                else:
+                    del _sync_users[key]
+                    last.append(model)
+        with anyio.CancelScope(shield=True):
+            for model in last:
+                await model.aclose()
 
 
 def _check_kwargs(name: str, target: Any, kwargs: Mapping[str, Any]) -> None:

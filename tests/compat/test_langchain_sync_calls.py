@@ -14,7 +14,8 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from deepactors import create_deep_agent as create_own_agent
 from deepactors.langchain import create_deep_agent
 from deepactors.messages import AssistantMessage, ToolCall
 from deepactors.models import FunctionModel, ModelRequest
+from deepactors.models.anthropic import AnthropicModel
 from tests.anthropic.fake_api import FakeAnthropicAPI, message, text
 from tests.openai.fake_api import FakeOpenAI, answer
 
@@ -190,3 +192,37 @@ def test_a_sync_call_from_the_kept_loop_itself_does_not_wait_for_itself() -> Non
 
     outer = create_own_agent(FunctionModel(outer_model), tools=[nested])
     assert outer.invoke("go")["messages"][-1].text == "got inner"
+
+
+def test_a_models_client_is_closed_when_the_last_sync_call_using_it_ends(
+    anthropic_api: FakeAnthropicAPI,
+) -> None:
+    # deepactors' own model keeps its HTTP client per loop; on the kept loop it
+    # would live as long as the process without this.
+    model = AnthropicModel("claude-sonnet-5-5", api_key="k", base_url=anthropic_api.base_url)
+    agent = create_own_agent(model)
+    for _ in range(3):
+        assert agent.invoke("hi")["messages"][-1].text == "hello from anthropic"
+        assert wait_for(lambda: anthropic_api.open_connections == 0)
+    # Two threads at once: the first to finish does not close the client the other uses.
+    anthropic_api.default = lambda body: message(text("slow"), delay=0.3)
+    answers: list[str] = []
+    threads = [
+        threading.Thread(target=lambda: answers.append(agent.invoke("hi")["messages"][-1].text))
+        for _ in range(2)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert answers == ["slow", "slow"]
+    assert wait_for(lambda: anthropic_api.open_connections == 0)
+
+
+def wait_for(condition: Callable[[], bool]) -> bool:
+    # The server sees a closed connection a moment after the client closed it.
+    for _ in range(200):
+        if condition():
+            return True
+        time.sleep(0.01)
+    return condition()
