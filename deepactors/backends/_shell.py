@@ -49,7 +49,8 @@ class LocalShellBackend(FilesystemBackend):
     running after a normal exit.
 
     Args:
-        root: The folder that is ``/`` and the commands' working folder.
+        root: The folder that is ``/`` and the commands' working folder
+            (default: the current folder); ``root_dir=`` is deepagents' name for it.
         timeout: Default seconds a command may run.
         max_output_bytes: Output beyond this is dropped (still drained, so the
             command never blocks on a full pipe) and a note says so.
@@ -63,13 +64,16 @@ class LocalShellBackend(FilesystemBackend):
         max_read_bytes: See :class:`FilesystemBackend`.
         max_write_bytes: See :class:`FilesystemBackend`.
         use_ripgrep: See :class:`FilesystemBackend`.
+        root_dir: ``root``, by deepagents' name (give one of the two).
+        virtual_mode: deepagents' option; only ``True`` (paths confined to the
+            root), as for :class:`FilesystemBackend`.
     """
 
     can_execute = True
 
     def __init__(
         self,
-        root: str | os.PathLike[str],
+        root: str | os.PathLike[str] | None = None,
         *,
         timeout: float = 120,
         max_output_bytes: int = 100_000,
@@ -79,12 +83,16 @@ class LocalShellBackend(FilesystemBackend):
         max_read_bytes: int = 10 * MIB,
         max_write_bytes: int = 10 * MIB,
         use_ripgrep: bool | None = None,
+        root_dir: str | os.PathLike[str] | None = None,
+        virtual_mode: bool = True,
     ) -> None:
         super().__init__(
             root,
             max_read_bytes=max_read_bytes,
             max_write_bytes=max_write_bytes,
             use_ripgrep=use_ripgrep,
+            root_dir=root_dir,
+            virtual_mode=virtual_mode,
         )
         self.timeout = timeout
         self.max_output_bytes = max_output_bytes

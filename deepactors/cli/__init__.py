@@ -25,6 +25,8 @@ from ._acp import add_acp_command
 from ._mcp import add_mcp_command, read_mcp_servers
 
 if TYPE_CHECKING:
+    from ..agent import DeepAgent
+    from ..backends import BubblewrapSandbox
     from ..messages import Usage
 
 __all__ = ["build_parser", "main", "usage_line"]
@@ -59,13 +61,87 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run(args: argparse.Namespace) -> int:
+# The key each built-in provider's SDK reads, checked before anything starts.
+_PROVIDER_KEYS = {
+    "anthropic": "ANTHROPIC_API_KEY",
+    "openai": "OPENAI_API_KEY",
+    "openai-responses": "OPENAI_API_KEY",
+}
+
+
+def _missing_key(model: str | None) -> str | None:
+    """The one line ``run`` prints when ``model``'s provider needs a key not set."""
     import os
 
+    provider = (model or "anthropic:").partition(":")[0]
+    var = _PROVIDER_KEYS.get(provider)
+    if var is None or os.environ.get(var):
+        return None
+    if provider == "anthropic":
+        return (
+            "deepactors run on Claude needs ANTHROPIC_API_KEY; or choose another model with "
+            "--model (openai:gpt-5.5, ollama:llama3.3, ...). To see the runtime without a key, "
+            "run `deepactors demo`."
+        )
+    return (
+        f"deepactors run on {model} needs {var} (and OPENAI_BASE_URL for another "
+        "OpenAI-compatible server); or choose another model with --model. To see the "
+        "runtime without a key, run `deepactors demo`."
+    )
+
+
+def _run_agent(args: argparse.Namespace) -> tuple[DeepAgent, BubblewrapSandbox | None]:
+    """The agent ``run`` runs (``--agent module:attribute``, or one built from the
+    options), and the sandbox it works in, when ``--sandbox`` made one.
+
+    Raises:
+        ConfigurationError: A bad option or agent (printed as one line, exit 2).
+    """
+    from pathlib import Path
+
+    from ..agent import DeepAgent, load_target
+    from ..errors import ConfigurationError
+    from ..factory import create_deep_agent
+
+    checkpointer = None
+    if args.db:
+        from ..persistence import open_checkpointer
+
+        try:
+            checkpointer = open_checkpointer(args.db)  # a file, or a postgresql:// URL
+        except ImportError as exc:
+            raise ConfigurationError(f"--db {args.db}: {exc}") from None
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"--db {args.db}: {exc}") from None
+    if args.agent:
+        given = [f"--{o}" for o in ("model", "mcp", "sandbox") if getattr(args, o)]
+        if given:
+            raise ConfigurationError(
+                f"{', '.join(given)} with --agent: the agent brings its own; give one or the other"
+            )
+        agent = load_target(args.agent, Path.cwd())
+        if not isinstance(agent, DeepAgent):
+            raise ConfigurationError(f"--agent {args.agent} is not a DeepAgent: {agent!r}")
+        if checkpointer is not None:  # --db is where the thread is kept, as for serve
+            agent = type(agent)(dataclasses.replace(agent.spec, checkpointer=checkpointer))
+        return agent, None
+    sandbox = None
+    if args.sandbox:
+        from ..backends import BubblewrapSandbox
+
+        # The model's commands and files in a workspace under this folder,
+        # isolated from the host (Linux namespaces; no network).
+        sandbox = BubblewrapSandbox(args.sandbox)
+    servers = read_mcp_servers(args.mcp) if args.mcp else None
+    agent = create_deep_agent(
+        args.model or None, checkpointer=checkpointer, mcp_servers=servers, backend=sandbox
+    )
+    return agent, sandbox
+
+
+def _run(args: argparse.Namespace) -> int:
     from ..errors import ConfigurationError, DeepActorsError
     from ..events import RunFinished
-    from ..factory import create_deep_agent
-    from ..middleware import aclose_tree_models
     from ._live import View, open_view
 
     configure_logging(args.log_level, args.log_format)
@@ -76,60 +152,30 @@ def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    model = args.model or None
-    if (model is None or str(model).startswith("anthropic:")) and not os.environ.get(
-        "ANTHROPIC_API_KEY"
-    ):
-        print(
-            "deepactors run on Claude needs ANTHROPIC_API_KEY; or choose another model with "
-            "--model (openai:gpt-5.5, ollama:llama3.3, ...). To see the runtime without a key, "
-            "run `deepactors demo`.",
-            file=sys.stderr,
-        )
+    missing = None if args.agent else _missing_key(args.model)
+    if missing is not None:
+        print(missing, file=sys.stderr)
         return 2
-    checkpointer = None
-    if args.db:
-        from ..persistence import open_checkpointer
-
-        try:
-            checkpointer = open_checkpointer(args.db)  # a file, or a postgresql:// URL
-        except (ImportError, ConfigurationError) as exc:
-            print(f"error: --db {args.db}: {exc}", file=sys.stderr)
-            return 2
-    sandbox = None
-    if args.sandbox:
-        from ..backends import BubblewrapSandbox
-
-        # The model's commands and files in a workspace under this folder,
-        # isolated from the host (Linux namespaces; no network).
-        sandbox = BubblewrapSandbox(args.sandbox)
     try:
-        servers = read_mcp_servers(args.mcp) if args.mcp else None
-        agent = create_deep_agent(
-            model, checkpointer=checkpointer, mcp_servers=servers, backend=sandbox
-        )
+        agent, sandbox = _run_agent(args)
     except ConfigurationError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    thread = args.thread or ("cli" if checkpointer is not None else None)
+    thread = args.thread or ("cli" if agent.spec.checkpointer is not None else None)
     question = " ".join(args.question)
 
     spent: list[Usage | None] = [None]
 
     async def main(view: View) -> None:
-        try:
-            async with contextlib.AsyncExitStack() as stack:
-                if sandbox is not None:
-                    await stack.enter_async_context(sandbox)  # SandboxUnavailable: said below
-                async with agent.astream(
-                    question, thread_id=thread, timeout=args.timeout
-                ) as events:
-                    async for event in events:
-                        view.feed(event)
-                        if isinstance(event, RunFinished) and "/" not in event.path:
-                            spent[0] = event.usage  # the top run's: the whole tree's
-        finally:
-            await aclose_tree_models(agent.spec)
+        async with contextlib.AsyncExitStack() as stack:
+            if sandbox is not None:
+                await stack.enter_async_context(sandbox)  # SandboxUnavailable: said below
+            stack.push_async_callback(_close_models, agent)
+            async with agent.astream(question, thread_id=thread, timeout=args.timeout) as events:
+                async for event in events:
+                    view.feed(event)
+                    if isinstance(event, RunFinished) and "/" not in event.path:
+                        spent[0] = event.usage  # the top run's: the whole tree's
 
     try:
         with open_view() as view:
@@ -140,6 +186,12 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         print(usage_line(spent[0]))
     return 0
+
+
+async def _close_models(agent: DeepAgent) -> None:
+    from ..middleware import aclose_tree_models
+
+    await aclose_tree_models(agent.spec)
 
 
 def usage_line(usage: Usage | None) -> str:
@@ -217,6 +269,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--model",
         help="provider:model, e.g. anthropic:claude-sonnet-5-5 (the default), openai:gpt-5.5, "
         "openai-responses:gpt-5.5, ollama:llama3.3, vllm:<model>, openrouter:<vendor/model>",
+    )
+    run.add_argument(
+        "--agent",
+        metavar="TARGET",
+        help="run your agent instead: module:attribute or file.py:attribute of a DeepAgent "
+        "(or a function of no arguments returning one), as `deepactors serve` takes it",
     )
     run.add_argument("--thread", help="thread id to continue (with --db)")
     run.add_argument("--db", help="SQLite file or postgresql:// URL that keeps threads across runs")
@@ -420,8 +478,12 @@ def _log_options(parser: argparse.ArgumentParser, level: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``deepactors`` command."""
-    args = build_parser().parse_args(argv)
+    """Entry point of the ``deepactors`` command (no arguments: its help)."""
+    parser = build_parser()
+    if not (sys.argv[1:] if argv is None else argv):
+        parser.print_help()
+        return 0
+    args = parser.parse_args(argv)
     try:
         return int(args.func(args))
     except KeyboardInterrupt:

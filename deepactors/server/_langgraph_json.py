@@ -19,18 +19,15 @@ saving its threads somewhere else than ``--db`` says.
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import importlib.util
 import json
 import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from .._core.logs import get_logger
-from ..agent import DeepAgent
+from ..agent import DeepAgent, load_target
 from ..demo import build_demo_agent
 from ..errors import ConfigurationError
 from ..persistence import Checkpointer, MemoryCheckpointer, MemoryStore, Store
@@ -65,7 +62,7 @@ def load_agents(target: str | None) -> dict[str, DeepAgent]:
         if config.is_file():
             return load_config(config)
         return {"agent": build_demo_agent()}
-    value = _load(target, Path.cwd())
+    value = load_target(target, Path.cwd())
     if isinstance(value, DeepAgent):
         return {"agent": value}
     if (
@@ -105,7 +102,7 @@ def load_config(path: Path) -> dict[str, DeepAgent]:
             raise ConfigurationError(
                 f"{path}: graph {name!r}: './file.py:attribute' or 'module:attribute', not {spec!r}"
             )
-        value = _load(where, folder)
+        value = load_target(where, folder)
         if not isinstance(value, DeepAgent):
             raise ConfigurationError(
                 f"{path}: graph {name!r} ({where}) is not a DeepAgent: {type(value).__name__}"
@@ -248,52 +245,6 @@ def _importable(folder: Path) -> None:
     entry = str(folder)
     if entry not in sys.path:
         sys.path.insert(0, entry)
-
-
-def _load(target: str, folder: Path) -> Any:
-    """The attribute ``target`` names (``module:attr`` or ``file.py:attr``), called
-    if it is a function of no arguments."""
-    module_name, _, attribute = target.rpartition(":")
-    if not module_name or not attribute:
-        raise ConfigurationError(f"give the agent as module:attribute, not {target!r}")
-    module = _import(module_name, folder)
-    try:
-        value: Any = getattr(module, attribute)
-    except AttributeError:
-        raise ConfigurationError(f"{module_name} has no {attribute!r}") from None
-    if callable(value) and not isinstance(value, DeepAgent):
-        value = value()
-    return value
-
-
-def _import(name: str, folder: Path) -> ModuleType:
-    # Like uvicorn and langgraph: modules of the folder are importable.
-    _importable(folder)
-    if not (name.endswith(".py") or "/" in name or os.sep in name):
-        try:
-            return importlib.import_module(name)
-        except ImportError as exc:
-            raise ConfigurationError(f"cannot import {name!r}: {exc}") from exc
-    file = (folder / name).resolve()
-    if not file.is_file():
-        raise ConfigurationError(f"cannot import {name!r}: no such file {file}")
-    # Its own folder too, so it imports its neighbours as it does when run.
-    _importable(file.parent)
-    module_name = file.stem
-    loaded = sys.modules.get(module_name)
-    if loaded is not None and getattr(loaded, "__file__", None) == str(file):
-        return loaded
-    spec = importlib.util.spec_from_file_location(module_name, file)
-    if spec is None or spec.loader is None:
-        raise ConfigurationError(f"cannot import {name!r}: not a Python file")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(module_name, None)
-        raise
-    return module
 
 
 def with_server_persistence(

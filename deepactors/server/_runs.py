@@ -28,6 +28,7 @@ this costs anything (:class:`LocalRelay`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import time
@@ -275,6 +276,9 @@ class RunManager(RunCanceller):
             if body.command is not None:
                 raise HTTPException(422, "command: resuming needs a thread (thread_id)")
             run_input = run_input_of(assistant.stateless, body, None, identity)
+            # Its thread is thrown away: an agent that may stop for a human runs,
+            # and only an actual stop is an error (InterruptNeedsThread).
+            run_input = dataclasses.replace(run_input, stateless=True)
         else:
             run_input = run_input_of(assistant.agent, body, thread.thread_id, identity)
         run_input, timeout = with_limits(run_input, body)  # a remote subagent's parent's
