@@ -21,7 +21,7 @@ from typing import Any
 from ..errors import ConfigurationError
 from ._agent import DeepAgent
 
-__all__ = ["load_target"]
+__all__ = ["import_from", "load_target"]
 
 
 def load_target(target: str, folder: Path) -> Any:
@@ -38,7 +38,7 @@ def load_target(target: str, folder: Path) -> Any:
     module_name, _, attribute = target.rpartition(":")
     if not module_name or not attribute:
         raise ConfigurationError(f"give the agent as module:attribute, not {target!r}")
-    module = _import(module_name, folder)
+    module = import_from(module_name, folder)
     try:
         value: Any = getattr(module, attribute)
     except AttributeError:
@@ -85,8 +85,13 @@ def _importable(folder: Path) -> None:
         sys.path.insert(0, entry)
 
 
-def _import(name: str, folder: Path) -> ModuleType:
-    # Like uvicorn and langgraph: modules of the folder are importable.
+def import_from(name: str, folder: Path) -> ModuleType:
+    """Import ``name`` (``package.module``, or ``./file.py`` relative to ``folder``),
+    with ``folder`` importable, as uvicorn and langgraph do.
+
+    Raises:
+        ConfigurationError: It cannot be imported.
+    """
     _importable(folder)
     if not (name.endswith(".py") or "/" in name or os.sep in name):
         try:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .._core.logs import get_logger
-from ..agent import DeepAgent, load_target
+from ..agent import DeepAgent, import_from, load_target
 from ..demo import build_demo_agent
 from ..errors import ConfigurationError
 from ..persistence import Checkpointer, MemoryCheckpointer, MemoryStore, Store
@@ -139,7 +139,7 @@ def indexed(store: Store, path: Path | None = None) -> Store:
         embed = _openai_embed(spec.removeprefix("openai:"))
     else:
         module_name, _, attribute = spec.rpartition(":")
-        module = _import(module_name, path.resolve().parent)
+        module = import_from(module_name, path.resolve().parent)
         embed = getattr(module, attribute, None)
         if embed is None:
             raise ConfigurationError(
