@@ -23,6 +23,8 @@ from .._core.logs import LOG_FORMATS, LOG_LEVELS, configure_logging
 from ._mcp import add_mcp_command, read_mcp_servers
 
 if TYPE_CHECKING:
+    from ..agent import DeepAgent
+    from ..backends import BubblewrapSandbox
     from ..messages import Usage
 
 __all__ = ["build_parser", "main", "usage_line"]
@@ -58,58 +60,17 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import os
-
-    from ..errors import ConfigurationError, DeepActorsError
+    from ..errors import DeepActorsError
     from ..events import RunFinished
-    from ..factory import create_deep_agent
     from ..middleware import aclose_tree_models
     from ._live import View, open_view
 
     configure_logging(args.log_level, args.log_format)
-    if args.thread and not args.db:
-        print(
-            "error: --thread needs --db: without a database nothing keeps the thread "
-            "between runs of the command",
-            file=sys.stderr,
-        )
-        return 2
-    model = args.model or None
-    if (model is None or str(model).startswith("anthropic:")) and not os.environ.get(
-        "ANTHROPIC_API_KEY"
-    ):
-        print(
-            "deepactors run on Claude needs ANTHROPIC_API_KEY; or choose another model with "
-            "--model (openai:gpt-5.5, ollama:llama3.3, ...). To see the runtime without a key, "
-            "run `deepactors demo`.",
-            file=sys.stderr,
-        )
-        return 2
-    checkpointer = None
-    if args.db:
-        from ..persistence import open_checkpointer
-
-        try:
-            checkpointer = open_checkpointer(args.db)  # a file, or a postgresql:// URL
-        except (ImportError, ConfigurationError) as exc:
-            print(f"error: --db {args.db}: {exc}", file=sys.stderr)
-            return 2
-    sandbox = None
-    if args.sandbox:
-        from ..backends import BubblewrapSandbox
-
-        # The model's commands and files in a workspace under this folder,
-        # isolated from the host (Linux namespaces; no network).
-        sandbox = BubblewrapSandbox(args.sandbox)
     try:
-        servers = read_mcp_servers(args.mcp) if args.mcp else None
-        agent = create_deep_agent(
-            model, checkpointer=checkpointer, mcp_servers=servers, backend=sandbox
-        )
-    except ConfigurationError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        agent, sandbox, thread = _run_agent(args)
+    except _Refused as exc:
+        print(exc, file=sys.stderr)
         return 2
-    thread = args.thread or ("cli" if checkpointer is not None else None)
     question = " ".join(args.question)
 
     spent: list[Usage | None] = [None]
@@ -138,6 +99,61 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         print(usage_line(spent[0]))
     return 0
+
+
+class _Refused(Exception):
+    """A ``run`` the command refuses before starting it; the message says why."""
+
+
+def _run_agent(args: argparse.Namespace) -> tuple[DeepAgent, BubblewrapSandbox | None, str | None]:
+    """The agent ``deepactors run`` asks, its sandbox (not opened yet) and its thread.
+
+    Raises:
+        _Refused: The options do not go together, or the agent cannot be made.
+    """
+    import os
+
+    from ..errors import ConfigurationError
+    from ..factory import create_deep_agent
+
+    if args.thread and not args.db:
+        raise _Refused(
+            "error: --thread needs --db: without a database nothing keeps the thread "
+            "between runs of the command"
+        )
+    model = args.model or None
+    if (model is None or str(model).startswith("anthropic:")) and not os.environ.get(
+        "ANTHROPIC_API_KEY"
+    ):
+        raise _Refused(
+            "deepactors run on Claude needs ANTHROPIC_API_KEY; or choose another model with "
+            "--model (openai:gpt-5.5, ollama:llama3.3, ...). To see the runtime without a key, "
+            "run `deepactors demo`."
+        )
+    checkpointer = None
+    if args.db:
+        from ..persistence import open_checkpointer
+
+        try:
+            checkpointer = open_checkpointer(args.db)  # a file, or a postgresql:// URL
+        except (ImportError, ConfigurationError) as exc:
+            raise _Refused(f"error: --db {args.db}: {exc}") from None
+    sandbox = None
+    if args.sandbox:
+        from ..backends import BubblewrapSandbox
+
+        # The model's commands and files in a workspace under this folder,
+        # isolated from the host (Linux namespaces; no network).
+        sandbox = BubblewrapSandbox(args.sandbox)
+    try:
+        servers = read_mcp_servers(args.mcp) if args.mcp else None
+        agent = create_deep_agent(
+            model, checkpointer=checkpointer, mcp_servers=servers, backend=sandbox
+        )
+    except ConfigurationError as exc:
+        raise _Refused(f"error: {exc}") from None
+    thread = args.thread or ("cli" if checkpointer is not None else None)
+    return agent, sandbox, thread
 
 
 def usage_line(usage: Usage | None) -> str:
@@ -197,6 +213,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"deepactors {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_demo(sub)
+    _add_run(sub)
+    _add_serve(sub)
+    add_mcp_command(sub)
+    return parser
+
+
+def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``deepactors demo``: the offline demo."""
     demo = sub.add_parser("demo", help="run the offline demo on a deterministic model")
     demo.add_argument(
         "question",
@@ -204,9 +229,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="the question; the demo researches the library topics it names (actors, "
         "structured concurrency, cancellation), all of them if it names none",
     )
-    demo.add_argument("--loop", choices=("asyncio", "trio"), default="asyncio", help=_LOOP_HELP)
+    _loop_option(demo, _LOOP_HELP)
     _log_options(demo, "warning")
     demo.set_defaults(func=_demo)
+
+
+def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``deepactors run``: the deep agent with the live view."""
     run = sub.add_parser("run", help="run the deep agent with a live event view")
     run.add_argument("question", nargs="+", help="what to ask")
     run.add_argument(
@@ -229,9 +258,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the agent's files and shell commands in a bubblewrap sandbox whose "
         "workspace lives under DIR (Linux, Debian's bubblewrap; no network)",
     )
-    run.add_argument("--loop", choices=("asyncio", "trio"), default="asyncio", help=_LOOP_HELP)
+    _loop_option(run, _LOOP_HELP)
     _log_options(run, "warning")
     run.set_defaults(func=_run)
+
+
+def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``deepactors serve``: an agent on the LangGraph Agent Protocol."""
     serve = sub.add_parser(
         "serve",
         help="serve an agent on the LangGraph Agent Protocol (langgraph-sdk, Agent Chat UI)",
@@ -249,12 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="SQLite file or postgresql:// URL that keeps threads and the store "
         "(with PostgreSQL, runs are shared between processes too)",
     )
-    serve.add_argument(
-        "--loop",
-        choices=("asyncio", "trio"),
-        default="asyncio",
-        help="asyncio serves with uvicorn, trio with hypercorn",
-    )
+    _loop_option(serve, "asyncio serves with uvicorn, trio with hypercorn")
     serve.add_argument(
         "--workers",
         type=int,
@@ -269,8 +297,10 @@ def build_parser() -> argparse.ArgumentParser:
     _serve_safety_options(serve)
     _log_options(serve, "info")
     serve.set_defaults(func=_serve)
-    add_mcp_command(sub)
-    return parser
+
+
+def _loop_option(parser: argparse.ArgumentParser, help_text: str) -> None:
+    parser.add_argument("--loop", choices=("asyncio", "trio"), default="asyncio", help=help_text)
 
 
 _LIMITS = (
