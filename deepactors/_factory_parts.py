@@ -30,7 +30,9 @@ DEFAULT_PROMPT = (
 
 
 def tool_sources(items: Any, mcp_servers: Any) -> tuple[list[Tool], list[AgentMiddleware]]:
-    # LangChain tools become Tools first: what is neither Tool nor callable is an MCP server.
+    """Tools, and the middleware giving MCP servers' tools (in ``items`` or ``mcp_servers``)."""
+    # LangChain tools are made Tools first: what is neither a Tool nor callable is
+    # taken for an MCP server below.
     items = [as_tool(t) if _is_langchain_tool(t) else t for t in items or ()]
     if mcp_servers or not all(isinstance(t, Tool) or callable(t) for t in items or ()):
         from . import mcp  # an optional integration: imported only when used
