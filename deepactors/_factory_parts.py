@@ -54,6 +54,7 @@ DEFAULT_PROMPT = (
 
 
 def tool_sources(items: Any, mcp_servers: Any) -> tuple[list[Tool], list[AgentMiddleware]]:
+    """Tools, and the middleware giving MCP servers' tools (in ``items`` or ``mcp_servers``)."""
     # LangChain tools and provider tool dicts become Tools first: what is neither
     # Tool nor callable is an MCP server.
     items = [

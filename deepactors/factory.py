@@ -144,8 +144,9 @@ def create_deep_agent(
         max_concurrent_subagents_total: Subagents the whole tree may have working
             at once.
         mcp_servers: MCP servers whose tools the agent gets, by name: each an
-            :class:`~deepactors.mcp.MCPServer` or a dict in Claude Desktop's ``mcpServers``
-            shape (see ``docs/mcp.md``); subagents without ``tools`` get them too.
+            :class:`~deepactors.mcp.MCPServer` or a dict in Claude Desktop's
+            ``mcpServers`` shape (needs ``deepactors[mcp]``; see ``docs/mcp.md``).
+            Subagents without ``tools`` of their own get them too.
         async_tasks: The background-task tools (``start_async_task`` and
             company, :class:`~deepactors.middleware.AsyncSubAgentMiddleware`):
             True offers every subagent in the background too (the model chooses

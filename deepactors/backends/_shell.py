@@ -11,6 +11,7 @@ from collections.abc import Mapping
 import anyio
 
 from deepactors.backends._filesystem import MIB, FilesystemBackend
+from deepactors.backends._output import CappedOutput
 from deepactors.backends._protocol import ExecuteResult
 
 __all__ = ["LocalShellBackend"]
@@ -136,20 +137,15 @@ class LocalShellBackend(FilesystemBackend):
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        kept = bytearray()
-        total = 0
+        output = CappedOutput(self.max_output_bytes)
         timed_out = False
         lingering = False  # sh exited, but something it started still holds the output
         drained = anyio.Event()
 
         async def drain() -> None:
-            nonlocal total, kept
             assert process.stdout is not None
             async for chunk in process.stdout:
-                total += len(chunk)
-                room = self.max_output_bytes - len(kept)
-                if room > 0:
-                    kept += chunk[:room]
+                output.add(chunk)
             drained.set()
 
         try:
@@ -173,24 +169,20 @@ class LocalShellBackend(FilesystemBackend):
             # after SIGKILL, wait() returns at once.
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                 await process.aclose()
-        truncated = total > len(kept)
-        output = kept.decode("utf-8", errors="replace")
-        if truncated:
-            output += (
-                f"\n[output truncated: showing the first {len(kept)} of {total} bytes; "
-                "redirect to a file and read or grep it for the rest]"
-            )
+        text = output.text()
+        if output.truncated:
+            text += output.truncation_note()
         if timed_out:
-            output += f"\n[command timed out after {limit:g} seconds and was killed]"
+            text += f"\n[command timed out after {limit:g} seconds and was killed]"
         elif lingering:
-            output += (
+            text += (
                 "\n[the command exited, but background processes it started still held "
                 "its output; they were stopped. Redirect a background process's output "
                 "(cmd > log 2>&1 &) to keep it running]"
             )
         return ExecuteResult(
-            output=output,
+            output=text,
             exit_code=None if timed_out else process.returncode,
-            truncated=truncated,
+            truncated=output.truncated,
             timed_out=timed_out,
         )

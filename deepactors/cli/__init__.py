@@ -253,6 +253,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"deepactors {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_demo(sub)
+    _add_run(sub)
+    _add_serve(sub)
+    add_mcp_command(sub)
+    add_acp_command(sub)
+    return parser
+
+
+def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``deepactors demo``: the offline demo."""
     demo = sub.add_parser("demo", help="run the offline demo on a deterministic model")
     demo.add_argument(
         "question",
@@ -260,9 +270,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="the question; the demo researches the library topics it names (actors, "
         "structured concurrency, cancellation), all of them if it names none",
     )
-    demo.add_argument("--loop", choices=("asyncio", "trio"), default="asyncio", help=_LOOP_HELP)
+    _loop_option(demo, _LOOP_HELP)
     _log_options(demo, "warning")
     demo.set_defaults(func=_demo)
+
+
+def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``deepactors run``: the deep agent with the live view."""
     run = sub.add_parser("run", help="run the deep agent with a live event view")
     run.add_argument("question", nargs="+", help="what to ask")
     run.add_argument(
@@ -291,9 +305,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the agent's files and shell commands in a bubblewrap sandbox whose "
         "workspace lives under DIR (Linux, Debian's bubblewrap; no network)",
     )
-    run.add_argument("--loop", choices=("asyncio", "trio"), default="asyncio", help=_LOOP_HELP)
+    _loop_option(run, _LOOP_HELP)
     _log_options(run, "warning")
     run.set_defaults(func=_run)
+
+
+def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``deepactors serve``: an agent on the LangGraph Agent Protocol."""
     serve = sub.add_parser(
         "serve",
         help="serve an agent on the LangGraph Agent Protocol (langgraph-sdk, Agent Chat UI)",
@@ -311,12 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="SQLite file or postgresql:// URL that keeps threads and the store "
         "(with PostgreSQL, runs are shared between processes too)",
     )
-    serve.add_argument(
-        "--loop",
-        choices=("asyncio", "trio"),
-        default="asyncio",
-        help="asyncio serves with uvicorn, trio with hypercorn",
-    )
+    _loop_option(serve, "asyncio serves with uvicorn, trio with hypercorn")
     serve.add_argument(
         "--workers",
         type=int,
@@ -329,11 +342,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: --db when it is PostgreSQL)",
     )
     _serve_safety_options(serve)
+    _serve_platform_options(serve)
     _log_options(serve, "info")
     serve.set_defaults(func=_serve)
-    add_mcp_command(sub)
-    add_acp_command(sub)
-    return parser
+
+
+def _loop_option(parser: argparse.ArgumentParser, help_text: str) -> None:
+    parser.add_argument("--loop", choices=("asyncio", "trio"), default="asyncio", help=help_text)
 
 
 _LIMITS = (
@@ -434,6 +449,16 @@ def _serve_safety_options(serve: argparse.ArgumentParser) -> None:
         "(deepactors.server.auth, e.g. jwt_bearer); threads are then each user's own",
     )
     serve.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve a --host other than loopback without authentication (anyone who can "
+        "reach it can run the agents)",
+    )
+
+
+def _serve_platform_options(serve: argparse.ArgumentParser) -> None:
+    """What ``serve`` does besides answering: store items' time to live, webhooks."""
+    serve.add_argument(
         "--store-ttl",
         type=float,
         metavar="MINUTES",
@@ -453,12 +478,6 @@ def _serve_safety_options(serve: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="a host webhooks may call though it is this machine or a private network, "
         "NAME or NAME:PORT (repeatable). Others must resolve to public addresses",
-    )
-    serve.add_argument(
-        "--insecure",
-        action="store_true",
-        help="serve a --host other than loopback without authentication (anyone who can "
-        "reach it can run the agents)",
     )
 
 

@@ -189,13 +189,66 @@ def create_app(
         max_streams_per_client=max_streams_per_client,
         stream_key=stream_key,
     )
+    store = store if store is not None else MemoryStore()
+    assistants = _assistants(agents, checkpointer, store)
+    app = _AgentApp(
+        guard,
+        auth,
+        # Starlette tries routes in order: the runs' (the hot paths) first.
+        routes=[
+            *thread_op_routes,  # before /threads/{id} and /runs/{...}: literal paths first
+            *run_routes,
+            *thread_routes,
+            *cron_routes,
+            *misc_routes,
+            *openapi_routes,
+            *ui_routes,
+            # The other protocols' endpoints (AG-UI, the AI SDK's stream, A2A).
+            *agui_routes,
+            *aisdk_routes,
+            *a2a_routes,
+        ],
+        lifespan=_Lifespan(
+            assistants=assistants,
+            guard=guard,
+            auth=auth,
+            store=store,
+            crons=crons if crons is not None else MemoryCronBook(),
+            webhooks=webhooks,
+            runs_db=runs_db,
+            idle_timeout=idle_timeout,
+            run_retention=run_retention,
+            pacing=pacing,
+            defer_gc=defer_gc,
+            tracing=tracing,
+            stream_log_bytes=stream_log_bytes,
+        ),
+        exception_handlers={
+            HTTPException: _error,
+            InputError: _error,
+            DeepActorsError: _error,
+        },
+        middleware=_cors(origins),
+    )
+    app.state.store = store
+    return app
+
+
+def _assistants(
+    agents: DeepAgent | Mapping[str, DeepAgent],
+    checkpointer: Checkpointer | None,
+    store: Store | None,
+) -> dict[str, AssistantRecord]:
+    """The served assistants by id; an agent with no checkpointer or store gets the server's.
+
+    Raises:
+        ConfigurationError: No agent, one that is not a DeepAgent, or a bad id.
+    """
     if isinstance(agents, DeepAgent):
         agents = {agents.name: agents}
     if not agents:
         raise ConfigurationError("create_app needs at least one agent")
     saver = checkpointer if checkpointer is not None else MemoryCheckpointer()
-    store = store if store is not None else MemoryStore()
-    book: CronBook = crons if crons is not None else MemoryCronBook()
     assistants: dict[str, AssistantRecord] = {}
     for graph_id, agent in agents.items():
         if not isinstance(agent, DeepAgent):
@@ -205,38 +258,61 @@ def create_app(
         assistants[graph_id] = AssistantRecord(
             graph_id=graph_id, agent=_served(agent, saver, store)
         )
+    return assistants
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _Lifespan:
+    """The app's lifespan: what it opens for the runs, and how it closes them."""
+
+    assistants: dict[str, AssistantRecord]
+    guard: Guard
+    auth: Auth | None
+    store: Store
+    crons: CronBook
+    webhooks: Webhooks | None
+    runs_db: str | None
+    idle_timeout: float
+    run_retention: float | None
+    pacing: float | None
+    defer_gc: bool
+    tracing: Tracing | bool
+    stream_log_bytes: int
 
     @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    async def __call__(self, app: Starlette) -> AsyncIterator[None]:
         async with (
-            open_sandboxes(record.agent for record in assistants.values()),
+            open_sandboxes(record.agent for record in self.assistants.values()),
             open_runtime(
-                idle_timeout=idle_timeout, pacing=pacing, defer_gc=defer_gc, tracing=tracing
+                idle_timeout=self.idle_timeout,
+                pacing=self.pacing,
+                defer_gc=self.defer_gc,
+                tracing=self.tracing,
             ) as runtime,
             anyio.create_task_group() as tg,
         ):
-            relay = _open_relay(runs_db)
+            relay = _open_relay(self.runs_db)
             manager = RunManager(
                 runtime,
                 tg,
-                assistants,
+                self.assistants,
                 relay=relay,
-                run_retention=run_retention,
-                idle_timeout=idle_timeout,
-                stream_log_bytes=stream_log_bytes,
-                webhooks=webhooks,
+                run_retention=self.run_retention,
+                idle_timeout=self.idle_timeout,
+                stream_log_bytes=self.stream_log_bytes,
+                webhooks=self.webhooks,
             )
             relay_scope, bodies_scope = anyio.CancelScope(), anyio.CancelScope()
-            tg.start_soon(_expire_bodies, guard, bodies_scope)
+            tg.start_soon(_expire_bodies, self.guard, bodies_scope)
             if relay.shared:
                 await tg.start(_run_relay, relay, manager, relay_scope)
             await manager.load_saved()
-            scheduler = Scheduler(book, manager, auth)
+            scheduler = Scheduler(self.crons, manager, self.auth)
             app.state.scheduler = scheduler
-            app.state.crons = book
+            app.state.crons = self.crons
             await tg.start(scheduler.run)
-            if isinstance(store, ExpiringStore):
-                tg.start_soon(store.sweep_forever)
+            if isinstance(self.store, ExpiringStore):
+                tg.start_soon(self.store.sweep_forever)
             app.state.runs = manager
             app.state.serving = True
             try:
@@ -255,9 +331,14 @@ def create_app(
                 bodies_scope.cancel()
                 tg.cancel_scope.cancel()  # the scheduler: the runs are done
                 with anyio.CancelScope(shield=True):
-                    await book.aclose()
+                    await self.crons.aclose()
 
-    middleware = [
+
+def _cors(origins: list[str]) -> list[Middleware]:
+    """Starlette's CORS middleware for ``origins``; none when no origin is allowed."""
+    if not origins:
+        return []
+    return [
         Middleware(
             CORSMiddleware,
             allow_origins=origins,
@@ -266,33 +347,6 @@ def create_app(
             expose_headers=["Content-Location", "Location", "X-Pagination-Next"],
         )
     ]
-    app = _AgentApp(
-        guard,
-        auth,
-        # Starlette tries routes in order: the runs' (the hot paths) first.
-        routes=[
-            *thread_op_routes,  # before /threads/{id} and /runs/{...}: literal paths first
-            *run_routes,
-            *thread_routes,
-            *cron_routes,
-            *misc_routes,
-            *openapi_routes,
-            *ui_routes,
-            # The other protocols' endpoints (AG-UI, the AI SDK's stream, A2A).
-            *agui_routes,
-            *aisdk_routes,
-            *a2a_routes,
-        ],
-        lifespan=lifespan,
-        exception_handlers={
-            HTTPException: _error,
-            InputError: _error,
-            DeepActorsError: _error,
-        },
-        middleware=middleware if origins else [],
-    )
-    app.state.store = store
-    return app
 
 
 class _AgentApp(Starlette):
