@@ -61,8 +61,9 @@ async def authenticate(auth: Auth, scope: Scope) -> Identity:
     """The identity of the request in ``scope``.
 
     Raises:
-        AuthError: Not authenticated.
+        AuthError: Not authenticated (401), or a credential header given twice (400).
     """
+    _one_credential(scope["headers"])
     client = scope.get("client")
     request = AuthRequest(
         method=scope.get("method", "GET"),
@@ -71,6 +72,30 @@ async def authenticate(auth: Auth, scope: Scope) -> Identity:
         client=None if client is None else str(client[0]),
     )
     return await auth.identify(request)
+
+
+_CREDENTIALS = (b"authorization", b"x-api-key")
+
+
+def _one_credential(headers: Iterable[tuple[bytes, bytes]]) -> None:
+    """Refuse a request that gives ``Authorization`` or ``X-Api-Key`` twice.
+
+    Which of the two counts is a guess one hop may make one way and the next
+    another (a proxy that checks the first, a server that reads the last):
+    such a request is refused, as RFC 9110 lets a server refuse a field
+    repeated that is not a list.
+
+    Raises:
+        AuthError: 400, naming the header.
+    """
+    seen: list[bytes] = []
+    for name, _ in headers:
+        if name in _CREDENTIALS:
+            if name in seen:
+                raise AuthError(
+                    f"{name.decode()} is given more than once: send one credential", status=400
+                )
+            seen.append(name)
 
 
 async def may(resource: Resource, action: Action, owner: str | None, value: Any = None) -> bool:

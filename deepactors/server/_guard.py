@@ -6,7 +6,9 @@ on ``evil.example`` that re-binds its DNS name to 127.0.0.1 still sends
 ``Host: evil.example``), a request with an ``Origin`` must come from an origin
 allowed for CORS or from this server itself, and a request with a body must say
 it is JSON (an HTML form or a ``text/plain`` fetch, the requests a browser
-sends cross-site without asking first, can say nothing else). Then limits: a
+sends cross-site without asking first, can say nothing else). A request that
+names two servers (two ``Host`` headers, or a target that is not a path) is
+refused before any of that (400, as RFC 9112 says). Then limits: a
 body is refused past a size (declared or streamed) and cut off past a time, and
 one client holds a bounded number of open streams.
 
@@ -31,6 +33,7 @@ __all__ = [
     "DEFAULT_MAX_BODY",
     "DEFAULT_MAX_STREAMS_PER_CLIENT",
     "LOOPBACK_HOSTS",
+    "ORIGIN_FORM",
     "AdmittedApp",
     "BodyRefused",
     "Guard",
@@ -148,10 +151,12 @@ class Guard:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         host = origin = kind = length = chunked = None
+        hosts = 0
         # One pass over the headers (ASGI names are lower-case).
         for name, value in scope["headers"]:
             if name == b"host":
                 host = value
+                hosts += 1
             elif name == b"origin":
                 origin = value
             elif name == b"content-type":
@@ -164,6 +169,11 @@ class Guard:
         # the connection is closed after it, so no client sends its next request
         # down a connection the server is dropping.
         unread = _CLOSE if (length is not None and length != b"0") or chunked is not None else None
+        if hosts != 1 or scope["path"][:1] != "/":
+            malformed = _malformed(hosts, scope)
+            if malformed is not None:
+                await _refuse(400, malformed, None, unread)(scope, receive, send)
+                return
         if host is not None and not self._any_host and host not in self._known:
             refusal = self._refused_host(host, scope, unread)
             if refusal is not None:
@@ -382,6 +392,30 @@ class _Body:
             pass  # the client is gone, or the server closed the exchange itself
         finally:
             self._answered.set()
+
+
+def _malformed(hosts: int, scope: Scope) -> str | None:
+    """Why a request is not one RFC 9112 lets a server answer (a 400), if it is not.
+
+    More than one ``Host`` (which one names the server?), none in HTTP/1.1, or
+    a target not in origin-form (``GET http://evil.example/info``: the name in
+    it is not the ``Host`` that was checked). Hypercorn refuses the first two
+    itself and routes the last nowhere; uvicorn serves all three, and its
+    httptools parser hands the app the path alone (``HeadTimeoutProtocol``
+    refuses that one there).
+    """
+    if hosts > 1:
+        return "more than one Host header: a request names one server"
+    if hosts == 0 and scope.get("http_version") == "1.1":
+        return "an HTTP/1.1 request needs a Host header"
+    path: str = scope["path"]
+    if not path.startswith("/"):
+        return ORIGIN_FORM
+    return None
+
+
+ORIGIN_FORM = "the request target must be a path (origin-form), not an absolute URI or '*'"
+"""Why a request target that is not a path is refused (400)."""
 
 
 def check_limits(max_body: int, body_timeout: float, max_streams: int | None) -> None:

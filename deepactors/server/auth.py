@@ -148,11 +148,12 @@ class AuthRequest:
 
 
 class AuthError(DeepActorsError):
-    """A request is refused: 401 (who are you?) or 403 (not you).
+    """A request is refused: 401 (who are you?), 403 (not you), or 400 (a
+    credential given twice).
 
     Args:
         detail: Said to the client: nothing about who else exists.
-        status: 401 or 403.
+        status: 401, 403 or 400.
     """
 
     def __init__(self, detail: str, *, status: int = 401) -> None:
