@@ -26,6 +26,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 from starlette.types import Message, Receive, Scope, Send
 
+from .._core.logs import get_logger
 from ..errors import ConfigurationError
 
 __all__ = [
@@ -60,6 +61,11 @@ LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 
 StreamKey = Callable[[Scope], Hashable]
 """Who a request counts against for the stream cap (None: not counted)."""
+
+_log = get_logger("deepactors.server")
+
+_ORIGINS_TOLD = 8
+"""Refused origins whose first refusal is logged (each once); then no more."""
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # The long-lived responses: a run's SSE stream, a wait or a join for its end.
@@ -148,6 +154,9 @@ class Guard:
         self._open: dict[Hashable, int] = {}
         # Bodies being read, in the order of their deadlines (one timeout for all).
         self._reading: dict[_Body, None] = {}
+        # Origins refused so far, each logged once: a browser shows its user
+        # nothing of a refused preflight, so the operator is told the fix here.
+        self._told: set[bytes] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         host = origin = kind = length = chunked = None
@@ -182,10 +191,18 @@ class Guard:
         if origin is not None and not self._any_origin and origin not in self._origins:
             scheme: str = scope.get("scheme", "http")
             if host is None or origin != scheme.encode() + b"://" + host:
+                shown = origin.decode("latin-1")
                 detail = (
-                    f"origin {origin.decode('latin-1')!r} may not call this server: allow it "
+                    f"origin {shown!r} may not call this server: allow it "
                     "with create_app(cors_origins=...) or deepactors serve --cors-origin"
                 )
+                if origin not in self._told and len(self._told) < _ORIGINS_TOLD:
+                    self._told.add(origin)
+                    _log.warning(
+                        f"refused a web page at {shown} (403; its browser does not show "
+                        f"why): to let it call, serve with --cors-origin {shown}",
+                        origin=shown,
+                    )
                 await _refuse(403, detail, None, unread)(scope, receive, send)
                 return
         takes_body = scope["method"] in _BODY_METHODS
