@@ -17,7 +17,16 @@ from starlette.types import Scope
 
 from ._records import ThreadRecord
 from ._ui import UI_PATHS
-from .auth import Action, Auth, AuthError, AuthRequest, Identity, Resource, RuleContext
+from .auth import (
+    Action,
+    Auth,
+    AuthError,
+    AuthRequest,
+    Identity,
+    Resource,
+    RuleContext,
+    label_owner,
+)
 
 __all__ = [
     "CALLER",
@@ -143,16 +152,20 @@ async def visible(threads: Iterable[ThreadRecord]) -> list[ThreadRecord]:
 
 
 async def owned_namespace(namespace: tuple[str, ...], action: Action) -> None:
-    """Refuse a store namespace that is not the caller's (its first element is the owner).
+    """Refuse a store namespace that is not the caller's (its first element is the
+    owner's :func:`~deepactors.server.auth.namespace_label`).
 
     Raises:
         AuthError: 403, the namespace belongs to someone else (or to nobody).
     """
-    if CALLER.get() is None:
+    found = CALLER.get()
+    if found is None:
         return
-    owner = namespace[0] if namespace else None
+    owner = label_owner(namespace[0]) if namespace else None
     if not await may("store", action, owner, namespace):
+        label = found[1].namespace_label
         raise AuthError(
-            "store namespaces are per user: start the namespace with your user id",
+            f"store namespaces are per user: start the namespace with {label!r}, your user "
+            "id as a label ('.' written %2E, '%' written %25)",
             status=403,
         )
