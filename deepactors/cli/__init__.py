@@ -172,6 +172,7 @@ def _serve(args: argparse.Namespace) -> int:
         log_format=args.log_format,
         cors_origins=tuple(args.cors_origin),
         allowed_hosts=tuple(args.allowed_host),
+        trusted_proxies=tuple(args.trusted_proxy),
         insecure=args.insecure,
         auth=args.auth,
         # Not given: ServeOptions' defaults (not imported to build the parser:
@@ -180,6 +181,8 @@ def _serve(args: argparse.Namespace) -> int:
     )
     if options.max_streams_per_client == 0:
         options = dataclasses.replace(options, max_streams_per_client=None)
+    if options.max_runs_per_client == 0:
+        options = dataclasses.replace(options, max_runs_per_client=None)
     if options.run_retention == float("inf"):
         options = dataclasses.replace(options, run_retention=None)
     try:
@@ -278,6 +281,7 @@ _LIMITS = (
     "body_timeout",
     "header_timeout",
     "max_streams_per_client",
+    "max_runs_per_client",
     "run_retention",
     "idle_timeout",
     "stream_log_bytes",
@@ -337,8 +341,25 @@ def _serve_safety_options(serve: argparse.ArgumentParser) -> None:
         "--max-streams-per-client",
         type=int,
         metavar="N",
-        help="streams, waits and joins one client address may have open at once "
+        help="streams, waits and joins one client (its identity with --auth, else its "
+        "address) may have open at once (default: 100; 0: no cap)",
+    )
+    serve.add_argument(
+        "--max-runs-per-client",
+        type=int,
+        metavar="N",
+        help="runs one client (its identity with --auth, else its address) may have in "
+        "flight at once, background runs included; past it 429 with Retry-After "
         "(default: 100; 0: no cap)",
+    )
+    serve.add_argument(
+        "--trusted-proxy",
+        action="append",
+        default=[],
+        metavar="ADDR",
+        help="a reverse proxy (IP address or network, e.g. 10.0.0.0/8; '*' for any) whose "
+        "X-Forwarded-For and X-Forwarded-Proto are believed, as uvicorn's "
+        "--forwarded-allow-ips (repeatable). Default: none, from any peer",
     )
     serve.add_argument(
         "--run-retention",

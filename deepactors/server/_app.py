@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -16,6 +17,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from .._core.logs import get_logger
 from .._core.pacing import DEFAULT_QUANTUM
@@ -42,6 +44,7 @@ from ._records import AssistantRecord
 from ._relay import LocalRelay, RunRelay
 from ._responses import auth_error_response, error_response
 from ._retention import DEFAULT_RUN_RETENTION
+from ._run_slots import DEFAULT_MAX_RUNS_PER_CLIENT, RunSlots
 from ._runs import RunManager
 from ._runs_api import run_routes, serve_stream, stream_target
 from ._sandboxes import open_sandboxes
@@ -67,6 +70,8 @@ def create_app(
     body_timeout: float = DEFAULT_BODY_TIMEOUT,
     max_streams_per_client: int | None = DEFAULT_MAX_STREAMS_PER_CLIENT,
     stream_key: StreamKey | None = None,
+    max_runs_per_client: int | None = DEFAULT_MAX_RUNS_PER_CLIENT,
+    trusted_proxies: Sequence[str] = (),
     auth: Auth | None = None,
     runs_db: str | None = None,
     pacing: float | None = DEFAULT_QUANTUM,
@@ -114,10 +119,21 @@ def create_app(
         body_timeout: Seconds a request body may take to arrive (408 after).
         max_streams_per_client: Streams, waits and joins one client may have
             open at once (429 past it); None: no cap.
-        stream_key: Who a request counts against for that cap, from its ASGI
-            scope (None: not counted); default: the client's address. Behind a
-            proxy every client has the proxy's address: key by identity
-            (the default with ``auth``).
+        stream_key: Who a request counts against for that cap and for
+            ``max_runs_per_client``, from its ASGI scope (None: not counted);
+            default: the caller's identity with ``auth``, else the client's
+            address (a trusted proxy's client's: ``trusted_proxies``).
+        max_runs_per_client: Runs one client may have in flight at once,
+            whatever their kind (streamed, waited for, in the background,
+            stateless, queued on a thread); past it a new run is refused with
+            429 and ``Retry-After`` before anything of it is done. None: no cap.
+        trusted_proxies: Addresses or networks (``10.0.0.0/8``; ``*``: any) of
+            reverse proxies whose ``X-Forwarded-For`` and ``X-Forwarded-Proto``
+            are believed, as uvicorn's ``--forwarded-allow-ips``: a request from
+            one is the client's it names (its address keys the caps, its scheme
+            is the origin's). From any other peer they are ignored. None by
+            default: run uvicorn with ``proxy_headers=False`` (``deepactors
+            serve`` does), or it believes them from 127.0.0.1 itself.
         auth: Who may call, and what each caller may touch (see
             :mod:`deepactors.server.auth`): every request but the health check
             is authenticated first (401 otherwise), and threads, runs and store
@@ -165,6 +181,8 @@ def create_app(
         raise ConfigurationError(f"auth: a deepactors.server.auth.Auth, not {auth!r}")
     if auth is not None and stream_key is None:
         stream_key = _identity_key
+    slots = RunSlots(max_runs_per_client)  # a bad cap fails here, not in the lifespan
+    proxies = _trusted(trusted_proxies)
     guard = Guard(
         cors_origins=origins,
         allowed_hosts=allowed_hosts,
@@ -206,6 +224,7 @@ def create_app(
                 run_retention=run_retention,
                 idle_timeout=idle_timeout,
                 stream_log_bytes=stream_log_bytes,
+                max_runs_per_client=slots.cap,
             )
             relay_scope, bodies_scope = anyio.CancelScope(), anyio.CancelScope()
             tg.start_soon(_expire_bodies, guard, bodies_scope)
@@ -241,6 +260,7 @@ def create_app(
     app = _AgentApp(
         guard,
         auth,
+        proxies,
         # Starlette tries routes in order: the runs' (the hot paths) first.
         routes=[*run_routes, *thread_routes, *misc_routes, *openapi_routes, *ui_routes],
         lifespan=lifespan,
@@ -267,20 +287,34 @@ class _AgentApp(Starlette):
     or an app mounted under a path, takes the regular way.
 
     Every HTTP request, either way, first passes the guard (``_guard``: Host,
-    Origin, body type, size and time, streams per client).
+    Origin, body type, size and time, streams per client); one from a trusted
+    proxy is first made the client's it forwards.
     """
 
-    def __init__(self, guard: Guard, auth: Auth | None, **kwargs: Any) -> None:
+    def __init__(
+        self, guard: Guard, auth: Auth | None, proxies: list[str] | None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self._as_built = (list(self.user_middleware), dict(self.exception_handlers))
         self.guard = guard
         self.auth = auth
         guard.app = self.dispatch
+        # uvicorn's own reading of the headers, as its --forwarded-allow-ips
+        # reads them (pure Python, on either loop), from these peers only.
+        inner: Any = self._http  # (uvicorn types its ASGI callables its own way)
+        self._forwarded: Any = (
+            None if proxies is None else ProxyHeadersMiddleware(inner, trusted_hosts=proxies)
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await super().__call__(scope, receive, send)
-            return
+        elif self._forwarded is not None:
+            await self._forwarded(scope, receive, send)  # then _http, as the client's
+        else:
+            await self._http(scope, receive, send)
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         # The caller's trace (W3C traceparent), current while the request is
         # served: a run it starts is ordered here, and its spans join that trace.
         trace = attach_traceparent(scope["headers"])
@@ -326,6 +360,31 @@ class _AgentApp(Starlette):
             await serve_stream(manager, thread_id, scope, receive, send)
             return
         await super().__call__(scope, receive, send)
+
+
+def _trusted(proxies: Sequence[str]) -> list[str] | None:
+    """``trusted_proxies`` checked (None: none).
+
+    Raises:
+        ConfigurationError: An entry that is neither an address, a network nor ``*``
+            (uvicorn would take it as a name no peer ever has, silently).
+    """
+    if isinstance(proxies, str):
+        raise ConfigurationError("trusted_proxies is a sequence of strings")
+    out = [p.strip() for p in proxies]
+    for entry in out:
+        try:
+            if entry != "*":
+                if "/" in entry:
+                    ipaddress.ip_network(entry)
+                else:
+                    ipaddress.ip_address(entry)
+        except ValueError as exc:
+            raise ConfigurationError(
+                f"trusted_proxies: an IP address, a network (10.0.0.0/8) or '*', not "
+                f"{entry!r} ({exc})"
+            ) from None
+    return out or None
 
 
 def _identity_key(scope: Scope) -> Hashable:

@@ -18,6 +18,7 @@ is kept to a scan of the headers and a few set and dict lookups per request.
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 
@@ -30,6 +31,7 @@ from .._core.logs import get_logger
 from ..errors import ConfigurationError
 
 __all__ = [
+    "CLIENT",
     "DEFAULT_BODY_TIMEOUT",
     "DEFAULT_MAX_BODY",
     "DEFAULT_MAX_STREAMS_PER_CLIENT",
@@ -60,7 +62,13 @@ LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 """The names a server on this machine answers to by default."""
 
 StreamKey = Callable[[Scope], Hashable]
-"""Who a request counts against for the stream cap (None: not counted)."""
+"""Who a request counts against for the caps on streams and runs (None: not counted)."""
+
+CLIENT: contextvars.ContextVar[Hashable | None] = contextvars.ContextVar(
+    "deepactors_client", default=None
+)
+"""Who the ``POST`` being served counts against (its key): the cap on runs in
+flight reads it. None: not counted (no key, or not a request)."""
 
 _log = get_logger("deepactors.server")
 
@@ -150,7 +158,8 @@ class Guard:
         self.max_body = max_body
         self.body_timeout = body_timeout
         self.max_streams = max_streams_per_client
-        self._key = stream_key or client_host
+        self.key: StreamKey = stream_key or client_host
+        """Who a request counts against (see :data:`StreamKey`)."""
         self._open: dict[Hashable, int] = {}
         # Bodies being read, in the order of their deadlines (one timeout for all).
         self._reading: dict[_Body, None] = {}
@@ -227,15 +236,34 @@ class Guard:
                     return
             if takes_body:  # (no endpoint reads the body of a GET: left unread)
                 body = _Body(self, scope, receive, send)
-        path: str = scope["path"]
-        if self.max_streams is None or not path.endswith(_STREAM_TAILS):
-            await self._serve(scope, receive, send, origin, body)
-            return
-        key = self._key(scope)
+        streams = self.max_streams is not None and scope["path"].endswith(_STREAM_TAILS)
+        # A POST may start a run: who it counts against, for the runs' cap.
+        key = self.key(scope) if streams or scope["method"] == "POST" else None
         if key is None:
             await self._serve(scope, receive, send, origin, body)
             return
+        token = CLIENT.set(key)
+        try:
+            if streams:
+                await self._counted(key, scope, receive, send, origin, body, unread)
+            else:
+                await self._serve(scope, receive, send, origin, body)
+        finally:
+            CLIENT.reset(token)
+
+    async def _counted(
+        self,
+        key: Hashable,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        origin: bytes | None,
+        body: _Body | None,
+        unread: Mapping[str, str] | None,
+    ) -> None:
+        """Serve a stream, wait or join, counted against ``key``'s cap."""
         count = self._open.get(key, 0)
+        assert self.max_streams is not None
         if count >= self.max_streams:
             detail = f"this client has {count} streams open, the most it may; close one first"
             await _refuse(429, detail, self._cors(origin), unread)(scope, receive, send)

@@ -12,7 +12,7 @@ import dataclasses
 import os
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeAlias
@@ -199,6 +199,8 @@ class RunRecord:
         result: The run's final values as JSON, once done (or its error).
         remote: Driven by another server process (shared through the relay);
             this record follows it.
+        client: Who the run counts against for the cap on runs in flight
+            (``_run_slots``), until its record is final; None: not counted.
     """
 
     run_id: str
@@ -217,6 +219,7 @@ class RunRecord:
     result: dict[str, Any] | None = None
     finished_at: float | None = None
     remote: bool = False
+    client: Hashable | None = field(default=None, repr=False)
     _done: anyio.Event | None = field(default=None, repr=False)
     _cancelled: anyio.Event | None = field(default=None, repr=False)
 

@@ -26,6 +26,7 @@ from ..tracing import run_traces
 from ._records import ForgottenRun, RunRecord, RunStatus, Subscriber, ThreadRecord
 from ._relay import RunRelay
 from ._run_inputs import error_json
+from ._run_slots import RunSlots
 
 __all__ = ["RunDriver", "traced_into"]
 
@@ -122,6 +123,7 @@ class RunDriver:
 
     runtime: Runtime
     relay: RunRelay
+    slots: RunSlots
     _tg: TaskGroup
 
     def handle(self, thread: ThreadRecord) -> ThreadHandle:
@@ -277,6 +279,8 @@ class RunDriver:
             # or its error. A rollback of the run needs no more than where it started.
             _drop_traceback(handle)
             run.handle = None if thread.temporary else _spent(handle)
+        self.slots.give_back(run.client)  # no longer in flight
+        run.client = None
         run.done.set()
 
     async def refresh(self, thread: ThreadRecord) -> None:

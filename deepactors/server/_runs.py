@@ -59,6 +59,7 @@ from ._run_cancel import RunCanceller
 from ._run_driver import traced_into
 from ._run_inputs import error_json, run_input_of, run_kwargs
 from ._run_limits import with_limits
+from ._run_slots import RunSlots
 from ._schemas import RunCreate
 from ._shared_runs import SharedRuns
 from .auth import Action
@@ -79,6 +80,8 @@ class RunManager(RunCanceller):
         idle_timeout: Seconds an idle thread keeps its values in memory (None:
             for ever); then they are read from its checkpoint when needed.
         stream_log_bytes: Bytes of frames a resumable run keeps (``_frame_log``).
+        max_runs_per_client: Runs one client may have in flight (None: no cap);
+            see ``_run_slots``.
     """
 
     def __init__(
@@ -91,8 +94,10 @@ class RunManager(RunCanceller):
         run_retention: float | None = DEFAULT_RUN_RETENTION,
         idle_timeout: float | None = None,
         stream_log_bytes: int = DEFAULT_STREAM_LOG_BYTES,
+        max_runs_per_client: int | None = None,
     ) -> None:
         self.runtime = runtime
+        self.slots = RunSlots(max_runs_per_client)
         self.stream_log_bytes = stream_log_bytes
         self._tg = task_group
         self.relay: RunRelay = relay if relay is not None else LocalRelay()
@@ -253,10 +258,28 @@ class RunManager(RunCanceller):
 
         Raises:
             HTTPException: 404 unknown assistant, 409 a busy thread with ``reject``,
-                422 invalid input (nothing was started).
+                422 invalid input, 429 the client's runs in flight at their cap
+                (nothing was started).
         """
         if self._closing:
             raise HTTPException(503, "the server is shutting down")
+        # Counted first, before anything of the run is done (a fork, runs
+        # interrupted to make room), so a refused run leaves no trace.
+        client = self.slots.take()
+        try:
+            run = await self._create(thread, body, subscriber)
+        except BaseException:
+            self.slots.give_back(client)
+            raise
+        run.client = client  # given back when its record is final (``_close``)
+        if launch:
+            self.launch(run)
+        return run
+
+    async def _create(
+        self, thread: ThreadRecord, body: RunCreate, subscriber: Subscriber | None
+    ) -> RunRecord:
+        """:meth:`create`, up to the run known and pending (not launched)."""
         body.refuse_unsupported()
         assistant = self.assistant(body.assistant_id)
         if body.command is not None and not thread.temporary:
@@ -306,8 +329,6 @@ class RunManager(RunCanceller):
                 thread.runs.remove(run)
                 raise
         self._unlaunched[run.run_id] = (run_input, body.context, body.after_seconds, timeout)
-        if launch:
-            self.launch(run)
         return run
 
     async def _deciding_assistant(
