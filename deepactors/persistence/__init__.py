@@ -31,6 +31,8 @@ from ._sqlite_checkpoint import CHECKPOINT_SCHEMA_VERSION as CHECKPOINT_SCHEMA_V
 from ._sqlite_checkpoint import SqliteCheckpointer as SqliteCheckpointer
 from ._sqlite_store import STORE_SCHEMA_VERSION as STORE_SCHEMA_VERSION
 from ._sqlite_store import SqliteStore as SqliteStore
+from ._sqlite_thread_meta import SqliteThreadMetadata as SqliteThreadMetadata
+from ._sqlite_thread_meta import ThreadMetadata as ThreadMetadata
 from .store import MemoryStore as MemoryStore
 from .store import Namespace as Namespace
 from .store import Store as Store
@@ -62,10 +64,12 @@ __all__ = [
     "Namespace",
     "SqliteCheckpointer",
     "SqliteStore",
+    "SqliteThreadMetadata",
     "Store",
     "StoreItem",
     "ThreadInfo",
     "ThreadLease",
+    "ThreadMetadata",
     "WhenBusy",
     "check_thread_id",
     "is_postgres_url",
