@@ -48,6 +48,7 @@ from ._run_slots import DEFAULT_MAX_RUNS_PER_CLIENT, RunSlots
 from ._runs import RunManager
 from ._runs_api import run_routes, serve_stream, stream_target
 from ._sandboxes import open_sandboxes
+from ._thread_lookup import metadata_beside
 from ._threads_api import thread_routes
 from ._ui import ui_routes
 from .auth import Auth, AuthError
@@ -94,6 +95,8 @@ def create_app(
         agents: One agent (served as its name) or several by assistant id.
         checkpointer: Where threads are saved, for agents that have no
             checkpointer of their own (default: in memory, for this process).
+            When every assistant saves to one SQLite file, threads' metadata
+            (owners among it) is kept there too, so a restart keeps it.
         store: The store of the ``/store`` endpoints, and of agents that have
             none of their own.
         idle_timeout: Seconds a thread's actor keeps its state in memory, and
@@ -216,6 +219,10 @@ def create_app(
             anyio.create_task_group() as tg,
         ):
             relay = _open_relay(runs_db)
+            # Threads' metadata (owners) beside their checkpoints: the runs
+            # database keeps it when there is one.
+            savers = (record.agent.checkpointer for record in assistants.values())
+            kept = None if relay.shared else metadata_beside(c for c in savers if c is not None)
             manager = RunManager(
                 runtime,
                 tg,
@@ -225,6 +232,7 @@ def create_app(
                 idle_timeout=idle_timeout,
                 stream_log_bytes=stream_log_bytes,
                 max_runs_per_client=slots.cap,
+                thread_metadata=kept,
             )
             relay_scope, bodies_scope = anyio.CancelScope(), anyio.CancelScope()
             tg.start_soon(_expire_bodies, guard, bodies_scope)
@@ -245,6 +253,8 @@ def create_app(
                 with anyio.CancelScope(shield=True):
                     await manager.aclose()
                     await relay.aclose()
+                    if kept is not None:
+                        await kept.aclose()
                 relay_scope.cancel()
                 bodies_scope.cancel()
 

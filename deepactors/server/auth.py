@@ -8,8 +8,10 @@ optionally, rules per resource and action. Every request but the health check
 gets 401. Then every thread, run and store item is its owner's:
 
 - a thread (and so its runs, state and history) belongs to the identity that
-  created it (``metadata["owner"]``, which no client can set or change); a
-  thread of another owner is answered 404, as if it did not exist;
+  created it (``metadata["owner"]``, which no client can set or change, kept
+  with the thread across restarts); a thread of another owner is answered 404,
+  as if it did not exist, and its id is free for the caller to make a thread
+  of their own (ids are per owner: see ``_thread_lookup``);
 - a store item belongs to the identity whose id is the first element of its
   namespace (``("alice", "memories")``), written as :func:`namespace_label`
   writes it (a ``.`` as ``%2E``, since labels never hold one:
@@ -211,8 +213,8 @@ class RuleContext:
         identity: Who asks.
         resource: ``threads``, ``runs``, ``store`` or ``assistants``.
         action: ``create``, ``read``, ``update``, ``delete`` or ``search``.
-        owner: The resource's owner (None: unknown, e.g. a thread found only in
-            the checkpointer after a restart); a store item's is the user id
+        owner: The resource's owner (None: unknown, e.g. a thread saved without
+            its metadata, by an older deepactors); a store item's is the user id
             whose :func:`namespace_label` its namespace's first element is.
         value: What is touched: a thread's JSON, a store namespace (a tuple).
     """
