@@ -318,6 +318,24 @@ def _serve_safety_options(serve: argparse.ArgumentParser) -> None:
         help="a name the Host header may give, NAME or NAME:PORT (repeatable; '*' for any). "
         "Always served: localhost, 127.0.0.1, [::1] and --host, at --port",
     )
+    _serve_limit_options(serve)
+    serve.add_argument(
+        "--auth",
+        metavar="SPEC",
+        help="authenticate clients: keys-file:PATH (API keys, 'key user' lines or JSON), "
+        "keys-env:VAR (key=user,...), or module:attribute naming an Auth "
+        "(deepactors.server.auth, e.g. jwt_bearer); threads are then each user's own",
+    )
+    serve.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve a --host other than loopback without authentication (anyone who can "
+        "reach it can run the agents)",
+    )
+
+
+def _serve_limit_options(serve: argparse.ArgumentParser) -> None:
+    # Not given: ServeOptions' defaults, which the help names.
     serve.add_argument(
         "--max-body",
         type=int,
@@ -382,19 +400,6 @@ def _serve_safety_options(serve: argparse.ArgumentParser) -> None:
         help="bytes of events a resumable run keeps for clients that rejoin it with "
         "Last-Event-ID; past it the oldest are dropped and a client asking for them is "
         "told so (default: 67108864, 64 MiB)",
-    )
-    serve.add_argument(
-        "--auth",
-        metavar="SPEC",
-        help="authenticate clients: keys-file:PATH (API keys, 'key user' lines or JSON), "
-        "keys-env:VAR (key=user,...), or module:attribute naming an Auth "
-        "(deepactors.server.auth, e.g. jwt_bearer); threads are then each user's own",
-    )
-    serve.add_argument(
-        "--insecure",
-        action="store_true",
-        help="serve a --host other than loopback without authentication (anyone who can "
-        "reach it can run the agents)",
     )
 
 
