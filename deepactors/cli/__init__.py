@@ -226,6 +226,7 @@ def _serve(args: argparse.Namespace) -> int:
         log_format=args.log_format,
         cors_origins=tuple(args.cors_origin),
         allowed_hosts=tuple(args.allowed_host),
+        trusted_proxies=tuple(args.trusted_proxy),
         insecure=args.insecure,
         auth=args.auth,
         webhooks=not args.no_webhooks,
@@ -236,6 +237,8 @@ def _serve(args: argparse.Namespace) -> int:
     )
     if options.max_streams_per_client == 0:
         options = dataclasses.replace(options, max_streams_per_client=None)
+    if options.max_runs_per_client == 0:
+        options = dataclasses.replace(options, max_runs_per_client=None)
     if options.run_retention == float("inf"):
         options = dataclasses.replace(options, run_retention=None)
     try:
@@ -356,6 +359,7 @@ _LIMITS = (
     "body_timeout",
     "header_timeout",
     "max_streams_per_client",
+    "max_runs_per_client",
     "run_retention",
     "idle_timeout",
     "stream_log_bytes",
@@ -393,6 +397,24 @@ def _serve_safety_options(serve: argparse.ArgumentParser) -> None:
         help="a name the Host header may give, NAME or NAME:PORT (repeatable; '*' for any). "
         "Always served: localhost, 127.0.0.1, [::1] and --host, at --port",
     )
+    _serve_limit_options(serve)
+    serve.add_argument(
+        "--auth",
+        metavar="SPEC",
+        help="authenticate clients: keys-file:PATH (API keys, 'key user' lines or JSON), "
+        "keys-env:VAR (key=user,...), or module:attribute naming an Auth "
+        "(deepactors.server.auth, e.g. jwt_bearer); threads are then each user's own",
+    )
+    serve.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve a --host other than loopback without authentication (anyone who can "
+        "reach it can run the agents)",
+    )
+
+
+def _serve_limit_options(serve: argparse.ArgumentParser) -> None:
+    # Not given: ServeOptions' defaults, which the help names.
     serve.add_argument(
         "--max-body",
         type=int,
@@ -416,8 +438,25 @@ def _serve_safety_options(serve: argparse.ArgumentParser) -> None:
         "--max-streams-per-client",
         type=int,
         metavar="N",
-        help="streams, waits and joins one client address may have open at once "
+        help="streams, waits and joins one client (its identity with --auth, else its "
+        "address) may have open at once (default: 100; 0: no cap)",
+    )
+    serve.add_argument(
+        "--max-runs-per-client",
+        type=int,
+        metavar="N",
+        help="runs one client (its identity with --auth, else its address) may have in "
+        "flight at once, background runs included; past it 429 with Retry-After "
         "(default: 100; 0: no cap)",
+    )
+    serve.add_argument(
+        "--trusted-proxy",
+        action="append",
+        default=[],
+        metavar="ADDR",
+        help="a reverse proxy (IP address or network, e.g. 10.0.0.0/8; '*' for any) whose "
+        "X-Forwarded-For and X-Forwarded-Proto are believed, as uvicorn's "
+        "--forwarded-allow-ips (repeatable). Default: none, from any peer",
     )
     serve.add_argument(
         "--run-retention",
@@ -440,19 +479,6 @@ def _serve_safety_options(serve: argparse.ArgumentParser) -> None:
         help="bytes of events a resumable run keeps for clients that rejoin it with "
         "Last-Event-ID; past it the oldest are dropped and a client asking for them is "
         "told so (default: 67108864, 64 MiB)",
-    )
-    serve.add_argument(
-        "--auth",
-        metavar="SPEC",
-        help="authenticate clients: keys-file:PATH (API keys, 'key user' lines or JSON), "
-        "keys-env:VAR (key=user,...), or module:attribute naming an Auth "
-        "(deepactors.server.auth, e.g. jwt_bearer); threads are then each user's own",
-    )
-    serve.add_argument(
-        "--insecure",
-        action="store_true",
-        help="serve a --host other than loopback without authentication (anyone who can "
-        "reach it can run the agents)",
     )
 
 

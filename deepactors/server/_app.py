@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -16,6 +17,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from .._core.logs import get_logger
 from .._core.pacing import DEFAULT_QUANTUM
@@ -41,9 +43,11 @@ from ._openapi import openapi_routes
 from ._records import AssistantRecord
 from ._responses import auth_error_response, error_response
 from ._retention import DEFAULT_RUN_RETENTION
+from ._run_slots import DEFAULT_MAX_RUNS_PER_CLIENT, RunSlots
 from ._runs import RunManager
 from ._runs_api import run_routes, serve_stream, stream_target
 from ._sandboxes import open_sandboxes
+from ._thread_lookup import metadata_beside
 from ._thread_ops import thread_op_routes
 from ._threads_api import thread_routes
 from ._ui import ui_routes
@@ -73,6 +77,8 @@ def create_app(
     body_timeout: float = DEFAULT_BODY_TIMEOUT,
     max_streams_per_client: int | None = DEFAULT_MAX_STREAMS_PER_CLIENT,
     stream_key: StreamKey | None = None,
+    max_runs_per_client: int | None = DEFAULT_MAX_RUNS_PER_CLIENT,
+    trusted_proxies: Sequence[str] = (),
     auth: Auth | None = None,
     runs_db: str | None = None,
     pacing: float | None = DEFAULT_QUANTUM,
@@ -97,6 +103,8 @@ def create_app(
         agents: One agent (served as its name) or several by assistant id.
         checkpointer: Where threads are saved, for agents that have no
             checkpointer of their own (default: in memory, for this process).
+            When every assistant saves to one SQLite file, threads' metadata
+            (owners among it) is kept there too, so a restart keeps it.
         store: The store of the ``/store`` endpoints, and of agents that have
             none of their own. None: one in memory (as ``langgraph dev`` has),
             gone when the app stops; ``deepactors serve --db`` keeps it there.
@@ -123,10 +131,21 @@ def create_app(
         body_timeout: Seconds a request body may take to arrive (408 after).
         max_streams_per_client: Streams, waits and joins one client may have
             open at once (429 past it); None: no cap.
-        stream_key: Who a request counts against for that cap, from its ASGI
-            scope (None: not counted); default: the client's address. Behind a
-            proxy every client has the proxy's address: key by identity
-            (the default with ``auth``).
+        stream_key: Who a request counts against for that cap and for
+            ``max_runs_per_client``, from its ASGI scope (None: not counted);
+            default: the caller's identity with ``auth``, else the client's
+            address (a trusted proxy's client's: ``trusted_proxies``).
+        max_runs_per_client: Runs one client may have in flight at once,
+            whatever their kind (streamed, waited for, in the background,
+            stateless, queued on a thread); past it a new run is refused with
+            429 and ``Retry-After`` before anything of it is done. None: no cap.
+        trusted_proxies: Addresses or networks (``10.0.0.0/8``; ``*``: any) of
+            reverse proxies whose ``X-Forwarded-For`` and ``X-Forwarded-Proto``
+            are believed, as uvicorn's ``--forwarded-allow-ips``: a request from
+            one is the client's it names (its address keys the caps, its scheme
+            is the origin's). From any other peer they are ignored. None by
+            default: run uvicorn with ``proxy_headers=False`` (``deepactors
+            serve`` does), or it believes them from 127.0.0.1 itself.
         auth: Who may call, and what each caller may touch (see
             :mod:`deepactors.server.auth`): every request but the health check
             is authenticated first (401 otherwise), and threads, runs and store
@@ -181,6 +200,8 @@ def create_app(
         raise ConfigurationError(f"auth: a deepactors.server.auth.Auth, not {auth!r}")
     if auth is not None and stream_key is None:
         stream_key = _identity_key
+    slots = RunSlots(max_runs_per_client)  # a bad cap fails here, not in the lifespan
+    proxies = _trusted(trusted_proxies)
     guard = Guard(
         cors_origins=origins,
         allowed_hosts=allowed_hosts,
@@ -194,6 +215,7 @@ def create_app(
     app = _AgentApp(
         guard,
         auth,
+        proxies,
         # Starlette tries routes in order: the runs' (the hot paths) first.
         routes=[
             *thread_op_routes,  # before /threads/{id} and /runs/{...}: literal paths first
@@ -215,6 +237,7 @@ def create_app(
             store=store,
             crons=crons if crons is not None else MemoryCronBook(),
             webhooks=webhooks,
+            max_runs_per_client=slots.cap,
             runs_db=runs_db,
             idle_timeout=idle_timeout,
             run_retention=run_retention,
@@ -271,6 +294,7 @@ class _Lifespan:
     store: Store
     crons: CronBook
     webhooks: Webhooks | None
+    max_runs_per_client: int | None
     runs_db: str | None
     idle_timeout: float
     run_retention: float | None
@@ -292,6 +316,10 @@ class _Lifespan:
             anyio.create_task_group() as tg,
         ):
             relay = _open_relay(self.runs_db)
+            # Threads' metadata (owners) beside their checkpoints: the runs
+            # database keeps it when there is one.
+            savers = (record.agent.checkpointer for record in self.assistants.values())
+            kept = None if relay.shared else metadata_beside(c for c in savers if c is not None)
             manager = RunManager(
                 runtime,
                 tg,
@@ -301,6 +329,8 @@ class _Lifespan:
                 idle_timeout=self.idle_timeout,
                 stream_log_bytes=self.stream_log_bytes,
                 webhooks=self.webhooks,
+                max_runs_per_client=self.max_runs_per_client,
+                thread_metadata=kept,
             )
             relay_scope, bodies_scope = anyio.CancelScope(), anyio.CancelScope()
             tg.start_soon(_expire_bodies, self.guard, bodies_scope)
@@ -327,6 +357,10 @@ class _Lifespan:
                 with anyio.CancelScope(shield=True):
                     await manager.aclose()
                     await relay.aclose()
+                    if kept is not None:
+                        await kept.aclose()
+                    if kept is not None:
+                        await kept.aclose()
                 relay_scope.cancel()
                 bodies_scope.cancel()
                 tg.cancel_scope.cancel()  # the scheduler: the runs are done
@@ -361,20 +395,34 @@ class _AgentApp(Starlette):
     or an app mounted under a path, takes the regular way.
 
     Every HTTP request, either way, first passes the guard (``_guard``: Host,
-    Origin, body type, size and time, streams per client).
+    Origin, body type, size and time, streams per client); one from a trusted
+    proxy is first made the client's it forwards.
     """
 
-    def __init__(self, guard: Guard, auth: Auth | None, **kwargs: Any) -> None:
+    def __init__(
+        self, guard: Guard, auth: Auth | None, proxies: list[str] | None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self._as_built = (list(self.user_middleware), dict(self.exception_handlers))
         self.guard = guard
         self.auth = auth
         guard.app = self.dispatch
+        # uvicorn's own reading of the headers, as its --forwarded-allow-ips
+        # reads them (pure Python, on either loop), from these peers only.
+        inner: Any = self._http  # (uvicorn types its ASGI callables its own way)
+        self._forwarded: Any = (
+            None if proxies is None else ProxyHeadersMiddleware(inner, trusted_hosts=proxies)
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await super().__call__(scope, receive, send)
-            return
+        elif self._forwarded is not None:
+            await self._forwarded(scope, receive, send)  # then _http, as the client's
+        else:
+            await self._http(scope, receive, send)
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         # The caller's trace (W3C traceparent), current while the request is
         # served: a run it starts is ordered here, and its spans join that trace.
         trace = attach_traceparent(scope["headers"])
@@ -420,6 +468,31 @@ class _AgentApp(Starlette):
             await serve_stream(manager, thread_id, scope, receive, send)
             return
         await super().__call__(scope, receive, send)
+
+
+def _trusted(proxies: Sequence[str]) -> list[str] | None:
+    """``trusted_proxies`` checked (None: none).
+
+    Raises:
+        ConfigurationError: An entry that is neither an address, a network nor ``*``
+            (uvicorn would take it as a name no peer ever has, silently).
+    """
+    if isinstance(proxies, str):
+        raise ConfigurationError("trusted_proxies is a sequence of strings")
+    out = [p.strip() for p in proxies]
+    for entry in out:
+        try:
+            if entry != "*":
+                if "/" in entry:
+                    ipaddress.ip_network(entry)
+                else:
+                    ipaddress.ip_address(entry)
+        except ValueError as exc:
+            raise ConfigurationError(
+                f"trusted_proxies: an IP address, a network (10.0.0.0/8) or '*', not "
+                f"{entry!r} ({exc})"
+            ) from None
+    return out or None
 
 
 def _identity_key(scope: Scope) -> Hashable:

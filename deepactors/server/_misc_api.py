@@ -248,7 +248,7 @@ async def _own_prefix(prefix: tuple[str, ...]) -> tuple[str, ...]:
     """A search prefix kept to the caller's own namespaces (all of them for none)."""
     who = caller()
     if who is not None and not prefix:
-        prefix = (who.id,)
+        prefix = (who.namespace_label,)
     await owned_namespace(prefix, "search")
     return prefix
 

@@ -25,6 +25,7 @@ from ..lc_views import interrupts_to_lc, values_to_lc
 from ..tracing import run_traces
 from ._records import ForgottenRun, RunRecord, RunStatus, Subscriber, ThreadRecord
 from ._run_inputs import error_json
+from ._run_slots import RunSlots
 from .relay import RunRelay
 from .webhooks import Webhooks, deliver
 from .webhooks import payload as webhook_payload
@@ -125,6 +126,7 @@ class RunDriver:
     runtime: Runtime
     relay: RunRelay
     webhooks: Webhooks | None
+    slots: RunSlots
     _tg: TaskGroup
 
     def handle(self, thread: ThreadRecord) -> ThreadHandle:
@@ -280,6 +282,8 @@ class RunDriver:
             # or its error. A rollback of the run needs no more than where it started.
             _drop_traceback(handle)
             run.handle = None if thread.temporary else _spent(handle)
+        self.slots.give_back(run.client)  # no longer in flight
+        run.client = None
         run.done.set()
         if run.webhook is not None and self.webhooks is not None:
             body = webhook_payload(run.to_json(), run.result, self.webhooks.max_body)

@@ -213,7 +213,12 @@ class AssistantSearch(_Body):
 def _namespace(value: list[str]) -> list[str]:
     for label in value:
         if not label or "." in label:
-            raise ValueError(f"namespace label {label!r} must be non-empty, without '.'")
+            # (A user id with a '.' starts its namespaces as
+            # deepactors.server.auth.namespace_label writes it.)
+            raise ValueError(
+                f"namespace label {label!r} must be non-empty, without '.' (a user id "
+                "with one is written with %2E for it, and %25 for '%')"
+            )
     return value
 
 

@@ -48,6 +48,7 @@ from ._langgraph_json import (
     with_server_persistence,
 )
 from ._retention import DEFAULT_RUN_RETENTION
+from ._run_slots import DEFAULT_MAX_RUNS_PER_CLIENT, RunSlots
 from ._supervise import supervise
 from ._uvicorn_http import HeadTimeoutProtocol
 from .auth import Auth, api_keys
@@ -109,7 +110,15 @@ class ServeOptions:
     """Seconds a connection may take to send a request's headers (see
     :data:`DEFAULT_HEADER_TIMEOUT`); then it is closed."""
     max_streams_per_client: int | None = DEFAULT_MAX_STREAMS_PER_CLIENT
-    """Streams, waits and joins one client address may have open at once (429); None: no cap."""
+    """Streams, waits and joins one client (its identity, else its address) may have
+    open at once (429); None: no cap."""
+    max_runs_per_client: int | None = DEFAULT_MAX_RUNS_PER_CLIENT
+    """Runs one client (its identity, else its address) may have in flight at once,
+    background runs included (429 with ``Retry-After``); None: no cap."""
+    trusted_proxies: tuple[str, ...] = ()
+    """Reverse proxies (addresses, networks, ``*``) whose ``X-Forwarded-For`` and
+    ``X-Forwarded-Proto`` are believed (as uvicorn's ``--forwarded-allow-ips``); none
+    by default, on both servers."""
     auth: str | None = None
     """How clients authenticate (None: they do not, and only loopback is served)."""
     insecure: bool = False
@@ -155,6 +164,8 @@ class ServeOptions:
             "max_body": self.max_body,
             "body_timeout": self.body_timeout,
             "max_streams_per_client": self.max_streams_per_client,
+            "max_runs_per_client": self.max_runs_per_client,
+            "trusted_proxies": list(self.trusted_proxies),
             "run_retention": self.run_retention,
             "idle_timeout": self.idle_timeout,
             "stream_log_bytes": self.stream_log_bytes,
@@ -354,6 +365,7 @@ def serve(options: ServeOptions) -> None:
     if not options.header_timeout > 0:
         raise ConfigurationError("--header-timeout must be more than 0 seconds")
     check_limits(options.max_body, options.body_timeout, options.max_streams_per_client)
+    RunSlots(options.max_runs_per_client)  # a bad cap fails here, not in the app
     if options.log_level is not None:
         configure_logging(options.log_level, options.log_format)
     check_exposure(options)
@@ -382,11 +394,15 @@ def serve(options: ServeOptions) -> None:
 
 def _uvicorn_limits(options: ServeOptions) -> dict[str, Any]:
     """uvicorn's connection timeouts: its keep-alive timeout, which
-    ``HeadTimeoutProtocol`` also holds every request's head to."""
+    ``HeadTimeoutProtocol`` also holds every request's head to. Its proxy headers
+    off: by default it believes ``X-Forwarded-For`` from 127.0.0.1, so any local
+    program could pass for any address; the app believes them from
+    ``--trusted-proxy`` only, on both servers alike."""
     return {
         "http": HeadTimeoutProtocol,
         "timeout_keep_alive": options.header_timeout,
         "backlog": BACKLOG,
+        "proxy_headers": False,
     }
 
 
