@@ -7,9 +7,13 @@ It validates a run's input once and hands it to the actor runtime
 from __future__ import annotations
 
 import inspect
+import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
+
+import anyio
+import sniffio
 
 from ..actors import (
     AgentSpec,
@@ -31,8 +35,8 @@ from ..errors import ConfigurationError, InputError
 from ..hooks import AgentMiddleware
 from ..lc_views import LangGraphStream
 from ..limits import Limits
-from ..middleware import aclose_tree_models
-from ..models import ChatModel
+from ..middleware import tree_models
+from ..models import ChatModel, SupportsAclose
 from ..persistence import CheckpointRecord
 from ..state import AgentResult
 from ..tools import Command, Tool
@@ -245,21 +249,21 @@ class DeepAgent:
         backend: str = "asyncio",
         **kwargs: Any,
     ) -> AgentResult:
-        """Blocking :meth:`ainvoke`, on a fresh event loop of ``backend``.
+        """Blocking :meth:`ainvoke`, on the kept event loop of ``backend``.
 
-        Works in a plain script and also from a thread whose event loop is already
-        running (a notebook cell): the run then gets a loop in a worker thread.
+        Every sync call of the process runs on one loop per backend that lives in a
+        daemon thread (see :mod:`deepactors.actors._sync`): any number of calls, from
+        any thread, also from one whose own loop is running (a notebook cell). Models'
+        clients made on it (LangChain's cached ones too) stay valid between calls.
         """
 
         _check_kwargs("invoke", DeepAgent.ainvoke, kwargs)
 
-        async def invoke_and_close() -> AgentResult:
-            try:
+        async def invoke() -> AgentResult:
+            async with _sync_use(self._spec):
                 return await self.ainvoke(input, config, **kwargs)
-            finally:
-                await aclose_tree_models(self._spec)
 
-        return run_sync(invoke_and_close, backend=backend)
+        return run_sync(invoke, backend=backend)
 
     def stream(
         self,
@@ -269,19 +273,17 @@ class DeepAgent:
         backend: str = "asyncio",
         **kwargs: Any,
     ) -> Iterator[Any]:
-        """Blocking :meth:`astream`: yields events (or, with ``stream_mode``, parts)."""
+        """Blocking :meth:`astream`: yields events (or, with ``stream_mode``, parts),
+        on the kept event loop of ``backend`` (as :meth:`invoke`)."""
 
         _check_kwargs("stream", DeepAgent.astream, kwargs)
 
         @asynccontextmanager
-        async def events_then_close() -> AsyncIterator[EventStream | StreamParts]:
-            try:
-                async with self.astream(input, config, **kwargs) as events:
-                    yield events
-            finally:
-                await aclose_tree_models(self._spec)
+        async def opened() -> AsyncIterator[EventStream | StreamParts]:
+            async with _sync_use(self._spec), self.astream(input, config, **kwargs) as events:
+                yield events
 
-        return stream_sync(events_then_close, backend=backend)
+        return stream_sync(opened, backend=backend)
 
     def _prepare(
         self,
@@ -418,6 +420,41 @@ class DeepAgent:
     ) -> dict[str, Any]:
         """Blocking :meth:`aupdate_state`."""
         return run_sync(self.aupdate_state, thread, values, as_node, backend="asyncio")
+
+
+# Sync calls run on the kept loops (actors._sync), where a model's HTTP client made
+# for one call would live as long as the process. Each is closed when the last sync
+# call using its model on that loop ends: a program that builds agents on the fly
+# keeps no client per model for good, and no call closes a client another call of
+# the same model is still using.
+_sync_users: dict[tuple[int, str], int] = {}
+_sync_users_lock = threading.Lock()
+
+
+@asynccontextmanager
+async def _sync_use(spec: AgentSpec) -> AsyncIterator[None]:
+    loop = sniffio.current_async_library()
+    models = [m for m in tree_models(spec) if isinstance(m, SupportsAclose)]
+    with _sync_users_lock:
+        for model in models:
+            key = (id(model), loop)
+            _sync_users[key] = _sync_users.get(key, 0) + 1
+    try:
+        yield
+    finally:
+        last = []
+        with _sync_users_lock:
+            for model in models:
+                key = (id(model), loop)
+                left = _sync_users[key] - 1
+                if left:
+                    _sync_users[key] = left
+                else:
+                    del _sync_users[key]
+                    last.append(model)
+        with anyio.CancelScope(shield=True):
+            for model in last:
+                await model.aclose()
 
 
 def _check_kwargs(name: str, target: Any, kwargs: Mapping[str, Any]) -> None:

@@ -41,6 +41,8 @@ from ._protocol import check_version as check_version
 from ._shell import LocalShellBackend as LocalShellBackend
 from ._state import StateBackend as StateBackend
 from ._store import StoreBackend as StoreBackend
+from ._text import apply_edit as apply_edit
+from ._text import split_lines as split_lines
 from .sandbox import BubblewrapSandbox as BubblewrapSandbox
 from .sandbox import BubblewrapWorkspace as BubblewrapWorkspace
 from .sandbox import ContainerSandbox as ContainerSandbox
@@ -79,12 +81,14 @@ __all__ = [
     "StateBackend",
     "StoreBackend",
     "WriteResult",
+    "apply_edit",
     "check_execute",
     "check_version",
     "current_sandbox_key",
     "normalize_path",
     "resolve_links",
     "sandbox_scope",
+    "split_lines",
 ]
 
 # Reprs and tracebacks name the public package, not the private module (see _core.public).

@@ -36,7 +36,10 @@ from ._records import (
     ThreadValues,
 )
 from ._run_inputs import error_json
+from ._run_slots import RunSlots
 from .relay import RunRelay
+from .webhooks import Webhooks, deliver
+from .webhooks import payload as webhook_payload
 
 __all__ = ["RunDriver", "Unlaunched", "thread_values", "traced_into"]
 
@@ -130,13 +133,24 @@ class RunDriver:
 
     Args:
         runtime: The app's runtime, every run an actor of it.
-        task_group: Owns the driver tasks.
+        task_group: Owns the driver tasks (and the webhooks' deliveries).
         relay: Tells other server processes of the runs (when shared).
+        slots: The runs in flight per client, each given back when its run's
+            record is final.
+        webhooks: How the webhooks runs name are called (None: none).
         thread_handle: The handle of a thread, for the assistant it holds.
         forget_runs: Forgets a thread and its runs (a stateless run's, once ended).
     """
 
-    __slots__ = ("_forget_runs", "_relay", "_runtime", "_tg", "_thread_handle")
+    __slots__ = (
+        "_forget_runs",
+        "_relay",
+        "_runtime",
+        "_slots",
+        "_tg",
+        "_thread_handle",
+        "_webhooks",
+    )
 
     def __init__(
         self,
@@ -144,12 +158,16 @@ class RunDriver:
         task_group: TaskGroup,
         relay: RunRelay,
         *,
+        slots: RunSlots,
+        webhooks: Webhooks | None,
         thread_handle: Callable[[ThreadRecord], ThreadHandle],
         forget_runs: Callable[[ThreadRecord], None],
     ) -> None:
         self._runtime = runtime
         self._tg = task_group
         self._relay = relay
+        self._slots = slots
+        self._webhooks = webhooks
         self._thread_handle = thread_handle
         self._forget_runs = forget_runs
 
@@ -328,7 +346,16 @@ class RunDriver:
             _drop_traceback(handle)
             handle.forget_outcome()
             run.handle = None if thread.temporary else handle
+        self._slots.give_back(run.client)  # no longer in flight
+        run.client = None
         run.done.set()
+        if run.webhook is not None and self._webhooks is not None:
+            body = webhook_payload(run.to_json(), run.result, self._webhooks.max_body)
+            self._tg.start_soon(self._deliver, run.webhook, body, run.run_id)
+
+    async def _deliver(self, url: str, body: bytes, run_id: str) -> None:
+        assert self._webhooks is not None
+        await deliver(url, body, self._webhooks, delivery_id=run_id)
 
     async def saved(self, thread: ThreadRecord, *, fresh: bool = False) -> ThreadValues:
         """The thread's saved values and interrupts as JSON, read through its handle.

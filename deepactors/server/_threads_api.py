@@ -13,7 +13,7 @@ from starlette.routing import Route
 from ..actors import ThreadHandle, ThreadState
 from ._authz import may_thread, owned, visible, without_owner
 from ._checkpoints import checkpoint_json, fork_at, requested_seq, superseded_history
-from ._records import ThreadRecord, iso, matches, new_uuid
+from ._records import ThreadRecord, iso, matches, new_uuid, public_id
 from ._run_driver import thread_values
 from ._runs import RunManager
 from ._schemas import (
@@ -39,19 +39,19 @@ async def create_thread(request: Request) -> Response:
         raise HTTPException(422, "supersteps: not supported by this server")
     manager = _manager(request)
     metadata = owned(body.metadata)
-    if body.thread_id is not None:
-        existing = await manager.find_thread(body.thread_id)
-        if existing is not None:
-            if body.if_exists == "do_nothing" and await may_thread(existing, "read"):
-                return JSONResponse(existing.to_json(await manager.saved(existing)))
-            raise HTTPException(409, f"thread {body.thread_id!r} already exists")
-        thread = ThreadRecord(thread_id=body.thread_id, metadata=metadata)
-    else:
-        thread = ThreadRecord(thread_id=new_uuid(), metadata=metadata)
     graph = body.metadata.get("graph_id")
-    if isinstance(graph, str) and graph in manager.assistants:
-        thread.graph_id = graph
-    await manager.add_thread(thread)
+    graph_id = graph if isinstance(graph, str) and graph in manager.assistants else None
+    if body.thread_id is None:
+        thread = ThreadRecord(thread_id=new_uuid(), metadata=metadata, graph_id=graph_id)
+        await manager.add_thread(thread)
+        return JSONResponse(thread.to_json(await manager.saved(thread)))
+    # The caller's own thread of that id, or a new one: with authentication,
+    # another's is not there for this caller (see _thread_lookup).
+    thread, made = await manager.claim_thread(body.thread_id, metadata, graph_id)
+    if not made:
+        if body.if_exists == "do_nothing" and await may_thread(thread, "read"):
+            return JSONResponse(thread.to_json(await manager.saved(thread)))
+        raise HTTPException(409, f"thread {body.thread_id!r} already exists")
     return JSONResponse(thread.to_json(await manager.saved(thread)))
 
 
@@ -67,6 +67,7 @@ async def patch_thread(request: Request) -> Response:
     # Its owner is the server's to say: a patch cannot hand the thread to another.
     thread.metadata = {**thread.metadata, **without_owner(body.metadata)}
     thread.updated_at = time.time()
+    await _manager(request).save_metadata(thread)
     return JSONResponse(thread.to_json(await _manager(request).saved(thread)))
 
 
@@ -83,7 +84,7 @@ async def _search(manager: RunManager, body: ThreadSearch) -> list[ThreadRecord]
         for t in await visible(manager.threads.values())
         if not t.temporary
         and matches(t.metadata, body.metadata)
-        and (body.ids is None or t.thread_id in body.ids)
+        and (body.ids is None or t.name in body.ids)
     ]
     if body.values or body.status is not None:
         # Their saved state decides: read through each thread's handle.
@@ -156,7 +157,7 @@ def _seq(raw: Any, field: str) -> int:
 
 
 async def _state_at(handle: ThreadHandle, name: str, seq: int | None) -> dict[str, Any]:
-    thread_id = handle.thread_id
+    thread_id = public_id(handle.thread_id)
     # A checkpoint a fork left behind is read as its own branch stood then.
     if seq is not None and seq not in {r.seq for r in await handle.history(superseded=True)}:
         raise HTTPException(404, f"thread {thread_id!r} has no checkpoint {seq}")
@@ -198,7 +199,7 @@ async def update_state(request: Request) -> Response:
         await manager.update_state(thread, body.values)
     records = await manager.handle(thread).history()
     return JSONResponse(
-        {"checkpoint": checkpoint_json(thread.thread_id, records[-1].seq if records else None)}
+        {"checkpoint": checkpoint_json(thread.name, records[-1].seq if records else None)}
     )
 
 
@@ -227,7 +228,7 @@ async def history(request: Request) -> Response:
         if upper is not None and seq >= upper:
             continue
         state = await handle.state(upto_seq=seq)
-        snapshot = _state_json(thread.thread_id, state, parent=parent, created_at=created[seq])
+        snapshot = _state_json(thread.name, state, parent=parent, created_at=created[seq])
         if matches(snapshot["metadata"], body.metadata):
             out.append(snapshot)
         if len(out) >= body.limit:

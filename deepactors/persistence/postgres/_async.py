@@ -1,4 +1,4 @@
-"""The asyncio driver: psycopg's ``AsyncConnectionPool``, no threads (see ``_pg_conn``)."""
+"""The asyncio driver: psycopg's ``AsyncConnectionPool``, no threads (see ``_conn``)."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ class AsyncDriver:
         self._write_lock = anyio.Lock(fast_acquire=True)
         work, leases = pool_options(dsn, size, lease_size)
         # Checked on checkout: after a database restart the first operation
-        # gets a live connection, not one the restart ended (see ``_pg_drive``).
+        # gets a live connection, not one the restart ended (see ``_drive``).
         self._pool = AsyncConnectionPool(**work, check=check_idle_async)
         self._leases = AsyncConnectionPool(
             **leases, configure=configure_lease_async, check=check_idle_async

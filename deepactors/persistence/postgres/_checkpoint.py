@@ -4,7 +4,7 @@ The same protocol and behaviour as :class:`SqliteCheckpointer`, for several
 processes on one or many machines sharing threads: records are diffs (one row
 each, compact JSON text), numbered per thread with no gaps; a ``put`` returns
 once its transaction has committed; reads check what they read; leases (see
-``_pg_lease``) make runs of one thread take turns across processes.
+``_lease``) make runs of one thread take turns across processes.
 
 Group commit: puts made while another put of the same event-loop run is
 committing wait for it, then go together in one transaction (one statement

@@ -12,7 +12,7 @@ driver that fits that loop, and keeps one per live run (a
   ``LISTEN`` on a sync connection in a worker thread of its own that hands
   each notification back to the loop.
 
-Both run the same operations (``_pg_sql``): a generator of statements run in
+Both run the same operations (``_sql``): a generator of statements run in
 one transaction on one pooled connection. Connections are in autocommit mode,
 so a transaction is exactly the operation's ``BEGIN ... COMMIT``, and an
 operation that returns has committed.
@@ -25,8 +25,8 @@ the writers of connections. A lease connection is given back only after
 ``pg_advisory_unlock_all()`` succeeded on it, and closed otherwise, so no lock
 can outlive its lease, whatever went wrong.
 
-A checkout that waits :data:`~._pg_drive.PROBE_AFTER` for either pool in vain
-asks the server for a connection of its own (``_pg_probe``): refused, the
+A checkout that waits :data:`~._drive.PROBE_AFTER` for either pool in vain
+asks the server for a connection of its own (``_probe``): refused, the
 database is down and the caller hears so within seconds (the component's
 ``unavailable`` error); made, the pool is only busy and the checkout waits on.
 """
@@ -215,7 +215,7 @@ class PgDatabase:
         """Check a connection can be had now, without a round trip.
 
         A pooled connection whose socket stayed silent while idle is taken as
-        live (see ``_pg_drive``); a server that ended its sessions, or one that
+        live (see ``_drive``); a server that ended its sessions, or one that
         takes no new connection, fails this within a few seconds.
 
         Raises:

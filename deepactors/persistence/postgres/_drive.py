@@ -1,4 +1,4 @@
-"""Running ``_pg_sql`` operations on psycopg connections, and what both drivers share.
+"""Running ``_sql`` operations on psycopg connections, and what both drivers share.
 
 :func:`drive_async` (asyncio) and :func:`drive_sync` (trio, in a worker thread)
 run one operation, its statements in order, in one transaction when asked.
@@ -81,7 +81,7 @@ PROBE_AFTER = 2.0
 A pool says nothing of its failing connects until its own timeout
 (:data:`OPEN_TIMEOUT`), and an empty pool looks the same whether the database
 is down or every connection is in use. After this long, a connection of its
-own (``_pg_probe``) tells the two apart: refused, the database is down and
+own (``_probe``) tells the two apart: refused, the database is down and
 the request is answered now; made, the pool is only busy and the request
 waits out the rest of :data:`OPEN_TIMEOUT` as before."""
 

@@ -9,12 +9,12 @@ no expiry to wait out, no renewals to keep up, no clock compared across
 machines, no pid that only means something on one host. Waiting is the
 server's own lock queue, first come first served across every process, and a
 waiter costs no polling. The price is one connection held per running thread
-(from a pool of its own, see ``_pg_conn``), which a server doing work on a
+(from a pool of its own, see ``_conn``), which a server doing work on a
 thread pays anyway.
 
 A lock alone cannot stop a holder that lost it from writing (its process
 stalled while its connection dropped, and another took the thread), so writes
-are also fenced (``_pg_records``): each holding gets a token, stored on the
+are also fenced (``_records``): each holding gets a token, stored on the
 thread's row once the lock is taken, and a fenced put stores nothing unless the
 token is still the thread's and the lock is still held.
 

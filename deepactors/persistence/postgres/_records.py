@@ -1,4 +1,4 @@
-"""The checkpoint tables in PostgreSQL, and the operations on them (``_pg_sql`` style).
+"""The checkpoint tables in PostgreSQL, and the operations on them (``_sql`` style).
 
 ``checkpoint_threads`` has a row per thread: ``last_seq``, the last number
 given out, and ``owner``, the token of the lease that last took the thread.
@@ -9,7 +9,7 @@ stays unique and gap-free, and writers of other threads do not wait.
 
 A fenced put or delete (its run holds the thread's lease) changes the row
 only while ``owner`` is its token *and* somebody holds the thread's advisory
-lock (see ``_pg_lease``): a holder whose lease connection dropped, or whose
+lock (see ``_lease``): a holder whose lease connection dropped, or whose
 thread was taken over since, stores (or deletes) nothing and gets
 :class:`~deepactors.errors.ThreadLeaseLost`.
 """

@@ -2,7 +2,7 @@
 
 Each operation is a generator that yields statements (:class:`Stmt`) and is sent
 their results (:class:`Result`); it returns the operation's value. A driver
-(``_pg_conn``) runs it: on asyncio through psycopg's ``AsyncConnection``, on
+(``_conn``) runs it: on asyncio through psycopg's ``AsyncConnection``, on
 trio through a sync ``Connection`` in a worker thread, the whole operation in
 one thread hop. So the SQL, the numbering of records and the checks of what is
 read exist once, whatever the loop.
@@ -94,6 +94,7 @@ def check_no_nul(text: str, *, what: str) -> str:
     return text
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Migration:
     """One component's tables, versioned in ``deepactors_migrations``.

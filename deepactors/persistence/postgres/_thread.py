@@ -1,4 +1,4 @@
-"""The trio driver: psycopg's sync ``ConnectionPool`` in worker threads (see ``_pg_conn``).
+"""The trio driver: psycopg's sync ``ConnectionPool`` in worker threads (see ``_conn``).
 
 Each operation runs whole in one anyio worker thread, as SQLite does on trio.
 

@@ -3,12 +3,12 @@
 Records are rows of ``checkpoint_records``, numbered per thread under the write
 lock, so ``seq`` stays unique and gap-free whichever connection (thread, event
 loop, process) writes, each with a checksum of its fields. Reading (see
-``_sqlite_records``) checks what it reads: ``seq`` 1, 2, 3... with none missing,
+``_records``) checks what it reads: ``seq`` 1, 2, 3... with none missing,
 text that is UTF-8, data that is a JSON object, the checksum; anything else is
 :class:`~deepactors.errors.CheckpointCorrupt` naming the file, the thread and
 the record, never quoting the stored data.
 
-Leases (see ``_sqlite_lease``) live in the same file, so runs of one thread in
+Leases (see ``_lease``) live in the same file, so runs of one thread in
 several processes take turns; while a run holds its thread, its writes to that
 thread are fenced: refused once another run has taken the lease.
 """
@@ -59,7 +59,7 @@ CHECKPOINT_SCHEMA_VERSION = 3
 # A rowid table, not WITHOUT ROWID: records are 1-2 KB, and SQLite advises
 # WITHOUT ROWID only for rows much smaller than a page. ``data`` comes last so
 # that listing threads never reads it. ``crc`` is the checksum of the others
-# (see ``_sqlite_integrity.record_crc``), NULL only in a record older than the
+# (see ``_integrity.record_crc``), NULL only in a record older than the
 # checksums (a file upgraded from version 2: see ``CRC_AFTER``).
 _RECORDS_DDL = """CREATE TABLE checkpoint_records (
         thread_id  TEXT    NOT NULL,

@@ -28,7 +28,7 @@ these boundaries.
 
 What goes wrong is reported as the component's own errors (:class:`Errors`):
 a file that is not a database, or is damaged or truncated, is "corrupt" (even
-when SQLite only says "database is locked", see ``_sqlite_integrity.diagnose``); a
+when SQLite only says "database is locked", see ``_integrity.diagnose``); a
 schema of another version is a mismatch; the file deleted or replaced while in use
 (its device and inode are checked after every operation) is "lost"; anything else
 is a plain failure naming the file.
@@ -43,7 +43,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, final
 
 import anyio
 import anyio.to_thread
@@ -77,6 +77,7 @@ _SQLITE_CORRUPT = 11
 _SQLITE_NOTADB = 26
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Errors:
     """The exceptions one component raises: a failure, corruption, a schema mismatch,
@@ -90,6 +91,7 @@ class Errors:
     unavailable: type[DatabaseUnavailable] = DatabaseUnavailable
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Schema:
     """One component's tables, versioned by its own row in the ``meta`` table.
@@ -341,6 +343,7 @@ async def _close_stale(conn: _Connection) -> None:
     await conn.aclose_stale()
 
 
+@final
 class Database:
     """The lazily opened, loop-adaptive connections to one file (see the module docstring).
 

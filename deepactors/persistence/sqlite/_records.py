@@ -3,7 +3,7 @@
 Each function here is one operation run in the connection's thread (decoding
 included, so a long thread does not stall the event loop). What is read is
 checked: ``seq`` 1, 2, 3... with none missing, text that is UTF-8, data that is
-a JSON object, and the record's checksum (see ``_sqlite_integrity``); anything
+a JSON object, and the record's checksum (see ``_integrity``); anything
 else is :class:`~deepactors.errors.CheckpointCorrupt` naming the file, the
 thread and the record, never quoting the stored data.
 
@@ -31,7 +31,7 @@ __all__ = ["CRC_AFTER", "list_threads", "read_records"]
 # not read as an old, unchecked record. Absent from a file made with checksums.
 CRC_AFTER = "checkpoint_crc_after"
 
-# Text columns are read as blobs and decoded here (see ``_sqlite_conn.text``).
+# Text columns are read as blobs and decoded here (see ``_conn.text``).
 _SELECT_RECORDS = (
     "SELECT seq, CAST(path AS BLOB), step, CAST(kind AS BLOB), created_at, CAST(data AS BLOB),"
     " crc, rowid FROM checkpoint_records WHERE thread_id = ?"

@@ -5,7 +5,7 @@ call is one statement in autocommit. Its errors are the store's own
 (:class:`~deepactors.errors.StoreError`, :class:`~deepactors.errors.StoreCorrupt`),
 naming the file and the item, never quoting a stored value.
 
-Each item carries a checksum of its fields (see ``_sqlite_integrity``), set by
+Each item carries a checksum of its fields (see ``_integrity``), set by
 the statement that writes it and checked when it is read: an item changed
 outside deepactors is ``StoreCorrupt``. An item that is not found at all (the
 index damaged) cannot be told from one never written: a key-value store keeps
@@ -42,7 +42,7 @@ __all__ = ["STORE_SCHEMA_VERSION", "SqliteStore"]
 STORE_SCHEMA_VERSION = 2
 """The version of the store table this code writes and reads (2 added checksums)."""
 
-# As for checkpoint records (``_sqlite_records.CRC_AFTER``): the highest rowid
+# As for checkpoint records (``_records.CRC_AFTER``): the highest rowid
 # written before checksums; an item above it without one lost it to damage.
 _CRC_AFTER = "store_crc_after"
 
@@ -89,7 +89,7 @@ def _ns_text(namespace: Namespace) -> str:
     return _encode_namespace(list(namespace))
 
 
-# Text columns are read as blobs and decoded here (see ``_sqlite_conn.text``).
+# Text columns are read as blobs and decoded here (see ``_conn.text``).
 _ITEM_COLUMNS = "namespace, key, created_at, updated_at, value"
 _SELECT_ITEMS = (
     "SELECT CAST(namespace AS BLOB), CAST(key AS BLOB), created_at, updated_at,"
