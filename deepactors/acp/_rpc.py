@@ -129,7 +129,8 @@ class Peer:
                 if handler is not None:
                     tg.start_soon(self._notify, handler, params)
             return
-        waiter = self._waiting.pop(message.get("id"), None)  # type: ignore[arg-type]
+        answered = message.get("id")  # our requests' ids are ints: no other is waited for
+        waiter = self._waiting.pop(answered, None) if isinstance(answered, int) else None
         if waiter is not None:
             waiter[1] = message
             waiter[0].set()

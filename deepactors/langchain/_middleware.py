@@ -304,7 +304,8 @@ class LangChainMiddleware(AgentMiddleware):
 
     def _lc_tool(self, tool: Tool) -> BaseTool | dict[str, Any]:
         if isinstance(tool, LangChainTool):
-            return tool.lc_tool  # type: ignore[no-any-return]
+            lc_tool: BaseTool = tool.lc_tool
+            return lc_tool
         if isinstance(tool, ProviderTool):
             return dict(tool.spec)
         view = self._tool_views.get(tool.name)

@@ -276,11 +276,12 @@ class Guard:
         Raises:
             HTTPException: 429, the client has its most streams open already.
         """
-        key = None if self.max_streams is None else self.key(scope)
-        if key is None:
+        most = self.max_streams
+        key = None if most is None else self.key(scope)
+        if most is None or key is None:
             return _nothing
         count = self._open.get(key, 0)
-        if count >= self.max_streams:  # type: ignore[operator]  # not None: key is set
+        if count >= most:
             detail = f"this client has {count} streams open, the most it may; close one first"
             raise HTTPException(429, detail)
         self._open[key] = count + 1

@@ -32,8 +32,8 @@ from starlette.types import Receive, Scope, Send
 
 from .._core.pacing import Pacer
 from ..events import Event
+from ..limits import Limits
 from ..messages import Message
-from ..remote import LIMITS_KEY
 from ._authz import owned
 from ._guard import Guard
 from ._records import RunRecord, RunStatus, Subscriber, ThreadRecord
@@ -159,8 +159,8 @@ async def start_run(
         HTTPException: 404 an unknown assistant, 422 bad input (nothing started).
     """
     body: dict[str, Any] = {"assistant_id": assistant_id, "metadata": dict(metadata or {})}
-    if timeout is not None:  # as a remote parent sends its deadline (see _run_limits)
-        body["config"] = {"configurable": {LIMITS_KEY: {"timeout": timeout}}}
+    if timeout is not None:  # as a remote parent sends its deadline (deepactors.limits)
+        body["config"] = {"configurable": Limits(timeout=timeout).configurable()}
     if resume is not None:
         body["command"] = {"resume": resume}
     else:

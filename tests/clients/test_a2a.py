@@ -179,8 +179,8 @@ def test_a_deepactors_parent_runs_this_assistant_as_an_a2a_subagent(agent_url: s
 
     async def main() -> str:
         async with open_runtime() as runtime:
-            handle = await runtime.start(parent, {"messages": [{"role": "user", "content": "go"}]})
-            result = await handle.result()
+            go = {"messages": [{"role": "user", "content": "go"}]}
+            result = await runtime.thread(parent).ainvoke(go)
         return str(result["messages"][-1].text)
 
     assert anyio.run(main, backend="trio") == "peer said: all 2 subagents done"
