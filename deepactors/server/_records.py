@@ -147,6 +147,8 @@ class ThreadRecord:
             that leaves this list is freed by reference counting.
         forgotten: What is left of its runs that finished longer ago, by id
             (see :class:`ForgottenRun`), at most :data:`FORGOTTEN_PER_THREAD`.
+        ttl: Seconds after its last change (``updated_at``) when the server
+            deletes it, unless a run is in flight (None: never).
     """
 
     thread_id: str
@@ -158,6 +160,7 @@ class ThreadRecord:
     temporary: bool = False
     runs: list[RunRecord] = field(default_factory=list)
     forgotten: dict[str, ForgottenRun] = field(default_factory=dict)
+    ttl: float | None = None
 
     @property
     def name(self) -> str:
@@ -181,6 +184,18 @@ class ThreadRecord:
         if saved.interrupts:
             return "interrupted"
         return "error" if self.error else "idle"
+
+    @property
+    def expires_at(self) -> float | None:
+        """When the server deletes it if nothing changes it first (None: never)."""
+        return None if self.ttl is None else self.updated_at + self.ttl
+
+    def ttl_json(self) -> dict[str, Any] | None:
+        """Its time to live as ``GET /threads/{id}?include=ttl`` answers it."""
+        expires = self.expires_at
+        if self.ttl is None or expires is None:
+            return None
+        return {"strategy": "delete", "ttl": self.ttl / 60, "expires_at": iso(expires)}
 
     def to_json(self, saved: ThreadValues) -> dict[str, Any]:
         """The protocol's ``Thread``, with its saved state ``saved``."""

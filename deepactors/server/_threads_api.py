@@ -42,12 +42,14 @@ async def create_thread(request: Request) -> Response:
     graph = body.metadata.get("graph_id")
     graph_id = graph if isinstance(graph, str) and graph in manager.assistants else None
     if body.thread_id is None:
-        thread = ThreadRecord(thread_id=new_uuid(), metadata=metadata, graph_id=graph_id)
+        thread = ThreadRecord(
+            thread_id=new_uuid(), metadata=metadata, graph_id=graph_id, ttl=body.ttl
+        )
         await manager.add_thread(thread)
         return JSONResponse(thread.to_json(await manager.saved(thread)))
     # The caller's own thread of that id, or a new one: with authentication,
     # another's is not there for this caller (see _thread_lookup).
-    thread, made = await manager.claim_thread(body.thread_id, metadata, graph_id)
+    thread, made = await manager.claim_thread(body.thread_id, metadata, graph_id, body.ttl)
     if not made:
         if body.if_exists == "do_nothing" and await may_thread(thread, "read"):
             return JSONResponse(thread.to_json(await manager.saved(thread)))
@@ -55,10 +57,23 @@ async def create_thread(request: Request) -> Response:
     return JSONResponse(thread.to_json(await manager.saved(thread)))
 
 
+def _included(request: Request) -> set[str]:
+    """``?include=ttl`` (repeated, or comma-separated, as the SDKs send it)."""
+    return {
+        part.strip()
+        for value in request.query_params.getlist("include")
+        for part in value.split(",")
+        if part.strip()
+    }
+
+
 async def get_thread(request: Request) -> Response:
     manager = _manager(request)
     thread = await manager.thread(request.path_params["thread_id"])
-    return JSONResponse(thread.to_json(await manager.saved(thread)))
+    answer = thread.to_json(await manager.saved(thread))
+    if "ttl" in _included(request):
+        answer["ttl"] = thread.ttl_json()
+    return JSONResponse(answer)
 
 
 async def patch_thread(request: Request) -> Response:
@@ -66,6 +81,8 @@ async def patch_thread(request: Request) -> Response:
     thread = await _manager(request).thread(request.path_params["thread_id"], "update")
     # Its owner is the server's to say: a patch cannot hand the thread to another.
     thread.metadata = {**thread.metadata, **without_owner(body.metadata)}
+    if body.ttl is not None:
+        thread.ttl = body.ttl
     thread.updated_at = time.time()
     await _manager(request).save_metadata(thread)
     return JSONResponse(thread.to_json(await _manager(request).saved(thread)))
