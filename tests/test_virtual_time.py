@@ -12,7 +12,7 @@ import sniffio
 import trio
 import trio.testing
 
-from tests.vtime import VirtualClockLoop
+from tests.vtime import VirtualClockLoop, jump
 
 
 def on_virtual_clock() -> bool:
@@ -103,3 +103,14 @@ async def test_a_threshold_waits_in_real_time_before_jumping() -> None:
     with anyio.fail_after(1):
         assert await anyio.to_thread.run_sync(lambda: sum(range(10_000))) == 49995000
     assert anyio.current_time() - start < 1
+
+
+@pytest.mark.virtual_time
+async def test_jump_is_a_call_that_holds_the_loop() -> None:
+    start = anyio.current_time()
+    with anyio.move_on_after(1) as scope:
+        jump(7)  # the deadline passes while nothing yields...
+        assert anyio.current_time() >= anyio.current_effective_deadline()
+        await anyio.sleep_forever()  # ...and is delivered without the clock moving on
+    assert scope.cancelled_caught
+    assert anyio.current_time() - start == pytest.approx(7)

@@ -24,7 +24,11 @@ import asyncio
 import selectors
 from typing import Any
 
-__all__ = ["VirtualClockLoop"]
+import sniffio
+import trio
+import trio.testing
+
+__all__ = ["VirtualClockLoop", "jump"]
 
 
 class _JumpingSelector(selectors.DefaultSelector):
@@ -74,3 +78,19 @@ class VirtualClockLoop(asyncio.SelectorEventLoop):
             await super().shutdown_default_executor(*args)
         finally:
             self.jumping = True
+
+
+def jump(seconds: float) -> None:
+    """Move the running loop's virtual clock forward now, without yielding.
+
+    What a call that holds the event loop for ``seconds`` looks like to the loop,
+    on a test marked ``virtual_time`` (on either loop), at no real cost.
+    """
+    if sniffio.current_async_library() == "trio":
+        clock = trio.lowlevel.current_clock()
+        assert isinstance(clock, trio.testing.MockClock), "not on virtual time"
+        clock.jump(seconds)
+    else:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, VirtualClockLoop), "not on virtual time"
+        loop.advance(seconds)
