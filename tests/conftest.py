@@ -11,7 +11,9 @@ test let pass: assert on that (or on ordering, counts, a ``TimeoutError``), neve
 on wall time. Not for a test that waits on a thread, a subprocess or a server in
 another thread under a deadline: the clock would jump past the deadline while the
 other side works (``virtual_time(autojump_threshold=0.05)`` waits that long for
-real before each jump, if a test needs a little of both). Compare loops with
+real before each jump, if a test needs a little of both); in a module marked
+``virtual_time``, mark such a test ``real_time``, with a comment saying what it
+waits on. Compare loops with
 ``anyio_backend_name``, since the marked ``anyio_backend`` carries options.
 
 ``blocking_detector`` runs a test under blockbuster, scanning the ``deepactors``
@@ -49,13 +51,16 @@ def pytest_configure(config: pytest.Config) -> None:
         "virtual_time(autojump_threshold=0): run on a virtual clock on both loops "
         "(see tests/conftest.py)",
     )
+    config.addinivalue_line(
+        "markers", "real_time: stay on the real clock in a module marked virtual_time"
+    )
 
 
 # Explicit, so a missing trio fails the suite instead of silently skipping it.
 @pytest.fixture(params=[pytest.param("asyncio", id="asyncio"), pytest.param("trio", id="trio")])
 def anyio_backend(request: pytest.FixtureRequest) -> Any:
     marker = request.node.get_closest_marker("virtual_time")
-    if marker is None:
+    if marker is None or request.node.get_closest_marker("real_time") is not None:
         return ("asyncio", {"debug": True}) if request.param == "asyncio" else "trio"
     threshold = float(marker.kwargs.get("autojump_threshold", 0.0))
     if request.param == "asyncio":
