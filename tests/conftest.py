@@ -13,7 +13,9 @@ another thread under a deadline: the clock would jump past the deadline while th
 other side works (``virtual_time(autojump_threshold=0.05)`` waits that long for
 real before each jump, if a test needs a little of both); in a module marked
 ``virtual_time``, mark such a test ``real_time``, with a comment saying what it
-waits on. Compare loops with
+waits on. anyio's ``wait_all_tasks_blocked`` polls every 0.1 s on asyncio, which
+moves the virtual clock on: assert exact times only where nothing waits on it.
+Compare loops with
 ``anyio_backend_name``, since the marked ``anyio_backend`` carries options.
 
 ``blocking_detector`` runs a test under blockbuster, scanning the ``deepactors``
