@@ -31,6 +31,8 @@ from .sqlite import CHECKPOINT_SCHEMA_VERSION as CHECKPOINT_SCHEMA_VERSION
 from .sqlite import STORE_SCHEMA_VERSION as STORE_SCHEMA_VERSION
 from .sqlite import SqliteCheckpointer as SqliteCheckpointer
 from .sqlite import SqliteStore as SqliteStore
+from .sqlite import SqliteThreadMetadata as SqliteThreadMetadata
+from .sqlite import ThreadMetadata as ThreadMetadata
 from .store import MemoryStore as MemoryStore
 from .store import Namespace as Namespace
 from .store import Store as Store
@@ -62,10 +64,12 @@ __all__ = [
     "Namespace",
     "SqliteCheckpointer",
     "SqliteStore",
+    "SqliteThreadMetadata",
     "Store",
     "StoreItem",
     "ThreadInfo",
     "ThreadLease",
+    "ThreadMetadata",
     "WhenBusy",
     "check_thread_id",
     "is_postgres_url",

@@ -9,10 +9,13 @@ import signal
 import subprocess
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 
 import anyio
 import anyio.to_thread
+from anyio.abc import Process
 
+from .._output import CappedOutput
 from .._protocol import ExecuteResult
 
 __all__ = ["run_contained"]
@@ -109,8 +112,41 @@ async def run_contained(
     loop's thread.
     """
     read_end, write_end = info_fd if info_fd is not None else (-1, -1)
+    process = await _start(argv, read_end, write_end)
+    output = CappedOutput(output_bytes)
+    ending = _Ending()
     try:
-        process = await anyio.open_process(
+        await _supervise(process, output, ending, timeout, output_total_bytes, watchdog)
+    finally:
+        kill = process.returncode is None or ending.flooded or ending.stopped is not None
+        await _clean_up(process, read_end, kill=kill, on_kill=on_kill)
+    text = output.text()
+    if ending.flooded:
+        text += (
+            f"\n[the command wrote more than {output_total_bytes} bytes of output and was "
+            "killed; redirect large output to a file and read or grep it]"
+        )
+    elif output.truncated:
+        text += output.truncation_note()
+    if ending.stopped is not None:
+        text += f"\n[the command was killed: {ending.stopped}]"
+    if ending.timed_out:
+        text += f"\n[command timed out after {timeout:g} seconds and was killed]"
+    return ExecuteResult(
+        output=text,
+        exit_code=None if ending.timed_out else process.returncode,
+        truncated=output.truncated or ending.flooded,
+        timed_out=ending.timed_out,
+    )
+
+
+async def _start(argv: Sequence[str], read_end: int, write_end: int) -> Process:
+    """Start ``argv`` with its output piped; bwrap's ``--info-fd`` write end passed and closed.
+
+    The read end is closed too when the start fails (else the caller closes it).
+    """
+    try:
+        return await anyio.open_process(
             list(argv),
             env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
             stdin=subprocess.DEVNULL,
@@ -129,80 +165,75 @@ async def run_contained(
     finally:
         if write_end >= 0:
             os.close(write_end)  # bwrap has its copy; EOF once it closes it
-    kept = bytearray()
-    total = 0
-    flooded = False
-    child: int | None = None
+
+
+@dataclass(slots=True)
+class _Ending:
+    """How a command's run ended, besides its exit: what ``_supervise`` saw."""
+
+    flooded: bool = False  # wrote more than the total output allowed
+    stopped: str | None = None  # the watchdog's reason
+    timed_out: bool = False
+
+
+async def _supervise(
+    process: Process,
+    output: CappedOutput,
+    ending: _Ending,
+    timeout: float,
+    output_total_bytes: int,
+    watchdog: Callable[[], Awaitable[str]] | None,
+) -> None:
+    """Read the output until the command exits, times out, floods or the watchdog stops it."""
 
     async def drain(scope: anyio.CancelScope) -> None:
-        nonlocal total, kept, flooded
         assert process.stdout is not None
         async for chunk in process.stdout:
-            total += len(chunk)
-            room = output_bytes - len(kept)
-            if room > 0:
-                kept += chunk[:room]
-            if total > output_total_bytes:
-                flooded = True
+            output.add(chunk)
+            if output.total > output_total_bytes:
+                ending.flooded = True
                 scope.cancel()
                 return
 
-    stopped: list[str] = []
-
     async def watch(scope: anyio.CancelScope) -> None:
         assert watchdog is not None
-        stopped.append(await watchdog())
+        ending.stopped = await watchdog()
         scope.cancel()
 
-    killed = False
-    try:
-        with anyio.move_on_after(timeout) as scope:
-            async with anyio.create_task_group() as outer:
-                if watchdog is not None:
-                    outer.start_soon(watch, scope)
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(drain, scope)
-                    await process.wait()
-                outer.cancel_scope.cancel()  # the watchdog, once the command is done
-        timed_out = scope.cancelled_caught and not flooded and not stopped
-    finally:
-        if process.returncode is None or flooded or stopped:
-            killed = True
-            if read_end >= 0:
-                with anyio.CancelScope(shield=True):
-                    child = await anyio.to_thread.run_sync(_kill_init, read_end, process.pid)
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
-        # Reap even when our caller is being cancelled, briefly: after SIGKILL
-        # every wait returns at once.
-        with anyio.CancelScope(shield=True), anyio.move_on_after(_REAP_WAIT):
-            await process.aclose()
-            if killed and child is not None:
-                await anyio.to_thread.run_sync(_wait_gone, child)
-        if killed and on_kill is not None:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(_KILL_WAIT):
-                await on_kill()
+    with anyio.move_on_after(timeout) as scope:
+        async with anyio.create_task_group() as outer:
+            if watchdog is not None:
+                outer.start_soon(watch, scope)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(drain, scope)
+                await process.wait()
+            outer.cancel_scope.cancel()  # the watchdog, once the command is done
+    ending.timed_out = scope.cancelled_caught and not ending.flooded and ending.stopped is None
+
+
+async def _clean_up(
+    process: Process,
+    read_end: int,
+    *,
+    kill: bool,
+    on_kill: Callable[[], Awaitable[object]] | None,
+) -> None:
+    """Kill the sandbox if ``kill``, then reap it (even while being cancelled), briefly."""
+    child: int | None = None
+    if kill:
         if read_end >= 0:
-            os.close(read_end)
-    truncated = total > len(kept)
-    output = kept.decode("utf-8", errors="replace")
-    if flooded:
-        output += (
-            f"\n[the command wrote more than {output_total_bytes} bytes of output and was "
-            "killed; redirect large output to a file and read or grep it]"
-        )
-    elif truncated:
-        output += (
-            f"\n[output truncated: showing the first {len(kept)} of {total} bytes; "
-            "redirect to a file and read or grep it for the rest]"
-        )
-    if stopped:
-        output += f"\n[the command was killed: {stopped[0]}]"
-    if timed_out:
-        output += f"\n[command timed out after {timeout:g} seconds and was killed]"
-    return ExecuteResult(
-        output=output,
-        exit_code=None if timed_out else process.returncode,
-        truncated=truncated or flooded,
-        timed_out=timed_out,
-    )
+            with anyio.CancelScope(shield=True):
+                child = await anyio.to_thread.run_sync(_kill_init, read_end, process.pid)
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+    # Reap even when our caller is being cancelled, briefly: after SIGKILL
+    # every wait returns at once.
+    with anyio.CancelScope(shield=True), anyio.move_on_after(_REAP_WAIT):
+        await process.aclose()
+        if kill and child is not None:
+            await anyio.to_thread.run_sync(_wait_gone, child)
+    if kill and on_kill is not None:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_KILL_WAIT):
+            await on_kill()
+    if read_end >= 0:
+        os.close(read_end)

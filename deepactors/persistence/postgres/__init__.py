@@ -20,9 +20,11 @@ if TYPE_CHECKING:
     from ._conn import PgDatabase as PgDatabase
     from ._conn import PgErrors as PgErrors
     from ._records import PG_CHECKPOINT_SCHEMA_VERSION as PG_CHECKPOINT_SCHEMA_VERSION
+    from ._sql import Migration as Migration
     from ._sql import Op as Op
     from ._sql import Result as Result
     from ._sql import Stmt as Stmt
+    from ._sql import prepare_schema as prepare_schema
     from ._store import PG_STORE_SCHEMA_VERSION as PG_STORE_SCHEMA_VERSION
     from ._store import PostgresStore as PostgresStore
 
@@ -40,6 +42,8 @@ _BLOCKS = {
     "Op": "deepactors.persistence.postgres._sql",
     "Result": "deepactors.persistence.postgres._sql",
     "Stmt": "deepactors.persistence.postgres._sql",
+    "Migration": "deepactors.persistence.postgres._sql",
+    "prepare_schema": "deepactors.persistence.postgres._sql",
 }
 
 _MISSING = "{name} needs psycopg 3, which is not installed: pip install 'deepactors[postgres]'"

@@ -384,7 +384,7 @@ class PgRelay:
         for watch_id, modes, subgraphs in rows:
             if watch_id not in owned.watches:
                 owned.watches[watch_id] = LangGraphStream(
-                    modes, subgraphs=subgraphs, thread_id=owned.run.thread.thread_id
+                    modes, subgraphs=subgraphs, thread_id=owned.run.thread.name
                 )
 
     # -- a follower's side -----------------------------------------------------------
