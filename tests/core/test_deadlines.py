@@ -64,9 +64,10 @@ async def no_strays_left() -> None:
     assert await anyio.to_thread.run_sync(wait_for_stray_threads, 10)
 
 
-# On virtual time the deadline passes the moment the loop waits on the blocked thread;
+# On virtual time the deadline passes once the loop has waited on the blocked thread
+# for the threshold (real time, so the tool's thread has surely entered the tool by then);
 # a run that waited for the tool would end only once the test lets the thread go.
-@pytest.mark.virtual_time
+@pytest.mark.virtual_time(autojump_threshold=0.2)
 async def test_a_blocking_sync_tool_cannot_hold_a_run_past_its_timeout(
     gate: threading.Event,
 ) -> None:
@@ -85,7 +86,7 @@ async def test_a_blocking_sync_tool_cannot_hold_a_run_past_its_timeout(
     assert stray_thread_statistics().running == 1
 
 
-@pytest.mark.virtual_time
+@pytest.mark.virtual_time(autojump_threshold=0.2)
 async def test_the_callers_own_deadline_holds_too(gate: threading.Event) -> None:
     await no_strays_left()
     entered = threading.Semaphore(0)
