@@ -9,13 +9,18 @@ run again: its checkpointed result is used.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
+import anyio
+import anyio.to_thread
+
 from .._core.loops import open_task_group
+from .._core.pacing import Pacer
 from ..context import RunContext, ToolResult
 from ..errors import InputError
 from ..events import ToolCallFinished, ToolCallStarted
+from ..history import MessageList
 from ..hooks import ToolCallRequest
 from ..interrupts import ActionRequest, Interrupt
 from ..messages import ToolCall, ToolMessage
@@ -26,6 +31,98 @@ from ._spec import AgentSpec
 from ._tool_call import StopRequested, error_result
 
 __all__ = ["run_tools"]
+
+
+_AT_ONCE = 64
+"""Results of one step taken into the state in one go; a wider step's, in paced slices."""
+
+
+def _take_in(state: State, results: list[ToolResult | None], start: int, stop: int) -> None:
+    """Fold ``results[start:stop]`` into the state in call order, releasing each as it lands."""
+    for i in range(start, stop):
+        item = results[i]
+        if item is None:
+            continue  # interrupted: answered when the run resumes
+        results[i] = None  # merged: the step holds on to it no longer
+        message, update = item
+        if update:
+            applied = state.apply(update)
+            note = applied.note()
+            if note:
+                # The merge outcome (conflicts above all) is for the model to read.
+                message = message.model_copy(update={"content": f"{message.text}\n\n{note}"})
+        state.add_message(message)
+
+
+async def _take_in_paced(state: State, results: list[ToolResult | None], pacer: Pacer) -> None:
+    """:func:`_take_in` of every result, a slice per turn of the loop while others wait.
+
+    Each slice also brings the history's running sums up to date (see
+    :meth:`~deepactors.history.MessageList.catch_up`), so the next model call
+    measures the request without a pass over the step's results.
+    """
+    messages = state.messages
+    start, total = 0, len(results)
+    while start < total:
+        stop = min(start + _SLICE, total)
+        _take_in(state, results, start, stop)
+        start = stop
+        if pacer.due():
+            messages.catch_up()
+            await pacer.wait()
+    messages.catch_up()
+
+
+_SLICE = 32
+"""Results folded between two looks at the pacer's clock."""
+
+
+async def _run_all(
+    spec: AgentSpec,
+    calls: Sequence[ToolCall],
+    one: Callable[[int, ToolCall], Coroutine[Any, Any, None]],
+    pacer: Pacer | None,
+    messages: MessageList,
+) -> None:
+    """Run ``one(i, call)`` for every call, concurrently, each tool within its cap."""
+    # Calls of a tool with a cap (``task``: the run's subagents) past that
+    # cap wait here as indexes, not as tasks: 100,000 queued subagents cost
+    # a deque of ints until they start, and start in the model's order.
+    queues: dict[str, deque[int]] = {}
+    working: dict[str, int] = {}
+
+    async def worker(name: str, i: int) -> None:
+        queue = queues[name]
+        while True:
+            await one(i, calls[i])
+            if not queue:
+                # No await between this check and the count: the spawner
+                # below sees the worker gone before it queues another call.
+                working[name] -= 1
+                return
+            i = queue.popleft()
+
+    async with open_task_group() as tg:
+        if len(calls) > _AT_ONCE:
+            # The turn that made these calls is measured (for the next model
+            # call's size) off the loop, while they run: a turn of 100,000
+            # calls is a long measure (see MessageList.catch_up). Nothing
+            # else changes the history until the step ends.
+            tg.start_soon(anyio.to_thread.run_sync, messages.catch_up)
+        tools = spec.tools
+        for i, call in enumerate(calls):
+            found = tools.get(call.name)
+            cap = None if found is None else found.max_concurrency
+            if cap is None:
+                tg.start_soon(one, i, call)
+            elif working.get(call.name, 0) < cap:
+                queues.setdefault(call.name, deque())
+                working[call.name] = working.get(call.name, 0) + 1
+                tg.start_soon(worker, call.name, i)
+            else:
+                queues[call.name].append(i)
+            if pacer is not None and pacer.due():
+                await pacer.wait()  # 10,000 spawns are a long step too
 
 
 def _command_message(call: ToolCall, command: Command) -> ToolResult:
@@ -114,49 +211,15 @@ async def run_tools(
             if restore is not None:
                 restore()
     else:
-        # Calls of a tool with a cap (``task``: the run's subagents) past that
-        # cap wait here as indexes, not as tasks: 100,000 queued subagents cost
-        # a deque of ints until they start, and start in the model's order.
-        queues: dict[str, deque[int]] = {}
-        working: dict[str, int] = {}
-
-        async def worker(name: str, i: int) -> None:
-            queue = queues[name]
-            while True:
-                await one(i, calls[i])
-                if not queue:
-                    # No await between this check and the count: the spawner
-                    # below sees the worker gone before it queues another call.
-                    working[name] -= 1
-                    return
-                i = queue.popleft()
-
-        async with open_task_group() as tg:
-            tools = spec.tools
-            for i, call in enumerate(calls):
-                found = tools.get(call.name)
-                cap = None if found is None else found.max_concurrency
-                if cap is None:
-                    tg.start_soon(one, i, call)
-                elif working.get(call.name, 0) < cap:
-                    queues.setdefault(call.name, deque())
-                    working[call.name] = working.get(call.name, 0) + 1
-                    tg.start_soon(worker, call.name, i)
-                else:
-                    queues[call.name].append(i)
-                if pacer is not None and pacer.due():
-                    await pacer.wait()  # 10,000 spawns are a long step too
-    for item in results:
-        if item is None:
-            continue  # interrupted: answered when the run resumes
-        message, update = item
-        if update:
-            applied = state.apply(update)
-            note = applied.note()
-            if note:
-                # The merge outcome (conflicts above all) is for the model to read.
-                message = message.model_copy(update={"content": f"{message.text}\n\n{note}"})
-        state.add_message(message)
+        await _run_all(spec, calls, one, pacer, state.messages)
+    if len(results) <= _AT_ONCE or pacer is None:
+        _take_in(state, results, 0, len(results))
+    else:
+        # A wide step's results, in slices of the loop's turns: 100,000 of
+        # them are a second of work. Shielded: a step's results land whole
+        # (a run cancelled meanwhile keeps them, as it would have before).
+        with anyio.CancelScope(shield=True):
+            await _take_in_paced(state, results, pacer)
     pending = [r for i in sorted(interrupts) for r in interrupts[i]]
     if pending:
         raise Interrupt(pending)
