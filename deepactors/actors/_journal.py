@@ -33,6 +33,7 @@ from typing import Any, TypeAlias
 import anyio
 from pydantic import ValidationError
 
+from .._core.loops import parking_lot
 from ..context import ToolResult
 from ..errors import CheckpointCorrupt, CheckpointError
 from ..interrupts import ActionRequest
@@ -242,14 +243,17 @@ class Journal:
         self.head_at_open = head_at_open
         self.origin = origin
         self._stored = 0
-        # A list and an event made only when the writer waits: a record costs an
-        # append, not a memory stream's send (this runs for every state change).
+        # A list, and parking lots (a future per wait, not an event per wake):
+        # a record costs an append, not a memory stream's send (this runs for
+        # every state change), and waking the writer costs a future.
         self._queue: list[tuple[int, CheckpointWrite]] = []
         self._closed = False
-        self._wakeup: anyio.Event | None = None
+        self._writer = parking_lot()  # the writer waits here for records
+        self._waiting = False  # the writer is parked
+        self._storing = False  # a batch is being stored (by the writer or a sync)
         self._ticket = 0
         self._committed = 0
-        self._committed_event: anyio.Event | None = None
+        self._commits = parking_lot()  # syncs wait here while another stores
         self._error: BaseException | None = None
 
     @property
@@ -293,10 +297,9 @@ class Journal:
         return self._ticket
 
     def _wake(self) -> None:
-        wakeup = self._wakeup
-        if wakeup is not None:
-            self._wakeup = None
-            wakeup.set()
+        if self._waiting:
+            self._waiting = False
+            self._writer.unpark(count=1)
 
     def _close(self) -> None:
         """No more records: the writer stores what is queued, then ends."""
@@ -338,10 +341,15 @@ class Journal:
         while self._committed < target:
             if self._error is not None:
                 break
-            event = self._committed_event
-            if event is None:
-                event = self._committed_event = anyio.Event()
-            await event.wait()
+            if not self._storing and self._queue:
+                # Nothing is being stored: the records are stored from here, in
+                # this task (the writer would take them a loop turn later, then
+                # wake this task again: two task switches per step for nothing).
+                # Shielded as the writer is: what left the queue is stored.
+                with anyio.CancelScope(shield=True):
+                    await self._put(self._take())
+                continue
+            await self._commits.park()
         if self._error is not None:
             raise CheckpointError(
                 f"could not save thread {self.thread_id!r}: {self._error}"
@@ -351,33 +359,41 @@ class Journal:
         # Shielded for its whole life: a batch that left the queue is stored even
         # if the run is cancelled, and so is what is queued when the journal
         # closes (a timed-out run keeps its work). It ends once closed and drained.
+        # One batch is stored at a time, here or by a sync (see above): the
+        # log's order is the order the records were made.
         with anyio.CancelScope(shield=True):
             while True:
-                batch = self._take()
-                if batch:
-                    await self._put(batch)
-                elif self._closed:
-                    return
-                else:
-                    wakeup = self._wakeup = anyio.Event()
-                    await wakeup.wait()
+                if not self._storing:
+                    batch = self._take()
+                    if batch:
+                        await self._put(batch)
+                        continue
+                    if self._closed:
+                        return
+                self._waiting = True
+                await self._writer.park()
 
     async def _put(self, batch: list[tuple[int, CheckpointWrite]]) -> None:
         # After a failed batch nothing more is stored: the saved log stays a clean
         # prefix of what happened (a resume never sees a result without the call
         # that asked for it), and every later sync raises.
-        if self._error is None:
-            try:
-                await self.checkpointer.put(self.thread_id, [w for _, w in batch])
-            except Exception as exc:
-                self._error = exc
-            else:
-                self._stored += len(batch)
-        self._committed = batch[-1][0]
-        event = self._committed_event
-        if event is not None:
-            self._committed_event = None
-            event.set()
+        self._storing = True
+        try:
+            if self._error is None:
+                try:
+                    await self.checkpointer.put(self.thread_id, [w for _, w in batch])
+                except Exception as exc:
+                    self._error = exc
+                else:
+                    self._stored += len(batch)
+            self._committed = batch[-1][0]
+        finally:
+            self._storing = False
+        if self._queue or self._closed:
+            self._wake()  # what came meanwhile, or the end: the writer's (if it waits)
+        commits = self._commits
+        if commits:
+            commits.unpark(count=len(commits))
 
 
 @asynccontextmanager

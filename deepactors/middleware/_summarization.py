@@ -204,10 +204,15 @@ class SummarizationMiddleware(AgentMiddleware):
         # Each measure below reads the messages new since the last call once; a
         # wide fan-out's 100,000 results are read in a worker thread, not on
         # the loop (the actor waits here; nothing else touches its history).
-        work = _in_thread if len(messages) - local.checked_upto > _OFF_LOOP else _inline
+        off = len(messages) - local.checked_upto > _OFF_LOOP
+        work = _in_thread if off else _inline
         marker: Mapping[str, Any] = state.get(SUMMARY_CHANNEL) or {}
         start = self._start(messages, state, marker)
-        tokens = await work(functools.partial(self._count, request, local, marker, start, state))
+        if off:
+            count = functools.partial(self._count, request, local, marker, start, state)
+            tokens = await _in_thread(count)
+        else:  # every model call of every agent: no partial, no coroutine
+            tokens = self._count(request, local, marker, start, state)
         reason: Literal["trigger", "overflow", "tool"] | None = None
         if force:
             reason = "overflow"
@@ -232,7 +237,11 @@ class SummarizationMiddleware(AgentMiddleware):
                 self._emit(run, marker, dropped, tokens, after, reason)
             elif reason == "tool":
                 state.apply({SUMMARY_CHANNEL: {"compact": False}})
-        return await work(functools.partial(self._view, request, marker, start, local)), summarized
+        if off:
+            view = await _in_thread(functools.partial(self._view, request, marker, start, local))
+        else:
+            view = self._view(request, marker, start, local)
+        return view, summarized
 
     # -- measuring -------------------------------------------------------------
 
