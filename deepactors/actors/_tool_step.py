@@ -125,6 +125,35 @@ async def _run_all(
                 await pacer.wait()  # 10,000 spawns are a long step too
 
 
+async def _call(spec: AgentSpec, state: State, run: RunContext, call: ToolCall) -> ToolResult:
+    """Run one call through the ``wrap_tool_call`` chain; its result and checked update.
+
+    Raises:
+        Interrupt: The call waits for a human.
+        StopRequested: The process is stopping (Ctrl-C, ``SystemExit``).
+    """
+    request = ToolCallRequest(call=call, tool=spec.tools.get(call.name), state=state, run=run)
+    try:
+        out = await spec.call_tool(request)
+    except Interrupt:
+        raise
+    except (KeyboardInterrupt, SystemExit) as exc:
+        raise StopRequested(exc) from exc
+    except StopRequested:
+        raise  # from a subagent's own tool call
+    except Exception as exc:  # a wrap_tool_call middleware raised
+        out = error_result(call, f"{type(exc).__name__}: {exc}")
+    done = _command_message(call, out) if isinstance(out, Command) else (out, None)
+    if done[1]:
+        try:
+            done = (done[0], state.check_update(done[1]))
+        except (ValueError, InputError) as exc:
+            # A tool asked for an update the state cannot take: the model
+            # learns, the state stays as it was.
+            done = (error_result(call, f"the tool's state update was refused: {exc}"), None)
+    return done
+
+
 def _command_message(call: ToolCall, command: Command) -> ToolResult:
     """Split a tool's Command into the result message and the rest of its update."""
     update = dict(command.update or {})
@@ -167,29 +196,12 @@ async def run_tools(
             emit(ToolCallStarted(path=run.path, run_id=run.run_id, call=call))
         done = resumed.pop(call.id, None) if resumed else None
         if done is None:
-            request = ToolCallRequest(
-                call=call, tool=spec.tools.get(call.name), state=state, run=run
-            )
             try:
-                out = await spec.call_tool(request)
+                done = await _call(spec, state, run, call)
             except Interrupt as exc:
                 # Waits for a human: no result; the siblings still run.
                 interrupts[i] = exc.requests
                 return
-            except (KeyboardInterrupt, SystemExit) as exc:
-                raise StopRequested(exc) from exc
-            except StopRequested:
-                raise  # from a subagent's own tool call
-            except Exception as exc:  # a wrap_tool_call middleware raised
-                out = error_result(call, f"{type(exc).__name__}: {exc}")
-            done = _command_message(call, out) if isinstance(out, Command) else (out, None)
-            if done[1]:
-                try:
-                    done = (done[0], state.check_update(done[1]))
-                except (ValueError, InputError) as exc:
-                    # A tool asked for an update the state cannot take: the model
-                    # learns, the state stays as it was.
-                    done = (error_result(call, f"the tool's state update was refused: {exc}"), None)
             journal = run.journal
             if journal is not None and not lone:
                 # Recorded as it finishes, so a resumed step does not run it
