@@ -91,8 +91,10 @@ class Pacer:
                 return False  # not running (yet, or any more): nothing paces
             # The first step after a quiet spell: a new slice; the pump wakes
             # and ticks from the next loop turn on.
+            # Not busy yet: should no other step ask before the pump's first
+            # tick, it goes back to sleep at once (one task step per quiet
+            # spell, which comes as often as a step waits for a worker thread).
             self._idle = False
-            self._busy = True
             self._slice = time.perf_counter()
             self._sleep.unpark(count=1)
             return False

@@ -6,10 +6,13 @@ has piled up and stores it in one transaction, so records of many actors that
 change at once (a fan-out finishing) share one commit: group commit.
 
 Writes are behind the run, not in its way, but an actor never calls its model
-before everything it recorded is durable (:meth:`Journal.sync`): a crash can lose
-at most the step in progress, and the results of tool calls that finished in
-that step are recorded one by one as they finish, so a resumed step does not run
-them again.
+before everything it recorded is durable (:meth:`Journal.sync`, which stores
+what is queued itself when the writer is idle: one hop and one commit per turn):
+a crash can lose at most the step in progress, and the results of tool calls
+that finished in that step are recorded one by one as they finish (each wakes
+the writer), so a resumed step does not run them again. A state change alone
+does not wake the writer: it waits for the next of those, so that a turn's
+changes share one commit.
 
 A journal holds its thread's lease (:meth:`Checkpointer.lease
 <deepactors.persistence.Checkpointer.lease>`) from before it reads the thread
@@ -286,14 +289,19 @@ class Journal:
         return head, self.origin
 
     def record(self, path: str, step: int, kind: str, data: dict[str, Any]) -> int:
-        """Queue a record; return its ticket for :meth:`sync`."""
+        """Queue a record, stored behind the run; return its ticket for :meth:`sync`."""
+        ticket = self._append(path, step, kind, data)
+        self._wake()
+        return ticket
+
+    def _append(self, path: str, step: int, kind: str, data: dict[str, Any]) -> int:
+        """Queue a record without waking the writer: the next sync, record or close stores it."""
         if self._closed:
             raise anyio.ClosedResourceError(f"the journal of thread {self.thread_id!r} is closed")
         self._ticket += 1
         self._queue.append(
             (self._ticket, CheckpointWrite(path=path, step=step, kind=kind, data=data))
         )
-        self._wake()
         return self._ticket
 
     def _wake(self) -> None:
@@ -326,8 +334,13 @@ class Journal:
     ) -> Callable[[Applied], None]:
         """A state listener that records every applied update of the actor at ``path``."""
 
+        # A state change belongs to the step in progress: it is stored with the
+        # next sync (before the actor's next model call), the next tool result
+        # of a fan-out, or the run's end, whichever comes first, not by a writer
+        # woken for it alone. A turn (its answer, a tool's I/O, its results)
+        # is then one commit, not one for the answer and one for the rest.
         def on_update(applied: Applied) -> None:
-            self.record(path, step(), "update", encode_update(applied.update, state))
+            self._append(path, step(), "update", encode_update(applied.update, state))
 
         return on_update
 
