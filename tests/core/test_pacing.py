@@ -69,6 +69,7 @@ async def test_a_wave_of_steps_leaves_the_loop_turns_in_between() -> None:
     assert paced >= 8
 
 
+@pytest.mark.virtual_time  # the pacer's slices are CPU time (perf_counter), the sleeps loop turns
 async def test_steps_without_contention_never_park() -> None:
     pacer = Pacer(0.005)
     parked = 0

@@ -97,6 +97,7 @@ async def test_a_checkpointer_needs_a_thread_id() -> None:
         await agent.ainvoke("hi")
 
 
+@pytest.mark.virtual_time
 async def test_a_stopped_fan_out_resumes_without_redoing_finished_children() -> None:
     saver = MemoryCheckpointer()
     calls: Counter[str] = Counter()
@@ -127,8 +128,8 @@ async def test_a_stopped_fan_out_resumes_without_redoing_finished_children() -> 
         ],
         checkpointer=saver,
     )
-    # Long enough for the fast children to finish on a loaded CI machine; the
-    # slow ones sleep until released, so the deadline always stops the run.
+    # On virtual time the fast children finish before any time passes; the slow
+    # ones sleep until released, so the deadline always stops the run.
     with pytest.raises(TimeoutError):
         await agent.ainvoke("go", thread_id="t", timeout=2.0)
     assert all(calls[f"fast{i}"] == 2 for i in range(5))
