@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,7 @@ from .middleware import (
     context_stack,
 )
 from .models import ChatModel
+from .placement import RayPlacement
 from .tools import Tool, ToolLike
 
 if TYPE_CHECKING:
@@ -76,6 +78,7 @@ def create_deep_agent(
     max_concurrent_subagents_total: int | None = None,
     mcp_servers: Mapping[str, Any] | None = None,
     async_tasks: bool | None = None,
+    placement: RayPlacement | None = None,
 ) -> DeepAgent:
     """Build a deep agent: a model, tools, and the default middleware stack.
 
@@ -139,6 +142,9 @@ def create_deep_agent(
             True offers every subagent in the background too (the model chooses
             per call); None (default) offers those marked ``"background": True``
             (which ``task`` does not start); False refuses such marks.
+        placement: Where the subagents run: None (default) in this process;
+            a :class:`~deepactors.placement.RayPlacement` on Ray workers (all
+            subagents, or those it names; see ``docs/ray.md``).
 
     Raises:
         ConfigurationError: A bad argument, or one whose feature is not available.
@@ -167,6 +173,8 @@ def create_deep_agent(
         mcp=mcp,
     )
     specs = _subagent_specs(subagents or (), model=resolved, parts=parts, skills=skills)
+    if placement is not None:
+        specs = _placed(specs, placement)
     own_backend, guard = _guarded(backend, rules, parts)
     defaults: list[AgentMiddleware] = [
         TodoListMiddleware(),
@@ -194,6 +202,37 @@ def create_deep_agent(
     )
     _check_interrupt_on(spec)
     return DeepAgent(spec)
+
+
+def _placed(specs: Sequence[SubAgentSpec], placement: RayPlacement) -> list[SubAgentSpec]:
+    """The subagents ``placement`` names, made to run on its Ray workers.
+
+    A ``fork`` subagent (it starts from its parent's conversation) and one
+    that runs elsewhere already (a remote server's) stay as they are, unless
+    named, which is an error.
+    """
+    known = {s.name for s in specs}
+    unknown = sorted(set(placement.subagents or ()) - known)
+    if unknown:
+        raise ConfigurationError(
+            f"RayPlacement(subagents=...) names {unknown}, which are not subagents here "
+            f"(they are {sorted(known)})"
+        )
+    unknown = sorted(set(placement.agents) - known)
+    if unknown:
+        raise ConfigurationError(f"RayPlacement(agents=...) names {unknown}: no such subagents")
+    out = []
+    for spec in specs:
+        named = placement.subagents is not None and spec.name in placement.subagents
+        movable = isinstance(spec.agent, AgentSpec) and spec.mode == "isolated"
+        if named and not movable:
+            why = "a fork" if spec.mode == "fork" else "already run elsewhere"
+            raise ConfigurationError(f"subagent {spec.name!r} cannot be placed on Ray: {why}")
+        if movable and placement.places(spec.name):
+            assert isinstance(spec.agent, AgentSpec)
+            spec = dataclasses.replace(spec, agent=placement.agent(spec.name, spec.agent))
+        out.append(spec)
+    return out
 
 
 def _check_interrupt_on(root: AgentSpec) -> None:

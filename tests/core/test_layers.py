@@ -58,8 +58,9 @@ LAYERS: list[tuple[str, ...]] = [
         "middleware._transcript",
     ),
     ("actors",),
-    # A subagent run elsewhere: a ChildRunner, beside the local children of actors.
-    ("remote",),
+    # A subagent run elsewhere: a ChildRunner, beside the local children of actors
+    # (another server's, or a Ray worker's).
+    ("remote", "placement"),
     ("middleware._subagents", "middleware"),
     ("agent", "mcp"),
     ("factory", "_factory_parts", "demo", "_subagent_config", "langchain"),
