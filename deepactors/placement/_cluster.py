@@ -48,11 +48,18 @@ class Pool:
 
     def replace(self, slot: int, dead: Any) -> Any:
         """A new worker in ``slot`` for the dead one (once, whoever asks first)."""
-        with self.lock:  # (held for a dict write: no wait to speak of)
-            if self.handles[slot] is dead:
-                self.handles[slot] = self.make()
-                self.infos[slot] = None
-            return self.handles[slot]
+        with self.lock:  # (held for a list write: no wait to speak of)
+            if self.handles[slot] is not dead:
+                return self.handles[slot]
+            self.handles[slot] = new = self.make()
+            self.infos[slot] = None
+
+        def learned(future: Future[Any]) -> None:  # (in Ray's thread)
+            if future.exception() is None and self.handles[slot] is new:
+                self.infos[slot] = future.result()
+
+        when_done(new.info.remote(), learned)
+        return new
 
 
 _POOLS: dict[int, Pool] = {}

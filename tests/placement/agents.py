@@ -9,12 +9,15 @@ A child's brief is a small command language (one command per brief):
 - ``wait``: calls a tool that waits until cancelled;
 - ``fail``: its model raises;
 - ``ask``: calls ``send_email``, which a human must approve;
-- ``steps <n>``: makes ``n`` model calls (one tool call each), then answers.
+- ``steps <n>``: makes ``n`` model calls (one tool call each), then answers;
+- ``gate <path>``: waits in a tool until the file ``path`` exists, then answers.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -76,6 +79,11 @@ def child_model(request: ModelRequest) -> AssistantMessage:
                 call = ToolCall(id="mail", name="send_email", args={"to": "ops"})
                 return AssistantMessage(tool_calls=[call], usage=ONE_CALL)
             return AssistantMessage(content=f"mail: {results[-1].text}", usage=ONE_CALL)
+        case ["gate", path]:
+            if not results:
+                call = ToolCall(id="gate", name="wait_for_file", args={"path": path})
+                return AssistantMessage(tool_calls=[call], usage=ONE_CALL)
+            return AssistantMessage(content=f"passed {path}", usage=ONE_CALL)
         case ["steps", n]:
             if len(results) < int(n) - 1:
                 call = ToolCall(id=f"s{len(results)}", name="lookup", args={"q": "x"})
@@ -89,6 +97,13 @@ async def wait_here() -> str:
     """Wait until cancelled."""
     await anyio.sleep_forever()
     return "never"
+
+
+def wait_for_file(path: str) -> str:
+    """Wait until a file exists (a sync tool: it runs in a worker thread)."""
+    while not os.path.exists(path):
+        time.sleep(0.02)
+    return "there"
 
 
 def lookup(q: str) -> str:
@@ -126,7 +141,7 @@ def worker_subagent(name: str = "w", **extra: Any) -> dict[str, Any]:
         "description": "does one small thing",
         "system_prompt": "Do the brief.",
         "model": FunctionModel(child_model),
-        "tools": [wait_here, lookup, send_email],
+        "tools": [wait_here, wait_for_file, lookup, send_email],
         **extra,
     }
 

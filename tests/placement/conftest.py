@@ -25,14 +25,10 @@ ROOT = Path(__file__).parents[2]
 def ray_cluster() -> Iterator[None]:
     """A local Ray with 2 CPUs (its dashboard on: the tests read Ray's state API)."""
     os.environ.setdefault("RAY_DISABLE_USAGE_STATS", "1")
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        configure_logging=False,
-        log_to_driver=False,
-        # The workers import this checkout (tests.placement.agents among it).
-        runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}},
-    )
+    # Workers have the driver's working directory on their path: tests import
+    # as a package from the checkout's root (tests.placement.agents), as here.
+    assert Path.cwd() == ROOT, "run the placement tests from the checkout's root"
+    ray.init(num_cpus=2, include_dashboard=True, configure_logging=False, log_to_driver=False)
     try:
         yield
     finally:
