@@ -210,6 +210,11 @@ def _placed(specs: Sequence[SubAgentSpec], placement: RayPlacement) -> list[SubA
     A ``fork`` subagent (it starts from its parent's conversation) and one
     that runs elsewhere already (a remote server's) stay as they are, unless
     named, which is an error.
+
+    Raises:
+        ConfigurationError: A subagent named that is not one, or cannot be
+            placed; one whose agent cannot be sent to the workers (the message
+            names the object that cannot).
     """
     known = {s.name for s in specs}
     unknown = sorted(set(placement.subagents or ()) - known)
@@ -230,7 +235,9 @@ def _placed(specs: Sequence[SubAgentSpec], placement: RayPlacement) -> list[SubA
             raise ConfigurationError(f"subagent {spec.name!r} cannot be placed on Ray: {why}")
         if movable and placement.places(spec.name):
             assert isinstance(spec.agent, AgentSpec)
-            spec = dataclasses.replace(spec, agent=placement.agent(spec.name, spec.agent))
+            placed = placement.agent(spec.name, spec.agent)
+            placed.payload()  # what cannot be sent is refused now, by name
+            spec = dataclasses.replace(spec, agent=placed)
         out.append(spec)
     return out
 

@@ -101,10 +101,21 @@ def _run(args: argparse.Namespace) -> int:
         # The model's commands and files in a workspace under this folder,
         # isolated from the host (Linux namespaces; no network).
         sandbox = BubblewrapSandbox(args.sandbox)
+    placement = None
+    if args.ray is not None:
+        from ..placement import RayPlacement
+
+        # The subagents on Ray workers: a local Ray on this machine's cores, or
+        # the cluster named (started with `ray start`, or ray://host:10001).
+        placement = RayPlacement(address=args.ray or None)
     try:
         servers = read_mcp_servers(args.mcp) if args.mcp else None
         agent = create_deep_agent(
-            model, checkpointer=checkpointer, mcp_servers=servers, backend=sandbox
+            model,
+            checkpointer=checkpointer,
+            mcp_servers=servers,
+            backend=sandbox,
+            placement=placement,
         )
     except ConfigurationError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -228,6 +239,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="run the agent's files and shell commands in a bubblewrap sandbox whose "
         "workspace lives under DIR (Linux, Debian's bubblewrap; no network)",
+    )
+    run.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="run the subagents on Ray workers: a local Ray on this machine's cores, or the "
+        "cluster at ADDRESS ('auto' for one `ray start` runs here, ray://host:10001) "
+        "(needs deepactors[ray])",
     )
     run.add_argument("--loop", choices=("asyncio", "trio"), default="asyncio", help=_LOOP_HELP)
     _log_options(run, "warning")

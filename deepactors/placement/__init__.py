@@ -20,6 +20,7 @@ from .._core.public import publish as _publish
 from ._link import DEADLINE_GRACE as DEADLINE_GRACE
 from ._placement import DEFAULT_BATCH_WINDOW as DEFAULT_BATCH_WINDOW
 from ._placement import DEFAULT_ORPHAN_TIMEOUT as DEFAULT_ORPHAN_TIMEOUT
+from ._placement import DEFAULT_REPORT_WINDOW as DEFAULT_REPORT_WINDOW
 from ._placement import RayAgent as RayAgent
 from ._placement import RayPlacement as RayPlacement
 from ._worker import PlacementWorker as PlacementWorker
@@ -29,6 +30,7 @@ __all__ = [
     "DEADLINE_GRACE",
     "DEFAULT_BATCH_WINDOW",
     "DEFAULT_ORPHAN_TIMEOUT",
+    "DEFAULT_REPORT_WINDOW",
     "PlacementWorker",
     "RayAgent",
     "RayPlacement",

@@ -107,7 +107,10 @@ def open_pool(
                     f"could not start or reach {where}: {type(exc).__name__}: {exc}"
                 ) from exc
         api: Any = ray  # (parts of Ray's API are untyped)
-        count = workers or max(1, int(api.cluster_resources().get("CPU", 1) // worker_cpus))
+        # The CPUs free now: all of them on a cluster of one's own, fewer on a
+        # shared one (another placement's workers hold theirs).
+        free = api.available_resources().get("CPU", 0)
+        count = workers or max(1, int(free // worker_cpus))
         actor = api.remote(PlacementWorker).options(
             num_cpus=worker_cpus,
             max_concurrency=MAX_CONCURRENCY,

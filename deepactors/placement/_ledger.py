@@ -38,17 +38,29 @@ class WorkerLedger(BudgetLedger):
     Args:
         cid: The child's number on its link.
         send: Sends a report to the parent (batched by the worker).
+        send_now: Sends a report a call waits for (it ends the batch).
         tracks: Whether the parent's ledgers limit input tokens, output
             tokens, dollars (what a reservation must estimate).
         tools: Tool calls left at the parent, and the limit (None: no limit).
     """
 
-    __slots__ = ("_answers", "_asked", "_cid", "_held", "_next", "_send", "_tools", "_waits")
+    __slots__ = (
+        "_answers",
+        "_asked",
+        "_cid",
+        "_held",
+        "_next",
+        "_send",
+        "_send_now",
+        "_tools",
+        "_waits",
+    )
 
     def __init__(
         self,
         cid: int,
         send: Callable[[Report], None],
+        send_now: Callable[[Report], None],
         tracks: tuple[bool, bool, bool],
         tools: ToolsLeft,
     ) -> None:
@@ -56,6 +68,7 @@ class WorkerLedger(BudgetLedger):
         self.tracks_input, self.tracks_output, self.tracks_usd = tracks
         self._cid = cid
         self._send = send
+        self._send_now = send_now
         self._tools = tools
         self._next = 0
         self._asked: dict[int, _Key] = {}  # request id -> what it asked
@@ -85,7 +98,7 @@ class WorkerLedger(BudgetLedger):
             rid = self._next
             self._asked[rid] = key
             self._waits[key] = wait = anyio.Event()
-            self._send(Reserve(self._cid, rid, input_tokens, output_tokens, rates))
+            self._send_now(Reserve(self._cid, rid, input_tokens, output_tokens, rates))
         return wait
 
     def answer(self, rid: int, answer: Hold | Refusal, tools: ToolsLeft) -> bool:

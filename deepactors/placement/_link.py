@@ -48,10 +48,14 @@ from ._wire import (
     Message,
     Order,
     ParentView,
+    Record,
     Report,
     Reserve,
+    Restored,
     Settle,
     Start,
+    Sync,
+    Synced,
     Tools,
     ToolsLeft,
 )
@@ -119,12 +123,15 @@ class Link:
     Args:
         pool: The placement's workers.
         batch_window: Seconds to gather children's starts into one call.
+        report_window: Seconds a worker gathers its children's reports into
+            one pull (a reservation request is sent at once).
     """
 
-    def __init__(self, pool: Pool, batch_window: float) -> None:
+    def __init__(self, pool: Pool, batch_window: float, report_window: float) -> None:
         self.id = uuid.uuid4().hex
         self._pool = pool
         self._window = batch_window
+        self._linger = report_window
         self._lanes = [_Lane(slot=i) for i in range(len(pool.handles))]
         self._children: dict[int, _Child] = {}
         self._next = 0
@@ -175,6 +182,7 @@ class Link:
         files: Mapping[str, FileRecord],
         ledger: BudgetLedger | None,
         inbox: Inbox | None,
+        restored: Restored | None,
     ) -> ChildOutcome | None:
         """Place one child and await its outcome (None: it was cancelled on its worker).
 
@@ -200,6 +208,8 @@ class Link:
                 deadline=_deadline(),
                 budget=None if ledger is None else _budget_info(ledger),
                 trace=outgoing_headers(),
+                durable=parent.journal is not None,
+                restored=restored,
             )
         )
         self._wake.set()
@@ -303,7 +313,8 @@ class Link:
             while lane.children:
                 handle = self._handle(lane)
                 try:
-                    reports = await result_of(handle.pull.remote(self.id, PULL_WAIT))
+                    pulled = handle.pull.remote(self.id, PULL_WAIT, self._linger)
+                    reports = await result_of(pulled)
                 except WorkerLost as exc:
                     self._lost(lane, handle, exc)
                     continue
@@ -339,6 +350,14 @@ class Link:
             case Charged():
                 if child.ledger is not None:
                     child.ledger.add_spent(*report[1:])
+            case Record(path=path, step=step, kind=kind, data=data):
+                journal = child.parent.journal
+                if journal is not None and not child.cancelled:
+                    # (A cancelled child's late records are not its thread's:
+                    # its parent's run may have ended, and its journal with it.)
+                    journal.record(path, step, kind, data)
+            case Sync(ticket=ticket):
+                self._tg.start_soon(self._sync, child, ticket)
             case Done(outcome=outcome, spent=spent):
                 child.parent.add_usage(spent)
                 child.outcome = outcome
@@ -358,6 +377,19 @@ class Link:
             self._tg.start_soon(self._reserve_later, child, ask, answer)
         else:
             lane.orders.append(Deny(child.cid, ask.rid, answer, _tools_left(ledger)))
+
+    async def _sync(self, child: _Child, ticket: int) -> None:
+        """Answer a child waiting until its records are stored (they were
+        recorded in the parent's journal before its request came)."""
+        journal = child.parent.journal
+        error = None
+        if journal is not None and not child.cancelled:
+            try:
+                await journal.sync()
+            except Exception as exc:  # CheckpointError: the child's sync raises it
+                error = str(exc)
+        child.lane.orders.append(Synced(child.cid, ticket, error))
+        self._send_orders(child.lane)
 
     async def _reserve_later(self, child: _Child, ask: Reserve, changed: anyio.Event) -> None:
         await changed.wait()

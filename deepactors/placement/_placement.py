@@ -27,10 +27,17 @@ from ..context import Inbox, RunContext, TreeSlot
 from ..errors import ConfigurationError
 from ..filediff import FileRecord
 from ._cluster import open_pool
+from ._journal import restored_view
 from ._link import Link
 from ._ship import SpecPayload, ship
 
-__all__ = ["DEFAULT_BATCH_WINDOW", "DEFAULT_ORPHAN_TIMEOUT", "RayAgent", "RayPlacement"]
+__all__ = [
+    "DEFAULT_BATCH_WINDOW",
+    "DEFAULT_ORPHAN_TIMEOUT",
+    "DEFAULT_REPORT_WINDOW",
+    "RayAgent",
+    "RayPlacement",
+]
 
 DEFAULT_ORPHAN_TIMEOUT = 30.0
 """Seconds a worker goes without hearing from a parent's loop before it cancels
@@ -38,6 +45,10 @@ that loop's children (a parent process that died, a loop that ended)."""
 
 DEFAULT_BATCH_WINDOW = 0.002
 """Seconds a parent gathers children's starts into one call to a worker."""
+
+DEFAULT_REPORT_WINDOW = 0.02
+"""Seconds a worker gathers its children's reports (events, outcomes) into one
+pull by the parent; a budget reservation, which a model call waits for, goes at once."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -63,7 +74,8 @@ class RayPlacement:
             AgentSpec or a function returning one) by subagent name: the
             worker builds those agents itself. Others are sent by Ray's
             serialization (cloudpickle), once per worker.
-        workers: Worker actors (None: the cluster's CPUs over ``worker_cpus``).
+        workers: Worker actors (None: the cluster's free CPUs over
+            ``worker_cpus``, when the placement is first used).
         worker_cpus: CPUs Ray reserves for each worker actor.
         init: More keyword arguments for ``ray.init`` when this starts Ray
             (``runtime_env``, ``num_cpus``, ``namespace``...). By default Ray
@@ -72,6 +84,9 @@ class RayPlacement:
         orphan_timeout: Seconds a worker waits to hear from a parent's loop
             before it cancels that loop's children.
         batch_window: Seconds a parent gathers children's starts into one call.
+        report_window: Seconds a worker gathers its children's reports (events,
+            outcomes) into one pull: more children per Ray call, each outcome
+            that much later (a budget reservation is sent at once).
         pacing: Seconds of children's steps per turn of a worker's loop
             (None: unpaced); a busy worker reads cancels between slices.
         start_timeout: Seconds the workers may take to start.
@@ -88,6 +103,7 @@ class RayPlacement:
     init: Mapping[str, Any] = field(default_factory=dict)
     orphan_timeout: float = DEFAULT_ORPHAN_TIMEOUT
     batch_window: float = DEFAULT_BATCH_WINDOW
+    report_window: float = DEFAULT_REPORT_WINDOW
     pacing: float | None = DEFAULT_QUANTUM
     start_timeout: float = 120.0
     _links: PerLoop[Link] = field(init=False, repr=False)
@@ -101,8 +117,9 @@ class RayPlacement:
             value = getattr(self, key)
             if not (isinstance(value, int | float) and value > 0):
                 raise ConfigurationError(f"RayPlacement {key} must be above 0, not {value!r}")
-        if not self.batch_window >= 0:
-            raise ConfigurationError("RayPlacement batch_window must be 0 or more seconds")
+        for key in ("batch_window", "report_window"):
+            if not getattr(self, key) >= 0:
+                raise ConfigurationError(f"RayPlacement {key} must be 0 or more seconds")
         object.__setattr__(self, "_links", PerLoop(self._open, _close))
 
     def places(self, name: str) -> bool:
@@ -130,7 +147,7 @@ class RayPlacement:
             start_timeout=self.start_timeout,
         )
         pool = await anyio.to_thread.run_sync(make)  # ray.init blocks for seconds
-        link = Link(pool, self.batch_window)
+        link = Link(pool, self.batch_window, self.report_window)
         await link.start()
         return link
 
@@ -207,6 +224,7 @@ class RayAgent:
         inbox: Inbox | None,
     ) -> ChildOutcome:
         payload = self.payload()
+        restored = restored_view(parent, path, self.spec, files)
         ledger = parent.budget if budget is None else BudgetLedger(budget, parent=parent.budget)
         limiter = parent.tree.subagent_limiter
         slot = TreeSlot(limiter) if limiter is not None else None
@@ -228,6 +246,7 @@ class RayAgent:
                     files=files,
                     ledger=ledger,
                     inbox=inbox,
+                    restored=restored,
                 )
                 if outcome is None:  # its worker cancelled it (it lost its parent's link)
                     return ChildOutcome(

@@ -6,19 +6,35 @@ cannot cross (an SDK client with its connection pool and locks) is made there.
 Otherwise the agent spec is pickled once (Ray's cloudpickle, functions and
 classes by value where they are not importable) and sent to each worker once.
 
+What belongs to a process rather than to the agent is made anew on the worker
+instead of copied: a model's per-event-loop clients (a
+:class:`~deepactors._core.perloop.PerLoop`, which the worker's loop fills), its
+request limiter (the same limit, per worker process), and locks. So a model made
+from ``"anthropic:claude-..."`` crosses (its API key, if given rather than read
+from the environment, with it; a worker reads ``ANTHROPIC_API_KEY`` from its own
+environment otherwise); a ready SDK client given to a model does not.
+
 When something in the spec cannot be pickled, :func:`ship` says which object it
 is, by its place in the spec (``model._client._lock (lock)``), and what to do.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
+import io
+import pickle
+import threading
+from collections import ChainMap
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, NamedTuple, cast
+from types import FunctionType
+from typing import Any, ClassVar, NamedTuple
 
+from .._core.perloop import PerLoop
 from ..actors import AgentSpec
 from ..errors import ConfigurationError
+from ..models import RequestLimiter
 
 __all__ = ["SpecPayload", "culprit", "ship", "unship"]
 
@@ -94,10 +110,51 @@ def _is_agent(obj: object) -> bool:
     return isinstance(obj, AgentSpec) or isinstance(getattr(obj, "spec", None), AgentSpec)
 
 
+def _fresh_perloop(
+    open: Callable[[], Any], close: Callable[[Any], Any], close_stale: Callable[[Any], Any] | None
+) -> PerLoop[Any]:
+    return PerLoop(open, close, close_stale=close_stale)
+
+
+def _reduce_perloop(resources: PerLoop[Any]) -> tuple[Any, ...]:
+    # The resources open in this process's loops stay here: the worker opens its own.
+    return _fresh_perloop, (resources._open, resources._close, resources._close_stale)
+
+
+def _reduce_limiter(limiter: RequestLimiter) -> tuple[Any, ...]:
+    return RequestLimiter, (limiter.max_in_flight,)
+
+
+def _reduce_lock(lock: object) -> tuple[Any, ...]:
+    return (threading.RLock if type(lock) is _RLOCK else threading.Lock), ()
+
+
+_RLOCK = type(threading.RLock())
+_PER_PROCESS: dict[type, Callable[[Any], tuple[Any, ...]]] = {
+    PerLoop: _reduce_perloop,
+    RequestLimiter: _reduce_limiter,
+    type(threading.Lock()): _reduce_lock,
+    _RLOCK: _reduce_lock,
+}
+
+
 def _dumps() -> Callable[[object], bytes]:
     from ray import cloudpickle
 
-    return cast("Callable[[object], bytes]", cloudpickle.dumps)
+    table: Any = ChainMap(_PER_PROCESS, cloudpickle.CloudPickler.dispatch_table)
+
+    class Pickler(cloudpickle.CloudPickler):
+        # (The C pickler reads the class's table: an instance's is not seen.)
+        dispatch_table: ClassVar[Any] = table  # type: ignore[misc]
+
+    make: Any = Pickler
+
+    def dumps(obj: object) -> bytes:
+        buffer = io.BytesIO()
+        make(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+        return buffer.getvalue()
+
+    return dumps
 
 
 def culprit(root: object, dumps: Any, depth: int = 8) -> tuple[str, Exception] | None:
@@ -137,6 +194,13 @@ def _parts(obj: object) -> Iterator[tuple[str, object]]:
     if isinstance(obj, list | tuple | set | frozenset):
         for i, value in enumerate(obj):
             yield f"[{i}]", value
+        return
+    if isinstance(obj, FunctionType):
+        # What a function carries by value: the variables it closes over.
+        cells = obj.__closure__ or ()
+        for name, cell in zip(obj.__code__.co_freevars, cells, strict=False):
+            with contextlib.suppress(ValueError):  # (an empty cell)
+                yield f".<{name}>", cell.cell_contents
         return
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         for f in dataclasses.fields(obj):

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 from ..actors import ChildOutcome
 from ..budget import Hold, Refusal
+from ..context import ToolResult
 from ..events import Event
 from ..filediff import FileRecord
 from ..interrupts import ActionRequest, Decision
@@ -37,10 +38,14 @@ __all__ = [
     "Message",
     "Order",
     "ParentView",
+    "Record",
     "Report",
     "Reserve",
+    "Restored",
     "Settle",
     "Start",
+    "Sync",
+    "Synced",
     "Tools",
     "ToolsLeft",
 ]
@@ -76,6 +81,20 @@ class ParentView(NamedTuple):
     detail: bool
 
 
+class Restored(NamedTuple):
+    """A child's saved work, rebuilt by its parent from the thread's records.
+
+    Attributes:
+        updates: The state updates to replay, in order, each as applied.
+        resumed: Results of the tool calls of its unfinished step, by call id.
+        pending: The requests it stopped for a human on, unless answered.
+    """
+
+    updates: tuple[Mapping[str, Any], ...]
+    resumed: Mapping[str, ToolResult]
+    pending: tuple[ActionRequest, ...] | None
+
+
 class Start(NamedTuple):
     """Start one child on the worker.
 
@@ -94,6 +113,10 @@ class Start(NamedTuple):
             ledgers limit input tokens, output tokens and dollars (what the
             worker's reservations must estimate), and the tool calls left.
         trace: The W3C trace context of the ``task`` call that started it.
+        durable: Whether the parent saves its thread: the child's records go
+            to the parent's journal.
+        restored: Its saved work, when the parent's run continues a thread
+            in which it worked.
     """
 
     cid: int
@@ -106,6 +129,8 @@ class Start(NamedTuple):
     deadline: float | None
     budget: tuple[bool, bool, bool, ToolsLeft] | None
     trace: Mapping[str, str]
+    durable: bool
+    restored: Restored | None
 
 
 class Cancel(NamedTuple):
@@ -144,7 +169,15 @@ class Message(NamedTuple):
     texts: tuple[str, ...]
 
 
-Order = Cancel | Grant | Deny | Message
+class Synced(NamedTuple):
+    """The parent's journal stored a child's records up to ``ticket`` (or failed)."""
+
+    cid: int
+    ticket: int
+    error: str | None
+
+
+Order = Cancel | Grant | Deny | Message | Synced
 """What the parent sends a running child."""
 
 
@@ -201,6 +234,23 @@ class Tools(NamedTuple):
     calls: int
 
 
+class Record(NamedTuple):
+    """A checkpoint record of a child (or of a subagent under it), for the parent's journal."""
+
+    cid: int
+    path: str
+    step: int
+    kind: str
+    data: dict[str, Any]
+
+
+class Sync(NamedTuple):
+    """A child waits until the parent's journal has stored its records up to ``ticket``."""
+
+    cid: int
+    ticket: int
+
+
 class Done(NamedTuple):
     """A child ended.
 
@@ -215,5 +265,5 @@ class Done(NamedTuple):
     spent: Usage | None
 
 
-Report = Emitted | Reserve | Settle | Tools | Charged | Done
+Report = Emitted | Reserve | Settle | Tools | Charged | Record | Sync | Done
 """What a worker's children send their parent."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,9 +33,22 @@ from ..context import Inbox, RunContext, TreeContext
 from ..errors import ConfigurationError
 from ..events import Event
 from ..tracing import attach_traceparent, detach_traceparent
+from ._journal import ChildJournal, RestoredRecords
 from ._ledger import WorkerLedger
 from ._ship import SpecPayload, unship
-from ._wire import Cancel, Deny, Done, Emitted, Grant, Message, Order, Report, Settle, Start
+from ._wire import (
+    Cancel,
+    Deny,
+    Done,
+    Emitted,
+    Grant,
+    Message,
+    Order,
+    Report,
+    Settle,
+    Start,
+    Synced,
+)
 
 __all__ = ["PlacementWorker", "WorkerInfo"]
 
@@ -54,16 +68,26 @@ class _Link:
 
     outbox: list[Report] = field(default_factory=list)
     arrived: anyio.Event = field(default_factory=anyio.Event)
+    urgent: anyio.Event = field(default_factory=anyio.Event)  # a model call waits on a report
+    since: float = 0.0  # when the oldest report in the outbox was sent
     scopes: dict[int, anyio.CancelScope] = field(default_factory=dict)
     ledgers: dict[int, WorkerLedger] = field(default_factory=dict)
+    journals: dict[int, ChildJournal] = field(default_factory=dict)
     inboxes: dict[int, Inbox] = field(default_factory=dict)
     cancelled: set[int] = field(default_factory=set)  # by their parents
     heard: float = field(default_factory=time.monotonic)
     pulling: int = 0
 
     def send(self, report: Report) -> None:
+        if not self.outbox:
+            self.since = anyio.current_time()
+            self.arrived.set()
         self.outbox.append(report)
-        self.arrived.set()
+
+    def send_now(self, report: Report) -> None:
+        """Send a report someone waits for (a reservation): the pull returns at once."""
+        self.send(report)
+        self.urgent.set()
 
 
 class _Emitter:
@@ -79,6 +103,20 @@ class _Emitter:
 
     def __call__(self, event: Event) -> None:
         self._link.send(Emitted(self._cid, event))
+
+
+def _continue_trace(carrier: Mapping[str, str]) -> object | None:
+    """Make the parent's trace context current for the child (its tools' spans,
+    its SDK's requests); a token to undo it, or None when there is none."""
+    if not carrier:
+        return None
+    try:  # (the parent is traced: OpenTelemetry's API is installed there, maybe not here)
+        import opentelemetry.propagate  # noqa: F401
+    except ImportError:
+        return None
+    return attach_traceparent(
+        (k.encode("latin-1"), v.encode("latin-1")) for k, v in carrier.items()
+    )
 
 
 class PlacementWorker:
@@ -170,9 +208,19 @@ class PlacementWorker:
                     if inbox is not None:
                         for text in texts:
                             inbox.put(text)
+                case Synced(cid=cid, ticket=ticket, error=error):
+                    journal = link.journals.get(cid)
+                    if journal is not None:
+                        journal.synced(ticket, error)
 
-    async def pull(self, link_id: str, wait: float) -> list[Report]:
-        """What the link's children sent since the last pull; waits up to ``wait`` s for some."""
+    async def pull(self, link_id: str, wait: float, linger: float) -> list[Report]:
+        """What the link's children sent since the last pull.
+
+        Waits up to ``wait`` seconds for a first report, then until the oldest
+        is ``linger`` seconds old, so that one pull (a Ray call, which costs
+        the parent ~0.6 ms of CPU) brings many; a reservation request, which a
+        model call waits for, ends the lingering at once.
+        """
         link = self._link(link_id)
         link.heard = time.monotonic()
         link.pulling += 1
@@ -180,11 +228,15 @@ class PlacementWorker:
             if not link.outbox:
                 with anyio.move_on_after(wait):
                     await link.arrived.wait()
+            if link.outbox and not link.urgent.is_set():
+                with anyio.move_on_after(link.since + linger - anyio.current_time()):
+                    await link.urgent.wait()
         finally:
             link.pulling -= 1
             link.heard = time.monotonic()
         sent, link.outbox = link.outbox, []
         link.arrived = anyio.Event()
+        link.urgent = anyio.Event()
         return sent
 
     async def close(self, link_id: str) -> None:
@@ -226,9 +278,7 @@ class PlacementWorker:
         run = self._stand_in(link, start)
         inbox = link.inboxes[cid] = Inbox()
         outcome: ChildOutcome | None = None
-        token = attach_traceparent(
-            (k.encode("latin-1"), v.encode("latin-1")) for k, v in start.trace.items()
-        )
+        token = _continue_trace(start.trace)
         try:
             with scope:
                 if start.deadline is not None:
@@ -260,6 +310,7 @@ class PlacementWorker:
                 detach_traceparent(token)
             del link.scopes[cid]
             del link.inboxes[cid]
+            link.journals.pop(cid, None)
             link.cancelled.discard(cid)
             ledger = link.ledgers.pop(cid, None)
             if ledger is not None:
@@ -274,12 +325,18 @@ class PlacementWorker:
         if start.budget is not None:
             *tracks, tools = start.budget
             ledger = link.ledgers[start.cid] = WorkerLedger(
-                start.cid, link.send, (tracks[0], tracks[1], tracks[2]), tools
+                start.cid, link.send, link.send_now, (tracks[0], tracks[1], tracks[2]), tools
             )
+        journal = None
+        if start.durable:
+            journal = link.journals[start.cid] = ChildJournal(start.cid, link.send, link.send_now)
+        restored = start.restored
         tree = TreeContext(
             thread_id=parent.thread_id,
             decisions=parent.decisions,
             awaiting=parent.awaiting,
+            journal=journal,
+            restored=None if restored is None else RestoredRecords(start.path, restored),
             max_steps=parent.max_steps,
             budget=ledger,
             pacer=self._pacer,

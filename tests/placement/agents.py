@@ -25,7 +25,6 @@ import anyio
 
 from deepactors import (
     AssistantMessage,
-    Budget,
     DeepAgent,
     ToolCall,
     ToolMessage,
@@ -170,4 +169,11 @@ def answers(result: dict[str, Any]) -> list[tuple[str, str]]:
     return [(s, t) for s, t in json.loads(result["messages"][-1].text)]
 
 
-__all__ = ["Budget"]
+def imported_model(request: ModelRequest) -> AssistantMessage:
+    """The model of the agent a worker imports: it says so."""
+    return AssistantMessage(content=f"imported: {_brief(request)}", usage=ONE_CALL)
+
+
+def imported_agent() -> DeepAgent:
+    """An agent a worker builds itself, from this import path."""
+    return create_deep_agent(FunctionModel(imported_model), name="w")

@@ -37,5 +37,6 @@ def ray_cluster() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def placement(ray_cluster: None) -> RayPlacement:
-    """Two worker actors, one per CPU, for every test of the session."""
-    return RayPlacement(workers=2, orphan_timeout=5.0)
+    """Two worker actors for every test of the session (half a CPU each: the
+    other CPU is for the placements of tests that make their own)."""
+    return RayPlacement(workers=2, worker_cpus=0.5, orphan_timeout=5.0)
