@@ -25,6 +25,7 @@ from ._placement import RayAgent as RayAgent
 from ._placement import RayPlacement as RayPlacement
 from ._worker import PlacementWorker as PlacementWorker
 from ._worker import WorkerInfo as WorkerInfo
+from ._worker import WorkerStatistics as WorkerStatistics
 
 __all__ = [
     "DEADLINE_GRACE",
@@ -35,6 +36,7 @@ __all__ = [
     "RayAgent",
     "RayPlacement",
     "WorkerInfo",
+    "WorkerStatistics",
 ]
 
 _publish(__all__, __name__, globals())

@@ -50,7 +50,7 @@ from ._wire import (
     Synced,
 )
 
-__all__ = ["PlacementWorker", "WorkerInfo"]
+__all__ = ["PlacementWorker", "WorkerInfo", "WorkerStatistics"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,6 +60,22 @@ class WorkerInfo:
     pid: int
     host: str
     node_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerStatistics:
+    """What a worker runs, every parent's children together.
+
+    Attributes:
+        running: Children running now.
+        finished: Children that ended here since the worker started (however
+            they ended).
+        links: Parent event loops with children here (or heard from lately).
+    """
+
+    running: int
+    finished: int
+    links: int
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
@@ -135,6 +151,7 @@ class PlacementWorker:
         self._pacing = pacing
         self._pacer: Pacer | None = None
         self._started = False
+        self._finished = 0
 
     def _start(self) -> None:
         # The worker's own tasks, on its loop, started with the first call.
@@ -158,9 +175,10 @@ class PlacementWorker:
             node = ""
         return WorkerInfo(pid=os.getpid(), host=socket.gethostname(), node_id=node)
 
-    async def live(self) -> int:
-        """How many children run here now, every link together."""
-        return sum(len(link.scopes) for link in self._links.values())
+    async def statistics(self) -> WorkerStatistics:
+        """What this worker runs (for tests, and for whoever looks at a cluster)."""
+        running = sum(len(link.scopes) for link in self._links.values())
+        return WorkerStatistics(running=running, finished=self._finished, links=len(self._links))
 
     async def run(self, link_id: str, specs: dict[str, SpecPayload], starts: list[Start]) -> int:
         """Run a batch of children to their ends; return how many there were."""
@@ -315,6 +333,7 @@ class PlacementWorker:
             ledger = link.ledgers.pop(cid, None)
             if ledger is not None:
                 ledger.close()
+            self._finished += 1
             link.send(Done(cid, outcome, run.usage))
 
     def _stand_in(self, link: _Link, start: Start) -> RunContext:

@@ -10,7 +10,8 @@ A child's brief is a small command language (one command per brief):
 - ``fail``: its model raises;
 - ``ask``: calls ``send_email``, which a human must approve;
 - ``steps <n>``: makes ``n`` model calls (one tool call each), then answers;
-- ``gate <path>``: waits in a tool until the file ``path`` exists, then answers.
+- ``gate <path>``: waits in a tool until the file ``path`` exists, then answers;
+- ``trace``: answers with the trace id current in its tool (on its worker).
 """
 
 from __future__ import annotations
@@ -83,6 +84,11 @@ def child_model(request: ModelRequest) -> AssistantMessage:
                 call = ToolCall(id="gate", name="wait_for_file", args={"path": path})
                 return AssistantMessage(tool_calls=[call], usage=ONE_CALL)
             return AssistantMessage(content=f"passed {path}", usage=ONE_CALL)
+        case ["trace"]:
+            if not results:
+                call = ToolCall(id="trace", name="trace_here", args={})
+                return AssistantMessage(tool_calls=[call], usage=ONE_CALL)
+            return AssistantMessage(content=results[-1].text, usage=ONE_CALL)
         case ["steps", n]:
             if len(results) < int(n) - 1:
                 call = ToolCall(id=f"s{len(results)}", name="lookup", args={"q": "x"})
@@ -103,6 +109,13 @@ def wait_for_file(path: str) -> str:
     while not os.path.exists(path):
         time.sleep(0.02)
     return "there"
+
+
+async def trace_here() -> str:
+    """The OpenTelemetry trace id current here (in the tool's task)."""
+    from opentelemetry import trace
+
+    return f"{trace.get_current_span().get_span_context().trace_id:032x}"
 
 
 def lookup(q: str) -> str:
@@ -140,7 +153,7 @@ def worker_subagent(name: str = "w", **extra: Any) -> dict[str, Any]:
         "description": "does one small thing",
         "system_prompt": "Do the brief.",
         "model": FunctionModel(child_model),
-        "tools": [wait_here, wait_for_file, lookup, send_email],
+        "tools": [wait_here, wait_for_file, trace_here, lookup, send_email],
         **extra,
     }
 

@@ -4,20 +4,17 @@ tasks end there (as Ray's state API shows), and a child's own timeout ends it.""
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import pytest
 
 from deepactors.events import ToolCallStarted
 from deepactors.placement import RayPlacement
-from deepactors.placement._cluster import _POOLS
 from tests.placement.agents import answers, parent, say, worker_subagent
+from tests.placement.helpers import live_children, until
 
 ray = pytest.importorskip("ray")
-
-T = TypeVar("T")
 
 
 def running_batches() -> list[Any]:
@@ -30,24 +27,8 @@ def running_batches() -> list[Any]:
     return [t for t in tasks if t.name.endswith("PlacementWorker.run")]
 
 
-async def until(check: Callable[[], Awaitable[T]], ok: Callable[[T], bool]) -> T:
-    """Ask ``check`` every 0.1 s until ``ok`` says yes (the caller bounds the wait)."""
-    for _ in range(100_000):
-        found = await check()
-        if ok(found):
-            return found
-        await anyio.sleep(0.1)
-    raise AssertionError("unreachable")
-
-
 async def state_api_running() -> list[Any]:
     return await anyio.to_thread.run_sync(running_batches)
-
-
-async def live_children(placement: RayPlacement) -> int:
-    """Children running on the placement's workers now, as the workers count them."""
-    refs = [h.live.remote() for h in _POOLS[id(placement)].handles]
-    return sum(await anyio.to_thread.run_sync(ray.get, refs))
 
 
 async def test_a_parent_deadline_ends_every_child_on_the_workers(placement: RayPlacement) -> None:
