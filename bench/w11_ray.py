@@ -14,6 +14,7 @@ each alike:
 
     python bench/w11_ray.py [--sizes 1000 10000] [--loops asyncio] [--repeats 3]
                             [--burn-ms 5] [--big 100000] [--deadline 1000] [--json PATH]
+                       [--markdown PATH] [--report-window SECONDS]
 
 Every run is a fresh interpreter that starts its own local Ray (2 CPUs, no
 dashboard), makes a warm-up run (the workers start and get the agent), then
@@ -24,7 +25,8 @@ their range:
 - CPU ms per child: the parent's process (every thread, Ray's own included),
   the worker actors' processes, and Ray's other processes (raylet, GCS), from
   /proc;
-- the parent's peak RSS during the run.
+- the parent's peak RSS during the run, and the Ray calls it made (each
+  costs it ~0.6-1.8 ms of CPU, whatever it carries; pulls among them).
 
 Then a table of what the measured costs per child predict for one machine of
 16 cores and for 10 such machines: the parent's CPU per child bounds how many
@@ -46,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import statistics
@@ -168,15 +171,20 @@ def _cpu_of(pids: list[int]) -> float:
     return total
 
 
-def worker(way: str, backend: str, n: int, burns: bool) -> None:
+def worker(way: str, backend: str, n: int, burns: bool, window: float | None) -> None:
     placement = None
     if way != "local":
         _start_ray()
-        placement = RayPlacement(workers=int(way.split("-")[1]))
+        options = {} if window is None else {"report_window": window}
+        placement = RayPlacement(workers=int(way.split("-")[1]), **options)
     agent = make_agent(n, burns, placement)
+
+    calls: list[Any] = []
 
     async def run() -> int:
         result = await agent.ainvoke("go")
+        if placement is not None:
+            calls.append(await placement.statistics())
         text = result["messages"][-1].text
         failed = [m.text for m in result["messages"] if getattr(m, "status", "") == "error"]
         if failed:
@@ -187,18 +195,22 @@ def worker(way: str, backend: str, n: int, burns: bool) -> None:
     anyio.run(make_agent(10, burns, placement).ainvoke, "go", backend=backend)
     workers: list[int] = []
     if placement is not None:
-        from deepactors.placement._cluster import _POOLS
-
-        workers = [i.pid for i in _POOLS[id(placement)].infos if i is not None]
+        found = anyio.run(placement.worker_statistics, backend=backend)
+        workers = [s.where.pid for s in found]
     others = [p for p in descendants(os.getpid()) if p not in workers]
     w0, o0 = _cpu_of(workers), _cpu_of(others)
-    m = anyio.run(measure, run, backend=backend)
+    # A timer of 0.5 s beside the run, not _common's 5 ms one: the parent of a
+    # placed fan-out idles for seconds, and a 5 ms timer alone costs it ~3% of a
+    # core, which would read as ~1 ms per child here.
+    m = anyio.run(functools.partial(measure, run, period=0.5), backend=backend)
     assert m.value == n, f"{way} returned {m.value} findings, expected {n}"
     emit_result(
         m,
         worker_cpu=_cpu_of(workers) - w0,
         ray_cpu=_cpu_of(others) - o0,
         peak_rss_mb=peak_rss_mb(),
+        ray_calls=calls[0].calls if calls else 0,
+        pulls=calls[0].pulls if calls else 0,
     )
 
 
@@ -219,7 +231,7 @@ async def wait_here() -> str:
 def deadline_worker(backend: str, n: int) -> None:
     """N blocked children on two workers; the parent's deadline passes once all wait."""
     _start_ray(dashboard=True)
-    from ray.util.state import list_tasks
+    from ray.util.state import get_task, list_tasks
 
     placement = RayPlacement(workers=2)
 
@@ -247,38 +259,40 @@ def deadline_worker(backend: str, n: int) -> None:
         placement=placement,
     )
 
-    async def until(ok: Any) -> None:
+    async def until(ok: Any) -> list[Any]:
         """Until Ray's state API lists the run batches running as ``ok`` wants."""
         for _ in range(100_000):
-            if ok(await anyio.to_thread.run_sync(batches, "RUNNING")):
-                return
+            running = await anyio.to_thread.run_sync(batches)
+            if ok(running):
+                return running
             await anyio.sleep(0.2)
+        raise AssertionError("unreachable")
 
-    def batches(state: str) -> list[Any]:
+    def batches() -> list[Any]:
         tasks = list_tasks(
-            filters=[("state", "=", state)], limit=10_000, raise_on_missing_output=False
+            filters=[("state", "=", "RUNNING")], limit=10_000, raise_on_missing_output=False
         )
-        return [t for t in tasks if t.name.endswith("PlacementWorker.run")]
+        return [t for t in tasks if t.func_or_class_name.endswith("PlacementWorker.run")]
 
     async def main() -> None:
         waiting = 0
         passed = 0.0
+        running: list[Any] = []
         with anyio.CancelScope() as scope:
             async with agent.astream("go") as events:
                 async for event in events:
                     if isinstance(event, ToolCallStarted) and event.call.name == "wait_here":
                         waiting += 1
                     if waiting == n and not passed:
-                        await until(lambda running: bool(running))
+                        running = await until(bool)
                         passed = time.time()
                         scope.deadline = anyio.current_time()
         returned = time.time()
         await until(lambda running: not running)
-        ended = [
-            t.end_time_ms / 1000
-            for t in await anyio.to_thread.run_sync(batches, "FINISHED")
-            if t.end_time_ms and t.end_time_ms / 1000 > passed - 60
-        ]
+        ended = []
+        for batch in running:  # (their records, in detail: when each ended)
+            task = await anyio.to_thread.run_sync(get_task, batch.task_id)
+            ended.append(task.end_time_ms / 1000)
         print(
             "RESULT "
             + json.dumps(
@@ -303,6 +317,10 @@ def _stats(values: list[float]) -> str:
     return f"{statistics.median(values):8.3f} [{min(values):.3f}-{max(values):.3f}]"
 
 
+def _median(runs: list[dict[str, Any]], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
+
+
 def _per_child(runs: list[dict[str, Any]], key: str, n: int) -> list[float]:
     return [r[key] / n * 1000 for r in runs]
 
@@ -321,6 +339,22 @@ def scaling(parent_ms: float, worker_ms: float, cores: int, machines: int, n: in
     )
 
 
+def _md_row(loop: str, n: int, way: str, runs: list[dict[str, Any]], base: float) -> str:
+    walls = [r["wall"] for r in runs]
+    speedup = f"{base / statistics.median(walls):.2f}x" if base else ""
+
+    def cell(key: str) -> str:
+        values = _per_child(runs, key, n)
+        return f"{statistics.median(values):.3f} [{min(values):.3f}, {max(values):.3f}]"
+
+    return (
+        f"| {loop}, {n:,} | {way} | {statistics.median(walls):.1f} [{min(walls):.1f}, "
+        f"{max(walls):.1f}] | {speedup} | {cell('cpu')} | {cell('worker_cpu')} | "
+        f"{cell('ray_cpu')} | {_median(runs, 'peak_rss_mb'):.0f} | "
+        f"{_median(runs, 'ray_calls'):.0f} ({_median(runs, 'pulls'):.0f}) |"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
@@ -330,7 +364,11 @@ def main() -> None:
     parser.add_argument("--big", type=int, default=0, help="W2 (no burn) at N on ray-2")
     parser.add_argument("--deadline", type=int, default=0, help="children for the deadline run")
     parser.add_argument("--ways", nargs="+", default=list(WAYS), choices=WAYS)
+    parser.add_argument(
+        "--report-window", type=float, help="the placement's report_window (default: its own)"
+    )
     parser.add_argument("--json", type=Path, help="write every run's figures here")
+    parser.add_argument("--markdown", type=Path, help="write the figures here as tables")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -339,10 +377,11 @@ def main() -> None:
         if kind == "deadline":
             deadline_worker(backend, int(n))
         elif kind == "big":
-            worker("ray-2", backend, int(n), burns=False)
+            worker("ray-2", backend, int(n), False, args.report_window)
         else:
-            worker(kind, backend, int(n), burns=True)
+            worker(kind, backend, int(n), True, args.report_window)
         return
+    window = [] if args.report_window is None else ["--report-window", str(args.report_window)]
 
     script = Path(__file__)
     iterations = calibrate(args.burn_ms)
@@ -351,16 +390,25 @@ def main() -> None:
     print("in process, on 1 and on 2 Ray workers; median [range] of fresh-process runs")
     print(f"load average at start {os.getloadavg()}; critical path {CRITICAL_PATH:.2f} s")
     results: dict[str, Any] = {"machine": machine_info(), "burn": iterations, "runs": []}
+    table = [
+        "| loop, N | way | wall, s | speed-up | parent CPU, ms/child | workers' CPU, "
+        "ms/child | Ray's processes, ms/child | parent peak RSS, MiB | parent's Ray calls "
+        "(pulls) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    notes: list[str] = []
     for loop in args.loops:
         for n in args.sizes:
             runs: dict[str, list[dict[str, Any]]] = {w: [] for w in args.ways}
             for _ in range(args.repeats):
                 for way in args.ways:  # alternate, so load changes hit each way alike
-                    out = run_worker(script, ["--worker", way, loop, str(n), str(iterations)])
+                    out = run_worker(
+                        script, ["--worker", way, loop, str(n), str(iterations), *window]
+                    )
                     runs[way].append(out)
                     results["runs"].append({"loop": loop, "n": n, "way": way, **out})
             print(f"{loop}, N={n}:")
-            base = statistics.median(r["wall"] for r in runs["local"]) if "local" in runs else 0
+            base = _median(runs["local"], "wall") if "local" in runs else 0
             for way in args.ways:
                 walls = [r["wall"] for r in runs[way]]
                 speedup = f" = {base / statistics.median(walls):4.2f}x local" if base else ""
@@ -369,42 +417,64 @@ def main() -> None:
                     f"{_stats(_per_child(runs[way], 'cpu', n))}, workers "
                     f"{_stats(_per_child(runs[way], 'worker_cpu', n))}, Ray "
                     f"{_stats(_per_child(runs[way], 'ray_cpu', n))} | parent peak RSS "
-                    f"{statistics.median(r['peak_rss_mb'] for r in runs[way]):6.0f} MiB"
+                    f"{_median(runs[way], 'peak_rss_mb'):6.0f} MiB | "
+                    f"parent's Ray calls {_median(runs[way], 'ray_calls'):5.0f}"
+                    f" ({_median(runs[way], 'pulls'):4.0f} pulls)"
                 )
+                table.append(_md_row(loop, n, way, runs[way], base))
             if "ray-2" in runs:
                 two = runs["ray-2"]
                 parent_ms = statistics.median(_per_child(two, "cpu", n))
                 worker_ms = statistics.median(
                     (r["worker_cpu"] + r["ray_cpu"]) / n * 1000 for r in two
                 )
-                print(
-                    f"  scaling from ray-2's costs: parent {parent_ms:.3f} ms/child, "
-                    f"workers and Ray {worker_ms:.3f} ms/child:"
+                head = (
+                    f"{loop}, N={n:,}: scaling from ray-2's costs, parent {parent_ms:.3f} "
+                    f"ms/child, workers and Ray {worker_ms:.3f} ms/child:"
                 )
+                print(f"  {head}")
+                notes.append(f"- {head}")
                 for machines in (1, 10):
-                    print(scaling(parent_ms, worker_ms, 16, machines, 100_000))
+                    line = scaling(parent_ms, worker_ms, 16, machines, 100_000)
+                    print(line)
+                    notes.append(f"    - {line.strip()}")
     if args.big:
         for loop in args.loops:
-            out = run_worker(script, ["--worker", "big", loop, str(args.big), "0"])
+            out = run_worker(script, ["--worker", "big", loop, str(args.big), "0", *window])
             results["runs"].append({"loop": loop, "n": args.big, "way": "big ray-2", **out})
-            print(
+            line = (
                 f"{loop}, W2 (no burn) at N={args.big:,} on ray-2: wall {out['wall']:.1f} s, "
                 f"parent CPU {out['cpu'] / args.big * 1000:.3f} ms/child, workers "
                 f"{out['worker_cpu'] / args.big * 1000:.3f} ms/child, parent peak RSS "
-                f"{out['peak_rss_mb']:.0f} MiB (run's rise {out['rss_mb']:.0f} MiB)"
+                f"{out['peak_rss_mb']:.0f} MiB (the run's rise {out['rss_mb']:.0f} MiB)"
             )
+            print(line)
+            notes.append(f"- {line}")
     if args.deadline:
         for loop in args.loops:
             out = run_worker(script, ["--worker", "deadline", loop, str(args.deadline), "0"])
             results["runs"].append({"loop": loop, "way": "deadline", **out})
-            print(
-                f"{loop}, deadline with {args.deadline} waiting children on ray-2: last batch "
-                f"ended {out['last_batch_ended_s'] * 1000:.0f} ms after it (median "
-                f"{out['median_batch_ended_s'] * 1000:.0f} ms, {out['batches']} batches); the "
-                f"parent returned after {out['parent_returned_s'] * 1000:.0f} ms"
+            line = (
+                f"{loop}, a deadline with {args.deadline} waiting children on ray-2: the last "
+                f"batch of children ended {out['last_batch_ended_s'] * 1000:.0f} ms after it "
+                f"on its worker, as Ray's state API records it (median "
+                f"{out['median_batch_ended_s'] * 1000:.0f} ms, {out['batches']} batches); "
+                f"the parent returned after {out['parent_returned_s'] * 1000:.0f} ms"
             )
+            print(line)
+            notes.append(f"- {line}")
     if args.json:
         write_json(args.json, results)
+    if args.markdown:
+        info = results["machine"]
+        head = (
+            f"*Medians of {args.repeats} fresh-process runs, [fastest, slowest] in brackets; "
+            f"{info['date'][:10]}, {info['system']}, {info['cpus']} cores (shared), CPython "
+            f"{info['python']}, load {info['loadavg_at_end'][0]:.1f} at the end; each child "
+            f"model turn burns {iterations:,} iterations (~{args.burn_ms:g} ms of CPU).*"
+        )
+        body = "\n".join([head, "", *table, "", *notes]) + "\n"
+        args.markdown.write_text(body)
 
 
 if __name__ == "__main__":

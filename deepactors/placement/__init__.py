@@ -17,12 +17,13 @@ is first used.
 from __future__ import annotations
 
 from .._core.public import publish as _publish
-from ._link import DEADLINE_GRACE as DEADLINE_GRACE
+from ._link import LinkStatistics as LinkStatistics
 from ._placement import DEFAULT_BATCH_WINDOW as DEFAULT_BATCH_WINDOW
 from ._placement import DEFAULT_ORPHAN_TIMEOUT as DEFAULT_ORPHAN_TIMEOUT
 from ._placement import DEFAULT_REPORT_WINDOW as DEFAULT_REPORT_WINDOW
 from ._placement import RayAgent as RayAgent
 from ._placement import RayPlacement as RayPlacement
+from ._starts import DEADLINE_GRACE as DEADLINE_GRACE
 from ._worker import PlacementWorker as PlacementWorker
 from ._worker import WorkerInfo as WorkerInfo
 from ._worker import WorkerStatistics as WorkerStatistics
@@ -32,6 +33,7 @@ __all__ = [
     "DEFAULT_BATCH_WINDOW",
     "DEFAULT_ORPHAN_TIMEOUT",
     "DEFAULT_REPORT_WINDOW",
+    "LinkStatistics",
     "PlacementWorker",
     "RayAgent",
     "RayPlacement",

@@ -44,6 +44,7 @@ class Pool:
     handles: list[Any]
     infos: list[WorkerInfo | None]
     make: Callable[[], Any] = field(repr=False)
+    job: str = ""  # the Ray connection (job) the workers belong to
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def replace(self, slot: int, dead: Any) -> Any:
@@ -62,7 +63,7 @@ class Pool:
         return new
 
 
-_POOLS: dict[int, Pool] = {}
+_POOLS: dict[object, Pool] = {}  # by placement (kept: pools last as long as the process)
 _POOLS_LOCK = threading.Lock()
 
 
@@ -88,15 +89,16 @@ def open_pool(
             reached, or its workers did not start in ``start_timeout`` seconds.
     """
     with _POOLS_LOCK:
-        pool = _POOLS.get(id(key))
-        if pool is not None:
-            return pool
         try:
             import ray
         except ImportError:
             raise ConfigurationError(
                 "Ray placement needs Ray: pip install 'deepactors[ray]'"
             ) from None
+        pool = _POOLS.get(key)
+        if pool is not None and ray.is_initialized() and pool.job == _job(ray):
+            return pool
+        # (None yet, or its workers were of a Ray this process has left since.)
         if not ray.is_initialized():
             options = {"configure_logging": False, "log_to_driver": False, **init}
             try:
@@ -132,8 +134,12 @@ def open_pool(
                 f"({type(exc).__name__}: {exc}); does the cluster have {worker_cpus:g} CPU "
                 "free for each?"
             ) from exc
-        pool = _POOLS[id(key)] = Pool(handles=handles, infos=list(infos), make=make)
+        pool = _POOLS[key] = Pool(handles=handles, infos=list(infos), make=make, job=_job(ray))
         return pool
+
+
+def _job(ray: Any) -> str:
+    return str(ray.get_runtime_context().get_job_id())
 
 
 def when_done(ref: Any, callback: Callable[[Future[Any]], object]) -> None:

@@ -1,7 +1,7 @@
 """The parent's side: one link per event loop to a placement's workers.
 
 A :class:`Link` keeps, for the children its loop placed, what each waits for,
-and talks to each worker (a :class:`_Lane`) in batches: children started
+and talks to each worker (a :class:`~._records.Lane`) in batches: children started
 within ``batch_window`` of each other go in one ``run`` call, every order for a
 worker in one ``control`` call, and one ``pull`` per worker at a time brings
 back what its children sent. So a child costs its parent a few records
@@ -18,12 +18,9 @@ children that come next. Nothing a child finished is run again.
 from __future__ import annotations
 
 import contextlib
-import math
-import time
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -32,12 +29,13 @@ import anyio.lowlevel
 from .._core.loops import current_run, spawn_system_task
 from ..actors import ChildOutcome
 from ..budget import BudgetLedger, Hold
-from ..context import Inbox, RunContext, RunKey
-from ..events import wants_detail
+from ..context import Inbox, RunContext
 from ..filediff import FileRecord
 from ..tracing import outgoing_headers
 from ._cluster import Pool, WorkerLost, result_of, when_done
+from ._records import Lane, LinkStatistics, PlacedChild
 from ._ship import SpecPayload
+from ._starts import batch_name, budget_info, deadline, parent_view, tools_left, unsendable
 from ._wire import (
     Cancel,
     Charged,
@@ -46,8 +44,6 @@ from ._wire import (
     Emitted,
     Grant,
     Message,
-    Order,
-    ParentView,
     Record,
     Report,
     Reserve,
@@ -57,15 +53,10 @@ from ._wire import (
     Sync,
     Synced,
     Tools,
-    ToolsLeft,
 )
+from ._worker import WorkerStatistics
 
-__all__ = ["DEADLINE_GRACE", "PULL_WAIT", "Link"]
-
-DEADLINE_GRACE = 1.0
-"""Seconds a child is given on its worker past its parent's deadline: the
-parent's own cancel, at the deadline, comes first; the worker's ends the
-children of a parent that cannot send it any more."""
+__all__ = ["PULL_WAIT", "Link", "LinkStatistics"]
 
 PULL_WAIT = 5.0
 """Seconds a pull waits on a worker with nothing to report: how often an idle
@@ -74,47 +65,13 @@ link is heard from (the worker's orphan watch counts on it)."""
 MAX_BATCH = 1024
 """Children per ``run`` call at most: a batch is pickled in one go on the loop."""
 
+FULL_PULL = 512
+"""Reports that make a worker answer a pull without lingering further."""
 
-@dataclass(slots=True, kw_only=True, eq=False)
-class _Child:
-    """A child placed on a worker, as its parent's side keeps it until its end."""
-
-    cid: int
-    path: str
-    lane: _Lane
-    parent: RunContext
-    ledger: BudgetLedger | None
-    done: anyio.Event = field(default_factory=anyio.Event)
-    outcome: ChildOutcome | None = None
-    sent: bool = False  # its start left in a batch
-    cancelled: bool = False  # its parent stopped waiting
-    ended: bool = False  # its Done came (or its worker died)
-    holds: dict[int, Hold] = field(default_factory=dict)  # granted, not settled
-
-
-@dataclass(slots=True, kw_only=True, eq=False)
-class _Lane:
-    """One worker, as one link sees it."""
-
-    slot: int
-    handle: Any = None
-    starts: list[Start] = field(default_factory=list)
-    orders: list[Order] = field(default_factory=list)
-    children: set[int] = field(default_factory=set)
-    shipped: set[str] = field(default_factory=set)  # agent keys this handle has
-    pulling: bool = False
-
-
-class _Views:
-    """A parent run's view for its children on workers, made once per run."""
-
-    __slots__ = ("view",)
-
-    def __init__(self) -> None:
-        self.view: ParentView | None = None
-
-
-_VIEWS = RunKey("placement.views", _Views)
+PULLS_PER_SECOND = 100
+"""Pulls a link makes per second at most, every worker together, while reports
+trickle in (each costs the parent ~0.6 ms of CPU): with many workers, each
+lingers longer than ``report_window``."""
 
 
 class Link:
@@ -132,12 +89,30 @@ class Link:
         self._pool = pool
         self._window = batch_window
         self._linger = report_window
-        self._lanes = [_Lane(slot=i) for i in range(len(pool.handles))]
-        self._children: dict[int, _Child] = {}
+        self._lanes = [Lane(slot=i) for i in range(len(pool.handles))]
+        self._children: dict[int, PlacedChild] = {}
         self._next = 0
         self._wake = anyio.Event()
         self._payloads: dict[str, SpecPayload] = {}
         self._tg: Any = None
+        self._calls = self._pulls = self._reports = 0
+
+    async def worker_statistics(self) -> list[WorkerStatistics]:
+        """Each worker's statistics, asked now (in the order of their slots)."""
+        out = []
+        for lane in self._lanes:
+            out.append(await result_of(self._handle(lane).statistics.remote()))
+        return out
+
+    def statistics(self) -> LinkStatistics:
+        """What this link placed and what it cost (see :class:`LinkStatistics`)."""
+        return LinkStatistics(
+            placed=self._next,
+            running=self.live,
+            calls=self._calls,
+            pulls=self._pulls,
+            reports=self._reports,
+        )
 
     async def start(self) -> None:
         """Start the link's tasks (a system task of the caller's loop run, which ends them)."""
@@ -190,10 +165,10 @@ class Link:
         before the cancellation is raised on).
         """
         self._payloads.setdefault(agent, payload)
-        lane = min(self._lanes, key=_load)
+        lane = min(self._lanes, key=lambda lane: len(lane.children))
         self._next += 1
         cid = self._next
-        child = _Child(cid=cid, path=path, lane=lane, parent=parent, ledger=ledger)
+        child = PlacedChild(cid=cid, path=path, lane=lane, parent=parent, ledger=ledger)
         self._children[cid] = child
         lane.children.add(cid)
         lane.starts.append(
@@ -204,9 +179,9 @@ class Link:
                 path=path,
                 label=label,
                 files=dict(files),  # copy-on-write records: a snapshot of the mapping
-                parent=_view(parent),
-                deadline=_deadline(),
-                budget=None if ledger is None else _budget_info(ledger),
+                parent=parent_view(parent),
+                deadline=deadline(),
+                budget=None if ledger is None else budget_info(ledger),
                 trace=outgoing_headers(),
                 durable=parent.journal is not None,
                 restored=restored,
@@ -226,7 +201,7 @@ class Link:
             raise
         return child.outcome
 
-    async def _with_inbox(self, child: _Child, inbox: Inbox) -> None:
+    async def _with_inbox(self, child: PlacedChild, inbox: Inbox) -> None:
         async def forward() -> None:
             while True:
                 await inbox.wait()
@@ -238,7 +213,7 @@ class Link:
             await child.done.wait()
             tg.cancel_scope.cancel()
 
-    async def _cancel(self, child: _Child) -> None:
+    async def _cancel(self, child: PlacedChild) -> None:
         child.cancelled = True
         lane = child.lane
         if not child.sent:
@@ -262,15 +237,17 @@ class Link:
             for lane in self._lanes:
                 self._send_starts(lane)
 
-    def _handle(self, lane: _Lane) -> Any:
+    def _handle(self, lane: Lane) -> Any:
         current = self._pool.handles[lane.slot]
         if current is not lane.handle:  # a new worker in the slot: it has nothing yet
             lane.handle = current
             lane.shipped = set()
         return current
 
-    def _send_starts(self, lane: _Lane) -> None:
-        starts = [s for s in lane.starts if not self._children[s.cid].cancelled]
+    def _send_starts(self, lane: Lane) -> None:
+        # (A child cancelled before it left is forgotten already, or marked.)
+        children = self._children
+        starts = [s for s in lane.starts if s.cid in children and not children[s.cid].cancelled]
         lane.starts = []
         if not starts:
             return
@@ -284,13 +261,22 @@ class Link:
                     specs[start.agent] = self._payloads[start.agent]
                     lane.shipped.add(start.agent)
             cids = [s.cid for s in batch]
-            when_done(handle.run.remote(self.id, specs, batch), self._on_batch(cids))
+            # Named for Ray's dashboard and state API: whose children these are.
+            name = f"{batch[0].parent.path}: {batch_name(batch)}"
+            try:
+                ref = handle.run.options(name=name).remote(self.id, specs, batch)
+            except Exception as exc:  # what a child carries cannot be sent (its context)
+                self._batch_failed(cids, unsendable(batch, exc))
+                continue
+            when_done(ref, self._on_batch(cids))
+            self._calls += 1
 
-    def _send_orders(self, lane: _Lane) -> None:
+    def _send_orders(self, lane: Lane) -> None:
         if not lane.orders:
             return
         orders, lane.orders = lane.orders, []
         when_done(self._handle(lane).control.remote(self.id, orders), _quietly)
+        self._calls += 1
 
     # -- receiving ---------------------------------------------------------------------
 
@@ -304,16 +290,19 @@ class Link:
 
         return ended
 
-    def _pull_soon(self, lane: _Lane) -> None:
+    def _pull_soon(self, lane: Lane) -> None:
         lane.pulling = True
         self._tg.start_soon(self._pull, lane)
 
-    async def _pull(self, lane: _Lane) -> None:
+    async def _pull(self, lane: Lane) -> None:
         try:
             while lane.children:
                 handle = self._handle(lane)
                 try:
-                    pulled = handle.pull.remote(self.id, PULL_WAIT, self._linger)
+                    linger = max(self._linger, len(self._lanes) / PULLS_PER_SECOND)
+                    pulled = handle.pull.remote(self.id, PULL_WAIT, linger, FULL_PULL)
+                    self._calls += 1
+                    self._pulls += 1
                     reports = await result_of(pulled)
                 except WorkerLost as exc:
                     self._lost(lane, handle, exc)
@@ -321,6 +310,7 @@ class Link:
                 except Exception as exc:  # a pull that failed otherwise: as lost too
                     self._lost(lane, handle, exc)
                     continue
+                self._reports += len(reports)
                 for report in reports:
                     self._dispatch(report)
                 self._send_orders(lane)  # the grants, at once: calls wait for them
@@ -363,7 +353,7 @@ class Link:
                 child.outcome = outcome
                 self._end(child)
 
-    def _reserve(self, child: _Child, ask: Reserve) -> None:
+    def _reserve(self, child: PlacedChild, ask: Reserve) -> None:
         ledger = child.ledger
         if ledger is None or child.cancelled or child.ended:
             return  # it is being cancelled: its call will not be made
@@ -371,14 +361,14 @@ class Link:
         lane = child.lane
         if isinstance(answer, Hold):
             child.holds[ask.rid] = answer
-            lane.orders.append(Grant(child.cid, ask.rid, answer, _tools_left(ledger)))
+            lane.orders.append(Grant(child.cid, ask.rid, answer, tools_left(ledger)))
         elif isinstance(answer, anyio.Event):
             # Calls in flight hold what it needs: asked again when they settle.
             self._tg.start_soon(self._reserve_later, child, ask, answer)
         else:
-            lane.orders.append(Deny(child.cid, ask.rid, answer, _tools_left(ledger)))
+            lane.orders.append(Deny(child.cid, ask.rid, answer, tools_left(ledger)))
 
-    async def _sync(self, child: _Child, ticket: int) -> None:
+    async def _sync(self, child: PlacedChild, ticket: int) -> None:
         """Answer a child waiting until its records are stored (they were
         recorded in the parent's journal before its request came)."""
         journal = child.parent.journal
@@ -391,12 +381,12 @@ class Link:
         child.lane.orders.append(Synced(child.cid, ticket, error))
         self._send_orders(child.lane)
 
-    async def _reserve_later(self, child: _Child, ask: Reserve, changed: anyio.Event) -> None:
+    async def _reserve_later(self, child: PlacedChild, ask: Reserve, changed: anyio.Event) -> None:
         await changed.wait()
         self._reserve(child, ask)
         self._send_orders(child.lane)
 
-    def _end(self, child: _Child) -> None:
+    def _end(self, child: PlacedChild) -> None:
         """The child's end (its outcome, if any, set): its waiter goes on."""
         if child.ended:
             return
@@ -406,10 +396,10 @@ class Link:
         if not child.holds:
             self._forget(child)
 
-    def _forget(self, child: _Child) -> None:
+    def _forget(self, child: PlacedChild) -> None:
         self._children.pop(child.cid, None)
 
-    def _lost(self, lane: _Lane, handle: Any, error: BaseException) -> None:
+    def _lost(self, lane: Lane, handle: Any, error: BaseException) -> None:
         """The lane's worker died: the children it was sent fail, their holds are
         charged whole; those not sent yet go to its replacement."""
         info = self._pool.infos[lane.slot]
@@ -453,10 +443,6 @@ def _quietly(future: Any) -> None:
     future.exception()  # read, so Ray does not report it unhandled
 
 
-def _load(lane: _Lane) -> int:
-    return len(lane.children)
-
-
 def _first_line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
     return f"{type(error).__name__}: {text[0] if text else ''}"
@@ -466,52 +452,3 @@ def _is_actor_error(error: BaseException) -> bool:
     import ray.exceptions
 
     return isinstance(error, ray.exceptions.RayActorError | ray.exceptions.ActorUnavailableError)
-
-
-def _view(parent: RunContext) -> ParentView:
-    """The parent run's view for its children on workers (one object per run)."""
-    views = parent.local(_VIEWS)
-    view = views.view
-    if view is None:
-        emit = parent.emit
-        tree = parent.tree
-        view = views.view = ParentView(
-            path=parent.path,
-            run_id=parent.run_id,
-            thread_id=parent.thread_id,
-            agent_name=parent.agent_name,
-            depth=parent.depth,
-            context=parent.context,
-            decisions=dict(tree.decisions),
-            awaiting=dict(tree.awaiting),
-            max_steps=tree.max_steps,
-            listening=emit is not None,
-            detail=emit is not None and wants_detail(emit),
-        )
-    return view
-
-
-def _deadline() -> float | None:
-    """The caller's deadline on the wall clock (workers' clocks), plus the grace."""
-    deadline = anyio.current_effective_deadline()
-    if math.isinf(deadline):
-        return None
-    return time.time() + max(0.0, deadline - anyio.current_time()) + DEADLINE_GRACE
-
-
-def _budget_info(ledger: BudgetLedger) -> tuple[bool, bool, bool, ToolsLeft]:
-    return (ledger.tracks_input, ledger.tracks_output, ledger.tracks_usd, _tools_left(ledger))
-
-
-def _tools_left(ledger: BudgetLedger) -> ToolsLeft:
-    """Tool calls left under the tightest ``tool_calls`` limit above a child, and it."""
-    tightest: ToolsLeft = None
-    led: BudgetLedger | None = ledger
-    while led is not None:
-        limit = led.limits.tool_calls
-        if limit is not None:
-            left = max(0, limit - led.tool_calls)
-            if tightest is None or left < tightest[0]:
-                tightest = (left, limit)
-        led = led.parent
-    return tightest

@@ -67,12 +67,14 @@ class WorkerStatistics:
     """What a worker runs, every parent's children together.
 
     Attributes:
+        where: The worker's process and node.
         running: Children running now.
         finished: Children that ended here since the worker started (however
             they ended).
         links: Parent event loops with children here (or heard from lately).
     """
 
+    where: WorkerInfo
     running: int
     finished: int
     links: int
@@ -84,8 +86,9 @@ class _Link:
 
     outbox: list[Report] = field(default_factory=list)
     arrived: anyio.Event = field(default_factory=anyio.Event)
-    urgent: anyio.Event = field(default_factory=anyio.Event)  # a model call waits on a report
+    urgent: anyio.Event = field(default_factory=anyio.Event)  # go now: see send_now()
     since: float = 0.0  # when the oldest report in the outbox was sent
+    full: int = 512  # reports that make a pull go at once (the parent says)
     scopes: dict[int, anyio.CancelScope] = field(default_factory=dict)
     ledgers: dict[int, WorkerLedger] = field(default_factory=dict)
     journals: dict[int, ChildJournal] = field(default_factory=dict)
@@ -95,10 +98,13 @@ class _Link:
     pulling: int = 0
 
     def send(self, report: Report) -> None:
-        if not self.outbox:
+        outbox = self.outbox
+        if not outbox:
             self.since = anyio.current_time()
             self.arrived.set()
-        self.outbox.append(report)
+        outbox.append(report)
+        if len(outbox) >= self.full:
+            self.urgent.set()  # a full batch: no reason to wait
 
     def send_now(self, report: Report) -> None:
         """Send a report someone waits for (a reservation): the pull returns at once."""
@@ -153,6 +159,11 @@ class PlacementWorker:
         self._started = False
         self._finished = 0
 
+    def __repr__(self) -> str:
+        # What Ray's dashboard shows for the actor.
+        running = sum(len(link.scopes) for link in self._links.values())
+        return f"deepactors worker (pid {os.getpid()}, {running} children running)"
+
     def _start(self) -> None:
         # The worker's own tasks, on its loop, started with the first call.
         if self._started:
@@ -178,7 +189,12 @@ class PlacementWorker:
     async def statistics(self) -> WorkerStatistics:
         """What this worker runs (for tests, and for whoever looks at a cluster)."""
         running = sum(len(link.scopes) for link in self._links.values())
-        return WorkerStatistics(running=running, finished=self._finished, links=len(self._links))
+        return WorkerStatistics(
+            where=await self.info(),
+            running=running,
+            finished=self._finished,
+            links=len(self._links),
+        )
 
     async def run(self, link_id: str, specs: dict[str, SpecPayload], starts: list[Start]) -> int:
         """Run a batch of children to their ends; return how many there were."""
@@ -231,15 +247,17 @@ class PlacementWorker:
                     if journal is not None:
                         journal.synced(ticket, error)
 
-    async def pull(self, link_id: str, wait: float, linger: float) -> list[Report]:
+    async def pull(self, link_id: str, wait: float, linger: float, full: int) -> list[Report]:
         """What the link's children sent since the last pull.
 
         Waits up to ``wait`` seconds for a first report, then until the oldest
         is ``linger`` seconds old, so that one pull (a Ray call, which costs
-        the parent ~0.6 ms of CPU) brings many; a reservation request, which a
-        model call waits for, ends the lingering at once.
+        the parent ~0.6 ms of CPU) brings many; ``full`` reports, or one a
+        model call waits for (a reservation, a checkpoint's sync), end the
+        lingering at once.
         """
         link = self._link(link_id)
+        link.full = full
         link.heard = time.monotonic()
         link.pulling += 1
         try:

@@ -7,23 +7,14 @@ from typing import TypeVar
 
 import anyio
 
-from deepactors.placement import RayPlacement, WorkerStatistics
-from deepactors.placement._cluster import _POOLS
+from deepactors.placement import RayPlacement
 
 T = TypeVar("T")
 
 
-async def worker_statistics(placement: RayPlacement) -> list[WorkerStatistics]:
-    """Each of the placement's workers' statistics, asked now."""
-    import ray
-
-    refs = [h.statistics.remote() for h in _POOLS[id(placement)].handles]
-    return list(await anyio.to_thread.run_sync(ray.get, refs))
-
-
 async def live_children(placement: RayPlacement) -> int:
     """Children running on the placement's workers now, as the workers count them."""
-    return sum(s.running for s in await worker_statistics(placement))
+    return sum(s.running for s in await placement.worker_statistics())
 
 
 async def until(check: Callable[[], Awaitable[T]], ok: Callable[[T], bool]) -> T:

@@ -44,6 +44,6 @@ def test_run_with_ray_places_the_subagents_on_workers(
         assert len(api.requests) == 3
         assert api.invalid == []
     # The child ran on the command's own worker (made for its placement).
-    [key] = set(_POOLS) - before
-    stats = ray.get([h.statistics.remote() for h in _POOLS[key].handles])
+    [placed] = set(_POOLS) - before
+    stats = ray.get([h.statistics.remote() for h in _POOLS[placed].handles])
     assert sum(s.finished for s in stats) == 1

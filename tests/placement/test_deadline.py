@@ -24,7 +24,7 @@ def running_batches() -> list[Any]:
     tasks = list_tasks(
         filters=[("state", "=", "RUNNING")], limit=1000, raise_on_missing_output=False
     )
-    return [t for t in tasks if t.name.endswith("PlacementWorker.run")]
+    return [t for t in tasks if t.func_or_class_name.endswith("PlacementWorker.run")]
 
 
 async def state_api_running() -> list[Any]:

@@ -11,7 +11,6 @@ import anyio
 
 from deepactors.events import ToolCallStarted
 from deepactors.placement import RayPlacement
-from deepactors.placement._cluster import _POOLS
 from tests.placement.agents import answers, parent, say
 
 
@@ -28,9 +27,8 @@ async def test_a_dead_worker_fails_only_its_children(
                 if isinstance(event, ToolCallStarted) and event.call.name == "wait_for_file":
                     waiting += 1
                     if waiting == n:  # every child waits at its gate: kill one worker
-                        info = _POOLS[id(placement)].infos[0]
-                        assert info is not None
-                        os.kill(info.pid, signal.SIGKILL)
+                        first, _ = await placement.worker_statistics()
+                        os.kill(first.where.pid, signal.SIGKILL)
                         gate.touch()  # the other worker's children may finish now
         result = events.result
     results = answers(result)
