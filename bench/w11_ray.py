@@ -198,6 +198,10 @@ def worker(way: str, backend: str, n: int, burns: bool, window: float | None) ->
         found = anyio.run(placement.worker_statistics, backend=backend)
         workers = [s.where.pid for s in found]
     others = [p for p in descendants(os.getpid()) if p not in workers]
+    # What the parent's process spends idle, per second (Ray's threads, the loop's
+    # timers): a slow run's parent pays it for longer, whatever its children.
+    pause = functools.partial(anyio.sleep, 3.0)
+    idle = anyio.run(functools.partial(measure, pause, period=0.5), backend=backend)
     w0, o0 = _cpu_of(workers), _cpu_of(others)
     # A timer of 0.5 s beside the run, not _common's 5 ms one: the parent of a
     # placed fan-out idles for seconds, and a 5 ms timer alone costs it ~3% of a
@@ -209,6 +213,7 @@ def worker(way: str, backend: str, n: int, burns: bool, window: float | None) ->
         worker_cpu=_cpu_of(workers) - w0,
         ray_cpu=_cpu_of(others) - o0,
         peak_rss_mb=peak_rss_mb(),
+        idle_cpu_per_s=idle.cpu / idle.wall,
         ray_calls=calls[0].calls if calls else 0,
         pulls=calls[0].pulls if calls else 0,
     )
@@ -355,6 +360,27 @@ def _md_row(loop: str, n: int, way: str, runs: list[dict[str, Any]], base: float
     )
 
 
+def write_markdown(
+    path: Path | None,
+    results: dict[str, Any],
+    args: argparse.Namespace,
+    iterations: int,
+    table: list[str],
+    notes: list[str],
+) -> None:
+    """Write the figures so far as tables (after each part: a long run keeps what it has)."""
+    if path is None:
+        return
+    info = results["machine"]
+    head = (
+        f"*Medians of {args.repeats} fresh-process runs, [fastest, slowest] in brackets; "
+        f"{info['date'][:10]}, {info['system']}, {info['cpus']} cores (shared), CPython "
+        f"{info['python']}, load {os.getloadavg()[0]:.1f} when written; each child "
+        f"model turn burns {iterations:,} iterations (~{args.burn_ms:g} ms of CPU).*"
+    )
+    path.write_text("\n".join([head, "", *table, "", *notes]) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
@@ -438,6 +464,7 @@ def main() -> None:
                     line = scaling(parent_ms, worker_ms, 16, machines, 100_000)
                     print(line)
                     notes.append(f"    - {line.strip()}")
+            write_markdown(args.markdown, results, args, iterations, table, notes)
     if args.big:
         for loop in args.loops:
             out = run_worker(script, ["--worker", "big", loop, str(args.big), "0", *window])
@@ -450,6 +477,7 @@ def main() -> None:
             )
             print(line)
             notes.append(f"- {line}")
+            write_markdown(args.markdown, results, args, iterations, table, notes)
     if args.deadline:
         for loop in args.loops:
             out = run_worker(script, ["--worker", "deadline", loop, str(args.deadline), "0"])
@@ -465,16 +493,7 @@ def main() -> None:
             notes.append(f"- {line}")
     if args.json:
         write_json(args.json, results)
-    if args.markdown:
-        info = results["machine"]
-        head = (
-            f"*Medians of {args.repeats} fresh-process runs, [fastest, slowest] in brackets; "
-            f"{info['date'][:10]}, {info['system']}, {info['cpus']} cores (shared), CPython "
-            f"{info['python']}, load {info['loadavg_at_end'][0]:.1f} at the end; each child "
-            f"model turn burns {iterations:,} iterations (~{args.burn_ms:g} ms of CPU).*"
-        )
-        body = "\n".join([head, "", *table, "", *notes]) + "\n"
-        args.markdown.write_text(body)
+    write_markdown(args.markdown, results, args, iterations, table, notes)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ from .middleware import (
     context_stack,
 )
 from .models import ChatModel
-from .placement import RayPlacement
+from .placement import RayAgent, RayPlacement
 from .tools import Tool, ToolLike
 
 if TYPE_CHECKING:
@@ -290,9 +290,12 @@ def _tree(root: AgentSpec) -> list[AgentSpec]:
             out.append(spec)
             for mw in spec.middleware:
                 if isinstance(mw, SubAgentMiddleware | AsyncSubAgentMiddleware):
-                    todo.extend(
-                        s.agent for s in mw.specs.values() if isinstance(s.agent, AgentSpec)
-                    )
+                    for sub in mw.specs.values():
+                        agent = sub.agent
+                        if isinstance(agent, RayAgent):
+                            agent = agent.spec  # placed on Ray: the same agent, elsewhere
+                        if isinstance(agent, AgentSpec):
+                            todo.append(agent)
     return out
 
 

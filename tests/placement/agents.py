@@ -11,7 +11,9 @@ A child's brief is a small command language (one command per brief):
 - ``ask``: calls ``send_email``, which a human must approve;
 - ``steps <n>``: makes ``n`` model calls (one tool call each), then answers;
 - ``gate <path>``: waits in a tool until the file ``path`` exists, then answers;
-- ``trace``: answers with the trace id current in its tool (on its worker).
+- ``trace``: answers with the trace id current in its tool (on its worker);
+- ``heed <path>``: waits until the file ``path`` exists and a message was sent
+  to it (a background task's update), then answers with the message.
 """
 
 from __future__ import annotations
@@ -84,6 +86,13 @@ def child_model(request: ModelRequest) -> AssistantMessage:
                 call = ToolCall(id="gate", name="wait_for_file", args={"path": path})
                 return AssistantMessage(tool_calls=[call], usage=ONE_CALL)
             return AssistantMessage(content=f"passed {path}", usage=ONE_CALL)
+        case ["heed", path]:
+            told = [m.text for m in request.messages[1:] if isinstance(m, UserMessage)]
+            if told:
+                return AssistantMessage(content=f"heeded {' '.join(told)}", usage=ONE_CALL)
+            # Not told yet: wait (again) at the gate; the message comes meanwhile.
+            call = ToolCall(id=f"heed{len(results)}", name="wait_for_file", args={"path": path})
+            return AssistantMessage(tool_calls=[call], usage=ONE_CALL)
         case ["trace"]:
             if not results:
                 call = ToolCall(id="trace", name="trace_here", args={})

@@ -25,14 +25,14 @@ def open_socket() -> Iterator[socket.socket]:
 
 
 def test_an_agent_that_cannot_be_sent_is_refused_naming_the_object(
-    placement: RayPlacement, open_socket: socket.socket
+    open_socket: socket.socket,
 ) -> None:
     def probe() -> str:
         """Probe with the socket."""
         return str(open_socket.fileno())
 
     with pytest.raises(ConfigurationError) as caught:
-        parent(placement, [worker_subagent(tools=[probe])])
+        parent(RayPlacement(), [worker_subagent(tools=[probe])])
     text = str(caught.value)
     assert "subagent 'w' cannot be sent to Ray workers" in text
     assert "tools['probe']" in text
@@ -40,7 +40,7 @@ def test_an_agent_that_cannot_be_sent_is_refused_naming_the_object(
     assert "RayPlacement(agents={'w': 'package.module:attribute'})" in text
 
 
-def test_placing_an_unknown_or_forked_subagent_is_refused(placement: RayPlacement) -> None:
+def test_placing_an_unknown_or_forked_subagent_is_refused() -> None:
     named = RayPlacement(subagents=["nobody"])
     with pytest.raises(ConfigurationError, match=r"names \['nobody'\]"):
         parent(named)
@@ -87,3 +87,11 @@ async def test_a_childs_interrupt_reaches_the_parents_thread_and_resumes(
     assert answers(done) == [("success", "mail: sent to ops")]
     # Not started over: the child's one call after the tool, the parent's last.
     assert done["usage"].requests == 2
+
+
+def test_interrupt_on_may_name_a_tool_only_a_placed_subagent_has() -> None:
+    # The placed subagent is the same agent, run elsewhere: its tools count.
+    agent = parent(
+        RayPlacement(), interrupt_on={"send_email": True}, checkpointer=MemoryCheckpointer()
+    )
+    assert agent.spec.name == "main"
