@@ -329,7 +329,7 @@ class Link:
             case Reserve():
                 self._reserve(child, report)
             case Settle(rid=rid, usage=usage, charge=charge):
-                hold = child.holds.pop(rid, None)
+                hold = None if child.holds is None else child.holds.pop(rid, None)
                 if hold is not None and child.ledger is not None:
                     child.ledger.settle(hold, usage, charge=charge)
                 if child.ended and not child.holds:
@@ -360,6 +360,8 @@ class Link:
         answer = ledger.try_reserve(ask.input_tokens, ask.output_tokens, ask.rates)
         lane = child.lane
         if isinstance(answer, Hold):
+            if child.holds is None:
+                child.holds = {}
             child.holds[ask.rid] = answer
             lane.orders.append(Grant(child.cid, ask.rid, answer, tools_left(ledger)))
         elif isinstance(answer, anyio.Event):
@@ -408,10 +410,10 @@ class Link:
             child = self._children.get(cid)
             if child is None or not child.sent:
                 continue
-            if child.ledger is not None:
+            if child.ledger is not None and child.holds:
                 for hold in child.holds.values():
                     child.ledger.settle(hold, None)  # cut off: charged whole
-            child.holds.clear()
+            child.holds = None
             child.outcome = ChildOutcome(
                 status="failed",
                 answer=f"the Ray worker running it{where} died or cannot be reached: "

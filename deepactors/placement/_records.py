@@ -49,7 +49,7 @@ class PlacedChild:
     sent: bool = False  # its start left in a batch
     cancelled: bool = False  # its parent stopped waiting
     ended: bool = False  # its Done came (or its worker died)
-    holds: dict[int, Hold] = field(default_factory=dict)  # granted, not settled
+    holds: dict[int, Hold] | None = None  # granted, not settled (made at the first)
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
