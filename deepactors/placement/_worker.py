@@ -238,10 +238,15 @@ class PlacementWorker:
                     if ledger is not None:
                         ledger.answer(rid, refusal, tools)
                 case Message(cid=cid, texts=texts):
+                    # Kept for a child not started here yet: a message sent
+                    # just after its start may overtake it (its batch still
+                    # gathering in the parent, or Ray running this call
+                    # first); the child reads it at its first turn.
                     inbox = link.inboxes.get(cid)
-                    if inbox is not None:
-                        for text in texts:
-                            inbox.put(text)
+                    if inbox is None:
+                        inbox = link.inboxes[cid] = Inbox()
+                    for text in texts:
+                        inbox.put(text)
                 case Synced(cid=cid, ticket=ticket, error=error):
                     journal = link.journals.get(cid)
                     if journal is not None:
@@ -302,9 +307,11 @@ class PlacementWorker:
         spec = self._specs.get(start.agent)
         if cid in link.cancelled:  # before it started
             link.cancelled.discard(cid)
+            link.inboxes.pop(cid, None)
             link.send(Done(cid, None, None))
             return
         if not isinstance(spec, AgentSpec):
+            link.inboxes.pop(cid, None)
             why = spec or ConfigurationError(f"the agent {start.agent!r} never reached the worker")
             failed = ChildOutcome(status="failed", answer=str(why), diff=None, path=start.path)
             link.send(Done(cid, failed, None))
@@ -312,7 +319,9 @@ class PlacementWorker:
         scope = anyio.CancelScope()
         link.scopes[cid] = scope
         run = self._stand_in(link, start)
-        inbox = link.inboxes[cid] = Inbox()
+        inbox = link.inboxes.get(cid)  # (made already if a message came first)
+        if inbox is None:
+            inbox = link.inboxes[cid] = Inbox()
         outcome: ChildOutcome | None = None
         token = _continue_trace(start.trace)
         try:
