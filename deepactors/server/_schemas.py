@@ -105,8 +105,9 @@ class RunCreate(_Body):
     # Where the run starts from: the thread's head, or a checkpoint to fork from.
     checkpoint: Checkpoint | None = None
     checkpoint_id: str | None = None
-    # Not implemented: refused when set.
+    # POSTed the run's outcome when it ends (see deepactors.server.webhooks).
     webhook: str | None = None
+    # Not implemented: refused when set.
     interrupt_before: str | list[str] | None = None
     interrupt_after: str | list[str] | None = None
 
@@ -118,7 +119,7 @@ class RunCreate(_Body):
 
     def refuse_unsupported(self) -> None:
         """Raise a 422 for a field whose feature this server does not have."""
-        for name in ("webhook", "interrupt_before", "interrupt_after"):
+        for name in ("interrupt_before", "interrupt_after"):
             if getattr(self, name):
                 raise HTTPException(422, f"{name}: not supported by this server")
         if self.command is not None:
@@ -212,7 +213,12 @@ class AssistantSearch(_Body):
 def _namespace(value: list[str]) -> list[str]:
     for label in value:
         if not label or "." in label:
-            raise ValueError(f"namespace label {label!r} must be non-empty, without '.'")
+            # (A user id with a '.' starts its namespaces as
+            # deepactors.server.auth.namespace_label writes it.)
+            raise ValueError(
+                f"namespace label {label!r} must be non-empty, without '.' (a user id "
+                "with one is written with %2E for it, and %25 for '%')"
+            )
     return value
 
 
@@ -245,6 +251,7 @@ class StoreSearch(_Body):
     limit: int = Field(default=10, ge=0, le=10_000)
     offset: int = Field(default=0, ge=0)
     query: str | None = None
+    refresh_ttl: bool | None = None
 
     _check_ns = field_validator("namespace_prefix")(_namespace)
 

@@ -59,12 +59,13 @@ LAYERS: list[tuple[str, ...]] = [
     ),
     ("actors",),
     # A subagent run elsewhere: a ChildRunner, beside the local children of actors
-    # (another server's, or a Ray worker's).
-    ("remote", "placement"),
+    # (another server's, an A2A agent's, or a Ray worker's).
+    ("remote", "remote.a2a", "placement"),
     ("middleware._subagents", "middleware"),
-    ("agent", "mcp"),
+    ("agent", "mcp", "acp"),
     ("factory", "_factory_parts", "demo", "_subagent_config", "langchain"),
-    ("server",),
+    # The server, and the other protocols it speaks (each a folder of its own).
+    ("server", "server.agui", "server.aisdk", "server.a2a"),
     ("cli", "__main__", "__init__"),
 ]
 
