@@ -47,3 +47,11 @@ def test_run_with_ray_places_the_subagents_on_workers(
     [placed] = set(_POOLS) - before
     stats = ray.get([h.statistics.remote() for h in _POOLS[placed].handles])
     assert sum(s.finished for s in stats) == 1
+
+
+def test_ray_beside_an_agent_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    # The loaded agent brings its own subagents (and placement): refused before
+    # the agent is loaded or Ray is started.
+    code = main(["run", "--ray", "--agent", "nowhere:agent", "Go"])
+    assert code == 2
+    assert "--ray with --agent" in capsys.readouterr().err
