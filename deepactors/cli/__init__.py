@@ -386,6 +386,7 @@ _LIMITS = (
     "idle_timeout",
     "stream_log_bytes",
     "store_ttl",
+    "thread_ttl",
 )
 
 
@@ -512,6 +513,15 @@ def _serve_platform_options(serve: argparse.ArgumentParser) -> None:
         metavar="MINUTES",
         help="minutes a store item lives since last written or read, unless put with its "
         "own ttl (default: for ever; langgraph.json's store.ttl also sets it)",
+    )
+    serve.add_argument(
+        "--thread-ttl",
+        type=float,
+        metavar="MINUTES",
+        help="minutes a thread lives after its last change (made, updated, a run ended), "
+        "unless made with its own ttl; then it is deleted with its checkpoints, never "
+        "during a run (default: until deleted; langgraph.json's checkpointer.ttl also "
+        "sets it)",
     )
     serve.add_argument(
         "--no-webhooks",

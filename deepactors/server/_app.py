@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import math
 from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -49,6 +50,7 @@ from ._runs_api import run_routes, serve_stream, stream_target
 from ._sandboxes import open_sandboxes
 from ._thread_lookup import metadata_beside
 from ._thread_ops import thread_op_routes
+from ._thread_ttl import DEFAULT_THREAD_TTL_SWEEP
 from ._threads_api import thread_routes
 from ._ui import ui_routes
 from .a2a import a2a_routes
@@ -87,6 +89,8 @@ def create_app(
     stream_log_bytes: int = DEFAULT_STREAM_LOG_BYTES,
     webhooks: Webhooks | None = DEFAULT_WEBHOOKS,
     crons: CronBook | None = None,
+    thread_ttl: float | None = None,
+    thread_ttl_sweep: float = DEFAULT_THREAD_TTL_SWEEP,
 ) -> Starlette:
     """An ASGI app that serves ``agents`` on the LangGraph Agent Protocol.
 
@@ -178,6 +182,11 @@ def create_app(
         crons: Where scheduled runs are kept (see :mod:`deepactors.server.crons`);
             None: in memory, gone when the app stops. ``deepactors serve --db``
             keeps them in its database.
+        thread_ttl: Seconds a thread lives after its last change (made,
+            patched, its state updated, a run ended) unless made with a ``ttl``
+            of its own; then it is deleted, never while a run of it is in
+            flight. None (the default): threads live until deleted.
+        thread_ttl_sweep: Seconds between two sweeps for expired threads.
 
     Requests with a body must send it as ``application/json`` (or with no
     type): anything else is refused (415), so an HTML form or a ``text/plain``
@@ -193,6 +202,9 @@ def create_app(
         raise ConfigurationError("cors_origins and allowed_hosts are sequences of strings")
     if not stream_log_bytes > 0:
         raise ConfigurationError(f"stream_log_bytes: bytes > 0, not {stream_log_bytes!r}")
+    for name, seconds in (("thread_ttl", thread_ttl), ("thread_ttl_sweep", thread_ttl_sweep)):
+        if seconds is not None and not 0 < seconds < math.inf:  # NaN too
+            raise ConfigurationError(f"{name}: seconds above 0, not {seconds!r}")
     if run_retention is not None and not run_retention >= 0:  # NaN too
         raise ConfigurationError(f"run_retention: seconds >= 0, or None, not {run_retention!r}")
     origins = [normal_origin(o) for o in cors_origins]
@@ -238,6 +250,8 @@ def create_app(
             crons=crons if crons is not None else MemoryCronBook(),
             webhooks=webhooks,
             max_runs_per_client=slots.cap,
+            thread_ttl=thread_ttl,
+            thread_ttl_sweep=thread_ttl_sweep,
             runs_db=runs_db,
             idle_timeout=idle_timeout,
             run_retention=run_retention,
@@ -295,6 +309,8 @@ class _Lifespan:
     crons: CronBook
     webhooks: Webhooks | None
     max_runs_per_client: int | None
+    thread_ttl: float | None
+    thread_ttl_sweep: float
     runs_db: str | None
     idle_timeout: float
     run_retention: float | None
@@ -331,6 +347,8 @@ class _Lifespan:
                 webhooks=self.webhooks,
                 max_runs_per_client=self.max_runs_per_client,
                 thread_metadata=kept,
+                thread_ttl=self.thread_ttl,
+                thread_ttl_sweep=self.thread_ttl_sweep,
             )
             relay_scope, bodies_scope = anyio.CancelScope(), anyio.CancelScope()
             tg.start_soon(_expire_bodies, self.guard, bodies_scope)

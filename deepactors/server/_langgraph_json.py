@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import sys
 from collections.abc import Mapping
@@ -33,6 +34,7 @@ from ..errors import ConfigurationError
 from ..persistence import Checkpointer, MemoryCheckpointer, MemoryStore, Store
 from ..persistence.index import IndexedStore
 from ..persistence.ttl import ExpiringStore
+from ._thread_ttl import DEFAULT_THREAD_TTL_SWEEP
 
 __all__ = ["CONFIG_FILE", "expiring", "indexed", "load_agents", "with_server_persistence"]
 
@@ -183,6 +185,48 @@ def expiring(store: Store, path: Path | None, default_minutes: float | None = No
         refresh_on_read=bool(ttl.get("refresh_on_read", True)),
         sweep_interval=sweep * 60,
     )
+
+
+def thread_expiry(
+    path: Path | None, default_minutes: float | None = None
+) -> tuple[float | None, float]:
+    """Threads' default time to live and sweep interval, in seconds.
+
+    ``"checkpointer": {"ttl": {"strategy": "delete", "default_ttl": 43200,
+    "sweep_interval_minutes": 60}}`` as LangGraph reads it (minutes), in the
+    file at ``path`` (None: no file); ``default_minutes`` (``serve
+    --thread-ttl``) when the file gives no ``default_ttl``.
+
+    Raises:
+        ConfigurationError: A setting that is not a number of minutes above 0,
+            or a strategy other than ``delete``.
+    """
+    ttl: Any = None
+    if path is not None and path.is_file():
+        try:
+            config = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            config = None  # load_config says what is wrong with the file
+        if isinstance(config, dict):
+            ttl = (config.get("checkpointer") or {}).get("ttl")
+    where = f"{path}: checkpointer.ttl" if ttl is not None else "--thread-ttl"
+    ttl = dict(ttl or {})
+    strategy = ttl.get("strategy", "delete")
+    if strategy != "delete":
+        raise ConfigurationError(f"{where}.strategy: only 'delete' is supported, not {strategy!r}")
+    minutes = ttl.get("default_ttl", default_minutes)
+    sweep = ttl.get("sweep_interval_minutes", DEFAULT_THREAD_TTL_SWEEP / 60)
+    for name, value in (("default_ttl", minutes), ("sweep_interval_minutes", sweep)):
+        if value is None:
+            continue
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not 0 < value < math.inf
+        ):
+            label = where if where == "--thread-ttl" else f"{where}.{name}"
+            raise ConfigurationError(f"{label}: minutes above 0, not {value!r}")
+    return (None if minutes is None else minutes * 60), sweep * 60
 
 
 def _openai_embed(model: str) -> Any:

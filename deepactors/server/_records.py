@@ -124,6 +124,8 @@ class ThreadRecord:
             back from its checkpoint when asked for (``values`` is None).
         read_at: When they were last read back (a thread that is read often
             keeps them, as one that changes does).
+        ttl: Seconds after its last change (``updated_at``) when the server
+            deletes it, unless a run is in flight (None: never).
     """
 
     thread_id: str
@@ -139,6 +141,7 @@ class ThreadRecord:
     forgotten: dict[str, ForgottenRun] = field(default_factory=dict)
     stale: bool = False
     read_at: float = 0.0
+    ttl: float | None = None
 
     @property
     def name(self) -> str:
@@ -162,6 +165,18 @@ class ThreadRecord:
         if self.interrupts:
             return "interrupted"
         return "error" if self.error else "idle"
+
+    @property
+    def expires_at(self) -> float | None:
+        """When the server deletes it if nothing changes it first (None: never)."""
+        return None if self.ttl is None else self.updated_at + self.ttl
+
+    def ttl_json(self) -> dict[str, Any] | None:
+        """Its time to live as ``GET /threads/{id}?include=ttl`` answers it."""
+        expires = self.expires_at
+        if self.ttl is None or expires is None:
+            return None
+        return {"strategy": "delete", "ttl": self.ttl / 60, "expires_at": iso(expires)}
 
     def to_json(self) -> dict[str, Any]:
         """The protocol's ``Thread``."""

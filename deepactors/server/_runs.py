@@ -62,6 +62,7 @@ from ._run_limits import with_limits
 from ._run_slots import RunSlots
 from ._schemas import RunCreate
 from ._thread_lookup import ThreadLookup
+from ._thread_ttl import DEFAULT_THREAD_TTL_SWEEP, ThreadExpiry
 from .auth import Action
 from .relay import DEFAULT_STREAM_LOG_BYTES, LocalRelay, RunRelay, SharedRuns
 from .webhooks import Webhooks, check_webhook_url
@@ -87,6 +88,9 @@ class RunManager(ThreadLookup, RunCanceller):
             see ``_run_slots``.
         thread_metadata: Where threads' metadata is kept beside their
             checkpoints (None: in memory only); see ``_thread_lookup``.
+        thread_ttl: Seconds of idleness after which a thread made without a
+            ``ttl`` of its own is deleted (None: never); see ``_thread_ttl``.
+        thread_ttl_sweep: Seconds between two sweeps for expired threads.
     """
 
     def __init__(
@@ -102,10 +106,15 @@ class RunManager(ThreadLookup, RunCanceller):
         webhooks: Webhooks | None = None,
         max_runs_per_client: int | None = None,
         thread_metadata: SqliteThreadMetadata | None = None,
+        thread_ttl: float | None = None,
+        thread_ttl_sweep: float = DEFAULT_THREAD_TTL_SWEEP,
     ) -> None:
         self.runtime = runtime
         self.webhooks = webhooks
         self.thread_metadata = thread_metadata
+        if thread_ttl is not None and not 0 < thread_ttl < math.inf:
+            raise ValueError(f"thread_ttl: seconds above 0, not {thread_ttl!r}")
+        self.thread_ttl = thread_ttl
         self.slots = RunSlots(max_runs_per_client)
         self.stream_log_bytes = stream_log_bytes
         self._tg = task_group
@@ -129,6 +138,8 @@ class RunManager(ThreadLookup, RunCanceller):
             remember=not self.relay.shared,
         )
         task_group.start_soon(self.retention.run)
+        self.expiry = ThreadExpiry(self, sweep=thread_ttl_sweep, confirm=self.relay.shared)
+        task_group.start_soon(self.expiry.run)
 
     # -- lookups ---------------------------------------------------------------------
 
@@ -139,12 +150,6 @@ class RunManager(ThreadLookup, RunCanceller):
             known = ", ".join(self.assistants)
             raise HTTPException(404, f"assistant {assistant_id!r} not found (known: {known})")
         return found
-
-    def thread_assistant(self, thread: ThreadRecord) -> AssistantRecord:
-        """The assistant whose state a thread holds (its last run's, else the first)."""
-        if thread.graph_id is not None and thread.graph_id in self.assistants:
-            return self.assistants[thread.graph_id]
-        return next(iter(self.assistants.values()))
 
     def handle(self, thread: ThreadRecord) -> ThreadHandle:
         """The handle of the thread under the app's runtime, for the assistant it holds."""
@@ -439,5 +444,6 @@ class RunManager(ThreadLookup, RunCanceller):
         """Cancel every run and wait for all of them (server shutdown)."""
         self._closing = True
         self.retention.close()
+        self.expiry.close()
         await self.cancel([r for r in self.runs.values() if not r.remote], wait=True)
         self._shared.close()  # runs of other processes go on there

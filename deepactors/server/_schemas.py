@@ -145,6 +145,29 @@ class RunCreate(_Body):
                 raise HTTPException(422, "input: give either input or command, not both")
 
 
+def _thread_ttl(value: Any) -> float | None:
+    """A thread's ``ttl`` as the SDKs send it, in seconds: minutes, or
+    ``{"ttl": minutes, "strategy": "delete"}``."""
+    if value is None:
+        return None
+    minutes = value
+    if isinstance(value, dict):
+        unknown = set(value) - {"ttl", "strategy"}
+        if unknown:
+            raise ValueError(f"unknown keys {sorted(unknown)}: give 'ttl' (minutes) and 'strategy'")
+        strategy = value.get("strategy", "delete")
+        if strategy != "delete":
+            # keep_latest would prune a thread's history; this server keeps a
+            # thread's checkpoints whole or deletes them (see threads.prune).
+            raise ValueError(f"strategy: only 'delete' is supported, not {strategy!r}")
+        minutes = value.get("ttl")
+    if isinstance(minutes, bool) or not isinstance(minutes, int | float):
+        raise ValueError(f"give minutes (a number above 0), not {minutes!r}")
+    if not 0 < minutes < math.inf:
+        raise ValueError(f"minutes above 0, not {minutes!r}")
+    return float(minutes) * 60
+
+
 class ThreadCreate(_Body):
     """``POST /threads``."""
 
@@ -152,12 +175,20 @@ class ThreadCreate(_Body):
     metadata: dict[str, Any] = Field(default_factory=dict)
     if_exists: Literal["raise", "do_nothing"] = "raise"
     supersteps: list[Any] | None = None
+    ttl: float | None = None
+    """Seconds of idleness before the thread is deleted (sent in minutes)."""
+
+    _check_ttl = field_validator("ttl", mode="before")(_thread_ttl)
 
 
 class ThreadPatch(_Body):
     """``PATCH /threads/{thread_id}``."""
 
     metadata: dict[str, Any] = Field(default_factory=dict)
+    ttl: float | None = None
+    """A new time to live in seconds (sent in minutes); None keeps the thread's."""
+
+    _check_ttl = field_validator("ttl", mode="before")(_thread_ttl)
 
 
 class ThreadSearch(_Body):

@@ -45,6 +45,7 @@ from ._langgraph_json import (
     expiring,
     indexed,
     load_agents,
+    thread_expiry,
     with_server_persistence,
 )
 from ._retention import DEFAULT_RUN_RETENTION
@@ -136,6 +137,9 @@ class ServeOptions:
     store_ttl: float | None = None
     """Minutes a store item lives unless put with its own ``ttl``; None: for ever (see
     :class:`~deepactors.persistence.ttl.ExpiringStore`)."""
+    thread_ttl: float | None = None
+    """Minutes a thread lives after its last change unless made with its own ``ttl``;
+    None: until deleted (see ``create_app``'s ``thread_ttl``)."""
 
     @property
     def shared_runs(self) -> str | None:
@@ -170,6 +174,7 @@ class ServeOptions:
             "idle_timeout": self.idle_timeout,
             "stream_log_bytes": self.stream_log_bytes,
             "store_ttl": self.store_ttl,
+            "thread_ttl": self.thread_ttl,
             "webhooks": {"allowed_hosts": list(self.webhook_allowed_hosts)}
             if self.webhooks
             else None,
@@ -280,6 +285,7 @@ def build_app(
         store = indexed(store, config)
     # Outermost: expiry filters what an index finds too.
     store = expiring(store, config, limits.pop("store_ttl", None))
+    thread_ttl, thread_ttl_sweep = thread_expiry(config, limits.pop("thread_ttl", None))
     if checkpointer is not None:  # --db is where threads are saved, whatever a module made
         agents = with_server_persistence(agents, checkpointer, store)
     # A process that only serves: collections deferred while runs are in
@@ -293,6 +299,8 @@ def build_app(
         auth=None if auth is None else load_auth(auth),
         webhooks=hooks,
         crons=open_cron_book(db),
+        thread_ttl=thread_ttl,
+        thread_ttl_sweep=thread_ttl_sweep,
         **limits,
     )
 

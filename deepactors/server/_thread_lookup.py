@@ -77,6 +77,7 @@ class ThreadLookup(RunDriver):
     assistants: dict[str, AssistantRecord]
     threads: dict[str, ThreadRecord]
     thread_metadata: SqliteThreadMetadata | None
+    thread_ttl: float | None
     _shared: SharedRuns
 
     # -- finding ----------------------------------------------------------------------
@@ -145,7 +146,9 @@ class ThreadLookup(RunDriver):
         if self.thread_metadata is not None:
             saved = await self.thread_metadata.get(key)
             if saved is not None:  # made, never run (by another process on the file)
-                found = ThreadRecord(thread_id=key, created_at=saved.created_at, stale=True)
+                found = ThreadRecord(
+                    thread_id=key, created_at=saved.created_at, stale=True, ttl=saved.ttl
+                )
                 self._known_by(found, saved.metadata)
                 self.threads[key] = found
                 return found
@@ -168,10 +171,15 @@ class ThreadLookup(RunDriver):
     # -- making -----------------------------------------------------------------------
 
     async def claim_thread(
-        self, name: str, metadata: dict[str, Any], graph_id: str | None = None
+        self,
+        name: str,
+        metadata: dict[str, Any],
+        graph_id: str | None = None,
+        ttl: float | None = None,
     ) -> tuple[ThreadRecord, bool]:
         """The caller's thread ``name``: its own if it has one (False), else a new
-        one (True), whoever else has a thread of that id.
+        one (True, with ``ttl`` or the server's default), whoever else has a
+        thread of that id.
 
         Raises:
             HTTPException: 422, an id with a ``/``.
@@ -188,7 +196,7 @@ class ThreadLookup(RunDriver):
                 key = scoped_key(found[1].id, name)  # the id is another's first
             if key in self.threads:
                 continue  # made meanwhile (another request): look again
-            thread = ThreadRecord(thread_id=key, metadata=metadata, graph_id=graph_id)
+            thread = ThreadRecord(thread_id=key, metadata=metadata, graph_id=graph_id, ttl=ttl)
             await self.add_thread(thread)
             return thread, True
         # Only a thread kept from before ids were per owner, with a '/' in its id.
@@ -196,10 +204,13 @@ class ThreadLookup(RunDriver):
 
     async def add_thread(self, thread: ThreadRecord) -> None:
         """Know a new thread (and let other server processes know it, or keep its
-        metadata beside its checkpoints)."""
+        metadata beside its checkpoints); one made without a ``ttl`` takes the
+        server's default."""
         self.threads[thread.thread_id] = thread
         if thread.temporary:
             return
+        if thread.ttl is None:
+            thread.ttl = self.thread_ttl
         try:
             if self.relay.shared:
                 await self.relay.thread_created(thread.thread_id, thread.metadata)
@@ -217,7 +228,7 @@ class ThreadLookup(RunDriver):
         """Keep the thread's metadata beside its checkpoints (nothing without a place)."""
         if self.thread_metadata is not None and not thread.temporary:
             await self.thread_metadata.put(
-                thread.thread_id, thread.metadata, created_at=thread.created_at
+                thread.thread_id, thread.metadata, created_at=thread.created_at, ttl=thread.ttl
             )
 
     async def forget_metadata(self, thread: ThreadRecord) -> None:
@@ -230,7 +241,21 @@ class ThreadLookup(RunDriver):
             saved = await self.thread_metadata.get(thread.thread_id)
             if saved is not None:
                 thread.created_at = saved.created_at
+                thread.ttl = saved.ttl
                 self._known_by(thread, saved.metadata)
+
+    async def last_change(self, thread: ThreadRecord) -> float | None:
+        """When the thread's last checkpoint record was written, by any process
+        (None: it has none)."""
+        agent = self.thread_assistant(thread).agent
+        records = await self.runtime.thread(agent, thread.thread_id).history(path=agent.name)
+        return records[-1].created_at if records else None
+
+    def thread_assistant(self, thread: ThreadRecord) -> AssistantRecord:
+        """The assistant whose state a thread holds (its last run's, else the first)."""
+        if thread.graph_id is not None and thread.graph_id in self.assistants:
+            return self.assistants[thread.graph_id]
+        return next(iter(self.assistants.values()))
 
     def _known_by(self, thread: ThreadRecord, metadata: Mapping[str, Any]) -> None:
         """Take the thread's saved metadata (and the graph it names, if none is known)."""
@@ -264,4 +289,5 @@ class ThreadLookup(RunDriver):
                 thread.stale = True
                 self.threads[saved.thread_id] = thread
             thread.created_at = saved.created_at
+            thread.ttl = saved.ttl
             self._known_by(thread, saved.metadata)

@@ -43,12 +43,14 @@ async def create_thread(request: Request) -> Response:
     graph = body.metadata.get("graph_id")
     graph_id = graph if isinstance(graph, str) and graph in manager.assistants else None
     if body.thread_id is None:
-        thread = ThreadRecord(thread_id=new_uuid(), metadata=metadata, graph_id=graph_id)
+        thread = ThreadRecord(
+            thread_id=new_uuid(), metadata=metadata, graph_id=graph_id, ttl=body.ttl
+        )
         await manager.add_thread(thread)
         return JSONResponse(thread.to_json())
     # The caller's own thread of that id, or a new one: with authentication,
     # another's is not there for this caller (see _thread_lookup).
-    thread, made = await manager.claim_thread(body.thread_id, metadata, graph_id)
+    thread, made = await manager.claim_thread(body.thread_id, metadata, graph_id, body.ttl)
     if not made:
         if body.if_exists == "do_nothing" and await may_thread(thread, "read"):
             await _fresh(manager, [thread])
@@ -57,9 +59,22 @@ async def create_thread(request: Request) -> Response:
     return JSONResponse(thread.to_json())
 
 
+def _included(request: Request) -> set[str]:
+    """``?include=ttl`` (repeated, or comma-separated, as the SDKs send it)."""
+    return {
+        part.strip()
+        for value in request.query_params.getlist("include")
+        for part in value.split(",")
+        if part.strip()
+    }
+
+
 async def get_thread(request: Request) -> Response:
     thread = await _manager(request).thread(request.path_params["thread_id"])
-    return JSONResponse(thread.to_json())
+    answer = thread.to_json()
+    if "ttl" in _included(request):
+        answer["ttl"] = thread.ttl_json()
+    return JSONResponse(answer)
 
 
 async def patch_thread(request: Request) -> Response:
@@ -67,6 +82,8 @@ async def patch_thread(request: Request) -> Response:
     thread = await _manager(request).thread(request.path_params["thread_id"], "update")
     # Its owner is the server's to say: a patch cannot hand the thread to another.
     thread.metadata = {**thread.metadata, **without_owner(body.metadata)}
+    if body.ttl is not None:
+        thread.ttl = body.ttl
     thread.updated_at = time.time()
     await _manager(request).save_metadata(thread)
     await _fresh(_manager(request), [thread])
