@@ -303,6 +303,9 @@ class SubAgentMiddleware(AgentMiddleware):
                 )
             )
         agent = spec.agent
+        # Made here for every kind of child: one that runs elsewhere (a Ray
+        # worker's) reads the tree's cap from the tree's context.
+        tree_limiter = self._tree_limiter(run)
         if isinstance(agent, AgentSpec):
             fork = spec.mode == "fork"
             outcome = await run_child(
@@ -313,7 +316,7 @@ class SubAgentMiddleware(AgentMiddleware):
                 parent=run,
                 files=rt.state.files,
                 timeout=spec.timeout,
-                tree_limiter=self._tree_limiter(run),
+                tree_limiter=tree_limiter,
                 budget=spec.budget,
                 history=fork_history(rt.state.messages, rt.tool_call_id) if fork else (),
                 system_prompt=run.system_prompt if fork else None,
