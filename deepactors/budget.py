@@ -194,7 +194,6 @@ class Refusal:
         )
 
 
-@final
 class BudgetLedger:
     """The running account of one :class:`Budget`: spent, and held by calls in flight.
 

@@ -14,7 +14,7 @@ import functools
 import uuid
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, final
 
 import anyio
 
@@ -56,6 +56,7 @@ pull by the parent (longer with more than twenty workers): a pull is a Ray call,
 for, goes at once."""
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class RayPlacement:
     """Where a tree's subagents run: Ray worker actors, on one machine's cores or a cluster.
@@ -174,6 +175,7 @@ async def _close(link: Link) -> None:
     await link.aclose()
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class RayAgent:
     """A subagent run on a placement's Ray workers: a :class:`~deepactors.actors.ChildRunner`.

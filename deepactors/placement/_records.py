@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, final
 
 import anyio
 
@@ -15,6 +15,7 @@ from ._wire import Order, Start
 __all__ = ["Lane", "LinkStatistics", "PlacedChild"]
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LinkStatistics:
     """What one event loop placed on a placement's workers, and what it cost.

@@ -22,7 +22,7 @@ import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, final
 
 import anyio
 
@@ -50,9 +50,15 @@ from ._wire import (
     Synced,
 )
 
+if TYPE_CHECKING:
+    from contextvars import Token
+
+    from opentelemetry.context import Context
+
 __all__ = ["PlacementWorker", "WorkerInfo", "WorkerStatistics"]
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkerInfo:
     """Where a worker runs: its process and node (for errors, and for Ray's tools)."""
@@ -62,6 +68,7 @@ class WorkerInfo:
     node_id: str
 
 
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkerStatistics:
     """What a worker runs, every parent's children together.
@@ -127,7 +134,7 @@ class _Emitter:
         self._link.send(Emitted(self._cid, event))
 
 
-def _continue_trace(carrier: Mapping[str, str]) -> object | None:
+def _continue_trace(carrier: Mapping[str, str]) -> Token[Context] | None:
     """Make the parent's trace context current for the child (its tools' spans,
     its SDK's requests); a token to undo it, or None when there is none."""
     if not carrier:
@@ -141,6 +148,7 @@ def _continue_trace(carrier: Mapping[str, str]) -> object | None:
     )
 
 
+@final
 class PlacementWorker:
     """The body of a Ray worker actor (see the module docstring).
 

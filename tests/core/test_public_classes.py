@@ -17,7 +17,7 @@ import pytest
 from pydantic import BaseModel
 
 import deepactors
-from deepactors import actors, agent, backends, events, hooks, tools
+from deepactors import actors, agent, backends, budget, events, hooks, tools
 from deepactors._core.public import NoPublicConstructor, is_private
 from deepactors.models import testing
 from deepactors.persistence import MemoryCheckpointer
@@ -41,6 +41,7 @@ OPEN: dict[type, str] = {
     backends.FilesOnly: "the base of backends that keep files only",
     backends.FilesystemBackend: "the shell backend and sandbox workspaces extend it",
     MemoryCheckpointer: "test checkpointers that fail on purpose extend it",
+    budget.BudgetLedger: "Ray placement's worker ledger extends it (placement._ledger)",
 }
 
 
