@@ -92,6 +92,8 @@ def serve_process(
     # A tree from before run_retention (bench/ab.py --base) soaks without it.
     known = inspect.signature(create_app).parameters
     retention = {"run_retention": run_retention} if "run_retention" in known else {}
+    if "max_runs_per_client" in known:  # every client has one address
+        retention["max_runs_per_client"] = None
     app = create_app(
         {"agent": build_agent()},
         checkpointer=open_checkpointer(db),

@@ -201,6 +201,7 @@ def serve_process(
             defer_gc=tuned,  # as deepactors serve does
             # One client address opens every stream: no per-client cap here.
             max_streams_per_client=None,
+            max_runs_per_client=None,
             **extra,
             **({} if pacing is None else {"pacing": None if pacing == "off" else float(pacing)}),
         )

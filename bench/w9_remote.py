@@ -15,7 +15,7 @@ of this script, alternating so that a change in the machine's load hits each:
                               [--json PATH]
 
 Every run's client is a fresh interpreter; the servers are started once per
-loop and kept (in-memory threads, ``--max-streams-per-client 0``). Printed
+loop and kept (in-memory threads, no caps per client). Printed
 per (loop, N, way), the median of the repeats and their range:
 
 - wall time, and children finished per second (how throughput grows from one
@@ -247,7 +247,8 @@ def servers(count: int, loop: str) -> Iterator[list[tuple[str, int]]]:
             for _ in range(count):
                 port = _free_port()
                 args = ["w9_remote:served", "--loop", loop, "--port", str(port)]
-                args += ["--max-streams-per-client", "0", "--log-level", "warning"]
+                args += ["--max-streams-per-client", "0", "--max-runs-per-client", "0"]
+                args += ["--log-level", "warning"]
                 with open(Path(logs) / f"{port}.log", "wb") as log:
                     procs.append(
                         subprocess.Popen(

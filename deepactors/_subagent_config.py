@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ._factory_parts import prompt_text
 from .agent import DeepAgent
 from .backends import FilesystemPermission
 from .budget import Budget
@@ -51,6 +52,12 @@ class SubAgentConfig(BaseModel):
     url: str | None = Field(None, min_length=1)
     headers: Mapping[str, str] | None = None
     keep_threads: bool | None = None
+
+    @field_validator("system_prompt", "prompt", mode="before")
+    @classmethod
+    def _prompt_as_text(cls, value: object) -> str | None:
+        # A SystemMessage (deepactors' or LangChain's) as its text, as the main agent's.
+        return prompt_text(value)
 
     def is_remote(self) -> bool:
         """Whether a key only a remote subagent takes was given (the dict is one)."""

@@ -213,6 +213,8 @@ class TreeContext:
             ``AgentMiddleware.starts_background``).
         keeps_background: Whether the thread actor outlives this run, so
             background subagents may keep working after it ends.
+        stateless: The run's thread is thrown away when it ends (a server's
+            stateless run): a stop for a human's decision is an error then.
     """
 
     thread_id: str | None = None
@@ -227,6 +229,7 @@ class TreeContext:
     identity: Any = None
     background: Any = None
     keeps_background: bool = False
+    stateless: bool = False
 
 
 @dataclass(slots=True, kw_only=True, eq=False)

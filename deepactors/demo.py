@@ -173,27 +173,9 @@ def research_model(request: ModelRequest) -> AssistantMessage:
     results = [m for m in request.messages if isinstance(m, ToolMessage)]
     last = results[-1].name if results else None
     if not results:
-        named = topics != TOPICS or all(t in question.lower() for t in TOPICS)
-        intro = "" if named else f"My library covers {', '.join(TOPICS)}; I'll cover them all. "
-        remembered = _remembered(request)
-        if remembered:
-            intro = f"My memory says: {remembered[0]} " + intro
-        return AssistantMessage(
-            content=intro + "I'll plan this, then hand each topic to a researcher, all at once.",
-            tool_calls=[ToolCall(name="write_todos", args=_plan(0, topics))],
-        )
+        return _plan_step(request, question, topics)
     if last == "write_todos" and not any(m.name == "task" for m in results):
-        research = [
-            ToolCall(
-                name="task", args={"description": f"Research: {t}", "subagent_type": "researcher"}
-            )
-            for t in topics
-        ]
-        archive = ToolCall(
-            name="task",
-            args={"description": "Skim the whole archive for dates.", "subagent_type": "archivist"},
-        )
-        return AssistantMessage(tool_calls=[*research, archive])
+        return _fan_out_step(topics)
     if last == "task":
         notes = [f"/notes/{_slug(t)}.md" for t in topics]
         return AssistantMessage(
@@ -204,38 +186,76 @@ def research_model(request: ModelRequest) -> AssistantMessage:
             ],
         )
     if last == "read_file":
-        read = _paths_read(request)
-        sections = [
-            _notes_body(m.text)
-            for m in results
-            if m.name == "read_file" and read.get(m.tool_call_id, "").startswith("/notes/")
-        ]
-        sources = ", ".join(f"/notes/{_slug(t)}.md" for t in topics)
-        report = (
-            "# How the pieces fit\n\n"
-            + ONE_LINE_ANSWER
-            + "\n\n"
-            + "\n\n".join(sections)
-            + "\n\n"
-            + CONCLUSION
-            + f"\n\nSources: {sources}\n"
-        )
-        learned = f"- Asked about: {', '.join(topics)}."
-        return AssistantMessage(
-            content="Writing the report as the report-writing skill says, and noting the topic.",
-            tool_calls=[
-                ToolCall(name="write_file", args={"file_path": "/report.md", "content": report}),
-                ToolCall(name="write_todos", args=_plan(len(topics) + 1, topics)),
-                ToolCall(
-                    name="edit_file",
-                    args={
-                        "file_path": MEMORY_PATH,
-                        "old_string": MEMORY_LAST_LINE,
-                        "new_string": f"{MEMORY_LAST_LINE}\n{learned}",
-                    },
-                ),
-            ],
-        )
+        return _report_step(request, results, topics)
+    return _answer_step(request, topics)
+
+
+def _plan_step(request: ModelRequest, question: str, topics: tuple[str, ...]) -> AssistantMessage:
+    """The first answer: what the library covers, what memory says, and the plan."""
+    named = topics != TOPICS or all(t in question.lower() for t in TOPICS)
+    intro = "" if named else f"My library covers {', '.join(TOPICS)}; I'll cover them all. "
+    remembered = _remembered(request)
+    if remembered:
+        intro = f"My memory says: {remembered[0]} " + intro
+    return AssistantMessage(
+        content=intro + "I'll plan this, then hand each topic to a researcher, all at once.",
+        tool_calls=[ToolCall(name="write_todos", args=_plan(0, topics))],
+    )
+
+
+def _fan_out_step(topics: tuple[str, ...]) -> AssistantMessage:
+    """One researcher per topic and the archivist, all at once."""
+    research = [
+        ToolCall(name="task", args={"description": f"Research: {t}", "subagent_type": "researcher"})
+        for t in topics
+    ]
+    archive = ToolCall(
+        name="task",
+        args={"description": "Skim the whole archive for dates.", "subagent_type": "archivist"},
+    )
+    return AssistantMessage(tool_calls=[*research, archive])
+
+
+def _report_step(
+    request: ModelRequest, results: list[ToolMessage], topics: tuple[str, ...]
+) -> AssistantMessage:
+    """The notes read: write the report, finish the plan and note the topics in memory."""
+    read = _paths_read(request)
+    sections = [
+        _notes_body(m.text)
+        for m in results
+        if m.name == "read_file" and read.get(m.tool_call_id, "").startswith("/notes/")
+    ]
+    sources = ", ".join(f"/notes/{_slug(t)}.md" for t in topics)
+    report = (
+        "# How the pieces fit\n\n"
+        + ONE_LINE_ANSWER
+        + "\n\n"
+        + "\n\n".join(sections)
+        + "\n\n"
+        + CONCLUSION
+        + f"\n\nSources: {sources}\n"
+    )
+    learned = f"- Asked about: {', '.join(topics)}."
+    return AssistantMessage(
+        content="Writing the report as the report-writing skill says, and noting the topic.",
+        tool_calls=[
+            ToolCall(name="write_file", args={"file_path": "/report.md", "content": report}),
+            ToolCall(name="write_todos", args=_plan(len(topics) + 1, topics)),
+            ToolCall(
+                name="edit_file",
+                args={
+                    "file_path": MEMORY_PATH,
+                    "old_string": MEMORY_LAST_LINE,
+                    "new_string": f"{MEMORY_LAST_LINE}\n{learned}",
+                },
+            ),
+        ],
+    )
+
+
+def _answer_step(request: ModelRequest, topics: tuple[str, ...]) -> AssistantMessage:
+    """The last answer: where the report is, and the structured ``ResearchReport``."""
     noted = [line for line in _remembered(request) if line.startswith("Asked about")]
     memory = f" (Memory updated: {noted[-1]})" if noted else ""
     answer = ResearchReport(

@@ -11,6 +11,7 @@ Where a builtin means the same thing, the error subclasses it too, so
     ├── BudgetExceeded (RuntimeError)      a model call the run's budget cannot cover: not made
     ├── RunCancelled                       the run was cancelled through its handle
     ├── RuntimeClosed (RuntimeError)       a run was started on a runtime that has closed
+    ├── InterruptNeedsThread (RuntimeError)  a stateless run stopped for a human: run it on a thread
     ├── UnsupportedLoop (RuntimeError)     the running async library is not asyncio or trio
     ├── ToolError                          raise inside a tool: the model sees the message
     │   ├── ToolArgumentsError (ValueError)     the model's arguments do not fit the tool
@@ -82,6 +83,7 @@ __all__ = [
     "FileNotFound",
     "FileTooLarge",
     "InputError",
+    "InterruptNeedsThread",
     "InvalidPath",
     "InvalidPattern",
     "IsADirectory",
@@ -182,6 +184,11 @@ class RunCancelled(DeepActorsError):
 
 class RuntimeClosed(DeepActorsError, RuntimeError):
     """A run was started on a runtime that is closing or closed."""
+
+
+class InterruptNeedsThread(DeepActorsError, RuntimeError):
+    """A stateless run (a server's, thrown away when it ends) stopped for a human's
+    decision: nothing is kept to continue from, so it must run on a thread."""
 
 
 class UnsupportedLoop(DeepActorsError, RuntimeError):

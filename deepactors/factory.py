@@ -11,6 +11,10 @@ from ._factory_parts import (
     Parts,
     answer_layer,
     build_spec,
+    own_checkpointer,
+    own_store,
+    prompt_text,
+    schema_channels,
     tool_sources,
 )
 from ._subagent_config import read_subagent_config, remote_spec
@@ -24,6 +28,7 @@ from .backends import (
     check_execute,
 )
 from .errors import ConfigurationError
+from .messages import SystemMessage
 from .middleware import (
     DEFAULT_MAX_CONCURRENT_SUBAGENTS,
     GENERAL_PURPOSE,
@@ -41,6 +46,7 @@ from .middleware import (
     context_stack,
 )
 from .models import ChatModel
+from .state import Channel, default_channels
 from .tools import Tool, ToolLike
 
 if TYPE_CHECKING:
@@ -57,7 +63,7 @@ def create_deep_agent(
     model: str | ChatModel | None = None,
     tools: Sequence[ToolLike] | None = None,
     *,
-    system_prompt: str | None = None,
+    system_prompt: str | SystemMessage | None = None,
     middleware: Sequence[AgentMiddleware] = (),
     subagents: Sequence[SubAgentLike] | None = None,
     skills: Sequence[str] | None = None,
@@ -76,6 +82,8 @@ def create_deep_agent(
     max_concurrent_subagents_total: int | None = None,
     mcp_servers: Mapping[str, Any] | None = None,
     async_tasks: bool | None = None,
+    state_schema: type | None = None,
+    cache: object = None,
 ) -> DeepAgent:
     """Build a deep agent: a model, tools, and the default middleware stack.
 
@@ -93,7 +101,8 @@ def create_deep_agent(
         model: ``"anthropic:<model id>"`` or a :class:`~deepactors.models.ChatModel`.
         tools: Functions (sync or async, with type hints) or :class:`Tool` objects,
             and :class:`~deepactors.mcp.MCPServer` objects (their tools).
-        system_prompt: Your instructions; middleware sections are appended.
+        system_prompt: Your instructions (text, or a ``SystemMessage`` of text:
+            deepactors' or LangChain's); middleware sections are appended.
         middleware: Extra middleware, after the default stack.
         subagents: What ``task`` can start besides ``general-purpose``: dicts with
             ``name``, ``description``, ``system_prompt`` and optionally ``tools``,
@@ -109,6 +118,9 @@ def create_deep_agent(
         memory: Memory files (``AGENTS.md``) in the backend, shown to the model on
             every call and reloaded whenever they change.
         backend: Where the file tools keep files (default: in agent state).
+        checkpointer: Where threads are saved (``MemoryCheckpointer``,
+            ``SqliteCheckpointer``, ``PostgresCheckpointer``); LangGraph's
+            ``InMemorySaver`` stands for a ``MemoryCheckpointer`` (one per saver).
         store: Long-term key-value store for backends and memory.
         response_format: A schema (pydantic model class, dataclass, TypedDict or
             JSON schema dict) the run's final answer must fit, landing in
@@ -132,17 +144,44 @@ def create_deep_agent(
         max_concurrent_subagents_total: Subagents the whole tree may have working
             at once.
         mcp_servers: MCP servers whose tools the agent gets, by name: each an
-            :class:`~deepactors.mcp.MCPServer` or a dict in Claude Desktop's ``mcpServers``
-            shape (see ``docs/mcp.md``); subagents without ``tools`` get them too.
+            :class:`~deepactors.mcp.MCPServer` or a dict in Claude Desktop's
+            ``mcpServers`` shape (needs ``deepactors[mcp]``; see ``docs/mcp.md``).
+            Subagents without ``tools`` of their own get them too.
         async_tasks: The background-task tools (``start_async_task`` and
             company, :class:`~deepactors.middleware.AsyncSubAgentMiddleware`):
             True offers every subagent in the background too (the model chooses
             per call); None (default) offers those marked ``"background": True``
             (which ``task`` does not start); False refuses such marks.
+        state_schema: A ``TypedDict`` of state keys beyond ``messages``, ``todos``,
+            ``files`` and ``structured_response`` (deepagents' ``DeepAgentState``
+            extended, or LangChain's ``AgentState``): each becomes a channel of the
+            agent and its subagents, set by input, hooks and tools (see
+            ``docs/porting.md``).
+        cache: LangGraph's node cache, which has no counterpart here (there are no
+            graph nodes to cache): anything but None is refused.
 
     Raises:
         ConfigurationError: A bad argument, or one whose feature is not available.
     """
+    if cache is not None:
+        raise ConfigurationError(
+            "cache= is LangGraph's cache of graph nodes' results, and deepactors has no "
+            "graph nodes: drop it (prompt caching for Claude is on by default, "
+            "AnthropicPromptCachingMiddleware)"
+        )
+    prompt = prompt_text(system_prompt)
+    checkpointer = own_checkpointer(checkpointer)
+    store = own_store(store)
+    channels: dict[str, Channel] = {}
+    if state_schema is not None:
+        channels, untracked = schema_channels(
+            state_schema, default_channels(), owner="state_schema"
+        )
+        if untracked:
+            raise ConfigurationError(
+                f"state_schema key(s) {list(untracked)} are UntrackedValue, kept only for "
+                "one run: keep such values in a middleware's state_schema instead"
+            )
     rules = PermissionRules(permissions) if permissions else None
     # The tail runs innermost: a retry repeats only the model call, and the human
     # decides on the exact call that would run.
@@ -165,6 +204,7 @@ def create_deep_agent(
         rules=rules,
         saves=checkpointer is not None,
         mcp=mcp,
+        channels=channels,
     )
     specs = _subagent_specs(subagents or (), model=resolved, parts=parts, skills=skills)
     own_backend, guard = _guarded(backend, rules, parts)
@@ -184,7 +224,7 @@ def create_deep_agent(
     spec = build_spec(
         model=resolved,
         tools=user_tools,
-        system_prompt=system_prompt,
+        system_prompt=prompt,
         stack=[*stack, *answer_layer(response_format, resolved), *tail, *guard],
         parts=parts,
         backend=own_backend,

@@ -11,17 +11,29 @@ A ``before_*``/``after_*`` hook returns ``None`` or a state update (a dict of
 channel -> value); the special key ``"jump_to"`` (``"model"``, ``"tools"`` or
 ``"end"``) redirects the loop. A ``wrap_*`` hook may call its handler zero times
 (short-circuit), once, or several times (retry).
+
+Hooks are ``async def``. LangChain's async hook names (``abefore_model``,
+``awrap_model_call``, ...) are taken as the hook of the plain name, so a
+LangChain middleware ported by changing its import keeps working; a class is
+checked when it is defined: a sync hook, a hook given under both names, or a
+method named like a hook that is none (``before_tool``, ``wrap_model``) is a
+:class:`~deepactors.errors.ConfigurationError` then, never a hook silently not
+called. (LangChain's own middleware, sync hooks included, runs as it is through
+:mod:`deepactors.langchain`.)
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import inspect
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from .context import RunContext
+from .errors import ConfigurationError
 from .messages import AssistantMessage, ToolCall, ToolMessage
 from .models import ModelRequest
 from .state import Channel, State
@@ -89,6 +101,11 @@ class AgentMiddleware:
     channels: Mapping[str, Channel] = {}
     starts_background: bool = False
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _adopt_langchain_names(cls)
+        _check_hooks(cls)
+
     @property
     def name(self) -> str:
         """Identifies the middleware; a user middleware with a default's name replaces it."""
@@ -125,6 +142,81 @@ class AgentMiddleware:
 
 HOOKS = ("before_agent", "before_model", "after_model", "after_agent")
 WRAPS = ("wrap_model_call", "wrap_tool_call")
+ALL_HOOKS = (*HOOKS, *WRAPS)
+
+LANGCHAIN_ASYNC_NAMES: Mapping[str, str] = {f"a{hook}": hook for hook in ALL_HOOKS}
+"""LangChain's async hook names (``abefore_model``...) -> the hook they are here."""
+
+# What a misspelt or invented hook looks like: before_/after_ anything, or a wrap
+# of a model or tool (a helper named wrap_text is not taken for one).
+_HOOKISH = re.compile(r"^a?(?:before|after)_\w+$|^a?wrap_\w*(?:model|tool)\w*$")
+
+
+def unknown_hooks(cls: type, known: Sequence[str]) -> list[str]:
+    """Public methods of ``cls`` named like a hook that are none of ``known``.
+
+    Catches ``before_tool``, ``after_tools``, ``wrap_model``, ``befor_model``...:
+    a hook under a name the loop does not know would never be called.
+    """
+    found = []
+    for klass in cls.__mro__:
+        if klass.__module__.startswith(("deepactors.", "langchain.")) and klass is not cls:
+            break  # the library's own bases define only real hooks
+        for name, value in vars(klass).items():
+            if name.startswith("_") or name in known or not callable(value):
+                continue
+            if _HOOKISH.match(name) or difflib.get_close_matches(name, known, 1, 0.85):
+                found.append(name)
+    return found
+
+
+def _unknown_hook_error(cls: type, names: Sequence[str], known: Sequence[str]) -> str:
+    hints = []
+    for name in names:
+        near = difflib.get_close_matches(name, known, 1, 0.6)
+        hints.append(f"{name!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
+    return (
+        f"middleware {cls.__qualname__} has method(s) named like hooks that are none: "
+        f"{', '.join(hints)}; the hooks are {', '.join(known)}. Rename a hook to one of "
+        "them, or a helper method so that it starts with '_'"
+    )
+
+
+def _adopt_langchain_names(cls: type[AgentMiddleware]) -> None:
+    """``abefore_model`` and company, LangChain's async names, as the hooks they are."""
+    for lc_name, hook in LANGCHAIN_ASYNC_NAMES.items():
+        fn = vars(cls).get(lc_name)
+        if fn is None:
+            continue
+        if not inspect.iscoroutinefunction(fn):
+            raise ConfigurationError(
+                f"{cls.__qualname__}.{lc_name} must be 'async def' (LangChain's async hook)"
+            )
+        own = vars(cls).get(hook)
+        if own is not None and inspect.iscoroutinefunction(own):
+            raise ConfigurationError(
+                f"{cls.__qualname__} defines both {hook} and {lc_name}, which are the same "
+                f"hook here (deepactors' hooks are async): keep one"
+            )
+        # A sync hook beside it is LangChain's sync twin; the async one runs, as
+        # LangChain runs it in an async agent.
+        setattr(cls, hook, fn)
+
+
+def _check_hooks(cls: type[AgentMiddleware]) -> None:
+    for hook in ALL_HOOKS:
+        fn = vars(cls).get(hook)
+        if fn is not None and not inspect.iscoroutinefunction(fn):
+            raise ConfigurationError(
+                f"{cls.__qualname__}.{hook} must be 'async def': deepactors' hooks are async "
+                f"(a sync hook is awaited by nothing). Write 'async def {hook}', or subclass "
+                "langchain.agents.middleware.AgentMiddleware, whose sync hooks deepactors "
+                "runs with the langchain extra"
+            )
+    known = (*ALL_HOOKS, *LANGCHAIN_ASYNC_NAMES)
+    unknown = unknown_hooks(cls, known)
+    if unknown:
+        raise ConfigurationError(_unknown_hook_error(cls, unknown, known))
 
 
 def overrides(mw: AgentMiddleware, hook: str) -> bool:

@@ -57,7 +57,7 @@ from ._core.threads import (
     wait_for_stray_threads,
 )
 from .context import ToolRuntime
-from .errors import ConfigurationError, ToolArgumentsError
+from .errors import ConfigurationError, ToolArgumentsError, ToolError
 from .messages import (
     ContentBlock,
     ImageBlock,
@@ -71,11 +71,13 @@ from .messages import (
 __all__ = [
     "MAX_STRAY_THREADS",
     "Command",
+    "ProviderTool",
     "StrayThreadStatistics",
     "TooManyStrayThreads",
     "Tool",
     "ToolArgumentsError",
     "as_tool",
+    "provider_tool",
     "stray_thread_statistics",
     "tool",
     "tool_result_message",
@@ -158,8 +160,63 @@ class Tool:
                 raise ConfigurationError(f"tool {self.name!r} needs a ToolRuntime")
             kwargs[self.runtime_param] = runtime
         if self.is_async:
-            return await self.fn(**kwargs)
-        return await run_sync_in_thread(functools.partial(self.fn, **kwargs), name=self.name)
+            out = await self.fn(**kwargs)
+        else:
+            out = await run_sync_in_thread(functools.partial(self.fn, **kwargs), name=self.name)
+        if type(out).__name__ == "Command" and type(out).__module__.startswith("langgraph"):
+            # LangGraph's Command(update=...) from a plain function, as from a LangChain
+            # tool (deepagents' tools return it): deepactors' own, through the adapter.
+            adapter = importlib.import_module(_LANGCHAIN_ADAPTER)
+            return adapter.from_langgraph_command(out, tool_name=self.name)
+        return out
+
+
+@dataclass(slots=True, kw_only=True, eq=False)
+class ProviderTool(Tool):
+    """A tool the model's provider runs on its side, given as the provider's own dict.
+
+    ``tools=[{"type": "web_search_preview"}]`` (OpenAI's Responses API) or
+    ``{"type": "web_search_20250305", "name": "web_search"}`` (Anthropic): the
+    dict is sent to the model as given, beside the function tools, as LangChain
+    does with ``bind_tools``. The provider runs it; its results come back inside
+    the model's answer, so the agent never runs it (a call of it by a model that
+    did not run it gets an error result).
+
+    Attributes:
+        spec: The provider's tool definition.
+    """
+
+    spec: Mapping[str, Any] = field(default_factory=dict)
+
+
+def provider_tool(spec: Mapping[str, Any]) -> ProviderTool:
+    """A :class:`ProviderTool` for ``spec`` (named by its ``name``, else its ``type``).
+
+    Raises:
+        ConfigurationError: ``spec`` has no ``type`` (a string).
+    """
+    kind = spec.get("type")
+    if not isinstance(kind, str) or not kind:
+        raise ConfigurationError(
+            f"a tool given as a dict is a provider's own tool and needs a 'type': {dict(spec)!r}"
+        )
+    name = str(spec.get("name") or kind)
+
+    def refuse(**_: Any) -> str:
+        raise ToolError(f"{name} runs on the model provider's side, not in the agent")
+
+    return ProviderTool(
+        name=name,
+        description=str(spec.get("description", "")),
+        parameters={"type": "object", "properties": {}},
+        fn=refuse,
+        args_model=_ANY_ARGS,
+        is_async=False,
+        spec=dict(spec),
+    )
+
+
+_ANY_ARGS = create_model("provider_tool_args", __config__=ConfigDict(extra="allow"))
 
 
 @overload
@@ -197,8 +254,9 @@ def tool(
     return build(fn) if fn is not None else build
 
 
-def as_tool(obj: Tool | Callable[..., Any]) -> Tool:
-    """A :class:`Tool` as is, or a function made into one."""
+def as_tool(obj: Tool | Callable[..., Any] | Mapping[str, Any]) -> Tool:
+    """A :class:`Tool` as is, a function made into one, or a provider's tool dict
+    as a :class:`ProviderTool`."""
     if isinstance(obj, Tool):
         return obj
     if _is_langchain_tool(obj):
@@ -208,7 +266,12 @@ def as_tool(obj: Tool | Callable[..., Any]) -> Tool:
         return cast(Tool, convert(obj))
     if callable(obj):
         return _build_tool(obj, name=None, description=None)
-    raise ConfigurationError(f"not a tool: {obj!r} (pass a function, a Tool or a LangChain tool)")
+    if isinstance(obj, Mapping):
+        return provider_tool(obj)
+    raise ConfigurationError(
+        f"not a tool: {obj!r} (pass a function, a Tool, a LangChain tool, or a provider's "
+        "tool dict such as {'type': 'web_search_preview'})"
+    )
 
 
 _LANGCHAIN_ADAPTER = "deepactors.langchain"
@@ -369,7 +432,7 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-ToolLike = Tool | Callable[..., Any] | Callable[..., Awaitable[Any]]
+ToolLike = Tool | Callable[..., Any] | Callable[..., Awaitable[Any]] | Mapping[str, Any]
 
 
 def as_tools(items: Sequence[ToolLike] | None) -> list[Tool]:

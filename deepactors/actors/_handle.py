@@ -228,6 +228,40 @@ class ThreadHandle:
 
         await self._operate(op, forgets=True, timeout=timeout)
 
+    async def copy_from(self, source_id: str, *, timeout: float | None = None) -> int:
+        """Make this thread a copy of thread ``source_id``: its whole saved history.
+
+        An order of this (the new) thread, in its turn: the source's records, as
+        stored at that moment, rollback markers included, become this thread's
+        records ``1..n`` in one batch, so its state, its history and its forks
+        read as the source's did (their times become the copy's). The source is
+        only read.
+
+        Returns:
+            The number of records copied (0: the source has none).
+
+        Raises:
+            InputError: This thread already has records, or is the source.
+        """
+        if source_id == self.thread_id:
+            raise InputError("a thread cannot be copied onto itself")
+
+        async def op(checkpointer: Checkpointer, lease: ThreadLease) -> dict[str, Any]:
+            if lease.head:
+                raise InputError(f"thread {self.thread_id!r} is not empty: it cannot be a copy")
+            records = await checkpointer.read(source_id)
+            await checkpointer.put(
+                self.thread_id,
+                [
+                    CheckpointWrite(path=r.path, step=r.step, kind=r.kind, data=r.data)
+                    for r in records
+                ],
+            )
+            return {"copied": len(records)}
+
+        result = await self._operate(op, forgets=True, timeout=timeout)
+        return int(result["copied"])
+
     async def head(self, *, timeout: float | None = None) -> int:
         """The ``seq`` of the thread's newest record (0: none), read in turn.
 

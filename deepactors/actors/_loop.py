@@ -88,7 +88,6 @@ async def run_loop(spec: AgentSpec, state: State, run: RunContext) -> Usage | No
         # run): run them before asking the model anything.
         jump = "tools"
     step = 0
-    pacer = run.tree.pacer
     while jump != "end":
         await _check_deadline()
         if jump != "tools":
@@ -115,47 +114,7 @@ async def run_loop(spec: AgentSpec, state: State, run: RunContext) -> Usage | No
                     )
                 step += 1
                 run.step = step
-                journal = run.journal
-                if journal is not None:
-                    # Durable before the model is asked anything new.
-                    await journal.sync()
-                emit = run.emit
-                if emit is not None:
-                    model = spec.model
-                    emit(
-                        ModelCallStarted(
-                            path=run.path,
-                            run_id=run.run_id,
-                            step=step,
-                            model=model.model_name,
-                            provider=provider_of(model),
-                        )
-                    )
-                if debug:
-                    _log.debug("model call", path=run.path, step=step)
-                request = ModelRequest(
-                    # O(1): a view that never changes, not a copy per turn.
-                    messages=state.messages.view(),
-                    system_prompt=spec.system_prompt,
-                    tools=spec.tool_list,
-                    state=state,
-                    run=run,
-                    model=spec.model,
-                )
-                message = await spec.call_model(request)
-                run.add_usage(message.usage)
-                state.add_message(message)
-                if pacer is not None and pacer.due():
-                    # Answers arrive in waves (a fan-out's calls return
-                    # together): what follows waits for its slice. The next
-                    # pause is a tool call's start (or the next answer).
-                    await pacer.wait()
-                if emit is not None:
-                    emit(
-                        ModelCallFinished(
-                            path=run.path, run_id=run.run_id, step=step, message=message
-                        )
-                    )
+                await _model_turn(spec, state, run, step)
                 jump = await _apply_hooks(spec.after_model, state, run, debug)
                 if jump == "end":
                     break
@@ -169,6 +128,48 @@ async def run_loop(spec: AgentSpec, state: State, run: RunContext) -> Usage | No
     await _apply_hooks(spec.after_agent, state, run, debug)
     await _check_deadline()
     return run.usage
+
+
+async def _model_turn(spec: AgentSpec, state: State, run: RunContext, step: int) -> None:
+    """Ask the model once, through the ``wrap_model_call`` chain; append its answer."""
+    journal = run.journal
+    if journal is not None:
+        # Durable before the model is asked anything new.
+        await journal.sync()
+    emit = run.emit
+    if emit is not None:
+        model = spec.model
+        emit(
+            ModelCallStarted(
+                path=run.path,
+                run_id=run.run_id,
+                step=step,
+                model=model.model_name,
+                provider=provider_of(model),
+            )
+        )
+    if spec.debug:
+        _log.debug("model call", path=run.path, step=step)
+    request = ModelRequest(
+        # O(1): a view that never changes, not a copy per turn.
+        messages=state.messages.view(),
+        system_prompt=spec.system_prompt,
+        tools=spec.tool_list,
+        state=state,
+        run=run,
+        model=spec.model,
+    )
+    message = await spec.call_model(request)
+    run.add_usage(message.usage)
+    state.add_message(message)
+    pacer = run.tree.pacer
+    if pacer is not None and pacer.due():
+        # Answers arrive in waves (a fan-out's calls return together): what
+        # follows waits for its slice. The next pause is a tool call's start
+        # (or the next answer).
+        await pacer.wait()
+    if emit is not None:
+        emit(ModelCallFinished(path=run.path, run_id=run.run_id, step=step, message=message))
 
 
 async def _check_deadline() -> None:

@@ -18,7 +18,7 @@ from .._core.pacing import Pacer
 from ..backends import SandboxKey, sandbox_scope
 from ..budget import Budget, BudgetLedger, BudgetReport
 from ..context import RunContext, TreeContext, TreeSlot
-from ..errors import BudgetExceeded, InputError
+from ..errors import BudgetExceeded, InputError, InterruptNeedsThread
 from ..events import Event, Interrupted, RunStarted
 from ..filediff import FileRecord
 from ..interrupts import ActionRequest, Interrupt, interrupt_view, parse_decisions
@@ -178,6 +178,7 @@ async def execute_root(
         identity=run_input.identity,
         background=background,
         keeps_background=keeps_background,
+        stateless=run_input.stateless,
     )
     failure: Exception | None = None
     interrupted: list[ActionRequest] = []
@@ -357,6 +358,8 @@ async def _execute(session: Session, values: Mapping[str, Any]) -> list[ActionRe
             AssistantMessage(content=f"Stopped: {exc}.", stop_reason="budget_exhausted")
         )
     except Interrupt as exc:
+        if run.tree.stateless:
+            raise InterruptNeedsThread(_NEEDS_THREAD.format(tools=_tools_of(exc))) from None
         requests = [r.to_dict() for r in exc.requests]
         journal = run.journal
         if journal is not None:
@@ -365,3 +368,16 @@ async def _execute(session: Session, values: Mapping[str, Any]) -> list[ActionRe
             emit(Interrupted(path=run.path, run_id=run.run_id, requests=requests))
         return exc.requests
     return []
+
+
+_NEEDS_THREAD = (
+    "the run stopped for a human's decision on {tools}, but it is a stateless run: its "
+    "thread is thrown away when it ends, so nothing would be kept to continue from. "
+    "Run it on a thread (the SDK's threads.create(), then runs on that thread_id; "
+    "RemoteGraph with config={{'configurable': {{'thread_id': ...}}}})"
+)
+
+
+def _tools_of(exc: Interrupt) -> str:
+    names = sorted({r.tool for r in exc.requests})
+    return ", ".join(names) if names else "a tool call"

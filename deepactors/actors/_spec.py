@@ -169,6 +169,10 @@ class RunInput:
         context: The run's context, checked against the agent's ``context_schema``.
         budget: The budget of the run and every subagent under it, if any.
         identity: Who the run acts for (a server's authenticated caller), if anyone.
+        stateless: A run whose thread is thrown away when it ends (a server's
+            stateless run): it needs no checkpointer even if its agent may stop
+            for a human, and only an actual stop is an error (nothing would be
+            kept to continue from).
     """
 
     values: Mapping[str, Any]
@@ -179,6 +183,7 @@ class RunInput:
     context: Any = field(default_factory=dict)
     budget: Budget | None = None
     identity: Any = None
+    stateless: bool = False
 
 
 def prepare_input(

@@ -9,7 +9,7 @@ run again: its checkpointed result is used.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from .._core.loops import open_task_group
@@ -70,29 +70,12 @@ async def run_tools(
             emit(ToolCallStarted(path=run.path, run_id=run.run_id, call=call))
         done = resumed.pop(call.id, None) if resumed else None
         if done is None:
-            request = ToolCallRequest(
-                call=call, tool=spec.tools.get(call.name), state=state, run=run
-            )
             try:
-                out = await spec.call_tool(request)
+                done = await _call(spec, state, run, call)
             except Interrupt as exc:
                 # Waits for a human: no result; the siblings still run.
                 interrupts[i] = exc.requests
                 return
-            except (KeyboardInterrupt, SystemExit) as exc:
-                raise StopRequested(exc) from exc
-            except StopRequested:
-                raise  # from a subagent's own tool call
-            except Exception as exc:  # a wrap_tool_call middleware raised
-                out = error_result(call, f"{type(exc).__name__}: {exc}")
-            done = _command_message(call, out) if isinstance(out, Command) else (out, None)
-            if done[1]:
-                try:
-                    done = (done[0], state.check_update(done[1]))
-                except (ValueError, InputError) as exc:
-                    # A tool asked for an update the state cannot take: the model
-                    # learns, the state stays as it was.
-                    done = (error_result(call, f"the tool's state update was refused: {exc}"), None)
             journal = run.journal
             if journal is not None and not lone:
                 # Recorded as it finishes, so a resumed step does not run it
@@ -114,38 +97,86 @@ async def run_tools(
             if restore is not None:
                 restore()
     else:
-        # Calls of a tool with a cap (``task``: the run's subagents) past that
-        # cap wait here as indexes, not as tasks: 100,000 queued subagents cost
-        # a deque of ints until they start, and start in the model's order.
-        queues: dict[str, deque[int]] = {}
-        working: dict[str, int] = {}
+        await _fan_out(spec, run, calls, one)
+    _append_results(state, results)
+    pending = [r for i in sorted(interrupts) for r in interrupts[i]]
+    if pending:
+        raise Interrupt(pending)
 
-        async def worker(name: str, i: int) -> None:
-            queue = queues[name]
-            while True:
-                await one(i, calls[i])
-                if not queue:
-                    # No await between this check and the count: the spawner
-                    # below sees the worker gone before it queues another call.
-                    working[name] -= 1
-                    return
-                i = queue.popleft()
 
-        async with open_task_group() as tg:
-            tools = spec.tools
-            for i, call in enumerate(calls):
-                found = tools.get(call.name)
-                cap = None if found is None else found.max_concurrency
-                if cap is None:
-                    tg.start_soon(one, i, call)
-                elif working.get(call.name, 0) < cap:
-                    queues.setdefault(call.name, deque())
-                    working[call.name] = working.get(call.name, 0) + 1
-                    tg.start_soon(worker, call.name, i)
-                else:
-                    queues[call.name].append(i)
-                if pacer is not None and pacer.due():
-                    await pacer.wait()  # 10,000 spawns are a long step too
+async def _call(spec: AgentSpec, state: State, run: RunContext, call: ToolCall) -> ToolResult:
+    """Run one call through the ``wrap_tool_call`` chain; its result and checked update.
+
+    Raises:
+        Interrupt: The call waits for a human.
+        StopRequested: The process is stopping (Ctrl-C, ``SystemExit``).
+    """
+    request = ToolCallRequest(call=call, tool=spec.tools.get(call.name), state=state, run=run)
+    try:
+        out = await spec.call_tool(request)
+    except Interrupt:
+        raise
+    except (KeyboardInterrupt, SystemExit) as exc:
+        raise StopRequested(exc) from exc
+    except StopRequested:
+        raise  # from a subagent's own tool call
+    except Exception as exc:  # a wrap_tool_call middleware raised
+        out = error_result(call, f"{type(exc).__name__}: {exc}")
+    done = _command_message(call, out) if isinstance(out, Command) else (out, None)
+    if done[1]:
+        try:
+            done = (done[0], state.check_update(done[1]))
+        except (ValueError, InputError) as exc:
+            # A tool asked for an update the state cannot take: the model
+            # learns, the state stays as it was.
+            done = (error_result(call, f"the tool's state update was refused: {exc}"), None)
+    return done
+
+
+async def _fan_out(
+    spec: AgentSpec,
+    run: RunContext,
+    calls: Sequence[ToolCall],
+    one: Callable[[int, ToolCall], Coroutine[Any, Any, None]],
+) -> None:
+    """Run ``one`` for every call in a task group, each tool's cap kept."""
+    pacer = run.tree.pacer
+    # Calls of a tool with a cap (``task``: the run's subagents) past that
+    # cap wait here as indexes, not as tasks: 100,000 queued subagents cost
+    # a deque of ints until they start, and start in the model's order.
+    queues: dict[str, deque[int]] = {}
+    working: dict[str, int] = {}
+
+    async def worker(name: str, i: int) -> None:
+        queue = queues[name]
+        while True:
+            await one(i, calls[i])
+            if not queue:
+                # No await between this check and the count: the spawner
+                # below sees the worker gone before it queues another call.
+                working[name] -= 1
+                return
+            i = queue.popleft()
+
+    async with open_task_group() as tg:
+        tools = spec.tools
+        for i, call in enumerate(calls):
+            found = tools.get(call.name)
+            cap = None if found is None else found.max_concurrency
+            if cap is None:
+                tg.start_soon(one, i, call)
+            elif working.get(call.name, 0) < cap:
+                queues.setdefault(call.name, deque())
+                working[call.name] = working.get(call.name, 0) + 1
+                tg.start_soon(worker, call.name, i)
+            else:
+                queues[call.name].append(i)
+            if pacer is not None and pacer.due():
+                await pacer.wait()  # 10,000 spawns are a long step too
+
+
+def _append_results(state: State, results: Sequence[ToolResult | None]) -> None:
+    """Append the calls' results in call order, each with its update applied."""
     for item in results:
         if item is None:
             continue  # interrupted: answered when the run resumes
@@ -157,6 +188,3 @@ async def run_tools(
                 # The merge outcome (conflicts above all) is for the model to read.
                 message = message.model_copy(update={"content": f"{message.text}\n\n{note}"})
         state.add_message(message)
-    pending = [r for i in sorted(interrupts) for r in interrupts[i]]
-    if pending:
-        raise Interrupt(pending)

@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, ClassVar
 
+import anyio
+import sniffio
+
 from ..actors import (
+    AgentSpec,
     EventStream,
     RunHandle,
     RunInput,
@@ -27,7 +32,8 @@ from ..actors import (
 from ..budget import Budget
 from ..errors import InputError
 from ..lc_views import LangGraphStream
-from ..middleware import aclose_tree_models
+from ..middleware import tree_models
+from ..models import SupportsAclose
 from ..tools import Command
 from ._config import check_timeout, read_config, warn_if_unsaved
 from ._lg_stream import StreamParts
@@ -179,21 +185,21 @@ class DeepAgent(AgentParts, SavedThreads):
         backend: str = "asyncio",
         **kwargs: Any,
     ) -> dict[str, Any]:
-        """Blocking :meth:`ainvoke`, on a fresh event loop of ``backend``.
+        """Blocking :meth:`ainvoke`, on the kept event loop of ``backend``.
 
-        Works in a plain script and also from a thread whose event loop is already
-        running (a notebook cell): the run then gets a loop in a worker thread.
+        Every sync call of the process runs on one loop per backend that lives in a
+        daemon thread (see :mod:`deepactors.actors._sync`): any number of calls, from
+        any thread, also from one whose own loop is running (a notebook cell). Models'
+        clients made on it (LangChain's cached ones too) stay valid between calls.
         """
 
         _check_kwargs("invoke", DeepAgent.ainvoke, kwargs)
 
-        async def invoke_and_close() -> dict[str, Any]:
-            try:
+        async def invoke() -> dict[str, Any]:
+            async with _sync_use(self._spec):
                 return await self.ainvoke(input, config, **kwargs)
-            finally:
-                await aclose_tree_models(self._spec)
 
-        return run_sync(invoke_and_close, backend=backend)
+        return run_sync(invoke, backend=backend)
 
     def stream(
         self,
@@ -203,19 +209,17 @@ class DeepAgent(AgentParts, SavedThreads):
         backend: str = "asyncio",
         **kwargs: Any,
     ) -> Iterator[Any]:
-        """Blocking :meth:`astream`: yields events (or, with ``stream_mode``, parts)."""
+        """Blocking :meth:`astream`: yields events (or, with ``stream_mode``, parts),
+        on the kept event loop of ``backend`` (as :meth:`invoke`)."""
 
         _check_kwargs("stream", DeepAgent.astream, kwargs)
 
         @asynccontextmanager
-        async def events_then_close() -> AsyncIterator[EventStream | StreamParts]:
-            try:
-                async with self.astream(input, config, **kwargs) as events:
-                    yield events
-            finally:
-                await aclose_tree_models(self._spec)
+        async def opened() -> AsyncIterator[EventStream | StreamParts]:
+            async with _sync_use(self._spec), self.astream(input, config, **kwargs) as events:
+                yield events
 
-        return stream_sync(events_then_close, backend=backend)
+        return stream_sync(opened, backend=backend)
 
     def _prepare(
         self,
@@ -235,6 +239,41 @@ class DeepAgent(AgentParts, SavedThreads):
             run_input = dataclasses.replace(run_input, max_steps=options.max_steps)
         warn_if_unsaved(options.thread_id, checkpointer=self._spec.checkpointer, runtime=runtime)
         return options.thread_id, run_input
+
+
+# Sync calls run on the kept loops (actors._sync), where a model's HTTP client made
+# for one call would live as long as the process. Each is closed when the last sync
+# call using its model on that loop ends: a program that builds agents on the fly
+# keeps no client per model for good, and no call closes a client another call of
+# the same model is still using.
+_sync_users: dict[tuple[int, str], int] = {}
+_sync_users_lock = threading.Lock()
+
+
+@asynccontextmanager
+async def _sync_use(spec: AgentSpec) -> AsyncIterator[None]:
+    loop = sniffio.current_async_library()
+    models = [m for m in tree_models(spec) if isinstance(m, SupportsAclose)]
+    with _sync_users_lock:
+        for model in models:
+            key = (id(model), loop)
+            _sync_users[key] = _sync_users.get(key, 0) + 1
+    try:
+        yield
+    finally:
+        last = []
+        with _sync_users_lock:
+            for model in models:
+                key = (id(model), loop)
+                left = _sync_users[key] - 1
+                if left:
+                    _sync_users[key] = left
+                else:
+                    del _sync_users[key]
+                    last.append(model)
+        with anyio.CancelScope(shield=True):
+            for model in last:
+                await model.aclose()
 
 
 def _check_kwargs(name: str, target: Any, kwargs: Mapping[str, Any]) -> None:

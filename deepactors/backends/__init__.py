@@ -17,10 +17,7 @@ paths (:func:`normalize_path`).
 """
 
 from .._core.public import publish as _publish
-from ._bwrap import BubblewrapSandbox as BubblewrapSandbox
-from ._bwrap_workspace import BubblewrapWorkspace as BubblewrapWorkspace
 from ._composite import CompositeBackend as CompositeBackend
-from ._container import ContainerSandbox as ContainerSandbox
 from ._filesystem import FilesystemBackend as FilesystemBackend
 from ._links import APPROVED as APPROVED
 from ._links import resolve_links as resolve_links
@@ -41,15 +38,20 @@ from ._protocol import GrepResult as GrepResult
 from ._protocol import ReadWindow as ReadWindow
 from ._protocol import WriteResult as WriteResult
 from ._protocol import check_version as check_version
-from ._sandbox import SandboxBackend as SandboxBackend
-from ._sandbox import SandboxKey as SandboxKey
-from ._sandbox import SandboxLimits as SandboxLimits
-from ._sandbox import SandboxProvider as SandboxProvider
-from ._sandbox import current_sandbox_key as current_sandbox_key
-from ._sandbox import sandbox_scope as sandbox_scope
 from ._shell import LocalShellBackend as LocalShellBackend
 from ._state import StateBackend as StateBackend
 from ._store import StoreBackend as StoreBackend
+from ._text import apply_edit as apply_edit
+from ._text import split_lines as split_lines
+from .sandbox import BubblewrapSandbox as BubblewrapSandbox
+from .sandbox import BubblewrapWorkspace as BubblewrapWorkspace
+from .sandbox import ContainerSandbox as ContainerSandbox
+from .sandbox import SandboxBackend as SandboxBackend
+from .sandbox import SandboxKey as SandboxKey
+from .sandbox import SandboxLimits as SandboxLimits
+from .sandbox import SandboxProvider as SandboxProvider
+from .sandbox import current_sandbox_key as current_sandbox_key
+from .sandbox import sandbox_scope as sandbox_scope
 
 __all__ = [
     "ABSENT",
@@ -79,12 +81,14 @@ __all__ = [
     "StateBackend",
     "StoreBackend",
     "WriteResult",
+    "apply_edit",
     "check_execute",
     "check_version",
     "current_sandbox_key",
     "normalize_path",
     "resolve_links",
     "sandbox_scope",
+    "split_lines",
 ]
 
 # Reprs and tracebacks name the public package, not the private module (see _core.public).

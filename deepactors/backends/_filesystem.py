@@ -100,7 +100,8 @@ class FilesystemBackend(FilesOnly):
     concurrent edits do not lose updates, and an ``expected_version`` is checked
     under the same lock as the write.
 
-    ``grep`` uses ripgrep when it is on ``PATH``, else Python: identical results.
+    ``grep`` uses ripgrep when it is on ``PATH`` and Python otherwise, with
+    identical results.
 
     Args:
         root: The folder that is ``/``. Until it exists it reads as an empty
@@ -131,7 +132,8 @@ class FilesystemBackend(FilesOnly):
         # A relative root needs the working folder (one getcwd) to pin it now.
         root = os.fspath(root if root is not None else root_dir or ".")
         self.root = os.path.normpath(root) if os.path.isabs(root) else os.path.abspath(root)
-        self.max_read_bytes, self.max_write_bytes = max_read_bytes, max_write_bytes
+        self.max_read_bytes = max_read_bytes
+        self.max_write_bytes = max_write_bytes
         self._use_ripgrep = use_ripgrep
         self._rg: str | None = None
         self._write_lock = threading.Lock()

@@ -271,33 +271,10 @@ class _Translator:
         if ch.isdigit():
             return self.number(ch, in_class=in_class)
         if ch in "xuU":
-            size = {"x": 2, "u": 4, "U": 8}[ch]
-            if ch == "x" and self.peek() == "{":
-                end = src.find("}", self.i)
-                digits = src[self.i + 1 : end] if end > 0 else ""
-                self.i = end + 1 if end > 0 else self.i
-            else:
-                digits = src[self.i : self.i + size]
-                self.i += size
-                if len(digits) != size:
-                    digits = ""
-            try:
-                code = int(digits, 16)
-                if code > 0x10FFFF:
-                    raise ValueError(code)
-            except ValueError:
-                raise self.error(f"bad escape \\{ch}{digits}") from None
+            code = self.hex_escape(ch)
             return _hex(code), _hex(code)
         if ch == "N":
-            end = src.find("}", self.i)
-            if self.peek() != "{" or end < 0:
-                raise self.error("bad escape \\N (use \\N{NAME})")
-            name = src[self.i + 1 : end]
-            self.i = end + 1
-            try:
-                code = ord(unicodedata.lookup(name))
-            except KeyError:
-                raise self.error(f"undefined character name {name!r}") from None
+            code = self.named_escape()
             return _hex(code), _hex(code)
         if ch in "pP":
             if self.peek() == "{":
@@ -310,10 +287,7 @@ class _Translator:
             text = src[start : self.i]
             return text, text
         if ch == "Q":
-            end = src.find("\\E", self.i)
-            literal = src[self.i : end if end >= 0 else len(src)]
-            self.i = end + 2 if end >= 0 else len(src)
-            text = "".join(_literal(c, in_class=in_class) for c in literal)
+            text = self.quoted(in_class=in_class)
             return text, text
         if ch == "C":
             raise _unsupported(src, "\\C (a single byte) escapes")
@@ -324,6 +298,48 @@ class _Translator:
             raise self.error(f"bad escape \\{ch}")
         lit = _literal(ch, in_class=in_class)
         return lit, lit
+
+    def hex_escape(self, ch: str) -> int:
+        r"""The code point of a hex escape: ``\xhh``, ``\x{h...}``, ``\uhhhh``, ``\Uhhhhhhhh``."""
+        src = self.src
+        size = {"x": 2, "u": 4, "U": 8}[ch]
+        if ch == "x" and self.peek() == "{":
+            end = src.find("}", self.i)
+            digits = src[self.i + 1 : end] if end > 0 else ""
+            self.i = end + 1 if end > 0 else self.i
+        else:
+            digits = src[self.i : self.i + size]
+            self.i += size
+            if len(digits) != size:
+                digits = ""
+        try:
+            code = int(digits, 16)
+            if code > 0x10FFFF:
+                raise ValueError(code)
+        except ValueError:
+            raise self.error(f"bad escape \\{ch}{digits}") from None
+        return code
+
+    def named_escape(self) -> int:
+        r"""The code point of ``\N{NAME}`` (a Unicode character name)."""
+        src = self.src
+        end = src.find("}", self.i)
+        if self.peek() != "{" or end < 0:
+            raise self.error("bad escape \\N (use \\N{NAME})")
+        name = src[self.i + 1 : end]
+        self.i = end + 1
+        try:
+            return ord(unicodedata.lookup(name))
+        except KeyError:
+            raise self.error(f"undefined character name {name!r}") from None
+
+    def quoted(self, *, in_class: bool) -> str:
+        r"""``\Q...\E``: the text between, every character a literal (to the end without ``\E``)."""
+        src = self.src
+        end = src.find("\\E", self.i)
+        literal = src[self.i : end if end >= 0 else len(src)]
+        self.i = end + 2 if end >= 0 else len(src)
+        return "".join(_literal(c, in_class=in_class) for c in literal)
 
     def number(self, first: str, *, in_class: bool) -> tuple[str, str]:
         r"""``\0``, ``\012``, ``\123`` are octal; ``\1``..``\99`` are backreferences."""

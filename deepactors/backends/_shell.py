@@ -11,6 +11,7 @@ from collections.abc import Mapping
 import anyio
 
 from deepactors.backends._filesystem import MIB, FilesystemBackend
+from deepactors.backends._output import CappedOutput
 from deepactors.backends._protocol import ExecuteResult
 
 __all__ = ["LocalShellBackend"]
@@ -49,7 +50,8 @@ class LocalShellBackend(FilesystemBackend):
     running after a normal exit.
 
     Args:
-        root: The folder that is ``/`` and the commands' working folder.
+        root: The folder that is ``/`` and the commands' working folder
+            (default: the current folder); ``root_dir=`` is deepagents' name for it.
         timeout: Default seconds a command may run.
         max_output_bytes: Output beyond this is dropped (still drained, so the
             command never blocks on a full pipe) and a note says so.
@@ -63,13 +65,16 @@ class LocalShellBackend(FilesystemBackend):
         max_read_bytes: See :class:`FilesystemBackend`.
         max_write_bytes: See :class:`FilesystemBackend`.
         use_ripgrep: See :class:`FilesystemBackend`.
+        root_dir: ``root``, by deepagents' name (give one of the two).
+        virtual_mode: deepagents' option; only ``True`` (paths confined to the
+            root), as for :class:`FilesystemBackend`.
     """
 
     can_execute = True
 
     def __init__(
         self,
-        root: str | os.PathLike[str],
+        root: str | os.PathLike[str] | None = None,
         *,
         timeout: float = 120,
         max_output_bytes: int = 100_000,
@@ -79,12 +84,16 @@ class LocalShellBackend(FilesystemBackend):
         max_read_bytes: int = 10 * MIB,
         max_write_bytes: int = 10 * MIB,
         use_ripgrep: bool | None = None,
+        root_dir: str | os.PathLike[str] | None = None,
+        virtual_mode: bool = True,
     ) -> None:
         super().__init__(
             root,
             max_read_bytes=max_read_bytes,
             max_write_bytes=max_write_bytes,
             use_ripgrep=use_ripgrep,
+            root_dir=root_dir,
+            virtual_mode=virtual_mode,
         )
         self.timeout = timeout
         self.max_output_bytes = max_output_bytes
@@ -128,20 +137,15 @@ class LocalShellBackend(FilesystemBackend):
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        kept = bytearray()
-        total = 0
+        output = CappedOutput(self.max_output_bytes)
         timed_out = False
         lingering = False  # sh exited, but something it started still holds the output
         drained = anyio.Event()
 
         async def drain() -> None:
-            nonlocal total, kept
             assert process.stdout is not None
             async for chunk in process.stdout:
-                total += len(chunk)
-                room = self.max_output_bytes - len(kept)
-                if room > 0:
-                    kept += chunk[:room]
+                output.add(chunk)
             drained.set()
 
         try:
@@ -165,24 +169,20 @@ class LocalShellBackend(FilesystemBackend):
             # after SIGKILL, wait() returns at once.
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                 await process.aclose()
-        truncated = total > len(kept)
-        output = kept.decode("utf-8", errors="replace")
-        if truncated:
-            output += (
-                f"\n[output truncated: showing the first {len(kept)} of {total} bytes; "
-                "redirect to a file and read or grep it for the rest]"
-            )
+        text = output.text()
+        if output.truncated:
+            text += output.truncation_note()
         if timed_out:
-            output += f"\n[command timed out after {limit:g} seconds and was killed]"
+            text += f"\n[command timed out after {limit:g} seconds and was killed]"
         elif lingering:
-            output += (
+            text += (
                 "\n[the command exited, but background processes it started still held "
                 "its output; they were stopped. Redirect a background process's output "
                 "(cmd > log 2>&1 &) to keep it running]"
             )
         return ExecuteResult(
-            output=output,
+            output=text,
             exit_code=None if timed_out else process.returncode,
-            truncated=truncated,
+            truncated=output.truncated,
             timed_out=timed_out,
         )

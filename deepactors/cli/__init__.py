@@ -4,7 +4,8 @@
 deep agent (on Claude by default, ``ANTHROPIC_API_KEY``; ``--model provider:model``
 for any other) with the live event view, and prints its usage and cost at the end;
 ``deepactors serve [module:agent]`` serves an agent over HTTP (LangGraph's protocol);
-``deepactors mcp [module:agent]`` serves one as an MCP server (stdio, or ``--http``).
+``deepactors mcp [module:agent]`` serves one as an MCP server (stdio, or ``--http``);
+``deepactors acp [module:agent]`` serves one to a code editor (Agent Client Protocol, stdio).
 """
 
 from __future__ import annotations
@@ -20,9 +21,12 @@ from typing import TYPE_CHECKING
 import anyio
 
 from .._core.logs import LOG_FORMATS, LOG_LEVELS, configure_logging
+from ._acp import add_acp_command
 from ._mcp import add_mcp_command, read_mcp_servers
 
 if TYPE_CHECKING:
+    from ..agent import DeepAgent
+    from ..backends import BubblewrapSandbox
     from ..messages import Usage
 
 __all__ = ["build_parser", "main", "usage_line"]
@@ -57,13 +61,87 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run(args: argparse.Namespace) -> int:
+# The key each built-in provider's SDK reads, checked before anything starts.
+_PROVIDER_KEYS = {
+    "anthropic": "ANTHROPIC_API_KEY",
+    "openai": "OPENAI_API_KEY",
+    "openai-responses": "OPENAI_API_KEY",
+}
+
+
+def _missing_key(model: str | None) -> str | None:
+    """The one line ``run`` prints when ``model``'s provider needs a key not set."""
     import os
 
+    provider = (model or "anthropic:").partition(":")[0]
+    var = _PROVIDER_KEYS.get(provider)
+    if var is None or os.environ.get(var):
+        return None
+    if provider == "anthropic":
+        return (
+            "deepactors run on Claude needs ANTHROPIC_API_KEY; or choose another model with "
+            "--model (openai:gpt-5.5, ollama:llama3.3, ...). To see the runtime without a key, "
+            "run `deepactors demo`."
+        )
+    return (
+        f"deepactors run on {model} needs {var} (and OPENAI_BASE_URL for another "
+        "OpenAI-compatible server); or choose another model with --model. To see the "
+        "runtime without a key, run `deepactors demo`."
+    )
+
+
+def _run_agent(args: argparse.Namespace) -> tuple[DeepAgent, BubblewrapSandbox | None]:
+    """The agent ``run`` runs (``--agent module:attribute``, or one built from the
+    options), and the sandbox it works in, when ``--sandbox`` made one.
+
+    Raises:
+        ConfigurationError: A bad option or agent (printed as one line, exit 2).
+    """
+    from pathlib import Path
+
+    from ..agent import DeepAgent, load_target
+    from ..errors import ConfigurationError
+    from ..factory import create_deep_agent
+
+    checkpointer = None
+    if args.db:
+        from ..persistence import open_checkpointer
+
+        try:
+            checkpointer = open_checkpointer(args.db)  # a file, or a postgresql:// URL
+        except ImportError as exc:
+            raise ConfigurationError(f"--db {args.db}: {exc}") from None
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"--db {args.db}: {exc}") from None
+    if args.agent:
+        given = [f"--{o}" for o in ("model", "mcp", "sandbox") if getattr(args, o)]
+        if given:
+            raise ConfigurationError(
+                f"{', '.join(given)} with --agent: the agent brings its own; give one or the other"
+            )
+        agent = load_target(args.agent, Path.cwd())
+        if not isinstance(agent, DeepAgent):
+            raise ConfigurationError(f"--agent {args.agent} is not a DeepAgent: {agent!r}")
+        if checkpointer is not None:  # --db is where the thread is kept, as for serve
+            agent = type(agent)(dataclasses.replace(agent.spec, checkpointer=checkpointer))
+        return agent, None
+    sandbox = None
+    if args.sandbox:
+        from ..backends import BubblewrapSandbox
+
+        # The model's commands and files in a workspace under this folder,
+        # isolated from the host (Linux namespaces; no network).
+        sandbox = BubblewrapSandbox(args.sandbox)
+    servers = read_mcp_servers(args.mcp) if args.mcp else None
+    agent = create_deep_agent(
+        args.model or None, checkpointer=checkpointer, mcp_servers=servers, backend=sandbox
+    )
+    return agent, sandbox
+
+
+def _run(args: argparse.Namespace) -> int:
     from ..errors import ConfigurationError, DeepActorsError
     from ..events import RunFinished
-    from ..factory import create_deep_agent
-    from ..middleware import aclose_tree_models
     from ._live import View, open_view
 
     configure_logging(args.log_level, args.log_format)
@@ -74,60 +152,30 @@ def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    model = args.model or None
-    if (model is None or str(model).startswith("anthropic:")) and not os.environ.get(
-        "ANTHROPIC_API_KEY"
-    ):
-        print(
-            "deepactors run on Claude needs ANTHROPIC_API_KEY; or choose another model with "
-            "--model (openai:gpt-5.5, ollama:llama3.3, ...). To see the runtime without a key, "
-            "run `deepactors demo`.",
-            file=sys.stderr,
-        )
+    missing = None if args.agent else _missing_key(args.model)
+    if missing is not None:
+        print(missing, file=sys.stderr)
         return 2
-    checkpointer = None
-    if args.db:
-        from ..persistence import open_checkpointer
-
-        try:
-            checkpointer = open_checkpointer(args.db)  # a file, or a postgresql:// URL
-        except (ImportError, ConfigurationError) as exc:
-            print(f"error: --db {args.db}: {exc}", file=sys.stderr)
-            return 2
-    sandbox = None
-    if args.sandbox:
-        from ..backends import BubblewrapSandbox
-
-        # The model's commands and files in a workspace under this folder,
-        # isolated from the host (Linux namespaces; no network).
-        sandbox = BubblewrapSandbox(args.sandbox)
     try:
-        servers = read_mcp_servers(args.mcp) if args.mcp else None
-        agent = create_deep_agent(
-            model, checkpointer=checkpointer, mcp_servers=servers, backend=sandbox
-        )
+        agent, sandbox = _run_agent(args)
     except ConfigurationError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    thread = args.thread or ("cli" if checkpointer is not None else None)
+    thread = args.thread or ("cli" if agent.spec.checkpointer is not None else None)
     question = " ".join(args.question)
 
     spent: list[Usage | None] = [None]
 
     async def main(view: View) -> None:
-        try:
-            async with contextlib.AsyncExitStack() as stack:
-                if sandbox is not None:
-                    await stack.enter_async_context(sandbox)  # SandboxUnavailable: said below
-                async with agent.astream(
-                    question, thread_id=thread, timeout=args.timeout
-                ) as events:
-                    async for event in events:
-                        view.feed(event)
-                        if isinstance(event, RunFinished) and "/" not in event.path:
-                            spent[0] = event.usage  # the top run's: the whole tree's
-        finally:
-            await aclose_tree_models(agent.spec)
+        async with contextlib.AsyncExitStack() as stack:
+            if sandbox is not None:
+                await stack.enter_async_context(sandbox)  # SandboxUnavailable: said below
+            stack.push_async_callback(_close_models, agent)
+            async with agent.astream(question, thread_id=thread, timeout=args.timeout) as events:
+                async for event in events:
+                    view.feed(event)
+                    if isinstance(event, RunFinished) and "/" not in event.path:
+                        spent[0] = event.usage  # the top run's: the whole tree's
 
     try:
         with open_view() as view:
@@ -138,6 +186,12 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         print(usage_line(spent[0]))
     return 0
+
+
+async def _close_models(agent: DeepAgent) -> None:
+    from ..middleware import aclose_tree_models
+
+    await aclose_tree_models(agent.spec)
 
 
 def usage_line(usage: Usage | None) -> str:
@@ -172,14 +226,19 @@ def _serve(args: argparse.Namespace) -> int:
         log_format=args.log_format,
         cors_origins=tuple(args.cors_origin),
         allowed_hosts=tuple(args.allowed_host),
+        trusted_proxies=tuple(args.trusted_proxy),
         insecure=args.insecure,
         auth=args.auth,
+        webhooks=not args.no_webhooks,
+        webhook_allowed_hosts=tuple(args.webhook_allow_host),
         # Not given: ServeOptions' defaults (not imported to build the parser:
         # the server's modules would slow every command's start).
         **{name: getattr(args, name) for name in _LIMITS if getattr(args, name) is not None},
     )
     if options.max_streams_per_client == 0:
         options = dataclasses.replace(options, max_streams_per_client=None)
+    if options.max_runs_per_client == 0:
+        options = dataclasses.replace(options, max_runs_per_client=None)
     if options.run_retention == float("inf"):
         options = dataclasses.replace(options, run_retention=None)
     try:
@@ -197,6 +256,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"deepactors {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_demo(sub)
+    _add_run(sub)
+    _add_serve(sub)
+    add_mcp_command(sub)
+    add_acp_command(sub)
+    return parser
+
+
+def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``deepactors demo``: the offline demo."""
     demo = sub.add_parser("demo", help="run the offline demo on a deterministic model")
     demo.add_argument(
         "question",
@@ -204,15 +273,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="the question; the demo researches the library topics it names (actors, "
         "structured concurrency, cancellation), all of them if it names none",
     )
-    demo.add_argument("--loop", choices=("asyncio", "trio"), default="asyncio", help=_LOOP_HELP)
+    _loop_option(demo, _LOOP_HELP)
     _log_options(demo, "warning")
     demo.set_defaults(func=_demo)
+
+
+def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``deepactors run``: the deep agent with the live view."""
     run = sub.add_parser("run", help="run the deep agent with a live event view")
     run.add_argument("question", nargs="+", help="what to ask")
     run.add_argument(
         "--model",
         help="provider:model, e.g. anthropic:claude-sonnet-5-5 (the default), openai:gpt-5.5, "
         "openai-responses:gpt-5.5, ollama:llama3.3, vllm:<model>, openrouter:<vendor/model>",
+    )
+    run.add_argument(
+        "--agent",
+        metavar="TARGET",
+        help="run your agent instead: module:attribute or file.py:attribute of a DeepAgent "
+        "(or a function of no arguments returning one), as `deepactors serve` takes it",
     )
     run.add_argument("--thread", help="thread id to continue (with --db)")
     run.add_argument("--db", help="SQLite file or postgresql:// URL that keeps threads across runs")
@@ -229,9 +308,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the agent's files and shell commands in a bubblewrap sandbox whose "
         "workspace lives under DIR (Linux, Debian's bubblewrap; no network)",
     )
-    run.add_argument("--loop", choices=("asyncio", "trio"), default="asyncio", help=_LOOP_HELP)
+    _loop_option(run, _LOOP_HELP)
     _log_options(run, "warning")
     run.set_defaults(func=_run)
+
+
+def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``deepactors serve``: an agent on the LangGraph Agent Protocol."""
     serve = sub.add_parser(
         "serve",
         help="serve an agent on the LangGraph Agent Protocol (langgraph-sdk, Agent Chat UI)",
@@ -249,12 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="SQLite file or postgresql:// URL that keeps threads and the store "
         "(with PostgreSQL, runs are shared between processes too)",
     )
-    serve.add_argument(
-        "--loop",
-        choices=("asyncio", "trio"),
-        default="asyncio",
-        help="asyncio serves with uvicorn, trio with hypercorn",
-    )
+    _loop_option(serve, "asyncio serves with uvicorn, trio with hypercorn")
     serve.add_argument(
         "--workers",
         type=int,
@@ -267,10 +345,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: --db when it is PostgreSQL)",
     )
     _serve_safety_options(serve)
+    _serve_platform_options(serve)
     _log_options(serve, "info")
     serve.set_defaults(func=_serve)
-    add_mcp_command(sub)
-    return parser
+
+
+def _loop_option(parser: argparse.ArgumentParser, help_text: str) -> None:
+    parser.add_argument("--loop", choices=("asyncio", "trio"), default="asyncio", help=help_text)
 
 
 _LIMITS = (
@@ -278,9 +359,12 @@ _LIMITS = (
     "body_timeout",
     "header_timeout",
     "max_streams_per_client",
+    "max_runs_per_client",
     "run_retention",
     "idle_timeout",
     "stream_log_bytes",
+    "store_ttl",
+    "thread_ttl",
 )
 
 
@@ -314,6 +398,24 @@ def _serve_safety_options(serve: argparse.ArgumentParser) -> None:
         help="a name the Host header may give, NAME or NAME:PORT (repeatable; '*' for any). "
         "Always served: localhost, 127.0.0.1, [::1] and --host, at --port",
     )
+    _serve_limit_options(serve)
+    serve.add_argument(
+        "--auth",
+        metavar="SPEC",
+        help="authenticate clients: keys-file:PATH (API keys, 'key user' lines or JSON), "
+        "keys-env:VAR (key=user,...), or module:attribute naming an Auth "
+        "(deepactors.server.auth, e.g. jwt_bearer); threads are then each user's own",
+    )
+    serve.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve a --host other than loopback without authentication (anyone who can "
+        "reach it can run the agents)",
+    )
+
+
+def _serve_limit_options(serve: argparse.ArgumentParser) -> None:
+    # Not given: ServeOptions' defaults, which the help names.
     serve.add_argument(
         "--max-body",
         type=int,
@@ -337,8 +439,25 @@ def _serve_safety_options(serve: argparse.ArgumentParser) -> None:
         "--max-streams-per-client",
         type=int,
         metavar="N",
-        help="streams, waits and joins one client address may have open at once "
+        help="streams, waits and joins one client (its identity with --auth, else its "
+        "address) may have open at once (default: 100; 0: no cap)",
+    )
+    serve.add_argument(
+        "--max-runs-per-client",
+        type=int,
+        metavar="N",
+        help="runs one client (its identity with --auth, else its address) may have in "
+        "flight at once, background runs included; past it 429 with Retry-After "
         "(default: 100; 0: no cap)",
+    )
+    serve.add_argument(
+        "--trusted-proxy",
+        action="append",
+        default=[],
+        metavar="ADDR",
+        help="a reverse proxy (IP address or network, e.g. 10.0.0.0/8; '*' for any) whose "
+        "X-Forwarded-For and X-Forwarded-Proto are believed, as uvicorn's "
+        "--forwarded-allow-ips (repeatable). Default: none, from any peer",
     )
     serve.add_argument(
         "--run-retention",
@@ -362,18 +481,39 @@ def _serve_safety_options(serve: argparse.ArgumentParser) -> None:
         "Last-Event-ID; past it the oldest are dropped and a client asking for them is "
         "told so (default: 67108864, 64 MiB)",
     )
+
+
+def _serve_platform_options(serve: argparse.ArgumentParser) -> None:
+    """What ``serve`` does besides answering: store items' time to live, webhooks."""
     serve.add_argument(
-        "--auth",
-        metavar="SPEC",
-        help="authenticate clients: keys-file:PATH (API keys, 'key user' lines or JSON), "
-        "keys-env:VAR (key=user,...), or module:attribute naming an Auth "
-        "(deepactors.server.auth, e.g. jwt_bearer); threads are then each user's own",
+        "--store-ttl",
+        type=float,
+        metavar="MINUTES",
+        help="minutes a store item lives since last written or read, unless put with its "
+        "own ttl (default: for ever; langgraph.json's store.ttl also sets it)",
     )
     serve.add_argument(
-        "--insecure",
+        "--thread-ttl",
+        type=float,
+        metavar="MINUTES",
+        help="minutes a thread lives after its last change (made, updated, a run ended), "
+        "unless made with its own ttl; then it is deleted with its checkpoints, never "
+        "during a run (default: until deleted; langgraph.json's checkpointer.ttl also "
+        "sets it)",
+    )
+    serve.add_argument(
+        "--no-webhooks",
         action="store_true",
-        help="serve a --host other than loopback without authentication (anyone who can "
-        "reach it can run the agents)",
+        help="refuse runs that name a webhook (422). By default a run's webhook is POSTed "
+        "its outcome when it ends, signed with $DEEPACTORS_WEBHOOK_SECRET when set",
+    )
+    serve.add_argument(
+        "--webhook-allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host webhooks may call though it is this machine or a private network, "
+        "NAME or NAME:PORT (repeatable). Others must resolve to public addresses",
     )
 
 
@@ -393,8 +533,12 @@ def _log_options(parser: argparse.ArgumentParser, level: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``deepactors`` command."""
-    args = build_parser().parse_args(argv)
+    """Entry point of the ``deepactors`` command (no arguments: its help)."""
+    parser = build_parser()
+    if not (sys.argv[1:] if argv is None else argv):
+        parser.print_help()
+        return 0
+    args = parser.parse_args(argv)
     try:
         return int(args.func(args))
     except KeyboardInterrupt:

@@ -16,16 +16,25 @@ a :class:`~deepactors.errors.ConfigurationError` that names the extra.
   message objects in results and ``stream_mode`` streams (``isinstance(msg,
   AIMessage)`` and ``pretty_print()`` work): ``from deepactors.langchain import
   create_deep_agent`` is the one import a deepagents script changes.
+* LangChain's middleware (``langchain.agents.middleware``: ``AgentMiddleware``
+  subclasses, ``@before_model`` and the other decorators, the built-ins) need
+  nothing: pass them in ``middleware=``; :func:`from_langchain_middleware` is the
+  converter and :class:`LangChainMiddleware` the adapter that runs them.
 * :class:`SubAgent` / :class:`CompiledSubAgent`: deepagents' subagent dict types;
-  :func:`file_data_to_string`: deepagents' ``FileData`` helper (none need LangChain).
+  :class:`DeepAgentState`: its state keys, to extend for ``state_schema=``;
+  :func:`file_data_to_string`, :func:`create_file_data`, :func:`update_file_data`:
+  deepagents' ``FileData`` helpers (none need LangChain).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._files import create_file_data as create_file_data
 from ._files import file_data_to_string as file_data_to_string
+from ._files import update_file_data as update_file_data
 from ._specs import CompiledSubAgent as CompiledSubAgent
+from ._specs import DeepAgentState as DeepAgentState
 from ._specs import SubAgent as SubAgent
 
 if TYPE_CHECKING:
@@ -36,25 +45,34 @@ if TYPE_CHECKING:
     from ._chat_model import adapt_model as adapt_model
     from ._chat_model import resolve_model_string as resolve_model_string
     from ._errors import GraphRecursionError as GraphRecursionError
+    from ._lc_builtins import from_langchain_middleware as from_langchain_middleware
     from ._messages import from_langchain as from_langchain
     from ._messages import to_langchain as to_langchain
+    from ._middleware import LangChainMiddleware as LangChainMiddleware
     from ._tools import from_langchain_tool as from_langchain_tool
+    from ._tools import from_langgraph_command as from_langgraph_command
 
 __all__ = [
     "CompiledSubAgent",
+    "DeepAgentState",
     "GraphRecursionError",
     "LangChainAgent",
     "LangChainChatModel",
+    "LangChainMiddleware",
     "SubAgent",
     "adapt_model",
     "as_langchain",
     "create_deep_agent",
+    "create_file_data",
     "file_data_to_string",
     "from_langchain",
+    "from_langchain_middleware",
     "from_langchain_tool",
+    "from_langgraph_command",
     "require_langchain",
     "resolve_model_string",
     "to_langchain",
+    "update_file_data",
 ]
 
 _LAZY = {
@@ -67,7 +85,10 @@ _LAZY = {
     "resolve_model_string": "_chat_model",
     "from_langchain": "_messages",
     "to_langchain": "_messages",
+    "LangChainMiddleware": "_middleware",
+    "from_langchain_middleware": "_lc_builtins",
     "from_langchain_tool": "_tools",
+    "from_langgraph_command": "_tools",
 }
 
 

@@ -5,9 +5,10 @@
 bound with ``bind_tools`` once per tool set (the bound runnable is kept, keyed by
 the tools, so a run of a hundred turns binds once), answers stream as
 :class:`~deepactors.models.StreamDelta` pieces, and ``usage_metadata`` becomes
-:class:`~deepactors.messages.Usage`. ``response_format=`` works through the tool
-strategy (a tool the model calls with its answer), which every tool-calling
-model supports.
+:class:`~deepactors.messages.Usage`, with ``cost_usd`` at the prices of the
+model's profile when deepactors knows them (as ``Budget(usd=)`` charges it).
+``response_format=`` works through the tool strategy (a tool the model calls with
+its answer), which every tool-calling model supports.
 
 Event loops: on asyncio the model's own async API (``ainvoke``/``astream``) is
 used. LangChain's async machinery is built on asyncio and cannot run on trio, so
@@ -33,7 +34,8 @@ from .._core.threads import run_sync_in_thread
 from ..errors import ConfigurationError, UnsupportedLoop
 from ..messages import AssistantMessage, ThinkingBlock, ToolCall
 from ..models import ModelRequest, StreamDelta, StreamPart
-from ..tools import Tool
+from ..models.profiles import profile_of
+from ..tools import ProviderTool, Tool
 from ._messages import from_langchain, to_langchain
 
 __all__ = ["LangChainChatModel", "is_langchain_chat_model"]
@@ -108,7 +110,9 @@ class LangChainChatModel:
                 self._bound.move_to_end(key)
                 return bound
         specs = [
-            {
+            dict(t.spec)  # the provider's own tool, as bind_tools takes it
+            if isinstance(t, ProviderTool)
+            else {
                 "type": "function",
                 "function": {
                     "name": t.name,
@@ -197,6 +201,13 @@ class LangChainChatModel:
             if reason is None:
                 reason = "tool_use" if message.tool_calls else "end_turn"
             updates["stop_reason"] = str(reason)
+        usage = message.usage
+        if usage is not None and usage.cost_usd is None:
+            # Priced as deepactors' own models price theirs (and as a Budget(usd=)
+            # charges the call): at the model's profile's prices, when known.
+            profile = profile_of(self)
+            if profile is not None and profile.prices is not None:
+                updates["usage"] = usage.model_copy(update={"cost_usd": profile.prices.cost(usage)})
         if any(not c.id for c in message.tool_calls):
             # Some providers (and fakes) give no call ids; a result answers a call by id.
             updates["tool_calls"] = [

@@ -2,8 +2,8 @@
 
 deepactors has no graph to compile; the loop every agent runs is the same
 ``model -> tools -> model`` cycle, with the agent's hooks around the model call.
-This gives a script that calls ``get_graph().draw_mermaid()`` (or reads
-``.nodes`` / ``.edges``) that picture.
+This gives a script that calls ``get_graph().draw_mermaid()`` or
+``draw_mermaid_png()`` (or reads ``.nodes`` / ``.edges``) that picture.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["AgentGraph", "Edge", "agent_graph"]
 
@@ -57,6 +58,53 @@ class AgentGraph:
             "\tclassDef last fill:#bfb6fc",
         ]
         return "\n".join(lines) + "\n"
+
+    def draw_mermaid_png(
+        self,
+        *,
+        output_file_path: str | None = None,
+        draw_method: Any = None,
+        background_color: str | None = "white",
+        padding: int = 10,
+        max_retries: int = 1,
+        retry_delay: float = 1.0,
+        base_url: str | None = None,
+        proxies: dict[str, str] | None = None,
+    ) -> bytes:
+        """The graph as a PNG, rendered as LangGraph renders it (``langchain_core``'s
+        ``draw_mermaid_png``).
+
+        By default that is the mermaid.ink web API, so it needs the network, and
+        offline it raises LangChain's ``ValueError`` ("Failed to reach
+        https://mermaid.ink/ API ..."), as LangGraph does. ``base_url=`` names a
+        Mermaid renderer of your own; ``draw_method=MermaidDrawMethod.PYPPETEER``
+        renders in a local browser (the ``pyppeteer`` package); or render
+        :meth:`draw_mermaid`'s text yourself.
+
+        Args:
+            output_file_path: Also write the PNG there.
+            draw_method: LangChain's ``MermaidDrawMethod`` (default: ``API``).
+            background_color: As LangGraph's.
+            padding: As LangGraph's (the browser renderer's).
+            max_retries: Attempts at the API after the first.
+            retry_delay: Seconds between them.
+            base_url: The Mermaid API's address (default https://mermaid.ink).
+            proxies: For the API's requests.
+        """
+        from langchain_core.runnables.graph import MermaidDrawMethod
+        from langchain_core.runnables.graph_mermaid import draw_mermaid_png
+
+        return draw_mermaid_png(
+            self.draw_mermaid(),
+            output_file_path=output_file_path,
+            draw_method=MermaidDrawMethod.API if draw_method is None else draw_method,
+            background_color=background_color,
+            padding=padding,
+            max_retries=max_retries,
+            retry_delay=retry_delay,
+            base_url=base_url,
+            proxies=proxies,
+        )
 
     def draw_ascii(self) -> str:
         """A plain-text rendering: one edge per line."""

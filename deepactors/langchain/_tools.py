@@ -54,7 +54,7 @@ from ..messages import ContentBlock, ImageBlock, TextBlock, to_message
 from ..tools import _NAME_RE, Command, Tool, _describe_validation
 from ._messages import to_langchain
 
-__all__ = ["LangChainTool", "from_langchain_tool"]
+__all__ = ["LangChainTool", "from_langchain_tool", "from_langgraph_command"]
 
 # The Tool's runtime parameter: a name no model-visible argument can have.
 _RUNTIME = "__deepactors_runtime__"
@@ -385,10 +385,18 @@ def _is_lg_command(value: object) -> bool:
 
 
 def _command(lc_tool: BaseTool, command: Any) -> Command:
-    """LangGraph's ``Command(update=...)`` as deepactors' (``goto`` and ``graph`` have no place)."""
+    return from_langgraph_command(command, tool_name=lc_tool.name)
+
+
+def from_langgraph_command(command: Any, *, tool_name: str) -> Command:
+    """LangGraph's ``Command(update=...)`` returned by a tool, as deepactors' own.
+
+    Raises:
+        ToolError: ``goto`` or ``graph`` (a tool here can only update state).
+    """
     if getattr(command, "goto", None) or getattr(command, "graph", None) is not None:
         raise ToolError(
-            f"tool {lc_tool.name!r} returned Command(goto=/graph=): deepactors tools can "
+            f"tool {tool_name!r} returned Command(goto=/graph=): deepactors tools can "
             "only update state (Command(update=...))"
         )
     update = command.update

@@ -160,17 +160,7 @@ class AsyncSubAgentMiddleware(AgentMiddleware):
                 created_at=entry.get("created_at") or "",
             )
             if self.on_lost == "restart" and spec is not None and task.description:
-                if run.emit is not None:
-                    run.emit(
-                        SubagentSpawned(
-                            path=run.path,
-                            run_id=run.run_id,
-                            child=task.path,
-                            subagent_type=task.agent_name,
-                            description=task.description,
-                            background=True,
-                        )
-                    )
+                _announce(run, task)
                 self._start(task, spec, state, run, tasks)
                 state.apply(
                     {
@@ -280,6 +270,16 @@ class AsyncSubAgentMiddleware(AgentMiddleware):
         tasks.start(task, run, runner)
 
     def _make_tools(self) -> tuple[Tool, ...]:
+        return (
+            self._start_tool(),
+            _check_tool(),
+            _update_tool(),
+            _cancel_tool(),
+            _list_tool(),
+        )
+
+    def _start_tool(self) -> Tool:
+        """``start_async_task``: the one tool that needs this middleware's subagents."""
         specs = self.specs
         types = "\n".join(f"- {s.name}: {s.description}" for s in specs.values())
         names = ", ".join(f"`{n}`" for n in specs)
@@ -316,122 +316,144 @@ class AsyncSubAgentMiddleware(AgentMiddleware):
                 owner=run.path,
                 run_id=run.root.run_id,
             )
-            emit = run.emit
-            if emit is not None:
-                emit(
-                    SubagentSpawned(
-                        path=run.path,
-                        run_id=run.run_id,
-                        child=task.path,
-                        subagent_type=spec.name,
-                        description=description,
-                        call_id=runtime.tool_call_id,
-                        background=True,
-                    )
-                )
+            _announce(run, task, runtime.tool_call_id)
             middleware._start(task, spec, runtime.state, run, tasks, runtime.tool_call_id)
             return Command(
                 update={"async_tasks": {task_id: task.record()}},
                 result=f"Launched async subagent. task_id: {task_id}",
             )
 
-        @tool(name="check_async_task")
-        async def check_async_task(task_id: str, runtime: ToolRuntime) -> Command | str:
-            """Check a background task: its status and, once it ended, its result.
+        return start_async_task
 
-            Args:
-                task_id: The exact task_id string returned by start_async_task.
-            """
-            task_id = task_id.strip()
-            task = _lookup(runtime, task_id)
-            if isinstance(task, str):
-                return task
-            if not isinstance(task, BackgroundTask):  # known from the thread's records
-                report = {"status": task.get("status"), "thread_id": task_id}
-                report.update((k, task[k]) for k in ("result", "error") if k in task)
-                return json.dumps(report)
-            result = json.dumps(task.report())
-            if task.status == "running" or task.collected:
-                return result
-            task.collected = True
-            update = collected_update(task)
-            del update["messages"]  # the model reads the result right here
-            return Command(update=update, result=result)
 
-        @tool(name="update_async_task")
-        async def update_async_task(task_id: str, message: str, runtime: ToolRuntime) -> str:
-            """Send a running background task more instructions (read before its next step).
+def _check_tool() -> Tool:
+    """``check_async_task``: a task's status, and its result once it ended."""
 
-            Args:
-                task_id: The exact task_id string returned by start_async_task.
-                message: Follow-up instructions or context for the subagent.
-            """
-            task_id = task_id.strip()
-            task = _lookup(runtime, task_id)
-            if isinstance(task, str):
-                return task
-            if not isinstance(task, BackgroundTask):
-                return f"Task {task_id} is not running here any more; start a new task instead."
-            if task.status != "running":
-                return (
-                    f"Task {task_id} has already ended ({task.status}); start a new task with "
-                    "the follow-up instead."
-                )
-            task.inbox.put(message)
-            return f"Updated async subagent. task_id: {task_id}"
+    @tool(name="check_async_task")
+    async def check_async_task(task_id: str, runtime: ToolRuntime) -> Command | str:
+        """Check a background task: its status and, once it ended, its result.
 
-        @tool(name="cancel_async_task")
-        async def cancel_async_task(task_id: str, runtime: ToolRuntime) -> Command | str:
-            """Cancel a running background task that is no longer needed.
+        Args:
+            task_id: The exact task_id string returned by start_async_task.
+        """
+        task_id = task_id.strip()
+        task = _lookup(runtime, task_id)
+        if isinstance(task, str):
+            return task
+        if not isinstance(task, BackgroundTask):  # known from the thread's records
+            report = {"status": task.get("status"), "thread_id": task_id}
+            report.update((k, task[k]) for k in ("result", "error") if k in task)
+            return json.dumps(report)
+        result = json.dumps(task.report())
+        if task.status == "running" or task.collected:
+            return result
+        task.collected = True
+        update = collected_update(task)
+        del update["messages"]  # the model reads the result right here
+        return Command(update=update, result=result)
 
-            Args:
-                task_id: The exact task_id string returned by start_async_task.
-            """
-            task_id = task_id.strip()
-            task = _lookup(runtime, task_id)
-            if isinstance(task, str):
-                return task
-            if not isinstance(task, BackgroundTask):
-                return f"Task {task_id} is not running (status: {task.get('status')})."
-            if task.status != "running":
-                return f"Task {task_id} already ended (status: {task.status})."
-            _registry(runtime.run).cancel(task_id)
-            await task.ended.wait()
-            task.collected = True
-            return Command(
-                update={"async_tasks": {task_id: task.final_record()}},
-                result=f"Cancelled async subagent task: {task_id}",
+    return check_async_task
+
+
+def _update_tool() -> Tool:
+    """``update_async_task``: more instructions for a running task."""
+
+    @tool(name="update_async_task")
+    async def update_async_task(task_id: str, message: str, runtime: ToolRuntime) -> str:
+        """Send a running background task more instructions (read before its next step).
+
+        Args:
+            task_id: The exact task_id string returned by start_async_task.
+            message: Follow-up instructions or context for the subagent.
+        """
+        task_id = task_id.strip()
+        task = _lookup(runtime, task_id)
+        if isinstance(task, str):
+            return task
+        if not isinstance(task, BackgroundTask):
+            return f"Task {task_id} is not running here any more; start a new task instead."
+        if task.status != "running":
+            return (
+                f"Task {task_id} has already ended ({task.status}); start a new task with "
+                "the follow-up instead."
             )
+        task.inbox.put(message)
+        return f"Updated async subagent. task_id: {task_id}"
 
-        @tool(name="list_async_tasks")
-        async def list_async_tasks(
-            runtime: ToolRuntime,
-            status_filter: Literal["running", "success", "error", "cancelled", "all"] | None = None,
-        ) -> str:
-            """List the background tasks with their current statuses.
+    return update_async_task
 
-            Args:
-                status_filter: Only tasks with this status (default: all).
-            """
-            records: Mapping[str, Any] = runtime.state.get("async_tasks") or {}
-            entries = []
-            for task_id, entry in records.items():
-                live = _live(runtime, task_id)
-                status = live.status if live is not None else entry.get("status")
-                if status_filter not in (None, "all") and status != status_filter:
-                    continue
-                agent = entry.get("agent_name")
-                entries.append(f"- task_id: {task_id}  agent: {agent}  status: {status}")
-            if not entries:
-                return "No async subagent tasks tracked."
-            return f"{len(entries)} tracked task(s):\n" + "\n".join(entries)
 
-        return (
-            start_async_task,
-            check_async_task,
-            update_async_task,
-            cancel_async_task,
-            list_async_tasks,
+def _cancel_tool() -> Tool:
+    """``cancel_async_task``: stops a running task and records its end."""
+
+    @tool(name="cancel_async_task")
+    async def cancel_async_task(task_id: str, runtime: ToolRuntime) -> Command | str:
+        """Cancel a running background task that is no longer needed.
+
+        Args:
+            task_id: The exact task_id string returned by start_async_task.
+        """
+        task_id = task_id.strip()
+        task = _lookup(runtime, task_id)
+        if isinstance(task, str):
+            return task
+        if not isinstance(task, BackgroundTask):
+            return f"Task {task_id} is not running (status: {task.get('status')})."
+        if task.status != "running":
+            return f"Task {task_id} already ended (status: {task.status})."
+        _registry(runtime.run).cancel(task_id)
+        await task.ended.wait()
+        task.collected = True
+        return Command(
+            update={"async_tasks": {task_id: task.final_record()}},
+            result=f"Cancelled async subagent task: {task_id}",
+        )
+
+    return cancel_async_task
+
+
+def _list_tool() -> Tool:
+    """``list_async_tasks``: the tracked tasks with their statuses."""
+
+    @tool(name="list_async_tasks")
+    async def list_async_tasks(
+        runtime: ToolRuntime,
+        status_filter: Literal["running", "success", "error", "cancelled", "all"] | None = None,
+    ) -> str:
+        """List the background tasks with their current statuses.
+
+        Args:
+            status_filter: Only tasks with this status (default: all).
+        """
+        records: Mapping[str, Any] = runtime.state.get("async_tasks") or {}
+        entries = []
+        for task_id, entry in records.items():
+            live = _live(runtime, task_id)
+            status = live.status if live is not None else entry.get("status")
+            if status_filter not in (None, "all") and status != status_filter:
+                continue
+            agent = entry.get("agent_name")
+            entries.append(f"- task_id: {task_id}  agent: {agent}  status: {status}")
+        if not entries:
+            return "No async subagent tasks tracked."
+        return f"{len(entries)} tracked task(s):\n" + "\n".join(entries)
+
+    return list_async_tasks
+
+
+def _announce(run: RunContext, task: BackgroundTask, call_id: str | None = None) -> None:
+    """Tell the run's listeners a background task started (``call_id``: the tool call's)."""
+    if run.emit is not None:
+        run.emit(
+            SubagentSpawned(
+                path=run.path,
+                run_id=run.run_id,
+                child=task.path,
+                subagent_type=task.agent_name,
+                description=task.description,
+                call_id=call_id,
+                background=True,
+            )
         )
 
 

@@ -18,7 +18,9 @@ cached tools and system prompt valid.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
+from typing import cast
 
 from ..errors import ConfigurationError
 from ..hooks import AgentMiddleware
@@ -29,7 +31,38 @@ from ._patch import PatchToolCallsMiddleware
 from ._skills import SkillsMiddleware, SkillSource
 from ._summarization import SummarizationMiddleware
 
-__all__ = ["context_stack"]
+__all__ = ["as_middleware", "context_stack"]
+
+# Named, not imported: deepactors runs without LangChain, and the adapter sits
+# above this module (it builds on the hooks here).
+_LANGCHAIN_ADAPTER = "deepactors.langchain"
+
+
+def as_middleware(obj: object, *, model: ChatModel | None = None) -> AgentMiddleware:
+    """A deepactors middleware as is; LangChain's (``langchain.agents.middleware``)
+    through its adapter (the ``langchain`` extra), for an agent of ``model``.
+
+    Raises:
+        ConfigurationError: Neither, or a LangChain middleware that cannot map.
+    """
+    if isinstance(obj, AgentMiddleware):
+        return obj
+    if _is_langchain_middleware(obj):
+        adapter = importlib.import_module(_LANGCHAIN_ADAPTER)
+        return cast(AgentMiddleware, adapter.from_langchain_middleware(obj, model=model))
+    raise ConfigurationError(
+        f"not a middleware: {obj!r}. Give a subclass of deepactors.middleware.AgentMiddleware "
+        "(or what its decorators make, @before_model and company), or LangChain's "
+        "(langchain.agents.middleware.AgentMiddleware, with pip install 'deepactors[langchain]')"
+    )
+
+
+def _is_langchain_middleware(obj: object) -> bool:
+    """A LangChain ``AgentMiddleware``, told by its class (LangChain not imported)."""
+    return any(
+        cls.__name__ == "AgentMiddleware" and cls.__module__.startswith("langchain.agents.")
+        for cls in type(obj).__mro__
+    )
 
 
 def context_stack(
@@ -48,7 +81,8 @@ def context_stack(
     :class:`SummarizationMiddleware` given without a model gets ``model``.
 
     Raises:
-        ConfigurationError: An item of ``user`` is not a middleware.
+        ConfigurationError: An item of ``user`` is not a middleware (see
+            :func:`as_middleware`).
     """
     head: list[AgentMiddleware] = [
         *core,
@@ -62,9 +96,8 @@ def context_stack(
     if memory:
         after.append(MemoryMiddleware(memory))
     middle: list[AgentMiddleware] = []
-    for mw in user:
-        if not isinstance(mw, AgentMiddleware):
-            raise ConfigurationError(f"not a middleware: {mw!r} (subclass AgentMiddleware)")
+    for given in user:
+        mw = as_middleware(given, model=model)
         for group in (head, after, middle):
             names = [m.name for m in group]
             if mw.name in names:

@@ -183,6 +183,10 @@ def _in_sandbox(fn: Callable[P, Awaitable[str]]) -> Callable[P, Awaitable[str]]:
     return scoped
 
 
+_Resolve = Callable[[ToolRuntime], Backend]
+"""The backend for a tool call (raises ToolError when there is none)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FileToolLimits:
     """The limits the file tools apply (see :class:`FilesystemMiddleware`)."""
@@ -207,6 +211,22 @@ def make_file_tools(
         limits: The middleware's limits.
         with_execute: Whether to add the ``execute`` tool.
     """
+    made = [
+        _ls_tool(resolve, limits),
+        _read_file_tool(resolve, limits),
+        _write_file_tool(resolve),
+        _edit_file_tool(resolve),
+        _delete_tool(resolve),
+        _glob_tool(resolve, limits),
+        _grep_tool(resolve, limits),
+    ]
+    if with_execute:
+        made.append(_execute_tool(resolve))
+    return tuple(made)
+
+
+def _ls_tool(resolve: _Resolve, limits: FileToolLimits) -> Tool:
+    """The ``ls`` tool: a folder's entries, clipped to the limits."""
 
     async def ls(path: str = "/", *, runtime: ToolRuntime) -> str:
         """List the files and folders directly inside a folder, with file sizes.
@@ -221,6 +241,12 @@ def make_file_tools(
             return f"{normalize_path(path)} is empty."
         lines = format_entries(entries, limit=limits.max_entries)
         return clip_lines(lines, max_chars=limits.max_chars, what="the path")
+
+    return tool(_in_sandbox(ls))
+
+
+def _read_file_tool(resolve: _Resolve, limits: FileToolLimits) -> Tool:
+    """The ``read_file`` tool: a page of numbered lines; records the version read."""
 
     async def read_file(
         file_path: str,
@@ -260,6 +286,12 @@ def make_file_tools(
         _remember(runtime, {path: window.version})
         return format_read(window, max_line_chars=limits.max_line_chars, max_chars=limits.max_chars)
 
+    return tool(_in_sandbox(read_file))
+
+
+def _write_file_tool(resolve: _Resolve) -> Tool:
+    """The ``write_file`` tool: creates a file, or replaces one the agent read."""
+
     async def write_file(file_path: str, content: str, *, runtime: ToolRuntime) -> str:
         """Create a file, or replace one you have read, with this content.
 
@@ -280,6 +312,12 @@ def make_file_tools(
         lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
         verb = "Created" if result.created else "Replaced"
         return f"{verb} {path} ({lines} line{'s' if lines != 1 else ''})."
+
+    return tool(_in_sandbox(write_file))
+
+
+def _edit_file_tool(resolve: _Resolve) -> Tool:
+    """The ``edit_file`` tool: replaces a string in a file the agent read."""
 
     async def edit_file(
         file_path: str,
@@ -323,6 +361,12 @@ def make_file_tools(
         n = result.replacements
         return f"Edited {path}: {n} replacement{'s' if n != 1 else ''}."
 
+    return tool(_in_sandbox(edit_file))
+
+
+def _delete_tool(resolve: _Resolve) -> Tool:
+    """The ``delete`` tool: removes a file or folder and forgets its reads."""
+
     async def delete(file_path: str, *, runtime: ToolRuntime) -> str:
         """Delete a file, or a folder with everything in it.
 
@@ -340,6 +384,12 @@ def make_file_tools(
             _remember(runtime, dict.fromkeys(gone))
         return f"Deleted {path}."
 
+    return tool(_in_sandbox(delete))
+
+
+def _glob_tool(resolve: _Resolve, limits: FileToolLimits) -> Tool:
+    """The ``glob`` tool: files matching a pattern (the model reads GLOB_DESCRIPTION)."""
+
     async def glob(pattern: str, path: str = "/", *, runtime: ToolRuntime) -> str:
         """Find files matching a glob pattern (the model reads GLOB_DESCRIPTION).
 
@@ -354,6 +404,12 @@ def make_file_tools(
             return f"No files match {pattern!r} under {normalize_path(path)}."
         lines = format_entries(found, limit=limits.max_entries)
         return clip_lines(lines, max_chars=limits.max_chars, what="the pattern or path")
+
+    return tool(description=GLOB_DESCRIPTION)(_in_sandbox(glob))
+
+
+def _grep_tool(resolve: _Resolve, limits: FileToolLimits) -> Tool:
+    """The ``grep`` tool: lines matching a regular expression."""
 
     async def grep(
         pattern: str,
@@ -389,6 +445,12 @@ def make_file_tools(
         lines = format_grep(result, mode=output_mode, max_line_chars=limits.max_line_chars)
         return clip_lines(lines, max_chars=limits.max_chars, what="the pattern, path or glob")
 
+    return tool(_in_sandbox(grep))
+
+
+def _execute_tool(resolve: _Resolve) -> Tool:
+    """The ``execute`` tool: a shell command in the workspace folder."""
+
     async def execute(command: str, timeout: float | None = None, *, runtime: ToolRuntime) -> str:
         """Run a shell command in the workspace folder; returns its output and exit code.
 
@@ -408,15 +470,4 @@ def make_file_tools(
             result = await backend.execute(command, timeout=timeout)
         return format_execute(result)
 
-    made = [
-        tool(_in_sandbox(ls)),
-        tool(_in_sandbox(read_file)),
-        tool(_in_sandbox(write_file)),
-        tool(_in_sandbox(edit_file)),
-        tool(_in_sandbox(delete)),
-        tool(description=GLOB_DESCRIPTION)(_in_sandbox(glob)),
-        tool(_in_sandbox(grep)),
-    ]
-    if with_execute:
-        made.append(tool(_in_sandbox(execute)))
-    return tuple(made)
+    return tool(_in_sandbox(execute))

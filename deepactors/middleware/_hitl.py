@@ -35,7 +35,9 @@ def require_checkpointer(run: RunContext, why: str) -> None:
     Raises:
         ConfigurationError: The run's tree saves nothing; names ``why`` and the fixes.
     """
-    if run.journal is None:
+    if run.journal is None and not run.tree.stateless:
+        # A stateless run keeps nothing anyway: only an actual stop is refused
+        # (InterruptNeedsThread), when it happens.
         raise ConfigurationError(_NO_CHECKPOINTER.format(why=why))
 
 

@@ -22,7 +22,8 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, assert_never
+from types import UnionType
+from typing import Any, Literal, Union, assert_never, get_origin
 
 import anyio.to_thread
 from pydantic import create_model
@@ -93,6 +94,45 @@ ResponseFormat = ToolStrategy | ProviderStrategy | AutoStrategy
 """A ``response_format`` with its strategy (a bare schema means :class:`AutoStrategy`)."""
 
 
+def _from_langchain(fmt: Any) -> Any:
+    """LangChain's ``ToolStrategy`` / ``ProviderStrategy`` / ``AutoStrategy``
+    (``langchain.agents.structured_output``) as deepactors' own; anything else as is.
+
+    Raises:
+        ConfigurationError: An option with no counterpart here, saying what to write.
+    """
+    cls = type(fmt)
+    if not cls.__module__.startswith("langchain.agents.structured_output"):
+        return fmt
+    schema = fmt.schema
+    if isinstance(schema, UnionType) or get_origin(schema) is Union:
+        raise ConfigurationError(
+            f"response_format {cls.__name__} with a union of schemas: give one schema "
+            "(a model class whose fields cover the cases)"
+        )
+    match cls.__name__:
+        case "ToolStrategy":
+            if getattr(fmt, "tool_message_content", None) is not None:
+                raise ConfigurationError(
+                    "ToolStrategy(tool_message_content=...) has no counterpart: drop it"
+                )
+            handle = getattr(fmt, "handle_errors", True)
+            if handle is True:
+                return ToolStrategy(schema)
+            if handle is False:
+                return ToolStrategy(schema, max_retries=0)
+            raise ConfigurationError(
+                f"ToolStrategy(handle_errors={handle!r}) has no counterpart: an answer that "
+                "does not fit goes back to the model with what is wrong, up to max_retries "
+                "times; use deepactors.middleware.ToolStrategy(schema, max_retries=n)"
+            )
+        case "ProviderStrategy":
+            return ProviderStrategy(schema)
+        case "AutoStrategy":
+            return AutoStrategy(schema)
+    raise ConfigurationError(f"response_format: LangChain's {cls.__name__} is not supported")
+
+
 class _Attempts:
     __slots__ = ("failed", "last")
 
@@ -121,7 +161,7 @@ class StructuredOutputMiddleware(AgentMiddleware):
     """
 
     def __init__(self, response_format: Any, *, model: ChatModel | None = None) -> None:
-        fmt = response_format
+        fmt = _from_langchain(response_format)
         if not isinstance(fmt, ToolStrategy | ProviderStrategy | AutoStrategy):
             fmt = AutoStrategy(fmt)
         if isinstance(fmt.max_retries, bool) or fmt.max_retries < 0:

@@ -85,7 +85,10 @@ def system_option_to_api(system: str | Sequence[JSON] | None) -> list[JSON]:
 def tools_to_api(tools: Sequence[Tool]) -> list[JSON]:
     """Tool definitions as the API wants them (``input_schema`` is the JSON schema)."""
     return [
-        {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools
+        dict(spec)  # a ProviderTool: the provider's own tool, as given
+        if (spec := getattr(t, "spec", None)) is not None
+        else {"name": t.name, "description": t.description, "input_schema": t.parameters}
+        for t in tools
     ]
 
 

@@ -50,7 +50,9 @@ JSON = dict[str, Any]
 def tools_to_chat(tools: Sequence[Tool]) -> list[JSON]:
     """Function tool definitions."""
     return [
-        {
+        dict(spec)  # a ProviderTool: the provider's own tool, as given
+        if (spec := getattr(t, "spec", None)) is not None
+        else {
             "type": "function",
             "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
         }

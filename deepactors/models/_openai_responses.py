@@ -57,7 +57,9 @@ JSON = dict[str, Any]
 def tools_to_responses(tools: Sequence[Tool]) -> list[JSON]:
     """Function tool definitions (flat, unlike Chat Completions')."""
     return [
-        {
+        dict(spec)  # a ProviderTool: the provider's own tool, as given
+        if (spec := getattr(t, "spec", None)) is not None
+        else {
             "type": "function",
             "name": t.name,
             "description": t.description,

@@ -147,8 +147,8 @@ class ScriptedModel(FunctionModel):
             if i >= len(self._answers):
                 last = content_text(request.messages[-1].content) if request.messages else ""
                 raise ScriptExhausted(
-                    f"{self.model_name} has {len(self._answers)} answer(s) and was called a "
-                    f"{i + 1}th time (last message: {last[:80]!r})"
+                    f"{self.model_name} has {len(self._answers)} answer(s) and was called for the "
+                    f"{_ordinal(i + 1)} time (last message: {last[:80]!r})"
                 )
             self._next = i + 1
             self.requests.append(request)
@@ -161,3 +161,10 @@ class ScriptedModel(FunctionModel):
     def remaining(self) -> int:
         """Answers not used yet."""
         return len(self._answers) - self._next
+
+
+def _ordinal(n: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``4th``, ``11th``, ``12th``, ``13th``, ``21st``..."""
+    if 10 <= n % 100 <= 20:
+        return f"{n}th"
+    return f"{n}{ {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th') }"

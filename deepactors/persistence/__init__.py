@@ -26,21 +26,23 @@ from ._lease import WhenBusy as WhenBusy
 from ._open import is_postgres_url as is_postgres_url
 from ._open import open_checkpointer as open_checkpointer
 from ._open import open_store as open_store
-from ._pg_optional import POSTGRES_NAMES, load
-from ._sqlite_checkpoint import CHECKPOINT_SCHEMA_VERSION as CHECKPOINT_SCHEMA_VERSION
-from ._sqlite_checkpoint import SqliteCheckpointer as SqliteCheckpointer
-from ._sqlite_store import STORE_SCHEMA_VERSION as STORE_SCHEMA_VERSION
-from ._sqlite_store import SqliteStore as SqliteStore
+from .postgres import POSTGRES_NAMES, load
+from .sqlite import CHECKPOINT_SCHEMA_VERSION as CHECKPOINT_SCHEMA_VERSION
+from .sqlite import STORE_SCHEMA_VERSION as STORE_SCHEMA_VERSION
+from .sqlite import SqliteCheckpointer as SqliteCheckpointer
+from .sqlite import SqliteStore as SqliteStore
+from .sqlite import SqliteThreadMetadata as SqliteThreadMetadata
+from .sqlite import ThreadMetadata as ThreadMetadata
 from .store import MemoryStore as MemoryStore
 from .store import Namespace as Namespace
 from .store import Store as Store
 from .store import StoreItem as StoreItem
 
 if TYPE_CHECKING:
-    from ._pg_checkpoint import PostgresCheckpointer as PostgresCheckpointer
-    from ._pg_records import PG_CHECKPOINT_SCHEMA_VERSION as PG_CHECKPOINT_SCHEMA_VERSION
-    from ._pg_store import PG_STORE_SCHEMA_VERSION as PG_STORE_SCHEMA_VERSION
-    from ._pg_store import PostgresStore as PostgresStore
+    from .postgres import PG_CHECKPOINT_SCHEMA_VERSION as PG_CHECKPOINT_SCHEMA_VERSION
+    from .postgres import PG_STORE_SCHEMA_VERSION as PG_STORE_SCHEMA_VERSION
+    from .postgres import PostgresCheckpointer as PostgresCheckpointer
+    from .postgres import PostgresStore as PostgresStore
 
 
 def __getattr__(name: str) -> Any:
@@ -62,10 +64,12 @@ __all__ = [
     "Namespace",
     "SqliteCheckpointer",
     "SqliteStore",
+    "SqliteThreadMetadata",
     "Store",
     "StoreItem",
     "ThreadInfo",
     "ThreadLease",
+    "ThreadMetadata",
     "WhenBusy",
     "check_thread_id",
     "is_postgres_url",

@@ -10,9 +10,8 @@ import os
 from typing import Any
 
 from ._checkpoint import Checkpointer
-from ._pg_optional import postgres_checkpointer, postgres_store
-from ._sqlite_checkpoint import SqliteCheckpointer
-from ._sqlite_store import SqliteStore
+from .postgres import postgres_checkpointer, postgres_store
+from .sqlite import SqliteCheckpointer, SqliteStore
 from .store import Store
 
 __all__ = ["is_postgres_url", "open_checkpointer", "open_store"]

@@ -10,10 +10,12 @@ Importing this module needs psycopg (the ``postgres`` extra).
 
 from __future__ import annotations
 
-from ._pg_conn import PgDatabase as PgDatabase
-from ._pg_conn import PgErrors as PgErrors
-from ._pg_sql import Op as Op
-from ._pg_sql import Result as Result
-from ._pg_sql import Stmt as Stmt
+from .postgres import Migration as Migration
+from .postgres import Op as Op
+from .postgres import PgDatabase as PgDatabase
+from .postgres import PgErrors as PgErrors
+from .postgres import Result as Result
+from .postgres import Stmt as Stmt
+from .postgres import prepare_schema as prepare_schema
 
-__all__ = ["Op", "PgDatabase", "PgErrors", "Result", "Stmt"]
+__all__ = ["Migration", "Op", "PgDatabase", "PgErrors", "Result", "Stmt", "prepare_schema"]

@@ -185,9 +185,8 @@ class RemoteChild:
 
     async def _follow(self, conn: Connection, sent: Mapping[str, FileRecord]) -> None:
         """Run the child, and each message sent to it meanwhile, to the last run's end."""
-        agent, parent, inbox = self.agent, self.parent, self.inbox
+        parent, inbox = self.parent, self.inbox
         kind = await conn.server_kind()
-        listening = parent.emit is not None
         if kind == "deepactors" and parent.budget is not None:
             # Its spending is charged as its events report it: they are
             # streamed whether or not anyone listens.
@@ -195,19 +194,8 @@ class RemoteChild:
         else:
             meter = None  # (LangGraph's server: charged at its end, if it says)
         relay = EventRelay(parent.emit, self.path) if parent.emit is not None else None
-        texts = [self.description, *(inbox.take() if inbox is not None else ())]
-        body: dict[str, Any] = {
-            "assistant_id": agent.graph_id,
-            "input": _input(texts, sent),
-            "on_disconnect": "cancel",
-            "if_not_exists": "create",
-            "metadata": {"parent_path": parent.path, "parent_run_id": parent.run_id},
-        }
-        streaming = listening or meter is not None
-        if streaming:  # (else the run's final values are waited for: no stream)
-            body["stream_mode"] = _modes(kind, conn.server.lite)
-            body["stream_subgraphs"] = kind == "deepactors"
-        path = f"/threads/{self.thread_id}/runs/stream"
+        streaming = relay is not None or meter is not None
+        body = self._first_body(sent, kind if streaming else None, conn.server.lite)
         while True:
             left = remaining_budget(parent.budget, self.budget)
             limits = limits_config(_time_left(), left)
@@ -216,33 +204,7 @@ class RemoteChild:
             if limits:
                 body["config"] = {"configurable": limits}
             run: list[str] = []
-
-            def on_part(mode: str, data: Any, run: list[str] = run) -> None:
-                if meter is not None:
-                    meter.part(mode, data)
-                if relay is not None:
-                    relay.part(mode, data, run[0] if run else "")
-
-            def on_run(run_id: str, run: list[str] = run) -> None:
-                run.append(run_id)
-                self.runs.append(run_id)
-                if parent.emit is not None:
-                    # Where the child's run is, for whoever follows the tree
-                    # (a UI linking to it, a test reading its status).
-                    where = {"url": agent.url, "thread_id": self.thread_id, "run_id": run_id}
-                    parent.emit(
-                        CustomEvent(path=self.path, run_id=run_id, data={REMOTE_RUN: where})
-                    )
-
-            # The run's request carries the trace context (traceparent) of the
-            # `task` call that made it: the remote run continues the parent's trace.
-            trace = outgoing_headers()
-            if streaming:
-                stream = stream_run(
-                    conn, path, body, on_run=on_run, on_part=on_part, extra_headers=trace
-                )
-            else:
-                stream = self._wait(conn, body, on_run, trace)
+            stream = self._request(conn, body, run, meter, relay, streaming=streaming)
             stops: list[Callable[[], Awaitable[None]]] = []
             if inbox is not None:
                 stops.append(inbox.wait)
@@ -267,6 +229,64 @@ class RemoteChild:
                 "input": _input(inbox.take(), None),
                 "multitask_strategy": "interrupt",
             }
+
+    def _first_body(
+        self, sent: Mapping[str, FileRecord], kind: str | None, lite: bool
+    ) -> dict[str, Any]:
+        """The first run's request: the brief (and messages sent before it), the files sent.
+
+        ``kind``: the server's kind when the run is streamed (None: its final
+        values are waited for); ``lite``: whether it takes ``events-lite``.
+        """
+        inbox, parent = self.inbox, self.parent
+        texts = [self.description, *(inbox.take() if inbox is not None else ())]
+        body: dict[str, Any] = {
+            "assistant_id": self.agent.graph_id,
+            "input": _input(texts, sent),
+            "on_disconnect": "cancel",
+            "if_not_exists": "create",
+            "metadata": {"parent_path": parent.path, "parent_run_id": parent.run_id},
+        }
+        if kind is not None:
+            body["stream_mode"] = _modes(kind, lite)
+            body["stream_subgraphs"] = kind == "deepactors"
+        return body
+
+    def _request(
+        self,
+        conn: Connection,
+        body: Mapping[str, Any],
+        run: list[str],
+        meter: Meter | None,
+        relay: EventRelay | None,
+        *,
+        streaming: bool,
+    ) -> Awaitable[None]:
+        """One run's request, to await: its id appended to ``run`` as it starts."""
+        agent, parent = self.agent, self.parent
+
+        def on_part(mode: str, data: Any) -> None:
+            if meter is not None:
+                meter.part(mode, data)
+            if relay is not None:
+                relay.part(mode, data, run[0] if run else "")
+
+        def on_run(run_id: str) -> None:
+            run.append(run_id)
+            self.runs.append(run_id)
+            if parent.emit is not None:
+                # Where the child's run is, for whoever follows the tree
+                # (a UI linking to it, a test reading its status).
+                where = {"url": agent.url, "thread_id": self.thread_id, "run_id": run_id}
+                parent.emit(CustomEvent(path=self.path, run_id=run_id, data={REMOTE_RUN: where}))
+
+        # The run's request carries the trace context (traceparent) of the
+        # `task` call that made it: the remote run continues the parent's trace.
+        trace = outgoing_headers()
+        if not streaming:
+            return self._wait(conn, body, on_run, trace)
+        path = f"/threads/{self.thread_id}/runs/stream"
+        return stream_run(conn, path, body, on_run=on_run, on_part=on_part, extra_headers=trace)
 
     async def _wait(
         self,

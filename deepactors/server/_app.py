@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
+import math
 from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -16,16 +18,17 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from .._core.logs import get_logger
 from .._core.pacing import DEFAULT_QUANTUM
 from ..actors import open_runtime
 from ..agent import DeepAgent
 from ..errors import ConfigurationError, DeepActorsError, InputError
-from ..persistence import Checkpointer, MemoryCheckpointer, Store
+from ..persistence import Checkpointer, MemoryCheckpointer, MemoryStore, Store
+from ..persistence.ttl import ExpiringStore
 from ..tracing import Tracing, attach_traceparent, detach_traceparent
 from ._authz import CALLER, IDENTITY_KEY, OPEN_PATHS, authenticate
-from ._frame_log import DEFAULT_STREAM_LOG_BYTES
 from ._guard import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_MAX_BODY,
@@ -39,15 +42,24 @@ from ._guard import (
 from ._misc_api import misc_routes
 from ._openapi import openapi_routes
 from ._records import AssistantRecord
-from ._relay import LocalRelay, RunRelay
 from ._responses import auth_error_response, error_response
 from ._retention import DEFAULT_RUN_RETENTION
+from ._run_slots import DEFAULT_MAX_RUNS_PER_CLIENT, RunSlots
 from ._runs import RunManager
 from ._runs_api import run_routes, serve_stream, stream_target
 from ._sandboxes import open_sandboxes
+from ._thread_lookup import metadata_beside
+from ._thread_ops import thread_op_routes
+from ._thread_ttl import DEFAULT_THREAD_TTL_SWEEP
 from ._threads_api import thread_routes
 from ._ui import ui_routes
+from .a2a import a2a_routes
+from .agui import agui_routes
+from .aisdk import aisdk_routes
 from .auth import Auth, AuthError
+from .crons import CronBook, MemoryCronBook, Scheduler, cron_routes
+from .relay import DEFAULT_STREAM_LOG_BYTES, LocalRelay, RunRelay, pg_relay
+from .webhooks import DEFAULT_WEBHOOKS, Webhooks
 
 __all__ = ["create_app"]
 
@@ -67,12 +79,18 @@ def create_app(
     body_timeout: float = DEFAULT_BODY_TIMEOUT,
     max_streams_per_client: int | None = DEFAULT_MAX_STREAMS_PER_CLIENT,
     stream_key: StreamKey | None = None,
+    max_runs_per_client: int | None = DEFAULT_MAX_RUNS_PER_CLIENT,
+    trusted_proxies: Sequence[str] = (),
     auth: Auth | None = None,
     runs_db: str | None = None,
     pacing: float | None = DEFAULT_QUANTUM,
     defer_gc: bool = False,
     tracing: Tracing | bool = True,
     stream_log_bytes: int = DEFAULT_STREAM_LOG_BYTES,
+    webhooks: Webhooks | None = DEFAULT_WEBHOOKS,
+    crons: CronBook | None = None,
+    thread_ttl: float | None = None,
+    thread_ttl_sweep: float = DEFAULT_THREAD_TTL_SWEEP,
 ) -> Starlette:
     """An ASGI app that serves ``agents`` on the LangGraph Agent Protocol.
 
@@ -89,8 +107,11 @@ def create_app(
         agents: One agent (served as its name) or several by assistant id.
         checkpointer: Where threads are saved, for agents that have no
             checkpointer of their own (default: in memory, for this process).
+            When every assistant saves to one SQLite file, threads' metadata
+            (owners among it) is kept there too, so a restart keeps it.
         store: The store of the ``/store`` endpoints, and of agents that have
-            none of their own.
+            none of their own. None: one in memory (as ``langgraph dev`` has),
+            gone when the app stops; ``deepactors serve --db`` keeps it there.
         idle_timeout: Seconds a thread's actor keeps its state in memory, and
             an idle thread's record its values (then read back from the
             checkpointer when a request needs them).
@@ -114,10 +135,21 @@ def create_app(
         body_timeout: Seconds a request body may take to arrive (408 after).
         max_streams_per_client: Streams, waits and joins one client may have
             open at once (429 past it); None: no cap.
-        stream_key: Who a request counts against for that cap, from its ASGI
-            scope (None: not counted); default: the client's address. Behind a
-            proxy every client has the proxy's address: key by identity
-            (the default with ``auth``).
+        stream_key: Who a request counts against for that cap and for
+            ``max_runs_per_client``, from its ASGI scope (None: not counted);
+            default: the caller's identity with ``auth``, else the client's
+            address (a trusted proxy's client's: ``trusted_proxies``).
+        max_runs_per_client: Runs one client may have in flight at once,
+            whatever their kind (streamed, waited for, in the background,
+            stateless, queued on a thread); past it a new run is refused with
+            429 and ``Retry-After`` before anything of it is done. None: no cap.
+        trusted_proxies: Addresses or networks (``10.0.0.0/8``; ``*``: any) of
+            reverse proxies whose ``X-Forwarded-For`` and ``X-Forwarded-Proto``
+            are believed, as uvicorn's ``--forwarded-allow-ips``: a request from
+            one is the client's it names (its address keys the caps, its scheme
+            is the origin's). From any other peer they are ignored. None by
+            default: run uvicorn with ``proxy_headers=False`` (``deepactors
+            serve`` does), or it believes them from 127.0.0.1 itself.
         auth: Who may call, and what each caller may touch (see
             :mod:`deepactors.server.auth`): every request but the health check
             is authenticated first (401 otherwise), and threads, runs and store
@@ -143,6 +175,18 @@ def create_app(
         stream_log_bytes: Bytes of SSE frames a resumable run keeps for clients
             that rejoin it (``Last-Event-ID``); past it the oldest are dropped,
             and a client that asks for one of those is told so (410).
+        webhooks: How the server calls the ``webhook`` a run names when it
+            ends (see :mod:`deepactors.server.webhooks`): by default unsigned,
+            to hosts that resolve to public addresses only. None: a run that
+            names a webhook is refused (422).
+        crons: Where scheduled runs are kept (see :mod:`deepactors.server.crons`);
+            None: in memory, gone when the app stops. ``deepactors serve --db``
+            keeps them in its database.
+        thread_ttl: Seconds a thread lives after its last change (made,
+            patched, its state updated, a run ended) unless made with a ``ttl``
+            of its own; then it is deleted, never while a run of it is in
+            flight. None (the default): threads live until deleted.
+        thread_ttl_sweep: Seconds between two sweeps for expired threads.
 
     Requests with a body must send it as ``application/json`` (or with no
     type): anything else is refused (415), so an HTML form or a ``text/plain``
@@ -158,6 +202,9 @@ def create_app(
         raise ConfigurationError("cors_origins and allowed_hosts are sequences of strings")
     if not stream_log_bytes > 0:
         raise ConfigurationError(f"stream_log_bytes: bytes > 0, not {stream_log_bytes!r}")
+    for name, seconds in (("thread_ttl", thread_ttl), ("thread_ttl_sweep", thread_ttl_sweep)):
+        if seconds is not None and not 0 < seconds < math.inf:  # NaN too
+            raise ConfigurationError(f"{name}: seconds above 0, not {seconds!r}")
     if run_retention is not None and not run_retention >= 0:  # NaN too
         raise ConfigurationError(f"run_retention: seconds >= 0, or None, not {run_retention!r}")
     origins = [normal_origin(o) for o in cors_origins]
@@ -165,6 +212,8 @@ def create_app(
         raise ConfigurationError(f"auth: a deepactors.server.auth.Auth, not {auth!r}")
     if auth is not None and stream_key is None:
         stream_key = _identity_key
+    slots = RunSlots(max_runs_per_client)  # a bad cap fails here, not in the lifespan
+    proxies = _trusted(trusted_proxies)
     guard = Guard(
         cors_origins=origins,
         allowed_hosts=allowed_hosts,
@@ -173,6 +222,65 @@ def create_app(
         max_streams_per_client=max_streams_per_client,
         stream_key=stream_key,
     )
+    store = store if store is not None else MemoryStore()
+    assistants = _assistants(agents, checkpointer, store)
+    app = _AgentApp(
+        guard,
+        auth,
+        proxies,
+        # Starlette tries routes in order: the runs' (the hot paths) first.
+        routes=[
+            *thread_op_routes,  # before /threads/{id} and /runs/{...}: literal paths first
+            *run_routes,
+            *thread_routes,
+            *cron_routes,
+            *misc_routes,
+            *openapi_routes,
+            *ui_routes,
+            # The other protocols' endpoints (AG-UI, the AI SDK's stream, A2A).
+            *agui_routes,
+            *aisdk_routes,
+            *a2a_routes,
+        ],
+        lifespan=_Lifespan(
+            assistants=assistants,
+            guard=guard,
+            auth=auth,
+            store=store,
+            crons=crons if crons is not None else MemoryCronBook(),
+            webhooks=webhooks,
+            max_runs_per_client=slots.cap,
+            thread_ttl=thread_ttl,
+            thread_ttl_sweep=thread_ttl_sweep,
+            runs_db=runs_db,
+            idle_timeout=idle_timeout,
+            run_retention=run_retention,
+            pacing=pacing,
+            defer_gc=defer_gc,
+            tracing=tracing,
+            stream_log_bytes=stream_log_bytes,
+        ),
+        exception_handlers={
+            HTTPException: _error,
+            InputError: _error,
+            DeepActorsError: _error,
+        },
+        middleware=_cors(origins),
+    )
+    app.state.store = store
+    return app
+
+
+def _assistants(
+    agents: DeepAgent | Mapping[str, DeepAgent],
+    checkpointer: Checkpointer | None,
+    store: Store | None,
+) -> dict[str, AssistantRecord]:
+    """The served assistants by id; an agent with no checkpointer or store gets the server's.
+
+    Raises:
+        ConfigurationError: No agent, one that is not a DeepAgent, or a bad id.
+    """
     if isinstance(agents, DeepAgent):
         agents = {agents.name: agents}
     if not agents:
@@ -187,31 +295,72 @@ def create_app(
         assistants[graph_id] = AssistantRecord(
             graph_id=graph_id, agent=_served(agent, saver, store)
         )
+    return assistants
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _Lifespan:
+    """The app's lifespan: what it opens for the runs, and how it closes them."""
+
+    assistants: dict[str, AssistantRecord]
+    guard: Guard
+    auth: Auth | None
+    store: Store
+    crons: CronBook
+    webhooks: Webhooks | None
+    max_runs_per_client: int | None
+    thread_ttl: float | None
+    thread_ttl_sweep: float
+    runs_db: str | None
+    idle_timeout: float
+    run_retention: float | None
+    pacing: float | None
+    defer_gc: bool
+    tracing: Tracing | bool
+    stream_log_bytes: int
 
     @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    async def __call__(self, app: Starlette) -> AsyncIterator[None]:
         async with (
-            open_sandboxes(record.agent for record in assistants.values()),
+            open_sandboxes(record.agent for record in self.assistants.values()),
             open_runtime(
-                idle_timeout=idle_timeout, pacing=pacing, defer_gc=defer_gc, tracing=tracing
+                idle_timeout=self.idle_timeout,
+                pacing=self.pacing,
+                defer_gc=self.defer_gc,
+                tracing=self.tracing,
             ) as runtime,
             anyio.create_task_group() as tg,
         ):
-            relay = _open_relay(runs_db)
+            relay = _open_relay(self.runs_db)
+            # Threads' metadata (owners) beside their checkpoints: the runs
+            # database keeps it when there is one.
+            savers = (record.agent.checkpointer for record in self.assistants.values())
+            kept = None if relay.shared else metadata_beside(c for c in savers if c is not None)
             manager = RunManager(
                 runtime,
                 tg,
-                assistants,
+                self.assistants,
                 relay=relay,
-                run_retention=run_retention,
-                idle_timeout=idle_timeout,
-                stream_log_bytes=stream_log_bytes,
+                run_retention=self.run_retention,
+                idle_timeout=self.idle_timeout,
+                stream_log_bytes=self.stream_log_bytes,
+                webhooks=self.webhooks,
+                max_runs_per_client=self.max_runs_per_client,
+                thread_metadata=kept,
+                thread_ttl=self.thread_ttl,
+                thread_ttl_sweep=self.thread_ttl_sweep,
             )
             relay_scope, bodies_scope = anyio.CancelScope(), anyio.CancelScope()
-            tg.start_soon(_expire_bodies, guard, bodies_scope)
+            tg.start_soon(_expire_bodies, self.guard, bodies_scope)
             if relay.shared:
                 await tg.start(_run_relay, relay, manager, relay_scope)
             await manager.load_saved()
+            scheduler = Scheduler(self.crons, manager, self.auth)
+            app.state.scheduler = scheduler
+            app.state.crons = self.crons
+            await tg.start(scheduler.run)
+            if isinstance(self.store, ExpiringStore):
+                tg.start_soon(self.store.sweep_forever)
             app.state.runs = manager
             app.state.serving = True
             try:
@@ -226,10 +375,22 @@ def create_app(
                 with anyio.CancelScope(shield=True):
                     await manager.aclose()
                     await relay.aclose()
+                    if kept is not None:
+                        await kept.aclose()
+                    if kept is not None:
+                        await kept.aclose()
                 relay_scope.cancel()
                 bodies_scope.cancel()
+                tg.cancel_scope.cancel()  # the scheduler: the runs are done
+                with anyio.CancelScope(shield=True):
+                    await self.crons.aclose()
 
-    middleware = [
+
+def _cors(origins: list[str]) -> list[Middleware]:
+    """Starlette's CORS middleware for ``origins``; none when no origin is allowed."""
+    if not origins:
+        return []
+    return [
         Middleware(
             CORSMiddleware,
             allow_origins=origins,
@@ -238,21 +399,6 @@ def create_app(
             expose_headers=["Content-Location", "Location", "X-Pagination-Next"],
         )
     ]
-    app = _AgentApp(
-        guard,
-        auth,
-        # Starlette tries routes in order: the runs' (the hot paths) first.
-        routes=[*run_routes, *thread_routes, *misc_routes, *openapi_routes, *ui_routes],
-        lifespan=lifespan,
-        exception_handlers={
-            HTTPException: _error,
-            InputError: _error,
-            DeepActorsError: _error,
-        },
-        middleware=middleware if origins else [],
-    )
-    app.state.store = store
-    return app
 
 
 class _AgentApp(Starlette):
@@ -267,20 +413,34 @@ class _AgentApp(Starlette):
     or an app mounted under a path, takes the regular way.
 
     Every HTTP request, either way, first passes the guard (``_guard``: Host,
-    Origin, body type, size and time, streams per client).
+    Origin, body type, size and time, streams per client); one from a trusted
+    proxy is first made the client's it forwards.
     """
 
-    def __init__(self, guard: Guard, auth: Auth | None, **kwargs: Any) -> None:
+    def __init__(
+        self, guard: Guard, auth: Auth | None, proxies: list[str] | None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self._as_built = (list(self.user_middleware), dict(self.exception_handlers))
         self.guard = guard
         self.auth = auth
         guard.app = self.dispatch
+        # uvicorn's own reading of the headers, as its --forwarded-allow-ips
+        # reads them (pure Python, on either loop), from these peers only.
+        inner: Any = self._http  # (uvicorn types its ASGI callables its own way)
+        self._forwarded: Any = (
+            None if proxies is None else ProxyHeadersMiddleware(inner, trusted_hosts=proxies)
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await super().__call__(scope, receive, send)
-            return
+        elif self._forwarded is not None:
+            await self._forwarded(scope, receive, send)  # then _http, as the client's
+        else:
+            await self._http(scope, receive, send)
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         # The caller's trace (W3C traceparent), current while the request is
         # served: a run it starts is ordered here, and its spans join that trace.
         trace = attach_traceparent(scope["headers"])
@@ -326,6 +486,31 @@ class _AgentApp(Starlette):
             await serve_stream(manager, thread_id, scope, receive, send)
             return
         await super().__call__(scope, receive, send)
+
+
+def _trusted(proxies: Sequence[str]) -> list[str] | None:
+    """``trusted_proxies`` checked (None: none).
+
+    Raises:
+        ConfigurationError: An entry that is neither an address, a network nor ``*``
+            (uvicorn would take it as a name no peer ever has, silently).
+    """
+    if isinstance(proxies, str):
+        raise ConfigurationError("trusted_proxies is a sequence of strings")
+    out = [p.strip() for p in proxies]
+    for entry in out:
+        try:
+            if entry != "*":
+                if "/" in entry:
+                    ipaddress.ip_network(entry)
+                else:
+                    ipaddress.ip_address(entry)
+        except ValueError as exc:
+            raise ConfigurationError(
+                f"trusted_proxies: an IP address, a network (10.0.0.0/8) or '*', not "
+                f"{entry!r} ({exc})"
+            ) from None
+    return out or None
 
 
 def _identity_key(scope: Scope) -> Hashable:
@@ -378,10 +563,10 @@ def _open_relay(runs_db: str | None) -> RunRelay:
     try:
         # psycopg is an optional dependency (the [postgres] extra): imported only
         # when runs are shared, so a single-process server never needs it.
-        from ._pg_relay import PgRelay
+        relay = pg_relay()
     except ImportError as exc:
         raise ConfigurationError(
             "sharing runs through PostgreSQL needs psycopg: "
             f"pip install 'deepactors[postgres]' ({exc})"
         ) from exc
-    return PgRelay(runs_db)
+    return relay(runs_db)

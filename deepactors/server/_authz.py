@@ -17,7 +17,16 @@ from starlette.types import Scope
 
 from ._records import ThreadRecord
 from ._ui import UI_PATHS
-from .auth import Action, Auth, AuthError, AuthRequest, Identity, Resource, RuleContext
+from .auth import (
+    Action,
+    Auth,
+    AuthError,
+    AuthRequest,
+    Identity,
+    Resource,
+    RuleContext,
+    label_owner,
+)
 
 __all__ = [
     "CALLER",
@@ -61,8 +70,9 @@ async def authenticate(auth: Auth, scope: Scope) -> Identity:
     """The identity of the request in ``scope``.
 
     Raises:
-        AuthError: Not authenticated.
+        AuthError: Not authenticated (401), or a credential header given twice (400).
     """
+    _one_credential(scope["headers"])
     client = scope.get("client")
     request = AuthRequest(
         method=scope.get("method", "GET"),
@@ -71,6 +81,30 @@ async def authenticate(auth: Auth, scope: Scope) -> Identity:
         client=None if client is None else str(client[0]),
     )
     return await auth.identify(request)
+
+
+_CREDENTIALS = (b"authorization", b"x-api-key")
+
+
+def _one_credential(headers: Iterable[tuple[bytes, bytes]]) -> None:
+    """Refuse a request that gives ``Authorization`` or ``X-Api-Key`` twice.
+
+    Which of the two counts is a guess one hop may make one way and the next
+    another (a proxy that checks the first, a server that reads the last):
+    such a request is refused, as RFC 9110 lets a server refuse a field
+    repeated that is not a list.
+
+    Raises:
+        AuthError: 400, naming the header.
+    """
+    seen: list[bytes] = []
+    for name, _ in headers:
+        if name in _CREDENTIALS:
+            if name in seen:
+                raise AuthError(
+                    f"{name.decode()} is given more than once: send one credential", status=400
+                )
+            seen.append(name)
 
 
 async def may(resource: Resource, action: Action, owner: str | None, value: Any = None) -> bool:
@@ -118,16 +152,20 @@ async def visible(threads: Iterable[ThreadRecord]) -> list[ThreadRecord]:
 
 
 async def owned_namespace(namespace: tuple[str, ...], action: Action) -> None:
-    """Refuse a store namespace that is not the caller's (its first element is the owner).
+    """Refuse a store namespace that is not the caller's (its first element is the
+    owner's :func:`~deepactors.server.auth.namespace_label`).
 
     Raises:
         AuthError: 403, the namespace belongs to someone else (or to nobody).
     """
-    if CALLER.get() is None:
+    found = CALLER.get()
+    if found is None:
         return
-    owner = namespace[0] if namespace else None
+    owner = label_owner(namespace[0]) if namespace else None
     if not await may("store", action, owner, namespace):
+        label = found[1].namespace_label
         raise AuthError(
-            "store namespaces are per user: start the namespace with your user id",
+            f"store namespaces are per user: start the namespace with {label!r}, your user "
+            "id as a label ('.' written %2E, '%' written %25)",
             status=403,
         )

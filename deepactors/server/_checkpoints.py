@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from starlette.exceptions import HTTPException
 
 from ..actors import Runtime, ThreadHandle
-from ._records import AssistantRecord, RunRecord, ThreadRecord
+from ._records import AssistantRecord, RunRecord, ThreadRecord, public_id
 from ._schemas import Checkpoint, RunCreate
 
 __all__ = [
@@ -99,7 +99,8 @@ async def fork_at(handle: ThreadHandle, seq: int) -> None:
     """
     records = await handle.history(superseded=True)
     if seq not in {r.seq for r in records}:
-        raise HTTPException(404, f"thread {handle.thread_id!r} has no checkpoint {str(seq)!r}")
+        name = public_id(handle.thread_id)
+        raise HTTPException(404, f"thread {name!r} has no checkpoint {str(seq)!r}")
     # An order in the thread's mailbox, decided in its turn: behind the runs
     # queued before it, so what follows starts from ``seq`` whatever they did,
     # as a LangGraph run from a checkpoint does, however the timing falls.

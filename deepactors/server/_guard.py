@@ -6,7 +6,9 @@ on ``evil.example`` that re-binds its DNS name to 127.0.0.1 still sends
 ``Host: evil.example``), a request with an ``Origin`` must come from an origin
 allowed for CORS or from this server itself, and a request with a body must say
 it is JSON (an HTML form or a ``text/plain`` fetch, the requests a browser
-sends cross-site without asking first, can say nothing else). Then limits: a
+sends cross-site without asking first, can say nothing else). A request that
+names two servers (two ``Host`` headers, or a target that is not a path) is
+refused before any of that (400, as RFC 9112 says). Then limits: a
 body is refused past a size (declared or streamed) and cut off past a time, and
 one client holds a bounded number of open streams.
 
@@ -16,21 +18,26 @@ is kept to a scan of the headers and a few set and dict lookups per request.
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 
 import anyio
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
+from .._core.logs import get_logger
 from ..errors import ConfigurationError
+from ._body_limit import CLOSE, BodyRefused, BoundedBody, refuse
 
 __all__ = [
+    "CLIENT",
     "DEFAULT_BODY_TIMEOUT",
     "DEFAULT_MAX_BODY",
     "DEFAULT_MAX_STREAMS_PER_CLIENT",
     "LOOPBACK_HOSTS",
+    "ORIGIN_FORM",
     "AdmittedApp",
     "BodyRefused",
     "Guard",
@@ -56,7 +63,18 @@ LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 """The names a server on this machine answers to by default."""
 
 StreamKey = Callable[[Scope], Hashable]
-"""Who a request counts against for the stream cap (None: not counted)."""
+"""Who a request counts against for the caps on streams and runs (None: not counted)."""
+
+CLIENT: contextvars.ContextVar[Hashable | None] = contextvars.ContextVar(
+    "deepactors_client", default=None
+)
+"""Who the ``POST`` being served counts against (its key): the cap on runs in
+flight reads it. None: not counted (no key, or not a request)."""
+
+_log = get_logger("deepactors.server")
+
+_ORIGINS_TOLD = 8
+"""Refused origins whose first refusal is logged (each once); then no more."""
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # The long-lived responses: a run's SSE stream, a wait or a join for its end.
@@ -74,7 +92,7 @@ def close_if_unread(scope: Scope) -> dict[str, str] | None:
     """
     for name, value in scope["headers"]:
         if (name == b"content-length" and value != b"0") or name == b"transfer-encoding":
-            return dict(_CLOSE)
+            return dict(CLOSE)
     return None
 
 
@@ -82,14 +100,6 @@ def client_host(scope: Scope) -> Hashable:
     """The default stream key: the client's address (None when the server knows none)."""
     client = scope.get("client")
     return client[0] if client else None
-
-
-class BodyRefused(HTTPException):
-    """A body past its size or its time (413, 408): raised by the guarded ``receive``.
-
-    An ``HTTPException``, so the app's own handlers answer it wherever the body is
-    read; the guard answers it when nothing did (the stream endpoints' direct path).
-    """
 
 
 AdmittedApp = Callable[[Scope, Receive, Send, bool], Awaitable[None]]
@@ -141,17 +151,23 @@ class Guard:
         self.max_body = max_body
         self.body_timeout = body_timeout
         self.max_streams = max_streams_per_client
-        self._key = stream_key or client_host
+        self.key: StreamKey = stream_key or client_host
+        """Who a request counts against (see :data:`StreamKey`)."""
         self._open: dict[Hashable, int] = {}
         # Bodies being read, in the order of their deadlines (one timeout for all).
-        self._reading: dict[_Body, None] = {}
+        self._reading: dict[BoundedBody, None] = {}
+        # Origins refused so far, each logged once: a browser shows its user
+        # nothing of a refused preflight, so the operator is told the fix here.
+        self._told: set[bytes] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         host = origin = kind = length = chunked = None
+        hosts = 0
         # One pass over the headers (ASGI names are lower-case).
         for name, value in scope["headers"]:
             if name == b"host":
                 host = value
+                hosts += 1
             elif name == b"origin":
                 origin = value
             elif name == b"content-type":
@@ -163,20 +179,21 @@ class Guard:
         # A refusal sent before the body is read leaves the body in the socket:
         # the connection is closed after it, so no client sends its next request
         # down a connection the server is dropping.
-        unread = _CLOSE if (length is not None and length != b"0") or chunked is not None else None
+        unread = CLOSE if (length is not None and length != b"0") or chunked is not None else None
+        if hosts != 1 or scope["path"][:1] != "/":
+            malformed = _malformed(hosts, scope)
+            if malformed is not None:
+                await refuse(400, malformed, None, unread)(scope, receive, send)
+                return
         if host is not None and not self._any_host and host not in self._known:
             refusal = self._refused_host(host, scope, unread)
             if refusal is not None:
                 await refusal(scope, receive, send)
                 return
         if origin is not None and not self._any_origin and origin not in self._origins:
-            scheme: str = scope.get("scheme", "http")
-            if host is None or origin != scheme.encode() + b"://" + host:
-                detail = (
-                    f"origin {origin.decode('latin-1')!r} may not call this server: allow it "
-                    "with create_app(cors_origins=...) or deepactors serve --cors-origin"
-                )
-                await _refuse(403, detail, None, unread)(scope, receive, send)
+            refusal = self._refused_origin(origin, host, scope, unread)
+            if refusal is not None:
+                await refusal(scope, receive, send)
                 return
         takes_body = scope["method"] in _BODY_METHODS
         if kind is not None and kind != _JSON and takes_body and not _is_json(kind):
@@ -185,33 +202,54 @@ class Guard:
             # may send cross-site unasked) always carry one, and any other
             # browser request carries an Origin, checked above.
             detail = f"send the body as application/json, not {kind.decode('latin-1')!r}"
-            await _refuse(415, detail, self._cors(origin), unread)(scope, receive, send)
+            await refuse(415, detail, self._cors(origin), unread)(scope, receive, send)
             return
-        body: _Body | None = None
+        body: BoundedBody | None = None
         if unread is not None:
             if length is not None:
                 declared = int(length) if length.isdigit() else -1
                 if declared < 0:  # the servers refuse these themselves; never trusted here
-                    await _refuse(400, "bad Content-Length", None, unread)(scope, receive, send)
+                    await refuse(400, "bad Content-Length", None, unread)(scope, receive, send)
                     return
                 if declared > self.max_body:
                     detail = f"the body is {declared} bytes; the limit is {self.max_body}"
-                    await _refuse(413, detail, self._cors(origin), unread)(scope, receive, send)
+                    await refuse(413, detail, self._cors(origin), unread)(scope, receive, send)
                     return
             if takes_body:  # (no endpoint reads the body of a GET: left unread)
-                body = _Body(self, scope, receive, send)
-        path: str = scope["path"]
-        if self.max_streams is None or not path.endswith(_STREAM_TAILS):
-            await self._serve(scope, receive, send, origin, body)
-            return
-        key = self._key(scope)
+                body = BoundedBody(
+                    scope, receive, send, max_body=self.max_body, timeout=self.body_timeout
+                )
+        streams = self.max_streams is not None and scope["path"].endswith(_STREAM_TAILS)
+        # A POST may start a run: who it counts against, for the runs' cap.
+        key = self.key(scope) if streams or scope["method"] == "POST" else None
         if key is None:
             await self._serve(scope, receive, send, origin, body)
             return
+        token = CLIENT.set(key)
+        try:
+            if streams:
+                await self._counted(key, scope, receive, send, origin, body, unread)
+            else:
+                await self._serve(scope, receive, send, origin, body)
+        finally:
+            CLIENT.reset(token)
+
+    async def _counted(
+        self,
+        key: Hashable,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        origin: bytes | None,
+        body: BoundedBody | None,
+        unread: Mapping[str, str] | None,
+    ) -> None:
+        """Serve a stream, wait or join, counted against ``key``'s cap."""
         count = self._open.get(key, 0)
+        assert self.max_streams is not None
         if count >= self.max_streams:
             detail = f"this client has {count} streams open, the most it may; close one first"
-            await _refuse(429, detail, self._cors(origin), unread)(scope, receive, send)
+            await refuse(429, detail, self._cors(origin), unread)(scope, receive, send)
             return
         self._open[key] = count + 1
         try:
@@ -226,6 +264,40 @@ class Guard:
     def open_streams(self, key: Hashable) -> int:
         """How many streams ``key`` has open now."""
         return self._open.get(key, 0)
+
+    def take_stream(self, scope: Scope) -> Callable[[], None]:
+        """Count a stream its path does not name (the other protocols' endpoints:
+        AG-UI, the AI SDK's stream, an A2A ``message/stream``) against the same
+        cap as the paths ending in ``/stream``.
+
+        Returns:
+            What releases it (call it once, when the response has ended).
+
+        Raises:
+            HTTPException: 429, the client has its most streams open already.
+        """
+        key = None if self.max_streams is None else self.key(scope)
+        if key is None:
+            return _nothing
+        count = self._open.get(key, 0)
+        if count >= self.max_streams:  # type: ignore[operator]  # not None: key is set
+            detail = f"this client has {count} streams open, the most it may; close one first"
+            raise HTTPException(429, detail)
+        self._open[key] = count + 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if released:
+                return
+            released = True
+            left = self._open[key] - 1
+            if left:
+                self._open[key] = left
+            else:
+                del self._open[key]
+
+        return release
 
     async def expire_bodies(self) -> None:
         """Cut off bodies past ``body_timeout``, for as long as it runs (the app's lifespan).
@@ -252,7 +324,12 @@ class Guard:
                 await anyio.sleep(self.body_timeout if first is None else first.deadline - now)
 
     async def _serve(
-        self, scope: Scope, receive: Receive, send: Send, origin: bytes | None, body: _Body | None
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        origin: bytes | None,
+        body: BoundedBody | None,
     ) -> None:
         if body is None:
             await self.app(scope, receive, send, origin is not None)
@@ -263,7 +340,7 @@ class Guard:
         except BodyRefused as exc:
             # Read on the direct path, which turns no error into a response (the
             # routed one answers through the app's handlers and never gets here).
-            refusal = _refuse(exc.status_code, str(exc.detail), self._cors(origin), exc.headers)
+            refusal = refuse(exc.status_code, str(exc.detail), self._cors(origin), exc.headers)
             await refusal(scope, receive, send)
         except Exception:
             if not body.answered:
@@ -288,7 +365,28 @@ class Guard:
             f"this server does not answer to Host {host.decode('latin-1')!r}: name it with "
             "create_app(allowed_hosts=...) or deepactors serve --allowed-host"
         )
-        return _refuse(421, detail, None, headers)
+        return refuse(421, detail, None, headers)
+
+    def _refused_origin(
+        self, origin: bytes, host: bytes | None, scope: Scope, headers: Mapping[str, str] | None
+    ) -> JSONResponse | None:
+        """The answer to an ``Origin`` not allowed: None if it is the server's own, else a 403."""
+        scheme: str = scope.get("scheme", "http")
+        if host is not None and origin == scheme.encode() + b"://" + host:
+            return None
+        shown = origin.decode("latin-1")
+        if origin not in self._told and len(self._told) < _ORIGINS_TOLD:
+            self._told.add(origin)
+            _log.warning(
+                f"refused a web page at {shown} (403; its browser does not show "
+                f"why): to let it call, serve with --cors-origin {shown}",
+                origin=shown,
+            )
+        detail = (
+            f"origin {shown!r} may not call this server: allow it "
+            "with create_app(cors_origins=...) or deepactors serve --cors-origin"
+        )
+        return refuse(403, detail, None, headers)
 
     def _cors(self, origin: bytes | None) -> dict[str, str] | None:
         """CORS headers for a refusal, so a page allowed to call can read why."""
@@ -297,91 +395,28 @@ class Guard:
         return {"Access-Control-Allow-Origin": origin.decode("latin-1"), "Vary": "Origin"}
 
 
-_TIMED_OUT = "the body did not arrive in time"
-_CLOSE = {"Connection": "close"}  # what is left of the body is not read
+def _malformed(hosts: int, scope: Scope) -> str | None:
+    """Why a request is not one RFC 9112 lets a server answer (a 400), if it is not.
 
-
-class _Body:
-    """A request's ``receive`` that stops its body at ``max_body`` bytes and its deadline.
-
-    Once the body is complete it is the server's ``receive`` again (a response's
-    watcher waits on it for the client to leave, for as long as the run lasts).
+    More than one ``Host`` (which one names the server?), none in HTTP/1.1, or
+    a target not in origin-form (``GET http://evil.example/info``: the name in
+    it is not the ``Host`` that was checked). Hypercorn refuses the first two
+    itself and routes the last nowhere; uvicorn serves all three, and its
+    httptools parser hands the app the path alone (``HeadTimeoutProtocol``
+    refuses that one there).
     """
+    if hosts > 1:
+        return "more than one Host header: a request names one server"
+    if hosts == 0 and scope.get("http_version") == "1.1":
+        return "an HTTP/1.1 request needs a Host header"
+    path: str = scope["path"]
+    if not path.startswith("/"):
+        return ORIGIN_FORM
+    return None
 
-    __slots__ = (
-        "_answered",
-        "_done",
-        "_expired",
-        "_guard",
-        "_left",
-        "_receive",
-        "_scope",
-        "_send",
-        "_waiting",
-        "deadline",
-    )
 
-    def __init__(self, guard: Guard, scope: Scope, receive: Receive, send: Send) -> None:
-        self._guard = guard
-        self._scope = scope
-        self._receive = receive
-        self._send = send
-        self._left = guard.max_body
-        self.deadline = time.monotonic() + guard.body_timeout
-        self._done = self._expired = self._waiting = False
-        self._answered: anyio.Event | None = None
-
-    @property
-    def answered(self) -> bool:
-        """Whether the guard answered this request (408) while it waited for its body."""
-        return self._answered is not None
-
-    async def __call__(self) -> Message:
-        if self._done:
-            return await self._receive()
-        if self._expired:
-            self._done = True
-            raise BodyRefused(408, _TIMED_OUT, headers=_CLOSE)
-        self._waiting = True
-        try:
-            message = await self._receive()
-        finally:
-            self._waiting = False
-        if self._answered is not None:
-            self._done = True
-            await self._answered.wait()  # the 408 is out: this request is over
-            return {"type": "http.disconnect"}
-        if message["type"] != "http.request":
-            self._done = True  # the client left
-            return message
-        self._left -= len(message.get("body", b""))
-        if self._left < 0:
-            self._done = True
-            limit = self._guard.max_body
-            raise BodyRefused(413, f"the body is over the limit of {limit} bytes", headers=_CLOSE)
-        if not message.get("more_body", False):
-            self._done = True
-        return message
-
-    def expire(self) -> bool:
-        """Its deadline passed: True if the guard must answer (it waits in ``receive``)."""
-        if self._done:
-            return False
-        self._expired = True
-        if self._waiting:
-            self._answered = anyio.Event()
-            return True
-        return False
-
-    async def answer_timeout(self) -> None:
-        """Answer 408 on the request's behalf (it waits in ``receive``: it sends nothing)."""
-        assert self._answered is not None
-        try:
-            await _refuse(408, _TIMED_OUT, None, _CLOSE)(self._scope, self._receive, self._send)
-        except (OSError, RuntimeError):
-            pass  # the client is gone, or the server closed the exchange itself
-        finally:
-            self._answered.set()
+ORIGIN_FORM = "the request target must be a path (origin-form), not an absolute URI or '*'"
+"""Why a request target that is not a path is refused (400)."""
 
 
 def check_limits(max_body: int, body_timeout: float, max_streams: int | None) -> None:
@@ -421,13 +456,5 @@ def _split_host(host: str) -> tuple[str, int | None]:
     return name, int(port)
 
 
-def _refuse(
-    status: int,
-    detail: str,
-    cors: Mapping[str, str] | None,
-    headers: Mapping[str, str] | None = None,
-) -> JSONResponse:
-    """The JSON answer ``{"detail": ...}`` the app's other errors have."""
-    return JSONResponse(
-        {"detail": detail}, status_code=status, headers={**(cors or {}), **(headers or {})}
-    )
+def _nothing() -> None:
+    """Releases a stream that was not counted."""

@@ -19,23 +19,24 @@ saving its threads somewhere else than ``--db`` says.
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import importlib.util
 import json
+import math
 import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from .._core.logs import get_logger
-from ..agent import DeepAgent
+from ..agent import DeepAgent, import_from, load_target
 from ..demo import build_demo_agent
 from ..errors import ConfigurationError
 from ..persistence import Checkpointer, MemoryCheckpointer, MemoryStore, Store
+from ..persistence.index import IndexedStore
+from ..persistence.ttl import ExpiringStore
+from ._thread_ttl import DEFAULT_THREAD_TTL_SWEEP
 
-__all__ = ["CONFIG_FILE", "load_agents", "with_server_persistence"]
+__all__ = ["CONFIG_FILE", "expiring", "indexed", "load_agents", "with_server_persistence"]
 
 CONFIG_FILE = "langgraph.json"
 """The file ``deepactors serve`` reads when no agent is named."""
@@ -63,7 +64,7 @@ def load_agents(target: str | None) -> dict[str, DeepAgent]:
         if config.is_file():
             return load_config(config)
         return {"agent": build_demo_agent()}
-    value = _load(target, Path.cwd())
+    value = load_target(target, Path.cwd())
     if isinstance(value, DeepAgent):
         return {"agent": value}
     if (
@@ -103,13 +104,146 @@ def load_config(path: Path) -> dict[str, DeepAgent]:
             raise ConfigurationError(
                 f"{path}: graph {name!r}: './file.py:attribute' or 'module:attribute', not {spec!r}"
             )
-        value = _load(where, folder)
+        value = load_target(where, folder)
         if not isinstance(value, DeepAgent):
             raise ConfigurationError(
                 f"{path}: graph {name!r} ({where}) is not a DeepAgent: {type(value).__name__}"
             )
         agents[name] = value
     return agents
+
+
+def indexed(store: Store, path: Path | None = None) -> Store:
+    """``store``, searchable by meaning when ``langgraph.json`` asks for it.
+
+    ``"store": {"index": {"embed": ..., "dims": 1536, "fields": ["text"]}}`` as
+    LangGraph reads it: ``embed`` is ``module:function`` (or ``./file.py:function``),
+    or ``openai:<model>`` (the ``openai`` extra, ``OPENAI_API_KEY``).
+
+    Raises:
+        ConfigurationError: The index is not one this server can build.
+    """
+    path = path if path is not None else Path(CONFIG_FILE)
+    if not path.is_file():
+        return store
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return store  # load_config says what is wrong with the file
+    index = (config.get("store") or {}).get("index") if isinstance(config, dict) else None
+    if index is None:
+        return store
+    if not isinstance(index, dict) or not isinstance(index.get("embed"), str):
+        raise ConfigurationError(f"{path}: store.index needs 'embed': 'module:function'")
+    spec: str = index["embed"]
+    embed: Any
+    if spec.startswith("openai:"):
+        embed = _openai_embed(spec.removeprefix("openai:"))
+    else:
+        module_name, _, attribute = spec.rpartition(":")
+        module = import_from(module_name, path.resolve().parent)
+        embed = getattr(module, attribute, None)
+        if embed is None:
+            raise ConfigurationError(
+                f"{path}: store.index.embed: {module_name} has no {attribute!r}"
+            )
+    fields = index.get("fields") or ["$"]
+    return IndexedStore(store, embed=embed, dims=index.get("dims"), fields=fields)
+
+
+def expiring(store: Store, path: Path | None, default_minutes: float | None = None) -> Store:
+    """``store`` with time to live when ``langgraph.json`` (or ``default_minutes``) asks.
+
+    ``"store": {"ttl": {"default_ttl": 1440, "refresh_on_read": true,
+    "sweep_interval_minutes": 60}}`` as LangGraph reads it (minutes), in the
+    file at ``path`` (None: no file); ``default_minutes`` (``serve --store-ttl``)
+    when the file gives no ``default_ttl``. A store wrapped so is one whose
+    items may also be given a ``ttl`` one by one.
+
+    Raises:
+        ConfigurationError: A setting that is not a number of minutes.
+    """
+    ttl: Any = None
+    if path is not None and path.is_file():
+        try:
+            config = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            config = None  # load_config says what is wrong with the file
+        if isinstance(config, dict):
+            ttl = (config.get("store") or {}).get("ttl")
+    if ttl is None and default_minutes is None:
+        return store
+    ttl = dict(ttl or {})
+    minutes = ttl.get("default_ttl", default_minutes)
+    sweep = ttl.get("sweep_interval_minutes", 1)
+    for name, value in (("default_ttl", minutes), ("sweep_interval_minutes", sweep)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise ConfigurationError(f"{path}: store.ttl.{name}: minutes, not {value!r}")
+    return ExpiringStore(
+        store,
+        default_ttl=None if minutes is None else minutes * 60,
+        refresh_on_read=bool(ttl.get("refresh_on_read", True)),
+        sweep_interval=sweep * 60,
+    )
+
+
+def thread_expiry(
+    path: Path | None, default_minutes: float | None = None
+) -> tuple[float | None, float]:
+    """Threads' default time to live and sweep interval, in seconds.
+
+    ``"checkpointer": {"ttl": {"strategy": "delete", "default_ttl": 43200,
+    "sweep_interval_minutes": 60}}`` as LangGraph reads it (minutes), in the
+    file at ``path`` (None: no file); ``default_minutes`` (``serve
+    --thread-ttl``) when the file gives no ``default_ttl``.
+
+    Raises:
+        ConfigurationError: A setting that is not a number of minutes above 0,
+            or a strategy other than ``delete``.
+    """
+    ttl: Any = None
+    if path is not None and path.is_file():
+        try:
+            config = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            config = None  # load_config says what is wrong with the file
+        if isinstance(config, dict):
+            ttl = (config.get("checkpointer") or {}).get("ttl")
+    where = f"{path}: checkpointer.ttl" if ttl is not None else "--thread-ttl"
+    ttl = dict(ttl or {})
+    strategy = ttl.get("strategy", "delete")
+    if strategy != "delete":
+        raise ConfigurationError(f"{where}.strategy: only 'delete' is supported, not {strategy!r}")
+    minutes = ttl.get("default_ttl", default_minutes)
+    sweep = ttl.get("sweep_interval_minutes", DEFAULT_THREAD_TTL_SWEEP / 60)
+    for name, value in (("default_ttl", minutes), ("sweep_interval_minutes", sweep)):
+        if value is None:
+            continue
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not 0 < value < math.inf
+        ):
+            label = where if where == "--thread-ttl" else f"{where}.{name}"
+            raise ConfigurationError(f"{label}: minutes above 0, not {value!r}")
+    return (None if minutes is None else minutes * 60), sweep * 60
+
+
+def _openai_embed(model: str) -> Any:
+    try:
+        from openai import AsyncOpenAI
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"store.index.embed openai:{model} needs the openai extra: "
+            "pip install 'deepactors[openai]'"
+        ) from exc
+    client = AsyncOpenAI()
+
+    async def embed(texts: list[str]) -> list[list[float]]:
+        answer = await client.embeddings.create(model=model, input=texts)
+        return [d.embedding for d in answer.data]
+
+    return embed
 
 
 def _apply_env(env: Any, folder: Path, path: Path) -> None:
@@ -155,52 +289,6 @@ def _importable(folder: Path) -> None:
     entry = str(folder)
     if entry not in sys.path:
         sys.path.insert(0, entry)
-
-
-def _load(target: str, folder: Path) -> Any:
-    """The attribute ``target`` names (``module:attr`` or ``file.py:attr``), called
-    if it is a function of no arguments."""
-    module_name, _, attribute = target.rpartition(":")
-    if not module_name or not attribute:
-        raise ConfigurationError(f"give the agent as module:attribute, not {target!r}")
-    module = _import(module_name, folder)
-    try:
-        value: Any = getattr(module, attribute)
-    except AttributeError:
-        raise ConfigurationError(f"{module_name} has no {attribute!r}") from None
-    if callable(value) and not isinstance(value, DeepAgent):
-        value = value()
-    return value
-
-
-def _import(name: str, folder: Path) -> ModuleType:
-    # Like uvicorn and langgraph: modules of the folder are importable.
-    _importable(folder)
-    if not (name.endswith(".py") or "/" in name or os.sep in name):
-        try:
-            return importlib.import_module(name)
-        except ImportError as exc:
-            raise ConfigurationError(f"cannot import {name!r}: {exc}") from exc
-    file = (folder / name).resolve()
-    if not file.is_file():
-        raise ConfigurationError(f"cannot import {name!r}: no such file {file}")
-    # Its own folder too, so it imports its neighbours as it does when run.
-    _importable(file.parent)
-    module_name = file.stem
-    loaded = sys.modules.get(module_name)
-    if loaded is not None and getattr(loaded, "__file__", None) == str(file):
-        return loaded
-    spec = importlib.util.spec_from_file_location(module_name, file)
-    if spec is None or spec.loader is None:
-        raise ConfigurationError(f"cannot import {name!r}: not a Python file")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(module_name, None)
-        raise
-    return module
 
 
 def with_server_persistence(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import anyio
@@ -15,6 +17,8 @@ from ..errors import PersistenceError
 from ..filediff import FileRecord
 from ..messages import Message
 from ..persistence import Store, StoreItem
+from ..persistence.index import SemanticSearch
+from ..persistence.ttl import ExpiringStore
 from ..state import Todo
 from ._authz import caller, owned_namespace
 from ._records import AssistantRecord, iso, matches
@@ -136,6 +140,23 @@ def _store(request: Request) -> Store:
     return store
 
 
+_NO_TTL = (
+    "ttl: this server's store keeps items for ever; give it time to live: serve "
+    "--store-ttl MINUTES, langgraph.json's store.ttl, or create_app(store=ExpiringStore(...))"
+)
+
+
+def _refuse_reserved(namespace: Sequence[str]) -> None:
+    """Namespaces whose first label starts with ``__`` are the store wrappers' own."""
+    if namespace and namespace[0].startswith("__"):
+        raise HTTPException(422, "namespace: a first label starting with '__' is reserved")
+
+
+def _refresh(request: Request) -> bool | None:
+    raw = request.query_params.get("refresh_ttl")
+    return None if raw is None else raw.lower() in ("true", "1", "yes")
+
+
 def _item(item: StoreItem) -> dict[str, Any]:
     return {
         "namespace": list(item.namespace),
@@ -148,11 +169,20 @@ def _item(item: StoreItem) -> dict[str, Any]:
 
 async def put_item(request: Request) -> Response:
     body = await read_body(request, StorePut)
-    if body.ttl is not None:
-        raise HTTPException(422, "ttl: not supported by this store")
+    store = _store(request)
+    _refuse_reserved(body.namespace)
     await owned_namespace(tuple(body.namespace), "update")
+    if body.ttl is not None:
+        if not isinstance(store, ExpiringStore):
+            raise HTTPException(422, _NO_TTL)
+        if not 0 < body.ttl < math.inf:
+            raise HTTPException(422, f"ttl: minutes > 0, not {body.ttl!r}")
     try:
-        await _store(request).put(tuple(body.namespace), body.key, body.value)
+        if isinstance(store, ExpiringStore):
+            ttl = None if body.ttl is None else body.ttl * 60
+            await store.put(tuple(body.namespace), body.key, body.value, ttl=ttl)
+        else:
+            await store.put(tuple(body.namespace), body.key, body.value)
     except (TypeError, ValueError) as exc:
         raise HTTPException(422, f"value: {exc}") from None
     return Response(status_code=204)
@@ -166,8 +196,13 @@ async def get_item(request: Request) -> Response:
     namespace = tuple(raw_ns.split("."))
     if not all(namespace):
         raise HTTPException(422, f"namespace: labels joined by '.', not {raw_ns!r}")
+    _refuse_reserved(namespace)
     await owned_namespace(namespace, "read")
-    item = await _store(request).get(namespace, key)
+    store = _store(request)
+    if isinstance(store, ExpiringStore):
+        item = await store.get(namespace, key, refresh_ttl=_refresh(request))
+    else:
+        item = await store.get(namespace, key)
     return JSONResponse(None if item is None else _item(item))
 
 
@@ -180,10 +215,30 @@ async def delete_item(request: Request) -> Response:
 
 async def search_items(request: Request) -> Response:
     body = await read_body(request, StoreSearch)
-    if body.query:
-        raise HTTPException(422, "query: semantic search is not supported by this store")
+    store = _store(request)
     prefix = await _own_prefix(tuple(body.namespace_prefix))
-    items = await _store(request).search(prefix)
+    if body.query:
+        if not isinstance(store, SemanticSearch):
+            raise HTTPException(
+                422,
+                "query: this server's store has no index to search by meaning (give it "
+                "one: langgraph.json's store.index, or create_app(store=IndexedStore(...)))",
+            )
+        try:
+            scored = await store.semantic_search(
+                prefix,
+                body.query,
+                filter=body.filter,
+                limit=body.limit,
+                offset=body.offset,
+            )
+        except ValueError as exc:
+            raise HTTPException(422, f"query: {exc}") from None
+        return JSONResponse({"items": [{**_item(i), "score": s} for i, s in scored]})
+    if isinstance(store, ExpiringStore):
+        items = await store.search(prefix, refresh_ttl=body.refresh_ttl)
+    else:
+        items = await store.search(prefix)
     found = [i for i in items if matches(i.value, body.filter)]
     page = found[body.offset : body.offset + body.limit]
     return JSONResponse({"items": [{**_item(i), "score": None} for i in page]})
@@ -193,7 +248,7 @@ async def _own_prefix(prefix: tuple[str, ...]) -> tuple[str, ...]:
     """A search prefix kept to the caller's own namespaces (all of them for none)."""
     who = caller()
     if who is not None and not prefix:
-        prefix = (who.id,)
+        prefix = (who.namespace_label,)
     await owned_namespace(prefix, "search")
     return prefix
 
@@ -286,7 +341,7 @@ async def info(request: Request) -> Response:
     return JSONResponse(
         {
             "version": "deepactors",
-            "flags": {"assistants": True, "crons": False, "langsmith": False},
+            "flags": {"assistants": True, "crons": True, "langsmith": False},
             "metadata": {},
         }
     )

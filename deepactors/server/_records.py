@@ -12,7 +12,7 @@ import dataclasses
 import os
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeAlias
@@ -35,6 +35,7 @@ __all__ = [
     "ThreadStatus",
     "iso",
     "new_uuid",
+    "public_id",
 ]
 
 RunStatus: TypeAlias = Literal["pending", "running", "error", "success", "timeout", "interrupted"]
@@ -107,6 +108,8 @@ class ThreadRecord:
     """A thread as the protocol sees it; its state is in the checkpointer.
 
     Attributes:
+        thread_id: Its key: what the checkpointer, the runs database and the
+            sandboxes know it by (its id, or ``<owner>/<id>``: see :attr:`name`).
         graph_id: The assistant whose runs the thread holds (None: never run).
         values: The JSON values after the last run (None: none yet).
         interrupts: The pending interrupts after the last run.
@@ -121,6 +124,8 @@ class ThreadRecord:
             back from its checkpoint when asked for (``values`` is None).
         read_at: When they were last read back (a thread that is read often
             keeps them, as one that changes does).
+        ttl: Seconds after its last change (``updated_at``) when the server
+            deletes it, unless a run is in flight (None: never).
     """
 
     thread_id: str
@@ -136,6 +141,12 @@ class ThreadRecord:
     forgotten: dict[str, ForgottenRun] = field(default_factory=dict)
     stale: bool = False
     read_at: float = 0.0
+    ttl: float | None = None
+
+    @property
+    def name(self) -> str:
+        """Its id as clients know it (see :func:`public_id`)."""
+        return public_id(self.thread_id)
 
     @property
     def inflight(self) -> list[RunRecord]:
@@ -155,10 +166,22 @@ class ThreadRecord:
             return "interrupted"
         return "error" if self.error else "idle"
 
+    @property
+    def expires_at(self) -> float | None:
+        """When the server deletes it if nothing changes it first (None: never)."""
+        return None if self.ttl is None else self.updated_at + self.ttl
+
+    def ttl_json(self) -> dict[str, Any] | None:
+        """Its time to live as ``GET /threads/{id}?include=ttl`` answers it."""
+        expires = self.expires_at
+        if self.ttl is None or expires is None:
+            return None
+        return {"strategy": "delete", "ttl": self.ttl / 60, "expires_at": iso(expires)}
+
     def to_json(self) -> dict[str, Any]:
         """The protocol's ``Thread``."""
         return {
-            "thread_id": self.thread_id,
+            "thread_id": self.name,
             "created_at": iso(self.created_at),
             "updated_at": iso(self.updated_at),
             "state_updated_at": iso(self.updated_at),
@@ -199,6 +222,9 @@ class RunRecord:
         result: The run's final values as JSON, once done (or its error).
         remote: Driven by another server process (shared through the relay);
             this record follows it.
+        webhook: The URL POSTed the run's outcome when it ends, if any.
+        client: Who the run counts against for the cap on runs in flight
+            (``_run_slots``), until its record is final; None: not counted.
     """
 
     run_id: str
@@ -217,6 +243,8 @@ class RunRecord:
     result: dict[str, Any] | None = None
     finished_at: float | None = None
     remote: bool = False
+    webhook: str | None = None
+    client: Hashable | None = field(default=None, repr=False)
     _done: anyio.Event | None = field(default=None, repr=False)
     _cancelled: anyio.Event | None = field(default=None, repr=False)
 
@@ -254,7 +282,7 @@ class RunRecord:
         """The protocol's ``Run``."""
         return {
             "run_id": self.run_id,
-            "thread_id": self.thread.thread_id,
+            "thread_id": self.thread.name,
             "assistant_id": self.assistant.assistant_id,
             "created_at": iso(self.created_at),
             "updated_at": iso(self.updated_at),
@@ -307,11 +335,16 @@ class ForgottenRun:
             error=None if error is None else {"__error__": error},
         )
 
+    @property
+    def name(self) -> str:
+        """Its thread's id as clients know it."""
+        return public_id(self.thread_id)
+
     def to_json(self) -> dict[str, Any]:
         """The protocol's ``Run`` (its ``kwargs`` are no longer known: empty)."""
         return {
             "run_id": self.run_id,
-            "thread_id": self.thread_id,
+            "thread_id": self.name,
             "assistant_id": self.assistant_id,
             "created_at": iso(self.created_at),
             "updated_at": iso(self.updated_at),
@@ -320,6 +353,15 @@ class ForgottenRun:
             "multitask_strategy": self.multitask_strategy,
             "kwargs": {},
         }
+
+
+def public_id(key: str) -> str:
+    """A thread's id as clients know it, from its key (``ThreadRecord.thread_id``).
+
+    The same, but for the thread of an owner who was not the first to use its
+    id, whose key is ``<owner>/<id>`` (see ``_thread_lookup``): an id has no ``/``.
+    """
+    return key.rpartition("/")[2]
 
 
 def matches(metadata: Mapping[str, Any], wanted: Mapping[str, Any] | None) -> bool:

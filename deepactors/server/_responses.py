@@ -28,19 +28,16 @@ from .._core.logs import get_logger
 from .._core.pacing import Pacer
 from ..errors import DatabaseUnavailable, DeepActorsError, InputError
 from ..events import Event
-from ..lc_views import LangGraphStream, StreamPart
-from ._frame_log import FrameLog, dropped_error
+from ..lc_views import LangGraphStream
+from ._frames import metadata_frame, part_frames, sse_frame
 from .auth import AuthError
+from .relay import FrameLog, dropped_error
 
 __all__ = [
     "EventSourceResponse",
     "LoggedStreamResponse",
     "WaitResponse",
     "error_response",
-    "metadata_frame",
-    "part_frame",
-    "part_frames",
-    "sse_frame",
 ]
 
 _log = get_logger("deepactors.server")
@@ -52,12 +49,6 @@ RETRY_AFTER = 5
 """Seconds a client is told to wait (``Retry-After``) while a database is unreachable:
 the most the runs relay waits between reconnection attempts (``_pg_db.backoff``),
 so a retry after it finds the database back if it is."""
-
-
-def sse_frame(event: str, data: Any) -> bytes:
-    """One server-sent event: ``event: <name>`` and its JSON ``data``."""
-    body = json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=repr)
-    return f"event: {event}\r\ndata: {body}\r\n\r\n".encode()
 
 
 def error_response(exc: Exception, path: str) -> JSONResponse | None:
@@ -99,26 +90,6 @@ def auth_error_response(exc: AuthError, extra: Mapping[str, str] | None = None) 
     return JSONResponse(
         {"detail": str(exc)}, status_code=exc.status, headers={**headers, **(extra or {})}
     )
-
-
-def metadata_frame(run_id: str) -> bytes:
-    """The ``metadata`` event that opens a run's stream: ``sse_frame`` without
-    a JSON encoder's trip for an id that needs no escaping (our UUIDs)."""
-    if '"' in run_id or "\\" in run_id or not run_id.isprintable():
-        return sse_frame("metadata", {"run_id": run_id, "attempt": 1})
-    return f'event: metadata\r\ndata: {{"run_id":"{run_id}","attempt":1}}\r\n\r\n'.encode()
-
-
-def part_frame(part: StreamPart) -> bytes:
-    """One stream part as the SSE frame sent for it."""
-    name = part.mode if not part.namespace else "|".join((part.mode, *part.namespace))
-    data = list(part.data) if part.mode == "messages" else part.data
-    return sse_frame(name, data)
-
-
-def part_frames(parts: list[StreamPart]) -> bytes:
-    """Stream parts as the SSE frames sent for them (empty: nothing to send)."""
-    return b"".join(part_frame(p) for p in parts)
 
 
 def _headers(extra: Mapping[str, str], content_type: bytes) -> list[tuple[bytes, bytes]]:

@@ -30,11 +30,12 @@ from starlette.exceptions import HTTPException
 
 from ..events import Event
 from ..lc_views import LangGraphStream
-from ._frame_log import FrameLog, dropped_error
+from ._frames import metadata_frame, part_frame, sse_frame
 from ._records import RunRecord, Subscriber, ThreadRecord
-from ._responses import LoggedStreamResponse, metadata_frame, part_frame, sse_frame
+from ._responses import LoggedStreamResponse
 from ._runs import RunManager
 from ._schemas import RunCreate
+from .relay import FrameLog, dropped_error
 
 __all__ = ["create_logged", "join_logged", "kept_log", "open_resumable"]
 

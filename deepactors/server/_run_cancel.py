@@ -63,7 +63,7 @@ class RunCanceller(RunDriver):
         if strategy == "reject":
             raise HTTPException(
                 409,
-                f"thread {thread.thread_id!r} is busy with run {inflight[0].run_id}; "
+                f"thread {thread.name!r} is busy with run {inflight[0].run_id}; "
                 "wait for it, or choose multitask_strategy enqueue, interrupt or rollback",
             )
         if strategy == "enqueue":

@@ -24,8 +24,11 @@ from ..events import Event
 from ..lc_views import interrupts_to_lc, values_to_lc
 from ..tracing import run_traces
 from ._records import ForgottenRun, RunRecord, RunStatus, Subscriber, ThreadRecord
-from ._relay import RunRelay
 from ._run_inputs import error_json
+from ._run_slots import RunSlots
+from .relay import RunRelay
+from .webhooks import Webhooks, deliver
+from .webhooks import payload as webhook_payload
 
 __all__ = ["RunDriver", "traced_into"]
 
@@ -122,6 +125,8 @@ class RunDriver:
 
     runtime: Runtime
     relay: RunRelay
+    webhooks: Webhooks | None
+    slots: RunSlots
     _tg: TaskGroup
 
     def handle(self, thread: ThreadRecord) -> ThreadHandle:
@@ -277,7 +282,16 @@ class RunDriver:
             # or its error. A rollback of the run needs no more than where it started.
             _drop_traceback(handle)
             run.handle = None if thread.temporary else _spent(handle)
+        self.slots.give_back(run.client)  # no longer in flight
+        run.client = None
         run.done.set()
+        if run.webhook is not None and self.webhooks is not None:
+            body = webhook_payload(run.to_json(), run.result, self.webhooks.max_body)
+            self._tg.start_soon(self._deliver, run.webhook, body, run.run_id)
+
+    async def _deliver(self, url: str, body: bytes, run_id: str) -> None:
+        assert self.webhooks is not None
+        await deliver(url, body, self.webhooks, delivery_id=run_id)
 
     async def refresh(self, thread: ThreadRecord) -> None:
         """Read the thread's values and interrupts back from its checkpoint."""

@@ -28,6 +28,7 @@ this costs anything (:class:`LocalRelay`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import time
@@ -40,11 +41,11 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from starlette.exceptions import HTTPException
 
 from ..actors import RunInput, Runtime, ThreadHandle
-from ..errors import DeepActorsError
+from ..errors import DeepActorsError, InputError
 from ..events import Event
-from ._authz import CALLER, OWNER_KEY, caller, may_thread
+from ..persistence import SqliteThreadMetadata
+from ._authz import caller
 from ._checkpoints import start_from
-from ._frame_log import DEFAULT_STREAM_LOG_BYTES
 from ._records import (
     AssistantRecord,
     ForgottenRun,
@@ -53,20 +54,23 @@ from ._records import (
     ThreadRecord,
     new_uuid,
 )
-from ._relay import LocalRelay, RunRelay
 from ._retention import DEFAULT_RUN_RETENTION, Retention
 from ._run_cancel import RunCanceller
 from ._run_driver import traced_into
 from ._run_inputs import error_json, run_input_of, run_kwargs
 from ._run_limits import with_limits
+from ._run_slots import RunSlots
 from ._schemas import RunCreate
-from ._shared_runs import SharedRuns
+from ._thread_lookup import ThreadLookup
+from ._thread_ttl import DEFAULT_THREAD_TTL_SWEEP, ThreadExpiry
 from .auth import Action
+from .relay import DEFAULT_STREAM_LOG_BYTES, LocalRelay, RunRelay, SharedRuns
+from .webhooks import Webhooks, check_webhook_url
 
 __all__ = ["RunManager"]
 
 
-class RunManager(RunCanceller):
+class RunManager(ThreadLookup, RunCanceller):
     """Threads and runs of one app, on one runtime.
 
     Args:
@@ -79,6 +83,14 @@ class RunManager(RunCanceller):
         idle_timeout: Seconds an idle thread keeps its values in memory (None:
             for ever); then they are read from its checkpoint when needed.
         stream_log_bytes: Bytes of frames a resumable run keeps (``_frame_log``).
+        webhooks: How the webhooks runs name are called (None: runs may name none).
+        max_runs_per_client: Runs one client may have in flight (None: no cap);
+            see ``_run_slots``.
+        thread_metadata: Where threads' metadata is kept beside their
+            checkpoints (None: in memory only); see ``_thread_lookup``.
+        thread_ttl: Seconds of idleness after which a thread made without a
+            ``ttl`` of its own is deleted (None: never); see ``_thread_ttl``.
+        thread_ttl_sweep: Seconds between two sweeps for expired threads.
     """
 
     def __init__(
@@ -91,8 +103,19 @@ class RunManager(RunCanceller):
         run_retention: float | None = DEFAULT_RUN_RETENTION,
         idle_timeout: float | None = None,
         stream_log_bytes: int = DEFAULT_STREAM_LOG_BYTES,
+        webhooks: Webhooks | None = None,
+        max_runs_per_client: int | None = None,
+        thread_metadata: SqliteThreadMetadata | None = None,
+        thread_ttl: float | None = None,
+        thread_ttl_sweep: float = DEFAULT_THREAD_TTL_SWEEP,
     ) -> None:
         self.runtime = runtime
+        self.webhooks = webhooks
+        self.thread_metadata = thread_metadata
+        if thread_ttl is not None and not 0 < thread_ttl < math.inf:
+            raise ValueError(f"thread_ttl: seconds above 0, not {thread_ttl!r}")
+        self.thread_ttl = thread_ttl
+        self.slots = RunSlots(max_runs_per_client)
         self.stream_log_bytes = stream_log_bytes
         self._tg = task_group
         self.relay: RunRelay = relay if relay is not None else LocalRelay()
@@ -115,6 +138,8 @@ class RunManager(RunCanceller):
             remember=not self.relay.shared,
         )
         task_group.start_soon(self.retention.run)
+        self.expiry = ThreadExpiry(self, sweep=thread_ttl_sweep, confirm=self.relay.shared)
+        task_group.start_soon(self.expiry.run)
 
     # -- lookups ---------------------------------------------------------------------
 
@@ -126,77 +151,26 @@ class RunManager(RunCanceller):
             raise HTTPException(404, f"assistant {assistant_id!r} not found (known: {known})")
         return found
 
-    def thread_assistant(self, thread: ThreadRecord) -> AssistantRecord:
-        """The assistant whose state a thread holds (its last run's, else the first)."""
-        if thread.graph_id is not None and thread.graph_id in self.assistants:
-            return self.assistants[thread.graph_id]
-        return next(iter(self.assistants.values()))
-
-    async def thread(self, thread_id: str, action: Action = "read") -> ThreadRecord:
-        """A thread the caller may ``action`` (404 if none, or not the caller's).
-
-        Known here, saved in the checkpointer, or run by another process.
-        """
-        found = await self.find_thread(thread_id)
-        if found is None or not await may_thread(found, action):
-            # Another's thread is answered as one that does not exist.
-            raise HTTPException(404, f"thread {thread_id!r} not found")
-        if found.stale and action == "read":
-            await self.refresh(found)  # let go of while idle: what it answers with
-        return found
-
-    async def find_thread(self, thread_id: str) -> ThreadRecord | None:
-        """A known thread, or one whose state the checkpointer holds, whoever owns it."""
-        found = self.threads.get(thread_id)
-        if found is not None:
-            if CALLER.get() is not None and OWNER_KEY not in found.metadata and self.relay.shared:
-                # Known from the checkpointer alone (after a restart): its owner
-                # is in the shared runs database, with the rest of its metadata.
-                await self._shared.adopt_thread(thread_id)
-            return found
-        for assistant in self.assistants.values():
-            agent = assistant.agent
-            records = await self.runtime.thread(agent, thread_id).history(path=agent.name)
-            if records:
-                # Saved before this server started: known again from now on.
-                found = ThreadRecord(
-                    thread_id=thread_id,
-                    graph_id=assistant.graph_id,
-                    created_at=records[0].created_at,
-                    updated_at=records[-1].created_at,
-                )
-                self.threads[thread_id] = found
-                if self.relay.shared:
-                    # Made or run by another process: its metadata (its owner
-                    # among it) is in the shared runs database.
-                    await self._shared.adopt_thread(thread_id)
-                await self.refresh(found)
-                return found
-        if self.relay.shared and await self._shared.adopt_thread(thread_id):
-            return self.threads[thread_id]  # a thread of runs in other processes
-        return None
-
     def handle(self, thread: ThreadRecord) -> ThreadHandle:
         """The handle of the thread under the app's runtime, for the assistant it holds."""
         return self.runtime.thread(self.thread_assistant(thread).agent, thread.thread_id)
 
-    def run(self, thread_id: str, run_id: str) -> RunRecord:
+    def run(self, thread: ThreadRecord, run_id: str) -> RunRecord:
         """A run of a thread known to this process (404 if none)."""
         run = self.runs.get(run_id)
-        if run is None or run.thread.thread_id != thread_id:
-            raise HTTPException(404, self.retention.unknown(thread_id, run_id))
+        if run is None or run.thread.thread_id != thread.thread_id:
+            raise HTTPException(404, self.retention.unknown(thread.name, run_id))
         return run
 
     async def find_run(self, thread_id: str, run_id: str, action: Action = "read") -> RunRecord:
-        """A run of a thread the caller may ``action``, here or in another server
-        process (404 if none)."""
-        if run_id not in self.runs and self.relay.shared:
-            await self.find_thread(thread_id)  # the thread first: its owner, its metadata
-            await self._shared.adopt_run(thread_id, run_id)
-        run = self.run(thread_id, run_id)
-        if not await may_thread(run.thread, action):
+        """A run of the thread the caller names ``thread_id`` and may ``action``,
+        here or in another server process (404 if none)."""
+        thread = await self.find_thread(thread_id, action)
+        if thread is None:
             raise HTTPException(404, self.retention.unknown(thread_id, run_id))
-        return run
+        if run_id not in self.runs and self.relay.shared:
+            await self._shared.adopt_run(thread.thread_id, run_id)
+        return self.run(thread, run_id)
 
     async def find_past(
         self, thread_id: str, run_id: str, action: Action = "read"
@@ -204,9 +178,9 @@ class RunManager(RunCanceller):
         """:meth:`find_run`, or what is left of the run once forgotten (404 if neither)."""
         if run_id in self.runs or self.relay.shared:
             return await self.find_run(thread_id, run_id, action)
-        thread = await self.find_thread(thread_id)
+        thread = await self.find_thread(thread_id, action)
         past = None if thread is None else thread.forgotten.get(run_id)
-        if thread is None or past is None or not await may_thread(thread, action):
+        if past is None:
             raise HTTPException(404, self.retention.unknown(thread_id, run_id))
         return past
 
@@ -217,22 +191,6 @@ class RunManager(RunCanceller):
             await self._shared.adopt_thread(thread.thread_id)
         known: list[RunRecord | ForgottenRun] = [*thread.forgotten.values(), *thread.runs]
         return sorted(known, key=lambda r: r.created_at) if thread.forgotten else known
-
-    async def load_saved(self) -> None:
-        """Know the threads the checkpointers already hold (after a restart)."""
-        for assistant in self.assistants.values():
-            checkpointer = assistant.agent.checkpointer
-            sharing = [a for a in self.assistants.values() if a.agent.checkpointer is checkpointer]
-            for info in await self.runtime.saved_threads(assistant.agent):
-                if info.thread_id in self.threads:
-                    continue
-                self.threads[info.thread_id] = ThreadRecord(
-                    thread_id=info.thread_id,
-                    graph_id=sharing[0].graph_id if len(sharing) == 1 else None,
-                    created_at=info.updated_at,
-                    updated_at=info.updated_at,
-                    stale=True,  # its values: read from its checkpoint when asked for
-                )
 
     # -- creating runs ---------------------------------------------------------------
 
@@ -253,11 +211,35 @@ class RunManager(RunCanceller):
 
         Raises:
             HTTPException: 404 unknown assistant, 409 a busy thread with ``reject``,
-                422 invalid input (nothing was started).
+                422 invalid input, 429 the client's runs in flight at their cap
+                (nothing was started).
         """
         if self._closing:
             raise HTTPException(503, "the server is shutting down")
+        # Counted first, before anything of the run is done (a fork, runs
+        # interrupted to make room), so a refused run leaves no trace.
+        client = self.slots.take()
+        try:
+            run = await self._create(thread, body, subscriber)
+        except BaseException:
+            self.slots.give_back(client)
+            raise
+        run.client = client  # given back when its record is final (``_close``)
+        if launch:
+            self.launch(run)
+        return run
+
+    async def _create(
+        self, thread: ThreadRecord, body: RunCreate, subscriber: Subscriber | None
+    ) -> RunRecord:
+        """:meth:`create`, up to the run known and pending (not launched)."""
         body.refuse_unsupported()
+        webhook = None
+        if body.webhook is not None:
+            try:
+                webhook = check_webhook_url(body.webhook, self.webhooks)
+            except InputError as exc:
+                raise HTTPException(422, str(exc)) from None
         assistant = self.assistant(body.assistant_id)
         if body.command is not None and not thread.temporary:
             assistant = await self._deciding_assistant(thread, assistant)
@@ -267,6 +249,9 @@ class RunManager(RunCanceller):
             if body.command is not None:
                 raise HTTPException(422, "command: resuming needs a thread (thread_id)")
             run_input = run_input_of(assistant.stateless, body, None, identity)
+            # Its thread is thrown away: an agent that may stop for a human runs,
+            # and only an actual stop is an error (InterruptNeedsThread).
+            run_input = dataclasses.replace(run_input, stateless=True)
         else:
             run_input = run_input_of(assistant.agent, body, thread.thread_id, identity)
         run_input, timeout = with_limits(run_input, body)  # a remote subagent's parent's
@@ -279,7 +264,7 @@ class RunManager(RunCanceller):
         if body.command is not None and not thread.inflight and not thread.interrupts:
             raise HTTPException(
                 422,
-                f"command.resume: thread {thread.thread_id!r} is not waiting for any decision",
+                f"command.resume: thread {thread.name!r} is not waiting for any decision",
             )
         run = RunRecord(
             run_id=new_uuid(),
@@ -288,26 +273,29 @@ class RunManager(RunCanceller):
             kwargs_of=functools.partial(run_kwargs, body),
             metadata=dict(body.metadata or {}),
             multitask_strategy=body.multitask_strategy,
+            webhook=webhook,
         )
         if subscriber is not None:
             run.subscribers.append(subscriber)
         thread.graph_id = assistant.graph_id
         # As LangGraph's server does, so clients find a graph's threads by metadata.
+        named = "graph_id" in thread.metadata and "assistant_id" in thread.metadata
         thread.metadata.setdefault("graph_id", assistant.graph_id)
         thread.metadata.setdefault("assistant_id", assistant.assistant_id)
         thread.runs.append(run)
         thread.updated_at = time.time()
         self.runs[run.run_id] = run
-        if self.relay.shared and not thread.temporary:
+        if not thread.temporary and (self.relay.shared or not named):
             try:
-                await self.relay.created(run)
+                if self.relay.shared:
+                    await self.relay.created(run)
+                if not named:  # its first run: the metadata names its graph now
+                    await self.save_metadata(thread)
             except BaseException:
                 self.runs.pop(run.run_id, None)
                 thread.runs.remove(run)
                 raise
         self._unlaunched[run.run_id] = (run_input, body.context, body.after_seconds, timeout)
-        if launch:
-            self.launch(run)
         return run
 
     async def _deciding_assistant(
@@ -334,7 +322,7 @@ class RunManager(RunCanceller):
         if found is None:
             raise HTTPException(
                 409,
-                f"thread {thread.thread_id!r} waits for decisions of assistant {stopped!r}, "
+                f"thread {thread.name!r} waits for decisions of assistant {stopped!r}, "
                 "which this server does not serve",
             )
         return found
@@ -413,25 +401,13 @@ class RunManager(RunCanceller):
             run.subscribers.append(Subscriber(send, subgraphs))
         return receive
 
-    async def add_thread(self, thread: ThreadRecord) -> None:
-        """Know a new thread (and let other server processes know it)."""
-        self.threads[thread.thread_id] = thread
-        if self.relay.shared and not thread.temporary:
-            try:
-                await self.relay.thread_created(thread.thread_id, thread.metadata)
-            except BaseException:
-                # Not made (the database is down): a client told to try again
-                # must not find it half-made here, and no other process knows it.
-                if self.threads.get(thread.thread_id) is thread:
-                    del self.threads[thread.thread_id]
-                raise
-
     async def delete_thread(self, thread: ThreadRecord) -> None:
         """Cancel the thread's runs, then forget it and its checkpoint."""
         await self.cancel(thread.inflight, wait=True)
         await self._forget_thread(thread)
         if self.relay.shared:
             await self.relay.thread_deleted(thread.thread_id)
+        await self.forget_metadata(thread)
 
     def _forget_runs(self, thread: ThreadRecord) -> None:
         self.threads.pop(thread.thread_id, None)
@@ -468,5 +444,6 @@ class RunManager(RunCanceller):
         """Cancel every run and wait for all of them (server shutdown)."""
         self._closing = True
         self.retention.close()
+        self.expiry.close()
         await self.cancel([r for r in self.runs.values() if not r.remote], wait=True)
         self._shared.close()  # runs of other processes go on there

@@ -21,7 +21,7 @@ from ._resumable import create_logged, join_logged, kept_log, open_resumable
 from ._runs import RunManager
 from ._schemas import RunCreate, RunsCancel, parse_body, read_body
 
-__all__ = ["run_routes", "serve_stream", "stream_target"]
+__all__ = ["run_routes", "serve_stream", "stream_target", "thread_of"]
 
 
 def _manager(request: Request) -> RunManager:
@@ -37,7 +37,7 @@ def _adapter(modes: Any, subgraphs: bool, thread_id: str | None) -> LangGraphStr
 
 
 async def _thread_for(request: Request, body: RunCreate) -> ThreadRecord:
-    return await _thread_of(_manager(request), request.path_params.get("thread_id"), body)
+    return await thread_of(_manager(request), request.path_params.get("thread_id"), body)
 
 
 @runtime_checkable
@@ -58,7 +58,13 @@ async def _reach_checkpointer(manager: RunManager, assistant_id: str) -> None:
         await saver.reach()
 
 
-async def _thread_of(manager: RunManager, thread_id: str | None, body: RunCreate) -> ThreadRecord:
+async def thread_of(manager: RunManager, thread_id: str | None, body: RunCreate) -> ThreadRecord:
+    """The thread a run of ``body`` goes on: ``thread_id`` (made first with
+    ``if_not_exists="create"``), else a new one, kept or not as ``body`` says.
+
+    Raises:
+        HTTPException: 404 no such thread of the caller's.
+    """
     if thread_id is not None or body.on_completion == "keep":
         await _reach_checkpointer(manager, body.assistant_id)
     if thread_id is None:  # stateless: a thread of its own, gone when the run ends
@@ -70,13 +76,14 @@ async def _thread_of(manager: RunManager, thread_id: str | None, body: RunCreate
         else:
             await manager.add_thread(thread)  # kept: other server processes know its owner
         return thread
-    if body.if_not_exists == "create" and await manager.find_thread(thread_id) is None:
-        await manager.add_thread(ThreadRecord(thread_id=thread_id, metadata=owned({})))
+    if body.if_not_exists == "create":
+        # The caller's own, or a new one: another's thread of this id is absent here.
+        await manager.claim_thread(thread_id, owned({}))
     return await manager.thread(thread_id, "update")
 
 
 def _locations(run: RunRecord, suffix: str) -> dict[str, str]:
-    base = f"/threads/{run.thread.thread_id}/runs/{run.run_id}"
+    base = f"/threads/{run.thread.name}/runs/{run.run_id}"
     if run.thread.temporary:
         return {"Content-Location": f"/runs/{run.run_id}"}
     return {"Location": f"{base}/{suffix}", "Content-Location": base}
@@ -88,7 +95,7 @@ async def create_run(request: Request) -> Response:
     manager = _manager(request)
     try:
         if body.stream_resumable and not thread.temporary:  # for a join_stream later
-            adapter = _adapter(body.stream_mode, body.stream_subgraphs, thread.thread_id)
+            adapter = _adapter(body.stream_mode, body.stream_subgraphs, thread.name)
             finish = lambda run: _error_of(manager, run)  # noqa: E731
             run, _ = await create_logged(manager, thread, body, adapter, finish=finish, launch=True)
         else:
@@ -112,9 +119,9 @@ async def stream_run(request: Request) -> Response:
 
 
 async def _open_stream(manager: RunManager, thread_id: str | None, body: RunCreate) -> Response:
-    thread = await _thread_of(manager, thread_id, body)
+    thread = await thread_of(manager, thread_id, body)
     adapter = _adapter(
-        body.stream_mode, body.stream_subgraphs, None if thread.temporary else thread.thread_id
+        body.stream_mode, body.stream_subgraphs, None if thread.temporary else thread.name
     )
     cancel = body.on_disconnect != "continue"
     if body.stream_resumable and not thread.temporary:  # frames kept, with ids
@@ -279,7 +286,7 @@ async def delete_run(request: Request) -> Response:
     thread = await manager.thread(request.path_params["thread_id"], "delete")
     if thread.forgotten.pop(request.path_params["run_id"], None) is not None:
         return Response(status_code=204)  # ended long ago: what was left of it
-    run = manager.run(request.path_params["thread_id"], request.path_params["run_id"])
+    run = manager.run(thread, request.path_params["run_id"])
     if not run.done.is_set():
         raise HTTPException(409, f"run {run.run_id} is still {run.status}; cancel it first")
     manager.runs.pop(run.run_id, None)
@@ -318,7 +325,7 @@ async def join_stream(request: Request) -> Response:
         on_disconnect = lambda: _left(manager, run, leave)  # noqa: E731
         return join_logged(log, request.headers.get("last-event-id"), on_disconnect)
     subgraphs = bool(run.kwargs.get("stream_subgraphs"))
-    adapter = _adapter(modes, subgraphs, run.thread.thread_id)
+    adapter = _adapter(modes, subgraphs, run.thread.name)
     cancel = _flag(request, "cancel_on_disconnect")
     return EventSourceResponse(
         await manager.subscribe(run, modes=modes, subgraphs=subgraphs),
@@ -375,7 +382,10 @@ async def cancel_runs(request: Request) -> Response:
 
 
 async def _past_result(manager: RunManager, run: ForgottenRun) -> dict[str, Any]:
-    thread = await manager.thread(run.thread_id)
+    # (Its thread was found for the caller with the run: by its key here.)
+    thread = await manager.find_key(run.thread_id)
+    if thread is None:
+        raise HTTPException(404, f"thread {run.name!r} not found")
     return await manager.past_result(run, thread)
 
 
@@ -389,7 +399,7 @@ def _ended_stream(run: ForgottenRun, modes: Any) -> EventSourceResponse:
 
     return EventSourceResponse(
         receive,
-        _adapter(modes, False, run.thread_id),
+        _adapter(modes, False, run.name),
         run_id=run.run_id,
         on_disconnect=lambda: None,
         finish=finish,

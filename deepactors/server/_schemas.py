@@ -105,8 +105,9 @@ class RunCreate(_Body):
     # Where the run starts from: the thread's head, or a checkpoint to fork from.
     checkpoint: Checkpoint | None = None
     checkpoint_id: str | None = None
-    # Not implemented: refused when set.
+    # POSTed the run's outcome when it ends (see deepactors.server.webhooks).
     webhook: str | None = None
+    # Not implemented: refused when set.
     interrupt_before: str | list[str] | None = None
     interrupt_after: str | list[str] | None = None
 
@@ -118,7 +119,7 @@ class RunCreate(_Body):
 
     def refuse_unsupported(self) -> None:
         """Raise a 422 for a field whose feature this server does not have."""
-        for name in ("webhook", "interrupt_before", "interrupt_after"):
+        for name in ("interrupt_before", "interrupt_after"):
             if getattr(self, name):
                 raise HTTPException(422, f"{name}: not supported by this server")
         if self.command is not None:
@@ -144,6 +145,29 @@ class RunCreate(_Body):
                 raise HTTPException(422, "input: give either input or command, not both")
 
 
+def _thread_ttl(value: Any) -> float | None:
+    """A thread's ``ttl`` as the SDKs send it, in seconds: minutes, or
+    ``{"ttl": minutes, "strategy": "delete"}``."""
+    if value is None:
+        return None
+    minutes = value
+    if isinstance(value, dict):
+        unknown = set(value) - {"ttl", "strategy"}
+        if unknown:
+            raise ValueError(f"unknown keys {sorted(unknown)}: give 'ttl' (minutes) and 'strategy'")
+        strategy = value.get("strategy", "delete")
+        if strategy != "delete":
+            # keep_latest would prune a thread's history; this server keeps a
+            # thread's checkpoints whole or deletes them (see threads.prune).
+            raise ValueError(f"strategy: only 'delete' is supported, not {strategy!r}")
+        minutes = value.get("ttl")
+    if isinstance(minutes, bool) or not isinstance(minutes, int | float):
+        raise ValueError(f"give minutes (a number above 0), not {minutes!r}")
+    if not 0 < minutes < math.inf:
+        raise ValueError(f"minutes above 0, not {minutes!r}")
+    return float(minutes) * 60
+
+
 class ThreadCreate(_Body):
     """``POST /threads``."""
 
@@ -151,12 +175,20 @@ class ThreadCreate(_Body):
     metadata: dict[str, Any] = Field(default_factory=dict)
     if_exists: Literal["raise", "do_nothing"] = "raise"
     supersteps: list[Any] | None = None
+    ttl: float | None = None
+    """Seconds of idleness before the thread is deleted (sent in minutes)."""
+
+    _check_ttl = field_validator("ttl", mode="before")(_thread_ttl)
 
 
 class ThreadPatch(_Body):
     """``PATCH /threads/{thread_id}``."""
 
     metadata: dict[str, Any] = Field(default_factory=dict)
+    ttl: float | None = None
+    """A new time to live in seconds (sent in minutes); None keeps the thread's."""
+
+    _check_ttl = field_validator("ttl", mode="before")(_thread_ttl)
 
 
 class ThreadSearch(_Body):
@@ -212,7 +244,12 @@ class AssistantSearch(_Body):
 def _namespace(value: list[str]) -> list[str]:
     for label in value:
         if not label or "." in label:
-            raise ValueError(f"namespace label {label!r} must be non-empty, without '.'")
+            # (A user id with a '.' starts its namespaces as
+            # deepactors.server.auth.namespace_label writes it.)
+            raise ValueError(
+                f"namespace label {label!r} must be non-empty, without '.' (a user id "
+                "with one is written with %2E for it, and %25 for '%')"
+            )
     return value
 
 
@@ -245,6 +282,7 @@ class StoreSearch(_Body):
     limit: int = Field(default=10, ge=0, le=10_000)
     offset: int = Field(default=0, ge=0)
     query: str | None = None
+    refresh_ttl: bool | None = None
 
     _check_ns = field_validator("namespace_prefix")(_namespace)
 

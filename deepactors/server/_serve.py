@@ -13,6 +13,7 @@ import signal
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -23,9 +24,15 @@ from starlette.applications import Starlette
 
 from .._core.logs import configure_logging, get_logger, logging_config
 from ..errors import ConfigurationError
-from ..persistence import Checkpointer, Store, is_postgres_url, open_checkpointer, open_store
+from ..persistence import (
+    Checkpointer,
+    MemoryStore,
+    Store,
+    is_postgres_url,
+    open_checkpointer,
+    open_store,
+)
 from ._app import create_app
-from ._frame_log import DEFAULT_STREAM_LOG_BYTES
 from ._guard import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_MAX_BODY,
@@ -33,11 +40,22 @@ from ._guard import (
     LOOPBACK_HOSTS,
     check_limits,
 )
-from ._langgraph_json import load_agents, with_server_persistence
+from ._langgraph_json import (
+    CONFIG_FILE,
+    expiring,
+    indexed,
+    load_agents,
+    thread_expiry,
+    with_server_persistence,
+)
 from ._retention import DEFAULT_RUN_RETENTION
+from ._run_slots import DEFAULT_MAX_RUNS_PER_CLIENT, RunSlots
 from ._supervise import supervise
 from ._uvicorn_http import HeadTimeoutProtocol
 from .auth import Auth, api_keys
+from .crons import open_cron_book
+from .relay import DEFAULT_STREAM_LOG_BYTES
+from .webhooks import Webhooks
 
 __all__ = ["ServeOptions", "load_agents", "load_auth", "serve", "tune_gc"]
 
@@ -60,6 +78,9 @@ BACKLOG = 2048
 hypercorn's is 100)."""
 
 _log = get_logger("deepactors.server")
+
+WEBHOOK_SECRET_ENV = "DEEPACTORS_WEBHOOK_SECRET"
+"""The environment variable ``deepactors serve`` reads webhooks' signing secret from."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,7 +111,15 @@ class ServeOptions:
     """Seconds a connection may take to send a request's headers (see
     :data:`DEFAULT_HEADER_TIMEOUT`); then it is closed."""
     max_streams_per_client: int | None = DEFAULT_MAX_STREAMS_PER_CLIENT
-    """Streams, waits and joins one client address may have open at once (429); None: no cap."""
+    """Streams, waits and joins one client (its identity, else its address) may have
+    open at once (429); None: no cap."""
+    max_runs_per_client: int | None = DEFAULT_MAX_RUNS_PER_CLIENT
+    """Runs one client (its identity, else its address) may have in flight at once,
+    background runs included (429 with ``Retry-After``); None: no cap."""
+    trusted_proxies: tuple[str, ...] = ()
+    """Reverse proxies (addresses, networks, ``*``) whose ``X-Forwarded-For`` and
+    ``X-Forwarded-Proto`` are believed (as uvicorn's ``--forwarded-allow-ips``); none
+    by default, on both servers."""
     auth: str | None = None
     """How clients authenticate (None: they do not, and only loopback is served)."""
     insecure: bool = False
@@ -101,6 +130,16 @@ class ServeOptions:
     """Seconds an idle thread keeps its state and values in memory (see ``create_app``)."""
     stream_log_bytes: int = DEFAULT_STREAM_LOG_BYTES
     """Bytes of SSE frames a resumable run keeps for rejoins (see ``create_app``)."""
+    webhooks: bool = True
+    """Whether runs may name a webhook (see :mod:`deepactors.server.webhooks`)."""
+    webhook_allowed_hosts: tuple[str, ...] = ()
+    """Hosts webhooks may call whatever they resolve to (this machine, a private network)."""
+    store_ttl: float | None = None
+    """Minutes a store item lives unless put with its own ``ttl``; None: for ever (see
+    :class:`~deepactors.persistence.ttl.ExpiringStore`)."""
+    thread_ttl: float | None = None
+    """Minutes a thread lives after its last change unless made with its own ``ttl``;
+    None: until deleted (see ``create_app``'s ``thread_ttl``)."""
 
     @property
     def shared_runs(self) -> str | None:
@@ -129,9 +168,16 @@ class ServeOptions:
             "max_body": self.max_body,
             "body_timeout": self.body_timeout,
             "max_streams_per_client": self.max_streams_per_client,
+            "max_runs_per_client": self.max_runs_per_client,
+            "trusted_proxies": list(self.trusted_proxies),
             "run_retention": self.run_retention,
             "idle_timeout": self.idle_timeout,
             "stream_log_bytes": self.stream_log_bytes,
+            "store_ttl": self.store_ttl,
+            "thread_ttl": self.thread_ttl,
+            "webhooks": {"allowed_hosts": list(self.webhook_allowed_hosts)}
+            if self.webhooks
+            else None,
         }
 
 
@@ -226,8 +272,20 @@ def build_app(
     given, runs shared through ``runs_db`` (PostgreSQL) when given, and
     ``create_app``'s checks and ``limits`` (:meth:`ServeOptions.app_limits`),
     clients authenticated by ``auth`` (see :func:`load_auth`)."""
+    limits = dict(limits or {})
+    hooks = limits.pop("webhooks", {})
+    if hooks is not None:
+        # The secret from the environment only: a flag would show in `ps`.
+        secret = os.environ.get(WEBHOOK_SECRET_ENV) or None
+        hooks = Webhooks(secret=secret, **hooks)
     agents = load_agents(target)
-    checkpointer, store = persistence_for(db) if db is not None else (None, None)
+    checkpointer, store = persistence_for(db) if db is not None else (None, MemoryStore())
+    config = Path(CONFIG_FILE) if target is None else None  # langgraph.json's store
+    if config is not None:
+        store = indexed(store, config)
+    # Outermost: expiry filters what an index finds too.
+    store = expiring(store, config, limits.pop("store_ttl", None))
+    thread_ttl, thread_ttl_sweep = thread_expiry(config, limits.pop("thread_ttl", None))
     if checkpointer is not None:  # --db is where threads are saved, whatever a module made
         agents = with_server_persistence(agents, checkpointer, store)
     # A process that only serves: collections deferred while runs are in
@@ -239,7 +297,11 @@ def build_app(
         runs_db=runs_db,
         defer_gc=True,
         auth=None if auth is None else load_auth(auth),
-        **(limits or {}),
+        webhooks=hooks,
+        crons=open_cron_book(db),
+        thread_ttl=thread_ttl,
+        thread_ttl_sweep=thread_ttl_sweep,
+        **limits,
     )
 
 
@@ -311,6 +373,7 @@ def serve(options: ServeOptions) -> None:
     if not options.header_timeout > 0:
         raise ConfigurationError("--header-timeout must be more than 0 seconds")
     check_limits(options.max_body, options.body_timeout, options.max_streams_per_client)
+    RunSlots(options.max_runs_per_client)  # a bad cap fails here, not in the app
     if options.log_level is not None:
         configure_logging(options.log_level, options.log_format)
     check_exposure(options)
@@ -339,11 +402,15 @@ def serve(options: ServeOptions) -> None:
 
 def _uvicorn_limits(options: ServeOptions) -> dict[str, Any]:
     """uvicorn's connection timeouts: its keep-alive timeout, which
-    ``HeadTimeoutProtocol`` also holds every request's head to."""
+    ``HeadTimeoutProtocol`` also holds every request's head to. Its proxy headers
+    off: by default it believes ``X-Forwarded-For`` from 127.0.0.1, so any local
+    program could pass for any address; the app believes them from
+    ``--trusted-proxy`` only, on both servers alike."""
     return {
         "http": HeadTimeoutProtocol,
         "timeout_keep_alive": options.header_timeout,
         "backlog": BACKLOG,
+        "proxy_headers": False,
     }
 
 

@@ -15,7 +15,7 @@ from ..actors import ThreadHandle, ThreadState
 from ..lc_views import interrupts_to_lc, values_to_lc
 from ._authz import may_thread, owned, visible, without_owner
 from ._checkpoints import checkpoint_json, fork_at, requested_seq, superseded_history
-from ._records import ThreadRecord, iso, matches, new_uuid
+from ._records import ThreadRecord, iso, matches, new_uuid, public_id
 from ._runs import RunManager
 from ._schemas import (
     HistoryRequest,
@@ -40,26 +40,41 @@ async def create_thread(request: Request) -> Response:
         raise HTTPException(422, "supersteps: not supported by this server")
     manager = _manager(request)
     metadata = owned(body.metadata)
-    if body.thread_id is not None:
-        existing = await manager.find_thread(body.thread_id)
-        if existing is not None:
-            if body.if_exists == "do_nothing" and await may_thread(existing, "read"):
-                await _fresh(manager, [existing])
-                return JSONResponse(existing.to_json())
-            raise HTTPException(409, f"thread {body.thread_id!r} already exists")
-        thread = ThreadRecord(thread_id=body.thread_id, metadata=metadata)
-    else:
-        thread = ThreadRecord(thread_id=new_uuid(), metadata=metadata)
     graph = body.metadata.get("graph_id")
-    if isinstance(graph, str) and graph in manager.assistants:
-        thread.graph_id = graph
-    await manager.add_thread(thread)
+    graph_id = graph if isinstance(graph, str) and graph in manager.assistants else None
+    if body.thread_id is None:
+        thread = ThreadRecord(
+            thread_id=new_uuid(), metadata=metadata, graph_id=graph_id, ttl=body.ttl
+        )
+        await manager.add_thread(thread)
+        return JSONResponse(thread.to_json())
+    # The caller's own thread of that id, or a new one: with authentication,
+    # another's is not there for this caller (see _thread_lookup).
+    thread, made = await manager.claim_thread(body.thread_id, metadata, graph_id, body.ttl)
+    if not made:
+        if body.if_exists == "do_nothing" and await may_thread(thread, "read"):
+            await _fresh(manager, [thread])
+            return JSONResponse(thread.to_json())
+        raise HTTPException(409, f"thread {body.thread_id!r} already exists")
     return JSONResponse(thread.to_json())
+
+
+def _included(request: Request) -> set[str]:
+    """``?include=ttl`` (repeated, or comma-separated, as the SDKs send it)."""
+    return {
+        part.strip()
+        for value in request.query_params.getlist("include")
+        for part in value.split(",")
+        if part.strip()
+    }
 
 
 async def get_thread(request: Request) -> Response:
     thread = await _manager(request).thread(request.path_params["thread_id"])
-    return JSONResponse(thread.to_json())
+    answer = thread.to_json()
+    if "ttl" in _included(request):
+        answer["ttl"] = thread.ttl_json()
+    return JSONResponse(answer)
 
 
 async def patch_thread(request: Request) -> Response:
@@ -67,7 +82,10 @@ async def patch_thread(request: Request) -> Response:
     thread = await _manager(request).thread(request.path_params["thread_id"], "update")
     # Its owner is the server's to say: a patch cannot hand the thread to another.
     thread.metadata = {**thread.metadata, **without_owner(body.metadata)}
+    if body.ttl is not None:
+        thread.ttl = body.ttl
     thread.updated_at = time.time()
+    await _manager(request).save_metadata(thread)
     await _fresh(_manager(request), [thread])
     return JSONResponse(thread.to_json())
 
@@ -95,7 +113,7 @@ async def _search(manager: RunManager, body: ThreadSearch) -> list[ThreadRecord]
         for t in candidates
         if matches(t.metadata, body.metadata)
         and matches(t.values or {}, body.values)
-        and (body.ids is None or t.thread_id in body.ids)
+        and (body.ids is None or t.name in body.ids)
         and (body.status is None or t.status == body.status)
     ]
     key = body.sort_by or "created_at"
@@ -159,7 +177,7 @@ def _seq(raw: Any, field: str) -> int:
 
 
 async def _state_at(handle: ThreadHandle, name: str, seq: int | None) -> dict[str, Any]:
-    thread_id = handle.thread_id
+    thread_id = public_id(handle.thread_id)
     # A checkpoint a fork left behind is read as its own branch stood then.
     if seq is not None and seq not in {r.seq for r in await handle.history(superseded=True)}:
         raise HTTPException(404, f"thread {thread_id!r} has no checkpoint {seq}")
@@ -201,7 +219,7 @@ async def update_state(request: Request) -> Response:
         await manager.update_state(thread, body.values)
     records = await manager.handle(thread).history()
     return JSONResponse(
-        {"checkpoint": checkpoint_json(thread.thread_id, records[-1].seq if records else None)}
+        {"checkpoint": checkpoint_json(thread.name, records[-1].seq if records else None)}
     )
 
 
@@ -230,7 +248,7 @@ async def history(request: Request) -> Response:
         if upper is not None and seq >= upper:
             continue
         state = await handle.state(upto_seq=seq)
-        snapshot = _state_json(thread.thread_id, state, parent=parent, created_at=created[seq])
+        snapshot = _state_json(thread.name, state, parent=parent, created_at=created[seq])
         if matches(snapshot["metadata"], body.metadata):
             out.append(snapshot)
         if len(out) >= body.limit:

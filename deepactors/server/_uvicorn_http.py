@@ -9,14 +9,21 @@ connection's opening, and from each response's end, until the next request's
 headers are complete; this does the same for uvicorn, with its
 ``timeout_keep_alive``, so both servers close such connections alike. A head
 that grows past ``h11_max_incomplete_event_size`` (16 KiB by default, as
-h11's, hence hypercorn's) is refused with 431: httptools sets no bound.
+h11's, hence hypercorn's) is refused with 431: httptools sets no bound. A
+request target that is not a path (``GET http://evil.example/info``) is
+refused with 400: httptools hands the app the path alone, so the name in the
+target would go unchecked (hypercorn gives the app the whole target, which the
+app's guard refuses).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from ._guard import ORIGIN_FORM
 
 __all__ = ["HEAD_LIMIT", "HeadTimeoutProtocol"]
 
@@ -73,7 +80,16 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._stop_waiting()
         self._in_body = True
-        super().on_headers_complete()
+        if self.url.startswith(b"/"):
+            super().on_headers_complete()
+            return
+        # Answered by an app of its own, as uvicorn answers past its concurrency
+        # limit: the request's body is read and the connection closed as usual.
+        app, self.app = self.app, _not_origin_form
+        try:
+            super().on_headers_complete()
+        finally:
+            self.app = app
 
     def on_message_complete(self) -> None:
         self._in_body = False
@@ -103,3 +119,17 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
         self._head_timer = None
         if not self.transport.is_closing():
             self.transport.close()
+
+
+_NOT_ORIGIN_FORM = json.dumps({"detail": ORIGIN_FORM}).encode()
+
+
+async def _not_origin_form(scope: Any, receive: Any, send: Any) -> None:
+    """The 400 of a request whose target is not a path (see the module docstring)."""
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(_NOT_ORIGIN_FORM)).encode()),
+        (b"connection", b"close"),
+    ]
+    await send({"type": "http.response.start", "status": 400, "headers": headers})
+    await send({"type": "http.response.body", "body": _NOT_ORIGIN_FORM})

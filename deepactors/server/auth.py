@@ -8,11 +8,15 @@ optionally, rules per resource and action. Every request but the health check
 gets 401. Then every thread, run and store item is its owner's:
 
 - a thread (and so its runs, state and history) belongs to the identity that
-  created it (``metadata["owner"]``, which no client can set or change); a
-  thread of another owner is answered 404, as if it did not exist;
+  created it (``metadata["owner"]``, which no client can set or change, kept
+  with the thread across restarts); a thread of another owner is answered 404,
+  as if it did not exist, and its id is free for the caller to make a thread
+  of their own (ids are per owner: see ``_thread_lookup``);
 - a store item belongs to the identity whose id is the first element of its
-  namespace (``("alice", "memories")``); another's is answered 403, and
-  searches and listings are kept to the caller's own namespaces;
+  namespace (``("alice", "memories")``), written as :func:`namespace_label`
+  writes it (a ``.`` as ``%2E``, since labels never hold one:
+  ``("alice%2Esmith@example%2Ecom", "memories")``); another's is answered 403,
+  and searches and listings are kept to the caller's own namespaces;
 - the identity reaches the run: hooks and tools read it as ``run.identity``
   (``ToolRuntime.identity``), to act on the user's behalf.
 
@@ -55,6 +59,8 @@ __all__ = [
     "RuleContext",
     "api_keys",
     "jwt_bearer",
+    "label_owner",
+    "namespace_label",
 ]
 
 _log = get_logger("deepactors.server")
@@ -84,6 +90,40 @@ class Identity:
     def to_json(self) -> dict[str, Any]:
         """The identity as JSON (for logs and run metadata)."""
         return {"id": self.id, "permissions": sorted(self.permissions)}
+
+    @property
+    def namespace_label(self) -> str:
+        """The first label of this identity's store namespaces (see :func:`namespace_label`)."""
+        return namespace_label(self.id)
+
+
+def namespace_label(user_id: str) -> str:
+    """A user id as the first label of that user's store namespaces.
+
+    Namespace labels never hold a ``.`` (the protocol joins them with dots in a
+    URL, and langgraph-sdk refuses one), but user ids do (e-mail ``sub``
+    claims). So the label is the id with ``%`` written ``%25`` and ``.``
+    written ``%2E``; every other character is kept, and an id with neither is
+    its own label. Every id has exactly one label, and no two ids share one.
+
+    Example:
+        ``namespace_label("alice.smith@example.com") == "alice%2Esmith@example%2Ecom"``
+    """
+    if "%" not in user_id and "." not in user_id:
+        return user_id
+    return user_id.replace("%", "%25").replace(".", "%2E")
+
+
+def label_owner(label: str) -> str | None:
+    """The user id whose :func:`namespace_label` ``label`` is (None: nobody's).
+
+    A label in any other spelling (``%2e``, a lone ``%``) is nobody's: one
+    user's namespaces have one name.
+    """
+    if "%" not in label:
+        return None if "." in label else label
+    user_id = label.replace("%2E", ".").replace("%25", "%")
+    return user_id if namespace_label(user_id) == label else None
 
 
 class AuthRequest:
@@ -148,11 +188,12 @@ class AuthRequest:
 
 
 class AuthError(DeepActorsError):
-    """A request is refused: 401 (who are you?) or 403 (not you).
+    """A request is refused: 401 (who are you?), 403 (not you), or 400 (a
+    credential given twice).
 
     Args:
         detail: Said to the client: nothing about who else exists.
-        status: 401 or 403.
+        status: 401, 403 or 400.
     """
 
     def __init__(self, detail: str, *, status: int = 401) -> None:
@@ -172,9 +213,9 @@ class RuleContext:
         identity: Who asks.
         resource: ``threads``, ``runs``, ``store`` or ``assistants``.
         action: ``create``, ``read``, ``update``, ``delete`` or ``search``.
-        owner: The resource's owner (None: unknown, e.g. a thread found only in
-            the checkpointer after a restart); a store item's is its
-            namespace's first element.
+        owner: The resource's owner (None: unknown, e.g. a thread saved without
+            its metadata, by an older deepactors); a store item's is the user id
+            whose :func:`namespace_label` its namespace's first element is.
         value: What is touched: a thread's JSON, a store namespace (a tuple).
     """
 

@@ -89,10 +89,11 @@ def _is_file_data(item: Mapping[str, Any]) -> bool:
 
 
 def check_files(state: Mapping[str, Any], value: Any) -> Any:
-    """A tool's ``files`` update: text becomes the next version of the file in ``state``.
+    """A tool's ``files`` update: text (or deepagents' ``FileData`` dict) becomes the
+    next version of the file in ``state``.
 
     Raises:
-        ValueError: A value that is neither text, a record, ``None`` nor a diff.
+        ValueError: A value that is neither text, FileData, a record, ``None`` nor a diff.
     """
     if isinstance(value, FileDiff):
         return value
@@ -104,8 +105,19 @@ def check_files(state: Mapping[str, Any], value: Any) -> Any:
             out[path] = item
         elif isinstance(item, str):
             out[path] = FileRecord.written(state["files"].get(path), item)
+        elif isinstance(item, Mapping) and "content" in item:
+            # deepagents' FileData (create_file_data(...)): its text, as the next
+            # version of the file, like text would be.
+            try:
+                content = FileRecord.from_file_data(item).content
+            except ValueError as exc:
+                raise ValueError(f"file {path!r}: {exc}") from None
+            out[path] = FileRecord.written(state["files"].get(path), content)
         else:
-            raise ValueError(f"file {path!r} must be set to text, a FileRecord or None")
+            raise ValueError(
+                f"file {path!r} must be set to text, a FileData dict "
+                "(create_file_data(...)), a FileRecord or None"
+            )
     return out
 
 

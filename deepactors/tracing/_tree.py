@@ -256,7 +256,8 @@ class TreeTracer:
                 fail(actor.span, event.error or event.outcome, error_type=event.outcome)
             actor.span.end()
 
-    def _outlives(self, path: str) -> bool:  # a background child, or under one
+    def _outlives(self, path: str) -> bool:
+        """Whether ``path`` is a background child or under one (its span outlives the run)."""
         return _under(path, self._background, itself=True)
 
     def _custom(self, event: CustomEvent) -> None:

@@ -37,3 +37,13 @@ def test_deep_agents_ui_flows_with_the_js_sdk(url: str) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     flows = [line for line in done.stdout.splitlines() if line.startswith("ok ")]
     assert len(flows) == 7, done.stdout
+
+
+def test_crons_with_the_js_sdk(url: str) -> None:
+    node = node_or_skip()
+    done = subprocess.run(
+        [node, "crons.mjs", url], cwd=JS, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    steps = [line for line in done.stdout.splitlines() if line.startswith("ok ")]
+    assert steps == ["ok create", "ok search", "ok fired", "ok delete"], done.stdout

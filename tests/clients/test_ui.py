@@ -70,13 +70,20 @@ async def main(request):
             return AssistantMessage(content=f"{verdict}: {last.text}")
         results = [m for m in request.messages if isinstance(m, ToolMessage)]
         return AssistantMessage(content=f"all {len(results)} subagents done")
-    fan = re.search(r"fan (\\d+)( slow)?", last.text)
+    fan = re.search(r"fan (\\d+)( slow)?( alike)?", last.text)
     if fan:
+        # "alike": what a model writes for a hundred researchers, the same words
+        # up to the part that differs.
+        words = "Research the subject in depth, read every source and report, part "
+        lead = words if fan.group(3) else "job "
         return AssistantMessage(
             tool_calls=[
                 ToolCall(
                     name="task",
-                    args={"description": f"job {i}{fan.group(2) or ''}", "subagent_type": "worker"},
+                    args={
+                        "description": f"{lead}{i}{fan.group(2) or ''}",
+                        "subagent_type": "worker",
+                    },
                 )
                 for i in range(int(fan.group(1)))
             ]
@@ -166,13 +173,59 @@ def test_twenty_subagents_show_live_in_the_tree(ui: tuple[Any, str, Path, str]) 
         page.screenshot(path=shots / "tree-20-running.png")
         expect(page.locator("#messages .msg.ai").last).to_have_text("aiall 20 subagents done")
         expect(page.locator("#tree-summary")).to_have_text("21 actors: 0 running, 21 done")
-        first = rows.filter(has=page.locator(".name", has_text=re.compile("^worker: job 0$")))
+        first = rows.filter(has=page.locator(".name", has_text=re.compile("^task-1:worker job 0$")))
         expect(first.locator(".state")).to_have_text("finished")
         expect(first.locator(".calls")).to_have_text("1")
         expect(first.locator(".tokens")).to_have_text("10/5")
         expect(first.locator(".cost")).to_have_text("$0.0010")
         expect(page.locator("#threads li.current")).to_contain_text("fan 20")
         page.screenshot(path=shots / "tree-20-done.png")
+        assert errors == []
+    finally:
+        page.close()
+
+
+# The text of each row's actor cell that is painted inside the cell (the rest is
+# cut off by its ellipsis): what a user can read of it.
+_SHOWN_NAMES = """() => [...document.querySelectorAll('#tree .kids .row .name')].map((cell) => {
+  cell.scrollIntoView();  // rows out of view are not laid out
+  const right = cell.getBoundingClientRect().right;
+  const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+  const range = document.createRange();
+  let shown = '';
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    for (let i = 0; i < node.length; i++) {
+      range.setStart(node, i);
+      range.setEnd(node, i + 1);
+      if (range.getBoundingClientRect().right > right) return shown;
+      shown += node.data[i];
+    }
+  }
+  return shown;
+})"""
+
+
+def test_a_hundred_subagents_alike_are_told_apart_in_the_tree(
+    ui: tuple[Any, str, Path, str],
+) -> None:
+    from playwright.sync_api import expect
+
+    browser, url, shots, _ = ui
+    page, errors = _open(browser, url)
+    try:
+        _say(page, "fan 100 alike")
+        expect(page.locator("#messages .msg.ai").last).to_have_text(
+            "aiall 100 subagents done", timeout=60_000
+        )
+        expect(page.locator("#tree .kids .row")).to_have_count(100)
+        shown = page.evaluate(_SHOWN_NAMES)
+        page.screenshot(path=shots / "tree-100-alike.png")
+        assert len(shown) == 100
+        assert len(set(shown)) == 100, sorted(shown)[:5]  # each row reads apart
+        # Its whole description is a hover away.
+        names = page.locator("#tree .kids .row .name")
+        first = names.filter(has_text=re.compile("^task-1:worker "))
+        assert (first.get_attribute("title") or "").endswith("part 0")
         assert errors == []
     finally:
         page.close()

@@ -7,15 +7,18 @@ a4662c07296c378045006c9f45ed1d12bd1a9da6),
 
 * ``test_subagent_returns_final_message_as_tool_result`` (lines 130-211)
 * ``test_multiple_subagents_invoked_in_parallel`` (213-330)
+* ``test_agent_with_structured_output_tool_strategy`` (596-660)
 * ``test_parallel_subagents_with_todo_lists`` (662-869)
 * ``test_subagent_inherits_interrupt_on_from_parent_agent`` (1059-1136)
 * ``test_subagent_interrupt_on_override_disables_parent_interrupt`` (1138-1214)
 * ``test_subagent_streaming_emits_messages_and_updates_from_subgraph`` (1794-1886)
 
 The method bodies below are copied verbatim (``ruff format`` only re-wraps their
-long lines). Everything above the class is ours: the import lines, changed from
-deepagents/LangChain/LangGraph to deepactors, and the fixture that runs each
-test on both event loops. ``GenericFakeChatModel`` is our deterministic fake
+long lines). Everything above the class is ours: the import lines, and the
+fixture that runs each test on both event loops. LangChain's and LangGraph's
+import lines are upstream's, unchanged (``TodoListMiddleware``, ``ToolStrategy``,
+``InMemorySaver``, the messages and ``@tool``); only deepagents' own and
+LangChain's ``create_agent`` changed, to deepactors'. ``GenericFakeChatModel`` is our deterministic fake
 (``tests/compat/lc_fakes.py``), standing in for deepagents' test helper of that
 name. LangChain's ``create_agent`` is deepactors' ``create_deep_agent``: a
 prebuilt agent given as a ``CompiledSubAgent`` runnable.
@@ -31,14 +34,17 @@ from typing import Any
 
 import pytest
 
-# --- the changed import lines -------------------------------------------------------
+# --- upstream's LangChain and LangGraph import lines, unchanged ----------------------
+from langchain.agents.middleware import TodoListMiddleware
+from langchain.agents.structured_output import ToolStrategy
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import BaseModel, Field
 
-from deepactors import MemoryCheckpointer as InMemorySaver
+# --- the changed import lines: deepagents' own, and create_agent --------------------
 from deepactors.langchain import CompiledSubAgent
 from deepactors.langchain import create_deep_agent as _create_deep_agent
-from deepactors.middleware import TodoListMiddleware
 from tests.compat.lc_fakes import GenericFakeChatModel
 
 # ------------------------------------------------------------------------------------
@@ -269,6 +275,80 @@ class TestSubAgents:
         multiplication_tool_message = tool_messages_by_id["call_multiplication"]
         assert multiplication_tool_message.content == "The product of 4 and 6 is 24.", (
             f"Multiplication subagent should return exact message, got: {multiplication_tool_message.content}"
+        )
+
+    def test_agent_with_structured_output_tool_strategy(self) -> None:
+        """Test that an agent with ToolStrategy properly generates structured output.
+
+        This test verifies the structured output setup:
+        1. Define a Pydantic model as the response schema
+        2. Configure agent with ToolStrategy for structured output
+        3. Fake model calls the structured output tool
+        4. Agent validates and returns the structured response
+        5. The structured_response key contains the validated Pydantic instance
+
+        This validates our understanding of how to set up structured output
+        correctly using the fake model for testing.
+        """
+
+        # Define the Pydantic model for structured output
+        class WeatherReport(BaseModel):
+            """Structured weather information."""
+
+            location: str = Field(description="The city or location for the weather report")
+            temperature: float = Field(description="Temperature in Celsius")
+            condition: str = Field(description="Weather condition (e.g., sunny, rainy)")
+
+        # Create a fake model that calls the structured output tool
+        # The tool name will be the schema class name: "WeatherReport"
+        fake_model = GenericFakeChatModel(
+            messages=iter(
+                [
+                    AIMessage(
+                        content="",
+                        tool_calls=[
+                            {
+                                "name": "WeatherReport",
+                                "args": {
+                                    "location": "San Francisco",
+                                    "temperature": 18.5,
+                                    "condition": "sunny",
+                                },
+                                "id": "call_weather_report",
+                                "type": "tool_call",
+                            }
+                        ],
+                    ),
+                ]
+            )
+        )
+
+        # Create agent with ToolStrategy for structured output
+        agent = create_agent(
+            model=fake_model,
+            response_format=ToolStrategy(schema=WeatherReport),
+        )
+
+        # Invoke the agent
+        result = agent.invoke(
+            {"messages": [HumanMessage(content="What's the weather in San Francisco?")]}
+        )
+
+        # Verify the structured_response key exists in the result
+        assert "structured_response" in result, "Result should contain structured_response key"
+
+        # Verify the structured response is the correct type
+        structured_response = result["structured_response"]
+        assert isinstance(structured_response, WeatherReport), (
+            f"Expected WeatherReport instance, got {type(structured_response)}"
+        )
+
+        # Verify the structured response has the correct values
+        expected_response = WeatherReport(
+            location="San Francisco", temperature=18.5, condition="sunny"
+        )
+        assert structured_response == expected_response, (
+            f"Expected {expected_response}, got {structured_response}"
         )
 
     def test_parallel_subagents_with_todo_lists(self) -> None:

@@ -7,11 +7,14 @@ names continue on the next line while they end in a comma or an open brace. The
 description column starts where the header line's second heading starts. These
 tests read that block, so the drawing cannot drift from the layer list the
 import test checks: a module moved, added or given another layer fails here
-until the document says so too.
+until the document says so too. The prose is read as well (see "the prose"
+below): a module it names that is gone, a layer its paragraphs leave out, or a
+package its source tree does not show fails here too.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import re
 from pathlib import Path
@@ -122,3 +125,152 @@ def test_the_drawing_is_the_layer_list() -> None:
         if d != e
     ]
     assert not differences, "\n".join(differences)
+
+
+# -- the prose --------------------------------------------------------------------
+#
+# Outside its code blocks the document names modules in backticks: ``state._files``,
+# ``server.auth``, ``_core.loops``, or a private module on its own (``_session``)
+# in the paragraph of its package. A dotted name whose first part is a top-level
+# module or package of deepactors must lead to a module or to a name in one
+# (``filediff.merge``); a lone private name must be a module somewhere in the
+# package. Each layer's paragraph opens with its title in bold and the modules it
+# covers in parentheses: every prefix of the drawing is named there, by itself or
+# by a package that holds it. The tree under "Layout of the source tree" lists
+# every package (subpackages indented under theirs) and every top-level module.
+
+ROOT = Path(_LAYERS_MODULE.ROOT)
+TICKED = re.compile(r"`([^`]+)`")
+HEADING = re.compile(r"^\*\*[^*]+\*\* \(([^)]*)\)")
+LAYOUT = "## Layout of the source tree"
+
+
+def _prose() -> list[str]:
+    """The document's paragraphs outside code blocks, each joined into one line."""
+    paragraphs: list[str] = []
+    current: list[str] = []
+    fenced = False
+    for line in [*DOC.read_text().splitlines(), ""]:
+        if line.strip().startswith("```"):
+            fenced = not fenced
+        elif not fenced and line.strip():
+            current.append(line.strip())
+            continue
+        if current:
+            paragraphs.append(" ".join(current))
+            current = []
+    return paragraphs
+
+
+def _modules() -> set[str]:
+    return set(_LAYERS_MODULE._modules()) - {""}
+
+
+def _packages() -> set[str]:
+    return {".".join(p.parent.relative_to(ROOT).parts) for p in ROOT.rglob("__init__.py")} - {""}
+
+
+def _resolves(name: str, modules: set[str]) -> bool:
+    """Whether a dotted ``name`` leads to a module of the package, or to a name in one."""
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        module = ".".join(parts[:cut])
+        if module in modules:
+            target: object = importlib.import_module(f"deepactors.{module}")
+            for attribute in parts[cut:]:
+                if not hasattr(target, attribute):
+                    return False
+                target = getattr(target, attribute)
+            return True
+    return False
+
+
+def _named_in_prose() -> list[str]:
+    """The module-like names of the prose: dotted from a top-level module, or ``_private``."""
+    top = {m.split(".")[0] for m in _modules()}
+    names = []
+    for paragraph in _prose():
+        for ticked in TICKED.findall(paragraph):
+            name = ticked.removeprefix("deepactors.")
+            if not NAME.match(name):
+                continue  # code, a call, a path, a value
+            first = name.split(".")[0]
+            if ("." in name and first in top) or (name.startswith("_") and "." not in name):
+                names.append(name)
+    return names
+
+
+def test_the_prose_names_only_modules_that_exist() -> None:
+    modules = _modules()
+    last_parts = {m.rsplit(".", 1)[-1] for m in modules}
+    stale = [
+        n
+        for n in _named_in_prose()
+        if not (_resolves(n, modules) if "." in n else n in last_parts or n in modules)
+    ]
+    assert not stale, f"{DOC.name} names modules that do not exist: {stale}"
+
+
+def _headings() -> list[list[str]]:
+    """The names in the parentheses after each layer paragraph's bold title."""
+    return [
+        [n.removeprefix("deepactors.") for n in TICKED.findall(match.group(1)) if NAME.match(n)]
+        for paragraph in _prose()
+        if (match := HEADING.match(paragraph))
+    ]
+
+
+def test_every_layer_has_its_paragraph() -> None:
+    named = {n for heading in _headings() for n in heading}
+    missing = [
+        p
+        for layer in doc_layers()
+        for p in layer
+        if p not in ("__init__", "__main__")
+        and not any(p == n or p.startswith(f"{n}.") for n in named)
+    ]
+    assert not missing, (
+        f"modules of the drawing that no layer paragraph of {DOC.name} names "
+        f"(in the parentheses after its bold title): {missing}"
+    )
+
+
+def _layout() -> list[str]:
+    """The tree under the layout heading, as paths: ``server/``, ``server/relay/``, ``tools.py``."""
+    lines = DOC.read_text().splitlines()
+    start = lines.index(LAYOUT)
+    opening = next(i for i in range(start, len(lines)) if lines[i].strip().startswith("```"))
+    rows = lines[opening + 1 : lines.index("```", opening + 1)]
+    assert rows[0] == "deepactors/", f"the layout's tree starts at deepactors/: {rows[0]!r}"
+    paths: list[str] = []
+    parents: dict[int, str] = {}
+    for row in rows[1:]:
+        if row and not row.startswith(" "):
+            break  # tests/, bench/, docs/: beside the package
+        names = re.split(r"\s{2,}", row.strip())[0] if row.strip() else ""
+        indent = len(row) - len(row.lstrip())
+        if not names or indent > 2 * (len(parents) + 1) or indent % 2:
+            continue  # a description continued on its own line
+        depth = indent // 2
+        parents = {d: p for d, p in parents.items() if d < depth}
+        prefix = "".join(parents[d] for d in sorted(parents))
+        for name in (n.strip() for n in names.split(",")):
+            if name.endswith(("/", ".py")):
+                paths.append(prefix + name)
+                if name.endswith("/"):
+                    parents[depth] = name
+    return paths
+
+
+def test_the_layout_names_only_what_exists() -> None:
+    missing = [p for p in _layout() if not (ROOT / p).exists()]
+    assert not missing, f"the layout in {DOC.name} names what is not in deepactors/: {missing}"
+
+
+def test_the_layout_shows_every_package_and_top_level_module() -> None:
+    shown = set(_layout())
+    wanted = {f"{p.replace('.', '/')}/" for p in _packages()} | {
+        p.name for p in ROOT.glob("*.py") if not p.name.startswith("__")
+    }
+    left_out = sorted(wanted - shown)
+    assert not left_out, f"the layout in {DOC.name} leaves out: {left_out}"

@@ -59,11 +59,12 @@ LAYERS: list[tuple[str, ...]] = [
     ),
     ("actors",),
     # A subagent run elsewhere: a ChildRunner, beside the local children of actors.
-    ("remote",),
+    ("remote", "remote.a2a"),
     ("middleware._subagents", "middleware"),
-    ("agent", "mcp"),
+    ("agent", "mcp", "acp"),
     ("factory", "_factory_parts", "demo", "_subagent_config", "langchain"),
-    ("server",),
+    # The server, and the other protocols it speaks (each a folder of its own).
+    ("server", "server.agui", "server.aisdk", "server.a2a"),
     ("cli", "__main__", "__init__"),
 ]
 

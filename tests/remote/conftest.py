@@ -60,6 +60,7 @@ def fleet(
     folder = served_folder(tmp_path_factory.mktemp("fleet"))
     dsn = postgres_server.new_database()
     common = ["remote_app:agents", "--db", dsn, "--workers", "2", "--max-streams-per-client", "0"]
+    common += ["--max-runs-per-client", "0"]  # a parent's children all come from one address
     with (
         serving([*common, "--loop", "asyncio"], folder) as a,
         serving([*common, "--loop", "trio"], folder) as b,

@@ -73,7 +73,11 @@ def _bound_socket() -> socket.socket:
 
 def _start_uvicorn(app: Starlette) -> Served:
     sock = _bound_socket()
-    config = uvicorn.Config(app, lifespan="on", log_level="warning", timeout_graceful_shutdown=5)
+    # Proxy headers off, as deepactors serve runs it: the app believes them from
+    # its trusted_proxies only (uvicorn would from 127.0.0.1, on its own).
+    config = uvicorn.Config(
+        app, lifespan="on", log_level="warning", timeout_graceful_shutdown=5, proxy_headers=False
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

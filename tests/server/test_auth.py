@@ -176,6 +176,67 @@ def test_a_streamed_run_acts_for_its_caller(served: tuple[Served, Calls]) -> Non
     assert "acting for alice" in json.dumps([p.data for p in parts])
 
 
+# Ids as identity providers hand them out (e-mail ``sub`` claims), and their labels.
+ODD_IDS = {
+    "alice.smith@example.com": "alice%2Esmith@example%2Ecom",
+    "team/ops": "team/ops",
+    "zoë.müller": "zoë%2Emüller",
+    "50%.off": "50%25%2Eoff",
+    "%2E": "%252E",
+}
+
+
+def test_any_user_id_can_use_the_store(serve: Callable[..., Served]) -> None:
+    """A user id with a ``.`` (which namespace labels never hold) starts its
+    namespaces written as a label; slashes and any letter stay as they are."""
+    keys = {f"key-{n:02d}-0123456789abcdef": who for n, who in enumerate(ODD_IDS)}
+
+    async def remember(runtime: ToolRuntime) -> str:
+        """Note who asked, in the asker's store."""
+        assert runtime.store is not None
+        namespace = (runtime.identity.namespace_label, "notes")
+        await runtime.store.put(namespace, "from-run", {"by": runtime.identity.id})
+        return "noted"
+
+    def model(request: ModelRequest) -> AssistantMessage | str:
+        if len(request.messages) == 1:
+            return AssistantMessage(tool_calls=[ToolCall(name="remember", args={})])
+        return "done"
+
+    agent = create_deep_agent(FunctionModel(model), tools=[remember], name="agent")
+    server = serve(create_app(agent, store=MemoryStore(), auth=api_keys(keys)))
+    users = {who: client(server, key) for key, who in keys.items()}
+    for who, label in ODD_IDS.items():
+        user = users[who]
+        user.store.put_item([label, "notes"], "k", {"who": who})
+        assert user.store.get_item([label, "notes"], "k")["value"] == {"who": who}
+        user.runs.wait(None, "agent", input={"messages": [{"role": "user", "content": "hi"}]})
+        # What the run wrote is the user's, under the same label.
+        assert user.store.get_item([label, "notes"], "from-run")["value"] == {"by": who}
+        found = user.store.search_items([label])["items"]
+        assert sorted(i["key"] for i in found) == ["from-run", "k"]
+        assert [i["namespace"] for i in found] == [[label, "notes"]] * 2
+        assert user.store.list_namespaces()["namespaces"] == [[label, "notes"]]
+        assert len(user.store.search_items([])["items"]) == 2  # its own, and only those
+    # Each label is its user's alone, however near another's it is spelt.
+    alice = users["alice.smith@example.com"]
+    for other in ("team/ops", "alice%2esmith@example%2ecom", "alice%2Esmith@example%2Ecom%"):
+        assert status_of(lambda o=other: alice.store.put_item([o, "x"], "k", {})) == 403, other
+    assert status_of(lambda: alice.store.get_item(["%2E", "notes"], "k")) == 403
+    # The id as it is, with its '.': refused with the way to write it.
+    with httpx.Client(base_url=server.url) as http:
+        raw = http.put(
+            "/store/items",
+            json={"namespace": ["alice.smith@example.com"], "key": "k", "value": {}},
+            headers={"x-api-key": next(iter(keys))},
+        )
+    assert raw.status_code == 422
+    assert "%2E" in raw.text
+    for who in ODD_IDS:
+        users[who].store.delete_item([ODD_IDS[who], "notes"], "k")
+        assert users[who].store.get_item([ODD_IDS[who], "notes"], "k") is None
+
+
 # --- JWT ---------------------------------------------------------------------------
 
 

@@ -9,11 +9,13 @@ its headers and work. On uvicorn (asyncio) and hypercorn (trio), in a thread.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import pytest
 
 from deepactors.server import create_app
 
@@ -166,3 +168,31 @@ def test_allowed_origins_get_cors_headers_and_work(serve: Serve) -> None:
     answer = httpx.post(f"{anyone.url}/runs/wait", json=body, headers={"Origin": EVIL})
     assert answer.status_code == 200
     assert answer.headers["access-control-allow-origin"] == "*"
+
+
+def test_a_refused_page_is_named_once_in_the_log_with_the_fix(
+    serve: Serve, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A browser shows its user nothing of a refused preflight: the server's log says
+    which origin was refused and the option that lets it call, once per origin."""
+    served = serve(create_app({"echo": blocking_agent(Probe())}))
+    preflight = {"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "x"}
+    with caplog.at_level(logging.WARNING, logger="deepactors"), httpx.Client() as http:
+        for _ in range(3):
+            for path in ("/threads/search", "/runs/stream"):
+                answer = http.options(f"{served.url}{path}", headers={"Origin": UI, **preflight})
+                assert answer.status_code == 403
+        told = [r.getMessage() for r in caplog.records if r.name.startswith("deepactors")]
+        assert len(told) == 1, told
+        assert f"--cors-origin {UI}" in told[0]
+        # Each origin once, and only the first few: a page cannot fill the log.
+        for n in range(40):
+            origin = f"http://page{n}.example"
+            http.post(f"{served.url}/threads", json={}, headers={"Origin": origin})
+        told = [r.getMessage() for r in caplog.records if r.name.startswith("deepactors")]
+        assert len(told) == 8
+        assert len(set(told)) == 8
+        # The server's own origin is not refused, nor logged.
+        caplog.clear()
+        http.post(f"{served.url}/threads", json={}, headers={"Origin": served.url})
+        assert caplog.records == []

@@ -37,9 +37,9 @@ from deepactors.persistence import (
     PostgresCheckpointer,
     PostgresStore,
     SqliteStore,
-    _pg_conn,
-    _pg_drive,
 )
+from deepactors.persistence.postgres import _conn as _pg_conn
+from deepactors.persistence.postgres import _drive as _pg_drive
 from deepactors.server import create_app
 from tests.pgserver import PostgresServer
 

@@ -9,8 +9,8 @@ from typing import Any
 import anyio
 import pytest
 
-from deepactors.server._frame_log import FrameLog
 from deepactors.server._responses import LoggedStreamResponse
+from deepactors.server.relay import FrameLog
 
 
 class _Sink:

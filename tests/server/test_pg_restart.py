@@ -23,8 +23,8 @@ import pytest
 from starlette.applications import Starlette
 
 from deepactors.persistence import PostgresCheckpointer
-from deepactors.server import _pg_follow, create_app
-from deepactors.server._pg_db import backoff
+from deepactors.server import create_app
+from deepactors.server.relay import _pg_follow, backoff
 from tests.pgserver import PostgresServer
 
 from .agents import Probe, blocking_agent

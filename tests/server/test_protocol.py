@@ -310,7 +310,7 @@ def test_bad_requests_get_clear_errors_never_500(serve: Serve) -> None:
             "input",
         ),
         ("POST", "/runs/wait", {"assistant_id": "echo", "input": {"todos": []}}, 422, "todos"),
-        ("POST", "/runs/wait", {"assistant_id": "echo", "webhook": "http://x"}, 422, "webhook"),
+        ("POST", "/runs/wait", {"assistant_id": "echo", "webhook": "ftp://x"}, 422, "webhook"),
         (
             "POST",
             f"/threads/{thread_id}/runs",
@@ -328,7 +328,6 @@ def test_bad_requests_get_clear_errors_never_500(serve: Serve) -> None:
             422,
             "recursion_limit",
         ),
-        ("PUT", "/store/items", {"namespace": ["a"], "key": "k", "value": {}}, 404, "store"),
     ]
     with httpx.Client(base_url=served.url) as http:
         for method, path, body, status, words in cases:
@@ -345,3 +344,14 @@ def _until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         time.sleep(0.005)
+
+
+def test_a_plain_app_has_a_store_in_memory(serve: Serve) -> None:
+    # As `langgraph dev` has: every store call of the SDK answers without a store= given.
+    client = serve(create_app({"echo": blocking_agent(Probe())})).client()
+    client.store.put_item(["notes", "a"], "k", {"text": "hi"})
+    assert client.store.get_item(["notes", "a"], "k")["value"] == {"text": "hi"}
+    assert [i["key"] for i in client.store.search_items(["notes"])["items"]] == ["k"]
+    assert client.store.list_namespaces(prefix=["notes"])["namespaces"] == [["notes", "a"]]
+    client.store.delete_item(["notes", "a"], "k")
+    assert client.store.get_item(["notes", "a"], "k") is None

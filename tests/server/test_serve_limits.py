@@ -336,6 +336,7 @@ def test_the_serve_help_gives_the_defaults() -> None:
     assert f"default: {defaults.body_timeout:g})" in helps["body_timeout"]
     assert f"default: {defaults.header_timeout:g})" in helps["header_timeout"]
     assert f"default: {defaults.max_streams_per_client};" in helps["max_streams_per_client"]
+    assert f"default: {defaults.max_runs_per_client};" in helps["max_runs_per_client"]
     assert f"default: {defaults.run_retention:g};" in helps["run_retention"]
     assert f"default: {defaults.idle_timeout:g})" in helps["idle_timeout"]
     assert f"default: {defaults.stream_log_bytes}," in helps["stream_log_bytes"]

@@ -230,7 +230,10 @@ const tree = {
     $('tree-summary').textContent = '';
   },
 
-  row(path, parent, label) {
+  // `label` tells the row from its siblings (its actor's name: `task-12:worker`),
+  // shown first so that it is never cut off; `detail` (a subagent's description,
+  // often the same words for a hundred of them) follows as room allows.
+  row(path, parent, label, detail = '') {
     let row = this.rows.get(path);
     if (row) return row;
     const cells = ['name', 'state', 'calls', 'tokens', 'cost', 'elapsed'].map((c) => el('span', { className: c }));
@@ -243,8 +246,9 @@ const tree = {
       state: 'running', calls: 0, input: 0, output: 0, cost: null,
       start: performance.now(), end: null, usage: false,
     };
-    cells[0].textContent = label;
-    cells[0].title = path;
+    cells[0].append(el('span', { className: 'who', textContent: label }));
+    if (detail) cells[0].append(' ', el('span', { className: 'what', textContent: detail }));
+    cells[0].title = detail ? `${path}\n${detail}` : path;
     this.rows.set(path, row);
     this.fresh.push(row);
     this.counts.running++;
@@ -317,7 +321,7 @@ function apply(op) {
   switch (op[0]) {
     case 'meta': state.runId = op[1]; break;
     case 'root': tree.row(op[1], null, op[1]); break;
-    case 'spawn': tree.row(op[1], op[2], `${op[3]}: ${op[4]}`); break;
+    case 'spawn': tree.row(op[1], op[2], op[1].slice(op[1].lastIndexOf('/') + 1), op[4]); break;
     case 'call': {
       const row = tree.rows.get(op[1]);
       if (row) { row.calls++; tree.touch(row); }

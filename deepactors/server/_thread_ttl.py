@@ -1,0 +1,102 @@
+"""Threads' time to live: threads idle past their ``ttl`` are deleted, by a sweep.
+
+A thread's ``ttl`` (the SDKs' ``threads.create(ttl=)`` / ``update(ttl=)``, in
+minutes; or the server's default, ``serve --thread-ttl`` or langgraph.json's
+``checkpointer.ttl.default_ttl``) counts from its last change (``updated_at``:
+made, patched, its state updated, a run ended), so a thread in use never
+expires and a run in flight is never cut short. One task sweeps every
+``sweep`` seconds (``checkpointer.ttl.sweep_interval_minutes``): each expired
+thread is deleted as ``DELETE /threads/{id}`` deletes it (its checkpoints, its
+runs' records, its metadata), one at a time and off the path of any request.
+
+With a runs database (several server processes), another process may have run
+the thread since this one last saw it: its last checkpoint's time is read
+before it is deleted, and a thread changed since is kept.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+import anyio
+
+from .._core.logs import get_logger
+from ..errors import PersistenceError
+from ._records import ThreadRecord
+
+__all__ = ["DEFAULT_THREAD_TTL_SWEEP", "ThreadExpiry"]
+
+DEFAULT_THREAD_TTL_SWEEP = 300.0
+"""Seconds between two sweeps for expired threads (LangGraph's default too)."""
+
+_log = get_logger("deepactors.server")
+
+
+class _Threads(Protocol):
+    threads: dict[str, ThreadRecord]
+
+    async def delete_thread(self, thread: ThreadRecord) -> None: ...
+
+    async def last_change(self, thread: ThreadRecord) -> float | None: ...
+
+
+class ThreadExpiry:
+    """Deletes the threads of one run manager whose time to live has passed.
+
+    Args:
+        manager: The run manager (its threads, and how it deletes one).
+        sweep: Seconds between two sweeps.
+        confirm: Read a candidate's last checkpoint time before deleting it
+            (threads shared with other processes).
+    """
+
+    def __init__(self, manager: _Threads, *, sweep: float, confirm: bool) -> None:
+        if not 0 < sweep < float("inf"):
+            raise ValueError(f"sweep: seconds above 0, not {sweep!r}")
+        self._manager = manager
+        self._sweep = sweep
+        self._confirm = confirm
+        self._scope = anyio.CancelScope()
+
+    async def run(self) -> None:
+        """Sweep until :meth:`close` (a task of the app's task group)."""
+        with self._scope:
+            while True:
+                await anyio.sleep(self._sweep)
+                await self.sweep(time.time())
+
+    def close(self) -> None:
+        """Stop sweeping (shutdown)."""
+        self._scope.cancel()
+
+    async def sweep(self, now: float) -> list[str]:
+        """Delete the threads expired at ``now``; their ids."""
+        expired = [
+            thread
+            for thread in self._manager.threads.values()
+            if not thread.temporary
+            and (expires := thread.expires_at) is not None
+            and expires <= now
+            and thread.idle
+        ]
+        deleted: list[str] = []
+        for thread in expired:
+            try:
+                if self._confirm:
+                    changed = await self._manager.last_change(thread)
+                    if changed is not None and changed > thread.updated_at:
+                        thread.updated_at = changed  # run elsewhere since: not expired yet
+                        continue
+                if not thread.idle or self._manager.threads.get(thread.thread_id) is not thread:
+                    continue  # a run started, or it was deleted, meanwhile
+                await self._manager.delete_thread(thread)
+            except (PersistenceError, OSError) as exc:
+                # The next sweep tries again; the thread stays whole meanwhile.
+                _log.warning("expired thread not deleted", thread_id=thread.name, error=str(exc))
+                continue
+            deleted.append(thread.name)
+            _log.info(
+                "expired thread deleted", thread_id=thread.name, ttl_minutes=(thread.ttl or 0) / 60
+            )
+        return deleted

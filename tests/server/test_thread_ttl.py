@@ -1,0 +1,151 @@
+"""Threads' time to live through langgraph-sdk: ``threads.create(ttl=)``, ``update(ttl=)``,
+a server default, the sweep that deletes them, never during a run.
+
+The times are real (the server's sweep runs on its own clock in its own thread):
+a fraction of a second, with generous bounds that only guard against a hang.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from langgraph_sdk.client import SyncLangGraphClient
+from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
+
+from deepactors.errors import ConfigurationError
+from deepactors.persistence import SqliteCheckpointer
+from deepactors.server import create_app
+from deepactors.server._langgraph_json import thread_expiry
+
+from .agents import Probe, blocking_agent
+from .conftest import Served
+
+Serve = Callable[..., Served]
+
+SHORT = 0.004  # minutes: 0.24 s
+SWEEP = 0.05  # seconds between sweeps
+
+
+def _gone(client: SyncLangGraphClient, thread_id: str) -> bool:
+    try:
+        client.threads.get(thread_id)
+    except NotFoundError:
+        return True
+    return False
+
+
+def _until_gone(client: SyncLangGraphClient, thread_id: str, within: float = 20.0) -> None:
+    """Wait until the sweep deleted the thread (the bound only guards against a hang)."""
+    deadline = time.monotonic() + within
+    while not _gone(client, thread_id):
+        assert time.monotonic() < deadline, f"thread {thread_id} was never swept"
+        time.sleep(SWEEP)
+
+
+def test_a_thread_past_its_ttl_is_deleted_and_others_are_kept(serve: Serve) -> None:
+    probe = Probe()
+    client = serve(create_app({"echo": blocking_agent(probe)}, thread_ttl_sweep=SWEEP)).client()
+    brief = client.threads.create(ttl={"ttl": SHORT, "strategy": "delete"})["thread_id"]
+    kept = client.threads.create()["thread_id"]
+    seen = client.threads.get(brief, include=["ttl"])
+    assert seen["ttl"]["strategy"] == "delete"
+    assert seen["ttl"]["ttl"] == pytest.approx(SHORT)
+    assert client.threads.get(kept, include=["ttl"])["ttl"] is None
+    _until_gone(client, brief)
+    assert client.threads.get(kept)["thread_id"] == kept
+    assert [t["thread_id"] for t in client.threads.search()] == [kept]
+
+
+def test_a_run_in_flight_keeps_its_thread_and_the_ttl_counts_from_its_end(
+    serve: Serve,
+) -> None:
+    probe = Probe()
+    client = serve(create_app({"echo": blocking_agent(probe)}, thread_ttl_sweep=SWEEP)).client()
+    thread_id = client.threads.create(ttl=SHORT)["thread_id"]
+    run = client.runs.create(
+        thread_id, "echo", input={"messages": [{"role": "user", "content": "wait"}]}
+    )
+    assert probe.blocked.wait(30)
+    time.sleep(SHORT * 60 * 3)  # three lives of the thread, and many sweeps, while it runs
+    assert client.threads.get(thread_id)["status"] == "busy"
+    probe.release.set()
+    client.runs.join(thread_id, run["run_id"])
+    assert client.threads.get(thread_id)["status"] == "idle"  # not deleted under its run
+    _until_gone(client, thread_id)
+
+
+def test_the_server_default_and_a_patched_ttl(serve: Serve) -> None:
+    client = serve(
+        create_app({"echo": blocking_agent(Probe())}, thread_ttl=SHORT * 60, thread_ttl_sweep=SWEEP)
+    ).client()
+    defaulted = client.threads.create()["thread_id"]
+    patched = client.threads.create()["thread_id"]
+    client.threads.update(patched, metadata={"keep": True}, ttl=60)  # an hour
+    assert client.threads.get(patched, include=["ttl"])["ttl"]["ttl"] == 60
+    _until_gone(client, defaulted)
+    assert client.threads.get(patched)["metadata"]["keep"] is True
+
+
+@pytest.mark.parametrize(
+    "ttl",
+    [
+        {"ttl": 5, "strategy": "keep_latest"},
+        {"ttl": -1},
+        {"ttl": 0},
+        {"ttl": "5"},
+        {"minutes": 5},
+    ],
+)
+def test_bad_ttls_are_refused_naming_the_field(serve: Serve, ttl: dict[str, object]) -> None:
+    client = serve(create_app({"echo": blocking_agent(Probe())})).client()
+    with pytest.raises(UnprocessableEntityError) as refused:
+        client.threads.create(ttl=ttl)
+    assert "ttl" in refused.value.response.json()["detail"]
+    assert client.threads.search() == []
+
+
+def test_a_thread_ttl_is_kept_with_the_thread_across_a_restart(
+    serve: Serve, tmp_path: Path
+) -> None:
+    db = tmp_path / "t.db"
+
+    def app() -> object:
+        return create_app(
+            {"echo": blocking_agent(Probe())},
+            checkpointer=SqliteCheckpointer(db),
+            thread_ttl_sweep=SWEEP,
+        )
+
+    first = serve(app())
+    brief = first.client().threads.create(ttl={"ttl": 10})["thread_id"]
+    first.stop()
+    with sqlite3.connect(db) as raw:  # kept in seconds beside the thread's owner
+        (ttl,) = raw.execute("SELECT ttl FROM thread_metadata").fetchone()
+    assert ttl == 600
+    again = serve(app()).client()
+    assert again.threads.get(brief, include=["ttl"])["ttl"]["ttl"] == 10
+
+
+def test_langgraph_json_and_the_flag_give_the_default(tmp_path: Path) -> None:
+    assert thread_expiry(None) == (None, 300.0)
+    assert thread_expiry(None, 2) == (120.0, 300.0)
+    config = tmp_path / "langgraph.json"
+    config.write_text(
+        '{"graphs": {}, "checkpointer": {"ttl": {"strategy": "delete",'
+        ' "default_ttl": 30, "sweep_interval_minutes": 1}}}'
+    )
+    assert thread_expiry(config, 2) == (1800.0, 60.0)
+    config.write_text('{"checkpointer": {"ttl": {"strategy": "keep_latest"}}}')
+    with pytest.raises(ConfigurationError, match="strategy"):
+        thread_expiry(config)
+    config.write_text('{"checkpointer": {"ttl": {"default_ttl": 0}}}')
+    with pytest.raises(ConfigurationError, match="default_ttl"):
+        thread_expiry(config)
+    with pytest.raises(ConfigurationError, match="--thread-ttl"):
+        thread_expiry(None, -5)
+    with pytest.raises(ConfigurationError, match="thread_ttl"):
+        create_app({"echo": blocking_agent(Probe())}, thread_ttl=float("nan"))
