@@ -8,11 +8,15 @@ per run on a busy machine); needs valgrind.
     python bench/instructions.py w2 [--sizes 100 500] [--loops asyncio trio] [--no-gc] [--budget]
                                     [--traced]
     python bench/instructions.py w1 [--sizes 200 3000] [--loops asyncio trio] [--calls 1]
+    python bench/instructions.py w5 [--sizes 50 250] [--loops asyncio trio]
 
 - ``w2``: instructions per subagent, (I(N2) - I(N1)) / (N2 - N1): the floor, deepactors,
   and deepactors with ``pacing=None`` (what pacing costs in instructions).
 - ``w1``: instructions per turn at each K, (I(K) - I(1)) / (K - 1), floor and
   deepactors, and how deepactors' figure grows from the smallest K to the largest.
+- ``w5``: the journal's instructions per turn (``bench/w5_checkpoint.py``): the
+  async journal floor's, and what ``SqliteCheckpointer`` adds to the W1 agent's
+  (its turns with the checkpointer less its turns without), every thread counted.
 
 With ``--no-gc`` the collector is off in the worker, which separates the
 framework's own work from the collector's (the collector's share at large N is
@@ -115,13 +119,32 @@ def w1(loops: list[str], sizes: list[int], calls: int, gc_on: bool) -> None:
         print(f"  {backend:8} deepactors per turn at K={hi} / K={lo}: {ours[hi] / ours[lo]:.3f}x")
 
 
+def w5(loops: list[str], sizes: list[int], gc_on: bool) -> None:
+    small, large = sizes
+    print(f"W5 journal instructions per turn (K={large} minus K={small}, collector {_on(gc_on)})")
+    for backend in loops:
+        per = {}
+        for impl in ("floor", "plain", "sqlite"):
+            a, b = (
+                instructions("w5_checkpoint.py", [impl, backend, str(k)], gc_on)
+                for k in (small, large)
+            )
+            per[impl] = (b - a) / (large - small)
+        added = per["sqlite"] - per["plain"]
+        print(
+            f"  {backend:8} floor {per['floor'] / 1e3:7.1f} k | deepactors adds "
+            f"{added / 1e3:7.1f} k (turn {per['plain'] / 1e3:.1f} k without a checkpointer) | "
+            f"ratio {added / per['floor']:.2f}x"
+        )
+
+
 def _on(gc_on: bool) -> str:
     return "on" if gc_on else "off"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("workload", choices=["w1", "w2"])
+    parser.add_argument("workload", choices=["w1", "w2", "w5"])
     parser.add_argument("--sizes", type=int, nargs="+", help="N (w2: two sizes) or K (w1)")
     parser.add_argument("--loops", nargs="+", default=["asyncio", "trio"])
     parser.add_argument("--calls", type=int, default=1, help="w1: tool calls per turn")
@@ -137,6 +160,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.workload == "w2":
         w2(args.loops, args.sizes or [100, 500], not args.no_gc, args.budget, args.traced)
+    elif args.workload == "w5":
+        w5(args.loops, args.sizes or [50, 250], not args.no_gc)
     else:
         w1(args.loops, args.sizes or [200, 3000], args.calls, not args.no_gc)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +47,7 @@ from .middleware import (
     context_stack,
 )
 from .models import ChatModel
+from .placement import RayAgent, RayPlacement
 from .state import Channel, default_channels
 from .tools import Tool, ToolLike
 
@@ -84,6 +86,7 @@ def create_deep_agent(
     async_tasks: bool | None = None,
     state_schema: type | None = None,
     cache: object = None,
+    placement: RayPlacement | None = None,
 ) -> DeepAgent:
     """Build a deep agent: a model, tools, and the default middleware stack.
 
@@ -159,6 +162,9 @@ def create_deep_agent(
             ``docs/porting.md``).
         cache: LangGraph's node cache, which has no counterpart here (there are no
             graph nodes to cache): anything but None is refused.
+        placement: Where the subagents run: None (default) in this process;
+            a :class:`~deepactors.placement.RayPlacement` on Ray workers (all
+            subagents, or those it names; see ``docs/ray.md``).
 
     Raises:
         ConfigurationError: A bad argument, or one whose feature is not available.
@@ -207,6 +213,8 @@ def create_deep_agent(
         channels=channels,
     )
     specs = _subagent_specs(subagents or (), model=resolved, parts=parts, skills=skills)
+    if placement is not None:
+        specs = _placed(specs, placement)
     own_backend, guard = _guarded(backend, rules, parts)
     defaults: list[AgentMiddleware] = [
         TodoListMiddleware(),
@@ -234,6 +242,44 @@ def create_deep_agent(
     )
     _check_interrupt_on(spec)
     return DeepAgent(spec)
+
+
+def _placed(specs: Sequence[SubAgentSpec], placement: RayPlacement) -> list[SubAgentSpec]:
+    """The subagents ``placement`` names, made to run on its Ray workers.
+
+    A ``fork`` subagent (it starts from its parent's conversation) and one
+    that runs elsewhere already (a remote server's) stay as they are, unless
+    named, which is an error.
+
+    Raises:
+        ConfigurationError: A subagent named that is not one, or cannot be
+            placed; one whose agent cannot be sent to the workers (the message
+            names the object that cannot).
+    """
+    known = {s.name for s in specs}
+    unknown = sorted(set(placement.subagents or ()) - known)
+    if unknown:
+        raise ConfigurationError(
+            f"RayPlacement(subagents=...) names {unknown}, which are not subagents here "
+            f"(they are {sorted(known)})"
+        )
+    unknown = sorted(set(placement.agents) - known)
+    if unknown:
+        raise ConfigurationError(f"RayPlacement(agents=...) names {unknown}: no such subagents")
+    out = []
+    for spec in specs:
+        named = placement.subagents is not None and spec.name in placement.subagents
+        movable = isinstance(spec.agent, AgentSpec) and spec.mode == "isolated"
+        if named and not movable:
+            why = "a fork" if spec.mode == "fork" else "already run elsewhere"
+            raise ConfigurationError(f"subagent {spec.name!r} cannot be placed on Ray: {why}")
+        if movable and placement.places(spec.name):
+            assert isinstance(spec.agent, AgentSpec)
+            placed = placement.agent(spec.name, spec.agent)
+            placed.payload()  # what cannot be sent is refused now, by name
+            spec = dataclasses.replace(spec, agent=placed)
+        out.append(spec)
+    return out
 
 
 def _check_interrupt_on(root: AgentSpec) -> None:
@@ -284,9 +330,12 @@ def _tree(root: AgentSpec) -> list[AgentSpec]:
             out.append(spec)
             for mw in spec.middleware:
                 if isinstance(mw, SubAgentMiddleware | AsyncSubAgentMiddleware):
-                    todo.extend(
-                        s.agent for s in mw.specs.values() if isinstance(s.agent, AgentSpec)
-                    )
+                    for sub in mw.specs.values():
+                        agent = sub.agent
+                        if isinstance(agent, RayAgent):
+                            agent = agent.spec  # placed on Ray: the same agent, elsewhere
+                        if isinstance(agent, AgentSpec):
+                            todo.append(agent)
     return out
 
 

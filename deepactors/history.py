@@ -102,6 +102,22 @@ class MessageList(list[Message]):
                     if pos < tally.count:
                         tally.total += tally.measure((message,)) - tally.measure((old,))
 
+    def catch_up(self) -> None:
+        """Bring the running sums (see :meth:`MessageView.total`) up to the list's end.
+
+        What they would measure at the next ``total`` anyway, done now: a caller
+        that appends many messages in slices (a wide tool step's results) calls
+        it per slice, so the next model call's measure is not a pass over them all.
+        """
+        tallies = self._tallies
+        if not tallies:
+            return
+        n = len(self)
+        for tally in tallies.values():
+            if tally.count < n:
+                tally.total += tally.measure(self[tally.count : n])
+                tally.count = n
+
     def remove_id(self, message_id: str) -> None:
         """Remove the message with this id, if present."""
         pos = self._index.get(message_id)

@@ -1,4 +1,22 @@
-"""Shared fixtures: every async test runs on asyncio AND trio; a blocking-call detector.
+"""Shared fixtures: every async test on asyncio AND trio, virtual time, a blocking-call detector.
+
+Virtual time: mark a test (or a module, ``pytestmark = pytest.mark.virtual_time``)
+with ``virtual_time`` and ``anyio_backend`` runs it on a virtual clock on both
+loops: trio's ``MockClock(autojump_threshold=0)`` and, for asyncio, the
+equivalent :class:`tests.vtime.VirtualClockLoop`. The clock stands still while
+tasks run and jumps to the next deadline the moment every task waits, so
+``anyio.sleep(3600)``, a model's simulated latency or a run's ``timeout=`` cost no
+real time, and ``anyio.current_time()`` tells exactly how much time the code under
+test let pass: assert on that (or on ordering, counts, a ``TimeoutError``), never
+on wall time. Not for a test that waits on a thread, a subprocess or a server in
+another thread under a deadline: the clock would jump past the deadline while the
+other side works (``virtual_time(autojump_threshold=0.05)`` waits that long for
+real before each jump, if a test needs a little of both); in a module marked
+``virtual_time``, mark such a test ``real_time``, with a comment saying what it
+waits on. anyio's ``wait_all_tasks_blocked`` polls every 0.1 s on asyncio, which
+moves the virtual clock on: assert exact times only where nothing waits on it.
+Compare loops with
+``anyio_backend_name``, since the marked ``anyio_backend`` carries options.
 
 ``blocking_detector`` runs a test under blockbuster, scanning the ``deepactors``
 package: a blocking call (file or SQLite I/O, ``time.sleep``, a blocking lock...)
@@ -14,6 +32,7 @@ thread (trio's worker threads, like asyncio's, answer no). The canaries in
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 from collections.abc import Iterator
 from typing import Any
@@ -21,20 +40,35 @@ from typing import Any
 import blockbuster.blockbuster as bb_module
 import pytest
 import trio
+import trio.testing
 from blockbuster import blockbuster_ctx
 
 from tests.pgserver import PostgresServer
+from tests.vtime import VirtualClockLoop
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "virtual_time(autojump_threshold=0): run on a virtual clock on both loops "
+        "(see tests/conftest.py)",
+    )
+    config.addinivalue_line(
+        "markers", "real_time: stay on the real clock in a module marked virtual_time"
+    )
 
 
 # Explicit, so a missing trio fails the suite instead of silently skipping it.
-@pytest.fixture(
-    params=[
-        pytest.param(("asyncio", {"debug": True}), id="asyncio"),
-        pytest.param("trio", id="trio"),
-    ]
-)
+@pytest.fixture(params=[pytest.param("asyncio", id="asyncio"), pytest.param("trio", id="trio")])
 def anyio_backend(request: pytest.FixtureRequest) -> Any:
-    return request.param
+    marker = request.node.get_closest_marker("virtual_time")
+    if marker is None or request.node.get_closest_marker("real_time") is not None:
+        return ("asyncio", {"debug": True}) if request.param == "asyncio" else "trio"
+    threshold = float(marker.kwargs.get("autojump_threshold", 0.0))
+    if request.param == "asyncio":
+        factory = functools.partial(VirtualClockLoop, autojump_threshold=threshold)
+        return ("asyncio", {"debug": True, "loop_factory": factory})
+    return ("trio", {"clock": trio.testing.MockClock(autojump_threshold=threshold)})
 
 
 class _LoopProbe:

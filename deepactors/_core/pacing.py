@@ -54,7 +54,7 @@ class Pacer:
         ValueError: ``quantum`` is not a positive number.
     """
 
-    __slots__ = ("_batch", "_busy", "_idle", "_lot", "_quantum", "_slice", "_stopped", "_wake")
+    __slots__ = ("_batch", "_busy", "_idle", "_lot", "_quantum", "_sleep", "_slice", "_stopped")
 
     def __init__(self, quantum: float = DEFAULT_QUANTUM) -> None:
         if not quantum > 0:  # NaN too
@@ -66,7 +66,10 @@ class Pacer:
         self._idle = True  # the pump is asleep: the next step starts a slice and wakes it
         self._stopped = math.isinf(quantum)
         self._lot: Lot | None = None
-        self._wake: anyio.Event | None = None
+        # Where the pump sleeps while the loop is quiet: a parking lot, not an
+        # event per wake (it wakes after every quiet spell, as often as each
+        # step that waits for a worker thread, say).
+        self._sleep: Lot | None = None
 
     @property
     def quantum(self) -> float:
@@ -84,14 +87,16 @@ class Pacer:
         Cheap enough to ask before every step: no allocation, one clock read.
         """
         if self._idle:
-            if self._stopped or self._wake is None:
+            if self._stopped or self._sleep is None:
                 return False  # not running (yet, or any more): nothing paces
             # The first step after a quiet spell: a new slice; the pump wakes
             # and ticks from the next loop turn on.
+            # Not busy yet: should no other step ask before the pump's first
+            # tick, it goes back to sleep at once (one task step per quiet
+            # spell, which comes as often as a step waits for a worker thread).
             self._idle = False
-            self._busy = True
             self._slice = time.perf_counter()
-            self._wake.set()
+            self._sleep.unpark(count=1)
             return False
         self._busy = True
         # Not "queue behind whoever waits": a step let go by the last tick asks
@@ -116,11 +121,11 @@ class Pacer:
         checkpoint = anyio.lowlevel.checkpoint
         quantum = self._quantum
         lot = self._lot = parking_lot()
+        sleep = self._sleep = parking_lot()
         try:
             while True:
                 if self._idle:
-                    self._wake = anyio.Event()
-                    await self._wake.wait()  # that is a new loop turn already
+                    await sleep.park()  # that is a new loop turn already
                 else:
                     await checkpoint()  # one loop turn
                 now = time.perf_counter()

@@ -6,10 +6,13 @@ has piled up and stores it in one transaction, so records of many actors that
 change at once (a fan-out finishing) share one commit: group commit.
 
 Writes are behind the run, not in its way, but an actor never calls its model
-before everything it recorded is durable (:meth:`Journal.sync`): a crash can lose
-at most the step in progress, and the results of tool calls that finished in
-that step are recorded one by one as they finish, so a resumed step does not run
-them again.
+before everything it recorded is durable (:meth:`Journal.sync`, which stores
+what is queued itself when the writer is idle: one hop and one commit per turn):
+a crash can lose at most the step in progress, and the results of tool calls
+that finished in that step are recorded one by one as they finish (each wakes
+the writer), so a resumed step does not run them again. A state change alone
+does not wake the writer: it waits for the next of those, so that a turn's
+changes share one commit.
 
 A journal holds its thread's lease (:meth:`Checkpointer.lease
 <deepactors.persistence.Checkpointer.lease>`) from before it reads the thread
@@ -33,6 +36,7 @@ from typing import Any, TypeAlias
 import anyio
 from pydantic import ValidationError
 
+from .._core.loops import parking_lot
 from ..context import ToolResult
 from ..errors import CheckpointCorrupt, CheckpointError
 from ..interrupts import ActionRequest
@@ -242,14 +246,17 @@ class Journal:
         self.head_at_open = head_at_open
         self.origin = origin
         self._stored = 0
-        # A list and an event made only when the writer waits: a record costs an
-        # append, not a memory stream's send (this runs for every state change).
+        # A list, and parking lots (a future per wait, not an event per wake):
+        # a record costs an append, not a memory stream's send (this runs for
+        # every state change), and waking the writer costs a future.
         self._queue: list[tuple[int, CheckpointWrite]] = []
         self._closed = False
-        self._wakeup: anyio.Event | None = None
+        self._writer = parking_lot()  # the writer waits here for records
+        self._waiting = False  # the writer is parked
+        self._storing = False  # a batch is being stored (by the writer or a sync)
         self._ticket = 0
         self._committed = 0
-        self._committed_event: anyio.Event | None = None
+        self._commits = parking_lot()  # syncs wait here while another stores
         self._error: BaseException | None = None
 
     @property
@@ -282,21 +289,25 @@ class Journal:
         return head, self.origin
 
     def record(self, path: str, step: int, kind: str, data: dict[str, Any]) -> int:
-        """Queue a record; return its ticket for :meth:`sync`."""
+        """Queue a record, stored behind the run; return its ticket for :meth:`sync`."""
+        ticket = self._append(path, step, kind, data)
+        self._wake()
+        return ticket
+
+    def _append(self, path: str, step: int, kind: str, data: dict[str, Any]) -> int:
+        """Queue a record without waking the writer: the next sync, record or close stores it."""
         if self._closed:
             raise anyio.ClosedResourceError(f"the journal of thread {self.thread_id!r} is closed")
         self._ticket += 1
         self._queue.append(
             (self._ticket, CheckpointWrite(path=path, step=step, kind=kind, data=data))
         )
-        self._wake()
         return self._ticket
 
     def _wake(self) -> None:
-        wakeup = self._wakeup
-        if wakeup is not None:
-            self._wakeup = None
-            wakeup.set()
+        if self._waiting:
+            self._waiting = False
+            self._writer.unpark(count=1)
 
     def _close(self) -> None:
         """No more records: the writer stores what is queued, then ends."""
@@ -323,8 +334,13 @@ class Journal:
     ) -> Callable[[Applied], None]:
         """A state listener that records every applied update of the actor at ``path``."""
 
+        # A state change belongs to the step in progress: it is stored with the
+        # next sync (before the actor's next model call), the next tool result
+        # of a fan-out, or the run's end, whichever comes first, not by a writer
+        # woken for it alone. A turn (its answer, a tool's I/O, its results)
+        # is then one commit, not one for the answer and one for the rest.
         def on_update(applied: Applied) -> None:
-            self.record(path, step(), "update", encode_update(applied.update, state))
+            self._append(path, step(), "update", encode_update(applied.update, state))
 
         return on_update
 
@@ -338,10 +354,15 @@ class Journal:
         while self._committed < target:
             if self._error is not None:
                 break
-            event = self._committed_event
-            if event is None:
-                event = self._committed_event = anyio.Event()
-            await event.wait()
+            if not self._storing and self._queue:
+                # Nothing is being stored: the records are stored from here, in
+                # this task (the writer would take them a loop turn later, then
+                # wake this task again: two task switches per step for nothing).
+                # Shielded as the writer is: what left the queue is stored.
+                with anyio.CancelScope(shield=True):
+                    await self._put(self._take())
+                continue
+            await self._commits.park()
         if self._error is not None:
             raise CheckpointError(
                 f"could not save thread {self.thread_id!r}: {self._error}"
@@ -351,33 +372,41 @@ class Journal:
         # Shielded for its whole life: a batch that left the queue is stored even
         # if the run is cancelled, and so is what is queued when the journal
         # closes (a timed-out run keeps its work). It ends once closed and drained.
+        # One batch is stored at a time, here or by a sync (see above): the
+        # log's order is the order the records were made.
         with anyio.CancelScope(shield=True):
             while True:
-                batch = self._take()
-                if batch:
-                    await self._put(batch)
-                elif self._closed:
-                    return
-                else:
-                    wakeup = self._wakeup = anyio.Event()
-                    await wakeup.wait()
+                if not self._storing:
+                    batch = self._take()
+                    if batch:
+                        await self._put(batch)
+                        continue
+                    if self._closed:
+                        return
+                self._waiting = True
+                await self._writer.park()
 
     async def _put(self, batch: list[tuple[int, CheckpointWrite]]) -> None:
         # After a failed batch nothing more is stored: the saved log stays a clean
         # prefix of what happened (a resume never sees a result without the call
         # that asked for it), and every later sync raises.
-        if self._error is None:
-            try:
-                await self.checkpointer.put(self.thread_id, [w for _, w in batch])
-            except Exception as exc:
-                self._error = exc
-            else:
-                self._stored += len(batch)
-        self._committed = batch[-1][0]
-        event = self._committed_event
-        if event is not None:
-            self._committed_event = None
-            event.set()
+        self._storing = True
+        try:
+            if self._error is None:
+                try:
+                    await self.checkpointer.put(self.thread_id, [w for _, w in batch])
+                except Exception as exc:
+                    self._error = exc
+                else:
+                    self._stored += len(batch)
+            self._committed = batch[-1][0]
+        finally:
+            self._storing = False
+        if self._queue or self._closed:
+            self._wake()  # what came meanwhile, or the end: the writer's (if it waits)
+        commits = self._commits
+        if commits:
+            commits.unpark(count=len(commits))
 
 
 @asynccontextmanager

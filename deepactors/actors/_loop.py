@@ -26,6 +26,7 @@ from ..messages import AssistantMessage, Message, ToolCall, ToolMessage, Usage, 
 from ..models import ModelRequest
 from ..state import State
 from ..tracing import provider_of
+from ._heap import FANOUT_WIDTH, hold_full_collections, release_full_collections
 from ._spec import AgentSpec, Hook
 from ._tool_step import run_tools
 
@@ -65,6 +66,8 @@ def unanswered_calls(messages: Sequence[Message]) -> tuple[AssistantMessage | No
         if isinstance(m, ToolMessage):
             answered.add(m.tool_call_id)
         elif isinstance(m, AssistantMessage):
+            if not answered:  # a turn just made (100,000 calls, say): copied at C speed
+                return m, list(m.tool_calls)
             return m, [c for c in m.tool_calls if c.id not in answered]
         else:
             break
@@ -88,50 +91,62 @@ async def run_loop(spec: AgentSpec, state: State, run: RunContext) -> Usage | No
         # run): run them before asking the model anything.
         jump = "tools"
     step = 0
-    while jump != "end":
-        await _check_deadline()
-        if jump != "tools":
-            decisions = run.tree.decisions
-            if decisions and any(d.type == "end" for d in decisions.values()):
-                # Resumed to end the pending work (LangGraph's goto END): the
-                # calls were answered as not run; no agent of the tree asks its
-                # model anything more, wherever in the tree the stop was.
-                break
-            inbox = run.inbox
-            if inbox is not None and inbox.pending:
-                # Sent while the actor worked (a background subagent told
-                # more): read before the model is asked anything new.
-                for text in inbox.take():
-                    state.add_message(UserMessage(content=text))
-            jump = await _apply_hooks(spec.before_model, state, run, debug)
-            if jump == "end":
-                break
+    held = False
+    try:
+        while jump != "end":
+            await _check_deadline()
             if jump != "tools":
-                if step >= max_steps:
-                    raise StepLimitExceeded(
-                        f"agent {run.path!r} made {step} model calls without finishing "
-                        f"(max_steps={max_steps})"
-                    )
-                step += 1
-                run.step = step
-                await _model_turn(spec, state, run, step)
-                jump = await _apply_hooks(spec.after_model, state, run, debug)
+                decisions = run.tree.decisions
+                if decisions and any(d.type == "end" for d in decisions.values()):
+                    # Resumed to end the pending work (LangGraph's goto END): the
+                    # calls were answered as not run; no agent of the tree asks its
+                    # model anything more, wherever in the tree the stop was.
+                    break
+                inbox = run.inbox
+                if inbox is not None and inbox.pending:
+                    # Sent while the actor worked (a background subagent told
+                    # more): read before the model is asked anything new.
+                    for text in inbox.take():
+                        state.add_message(UserMessage(content=text))
+                jump = await _apply_hooks(spec.before_model, state, run, debug)
                 if jump == "end":
                     break
-                if jump == "model":
-                    continue
-        jump = None
-        _, pending = unanswered_calls(state.messages)
-        if not pending:
-            break
-        await run_tools(spec, state, run, pending)
-    await _apply_hooks(spec.after_agent, state, run, debug)
+                if jump != "tools":
+                    if step >= max_steps:
+                        raise StepLimitExceeded(
+                            f"agent {run.path!r} made {step} model calls without finishing "
+                            f"(max_steps={max_steps})"
+                        )
+                    step += 1
+                    jump = await _model_turn(spec, state, run, step, debug)
+                    if jump == "end":
+                        break
+                    if jump == "model":
+                        continue
+            jump = None
+            _, pending = unanswered_calls(state.messages)
+            if not pending:
+                break
+            if not held and len(pending) >= FANOUT_WIDTH:
+                # A wide fan-out: its children, then their results in this
+                # history, are what a full collection would walk, for the rest
+                # of the run (see deepactors.actors._heap).
+                held = True
+                hold_full_collections()
+            await run_tools(spec, state, run, pending)
+        await _apply_hooks(spec.after_agent, state, run, debug)
+    finally:
+        if held:
+            release_full_collections()
     await _check_deadline()
     return run.usage
 
 
-async def _model_turn(spec: AgentSpec, state: State, run: RunContext, step: int) -> None:
-    """Ask the model once, through the ``wrap_model_call`` chain; append its answer."""
+async def _model_turn(
+    spec: AgentSpec, state: State, run: RunContext, step: int, debug: bool
+) -> str | None:
+    """The run's ``step``-th model call and its ``after_model`` hooks; their jump, if any."""
+    run.step = step
     journal = run.journal
     if journal is not None:
         # Durable before the model is asked anything new.
@@ -148,7 +163,7 @@ async def _model_turn(spec: AgentSpec, state: State, run: RunContext, step: int)
                 provider=provider_of(model),
             )
         )
-    if spec.debug:
+    if debug:
         _log.debug("model call", path=run.path, step=step)
     request = ModelRequest(
         # O(1): a view that never changes, not a copy per turn.
@@ -170,6 +185,7 @@ async def _model_turn(spec: AgentSpec, state: State, run: RunContext, step: int)
         await pacer.wait()
     if emit is not None:
         emit(ModelCallFinished(path=run.path, run_id=run.run_id, step=step, message=message))
+    return await _apply_hooks(spec.after_model, state, run, debug)
 
 
 async def _check_deadline() -> None:

@@ -12,10 +12,15 @@ from collections import deque
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
+import anyio
+import anyio.to_thread
+
 from .._core.loops import open_task_group
+from .._core.pacing import Pacer
 from ..context import RunContext, ToolResult
 from ..errors import InputError
 from ..events import ToolCallFinished, ToolCallStarted
+from ..history import MessageList
 from ..hooks import ToolCallRequest
 from ..interrupts import ActionRequest, Interrupt
 from ..messages import ToolCall, ToolMessage
@@ -26,6 +31,127 @@ from ._spec import AgentSpec
 from ._tool_call import StopRequested, error_result
 
 __all__ = ["run_tools"]
+
+
+_AT_ONCE = 64
+"""Results of one step taken into the state in one go; a wider step's, in paced slices."""
+
+
+def _take_in(state: State, results: list[ToolResult | None], start: int, stop: int) -> None:
+    """Fold ``results[start:stop]`` into the state in call order, releasing each as it lands."""
+    for i in range(start, stop):
+        item = results[i]
+        if item is None:
+            continue  # interrupted: answered when the run resumes
+        results[i] = None  # merged: the step holds on to it no longer
+        message, update = item
+        if update:
+            applied = state.apply(update)
+            note = applied.note()
+            if note:
+                # The merge outcome (conflicts above all) is for the model to read.
+                message = message.model_copy(update={"content": f"{message.text}\n\n{note}"})
+        state.add_message(message)
+
+
+async def _take_in_paced(state: State, results: list[ToolResult | None], pacer: Pacer) -> None:
+    """:func:`_take_in` of every result, a slice per turn of the loop while others wait.
+
+    Each slice also brings the history's running sums up to date (see
+    :meth:`~deepactors.history.MessageList.catch_up`), so the next model call
+    measures the request without a pass over the step's results.
+    """
+    messages = state.messages
+    start, total = 0, len(results)
+    while start < total:
+        stop = min(start + _SLICE, total)
+        _take_in(state, results, start, stop)
+        start = stop
+        if pacer.due():
+            messages.catch_up()
+            await pacer.wait()
+    messages.catch_up()
+
+
+_SLICE = 32
+"""Results folded between two looks at the pacer's clock."""
+
+
+async def _run_all(
+    spec: AgentSpec,
+    calls: Sequence[ToolCall],
+    one: Callable[[int, ToolCall], Coroutine[Any, Any, None]],
+    pacer: Pacer | None,
+    messages: MessageList,
+) -> None:
+    """Run ``one(i, call)`` for every call, concurrently, each tool within its cap."""
+    # Calls of a tool with a cap (``task``: the run's subagents) past that
+    # cap wait here as indexes, not as tasks: 100,000 queued subagents cost
+    # a deque of ints until they start, and start in the model's order.
+    queues: dict[str, deque[int]] = {}
+    working: dict[str, int] = {}
+
+    async def worker(name: str, i: int) -> None:
+        queue = queues[name]
+        while True:
+            await one(i, calls[i])
+            if not queue:
+                # No await between this check and the count: the spawner
+                # below sees the worker gone before it queues another call.
+                working[name] -= 1
+                return
+            i = queue.popleft()
+
+    async with open_task_group() as tg:
+        if len(calls) > _AT_ONCE:
+            # The turn that made these calls is measured (for the next model
+            # call's size) off the loop, while they run: a turn of 100,000
+            # calls is a long measure (see MessageList.catch_up). Nothing
+            # else changes the history until the step ends.
+            tg.start_soon(anyio.to_thread.run_sync, messages.catch_up)
+        tools = spec.tools
+        for i, call in enumerate(calls):
+            found = tools.get(call.name)
+            cap = None if found is None else found.max_concurrency
+            if cap is None:
+                tg.start_soon(one, i, call)
+            elif working.get(call.name, 0) < cap:
+                queues.setdefault(call.name, deque())
+                working[call.name] = working.get(call.name, 0) + 1
+                tg.start_soon(worker, call.name, i)
+            else:
+                queues[call.name].append(i)
+            if pacer is not None and pacer.due():
+                await pacer.wait()  # 10,000 spawns are a long step too
+
+
+async def _call(spec: AgentSpec, state: State, run: RunContext, call: ToolCall) -> ToolResult:
+    """Run one call through the ``wrap_tool_call`` chain; its result and checked update.
+
+    Raises:
+        Interrupt: The call waits for a human.
+        StopRequested: The process is stopping (Ctrl-C, ``SystemExit``).
+    """
+    request = ToolCallRequest(call=call, tool=spec.tools.get(call.name), state=state, run=run)
+    try:
+        out = await spec.call_tool(request)
+    except Interrupt:
+        raise
+    except (KeyboardInterrupt, SystemExit) as exc:
+        raise StopRequested(exc) from exc
+    except StopRequested:
+        raise  # from a subagent's own tool call
+    except Exception as exc:  # a wrap_tool_call middleware raised
+        out = error_result(call, f"{type(exc).__name__}: {exc}")
+    done = _command_message(call, out) if isinstance(out, Command) else (out, None)
+    if done[1]:
+        try:
+            done = (done[0], state.check_update(done[1]))
+        except (ValueError, InputError) as exc:
+            # A tool asked for an update the state cannot take: the model
+            # learns, the state stays as it was.
+            done = (error_result(call, f"the tool's state update was refused: {exc}"), None)
+    return done
 
 
 def _command_message(call: ToolCall, command: Command) -> ToolResult:
@@ -97,94 +223,15 @@ async def run_tools(
             if restore is not None:
                 restore()
     else:
-        await _fan_out(spec, run, calls, one)
-    _append_results(state, results)
+        await _run_all(spec, calls, one, pacer, state.messages)
+    if len(results) <= _AT_ONCE or pacer is None:
+        _take_in(state, results, 0, len(results))
+    else:
+        # A wide step's results, in slices of the loop's turns: 100,000 of
+        # them are a second of work. Shielded: a step's results land whole
+        # (a run cancelled meanwhile keeps them, as it would have before).
+        with anyio.CancelScope(shield=True):
+            await _take_in_paced(state, results, pacer)
     pending = [r for i in sorted(interrupts) for r in interrupts[i]]
     if pending:
         raise Interrupt(pending)
-
-
-async def _call(spec: AgentSpec, state: State, run: RunContext, call: ToolCall) -> ToolResult:
-    """Run one call through the ``wrap_tool_call`` chain; its result and checked update.
-
-    Raises:
-        Interrupt: The call waits for a human.
-        StopRequested: The process is stopping (Ctrl-C, ``SystemExit``).
-    """
-    request = ToolCallRequest(call=call, tool=spec.tools.get(call.name), state=state, run=run)
-    try:
-        out = await spec.call_tool(request)
-    except Interrupt:
-        raise
-    except (KeyboardInterrupt, SystemExit) as exc:
-        raise StopRequested(exc) from exc
-    except StopRequested:
-        raise  # from a subagent's own tool call
-    except Exception as exc:  # a wrap_tool_call middleware raised
-        out = error_result(call, f"{type(exc).__name__}: {exc}")
-    done = _command_message(call, out) if isinstance(out, Command) else (out, None)
-    if done[1]:
-        try:
-            done = (done[0], state.check_update(done[1]))
-        except (ValueError, InputError) as exc:
-            # A tool asked for an update the state cannot take: the model
-            # learns, the state stays as it was.
-            done = (error_result(call, f"the tool's state update was refused: {exc}"), None)
-    return done
-
-
-async def _fan_out(
-    spec: AgentSpec,
-    run: RunContext,
-    calls: Sequence[ToolCall],
-    one: Callable[[int, ToolCall], Coroutine[Any, Any, None]],
-) -> None:
-    """Run ``one`` for every call in a task group, each tool's cap kept."""
-    pacer = run.tree.pacer
-    # Calls of a tool with a cap (``task``: the run's subagents) past that
-    # cap wait here as indexes, not as tasks: 100,000 queued subagents cost
-    # a deque of ints until they start, and start in the model's order.
-    queues: dict[str, deque[int]] = {}
-    working: dict[str, int] = {}
-
-    async def worker(name: str, i: int) -> None:
-        queue = queues[name]
-        while True:
-            await one(i, calls[i])
-            if not queue:
-                # No await between this check and the count: the spawner
-                # below sees the worker gone before it queues another call.
-                working[name] -= 1
-                return
-            i = queue.popleft()
-
-    async with open_task_group() as tg:
-        tools = spec.tools
-        for i, call in enumerate(calls):
-            found = tools.get(call.name)
-            cap = None if found is None else found.max_concurrency
-            if cap is None:
-                tg.start_soon(one, i, call)
-            elif working.get(call.name, 0) < cap:
-                queues.setdefault(call.name, deque())
-                working[call.name] = working.get(call.name, 0) + 1
-                tg.start_soon(worker, call.name, i)
-            else:
-                queues[call.name].append(i)
-            if pacer is not None and pacer.due():
-                await pacer.wait()  # 10,000 spawns are a long step too
-
-
-def _append_results(state: State, results: Sequence[ToolResult | None]) -> None:
-    """Append the calls' results in call order, each with its update applied."""
-    for item in results:
-        if item is None:
-            continue  # interrupted: answered when the run resumes
-        message, update = item
-        if update:
-            applied = state.apply(update)
-            note = applied.note()
-            if note:
-                # The merge outcome (conflicts above all) is for the model to read.
-                message = message.model_copy(update={"content": f"{message.text}\n\n{note}"})
-        state.add_message(message)

@@ -115,6 +115,8 @@ def _run_agent(args: argparse.Namespace) -> tuple[DeepAgent, BubblewrapSandbox |
             raise ConfigurationError(f"--db {args.db}: {exc}") from None
     if args.agent:
         given = [f"--{o}" for o in ("model", "mcp", "sandbox") if getattr(args, o)]
+        if args.ray is not None:  # a placement is an argument of the agent built here
+            given.append("--ray")
         if given:
             raise ConfigurationError(
                 f"{', '.join(given)} with --agent: the agent brings its own; give one or the other"
@@ -132,9 +134,20 @@ def _run_agent(args: argparse.Namespace) -> tuple[DeepAgent, BubblewrapSandbox |
         # The model's commands and files in a workspace under this folder,
         # isolated from the host (Linux namespaces; no network).
         sandbox = BubblewrapSandbox(args.sandbox)
+    placement = None
+    if args.ray is not None:
+        from ..placement import RayPlacement
+
+        # The subagents on Ray workers: a local Ray on this machine's cores, or
+        # the cluster named (started with `ray start`, or ray://host:10001).
+        placement = RayPlacement(address=args.ray or None)
     servers = read_mcp_servers(args.mcp) if args.mcp else None
     agent = create_deep_agent(
-        args.model or None, checkpointer=checkpointer, mcp_servers=servers, backend=sandbox
+        args.model or None,
+        checkpointer=checkpointer,
+        mcp_servers=servers,
+        backend=sandbox,
+        placement=placement,
     )
     return agent, sandbox
 
@@ -307,6 +320,15 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="DIR",
         help="run the agent's files and shell commands in a bubblewrap sandbox whose "
         "workspace lives under DIR (Linux, Debian's bubblewrap; no network)",
+    )
+    run.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="run the subagents on Ray workers: a local Ray on this machine's cores, or the "
+        "cluster at ADDRESS ('auto' for one `ray start` runs here, ray://host:10001) "
+        "(needs deepactors[ray])",
     )
     _loop_option(run, _LOOP_HELP)
     _log_options(run, "warning")

@@ -21,9 +21,11 @@ from ..events import (
     SubagentFailed,
     SubagentFinished,
     SubagentInterrupted,
+    ToolCallStarted,
 )
 from ..interrupts import interrupt_view
 from ..messages import AssistantMessage, Content, ThinkingBlock, ToolMessage
+from ._steps import checkpoint_payload, step_id, task_result, task_start
 from ._views import (
     Namespace,
     content_to_lc,
@@ -42,7 +44,15 @@ from ._views import (
 __all__ = ["STREAM_MODES", "LangGraphStream", "StreamMode", "StreamPart", "parse_stream_modes"]
 
 StreamMode: TypeAlias = Literal[
-    "values", "updates", "messages", "custom", "events", "debug", "events-lite"
+    "values",
+    "updates",
+    "messages",
+    "custom",
+    "events",
+    "debug",
+    "events-lite",
+    "tasks",
+    "checkpoints",
 ]
 STREAM_MODES: tuple[StreamMode, ...] = (
     "values",
@@ -52,6 +62,8 @@ STREAM_MODES: tuple[StreamMode, ...] = (
     "events",
     "debug",
     "events-lite",
+    "tasks",
+    "checkpoints",
 )
 """Modes :class:`LangGraphStream` produces (``messages-tuple`` is read as ``messages``).
 
@@ -103,6 +115,11 @@ class _Actor:
     update: dict[str, Any] = field(default_factory=dict)  # updates not yet streamed
     streamed: bool = False  # text of the current model call went out as chunks
     answered: bool = False  # an answer's update waits for its last message chunk
+    task: str | None = None  # the task running now ("tasks" mode)
+    task_node: str = ""  # its node
+    latest: Mapping[str, Any] | None = None  # the state as last seen ("tasks" input)
+    checkpoint: str | None = None  # the last checkpoint streamed ("checkpoints" parent)
+    run_id: str = ""  # its run (the steps' ids)
 
 
 class LangGraphStream:
@@ -149,7 +166,8 @@ class LangGraphStream:
         self.tags = list(tags)
         self.tool_namespaces = tool_namespaces
         self._actors: dict[str, _Actor] = {}
-        self._state_modes = bool({"values", "updates"} & set(self.modes))
+        self._state_modes = bool({"values", "updates", "tasks", "checkpoints"} & set(self.modes))
+        self._steps = bool({"tasks", "checkpoints"} & set(self.modes))
 
     def feed(self, event: Event) -> list[StreamPart]:
         """The parts this event produces, in order."""
@@ -169,6 +187,12 @@ class LangGraphStream:
                 out.extend(self._flush(ns, event.path))
                 actor = self._actor(event.path)
                 actor.step, actor.called, actor.streamed = event.step, True, False
+                if "tasks" in self.modes:
+                    out.append(self._task_start(ns, event, actor, "model"))
+            case ToolCallStarted():
+                actor = self._actor(event.path)
+                if "tasks" in self.modes and actor.task is None:
+                    out.append(self._task_start(ns, event, actor, "tools"))
             case ModelDelta():
                 if "messages" in self.modes and event.kind != "tool_input":
                     self._actor(event.path).streamed = True
@@ -187,6 +211,7 @@ class LangGraphStream:
             case Interrupted():
                 out.extend(self._flush(ns, event.path))
                 out.extend(self._interrupt(ns, event.requests, self._actor(event.path).shown))
+                out.extend(self._task_stopped(ns, event))
             case RunFinished():
                 out.extend(self._flush(ns, event.path))
                 self._actors.pop(event.path, None)
@@ -239,7 +264,8 @@ class LangGraphStream:
                     out.append(StreamPart(ns, "messages", (data, meta)))
         if not self._state_modes:
             return out
-        actor.values = event.values
+        actor.values = actor.latest = event.values
+        actor.run_id = event.run_id
         _fold(actor.update, event.update)
         if answer and "messages" in self.modes:
             actor.answered = True  # flushed after the answer's last chunk
@@ -252,15 +278,70 @@ class LangGraphStream:
         if actor is None or actor.values is None:
             return []
         out: list[StreamPart] = []
-        if "updates" in self.modes and (actor.called or node is not None):
-            name = node or ("tools" if _has_tool_result(actor.update) else "middleware")
+        name = node or ("tools" if _has_tool_result(actor.update) else "middleware")
+        update: Any = None
+        if self._steps or ("updates" in self.modes and (actor.called or node is not None)):
             update = dict(actor.update) if self.objects else update_to_lc(actor.update)
+        if "updates" in self.modes and (actor.called or node is not None):
             out.append(StreamPart(ns, "updates", {name: update}))
-        if "values" in self.modes:
+        values: Any = None
+        if "values" in self.modes or "checkpoints" in self.modes:
             values = _values(actor.values) if self.objects else values_to_lc(actor.values)
+        if "values" in self.modes:
             out.append(StreamPart(ns, "values", values))
             actor.shown = values
+        if self._steps:
+            out.extend(self._step_end(ns, path, actor, name, update, values))
         actor.values, actor.update = None, {}
+        return out
+
+    def _task_start(self, ns: Namespace, event: Event, actor: _Actor, node: str) -> StreamPart:
+        """A ``tasks`` part: the step's node starts, with the state it starts from."""
+        actor.task, actor.task_node = step_id(event.run_id, event.path, actor.step, node), node
+        state: Any = None
+        if actor.latest is not None:
+            state = _values(actor.latest) if self.objects else values_to_lc(actor.latest)
+        return StreamPart(ns, "tasks", task_start(actor.task, node, state))
+
+    def _task_stopped(self, ns: Namespace, event: Interrupted) -> list[StreamPart]:
+        """The ``tasks`` part of a task an interrupt stopped: no writes, its interrupts."""
+        actor = self._actor(event.path)
+        task, actor.task = actor.task, None
+        if "tasks" not in self.modes or task is None:
+            return []
+        pending = (
+            interrupt_view(event.requests) if self.objects else interrupts_to_lc(event.requests)
+        )
+        stopped = {**task_result(task, actor.task_node, {}), "interrupts": pending}
+        return [StreamPart(ns, "tasks", stopped)]
+
+    def _step_end(
+        self, ns: Namespace, path: str, actor: _Actor, name: str, update: Any, values: Any
+    ) -> list[StreamPart]:
+        """The ``tasks`` and ``checkpoints`` parts of a step that ended (see ``_steps``)."""
+        out: list[StreamPart] = []
+        tasks: list[dict[str, Any]] = []
+        if actor.task is not None and name in ("model", "tools"):
+            result = task_result(actor.task, name, update)
+            tasks.append({"id": actor.task, "name": name, "result": update, "interrupts": []})
+            if "tasks" in self.modes:
+                out.append(StreamPart(ns, "tasks", result))
+        actor.task = None
+        if "checkpoints" in self.modes:
+            checkpoint = step_id(actor.run_id, path, actor.step, f"checkpoint:{name}")
+            payload = checkpoint_payload(
+                thread_id=self.thread_id,
+                namespace=self._namespace(path),
+                checkpoint=checkpoint,
+                parent=actor.checkpoint,
+                values=values,
+                step=actor.step,
+                source="loop" if actor.called else "input",
+                next_nodes=_next_nodes(name, actor.update),
+                tasks=tasks,
+            )
+            actor.checkpoint = checkpoint
+            out.append(StreamPart(ns, "checkpoints", payload))
         return out
 
     def _interrupt(
@@ -390,6 +471,15 @@ def _is_answer(update: Mapping[str, Any]) -> bool:
 
 def _has_tool_result(update: Mapping[str, Any]) -> bool:
     return any(isinstance(m, ToolMessage) for m in update.get("messages") or ())
+
+
+def _next_nodes(name: str, update: Mapping[str, Any]) -> list[str]:
+    """The node LangGraph would run after a step: the tools after an answer with
+    calls, the model after tool results or input, none after a final answer."""
+    if name != "model":
+        return ["model"]
+    answers = [m for m in update.get("messages") or () if isinstance(m, AssistantMessage)]
+    return ["tools"] if answers and answers[-1].tool_calls else []
 
 
 def _fold(into: dict[str, Any], update: Mapping[str, Any]) -> None:

@@ -105,14 +105,42 @@ def fork_history(messages: Sequence[Message], call_id: str) -> list[Message]:
 
 
 class _TaskLabels:
-    """A run's ``task-<n>`` labels, numbered along the thread's history."""
+    """A run's ``task-<n>`` labels, numbered along the thread's history.
 
-    __slots__ = ("count", "labels", "scanned")
+    Read up to the call asked for, not further: the first ``task`` call of a
+    turn of 100,000 does not label the other 99,999 in one step.
+    """
+
+    __slots__ = ("count", "labels", "scanned", "within")
 
     def __init__(self) -> None:
         self.labels: dict[str, str] = {}
-        self.scanned = 0
+        self.scanned = 0  # the message being read
+        self.within = 0  # its next tool call to read
         self.count = 0
+
+    def label(self, messages: Sequence[Message], call_id: str) -> str | None:
+        """The label of ``call_id``, reading the history on as far as it."""
+        found = self.labels.get(call_id)
+        i, j, count, total = self.scanned, self.within, self.count, len(messages)
+        while found is None and i < total:
+            message = messages[i]
+            if isinstance(message, AssistantMessage):
+                calls = message.tool_calls
+                while j < len(calls):
+                    call = calls[j]
+                    j += 1
+                    if call.name == "task":
+                        count += 1
+                        self.labels[call.id] = f"task-{count}"
+                        if call.id == call_id:
+                            found = self.labels[call.id]
+                            break
+                if j < len(calls):
+                    break  # found before this turn's last call: go on from there next time
+            i, j = i + 1, 0
+        self.scanned, self.within, self.count = i, j, count
+        return found
 
 
 _LABELS = RunKey("SubAgentMiddleware.labels", _TaskLabels)
@@ -247,19 +275,7 @@ class SubAgentMiddleware(AgentMiddleware):
         tasks in no fixed order) nor per run: a child's path and its conflict
         file names must come out the same when a stopped run resumes.
         """
-        known = run.local(_LABELS)
-        if call_id not in known.labels:
-            messages = state.messages
-            count = known.count
-            for message in messages[known.scanned :]:
-                if isinstance(message, AssistantMessage):
-                    for call in message.tool_calls:
-                        if call.name == "task":
-                            count += 1
-                            known.labels[call.id] = f"task-{count}"
-            known.scanned = len(messages)
-            known.count = count
-        return known.labels.get(call_id) or f"task-{call_id}"
+        return run.local(_LABELS).label(state.messages, call_id) or f"task-{call_id}"
 
     def _tree_limiter(self, run: RunContext) -> anyio.Semaphore | None:
         # The tree's cap lives in the tree's context and binds every level below
@@ -286,6 +302,9 @@ class SubAgentMiddleware(AgentMiddleware):
                 )
             )
         agent = spec.agent
+        # Made here for every kind of child: one that runs elsewhere (a Ray
+        # worker's) reads the tree's cap from the tree's context.
+        tree_limiter = self._tree_limiter(run)
         if isinstance(agent, AgentSpec):
             fork = spec.mode == "fork"
             outcome = await run_child(
@@ -296,7 +315,7 @@ class SubAgentMiddleware(AgentMiddleware):
                 parent=run,
                 files=rt.state.files,
                 timeout=spec.timeout,
-                tree_limiter=self._tree_limiter(run),
+                tree_limiter=tree_limiter,
                 budget=spec.budget,
                 history=fork_history(rt.state.messages, rt.tool_call_id) if fork else (),
                 system_prompt=run.system_prompt if fork else None,

@@ -10,16 +10,20 @@ writes only what it drops), and the summary tells the model where that file is.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
+
+import anyio
+import anyio.to_thread
 
 from .._core.logs import get_logger
 from ..context import RunContext, RunKey
 from ..errors import ConfigurationError, ContextWindowExceeded
 from ..events import ContextSummarized
 from ..hooks import AgentMiddleware, ModelHandler
-from ..messages import AssistantMessage, Message, UserMessage
+from ..messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
 from ..models import ChatModel, ModelRequest, context_window_of, resolve_model
 from ..state import Channel, State
 from ._compact import SUMMARY_CHANNEL, compact_tool_for
@@ -33,6 +37,20 @@ __all__ = ["SUMMARY_CHANNEL", "SummarizationMiddleware"]
 
 _log = get_logger("deepactors")
 T = TypeVar("T")
+
+_NO_CALLS = frozenset({ToolMessage, UserMessage, SystemMessage})
+
+_OFF_LOOP = 2_000
+"""New messages since the last model call past which they are measured in a worker thread."""
+
+
+async def _inline(fn: Callable[[], T]) -> T:
+    return fn()
+
+
+async def _in_thread(fn: Callable[[], T]) -> T:
+    return await anyio.to_thread.run_sync(fn)
+
 
 SUMMARY_MESSAGE = """\
 [This conversation was summarized to save context: {dropped} earlier messages are no \
@@ -183,9 +201,18 @@ class SummarizationMiddleware(AgentMiddleware):
         limits = self.limits
         local = run.local(self._key)
         messages = request.messages
+        # Each measure below reads the messages new since the last call once; a
+        # wide fan-out's 100,000 results are read in a worker thread, not on
+        # the loop (the actor waits here; nothing else touches its history).
+        off = len(messages) - local.checked_upto > _OFF_LOOP
+        work = _in_thread if off else _inline
         marker: Mapping[str, Any] = state.get(SUMMARY_CHANNEL) or {}
         start = self._start(messages, state, marker)
-        tokens = self._count(request, local, marker, start, state)
+        if off:
+            count = functools.partial(self._count, request, local, marker, start, state)
+            tokens = await _in_thread(count)
+        else:  # every model call of every agent: no partial, no coroutine
+            tokens = self._count(request, local, marker, start, state)
         reason: Literal["trigger", "overflow", "tool"] | None = None
         if force:
             reason = "overflow"
@@ -196,17 +223,25 @@ class SummarizationMiddleware(AgentMiddleware):
         summarized = False
         if reason is not None:
             scale = local.counter.scale()
-            cut = cut_point(messages, start, limits, force=reason != "trigger", scale=scale)
+            force_cut = reason != "trigger"
+            cut = await work(
+                functools.partial(cut_point, messages, start, limits, force=force_cut, scale=scale)
+            )
             if cut > start:
                 marker = await self._summarize(request, state, run, marker, start, cut, tokens)
                 dropped, start, summarized = cut - start, cut, True
                 local.truncated = {k: v for k, v in local.truncated.items() if v[0] >= start}
                 # In the units of the count before (usage-calibrated), for comparison.
-                after = round(self._count(request, local, marker, start, state) * scale)
+                count = functools.partial(self._count, request, local, marker, start, state)
+                after = round(await work(count) * scale)
                 self._emit(run, marker, dropped, tokens, after, reason)
             elif reason == "tool":
                 state.apply({SUMMARY_CHANNEL: {"compact": False}})
-        return self._view(request, marker, start, local), summarized
+        if off:
+            view = await _in_thread(functools.partial(self._view, request, marker, start, local))
+        else:
+            view = self._view(request, marker, start, local)
+        return view, summarized
 
     # -- measuring -------------------------------------------------------------
 
@@ -362,12 +397,18 @@ class SummarizationMiddleware(AgentMiddleware):
     def _scan_args(self, messages: Sequence[Message], start: int, local: _RunView) -> None:
         # Each message is looked at once, when it becomes "old" (O(new) per call).
         old = len(messages) - self.keep_args_messages
-        for i in range(max(local.checked_upto, start), old):
-            message = messages[i]
-            if isinstance(message, AssistantMessage) and message.tool_calls:
-                short = _truncate_args(message, self.max_arg_chars)
-                if short is not None:
-                    local.truncated[message.id] = (i, short)
+        first = max(local.checked_upto, start)
+        if first < old:
+            # A slice walked at C speed, kinds told by type() first (a negative
+            # isinstance() of a pydantic class is slow): a wide fan-out's
+            # 100,000 results become old at once.
+            for i, message in enumerate(messages[first:old], first):
+                if type(message) in _NO_CALLS or not isinstance(message, AssistantMessage):
+                    continue
+                if message.tool_calls:
+                    short = _truncate_args(message, self.max_arg_chars)
+                    if short is not None:
+                        local.truncated[message.id] = (i, short)
         local.checked_upto = max(local.checked_upto, old)
 
 

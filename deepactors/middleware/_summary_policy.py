@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
@@ -170,15 +171,25 @@ def cut_point(
 
 
 def _safe(messages: Sequence[Message], start: int, cut: int) -> int:
+    n = len(messages)
     i = cut
-    while start < i < len(messages) and isinstance(messages[i], ToolMessage):
-        i -= 1
+    if start < i < n:
+        # Back over the turn's results (a slice walked at C speed, not an index
+        # per message: a wide fan-out's turn has 100,000 of them).
+        i -= _results_run(reversed(messages[start + 1 : i + 1]))
     if i > start:
         return i
     j = max(cut, start)
-    while j < len(messages) and isinstance(messages[j], ToolMessage):
-        j += 1
-    return j
+    return j + _results_run(messages[j:]) if j < n else j
+
+
+def _results_run(messages: Iterable[Message]) -> int:
+    """How many tool results ``messages`` begins with."""
+    return sum(1 for _ in itertools.takewhile(_is_result, messages))
+
+
+def _is_result(message: Message) -> bool:
+    return isinstance(message, ToolMessage)
 
 
 def truncate_args(message: AssistantMessage, limit: int) -> AssistantMessage | None:

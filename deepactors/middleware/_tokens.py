@@ -179,11 +179,15 @@ class TokenCounter:
         self._before = 0
         if viewed and start:
             # The history's running sum covers messages[:start] too: what that
-            # part measures is taken off each total (found from the part kept,
-            # which the old count measured anyway).
+            # part measures is taken off each total. Measured from the shorter
+            # side (the running sum gives the whole): a summary that drops a
+            # few messages before 100,000 kept is not a pass over the kept.
             assert isinstance(messages, MessageView)
-            whole = messages.total(message_sizes) & MASK
-            self._before = whole - (message_sizes(messages[start:]) & MASK)
+            if start <= len(messages) - start:
+                self._before = message_sizes(messages[:start]) & MASK
+            else:
+                whole = messages.total(message_sizes) & MASK
+                self._before = whole - (message_sizes(messages[start:]) & MASK)
         return start
 
     def _take_usage(self, new: Sequence[Message], first: int, floor: int, added: int) -> None:

@@ -80,3 +80,57 @@ def test_update_state_then_continue(graph: RemoteGraph) -> None:
 def test_get_graph(graph: RemoteGraph) -> None:
     drawn = graph.get_graph()
     assert drawn.nodes
+
+
+MODES = ["values", "updates", "messages", "custom", "debug", "tasks", "checkpoints"]
+"""Every stream mode RemoteGraph knows (LangGraph's StreamMode)."""
+
+
+@pytest.mark.parametrize("mode", [m for m in MODES if m != "custom"])
+def test_every_stream_mode_streams_alone(graph: RemoteGraph, mode: str) -> None:
+    parts = list(graph.stream(_say("hello"), _config(), stream_mode=mode))
+    assert parts, f"nothing streamed in mode {mode!r}"
+
+
+def test_tasks_and_checkpoints_follow_the_steps_with_every_mode_at_once(
+    graph: RemoteGraph,
+) -> None:
+    config = _config()
+    # With several modes, RemoteGraph yields the SDK's parts: (event, data, id).
+    parts = [(p.event, p.data) for p in graph.stream(_say("email bob"), config, stream_mode=MODES)]
+    assert {mode for mode, _ in parts} >= set(MODES) - {"custom"}
+    tasks = [data for mode, data in parts if mode == "tasks"]
+    # The model's task starts (from the input) and ends with the call it asked for;
+    # the tools' task starts and is stopped by the approval it waits for.
+    assert [(t["name"], "result" in t) for t in tasks] == [
+        ("model", False),
+        ("model", True),
+        ("tools", False),
+        ("tools", True),
+    ]
+    assert tasks[0]["id"] == tasks[1]["id"]
+    assert tasks[3]["result"] == {}
+    assert tasks[3]["interrupts"][0]["value"]["action_requests"][0]["name"] == "send_email"
+    assert tasks[0]["input"]["messages"][0]["content"] == "email bob"
+    assert tasks[1]["result"]["messages"][-1]["tool_calls"][0]["name"] == "send_email"
+    checkpoints = [data for mode, data in parts if mode == "checkpoints"]
+    assert [c["metadata"]["source"] for c in checkpoints] == ["input", "loop"]
+    assert [c["next"] for c in checkpoints] == [["model"], ["tools"]]
+    first, second = (c["config"]["configurable"] for c in checkpoints)
+    assert checkpoints[1]["parent_config"]["configurable"] == first
+    assert second["thread_id"] == config["configurable"]["thread_id"]
+    assert checkpoints[1]["tasks"][0]["id"] == tasks[0]["id"]
+    # Approved: the tools' task, then the model's, and a last checkpoint with nothing next.
+    resumed = [
+        (p.event, p.data)
+        for p in graph.stream(
+            Command(resume={"decisions": [{"type": "approve"}]}),
+            config,
+            stream_mode=["tasks", "checkpoints"],
+        )
+    ]
+    names = [(d["name"], "result" in d) for mode, d in resumed if mode == "tasks"]
+    assert names == [("tools", False), ("tools", True), ("model", False), ("model", True)]
+    last = [d for mode, d in resumed if mode == "checkpoints"][-1]
+    assert last["next"] == []
+    assert last["values"]["messages"][-1]["content"] == "sent: sent to bob: email bob"

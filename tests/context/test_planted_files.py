@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import anyio
@@ -144,15 +143,14 @@ async def test_parse_bounds_directly() -> None:
     # A few anchors and aliases within the bound are fine, and a self-referencing one ends.
     small = await parse_skill(lines(laughs(levels=3)), path="p", folder="laughs", source="s")
     assert small.skill is not None, small.problem
-    started = time.monotonic()
+    # (Were it to expand for ever, the parser's own time bound would cut it and skip the skill.)
     loop = await parse_skill(
         ["---", "name: x", "description: d", "extra: &a [*a, *a]", "---"],
         path="p",
         folder="x",
         source="s",
     )
-    assert loop.skill is not None
-    assert time.monotonic() - started < 5
+    assert loop.skill is not None, loop.problem
 
 
 def memory_of(request: ModelRequest) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,18 +23,13 @@ from deepactors.tools import (
     tool,
     wait_for_stray_threads,
 )
+from tests.vtime import jump
 
 pytestmark = pytest.mark.anyio
 
 
 def calls(*names: str) -> AssistantMessage:
     return AssistantMessage(tool_calls=[ToolCall(name=n, args={}) for n in names])
-
-
-def nap() -> str:
-    """Block for five seconds."""
-    time.sleep(5)
-    return "rested"
 
 
 @pytest.fixture
@@ -70,36 +64,55 @@ async def no_strays_left() -> None:
     assert await anyio.to_thread.run_sync(wait_for_stray_threads, 10)
 
 
-async def test_a_blocking_sync_tool_cannot_hold_a_run_past_its_timeout() -> None:
-    agent = create_deep_agent(ScriptedModel([calls("nap"), "done"]), tools=[nap])
+# On virtual time the deadline passes once the loop has waited on the blocked thread
+# for the threshold (real time, so the tool's thread has surely entered the tool by then);
+# a run that waited for the tool would end only once the test lets the thread go.
+@pytest.mark.virtual_time(autojump_threshold=0.2)
+async def test_a_blocking_sync_tool_cannot_hold_a_run_past_its_timeout(
+    gate: threading.Event,
+) -> None:
+    await no_strays_left()
+    entered = threading.Semaphore(0)
+    agent = create_deep_agent(
+        ScriptedModel([calls("block"), "done"]), tools=[blocking_tool(gate, entered)]
+    )
     before = stray_thread_statistics()
-    started = time.monotonic()
+    started = anyio.current_time()
     with pytest.raises(TimeoutError):
         await agent.ainvoke("go", timeout=1)
-    elapsed = time.monotonic() - started
-    assert elapsed < 1.2
-    assert stray_thread_statistics().total == before.total + 1  # the sleeper, left behind
+    assert anyio.current_time() - started == pytest.approx(1)
+    assert not gate.is_set()
+    assert stray_thread_statistics().total == before.total + 1  # the blocked tool, left behind
+    assert stray_thread_statistics().running == 1
 
 
-async def test_the_callers_own_deadline_holds_too() -> None:
-    agent = create_deep_agent(ScriptedModel([calls("nap"), "done"]), tools=[nap])
-    started = time.monotonic()
+@pytest.mark.virtual_time(autojump_threshold=0.2)
+async def test_the_callers_own_deadline_holds_too(gate: threading.Event) -> None:
+    await no_strays_left()
+    entered = threading.Semaphore(0)
+    agent = create_deep_agent(
+        ScriptedModel([calls("block"), "done"]), tools=[blocking_tool(gate, entered)]
+    )
+    started = anyio.current_time()
     with anyio.move_on_after(1) as scope:
         await agent.ainvoke("go")
     assert scope.cancelled_caught
-    assert time.monotonic() - started < 1.2
+    assert anyio.current_time() - started == pytest.approx(1)
+    assert stray_thread_statistics().running == 1  # the run ended with the tool still blocked
 
 
+@pytest.mark.virtual_time
 async def test_a_zero_timeout_raises_even_with_a_model_that_never_waits() -> None:
     agent = create_deep_agent(ScriptedModel(["done"]))
     with pytest.raises(TimeoutError):
         await agent.ainvoke("go", timeout=0)
 
 
+@pytest.mark.virtual_time
 async def test_a_run_that_never_yields_still_does_not_finish_after_its_deadline() -> None:
     async def hog() -> str:
-        """Block the event loop (a bug in the tool: nothing can interrupt it)."""
-        time.sleep(0.3)  # noqa: ASYNC251  (the point of the test)
+        """Hold the event loop for 0.3 s (a bug in the tool: nothing can interrupt it)."""
+        jump(0.3)  # what a blocking call looks like to the (virtual) clock
         return "done hogging"
 
     # Without a check at each step, the deadline (never delivered: nothing yields

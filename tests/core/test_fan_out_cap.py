@@ -17,7 +17,7 @@ from deepactors import AssistantMessage, ToolCall, ToolMessage, create_deep_agen
 from deepactors.middleware import DEFAULT_MAX_CONCURRENT_SUBAGENTS
 from deepactors.models import FunctionModel, ModelRequest
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.virtual_time]
 
 
 def subagent(name: str, model: Any, **extra: Any) -> dict[str, Any]:
@@ -139,9 +139,11 @@ async def test_a_queued_childs_timeout_starts_when_it_starts() -> None:
         subagents=[subagent("w", FunctionModel(answer), timeout=0.5)],
         max_concurrent_subagents=1,
     )
+    started = anyio.current_time()
     result = await agent.ainvoke("go")
     answers = [m.text for m in result["messages"] if isinstance(m, ToolMessage)]
     assert answers == ["ok"] * 40
+    assert anyio.current_time() - started == pytest.approx(40 * 0.02)  # one at a time
 
 
 async def test_other_tools_of_the_same_answer_are_not_held_by_the_cap() -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from deepactors import AssistantMessage, ToolCall, create_deep_agent, open_runtime
 from deepactors.actors import _heap
+from deepactors.actors._heap import FANOUT_WIDTH, FULL_EVERY
 from deepactors.context import RunContext
 from deepactors.history import MessageList
 from deepactors.models import FunctionModel, ModelRequest
@@ -187,3 +188,67 @@ async def test_deferring_and_a_frozen_heap_together() -> None:
         gc.collect()  # no run in progress: a real collection, then the heap frozen again
         assert gc.get_freeze_count() > frozen // 2
     assert gc.get_freeze_count() == 0
+
+
+def _wide_agent(n: int, seen: list[tuple[int, int, int]]) -> object:
+    async def look(i: int) -> str:
+        """Look at the collector's thresholds.
+
+        Args:
+            i: Which call.
+        """
+        seen.append(gc.get_threshold())
+        return "ok"
+
+    def answer(request: ModelRequest) -> AssistantMessage | str:
+        if len(request.messages) == 1:
+            calls = [ToolCall(name="look", args={"i": i}) for i in range(n)]
+            return AssistantMessage(tool_calls=calls)
+        if len(request.messages) == n + 2:
+            # A narrow step later in the same run: the hold lasts to the run's end.
+            return AssistantMessage(tool_calls=[ToolCall(name="look", args={"i": -1})])
+        return "done"
+
+    return create_deep_agent(FunctionModel(answer), tools=[look])
+
+
+async def test_a_wide_fan_out_holds_full_collections_off_until_its_run_ends() -> None:
+    before = gc.get_threshold()
+    seen: list[tuple[int, int, int]] = []
+    agent = _wide_agent(FANOUT_WIDTH, seen)
+    result = await agent.ainvoke("go")  # type: ignore[attr-defined]
+    assert result["messages"][-1].text == "done"
+    assert len(seen) == FANOUT_WIDTH + 1
+    # The young thresholds as they were; full collections rare, for the whole run.
+    assert set(seen) == {(before[0], before[1], FULL_EVERY)}
+    assert gc.get_threshold() == before  # put back when the run ended
+
+
+async def test_a_narrow_step_leaves_the_thresholds_alone() -> None:
+    before = gc.get_threshold()
+    seen: list[tuple[int, int, int]] = []
+    agent = _wide_agent(FANOUT_WIDTH - 1, seen)
+    await agent.ainvoke("go")  # type: ignore[attr-defined]
+    assert set(seen) == {before}
+
+
+async def test_thresholds_set_during_a_held_run_are_kept() -> None:
+    before = gc.get_threshold()
+    mine = (before[0] + 1, before[1], 5)
+
+    async def retune() -> str:
+        """Set the collector's thresholds, as an application might."""
+        gc.set_threshold(*mine)
+        return "ok"
+
+    def answer(request: ModelRequest) -> AssistantMessage | str:
+        if len(request.messages) == 1:
+            calls = [ToolCall(name="retune", args={}) for _ in range(FANOUT_WIDTH)]
+            return AssistantMessage(tool_calls=calls)
+        return "done"
+
+    try:
+        await create_deep_agent(FunctionModel(answer), tools=[retune]).ainvoke("go")
+        assert gc.get_threshold() == mine  # the application's, not put back over
+    finally:
+        gc.set_threshold(*before)

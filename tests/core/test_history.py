@@ -272,3 +272,26 @@ def test_a_history_keeps_running_sums_for_a_bounded_number_of_measures() -> None
     for _ in range(50):  # a new function each time: each total is still right
         assert view.total(lambda ms: sum(len(m.text) for m in ms)) == 5
     assert len(msgs._tallies or {}) <= 8
+
+
+def test_catching_up_measures_the_new_messages_once_before_the_next_total() -> None:
+    msgs, _ = _history("ab", "cde")
+    seen: list[str] = []
+
+    def measure(messages: Sequence[Message]) -> int:
+        seen.extend(m.text for m in messages)
+        return sum(len(m.text) for m in messages)
+
+    assert msgs.view().total(measure) == 5
+    add_messages(msgs, [UserMessage(content="fghi"), UserMessage(content="j")])
+    seen.clear()
+    msgs.catch_up()  # what a wide tool step does per slice of its results
+    assert seen == ["fghi", "j"]
+    seen.clear()
+    assert msgs.view().total(measure) == 10
+    assert seen == []  # nothing left to measure at the model call
+    msgs.catch_up()  # up to date: nothing measured again
+    assert seen == []
+    fresh, _ = _history("ab")
+    fresh.catch_up()  # no running sum asked for yet: nothing to do
+    assert fresh._tallies is None

@@ -58,8 +58,9 @@ LAYERS: list[tuple[str, ...]] = [
         "middleware._transcript",
     ),
     ("actors",),
-    # A subagent run elsewhere: a ChildRunner, beside the local children of actors.
-    ("remote", "remote.a2a"),
+    # A subagent run elsewhere: a ChildRunner, beside the local children of actors
+    # (another server's, an A2A agent's, or a Ray worker's).
+    ("remote", "remote.a2a", "placement"),
     ("middleware._subagents", "middleware"),
     ("agent", "mcp", "acp"),
     ("factory", "_factory_parts", "demo", "_subagent_config", "langchain"),

@@ -31,7 +31,7 @@ from deepactors.middleware import (
 from deepactors.models import FunctionModel, ModelRequest
 from deepactors.tools import Command
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.virtual_time]
 
 
 def calls(*items: tuple[str, dict[str, Any]]) -> AssistantMessage:

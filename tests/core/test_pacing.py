@@ -15,7 +15,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from deepactors import AssistantMessage, ToolCall, create_deep_agent, open_runtime
+from deepactors import AssistantMessage, ToolCall, ToolRuntime, create_deep_agent, open_runtime
 from deepactors._core.pacing import Pacer
 from deepactors.models import FunctionModel, ModelRequest
 
@@ -69,6 +69,7 @@ async def test_a_wave_of_steps_leaves_the_loop_turns_in_between() -> None:
     assert paced >= 8
 
 
+@pytest.mark.virtual_time  # the pacer's slices are CPU time (perf_counter), the sleeps loop turns
 async def test_steps_without_contention_never_park() -> None:
     pacer = Pacer(0.005)
     parked = 0
@@ -226,3 +227,49 @@ async def test_a_fan_out_under_a_runtime_leaves_the_loop_turns() -> None:
     unpaced = await _fan_out_turns(None)
     paced = await _fan_out_turns(0.005)
     assert paced >= unpaced + 8
+
+
+async def test_a_wide_steps_results_land_in_slices_with_the_loop_turning_between() -> None:
+    # 300 quick tool calls: their results are taken into the history a slice
+    # per loop turn (here one slice per turn, the quantum being tiny), so
+    # another task sees the history part way through; before, all of them
+    # landed in one step, and nothing else ran meanwhile.
+    n = 300
+    seen: set[int] = set()
+    held: list[object] = []
+
+    async def probe(i: int, runtime: ToolRuntime) -> str:
+        """Note the caller's state.
+
+        Args:
+            i: Which call.
+        """
+        held.append(runtime.state)
+        return "ok"
+
+    def answer(request: ModelRequest) -> AssistantMessage:
+        if len(request.messages) == 1:
+            return AssistantMessage(
+                tool_calls=[ToolCall(name="probe", args={"i": i}) for i in range(n)]
+            )
+        return AssistantMessage(content="done")
+
+    agent = create_deep_agent(FunctionModel(answer), tools=[probe])
+    done = anyio.Event()
+
+    async def watcher() -> None:
+        while not done.is_set():
+            if held:
+                seen.add(len(held[0].messages))  # type: ignore[attr-defined]
+            await anyio.lowlevel.checkpoint()
+
+    async with open_runtime(pacing=1e-9) as rt, anyio.create_task_group() as tg:
+        tg.start_soon(watcher)
+        result = await rt.ainvoke(agent, "go")
+        done.set()
+    assert [m.role for m in result["messages"]][-1] == "assistant"
+    assert len(result["messages"]) == n + 3  # the results all there, in call order
+    calls = result["messages"][1].tool_calls
+    assert [m.tool_call_id for m in result["messages"][2:-1]] == [c.id for c in calls]
+    # Seen part way: more than one count between "no results" and "all of them".
+    assert len({k for k in seen if 2 < k < n + 2}) >= 2

@@ -23,7 +23,7 @@ from deepactors import (
 from deepactors.actors import Runtime
 from deepactors.models import FunctionModel, ModelRequest
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.virtual_time]
 
 
 class Sleeper:
@@ -51,8 +51,10 @@ class Sleeper:
 
 async def test_timeout_raises_timeout_error_after_cancelling_everything() -> None:
     sleeper = Sleeper()
+    started = anyio.current_time()
     with anyio.fail_after(5), pytest.raises(TimeoutError):
         await sleeper.agent().ainvoke("go", timeout=0.5)
+    assert anyio.current_time() - started == pytest.approx(0.5)  # the run's deadline, not ours
     assert sleeper.started.is_set()
     assert sleeper.cleaned_up  # nothing of the run is alive once ainvoke returns
 
@@ -285,9 +287,10 @@ async def test_a_run_may_outlast_the_idle_timeout_and_idle_actors_leave() -> Non
         result = await rt.ainvoke(agent, "go", thread_id="t")
         assert result["messages"][-1].text == "slow but fine"
         assert rt.statistics().actors == 1
-        with anyio.fail_after(5):
-            while rt.statistics().actors:  # noqa: ASYNC110 - polls the runtime; no event to wait on
-                await anyio.sleep(0.05)
+        await anyio.sleep(0.09)
+        assert rt.statistics().actors == 1  # idle, not yet for idle_timeout
+        await anyio.sleep(0.02)
+        assert rt.statistics().actors == 0  # idle for longer: gone
         # A new run on the thread gets a new actor.
         again = await rt.ainvoke(agent, "again", thread_id="t")
         assert again["messages"][-1].text == "slow but fine"
@@ -342,6 +345,7 @@ async def test_a_keyboard_interrupt_inside_a_subagent_reaches_the_caller_bare() 
         await agent.ainvoke("go")
 
 
+@pytest.mark.real_time  # waits on another loop in a thread, and on SQLite's worker threads
 async def test_an_actor_reads_the_thread_again_after_another_loop_ran_it(tmp_path: Any) -> None:
     # The actor in `rt` keeps the thread's state in memory. Another event loop (a
     # thread of its own, as another process would) runs the thread meanwhile; the
@@ -401,12 +405,24 @@ async def test_on_event_sees_every_event_as_it_happens_the_stream_too() -> None:
     assert heard[-1].outcome == "completed"
     assert sum(isinstance(e, events.SubagentFinished) for e in heard) == 3
 
-    # The same events of each actor in the same order (trio runs the three
-    # children in an order of its choosing, so only each actor's order is fixed).
-    def by_actor(seen: list[events.Event]) -> dict[str, list[type]]:
-        out: dict[str, list[type]] = {}
+    # The same events of each actor in the same order. The three children run
+    # concurrently, in an order of the scheduler's choosing (and of the pacer's
+    # real-time slices), so main's events of one task call are ordered among
+    # themselves, not against another call's.
+    def by_actor(seen: list[events.Event]) -> dict[tuple[str, str], list[type]]:
+        out: dict[tuple[str, str], list[type]] = {}
+        task_of: dict[str, str] = {}  # child path -> its task's description
         for e in seen:
-            out.setdefault(e.path, []).append(type(e))
+            match e:
+                case events.ToolCallStarted() | events.ToolCallFinished():
+                    strand = str(e.call.args["description"])
+                case events.SubagentSpawned():
+                    strand = task_of[e.child] = e.description
+                case events.SubagentFinished():
+                    strand = task_of[e.child]
+                case _:
+                    strand = ""
+            out.setdefault((e.path, strand), []).append(type(e))
         return out
 
     assert by_actor(both) == by_actor(heard)

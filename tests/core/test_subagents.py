@@ -21,7 +21,7 @@ from deepactors import (
 from deepactors.middleware import SubAgentMiddleware
 from deepactors.models import FunctionModel, ModelRequest
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.virtual_time]
 
 
 def subagent(name: str, model: Any, **extra: Any) -> dict[str, Any]:
@@ -209,8 +209,10 @@ async def test_a_timed_out_child_merges_nothing() -> None:
 
     worker = subagent("w", FunctionModel(answer), tools=[append_line], timeout=0.3)
     parent = parent_model(fan_out(("slow", "w"), ("quick", "w")))
+    started = anyio.current_time()
     with anyio.fail_after(5):
         result = await create_deep_agent(parent, subagents=[worker]).ainvoke("go")
+    assert anyio.current_time() - started == pytest.approx(0.3)  # the child's deadline
     assert sorted(result["files"]) == ["/quick.md"]
     timed_out = next(m for m in result["messages"] if isinstance(m, ToolMessage))
     assert timed_out.status == "error"
@@ -262,8 +264,10 @@ async def test_a_run_timeout_bounds_every_descendant() -> None:
 
     worker = subagent("w", FunctionModel(answer))
     parent = parent_model(fan_out(*[(str(i), "w") for i in range(5)]))
+    started = anyio.current_time()
     with anyio.fail_after(5), pytest.raises(TimeoutError):
         await create_deep_agent(parent, subagents=[worker]).ainvoke("go", timeout=0.2)
+    assert anyio.current_time() - started == pytest.approx(0.2)
     assert alive == 0
 
 
@@ -366,8 +370,10 @@ async def test_fan_out_cap_limits_children_working_at_once() -> None:
     worker = subagent("w", FunctionModel(answer))
     parent = parent_model(fan_out(*[(str(i), "w") for i in range(12)]))
     agent = create_deep_agent(parent, subagents=[worker], max_concurrent_subagents=3)
+    started = anyio.current_time()
     result = await agent.ainvoke("go")
     assert peak == 3
+    assert anyio.current_time() - started == pytest.approx(4 * 0.02)  # 12 in 4 waves of 3
     assert sum(isinstance(m, ToolMessage) for m in result["messages"]) == 12
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
+import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -22,7 +25,7 @@ from deepactors import (
 from deepactors.errors import ConfigurationError
 from deepactors.interrupts import END_PENDING
 from deepactors.models import FunctionModel, ModelRequest
-from deepactors.persistence import MemoryCheckpointer
+from deepactors.persistence import MemoryCheckpointer, SqliteCheckpointer
 
 pytestmark = pytest.mark.anyio
 
@@ -94,6 +97,7 @@ async def test_a_checkpointer_needs_a_thread_id() -> None:
         await agent.ainvoke("hi")
 
 
+@pytest.mark.virtual_time
 async def test_a_stopped_fan_out_resumes_without_redoing_finished_children() -> None:
     saver = MemoryCheckpointer()
     calls: Counter[str] = Counter()
@@ -124,8 +128,8 @@ async def test_a_stopped_fan_out_resumes_without_redoing_finished_children() -> 
         ],
         checkpointer=saver,
     )
-    # Long enough for the fast children to finish on a loaded CI machine; the
-    # slow ones sleep until released, so the deadline always stops the run.
+    # On virtual time the fast children finish before any time passes; the slow
+    # ones sleep until released, so the deadline always stops the run.
     with pytest.raises(TimeoutError):
         await agent.ainvoke("go", thread_id="t", timeout=2.0)
     assert all(calls[f"fast{i}"] == 2 for i in range(5))
@@ -520,3 +524,42 @@ async def test_a_call_waiting_for_a_human_stops_again_when_continued_without_a_d
     done = await other.ainvoke(Command(resume=[{"type": "reject"}]), thread_id="h")
     assert done["files"] == {}
     assert done["messages"][-1].text == "carried on"
+
+
+async def waits(text: str) -> str:
+    """A tool that waits for I/O.
+
+    Args:
+        text: Echoed.
+    """
+    await anyio.sleep(0.01)  # a writer woken meanwhile would store what is queued
+    return text
+
+
+async def test_a_turn_is_one_commit_even_when_its_tool_waits(tmp_path: Path) -> None:
+    # Each put stamps its records with one clock reading; this clock never
+    # repeats one, so records that share a time were stored together.
+    ticks = itertools.count()
+    saver = SqliteCheckpointer(tmp_path / "t.db", clock=lambda: time.time() + next(ticks) * 1e-3)
+    turns = 3
+
+    def answer(request: ModelRequest) -> AssistantMessage:
+        done = sum(isinstance(m, ToolMessage) for m in request.messages)
+        if done == turns:
+            return AssistantMessage(content="done")
+        return AssistantMessage(tool_calls=[ToolCall(name="waits", args={"text": str(done)})])
+
+    agent = create_deep_agent(FunctionModel(answer), tools=[waits], checkpointer=saver)
+    await agent.ainvoke("go", thread_id="t")
+    stored_at: dict[str, float] = {}
+    for record in await saver.read("t"):
+        for message in record.data.get("messages", ()):
+            for call in message.get("tool_calls") or ():
+                stored_at[f"call {call['id']}"] = record.created_at
+            if message.get("role") == "tool":
+                stored_at[f"result {message['tool_call_id']}"] = record.created_at
+    calls = [key.split()[1] for key in stored_at if key.startswith("call ")]
+    assert len(calls) == turns
+    # A turn's answer and its tool's result: one commit, not one each.
+    for call in calls:
+        assert stored_at[f"call {call}"] == stored_at[f"result {call}"]

@@ -40,9 +40,14 @@ class Served:
     _clients: list[SyncLangGraphClient] = field(default_factory=list)
     _stopped: bool = False
 
-    def client(self) -> SyncLangGraphClient:
-        """A sync langgraph-sdk client of this server (closed when the server stops)."""
-        client = get_sync_client(url=self.url)
+    def client(self, *, timeout: float | None = None) -> SyncLangGraphClient:
+        """A sync langgraph-sdk client of this server (closed when the server stops).
+
+        Args:
+            timeout: Seconds a request may wait for the server before it fails
+                (the SDK's default when None).
+        """
+        client = get_sync_client(url=self.url, timeout=timeout)
         self._clients.append(client)
         return client
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -64,13 +63,13 @@ def _lone_app(dsn: str) -> Starlette:
 
 
 def _answered_503_soon(what: str, request: Callable[[], httpx.Response]) -> str:
-    """``request``'s 503 detail, asserting it came within :data:`SOON`."""
-    started = time.monotonic()
-    answer = request()
-    took = time.monotonic() - started
+    """``request``'s 503 detail; ``request`` is made by a client that gives up past :data:`SOON`."""
+    try:
+        answer = request()
+    except httpx.TimeoutException as exc:
+        raise AssertionError(f"{what}: not answered within {SOON} s") from exc
     assert answer.status_code == 503, (what, answer.text)
     assert int(answer.headers["retry-after"]) > 0, what
-    assert took < SOON, (what, took)
     detail: str = answer.json()["detail"]
     assert "unreachable since" in detail, (what, detail)
     return detail
@@ -110,20 +109,17 @@ def test_an_unreachable_database_answers_503_with_retry_after_until_it_is_back(
     pg.stop()
     try:
         until(lambda: http.get("/ready").status_code == 503, "/ready never said 503")
-        for what, request in _requests(http, tid).items():
-            started = time.monotonic()
+        for what, request in _requests(http, tid).items():  # each within BOUND, http's timeout
             answer = request()
             assert answer.status_code == 503, (what, answer.text)
             assert int(answer.headers["retry-after"]) > 0, what
             detail = answer.json()["detail"]
             assert "postgresql://" in detail, (what, detail)
             assert detail.count("unreachable since") == 1, (what, detail)
-            assert time.monotonic() - started < BOUND, what
-        # Known down: answered without waiting for the pool.
-        started = time.monotonic()
-        assert http.get(f"/threads/{tid}/state").status_code == 503
-        assert http.get("/store/items", params={"namespace": "notes", "key": "k"}).is_error
-        assert time.monotonic() - started < 2 * _pg_drive.DOWN_WAIT + 1.0
+        # Known down: answered without waiting for the pool (a client that waits no longer).
+        with httpx.Client(base_url=served.url, timeout=_pg_drive.DOWN_WAIT + 1.0) as brief:
+            assert brief.get(f"/threads/{tid}/state").status_code == 503
+            assert brief.get("/store/items", params={"namespace": "notes", "key": "k"}).is_error
         # What the langgraph-sdk client sees.
         with pytest.raises(APIStatusError) as caught:
             client.threads.get_state(tid)
@@ -154,6 +150,7 @@ def test_the_first_request_to_find_the_database_down_is_answered_within_seconds(
     pg, dsn = database
     served = serve(_lone_app(dsn))
     http = httpx.Client(base_url=served.url, timeout=BOUND)
+    soon = httpx.Client(base_url=served.url, timeout=SOON)
     client = served.client()
     tid = client.threads.create()["thread_id"]
     client.runs.wait(tid, "echo", input=say("before"))
@@ -163,16 +160,17 @@ def test_the_first_request_to_find_the_database_down_is_answered_within_seconds(
     try:
         # Nothing asked the checkpointer or the store since (no /ready): each
         # request below is the first of its component to find the outage.
-        detail = _answered_503_soon("get state", lambda: http.get(f"/threads/{tid}/state"))
+        detail = _answered_503_soon("get state", lambda: soon.get(f"/threads/{tid}/state"))
         assert detail.startswith("CheckpointUnavailable: postgresql://"), detail
         item = {"namespace": "notes", "key": "k"}
-        detail = _answered_503_soon("store get", lambda: http.get("/store/items", params=item))
+        detail = _answered_503_soon("store get", lambda: soon.get("/store/items", params=item))
         assert detail.startswith("StoreUnavailable: postgresql://"), detail
     finally:
         pg.start()
     until(lambda: http.get(f"/threads/{tid}/state").status_code == 200, "state never back")
     assert client.store.get_item(["notes"], "k")["value"] == {"v": 1}
     http.close()
+    soon.close()
 
 
 def test_a_run_on_one_process_is_refused_with_503_while_its_checkpointer_is_down(
@@ -181,6 +179,7 @@ def test_a_run_on_one_process_is_refused_with_503_while_its_checkpointer_is_down
     pg, dsn = database
     served = serve(_lone_app(dsn))
     http = httpx.Client(base_url=served.url, timeout=BOUND)
+    soon = httpx.Client(base_url=served.url, timeout=SOON)
     client = served.client()
     tid = client.threads.create()["thread_id"]
     client.runs.wait(tid, "echo", input=say("before"))
@@ -190,11 +189,11 @@ def test_a_run_on_one_process_is_refused_with_503_while_its_checkpointer_is_down
     try:
         # Refused before it starts, not a 200 for a run that fails later.
         for path in ("runs", "runs/wait", "runs/stream"):
-            create = functools.partial(http.post, f"/threads/{tid}/{path}", json=run)
+            create = functools.partial(soon.post, f"/threads/{tid}/{path}", json=run)
             detail = _answered_503_soon(path, create)
             assert detail.startswith("CheckpointUnavailable: postgresql://"), detail
         stateless = {**run, "on_completion": "keep"}  # its thread is saved too
-        _answered_503_soon("keep", lambda: http.post("/runs/wait", json=stateless))
+        _answered_503_soon("keep", lambda: soon.post("/runs/wait", json=stateless))
         # A stateless run saves nothing: it does not need the database.
         gone = http.post("/runs/wait", json={**run, "input": say("stateless")})
         assert gone.status_code == 200, gone.text
@@ -206,6 +205,7 @@ def test_a_run_on_one_process_is_refused_with_503_while_its_checkpointer_is_down
     # None of the refused runs was left behind on the thread.
     assert len(client.runs.list(tid)) == 2
     http.close()
+    soon.close()
 
 
 async def test_a_lease_wait_tells_a_busy_pool_from_an_outage(
@@ -225,7 +225,7 @@ async def test_a_lease_wait_tells_a_busy_pool_from_an_outage(
         # Busy past the first wait, freed in time: the waiter gets it, no 503.
         async with anyio.create_task_group() as tg:
             tg.start_soon(take_b)
-            await anyio.sleep(_pg_drive.PROBE_AFTER + 1.0)
+            await anyio.sleep(_pg_drive.PROBE_AFTER + 1.0)  # real: the pool's threads wait
             assert not got.is_set()
             await held.aclose()
         assert got.is_set()
@@ -243,11 +243,9 @@ async def test_a_lease_wait_tells_a_busy_pool_from_an_outage(
         # Down: told within seconds, though the pool is empty as when busy.
         await anyio.to_thread.run_sync(pg.stop)
         try:
-            started = anyio.current_time()
-            with anyio.fail_after(BOUND), pytest.raises(CheckpointUnavailable) as down:
+            with anyio.fail_after(SOON), pytest.raises(CheckpointUnavailable) as down:
                 async with saver.lease("c"):
                     pass
-            assert anyio.current_time() - started < SOON
             assert "unreachable since" in str(down.value), down.value
         finally:
             await anyio.to_thread.run_sync(pg.start)
@@ -257,7 +255,7 @@ async def test_a_lease_wait_tells_a_busy_pool_from_an_outage(
                     async with saver.lease("c"):
                         break
                 except CheckpointUnavailable:
-                    await anyio.sleep(0.2)
+                    await anyio.sleep(0.2)  # real: PostgreSQL is starting again
 
 
 def test_a_database_that_answers_but_refuses_is_a_500_not_a_503(

@@ -1,0 +1,44 @@
+"""A Ray worker that dies fails only its own children: the parent's model reads
+them as errors, the children on the other worker finish, the parent finishes."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import anyio
+
+from deepactors.events import ToolCallStarted
+from deepactors.placement import RayPlacement
+from tests.placement.agents import answers, parent, say
+
+
+async def test_a_dead_worker_fails_only_its_children(
+    placement: RayPlacement, tmp_path: Path
+) -> None:
+    agent = parent(placement)
+    gate = tmp_path / "open"
+    n = 20
+    waiting = 0
+    with anyio.fail_after(120):
+        async with agent.astream(say([("w", f"gate {gate}")] * n)) as events:
+            async for event in events:
+                if isinstance(event, ToolCallStarted) and event.call.name == "wait_for_file":
+                    waiting += 1
+                    if waiting == n:  # every child waits at its gate: kill one worker
+                        first, _ = await placement.worker_statistics()
+                        os.kill(first.where.pid, signal.SIGKILL)
+                        gate.touch()  # the other worker's children may finish now
+        result = events.result
+    results = answers(result)
+    failed = [text for status, text in results if status == "error"]
+    passed = [text for status, text in results if status == "success"]
+    # Children go to the least busy worker: half of them ran on the one killed.
+    assert len(failed) == len(passed) == n // 2
+    assert all("died or cannot be reached" in text for text in failed)
+    assert all(text == f"passed {gate}" for text in passed)
+    # The worker was replaced: the next children run on two workers again.
+    with anyio.fail_after(120):
+        again = await agent.ainvoke(say([("w", "echo again")] * 4))
+    assert [s for s, _ in answers(again)] == ["success"] * 4
