@@ -13,16 +13,27 @@ would show.
     python bench/soak.py [--loop asyncio|trio] [--runs 20000] [--threads 2000]
         [--size 100000] [--thread-size 50000] [--clients 8]
         [--run-retention 1] [--idle-timeout 1] [--quick] [--deadline 1800]
+        [--gc serve|default] [--no-defer-gc] [--limit 1.2] [--limit-mb 10]
 
 The runs go in blocks of 1,000 stateless runs, each with its share of the
 threads (100 a block by default). After each block the server's resident set
 size (``VmRSS`` of the process) is printed: the curve. The check: RSS after the
-soak within ``--limit`` (1.2x) of RSS after the first block; the exit status is
-1 if not (or if any request failed). ``--run-retention`` and ``--idle-timeout``
-are the server's ``run_retention`` and ``idle_timeout``: what the server holds
-at the plateau is about (runs of threads per second) x (those seconds) x (a
-run's values), so they are short here (the first block ends on the plateau),
-where the defaults (60 s and 300 s) reach it after minutes.
+soak within ``--limit`` (1.2x) and ``--limit-mb`` (10 MB) of RSS after the
+first block (the warm-up); the exit status is 1 if not (or if any request
+failed).
+
+The collector: ``--gc serve`` (the default) as ``deepactors serve`` sets it
+(``tune_gc``: young collections every 50,000 net allocations, so they seldom
+fall due during a run); ``--gc default`` keeps CPython's thresholds (700), so
+collections fall due during runs all the time, and ``defer_gc``'s deferral and
+hand-back (``deepactors/actors/_heap.py``) are what keeps the curve flat.
+``--no-defer-gc`` is the floor: the same soak without ``defer_gc``.
+
+``--run-retention`` and ``--idle-timeout`` are the server's ``run_retention``
+and ``idle_timeout``: what the server holds at the plateau is about (runs of
+threads per second) x (those seconds) x (a run's values), so they are short
+here (the first block ends on the plateau), where the defaults (60 s and 300 s)
+reach it after minutes.
 ``--quick``: 2,000 runs and 200 threads. Bounded by ``--deadline`` seconds; the
 server process is stopped at the end.
 """
@@ -64,7 +75,16 @@ def build_agent() -> Any:
     return create_deep_agent(FunctionModel(answer, stream_chunk=4096))
 
 
-def serve_process(port: int, loop: str, db: str, run_retention: float, idle: float) -> None:
+def serve_process(
+    port: int,
+    loop: str,
+    db: str,
+    run_retention: float,
+    idle: float,
+    *,
+    defer_gc: bool = True,
+    serve_gc: bool = True,
+) -> None:
     """The server side, until SIGTERM: the app as ``deepactors serve --db`` builds it."""
     from deepactors.persistence import open_checkpointer, open_store
     from deepactors.server import create_app, tune_gc
@@ -79,11 +99,12 @@ def serve_process(port: int, loop: str, db: str, run_retention: float, idle: flo
         checkpointer=open_checkpointer(db),
         store=open_store(db),
         idle_timeout=idle,
-        defer_gc=True,  # as deepactors serve does
+        defer_gc=defer_gc,  # as deepactors serve does (unless --no-defer-gc)
         max_streams_per_client=None,  # every client has one address
         **retention,
     )
-    tune_gc()  # as deepactors serve does
+    if serve_gc:
+        tune_gc()  # as deepactors serve does
 
     async def main() -> None:
         if loop == "asyncio":
@@ -232,7 +253,8 @@ async def soak(url: str, pid: int, args: argparse.Namespace) -> int:
         await anyio.sleep(args.settle)
         print(f"after {args.settle:g} s more, idle: {rss_mb(pid):.0f} MB")
     ratio = curve[-1] / curve[0]
-    ok = ratio <= args.limit and not runner.errors
+    grown = curve[-1] - curve[0]
+    ok = ratio <= args.limit and grown <= args.limit_mb and not runner.errors
     print(
         f"{runner.done_runs} stateless runs, {runner.done_threads} threads in {wall:.0f} s"
         f" ({(runner.done_runs + runner.done_threads) / wall:.0f} runs/s), "
@@ -240,7 +262,8 @@ async def soak(url: str, pid: int, args: argparse.Namespace) -> int:
     )
     print(
         f"RSS after the soak {curve[-1]:.0f} MB, after the first {BLOCK} runs {curve[0]:.0f} MB:"
-        f" {ratio:.2f}x (limit {args.limit:g}x) {'OK' if ok else 'FAIL'}"
+        f" {ratio:.2f}x, {grown:+.0f} MB (limits {args.limit:g}x, {args.limit_mb:g} MB)"
+        f" {'OK' if ok else 'FAIL'}"
     )
     return 0 if ok else 1
 
@@ -256,6 +279,9 @@ def main() -> None:
     parser.add_argument("--run-retention", type=float, default=1.0)
     parser.add_argument("--idle-timeout", type=float, default=1.0)
     parser.add_argument("--limit", type=float, default=1.2)
+    parser.add_argument("--limit-mb", type=float, default=10.0, help="MB of growth allowed")
+    parser.add_argument("--gc", choices=["serve", "default"], default="serve")
+    parser.add_argument("--no-defer-gc", action="store_true", help="the floor: no defer_gc")
     parser.add_argument("--settle", type=float, default=0.0, help="seconds idle, then RSS again")
     parser.add_argument("--quick", action="store_true", help="2,000 runs, 200 threads")
     parser.add_argument("--deadline", type=float, default=1800.0)
@@ -263,7 +289,15 @@ def main() -> None:
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)  # the server process
     args = parser.parse_args()
     if args.serve is not None:
-        serve_process(args.serve, args.loop, args.db, args.run_retention, args.idle_timeout)
+        serve_process(
+            args.serve,
+            args.loop,
+            args.db,
+            args.run_retention,
+            args.idle_timeout,
+            defer_gc=not args.no_defer_gc,
+            serve_gc=args.gc == "serve",
+        )
         return
     if args.quick:
         args.runs, args.threads = 2_000, 200
@@ -283,6 +317,9 @@ def main() -> None:
             str(args.run_retention),
             "--idle-timeout",
             str(args.idle_timeout),
+            "--gc",
+            args.gc,
+            *(["--no-defer-gc"] if args.no_defer_gc else []),
         ]
         server = subprocess.Popen(command, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         url = f"http://127.0.0.1:{port}"
@@ -292,7 +329,8 @@ def main() -> None:
                 f"soak: {args.runs} stateless runs of {args.size} chars, {args.threads} threads"
                 f" of {args.thread_size}, {args.clients} clients, {args.loop}"
                 f" ({'hypercorn' if args.loop == 'trio' else 'uvicorn'}), SQLite --db,"
-                f" run_retention={args.run_retention:g} s, idle_timeout={args.idle_timeout:g} s"
+                f" run_retention={args.run_retention:g} s, idle_timeout={args.idle_timeout:g} s,"
+                f" gc {args.gc}, defer_gc {'off' if args.no_defer_gc else 'on'}"
             )
             status = anyio.run(soak, url, server.pid, args)
         finally:

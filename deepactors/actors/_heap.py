@@ -15,11 +15,17 @@ runtime can do about it, both process-wide and so never done unasked:
   pause of 0.4 s on a 2-core VM), all of them alive, because the runtime
   leaves no reference cycle behind (``tests/core/test_gc.py``): a finished
   actor is freed by reference counting, frozen or not. When no run is in
-  progress any more, or after ``max_defer`` seconds of deferring, the objects
-  are handed back (``gc.unfreeze()``) and the next full collection, on a heap
-  the fan-out has left, walks them. Young collections run as always; cyclic
-  garbage that lives long enough to reach the old generation meanwhile (made
-  by code outside the runtime) waits for that collection.
+  progress any more (at most every :data:`HANDBACK_GAP` seconds), or after
+  ``MAX_DEFER`` seconds of deferring under constant load, the objects are
+  handed back (``gc.unfreeze()``) and collected then and there, at the end of
+  a run, on a heap the fan-out has left (one full collection). Handed back
+  without that collection, they would wait in the old generation for a full
+  collection that rarely falls due, and the next deferred collection would
+  freeze them again: cyclic garbage made during runs (a trio server makes some
+  on every request) was never collected, ~3.5 KB a run. Young collections run
+  as always when they come close together; cyclic garbage that lives long
+  enough to be frozen (made by code outside the runtime) waits for the
+  hand-back.
 
 And one thing it does by default, because it changes nothing but how often a
 collection falls due, and only for a while: a run whose step makes
@@ -50,6 +56,7 @@ from typing import Any
 __all__ = [
     "FANOUT_WIDTH",
     "FULL_EVERY",
+    "HANDBACK_GAP",
     "MAX_DEFER",
     "deferred_collections",
     "frozen_heap",
@@ -68,6 +75,12 @@ About 70 million allocations: a fan-out of 100,000 subagents makes ~1,000."""
 
 MAX_DEFER = 30.0
 """Seconds full collections may be deferred in a row, under constant load."""
+
+HANDBACK_GAP = 5.0
+"""Seconds between two hand-backs when no run is in progress: each is a full
+collection, and a server idle for a moment between every two requests would
+otherwise make one after each. What is frozen meanwhile stays frozen (alive or
+cyclic garbage), bounded by what runs make in that time."""
 
 YOUNG_GAP = 0.01
 """Seconds after which a due young collection is deferred too.
@@ -96,6 +109,8 @@ class _Collector:
         self.deferring_since: float | None = None  # when the first deferred collection fell due
         self.refreeze = False  # freeze what survives the next full collection (freeze_heap)
         self.last_stop = 0.0  # when the last collection ended
+        self.collecting = False  # a hand-back's own full collection is running
+        self.last_handback = 0.0  # when the last one ran
         self.holds = 0  # runs holding full collections off (wide fan-outs)
         self.restore: tuple[tuple[int, int, int], tuple[int, int, int]] | None = None
 
@@ -110,7 +125,7 @@ class _Collector:
                 if self.holders or self.running:
                     gc.freeze()
             return
-        if self.running <= 0 or not self.deferrers:
+        if self.running <= 0 or not self.deferrers or self.collecting:
             return
         if info["generation"] < 2 and now - self.last_stop < YOUNG_GAP:
             return  # a young generation of what a few ms allocated: quick to walk
@@ -119,22 +134,40 @@ class _Collector:
         since = self.deferring_since
         if since is None:
             self.deferring_since = now
-        elif now - since > MAX_DEFER:
-            # Deferred too long (constant load): this one walks everything.
+        elif now - since > MAX_DEFER and info["generation"] == 2:
+            # Deferred too long (constant load, a run that never ends): this
+            # full one walks everything. (A young one is deferred still: the
+            # end of a run hands back, see handback_due.)
             self.deferring_since = None
             gc.unfreeze()
             self.refreeze = True
             return
         gc.freeze()
 
-    def run_ended(self) -> None:
-        """Called under the lock when the last run in progress ended."""
-        if self.deferring_since is not None:
+    def handback_due(self, now: float) -> bool:
+        """Called under the lock as a run ends: whether to hand back and collect now."""
+        since = self.deferring_since
+        if since is None or self.collecting:
+            return False
+        if self.running == 0:
+            return now - self.last_handback >= HANDBACK_GAP
+        return now - since > MAX_DEFER
+
+    def handback(self) -> None:
+        """Hand what deferring froze back, and collect it: one full collection.
+
+        Not under the lock (the collection calls :meth:`on_gc`, which
+        ``collecting`` keeps from freezing meanwhile), in the thread of the run
+        that ended, outside any collection.
+        """
+        gc.unfreeze()
+        gc.collect()
+        with self.lock:
+            self.collecting = False
             self.deferring_since = None
-            gc.unfreeze()
-            # With freeze_heap on, what survives the next full collection (the
-            # startup heap, not the fan-out: gone by then) is frozen again.
-            self.refreeze = self.holders > 0
+            self.last_handback = time.perf_counter()
+            if self.holders:
+                gc.freeze()  # freeze_heap: the survivors, out of sight again
 
 
 _STATE = _Collector()
@@ -202,8 +235,11 @@ def run_in_progress() -> Iterator[None]:
     finally:
         with _STATE.lock:
             _STATE.running -= 1
-            if _STATE.running == 0:
-                _STATE.run_ended()
+            due = _STATE.handback_due(time.perf_counter())
+            if due:
+                _STATE.collecting = True
+        if due:
+            _STATE.handback()
 
 
 def hold_full_collections() -> None:

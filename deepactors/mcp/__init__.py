@@ -12,15 +12,19 @@ here imports the ``mcp`` SDK until a server is connected to or an agent served.
 from __future__ import annotations
 
 from .._core.public import publish as _publish
+from ._config import DEFAULT_MAX_ANSWER_BYTES as DEFAULT_MAX_ANSWER_BYTES
 from ._config import MCPServer as MCPServer
 from ._config import mcp_servers_from as mcp_servers_from
 from ._middleware import MCPToolsMiddleware as MCPToolsMiddleware
+from ._pool import MAX_IDLE_SESSIONS as MAX_IDLE_SESSIONS
 from ._serve import mcp_app as mcp_app
 from ._serve import serve_mcp as serve_mcp
 from ._sources import tool_sources as tool_sources
 from ._tools import MCPTool as MCPTool
 
 __all__ = [
+    "DEFAULT_MAX_ANSWER_BYTES",
+    "MAX_IDLE_SESSIONS",
     "MCPServer",
     "MCPTool",
     "MCPToolsMiddleware",

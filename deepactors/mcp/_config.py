@@ -18,7 +18,17 @@ from typing import Any, Literal, final
 
 from ..errors import ConfigurationError
 
-__all__ = ["MCPServer", "mcp_servers_from", "require_sdk", "sdk_problem"]
+__all__ = [
+    "DEFAULT_MAX_ANSWER_BYTES",
+    "MCPServer",
+    "mcp_servers_from",
+    "require_sdk",
+    "sdk_problem",
+]
+
+DEFAULT_MAX_ANSWER_BYTES = 16 * 1024 * 1024
+"""Bytes one message from an MCP server may hold (16 MiB): past it the answer is
+not read, and the call it answers is an error that says so."""
 
 EXTRA_HINT = "MCP servers need the official mcp SDK: pip install 'deepactors[mcp]'"
 
@@ -64,10 +74,15 @@ class MCPServer:
     Give one to ``create_deep_agent(mcp_servers={"name": server})``, inside its
     ``tools=[...]``, or to a subagent (its ``mcp_servers`` or ``tools``). Every
     agent of a tree that names the same server (same command, arguments,
-    environment and directory, or same URL and headers) shares one session per
-    runtime: one process for a stdio server however many subagents call it.
-    The session opens when a run first needs the tools and closes with the
-    runtime (a plain ``ainvoke`` opens a runtime of its own, so: per run).
+    environment and directory, or same URL, headers and token) with the same
+    session options (``max_in_flight``, ``connect_timeout``,
+    ``max_answer_bytes``) shares one session per runtime: one process for a
+    stdio server however many subagents call it. Each agent's own
+    ``call_timeout``, prefix and filters apply to its calls, whichever agent
+    opened the session. The session opens when a run first needs the tools and
+    closes with the runtime (a plain ``ainvoke`` opens a runtime of its own, so:
+    per run), or earlier when the runtime holds too many idle ones (see
+    ``deepactors.mcp.MAX_IDLE_SESSIONS``).
 
     Prefer the constructors :meth:`stdio` and :meth:`http`.
 
@@ -86,12 +101,16 @@ class MCPServer:
             servers' tools, or a server's and a built-in one, cannot clash.
         include: Only these tools (the server's names), if given.
         exclude: Not these tools (the server's names).
-        max_in_flight: Calls sent to the server at once, over the whole tree;
-            further calls wait their turn.
+        max_in_flight: Calls sent to the session at once, by every agent
+            sharing it; further calls wait their turn.
         connect_timeout: Seconds to start the server and finish MCP's handshake.
-        call_timeout: Seconds one call may take before it is cancelled (the
-            server is told) and answered with an error; None: no limit but the
-            run's own deadline.
+        call_timeout: Seconds one call of this agent may take before it is
+            cancelled (the server is told) and answered with an error; None: no
+            limit but the run's own deadline.
+        max_answer_bytes: Bytes one message from the server may hold (a tool's
+            answer, a listing). A larger one is refused while it is read, not
+            after: the call gets an error naming this setting, and no more than
+            this is held in memory for it. Default 16 MiB.
         lazy: List the tools to the model by name and description only, in the
             system prompt, and give it a ``load_mcp_tools`` tool that adds the
             schemas of those it wants for the rest of its run: for servers with
@@ -113,6 +132,7 @@ class MCPServer:
     max_in_flight: int = 64
     connect_timeout: float = 30.0
     call_timeout: float | None = None
+    max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES
     lazy: bool = False
 
     def __post_init__(self) -> None:
@@ -144,6 +164,15 @@ class MCPServer:
             )
         if self.max_in_flight < 1:
             raise ConfigurationError(f"MCP server {self.name!r}: max_in_flight must be >= 1")
+        if (
+            not isinstance(self.max_answer_bytes, int)
+            or isinstance(self.max_answer_bytes, bool)
+            or self.max_answer_bytes < 1024
+        ):
+            raise ConfigurationError(
+                f"MCP server {self.name!r}: max_answer_bytes must be an int >= 1024, "
+                f"not {self.max_answer_bytes!r}"
+            )
         if self.connect_timeout <= 0 or (self.call_timeout is not None and self.call_timeout <= 0):
             raise ConfigurationError(f"MCP server {self.name!r}: timeouts must be > 0")
         if isinstance(self.include, str) or isinstance(self.exclude, str):
@@ -175,7 +204,8 @@ class MCPServer:
             env: Extra environment variables.
             cwd: Working directory.
             **options: ``prefix``, ``include``, ``exclude``, ``max_in_flight``,
-                ``connect_timeout``, ``call_timeout``, ``lazy`` (see the class).
+                ``connect_timeout``, ``call_timeout``, ``max_answer_bytes``,
+                ``lazy`` (see the class).
         """
         return cls(
             transport="stdio",
@@ -205,14 +235,19 @@ class MCPServer:
             headers: Sent with every request.
             auth_token: A bearer token for ``Authorization``.
             **options: ``prefix``, ``include``, ``exclude``, ``max_in_flight``,
-                ``connect_timeout``, ``call_timeout``, ``lazy`` (see the class).
+                ``connect_timeout``, ``call_timeout``, ``max_answer_bytes``,
+                ``lazy`` (see the class).
         """
         return cls(
             transport="http", url=url, name=name, headers=headers, auth_token=auth_token, **options
         )
 
     def connection_key(self) -> tuple[Any, ...]:
-        """What makes two configurations the same server (and so one session)."""
+        """What makes two configurations one session: the same server, the same session options.
+
+        Not the options of each agent's own (``call_timeout``, prefix, filters,
+        ``lazy``, the name).
+        """
         return (
             self.transport,
             self.command,
@@ -222,6 +257,9 @@ class MCPServer:
             self.url,
             tuple(sorted((self.headers or {}).items())),
             self.auth_token,
+            self.max_in_flight,
+            self.connect_timeout,
+            self.max_answer_bytes,
         )
 
     def tool_name(self, remote: str) -> str | None:
@@ -246,7 +284,8 @@ def mcp_servers_from(config: Mapping[str, Any]) -> list[MCPServer]:
     "cwd"}`` for stdio, ``{"url", "headers"}`` (``"type": "http"`` or
     ``"streamable-http"``) for HTTP, plus any of ``prefix``, ``include``,
     ``exclude``, ``max_in_flight``, ``connect_timeout``, ``call_timeout``,
-    ``lazy``, ``auth_token``. A whole file's object (``{"mcpServers": {...}}``) is taken too.
+    ``max_answer_bytes``, ``lazy``, ``auth_token``. A whole file's object
+    (``{"mcpServers": {...}}``) is taken too.
 
     Raises:
         ConfigurationError: A value that is neither, or an unknown key.
@@ -273,6 +312,7 @@ _OPTIONS = (
     "max_in_flight",
     "connect_timeout",
     "call_timeout",
+    "max_answer_bytes",
     "lazy",
 )
 

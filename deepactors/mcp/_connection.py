@@ -11,6 +11,11 @@ SDK does so under a shield, with every wait bounded).
 
 A call in flight when the server dies fails with a :class:`ToolError` the model
 reads; the next call starts the server again, once, and says why if it cannot.
+
+Closing a stdio session waits for the server to exit, within bounds (see
+:mod:`._stdio`); a server whose calls a deadline cut off, and that has not
+answered since, is presumed stuck and is given no time past that deadline, so a
+run's own runtime closes within the run's ``timeout``.
 """
 
 from __future__ import annotations
@@ -18,87 +23,31 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
-import os
+import math
 import sys
-from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
-from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup, TaskStatus
 
 from ..errors import ToolError
-from ..tracing import outgoing_headers
 from ._config import MCPServer
+from ._http import TOO_LARGE_MARK, http_transport
+from ._stdio import ANSWER_TOO_LARGE, StderrTail, stdio_transport
 
 if TYPE_CHECKING:
     from mcp import ClientSession
     from mcp_types import CallToolResult
     from mcp_types import Tool as RemoteTool
 
-__all__ = ["Connection", "open_connection"]
+__all__ = ["Connection"]
 
 _log = logging.getLogger("deepactors.mcp")
 
 R = TypeVar("R")
-
-# Lines of a stdio server's stderr quoted when it dies.
-_TAIL_LINES = 6
-
-
-class _StderrTail:
-    """A stdio server's stderr: each line logged at DEBUG, the last few kept for errors."""
-
-    def __init__(self, server: str) -> None:
-        self._server = server
-        self.lines: deque[str] = deque(maxlen=_TAIL_LINES)
-        self._partial = b""
-        read, write = os.pipe()
-        os.set_blocking(read, False)
-        self._read = read
-        # Handed to the subprocess as its stderr; ours is closed once it runs,
-        # so the pipe ends when the server (and whatever it started) exits.
-        self.write: IO[str] | None = os.fdopen(write, "w")
-
-    def close_write(self) -> None:
-        if self.write is not None:
-            self.write.close()
-            self.write = None
-
-    async def pump(self) -> None:
-        while True:
-            await anyio.wait_readable(self._read)
-            try:
-                data = os.read(self._read, 65536)
-            except BlockingIOError:
-                continue
-            if not data:
-                return
-            self._take(data)
-
-    def close(self) -> None:
-        """Close both ends (once the pump is done)."""
-        self.close_write()
-        if self._read >= 0:
-            os.close(self._read)
-            self._read = -1
-
-    def _take(self, data: bytes) -> None:
-        *lines, partial = (self._partial + data).split(b"\n")
-        self._partial = partial[-4096:]  # a line that never ends must not grow without bound
-        for raw in lines:
-            line = raw.decode("utf-8", "replace").rstrip()
-            if line:
-                self.lines.append(line)
-                _log.debug("%s: %s", self._server, line)
-
-    def quote(self) -> str:
-        lines = list(self.lines)
-        if self._partial.strip():
-            lines.append(self._partial.decode("utf-8", "replace").rstrip())
-        return "; its stderr ended with:\n" + "\n".join(lines) if lines else ""
 
 
 class _Watched:
@@ -152,7 +101,7 @@ class _Watched:
 class _Live:
     """One open session, and how it ended."""
 
-    def __init__(self, session: ClientSession, ended: anyio.Event, tail: _StderrTail | None):
+    def __init__(self, session: ClientSession, ended: anyio.Event, tail: StderrTail | None):
         self.session = session
         self.ended = ended
         self.tail = tail
@@ -163,6 +112,10 @@ class _Live:
 
 class Connection:
     """The session to one MCP server that a runtime's actors share.
+
+    What a session is made of (the command or URL, ``max_in_flight``,
+    ``connect_timeout``, ``max_answer_bytes``) comes from ``server``; what a
+    call may take (``call_timeout``) from the calling agent's own configuration.
 
     Args:
         server: The server's configuration.
@@ -180,7 +133,31 @@ class Connection:
         # unless it says otherwise (notifications/tools/list_changed).
         self._tools: list[RemoteTool] | None = None
         self.opened = 0  # sessions opened so far (a reconnect adds one)
-        self.named: dict[int, Any] = {}  # for the middleware: tools as each agent names them
+        self._users = 0  # listings and calls in progress
+        # The latest deadline that cut a call off, since the server last
+        # answered one (None: it answers); see stop_by.
+        self._cut_off: float | None = None
+
+    @property
+    def idle(self) -> bool:
+        """Whether nothing is being listed or called (so the session may be closed)."""
+        return self._users == 0
+
+    def close(self) -> None:
+        """End the session (if one is open): its task stops the server and leaves."""
+        live = self._live
+        if live is not None:
+            live.ended.set()
+
+    def stop_by(self) -> float:
+        """When a stdio server being stopped must be gone (``anyio.current_time()`` scale).
+
+        A server that answers gets the usual graces (:mod:`._stdio`). One whose
+        calls a deadline cut off, with no answer since, is presumed stuck in them
+        (not reading its stdin): it gets no time past that deadline, so the
+        runtime of a run with ``timeout=`` closes within it.
+        """
+        return math.inf if self._cut_off is None else self._cut_off
 
     async def tools(self) -> list[RemoteTool]:
         """The server's tools, listed once per session (and again after it changes them)."""
@@ -188,20 +165,26 @@ class Connection:
         if tools is not None:
             return tools
         # One listing for the tree: 1,000 subagents starting at once ask once.
-        async with self._listing:
-            if self._tools is None:
-                live = await self._session()
-                async with self._limiter:
-                    self._tools = await self._request(
-                        live, "list its tools", self._list, live.session
-                    )
-            return self._tools
+        self._users += 1
+        try:
+            async with self._listing:
+                if self._tools is None:
+                    live = await self._session()
+                    async with self._limiter:
+                        self._tools = await self._request(
+                            live, "list its tools", self._list, live.session
+                        )
+                return self._tools
+        finally:
+            self._users -= 1
 
     async def call(
         self,
         name: str,
         arguments: dict[str, Any],
         progress: Callable[[float, float | None, str | None], Awaitable[None]] | None = None,
+        *,
+        timeout: float | None = None,
     ) -> CallToolResult:
         """Call the server's tool ``name``.
 
@@ -210,36 +193,63 @@ class Connection:
             arguments: Its arguments.
             progress: Called with each progress notification the server sends
                 about the call (asking for them), if given.
+            timeout: Seconds the call may take (the calling agent's
+                ``call_timeout``); None: until the run's own deadline.
 
         Raises:
-            ToolError: The server could not be started, died during the call, or
-                answered with a protocol error; the message says which.
+            ToolError: The server could not be started, died during the call,
+                answered with a protocol error, took longer than ``timeout``, or
+                sent an answer past ``max_answer_bytes``; the message says which.
         """
-        async with self._limiter:
-            live = await self._session()
-            call = functools.partial(live.session.call_tool, progress_callback=progress)
-            timeout = self.server.call_timeout
-            if timeout is None:
-                return await self._request(live, f"run {name!r}", call, name, arguments)
-            with anyio.move_on_after(timeout) as scope:
-                # Cancelled by the scope: the SDK tells the server (notifications/cancelled).
-                return await self._request(live, f"run {name!r}", call, name, arguments)
-            assert scope.cancelled_caught
-            raise ToolError(
-                f"the MCP tool {name!r} of {self.server.name!r} took longer than "
-                f"{timeout:g} s and was cancelled"
-            )
+        self._users += 1
+        try:
+            async with self._limiter:
+                live = await self._session()
+                call = functools.partial(live.session.call_tool, progress_callback=progress)
+                with anyio.move_on_after(math.inf if timeout is None else timeout) as scope:
+                    # Cancelled by the scope: the SDK tells the server (notifications/cancelled).
+                    return await self._watched(live, f"run {name!r}", call, name, arguments)
+                assert scope.cancelled_caught
+                raise ToolError(
+                    f"the MCP tool {name!r} of {self.server.name!r} took longer than "
+                    f"{timeout:g} s and was cancelled"
+                )
+        finally:
+            self._users -= 1
+
+    async def _watched(
+        self, live: _Live, what: str, fn: Callable[..., Awaitable[R]], *args: Any
+    ) -> R:
+        """:meth:`_request`, noting a call a deadline cuts off (see :meth:`stop_by`)."""
+        deadline = anyio.current_effective_deadline()
+        try:
+            result = await self._request(live, what, fn, *args)
+        except anyio.get_cancelled_exc_class():
+            if deadline <= anyio.current_time():
+                self._cut_off = max(deadline, self._cut_off or -math.inf)
+            raise
+        self._cut_off = None
+        return result
 
     async def _request(
         self, live: _Live, what: str, fn: Callable[..., Awaitable[R]], *args: Any
     ) -> R:
         from mcp import MCPError
-        from mcp_types import CONNECTION_CLOSED
+        from mcp_types import CONNECTION_CLOSED, PARSE_ERROR
 
         try:
             return await fn(*args)
         except MCPError as exc:
-            if exc.error.code == CONNECTION_CLOSED:
+            error = exc.error
+            if error.code == ANSWER_TOO_LARGE or (
+                error.code in (CONNECTION_CLOSED, PARSE_ERROR) and _too_large(error.message)
+            ):
+                raise ToolError(
+                    f"the MCP server {self.server.name!r} could not {what}: its answer was "
+                    f"larger than max_answer_bytes={self.server.max_answer_bytes} bytes "
+                    "and was not read (ask for less, or raise the server's max_answer_bytes)"
+                ) from None
+            if error.code == CONNECTION_CLOSED:
                 # The in-flight call may or may not have run: not repeated, reported.
                 await _settle(live)
                 again = "started again" if self.server.transport == "stdio" else "reconnected"
@@ -248,7 +258,7 @@ class Connection:
                     f"could {what}; it will be {again} on the next call{live.why()}"
                 ) from None
             raise ToolError(
-                f"the MCP server {self.server.name!r} refused to {what}: {exc.error.message}"
+                f"the MCP server {self.server.name!r} refused to {what}: {error.message}"
             ) from None
 
     @staticmethod
@@ -298,7 +308,7 @@ class Connection:
         """Open a session, hand it over, and keep it until it ends or the runtime closes."""
         server = self.server
         ended = anyio.Event()
-        tail = _StderrTail(server.name) if server.transport == "stdio" else None
+        tail = StderrTail(server.name) if server.transport == "stdio" else None
         started: list[_Live] = []
         failure: BaseException | None = None
         try:
@@ -326,7 +336,7 @@ class Connection:
 
     async def _serve(
         self,
-        tail: _StderrTail | None,
+        tail: StderrTail | None,
         ended: anyio.Event,
         started: list[_Live],
         task_status: TaskStatus[_Live],
@@ -335,7 +345,12 @@ class Connection:
 
         server = self.server
         async with AsyncExitStack() as stack:
-            read, write = await stack.enter_async_context(_transport(server, tail))
+            transport: AbstractAsyncContextManager[Any] = (
+                http_transport(server)
+                if tail is None
+                else stdio_transport(server, tail, stop_by=self.stop_by)
+            )
+            read, write = await stack.enter_async_context(transport)
             if tail is not None:
                 tail.close_write()
             session = await stack.enter_async_context(
@@ -370,6 +385,12 @@ class Connection:
         await anyio.lowlevel.checkpoint()
 
 
+def _too_large(message: str) -> bool:
+    # The SDK's words for an event past its max_sse_event_size, or ours for a
+    # plain answer past the cap (which it wraps as a parse error).
+    return TOO_LARGE_MARK in message or "byte limit" in message
+
+
 def _leaf(exc: BaseException) -> BaseException:
     """The first error inside the exception groups the SDK's task groups wrap it in."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -384,7 +405,7 @@ async def _settle(live: _Live) -> None:
     await _settle_tail(live.tail)
 
 
-async def _settle_tail(tail: _StderrTail | None) -> None:
+async def _settle_tail(tail: StderrTail | None) -> None:
     # What the server wrote just before exiting is in the pipe; one pass of the
     # loop lets the pump read it.
     if tail is not None:
@@ -414,58 +435,3 @@ async def load_sdk() -> None:
 def _import_sdk() -> None:
     for name in _SDK_MODULES:
         importlib.import_module(name)
-
-
-@asynccontextmanager
-async def _transport(server: MCPServer, tail: _StderrTail | None) -> AsyncIterator[Any]:
-    if server.transport == "stdio":
-        from mcp import StdioServerParameters, stdio_client
-
-        assert server.command is not None
-        assert tail is not None
-        assert tail.write is not None
-        params = StdioServerParameters(
-            command=server.command,
-            args=list(server.args),
-            env=dict(server.env) if server.env is not None else None,
-            cwd=server.cwd,
-        )
-        async with stdio_client(params, errlog=cast(Any, tail.write)) as streams:
-            yield streams
-        return
-    from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
-
-    headers = dict(server.headers or {})
-    if server.auth_token is not None:
-        headers["Authorization"] = f"Bearer {server.auth_token}"
-    assert server.url is not None
-    # Building the client loads the CA certificates from disk: not on the loop.
-    client = await anyio.to_thread.run_sync(functools.partial(create_mcp_http_client, headers))
-    hooks = client.event_hooks
-    client.event_hooks = {**hooks, "request": [*hooks.get("request", ()), _send_trace]}
-    async with client, streamable_http_client(server.url, http_client=client) as streams:
-        yield streams
-
-
-async def _send_trace(request: Any) -> None:
-    """Put the current trace context in an MCP request's headers (``traceparent``).
-
-    The SDK sends each message from a task of its own, run in the context the
-    message was sent from: a tool call's request is sent in its call's
-    context, where the call's ``execute_tool`` span is current, so the server
-    sees that span as its parent. Nothing is added when tracing is off.
-    """
-    headers = outgoing_headers()
-    if headers:
-        request.headers.update(headers)
-
-
-@asynccontextmanager
-async def open_connection(server: MCPServer) -> AsyncIterator[Connection]:
-    """A connection of its own, closed on leaving: for a call made outside any runtime."""
-    async with anyio.create_task_group() as tg:
-        try:
-            yield Connection(server, tg)
-        finally:
-            tg.cancel_scope.cancel()

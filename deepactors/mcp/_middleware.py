@@ -13,15 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from anyio.abc import TaskGroup
-
-from ..actors import SharedKey, current_runtime
 from ..context import RunKey, ToolRuntime
 from ..errors import ConfigurationError
 from ..hooks import AgentMiddleware, ModelHandler, ToolCallRequest, ToolHandler
 from ..tools import Tool, tool
 from ._config import MCPServer
-from ._connection import Connection
+from ._pool import connection_for
 from ._tools import MCPTool, tools_of
 
 if TYPE_CHECKING:
@@ -29,7 +26,7 @@ if TYPE_CHECKING:
     from ..models import ModelRequest
     from ..tools import Command
 
-__all__ = ["LOAD_TOOL", "MCPToolsMiddleware", "connection_for"]
+__all__ = ["LOAD_TOOL", "MCPToolsMiddleware"]
 
 LOAD_TOOL = "load_mcp_tools"
 
@@ -42,36 +39,6 @@ _LAZY_PROMPT = (
     "the names of those you need; you can call them from your next turn on.\n"
 )
 
-# One key per distinct server (its connection_key), so every agent naming that
-# server, with whatever prefix or filter, shares its runtime's one session.
-_KEYS: dict[tuple[object, ...], SharedKey[Connection]] = {}
-
-
-def _shared_key(server: MCPServer) -> SharedKey[Connection]:
-    ident = server.connection_key()
-    key = _KEYS.get(ident)
-    if key is None:
-
-        def connect(tg: TaskGroup) -> Connection:
-            return Connection(server, tg)
-
-        key = _KEYS[ident] = SharedKey(f"mcp:{server.name}", connect)
-    return key
-
-
-def connection_for(server: MCPServer) -> Connection:
-    """The session to ``server`` that the calling actor's runtime shares.
-
-    Raises:
-        ConfigurationError: Called outside any runtime (an agent's run always has one).
-    """
-    rt = current_runtime()
-    if rt is None:
-        raise ConfigurationError(
-            f"MCP server {server.name!r}: its tools are used by agents, inside a run"
-        )
-    return rt.shared(_shared_key(server))
-
 
 class _Named:
     """One server's tools as one agent names them, for one listing of one session."""
@@ -79,8 +46,8 @@ class _Named:
     __slots__ = ("by_name", "listing", "server", "tools")
 
     def __init__(self, server: MCPServer, listing: object, tools: list[MCPTool]) -> None:
-        self.server = server  # held: its id keys the cache
-        self.listing = listing
+        self.server = server
+        self.listing = listing  # held: its id keys the cache
         self.tools = tools
         self.by_name = {t.name: t for t in tools}
 
@@ -109,6 +76,8 @@ class MCPToolsMiddleware(AgentMiddleware):
         self._joined: dict[
             tuple[int, tuple[Tool, ...]], tuple[Sequence[Tool], tuple[Tool, ...]]
         ] = {}
+        # (server index, id of a session's listing) -> its tools as this agent names them.
+        self._named_cache: dict[tuple[int, int], _Named] = {}
 
     @property
     def declared_tools(self) -> frozenset[str]:
@@ -131,13 +100,14 @@ class MCPToolsMiddleware(AgentMiddleware):
 
     async def _named(self) -> list[_Named]:
         out = []
-        for server in self.servers:
-            connection = connection_for(server)
-            listing = await connection.tools()
-            named: _Named | None = connection.named.get(id(server))
+        cache = self._named_cache
+        for i, server in enumerate(self.servers):
+            listing = await connection_for(server).tools()
+            named = cache.get((i, id(listing)))
             if named is None or named.listing is not listing:
-                named = _Named(server, listing, tools_of(server, connection, listing))
-                connection.named[id(server)] = named
+                if len(cache) >= 64:  # runtimes x listings: a few; bounded anyway
+                    cache.clear()
+                named = cache[i, id(listing)] = _Named(server, listing, tools_of(server, listing))
             out.append(named)
         return out
 

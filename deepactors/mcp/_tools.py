@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from mcp_types import Tool as RemoteTool
 
     from ._config import MCPServer
-    from ._connection import Connection
 
 __all__ = ["MCPTool", "content_of", "tools_of"]
 
@@ -43,15 +42,16 @@ def _unused(**_: Any) -> None:  # pragma: no cover - MCPTool.call goes to the se
 @final
 @dataclass(slots=True, kw_only=True, eq=False)
 class MCPTool(Tool):
-    """A tool of an MCP server, called through its runtime's shared session.
+    """A tool of an MCP server, called through the calling runtime's session to it.
 
     Attributes:
         remote_name: The server's name for it (``name`` may carry a prefix).
-        connection: The session it is called through.
+        server: The server as the agent with this tool configured it (its
+            ``call_timeout`` bounds each call).
     """
 
     remote_name: str
-    connection: Connection
+    server: MCPServer
 
     def validate(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """The arguments as a dict; the server checks them against its schema.
@@ -75,10 +75,14 @@ class MCPTool(Tool):
             ToolError: An ``isError`` result (its content is the message), or
                 the server could not be reached (see :class:`Connection`).
         """
+        from ._pool import connection_for
+
         progress = None
         if runtime is not None and runtime.run.emit is not None:
-            progress = _progress_writer(runtime, self.connection.server.name, self.remote_name)
-        result = await self.connection.call(self.remote_name, self.validate(args), progress)
+            progress = _progress_writer(runtime, self.server.name, self.remote_name)
+        result = await connection_for(self.server).call(
+            self.remote_name, self.validate(args), progress, timeout=self.server.call_timeout
+        )
         content = content_of(result)
         if result.is_error:
             text = content if isinstance(content, str) else _text_of(content)
@@ -105,7 +109,7 @@ def _progress_writer(
     return progress
 
 
-def tools_of(server: MCPServer, connection: Connection, remote: list[RemoteTool]) -> list[MCPTool]:
+def tools_of(server: MCPServer, remote: list[RemoteTool]) -> list[MCPTool]:
     """The tools ``server``'s configuration gives of ``remote`` (a listing), named and filtered."""
     out = []
     for t in remote:
@@ -126,7 +130,7 @@ def tools_of(server: MCPServer, connection: Connection, remote: list[RemoteTool]
                 # Asks for the run's context: progress notifications become its events.
                 runtime_param="runtime",
                 remote_name=t.name,
-                connection=connection,
+                server=server,
             )
         )
     return out

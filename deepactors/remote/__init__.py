@@ -16,6 +16,8 @@ from __future__ import annotations
 from .._core.public import publish as _publish
 from ._agent import DEFAULT_CANCEL_TIMEOUT as DEFAULT_CANCEL_TIMEOUT
 from ._agent import DEFAULT_CONNECT_TIMEOUT as DEFAULT_CONNECT_TIMEOUT
+from ._agent import DEFAULT_IDLE_TIMEOUT as DEFAULT_IDLE_TIMEOUT
+from ._agent import DEFAULT_MAX_ANSWER_BYTES as DEFAULT_MAX_ANSWER_BYTES
 from ._agent import DEFAULT_READ_TIMEOUT as DEFAULT_READ_TIMEOUT
 from ._agent import RemoteAgent as RemoteAgent
 from ._child import DEADLINE_GRACE as DEADLINE_GRACE
@@ -27,6 +29,8 @@ __all__ = [
     "DEADLINE_GRACE",
     "DEFAULT_CANCEL_TIMEOUT",
     "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_MAX_ANSWER_BYTES",
     "DEFAULT_READ_TIMEOUT",
     "LIMITS_KEY",
     "REMOTE_RUN",

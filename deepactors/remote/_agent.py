@@ -50,6 +50,8 @@ __all__ = [
     "DEADLINE_GRACE",
     "DEFAULT_CANCEL_TIMEOUT",
     "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_MAX_ANSWER_BYTES",
     "DEFAULT_READ_TIMEOUT",
     "REMOTE_RUN",
     "RemoteAgent",
@@ -62,6 +64,14 @@ DEFAULT_READ_TIMEOUT = 60.0
 """Seconds the remote server may stay silent: deepactors and LangGraph servers
 send a heartbeat on an open stream every 15 s or less, so a silence this long
 is a server that hangs."""
+
+DEFAULT_IDLE_TIMEOUT = 300.0
+"""Seconds a run's event stream may go without an event (heartbeats do not
+count): a server that only sends heartbeats holds the child no longer."""
+
+DEFAULT_MAX_ANSWER_BYTES = 64 * 1024 * 1024
+"""Bytes one answer of the remote server may hold (64 MiB): a response body (the
+child's final state, its files included) or one event of its stream."""
 
 DEFAULT_CANCEL_TIMEOUT = 5.0
 """Seconds a cancelled child spends telling the server to cancel its run (and
@@ -87,6 +97,14 @@ class RemoteAgent:
             ``Authorization``).
         connect_timeout: Seconds to connect and to send a request.
         read_timeout: Seconds the server may stay silent (None: for ever).
+        idle_timeout: Seconds a run's event stream may go without an event,
+            heartbeats aside (None: until the run's deadline). Past it, the
+            child fails saying so, and its run is cancelled (the stream closes).
+        max_answer_bytes: Bytes one answer may hold: a response body (the
+            child's final state, its files included) or one event of a run's
+            stream. A larger one is refused while it is read, not after: the
+            child fails with an error naming this setting, and no more than
+            this is held in memory for it.
         cancel_timeout: Seconds a cancelled child may spend cancelling its run
             (and reading what it spent, and deleting its thread); as long
             again to delete the thread of a child that ended.
@@ -106,6 +124,8 @@ class RemoteAgent:
     headers: Mapping[str, str] = field(default_factory=dict)
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     read_timeout: float | None = DEFAULT_READ_TIMEOUT
+    idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT
+    max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES
     cancel_timeout: float = DEFAULT_CANCEL_TIMEOUT
     keep_threads: bool = False
     _servers: PerLoop[Server] = field(init=False, repr=False)
@@ -125,14 +145,20 @@ class RemoteAgent:
             raise ConfigurationError(
                 f"RemoteAgent {self.name!r}: url must be http(s)://host[:port], not {self.url!r}"
             )
-        for key in ("connect_timeout", "cancel_timeout", "read_timeout"):
+        for key in ("connect_timeout", "cancel_timeout", "read_timeout", "idle_timeout"):
             value = getattr(self, key)
-            if (value is not None or key != "read_timeout") and not (
+            optional = key in ("read_timeout", "idle_timeout")
+            if (value is not None or not optional) and not (
                 isinstance(value, int | float) and value > 0
             ):
                 raise ConfigurationError(
                     f"RemoteAgent {key} must be seconds above 0, not {value!r}"
                 )
+        cap = self.max_answer_bytes
+        if not isinstance(cap, int) or isinstance(cap, bool) or cap < 1024:
+            raise ConfigurationError(
+                f"RemoteAgent max_answer_bytes must be an int >= 1024, not {cap!r}"
+            )
         object.__setattr__(self, "_servers", PerLoop(self._open, _close))
 
     async def _open(self) -> Server:
@@ -143,6 +169,8 @@ class RemoteAgent:
             self.headers,
             connect_timeout=self.connect_timeout,
             read_timeout=self.read_timeout,
+            max_answer_bytes=self.max_answer_bytes,
+            idle_timeout=self.idle_timeout,
         )
         return await anyio.to_thread.run_sync(make)
 

@@ -23,6 +23,8 @@ from typing import Any, Literal
 import anyio
 import httpx
 
+from ._read import AnswerTooLarge, NoEvents, read_body, read_events
+
 __all__ = [
     "CHILDREN_PER_CLIENT",
     "Connection",
@@ -76,6 +78,8 @@ class Server:
     headers: dict[str, str]
     timeout: httpx.Timeout
     verify: ssl.SSLContext
+    max_answer_bytes: int
+    idle_timeout: float | None
     clients: list[httpx.AsyncClient] = field(default_factory=list)
     active: list[int] = field(default_factory=list)
     kind: ServerKind | None = None
@@ -160,14 +164,14 @@ class Connection:
         content = None if body is None else json.dumps(body).encode()
         headers = {"content-type": "application/json"} if content is not None else None
         try:
-            response = await self.client.request(method, path, content=content, headers=headers)
+            async with self.client.stream(method, path, content=content, headers=headers) as res:
+                raw = await _body(self, res, method, path)
         except httpx.HTTPError as exc:
             raise RemoteFailure(_transport_error(self.url, method, path, exc)) from None
-        raw = response.content
-        if response.status_code >= 400:
+        if res.status_code >= 400:
             raise RemoteFailure(
-                _status_error(self.url, method, path, response.status_code, raw),
-                status=response.status_code,
+                _status_error(self.url, method, path, res.status_code, raw),
+                status=res.status_code,
             )
         if not raw:
             return None
@@ -180,7 +184,13 @@ class Connection:
 
 
 def open_server(
-    url: str, headers: Mapping[str, str], *, connect_timeout: float, read_timeout: float | None
+    url: str,
+    headers: Mapping[str, str],
+    *,
+    connect_timeout: float,
+    read_timeout: float | None,
+    max_answer_bytes: int,
+    idle_timeout: float | None,
 ) -> Server:
     """A server's view for this loop (blocking: it loads CA certificates; call it in a thread)."""
     return Server(
@@ -189,6 +199,28 @@ def open_server(
         # No wait for a pooled connection beyond the child's own deadline.
         timeout=httpx.Timeout(connect_timeout, read=read_timeout, write=connect_timeout, pool=None),
         verify=httpx.create_ssl_context(),
+        max_answer_bytes=max_answer_bytes,
+        idle_timeout=idle_timeout,
+    )
+
+
+async def _body(conn: Connection | Server, res: httpx.Response, method: str, path: str) -> bytes:
+    """``res``'s body, at most the server's ``max_answer_bytes``.
+
+    Raises:
+        RemoteFailure: It is longer (the rest is not read).
+    """
+    server = conn if isinstance(conn, Server) else conn.server
+    try:
+        return await read_body(res, server.max_answer_bytes)
+    except AnswerTooLarge as exc:
+        raise RemoteFailure(_too_large(server, f"answered {method} {path} with", exc)) from None
+
+
+def _too_large(server: Server, what: str, exc: AnswerTooLarge) -> str:
+    return (
+        f"{server.url} {what} more than max_answer_bytes={server.max_answer_bytes} bytes "
+        f"({exc.size} read); the rest was not read"
     )
 
 
@@ -246,14 +278,14 @@ async def wait_run(
     async def read(res: httpx.Response) -> None:
         url = conn.url
         if res.status_code >= 400:
-            raw = await res.aread()
+            raw = await _body(conn, res, "POST", path)
             raise RemoteFailure(
                 _status_error(url, "POST", path, res.status_code, raw), status=res.status_code
             )
         run_id = _run_id(res.headers.get("content-location", ""))
         if run_id:
             on_run(run_id)
-        raw = await res.aread()
+        raw = await _body(conn, res, "POST", path)
         try:
             answer = json.loads(raw)
         except ValueError:
@@ -304,13 +336,13 @@ async def _read_stream(
 ) -> None:
     url = conn.url
     if res.status_code >= 400:
-        raw = await res.aread()
+        raw = await _body(conn, res, "POST", path)
         raise RemoteFailure(
             _status_error(url, "POST", path, res.status_code, raw), status=res.status_code
         )
     kind = res.headers.get("content-type", "").partition(";")[0].strip()
     if kind != "text/event-stream":
-        raw = await res.aread()
+        raw = await _body(conn, res, "POST", path)
         raise RemoteFailure(
             f"{url} answered POST {path} with {kind or 'no content type'}, not an event "
             f"stream: {_clip(raw)}"
@@ -320,27 +352,16 @@ async def _read_stream(
     run_id = _run_id(res.headers.get("content-location", ""))
     if run_id:
         on_run(run_id)
-    event = ""
-    data: list[str] = []
     # Read to the end whatever comes (the server closes the stream after an
-    # error): leaving httpx's line iterator early would leave its generators
-    # to the garbage collector, which trio warns about.
+    # error); an event past the cap, or a stream without events for too long,
+    # ends the reading at once (see read_events).
     failure: RemoteFailure | None = None
-    async for line in res.aiter_lines():
-        if line:
-            field, _, value = line.partition(":")
-            value = value.removeprefix(" ")
-            if field == "event":
-                event = value
-            elif field == "data":
-                data.append(value)
-            continue  # (comments, heartbeats, ids: nothing to do)
-        if not event and not data:
-            continue
-        mode = event.partition("|")[0]
-        text, event, data = "\n".join(data), "", []
+
+    def on_event(event: str, text: str) -> None:
+        nonlocal run_id, failure
         if failure is not None:
-            continue
+            return
+        mode = event.partition("|")[0]
         try:
             payload = json.loads(text) if text else None
         except ValueError:
@@ -348,7 +369,7 @@ async def _read_stream(
                 f"{url}: a {mode or 'nameless'} event of run {run_id or '?'} is not JSON: "
                 f"{_clip(text.encode())}"
             )
-            continue
+            return
         match mode:
             case "metadata":
                 if not run_id and isinstance(payload, Mapping):
@@ -361,6 +382,19 @@ async def _read_stream(
                 pass  # (LangGraph's; the run's status says how it ended)
             case _:
                 on_part(mode, payload)
+
+    server = conn.server
+    try:
+        await read_events(res, on_event, cap=server.max_answer_bytes, idle=server.idle_timeout)
+    except AnswerTooLarge as exc:
+        raise RemoteFailure(
+            _too_large(server, f"sent an event of run {run_id or '?'} of", exc)
+        ) from None
+    except NoEvents:
+        raise RemoteFailure(
+            f"{url} sent no event of run {run_id or '?'} for {server.idle_timeout:g} s "
+            "(idle_timeout; heartbeats aside): given up on"
+        ) from None
     if failure is not None:
         raise failure
 

@@ -14,7 +14,7 @@ from typing import Any, Literal, final
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import InputError
-from ..filediff import FileRecord, MergeResult
+from ..filediff import FileDiff, FileRecord, MergeResult
 from ..history import MessageList
 from ..messages import Message, to_message, to_messages
 from ._files import (
@@ -25,6 +25,7 @@ from ._files import (
     merge_files,
     resolve_files,
 )
+from ._json import json_problem
 
 __all__ = [
     "REMOVE_ALL_MESSAGES",
@@ -182,6 +183,15 @@ def _coerce_todos(value: Any) -> list[Todo]:
         raise InputError(f"invalid todos: {exc}") from exc
 
 
+def _check_todos(state: State, value: Any) -> list[Todo]:
+    # As from input: a list a checkpoint reads back (decode is coerce), never
+    # dicts stored as a tool gave them.
+    try:
+        return _coerce_todos(value)
+    except InputError as exc:
+        raise ValueError(str(exc)) from None
+
+
 def default_channels() -> dict[str, Channel]:
     """The channels every agent has."""
     return {
@@ -193,7 +203,7 @@ def default_channels() -> dict[str, Channel]:
             encode=_encode_messages,
             decode=_decode_messages,
         ),
-        "todos": Channel(default=list, private=True, coerce=_coerce_todos),
+        "todos": Channel(default=list, private=True, coerce=_coerce_todos, check=_check_todos),
         "files": Channel(
             reducer=merge_files,
             default=dict,
@@ -294,7 +304,10 @@ class State(Mapping[str, Any]):
 
         Names must be channels of this state; each channel checks its value
         (``files`` may be plain text, the next version of that path; ``messages``
-        may be dicts; a subagent's diff passes as is).
+        may be dicts; a subagent's diff passes as is), then what the channel would
+        write to a checkpoint must be JSON data with finite numbers: what could
+        not be stored, or read back, is refused here rather than after it is
+        applied (see :mod:`deepactors.state._json`).
 
         Raises:
             ValueError: With a message fit for the model that made the call.
@@ -306,7 +319,14 @@ class State(Mapping[str, Any]):
                 raise ValueError(
                     f"cannot update {name!r}: the state has {', '.join(self._channels)}"
                 )
-            out[name] = ch.check(self, value)
+            checked = ch.check(self, value)
+            # A subagent's diff is made of records its own tools' updates were
+            # checked into: a fan-out's results are not walked twice.
+            if not isinstance(checked, FileDiff):
+                problem = json_problem(ch.encode(checked))
+                if problem is not None:
+                    raise ValueError(f"{name!r} cannot be saved: {problem}")
+            out[name] = checked
         return out
 
     def add_message(self, message: Message) -> None:

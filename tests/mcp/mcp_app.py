@@ -1,8 +1,10 @@
 """A small MCP server for the tests, written with the mcp SDK (its MCPServer, FastMCP's successor).
 
-Run as ``python mcp_app.py stdio`` or ``python mcp_app.py http PORT``. It covers
-what the registry servers do not: a tool that hangs until cancelled (and writes
-down that it was), one that kills the server, and its own pid for counting
+Run as ``python mcp_app.py stdio`` or ``python mcp_app.py http PORT`` (``http-json
+PORT``: answers as plain JSON, not event streams). It covers what the registry
+servers do not: a tool that hangs until cancelled (and writes down that it was),
+one that blocks the server outright, one that kills it, one with an answer of
+any size, the sessions it holds open over HTTP, and its own pid for counting
 processes. ``MCP_APP_LOG`` names a file where it appends one line per event
 (``start <pid>``, ``list``, ``hang <tag>``, ``cancelled <tag>``).
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import Any
 
 import anyio
@@ -75,6 +78,30 @@ async def hang(tag: str) -> str:
 
 
 @app.tool()
+async def block(seconds: float) -> str:
+    """Block the whole server (its event loop too): it reads nothing meanwhile."""
+    _log("block")
+    time.sleep(seconds)  # noqa: ASYNC251 - the point: a server stuck in a call
+    return "unblocked"
+
+
+@app.tool()
+def big(megabytes: float) -> str:
+    """An answer of this many megabytes (of 'x')."""
+    return "x" * int(megabytes * 1_000_000)
+
+
+@app.tool()
+def sessions() -> int:
+    """The sessions this server holds open over HTTP (0 over stdio)."""
+    try:
+        manager = app.session_manager
+    except RuntimeError:  # not serving HTTP
+        return 0
+    return len(manager._server_instances)
+
+
+@app.tool()
 def fail(reason: str) -> str:
     """Raise an error (an isError result carrying the reason)."""
     raise ToolError(reason)
@@ -104,7 +131,12 @@ def main() -> None:
         anyio.run(app.run_stdio_async)
     else:
         port = int(sys.argv[2])
-        anyio.run(lambda: app.run_streamable_http_async(host="127.0.0.1", port=port))
+        json_response = sys.argv[1] == "http-json"
+        anyio.run(
+            lambda: app.run_streamable_http_async(
+                host="127.0.0.1", port=port, json_response=json_response
+            )
+        )
 
 
 if __name__ == "__main__":

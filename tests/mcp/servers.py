@@ -53,10 +53,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_http_app(port: int, log: Path) -> subprocess.Popen[bytes]:
-    """Our test server over streamable HTTP on ``port``, once it accepts connections."""
+def start_http_app(port: int, log: Path, mode: str = "http") -> subprocess.Popen[bytes]:
+    """Our test server over streamable HTTP on ``port``, once it accepts connections.
+
+    ``mode="http-json"``: it answers requests as plain JSON, not event streams.
+    """
     proc = subprocess.Popen(
-        [sys.executable, str(APP), "http", str(port)],
+        [sys.executable, str(APP), mode, str(port)],
         env={**os.environ, "MCP_APP_LOG": str(log)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

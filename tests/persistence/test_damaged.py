@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from deepactors import create_deep_agent
-from deepactors.errors import CheckpointCorrupt, StoreCorrupt
+from deepactors.errors import CheckpointCorrupt, PersistenceError, StoreCorrupt
 from deepactors.models import FunctionModel
 from deepactors.persistence import (
     Checkpointer,
@@ -223,3 +223,58 @@ async def test_a_damaged_store_item_names_the_item_and_quotes_nothing(tmp_path: 
             assert 'store item ["memories","alice"] \'prefs\'' in text
             assert "not valid UTF-8" in text
             assert SECRET not in text
+
+
+def _schema_span(data: bytes, page_size: int) -> range:
+    """Where the schema's SQL text lies in page 1 (SQLite keeps it there, in sqlite_schema)."""
+    page = data[:page_size]
+    start = page.find(b"CREATE TABLE")
+    assert start > 0, "no schema text in page 1"
+    return range(start, page.rfind(b")") + 1)
+
+
+@pytest.mark.parametrize("kind", ["checkpointer", "store"])
+async def test_bytes_overwritten_in_the_header_page_are_an_error_of_ours(
+    tmp_path: Path, kind: str
+) -> None:
+    # A 0xff in the schema's text: SQLite reports a malformed schema quoting that
+    # text, which the sqlite3 module failed to decode (a bare UnicodeDecodeError).
+    reference = tmp_path / "reference.db"
+    if kind == "checkpointer":
+        async with SqliteCheckpointer(reference) as cp:
+            await cp.put("t", [write(0, **message("one")), write(1, **message("two"))])
+    else:
+        async with SqliteStore(reference) as store:
+            await store.put(("memories",), "k", {"tea": True})
+    data = await anyio.Path(reference).read_bytes()
+    page_size = int.from_bytes(data[16:18], "big")
+    span = _schema_span(data, page_size)
+    outcomes: dict[str, int] = {}
+    for at in span[::23]:
+        file = tmp_path / f"damaged-{at}.db"
+        await anyio.Path(file).write_bytes(data[:at] + b"\xff" + data[at + 1 :])
+        error = await _read_damaged(kind, file)
+        if error is None:
+            outcome = "read"
+        else:
+            assert str(file) in str(error)
+            outcome = type(error).__name__ + (": not UTF-8" if "not UTF-8" in str(error) else "")
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    # Every overwrite is read, or refused by an error of ours naming the file
+    # (anything else has left the loop above); the UTF-8 case is among them.
+    assert any(o.endswith("not UTF-8") for o in outcomes), outcomes
+
+
+async def _read_damaged(kind: str, file: Path) -> PersistenceError | None:
+    """Open ``file`` and read what was written; the error of ours that stopped it, if any."""
+    try:
+        if kind == "checkpointer":
+            async with SqliteCheckpointer(file) as cp:
+                await cp.read("t")
+                await cp.threads()
+        else:
+            async with SqliteStore(file) as store:
+                await store.get(("memories",), "k")
+    except PersistenceError as exc:
+        return exc
+    return None

@@ -15,7 +15,16 @@ from typing import Any
 
 import httpx
 
-from deepactors.persistence import MemoryStore, SqliteStore
+from deepactors import (
+    AssistantMessage,
+    Command,
+    ToolCall,
+    ToolMessage,
+    create_deep_agent,
+    tool,
+)
+from deepactors.models import FunctionModel, ModelRequest
+from deepactors.persistence import MemoryStore, SqliteCheckpointer, SqliteStore
 from deepactors.server import create_app
 
 from .agents import Probe, blocking_agent
@@ -159,3 +168,44 @@ def test_every_json_body_refuses_nan(serve: Serve) -> None:
         found = http.post("/store/items/search", json={})
         assert found.status_code == 200, found.text
         assert found.json()["items"] == []
+
+
+def _nan_writing_agent(checkpointer: Any) -> Any:
+    """Calls a tool that writes NaN into its todos and its structured response, then stops."""
+
+    @tool
+    def rate() -> Command:
+        """Rate the work."""
+        return Command(
+            update={
+                "todos": [{"content": "rate", "status": "pending", "score": float("nan")}],
+                "structured_response": {"score": float("nan")},
+            }
+        )
+
+    def answer(request: ModelRequest) -> AssistantMessage:
+        if isinstance(request.messages[-1], ToolMessage):
+            return AssistantMessage(content=request.messages[-1].text)
+        return AssistantMessage(tool_calls=[ToolCall(name="rate", args={})])
+
+    return create_deep_agent(FunctionModel(answer), tools=[rate], checkpointer=checkpointer)
+
+
+def test_nan_written_by_a_tool_leaves_state_and_history_readable(
+    serve: Serve, tmp_path: Path
+) -> None:
+    agent = _nan_writing_agent(SqliteCheckpointer(tmp_path / "t.db"))
+    served = serve(create_app({"nan": agent}))
+    run = {"assistant_id": "nan", "input": {"messages": [{"role": "user", "content": "go"}]}}
+    with httpx.Client(base_url=served.url, timeout=30) as http:
+        thread_id = http.post("/threads", json={}).json()["thread_id"]
+        for _ in range(2):  # the second run reads back what the first saved
+            ran = http.post(f"/threads/{thread_id}/runs/wait", json=run)
+            assert ran.status_code == 200, ran.text
+            state = http.get(f"/threads/{thread_id}/state")
+            assert state.status_code == 200, state.text
+            history = http.post(f"/threads/{thread_id}/history", json={})
+            assert history.status_code == 200, history.text
+        assert "the tool's state update was refused" in ran.json()["messages"][-1]["content"]
+        assert state.json()["values"]["todos"] == []
+        assert state.json()["values"]["structured_response"] is None

@@ -394,6 +394,18 @@ class Database:
         except sqlite3.Error as exc:
             lost = self._check_identity()
             raise (lost or _translate(exc, self.file, self.errors)) from exc
+        except UnicodeDecodeError as exc:
+            # Text SQLite handed back is not UTF-8: its error message quoting a
+            # damaged schema (the sqlite3 module decodes it and fails), or a
+            # damaged value. Either way the file's bytes were changed.
+            lost = self._check_identity()
+            raise (
+                lost
+                or self.errors.corrupt(
+                    f"{self.file} is not a SQLite database, or it is damaged: it holds "
+                    f"text that is not UTF-8 ({exc.reason})"
+                )
+            ) from exc
         # After the operation, not before: a commit that went to a file no longer
         # at the path is then reported, not returned as stored. One stat per
         # operation (a whole transaction), in the connection's thread.
