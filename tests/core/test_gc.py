@@ -174,7 +174,7 @@ async def test_cyclic_garbage_of_deferred_runs_is_collected_run_after_run(
         assert len(_Junk.alive) == 0
         async with anyio.create_task_group() as tg:  # runs that overlap: one hand-back at the end
             for _ in range(5):
-                tg.start_soon(rt.ainvoke, agent, "go")
+                tg.start_soon(rt.thread(agent).ainvoke, "go")
         assert len(_Junk.alive) == 0
     assert gc.get_freeze_count() == 0
 
