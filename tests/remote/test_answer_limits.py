@@ -165,3 +165,84 @@ async def test_a_stream_of_heartbeats_alone_is_given_up_after_the_idle_timeout()
     assert status == "error"
     assert "sent no event of run r1 for 1 s (idle_timeout" in text
     assert url in text
+
+
+# --- the same bounds for an A2A agent as a subagent ------------------------------------
+
+
+def _card(url: str) -> bytes:
+    card = {
+        "name": "vendor",
+        "capabilities": {"streaming": True},
+        "supportedInterfaces": [
+            {"url": f"{url}/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+        ],
+    }
+    body = json.dumps(card).encode()
+    return _head("application/json", f"content-length: {len(body)}\r\n") + body
+
+
+def a2a(kind: str, url: list[str]) -> Respond:
+    """An A2A agent whose card is ordinary and whose task stream is ``kind``;
+    ``huge-card`` answers with a 100 MB card instead."""
+
+    async def respond(head: bytes, stream: SocketStream) -> None:
+        if head.startswith(b"GET /.well-known/agent-card.json"):
+            if kind == "huge-card":
+                await _huge(stream, _head("application/json") + b'{"name": "', 100, b'"}')
+            else:
+                await stream.send(_card(url[0]))
+            return
+        if b"CancelTask" in head or not head.startswith(b"POST /rpc"):
+            body = b'{"jsonrpc": "2.0", "id": "1", "result": {}}'
+            await stream.send(_head("application/json", f"content-length: {len(body)}\r\n") + body)
+            return
+        await stream.send(_head("text/event-stream") + b": hello\n\n")
+        if kind == "huge-event":
+            await _huge(stream, b'data: {"jsonrpc": "2.0", "id": "1", "result": "', 100, b'"}\n\n')
+            return
+        while True:  # drip: heartbeats and nothing else
+            await stream.send(b": heartbeat\r\n\r\n")
+            await anyio.sleep(0.05)
+
+    return respond
+
+
+async def _a2a_child(url: str, **options: object) -> tuple[str, str]:
+    from deepactors.remote.a2a import A2AAgent
+
+    vendor = A2AAgent(name="v", url=url, **options)  # type: ignore[arg-type]
+    agent = create_deep_agent(
+        FunctionModel(parent_model),
+        subagents=[SubAgentSpec(name="v", description="a vendor's agent", agent=vendor)],
+    )
+    result = await agent.ainvoke(say([("v", "look it up")]))
+    [(status, text)] = answers(result)
+    return status, text
+
+
+@pytest.mark.usefixtures("traced")
+@pytest.mark.parametrize("kind", ["huge-event", "huge-card"])
+async def test_an_a2a_agent_s_100_mb_answer_is_refused_while_it_is_read(kind: str) -> None:
+    url: list[str] = []
+    async with serving(a2a(kind, url)) as served:
+        url.append(served)
+        tracemalloc.reset_peak()
+        before, _ = tracemalloc.get_traced_memory()
+        with anyio.fail_after(120):
+            status, text = await _a2a_child(served, max_answer_bytes=CAP)
+        _, peak = tracemalloc.get_traced_memory()
+    assert status == "error"
+    assert f"more than max_answer_bytes={CAP} bytes" in text
+    grown = peak - before
+    assert grown < CAP + BUFFERS, f"{grown / 2**20:.1f} MiB for a cap of {CAP / 2**20:.0f} MiB"
+
+
+async def test_an_a2a_stream_of_heartbeats_alone_is_given_up_after_the_idle_timeout() -> None:
+    url: list[str] = []
+    async with serving(a2a("drip", url)) as served:
+        url.append(served)
+        with anyio.fail_after(30):  # before: held until the run's deadline (none here)
+            status, text = await _a2a_child(served, idle_timeout=1)
+    assert status == "error"
+    assert "sent no event for 1 s (idle_timeout" in text

@@ -12,6 +12,11 @@ the run there), and kept here: past it, or when the parent is cancelled, the
 task is cancelled on the agent (``CancelTask``, shielded, bounded by
 ``cancel_timeout``). A task that fails, is cancelled by the agent, or waits
 for input is a ``failed`` outcome that says so.
+
+Answers are read with the bounds of :class:`~deepactors.remote.RemoteAgent`'s
+(``remote/_read.py``): a body, or one event of the task's stream, past
+``max_answer_bytes`` is refused while it is read (the rest is not read), and a
+stream that sends nothing but heartbeats for ``idle_timeout`` is given up on.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, final
 
@@ -32,6 +37,8 @@ from ...budget import Budget
 from ...context import Inbox, RunContext
 from ...errors import ConfigurationError
 from ...filediff import FileDiff, FileRecord
+from .._agent import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_ANSWER_BYTES
+from .._read import AnswerTooLarge, NoEvents, read_body, read_events
 
 __all__ = ["CARD_PATH", "A2AAgent", "A2AError"]
 
@@ -114,9 +121,14 @@ class A2AAgent:
         connect_timeout: Seconds to connect and to send a request.
         read_timeout: Seconds the agent may stay silent (None: for ever).
         cancel_timeout: Seconds a cancelled child spends cancelling its task.
+        idle_timeout: Seconds the task's stream may go without an event
+            (heartbeats do not count; None: for ever).
+        max_answer_bytes: Bytes one answer may hold: a response body, or one
+            event of the task's stream (at least 1024).
 
     Raises:
-        ConfigurationError: An empty name, or a URL that is not ``http(s)://...``.
+        ConfigurationError: An empty name, a URL that is not ``http(s)://...``,
+            or a bad limit.
     """
 
     name: str
@@ -125,6 +137,8 @@ class A2AAgent:
     connect_timeout: float = 5.0
     read_timeout: float | None = 60.0
     cancel_timeout: float = 5.0
+    idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT
+    max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES
     _clients: PerLoop[httpx.AsyncClient] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -137,6 +151,18 @@ class A2AAgent:
         if parsed.scheme not in ("http", "https") or not parsed.host:
             raise ConfigurationError(
                 f"A2AAgent {self.name!r}: url must be http(s)://, not {self.url!r}"
+            )
+        for key in ("connect_timeout", "cancel_timeout", "read_timeout", "idle_timeout"):
+            value = getattr(self, key)
+            optional = key in ("read_timeout", "idle_timeout")
+            if (value is not None or not optional) and not (
+                isinstance(value, int | float) and 0 < value < math.inf
+            ):
+                raise ConfigurationError(f"A2AAgent {key} must be seconds above 0, not {value!r}")
+        cap = self.max_answer_bytes
+        if not isinstance(cap, int) or isinstance(cap, bool) or cap < 1024:
+            raise ConfigurationError(
+                f"A2AAgent max_answer_bytes must be an int >= 1024, not {cap!r}"
             )
         object.__setattr__(self, "_clients", PerLoop(self._open, _close))
 
@@ -179,6 +205,21 @@ class A2AAgent:
         try:
             with anyio.move_on_after(math.inf if timeout is None else timeout) as scope:
                 await self._follow(client, description, followed)
+        except AnswerTooLarge as exc:
+            await self._cancel(client, followed)
+            return _failed(
+                path,
+                f"The A2A agent {self.name!r} sent an answer of more than "
+                f"max_answer_bytes={self.max_answer_bytes} bytes ({exc.size} read); "
+                "the rest was not read.",
+            )
+        except NoEvents:
+            await self._cancel(client, followed)
+            return _failed(
+                path,
+                f"The A2A agent {self.name!r} sent no event for {self.idle_timeout:g} s "
+                "(idle_timeout; heartbeats aside): given up on, its task cancelled.",
+            )
         except (httpx.HTTPError, A2AError, ValueError, KeyError) as exc:
             await self._cancel(client, followed)
             return _failed(
@@ -219,13 +260,16 @@ class A2AAgent:
             result = await self._call(client, endpoint, "SendMessage", params)
             followed.take(result)
             return
-        async for result in self._stream(client, endpoint, params):
-            followed.take(result)
+        await self._stream(client, endpoint, params, followed)
+
+    async def _json(self, client: httpx.AsyncClient, method: str, url: str, **kw: Any) -> Any:
+        """A request's JSON answer, its body read with the size bound."""
+        async with client.stream(method, url, **kw) as response:
+            response.raise_for_status()
+            return json.loads(await read_body(response, self.max_answer_bytes))
 
     async def _card(self, client: httpx.AsyncClient) -> dict[str, Any]:
-        response = await client.get(self.url.rstrip("/") + CARD_PATH)
-        response.raise_for_status()
-        card = response.json()
+        card = await self._json(client, "GET", self.url.rstrip("/") + CARD_PATH)
         if not isinstance(card, dict):
             raise A2AError("the agent card is not a JSON object")
         return card
@@ -234,13 +278,15 @@ class A2AAgent:
         self, client: httpx.AsyncClient, endpoint: str, method: str, params: Mapping[str, Any]
     ) -> dict[str, Any]:
         request = {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": method, "params": params}
-        response = await client.post(endpoint, json=request)
-        response.raise_for_status()
-        return _result(response.json())
+        return _result(await self._json(client, "POST", endpoint, json=request))
 
     async def _stream(
-        self, client: httpx.AsyncClient, endpoint: str, params: Mapping[str, Any]
-    ) -> AsyncIterator[dict[str, Any]]:
+        self,
+        client: httpx.AsyncClient,
+        endpoint: str,
+        params: Mapping[str, Any],
+        followed: _Followed,
+    ) -> None:
         request = {
             "jsonrpc": "2.0",
             "id": str(uuid.uuid4()),
@@ -250,13 +296,12 @@ class A2AAgent:
         headers = {"accept": "text/event-stream"}
         async with client.stream("POST", endpoint, json=request, headers=headers) as response:
             response.raise_for_status()
-            data: list[str] = []
-            async for line in response.aiter_lines():
-                if line.startswith("data:"):
-                    data.append(line[5:].lstrip())
-                elif not line and data:
-                    yield _result(json.loads("\n".join(data)))
-                    data.clear()
+
+            def on_event(_name: str, data: str) -> None:
+                if data:  # an event with no data carries no result
+                    followed.take(_result(json.loads(data)))
+
+            await read_events(response, on_event, cap=self.max_answer_bytes, idle=self.idle_timeout)
 
     async def _cancel(self, client: httpx.AsyncClient, followed: _Followed) -> None:
         if followed.task_id is None or followed.state in _TERMINAL:
