@@ -81,13 +81,16 @@ def take_stream(request: Request) -> Callable[[], None]:
 async def thread_for(manager: RunManager, thread_id: str) -> ThreadRecord:
     """The caller's thread ``thread_id``, made for the caller if there is none.
 
+    Ids are each owner's (see ``_thread_lookup``): another user's thread of this
+    id is not the caller's, who gets one of their own beside it, never a record
+    made under the other's key (which would run on the other's checkpoints).
+
     Raises:
-        HTTPException: 404, the thread is someone else's; 422, a bad id.
+        HTTPException: 422, a bad id.
     """
     if not isinstance(thread_id, str) or not thread_id or len(thread_id) > 256:
         raise HTTPException(422, f"thread id: 1 to 256 characters, not {thread_id!r}")
-    if await manager.find_thread(thread_id) is None:
-        await manager.add_thread(ThreadRecord(thread_id=thread_id, metadata=owned({})))
+    await manager.claim_thread(thread_id, owned({}))
     return await manager.thread(thread_id, "update")
 
 

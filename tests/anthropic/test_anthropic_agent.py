@@ -195,7 +195,9 @@ async def test_subagents_share_the_request_limit_and_their_usage_adds_up(
     assert len(api.requests) == SUBAGENTS + 2
     # One model instance, one limit, however many actors call it.
     assert api.max_in_flight <= 8
-    assert claude.limiter.statistics().peak_in_flight == 8
+    # Calls overlapped under it (how many at the peak is the machine's business:
+    # all 8 on a quiet one, fewer when the fake API answers before more start).
+    assert 1 < claude.limiter.statistics().peak_in_flight <= 8
     assert_priced(
         result["usage"],
         Usage(

@@ -22,15 +22,6 @@ from deepactors.placement import RayPlacement  # noqa: E402
 ROOT = Path(__file__).parents[2]
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``--dist loadgroup``), every test here runs on one worker,
-    so one Ray serves them all (it is slow to start and holds GBs)."""
-    here = Path(__file__).parent
-    for item in items:
-        if item.path.is_relative_to(here):
-            item.add_marker(pytest.mark.xdist_group("ray"))
-
-
 @pytest.fixture(scope="package")
 def ray_cluster() -> Iterator[None]:
     """A local Ray with 2 CPUs (its dashboard on: the tests read Ray's state API)."""

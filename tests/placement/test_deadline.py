@@ -3,6 +3,7 @@ tasks end there (as Ray's state API shows), and a child's own timeout ends it.""
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -22,9 +23,18 @@ def running_batches() -> list[Any]:
     from ray.util.state import list_tasks
 
     tasks = list_tasks(
-        filters=[("state", "=", "RUNNING")], limit=1000, raise_on_missing_output=False
+        address=_this_ray(),
+        filters=[("state", "=", "RUNNING")],
+        limit=1000,
+        raise_on_missing_output=False,
     )
     return [t for t in tasks if t.func_or_class_name.endswith("PlacementWorker.run")]
+
+
+def _this_ray() -> str:
+    """This test's Ray, by its address: with none, the state API refuses to pick
+    when another Ray runs on the machine (another test run's)."""
+    return str(ray.get_runtime_context().gcs_address)
 
 
 async def state_api_running() -> list[Any]:
@@ -57,7 +67,9 @@ async def test_a_parent_deadline_ends_every_child_on_the_workers(placement: RayP
     from ray.util.state import get_task
 
     for batch in batches:
-        task = await anyio.to_thread.run_sync(get_task, batch.task_id)
+        task = await anyio.to_thread.run_sync(
+            functools.partial(get_task, batch.task_id, address=_this_ray())
+        )
         assert task.state == "FINISHED"
         assert task.end_time_ms / 1000 > passed
 

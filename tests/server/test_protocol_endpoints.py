@@ -5,6 +5,7 @@ by their own clients in ``tests/clients``."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -85,10 +86,13 @@ def test_protocol_endpoint_is_authenticated_owned_and_capped(
             ran = http.post(path, json=body("t1", "hi"), headers=alice)
             assert ran.status_code == 200
             assert finished in _last(ran)
-            # Another user's thread does not exist for bob; alice's is hers.
-            assert http.post(path, json=body("t1", "again"), headers=bob).status_code == 404
-            assert http.get("/threads/t1", headers=bob).status_code == 404
+            # Ids are each owner's: bob's t1 is a thread of his own, as an absent
+            # id would be, and alice's t1 is untouched by it.
+            assert http.post(path, json=body("t1", "again"), headers=bob).status_code == 200
+            assert http.get("/threads/t1", headers=bob).json()["metadata"]["owner"] == "bob"
             assert http.get("/threads/t1", headers=alice).json()["metadata"]["owner"] == "alice"
+            hers = http.get("/threads/t1/state", headers=alice).json()["values"]["messages"]
+            assert "again" not in json.dumps(hers)
             # Bad input, an unknown assistant: said, and nothing runs.
             bad = http.post(path, json={"messages": []}, headers=alice)
             assert bad.status_code == 422
@@ -142,8 +146,12 @@ def test_a2a_is_authenticated_and_owned(serve: Callable[..., Served]) -> None:
         assert http.post("/a2a/agent", json=get, headers=alice).json()["result"]["id"] == done["id"]
         # Bob finds neither alice's task nor her context.
         assert http.post("/a2a/agent", json=get, headers=bob).json()["error"]["code"] == -32001
+        # Her context's id is bob's own context (ids are each owner's): a task of
+        # his, which neither reads nor changes hers.
         theirs = http.post("/a2a/agent", json=send("x", done["contextId"]), headers=bob).json()
-        assert "error" in theirs
+        assert theirs["result"]["task"]["id"] != done["id"]
+        mine = http.post("/a2a/agent", json=get, headers=alice).json()["result"]
+        assert "x" not in json.dumps(mine.get("history", []))
         unknown = {"jsonrpc": "2.0", "id": 3, "method": "Nope", "params": {}}
         assert (
             http.post("/a2a/agent", json=unknown, headers=alice).json()["error"]["code"] == -32601

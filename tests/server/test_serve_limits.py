@@ -235,7 +235,9 @@ def test_slow_clients_are_cut_off_while_ok_keeps_answering(loop: str, tmp_path: 
                 for sock in opened:
                     sock.close()
             time.sleep(0.3)
-        assert max(lifetimes) < 5, max(lifetimes)  # 1 s timeouts, and a busy machine
+        # 1 s timeouts: cut off at a few seconds at most (10 on a machine running
+        # the suite on every core), never left open.
+        assert max(lifetimes) < 10, max(lifetimes)
         assert answered == SLOW_BODIES  # the trickled bodies were told why
         # Every health check answered (each within its client's 5 s timeout):
         # how fast is the machine's business, not this test's (a loaded CI

@@ -48,7 +48,12 @@ def test_direct_and_routed_answers_are_the_same(serve: Serve) -> None:
         ("/runs/stream", {"assistant_id": "nobody", "input": USER}, 404, "nobody"),
         ("/runs/stream", {"assistant_id": "echo", "stream_mode": "tokens"}, 422, "stream_mode"),
         ("/runs/stream", {"assistant_id": "echo", "input": {"todos": [1]}}, 422, "todos"),
-        ("/runs/stream", {"assistant_id": "echo", "webhook": "http://x"}, 422, "webhook"),
+        (
+            "/runs/stream",
+            {"assistant_id": "echo", "input": USER, "webhook": "ftp://example.com/hook"},
+            422,
+            "webhook",
+        ),
         ("/threads/nope/runs/stream", {"assistant_id": "echo", "input": USER}, 404, "nope"),
         (
             f"/threads/{thread_id}/runs/stream",
