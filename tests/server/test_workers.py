@@ -177,10 +177,22 @@ def test_runs_of_a_killed_process_end_as_lost_and_its_thread_resumes_elsewhere(
     with serve_process(args, tmp_path) as (url_a, process_a), serving(args, tmp_path) as url_b:
         with get_sync_client(url=url_a, timeout=20) as a:
             thread_id = a.threads.create()["thread_id"]
-            run = a.runs.create(thread_id, "agent", input=_input("blocker"))
-            for part in a.runs.join_stream(thread_id, run["run_id"], stream_mode="updates"):
+            # Streamed from its start (a join after runs.create could miss the one
+            # update before the tool blocks, and then wait for ever), and left
+            # running when this client stops reading.
+            run_id = ""
+            for part in a.runs.stream(
+                thread_id,
+                "agent",
+                input=_input("blocker"),
+                stream_mode="updates",
+                on_disconnect="continue",
+            ):
+                if part.event == "metadata":
+                    run_id = part.data["run_id"]
                 if part.event == "updates":
                     break  # the run is under way in A
+            run = {"run_id": run_id}
         process_a.kill()
         process_a.wait()
         with get_sync_client(url=url_b, timeout=20) as b:
