@@ -35,7 +35,6 @@ import asyncio
 import functools
 import gc
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import blockbuster.blockbuster as bb_module
@@ -57,24 +56,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "real_time: stay on the real clock in a module marked virtual_time"
     )
-
-
-# Under pytest-xdist (.ci/run: ``-n 2 --dist loadgroup``), the tests of these folders
-# run on one worker, one after another: the Ray tests share one Ray (slow to start,
-# GBs of memory), and the sandbox tests count the host's processes by a command line
-# each test's two loops share.
-_SERIAL_FOLDERS = {"placement": "ray", "sandbox": "sandbox"}
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    here = Path(__file__).parent
-    for item in items:
-        if not item.path.is_relative_to(here):
-            continue
-        parts = item.path.relative_to(here).parts
-        group = _SERIAL_FOLDERS.get(parts[0]) if len(parts) > 1 else None
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
 
 
 # Explicit, so a missing trio fails the suite instead of silently skipping it.
