@@ -8,12 +8,19 @@ import signal
 from pathlib import Path
 
 import anyio
+import pytest
 
 from deepactors.events import ToolCallStarted
 from deepactors.placement import RayPlacement
 from tests.placement.agents import answers, parent, say
 
 
+# Ray's own handle of the worker process this test kills may be collected while
+# Ray still holds the process (a ResourceWarning from Popen.__del__, seen once in CI
+# at this test's teardown): Ray's, not ours, and not what the test checks.
+@pytest.mark.filterwarnings(
+    "ignore:Exception ignored in. <function Popen.__del__:pytest.PytestUnraisableExceptionWarning"
+)
 async def test_a_dead_worker_fails_only_its_children(
     placement: RayPlacement, tmp_path: Path
 ) -> None:
