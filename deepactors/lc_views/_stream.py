@@ -6,7 +6,7 @@ import json
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, TypeAlias, final
+from typing import Any, Literal, NamedTuple, TypeAlias, final, get_args
 
 from ..events import (
     CustomEvent,
@@ -54,17 +54,7 @@ StreamMode: TypeAlias = Literal[
     "tasks",
     "checkpoints",
 ]
-STREAM_MODES: tuple[StreamMode, ...] = (
-    "values",
-    "updates",
-    "messages",
-    "custom",
-    "events",
-    "debug",
-    "events-lite",
-    "tasks",
-    "checkpoints",
-)
+STREAM_MODES: tuple[StreamMode, ...] = get_args(StreamMode)
 """Modes :class:`LangGraphStream` produces (``messages-tuple`` is read as ``messages``).
 
 ``events-lite`` is ``events`` without :class:`~deepactors.events.StateUpdated`, whose

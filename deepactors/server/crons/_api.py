@@ -47,52 +47,43 @@ _RUN_FIELDS = (
 )
 
 
-class CronCreate(BaseModel):
-    """``POST /runs/crons`` and ``/threads/{id}/runs/crons``."""
+class _RunOptions(BaseModel):
+    """What a cron's runs are made with, as ``POST /runs`` takes it (both bodies below)."""
 
     model_config = ConfigDict(extra="ignore")
+
+    on_run_completed: Literal["delete", "keep"] | None = None
+    input: dict[str, Any] | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    webhook: str | None = None
+    stream_mode: str | list[str] | None = None
+    stream_subgraphs: bool | None = None
+    stream_resumable: bool | None = None
+    interrupt_before: str | list[str] | None = None
+    interrupt_after: str | list[str] | None = None
+    durability: str | None = None
+
+
+class CronCreate(_RunOptions):
+    """``POST /runs/crons`` and ``/threads/{id}/runs/crons``."""
 
     assistant_id: str = Field(min_length=1)
     schedule: str
     timezone: str | None = None
     end_time: str | None = None
     enabled: bool = True
-    on_run_completed: Literal["delete", "keep"] | None = None
-    input: dict[str, Any] | None = None
-    config: dict[str, Any] | None = None
-    context: dict[str, Any] | None = None
-    metadata: dict[str, Any] | None = None
-    webhook: str | None = None
     multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] | None = None
-    stream_mode: str | list[str] | None = None
-    stream_subgraphs: bool | None = None
-    stream_resumable: bool | None = None
-    interrupt_before: str | list[str] | None = None
-    interrupt_after: str | list[str] | None = None
-    durability: str | None = None
 
 
-class CronPatch(BaseModel):
+class CronPatch(_RunOptions):
     """``PATCH /runs/crons/{id}``: what is given changes; ``end_time: null`` clears it."""
-
-    model_config = ConfigDict(extra="ignore")
 
     schedule: str | None = None
     timezone: str | None = None
     end_time: str | None = None
     enabled: bool | None = None
-    on_run_completed: Literal["delete", "keep"] | None = None
-    input: dict[str, Any] | None = None
-    config: dict[str, Any] | None = None
-    context: dict[str, Any] | None = None
-    metadata: dict[str, Any] | None = None
-    webhook: str | None = None
-    stream_mode: str | list[str] | None = None
-    stream_subgraphs: bool | None = None
-    stream_resumable: bool | None = None
-    interrupt_before: str | list[str] | None = None
-    interrupt_after: str | list[str] | None = None
-    durability: str | None = None
 
 
 class CronSearch(BaseModel):
