@@ -37,6 +37,7 @@ import queue
 import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
 import anyio
@@ -178,10 +179,13 @@ class _TrioGroup:
         return await self._manager.__aenter__()
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> bool:
         try:
-            return bool(await self._manager.__aexit__(exc_type, exc, tb))  # type: ignore[arg-type]
+            return bool(await self._manager.__aexit__(exc_type, exc, tb))
         except BaseExceptionGroup as group:
             # Only cancellations: one Cancelled, as anyio raises, so that code
             # above sees what it would see with anyio's task group.

@@ -34,8 +34,8 @@ import dataclasses
 import functools
 import inspect
 import json
-from collections.abc import Mapping
-from typing import Any, get_args, get_origin, get_type_hints
+from collections.abc import Callable, Mapping
+from typing import Any, cast, get_args, get_origin, get_type_hints
 
 import jsonschema
 import sniffio
@@ -287,18 +287,23 @@ def _params(fn: Any) -> frozenset[str]:
 
 def _handled(lc_tool: BaseTool, exc: Exception) -> str | None:
     """What ``handle_tool_error`` / ``handle_validation_error`` make of ``exc`` (None: raise)."""
-    handler = (
-        lc_tool.handle_tool_error
-        if isinstance(exc, ToolException)
-        else lc_tool.handle_validation_error
-    )
-    if not handler:
+    plain: bool | str | None
+    if isinstance(exc, ToolException):
+        tool_handler = lc_tool.handle_tool_error
+        if callable(tool_handler):
+            return str(tool_handler(exc))
+        plain = tool_handler
+    else:
+        validation_handler = lc_tool.handle_validation_error
+        if callable(validation_handler):
+            # LangChain calls this handler with its ValidationError; we pass what the tool raised.
+            return str(cast("Callable[[Exception], object]", validation_handler)(exc))
+        plain = validation_handler
+    if not plain:
         return None
-    if isinstance(handler, bool):
+    if isinstance(plain, bool):
         return str(exc.args[0]) if exc.args else "Tool execution error"
-    if isinstance(handler, str):
-        return handler
-    return str(handler(exc))  # type: ignore[arg-type]
+    return plain
 
 
 def _config(runtime: ToolRuntime) -> RunnableConfig:

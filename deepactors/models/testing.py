@@ -71,7 +71,6 @@ class FunctionModel:
         if context_window is not None and context_window < 1:
             raise ConfigurationError("context_window must be a positive number of tokens")
         self._fn = fn
-        self._is_async = inspect.iscoroutinefunction(fn)
         self.latency = latency
         self._name = name
         self._chunk = max(1, stream_chunk)
@@ -94,9 +93,9 @@ class FunctionModel:
         self.calls += 1
         if self.latency:
             await anyio.sleep(self.latency)
-        answer = self._fn(request)
-        if self._is_async or inspect.isawaitable(answer):
-            answer = await answer  # type: ignore[misc]
+        produced = self._fn(request)
+        # isawaitable is a TypeGuard: it covers async functions and sync ones returning awaitables.
+        answer = await produced if inspect.isawaitable(produced) else produced
         return _as_message(answer, self._name, self._seen)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
