@@ -165,7 +165,7 @@ class Link:
         before the cancellation is raised on).
         """
         self._payloads.setdefault(agent, payload)
-        lane = min(self._lanes, key=lambda lane: len(lane.children))
+        lane = self._least_busy()
         self._next += 1
         cid = self._next
         child = PlacedChild(cid=cid, path=path, lane=lane, parent=parent, ledger=ledger)
@@ -200,6 +200,17 @@ class Link:
                 await self._cancel(child)
             raise
         return child.outcome
+
+    def _least_busy(self) -> Lane:
+        """The lane for the next child: the least busy of the workers that are up.
+
+        A worker that replaces a dead one is up once it has started: until then
+        (its node may be gone, and the cluster without a free CPU for it for a
+        while, or for good) children go to the others, unless none is up.
+        """
+        infos = self._pool.infos
+        up = [lane for lane in self._lanes if infos[lane.slot] is not None] or self._lanes
+        return min(up, key=lambda lane: len(lane.children))
 
     async def _with_inbox(self, child: PlacedChild, inbox: Inbox) -> None:
         async def forward() -> None:
