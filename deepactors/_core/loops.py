@@ -38,7 +38,7 @@ import collections
 import contextlib
 import queue
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -276,7 +276,7 @@ class Latch(Protocol):
         """Set it, waking the task waiting (from the run's own thread)."""
         ...
 
-    async def wait(self) -> None:
+    def wait(self) -> Awaitable[None]:
         """Wait until it is set (at once, after a checkpoint, when it is)."""
         ...
 
@@ -299,15 +299,15 @@ class _FutureLatch:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    async def wait(self) -> None:
+    def wait(self) -> Awaitable[None]:
+        # The future itself is awaited: no coroutine frame per waiting task. A
+        # waiter cancelled leaves it cancelled (done), which set() skips.
         if self._set:
-            await anyio.lowlevel.checkpoint()
-            return
-        waiter = self._waiter = asyncio.get_running_loop().create_future()
-        try:
-            await waiter
-        finally:
-            self._waiter = None
+            return anyio.lowlevel.checkpoint()
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+        return waiter
 
 
 class _TrioLatch:
@@ -328,7 +328,10 @@ class _TrioLatch:
         if task is not None:
             trio.lowlevel.reschedule(task)
 
-    async def wait(self) -> None:
+    def wait(self) -> Awaitable[None]:
+        return self._wait()
+
+    async def _wait(self) -> None:
         if self._set:
             await trio.lowlevel.checkpoint()
             return
