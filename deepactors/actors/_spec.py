@@ -30,7 +30,7 @@ from ..hooks import (
     ToolHandler,
     overrides,
 )
-from ..limits import Limits
+from ..limits import NO_BREAKPOINTS, Breakpoints, Limits
 from ..models import ChatModel
 from ..persistence import check_thread_id
 from ..state import Channel, State, validate_input
@@ -77,6 +77,8 @@ class AgentSpec:
         starts_background: Whether a run of it can start background tasks (a
             middleware of its stack says so, for itself or a subagent): only
             then does its thread actor keep a registry of them.
+        breakpoints: Where its top-level runs stop unless a run says otherwise
+            (LangGraph's ``compile(interrupt_before=..., interrupt_after=...)``).
     """
 
     name: str
@@ -91,6 +93,7 @@ class AgentSpec:
     store: Store | None = None
     checkpointer: Checkpointer | None = None
     context_schema: Any = None
+    breakpoints: Breakpoints = NO_BREAKPOINTS
     # Resolved in __post_init__:
     tool_list: tuple[Tool, ...] = field(init=False)
     before_agent: tuple[Hook, ...] = field(init=False)
@@ -105,6 +108,11 @@ class AgentSpec:
     def __post_init__(self) -> None:
         if self.max_steps < 1:
             raise ConfigurationError("max_steps must be at least 1")
+        if self.breakpoints and self.checkpointer is None:
+            raise ConfigurationError(
+                "interrupt_before/interrupt_after stop runs to continue them later: "
+                "give the agent a checkpointer to keep its threads in"
+            )
         if not self.name or "/" in self.name:
             raise ConfigurationError(
                 f"agent name {self.name!r} must be non-empty and contain no '/'"
@@ -176,6 +184,8 @@ class RunInput:
             stateless run): it needs no checkpointer even if its agent may stop
             for a human, and only an actual stop is an error (nothing would be
             kept to continue from).
+        breakpoints: Where the run stops (``interrupt_before``/``interrupt_after``);
+            None: the agent's own.
     """
 
     values: Mapping[str, Any]
@@ -187,6 +197,7 @@ class RunInput:
     budget: Budget | None = None
     identity: Any = None
     stateless: bool = False
+    breakpoints: Breakpoints | None = None
 
 
 def prepare_input(
@@ -198,6 +209,7 @@ def prepare_input(
     limits: Limits | None = None,
     budget: object = None,
     identity: object = None,
+    breakpoints: Breakpoints | None = None,
 ) -> RunInput:
     """Check a run's input, context and limits against the agent, before anything runs.
 
@@ -212,6 +224,7 @@ def prepare_input(
         limits: The run's model calls and budget (its timeout is its handle's).
         budget: The run's budget, as ``limits`` would give it.
         identity: Who the run acts for.
+        breakpoints: Where the run stops (None: where the agent's runs do).
 
     Raises:
         InputError: What is wrong, in words a caller can act on.
@@ -223,12 +236,25 @@ def prepare_input(
     if isinstance(input, RunInput):
         if context is not None:
             input = replace(input, context=check_context(spec, context))
-        return _limited(input, limits)
+        return _stopping(spec, _limited(input, limits), breakpoints)
     run_input = _prepare_values(spec, input, thread_id, identity)
     if context is None and spec.context_adapter is None:
         # Its context is {} already: no copy (a server makes one per run).
-        return _limited(run_input, limits)
-    return _limited(replace(run_input, context=check_context(spec, context)), limits)
+        return _stopping(spec, _limited(run_input, limits), breakpoints)
+    run_input = replace(run_input, context=check_context(spec, context))
+    return _stopping(spec, _limited(run_input, limits), breakpoints)
+
+
+def _stopping(spec: AgentSpec, run_input: RunInput, breakpoints: Breakpoints | None) -> RunInput:
+    """``run_input`` with its breakpoints (None: the agent's), which need a checkpointer."""
+    if breakpoints is None:
+        return run_input
+    if breakpoints and spec.checkpointer is None:
+        raise InputError(
+            "interrupt_before/interrupt_after stop a run to continue it later; this agent "
+            "has no checkpointer to keep the thread in"
+        )
+    return replace(run_input, breakpoints=breakpoints)
 
 
 def _limited(run_input: RunInput, limits: Limits | None) -> RunInput:
