@@ -324,7 +324,9 @@ class RunManager(ThreadLookup):
             saved = await self.saved(thread)
             if thread.inflight:
                 continue  # a run came while the thread was read
-            if not saved.interrupts:
+            if not saved.interrupts and not saved.stopped:
+                # (A thread stopped at a breakpoint goes on past it: LangGraph's
+                # Command(resume=...) there.)
                 raise HTTPException(
                     422,
                     f"command.resume: thread {thread.name!r} is not waiting for any decision",

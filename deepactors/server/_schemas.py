@@ -107,7 +107,7 @@ class RunCreate(_Body):
     checkpoint_id: str | None = None
     # POSTed the run's outcome when it ends (see deepactors.server.webhooks).
     webhook: str | None = None
-    # Not implemented: refused when set.
+    # Breakpoints: the nodes ("model", "tools", "*") the run stops before/after.
     interrupt_before: str | list[str] | None = None
     interrupt_after: str | list[str] | None = None
 
@@ -119,9 +119,6 @@ class RunCreate(_Body):
 
     def refuse_unsupported(self) -> None:
         """Raise a 422 for a field whose feature this server does not have."""
-        for name in ("interrupt_before", "interrupt_after"):
-            if getattr(self, name):
-                raise HTTPException(422, f"{name}: not supported by this server")
         if self.command is not None:
             # Empty is what LangGraph's clients send for "none" (goto: [],
             # update: null), and is accepted as such.
