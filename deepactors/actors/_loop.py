@@ -119,6 +119,7 @@ async def run_loop(
     *,
     breakpoints: Breakpoints = NO_BREAKPOINTS,
     continued: bool = False,
+    start: str | None = None,
 ) -> Usage | None:
     """Run the agent loop on ``state`` until the model is done.
 
@@ -129,6 +130,8 @@ async def run_loop(
         breakpoints: Where the run stops (a top-level run's, if the caller set any).
         continued: The run continues a thread that stopped (it goes past the
             point it stopped at).
+        start: The node to begin at (``Command(goto=...)``): ``"model"`` or
+            ``"tools"``; None: as the history says.
 
     Returns:
         The tokens spent by this run and its subagents, if the model reports usage.
@@ -142,7 +145,9 @@ async def run_loop(
     debug = spec.debug
     max_steps = run.tree.max_steps or spec.max_steps
     jump = await _apply_hooks(spec.before_agent, state, run, debug)
-    if jump is None and unanswered_calls(state.messages)[1]:
+    if jump is None and start is not None:
+        jump = "tools" if start == "tools" else None
+    elif jump is None and unanswered_calls(state.messages)[1]:
         # The history ends with tool calls that have no results (an interrupted
         # run): run them before asking the model anything.
         jump = "tools"

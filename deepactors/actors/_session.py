@@ -27,7 +27,7 @@ from ..messages import AssistantMessage, ToolMessage, Usage, new_id
 from ..state import AgentResult, State
 from ._filewatch import actor_listener
 from ._journal import BREAKPOINT, Journal, ThreadMark, open_journal
-from ._loop import BreakpointReached, run_loop
+from ._loop import BreakpointReached, run_loop, unanswered_calls
 from ._spec import AgentSpec, RunInput
 from ._threads import last_turn, next_step
 
@@ -226,13 +226,18 @@ async def execute_root(
             stopped = _past_breakpoint(run)
             if run_input.resume is not None and not stopped:
                 _take_decisions(run, state, run_input.resume)
+            elif run_input.goto is not None:
+                _check_goto(state, run_input.goto, thread_id)
             elif run_input.resuming and (awaiting := _awaiting(run)):
                 # Continued with no decision: the calls stop the run again,
                 # whichever agent continues the thread (there is work: them).
                 tree.awaiting = awaiting
             elif not _has_work(state, run_input, thread_id, _ended_turn(journal, run.path)):
                 # ainvoke(None) on a thread that finished: nothing to continue,
-                # so nothing is called; the caller gets the thread's state.
+                # so nothing is called; the caller gets the thread's state
+                # (with a Command's update applied, as LangGraph's).
+                if run_input.values:
+                    session.state.apply(run_input.values)
                 return _result(state, run, []), state, _head(journal)
             breakpoints = run_input.breakpoints
             interrupted = await _execute(
@@ -240,6 +245,7 @@ async def execute_root(
                 run_input.values,
                 spec.breakpoints if breakpoints is None else breakpoints,
                 continued=run_input.resuming,
+                start=run_input.goto,
             )
         except Exception as exc:
             # Raised outside the journal's task group below, so the caller gets
@@ -335,6 +341,30 @@ def _past_breakpoint(run: RunContext) -> bool:
     return True
 
 
+def _check_goto(state: State, goto: str, thread_id: str | None) -> None:
+    """Refuse a ``Command(goto=...)`` the thread cannot go on with, saying why.
+
+    Raises:
+        InputError: No saved state; ``"tools"`` with no pending tool call;
+            ``"model"`` while tool calls wait for results (the model API
+            refuses a call without its result).
+    """
+    if not state.messages:
+        raise InputError(f"thread {thread_id!r} has no saved state to continue at {goto!r}")
+    pending = unanswered_calls(state.messages)[1]
+    if goto == "tools" and not pending:
+        raise InputError(
+            f"goto 'tools': thread {thread_id!r} has no tool call waiting to run "
+            "(its model's last answer made none, or they all have results)"
+        )
+    if goto == "model" and pending:
+        names = ", ".join(sorted({c.name for c in pending}))
+        raise InputError(
+            f"goto 'model': thread {thread_id!r} has tool calls without results ({names}); "
+            "goto 'tools' runs them, or answer them first"
+        )
+
+
 def _awaiting(run: RunContext) -> dict[str, ActionRequest]:
     """The requests the thread stopped for and no resume has answered, by call id."""
     restored = run.tree.restored
@@ -362,7 +392,12 @@ def _take_decisions(run: RunContext, state: State, resume: object) -> None:
 
 
 async def _execute(
-    session: Session, values: Mapping[str, Any], breakpoints: Breakpoints, *, continued: bool
+    session: Session,
+    values: Mapping[str, Any],
+    breakpoints: Breakpoints,
+    *,
+    continued: bool,
+    start: str | None = None,
 ) -> list[ActionRequest]:
     """Apply the input and run the loop; return the requests it stopped for, if any.
 

@@ -30,6 +30,7 @@ from ..hooks import (
     ToolHandler,
     overrides,
 )
+from ..interrupts import END_PENDING
 from ..limits import NO_BREAKPOINTS, Breakpoints, Limits
 from ..models import ChatModel
 from ..persistence import check_thread_id
@@ -186,6 +187,8 @@ class RunInput:
             kept to continue from).
         breakpoints: Where the run stops (``interrupt_before``/``interrupt_after``);
             None: the agent's own.
+        goto: The node a continued thread goes on at (``Command(goto=...)``):
+            ``"model"`` asks the model next, ``"tools"`` runs the pending calls.
     """
 
     values: Mapping[str, Any]
@@ -198,6 +201,12 @@ class RunInput:
     identity: Any = None
     stateless: bool = False
     breakpoints: Breakpoints | None = None
+    goto: str | None = None
+
+
+END = "__end__"
+GOTO_NODES = ("model", "tools")
+"""Where ``Command(goto=...)`` continues a thread (``"__end__"`` is a resume: END_PENDING)."""
 
 
 def prepare_input(
@@ -310,6 +319,27 @@ def check_context(spec: AgentSpec, context: object) -> Any:
         ) from None
 
 
+def _command_input(spec: AgentSpec, command: Command, identity: object) -> RunInput:
+    """A ``Command`` as a run's input: its update, then its resume or its goto."""
+    goto, resume = command.goto, command.resume
+    if goto == END:
+        # LangGraph's goto END: the pending calls answered as not run, no model call.
+        goto, resume = None, END_PENDING
+    if resume is None and goto is None and not command.update:
+        raise InputError("as a run's input, a Command needs resume=, goto= or update=")
+    if goto is not None and goto not in GOTO_NODES:
+        raise InputError(f"Command goto must be one of {(*GOTO_NODES, END)}, not {goto!r}")
+    if spec.checkpointer is None:
+        raise InputError(
+            "a Command continues a saved thread; this agent has no checkpointer to continue it from"
+        )
+    # As update_state (and LangGraph's Command(update=...)): every channel, those
+    # only tools write in a run (todos) included.
+    update = command.update
+    values = validate_input(spec.channels, update, private=True) if update else {}
+    return RunInput(values=values, resume=resume, resuming=True, goto=goto, identity=identity)
+
+
 def _prepare_values(
     spec: AgentSpec, input: object, thread_id: str | None, identity: object = None
 ) -> RunInput:
@@ -326,14 +356,7 @@ def _prepare_values(
             )
         return RunInput(values={}, resuming=True, identity=identity)
     if isinstance(input, Command):
-        if input.resume is None:
-            raise InputError("as a run's input, a Command needs resume=[decisions]")
-        if spec.checkpointer is None:
-            raise InputError(
-                "Command(resume=...) continues an interrupted thread; this agent has no "
-                "checkpointer to continue it from"
-            )
-        return RunInput(values={}, resume=input.resume, resuming=True, identity=identity)
+        return _command_input(spec, input, identity)
     if not isinstance(input, Mapping | str):
         raise InputError(
             f"input must be a dict like {{'messages': [...]}}, not {type(input).__name__}"

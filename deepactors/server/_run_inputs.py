@@ -69,8 +69,10 @@ def run_input_of(
     command = body.command
     if command is None:
         given: Any = body.input
-    else:  # goto __end__: every pending call answered as not run, no model call
-        given = Command(resume=END_PENDING if command.ends else command.resume)
+    elif command.ends:  # goto __end__: every pending call answered as not run, no model call
+        given = Command(resume=END_PENDING)
+    else:  # its update applied first, then its resume, or on at its node
+        given = Command(resume=command.resume, update=command.update or None, goto=command.node)
     run_input = prepare_run_input(agent, given, thread_id, identity, limits)
     before, after = body.interrupt_before, body.interrupt_after
     if before is None and after is None:

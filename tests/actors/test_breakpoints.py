@@ -170,3 +170,41 @@ async def test_unknown_nodes_and_no_checkpointer_are_refused_before_anything_run
     with pytest.raises(InputError, match="checkpointer"):
         await plain.ainvoke("go", interrupt_before=["tools"])
     assert (await a.aget_state("t")).values.get("messages", []) == []
+
+
+async def test_command_update_with_resume_applies_the_update_then_resumes() -> None:
+    a = agent(interrupt_on={"shout": True})
+    first = await a.ainvoke("go", thread_id="t")
+    assert first["__interrupt__"]
+    done = await a.ainvoke(
+        Command(
+            update={"todos": [{"content": "check", "status": "pending"}]},
+            resume=[{"type": "approve"}],
+        ),
+        thread_id="t",
+    )
+    assert done["todos"][0].content == "check"
+    assert results(done)[0] == "T1"
+
+
+async def test_command_goto_continues_the_thread_at_that_node() -> None:
+    a = agent()
+    await a.ainvoke("go", thread_id="t", interrupt_before=["tools"])
+    # goto 'model' while a call waits for its result: refused, saying why.
+    with pytest.raises(InputError, match=r"goto 'model'.*shout"):
+        await a.ainvoke(Command(goto="model"), thread_id="t")
+    step = await a.ainvoke(Command(goto="tools"), thread_id="t", interrupt_after=["tools"])
+    assert results(step) == ["T1"]
+    assert (await a.aget_state("t")).next == ("model",)
+    done = await a.ainvoke(Command(goto="model"), thread_id="t")
+    assert done["messages"][-1].text == "finished"
+    with pytest.raises(InputError, match=r"goto 'tools'.*no tool call waiting"):
+        await a.ainvoke(Command(goto="tools"), thread_id="t")
+    with pytest.raises(InputError, match="goto must be one of"):
+        await a.ainvoke(Command(goto="agent"), thread_id="t")
+    # Asked again from the end, the model answers once more.
+    again = await a.ainvoke(
+        Command(goto="model", update={"messages": [{"role": "user", "content": "more"}]}),
+        thread_id="t",
+    )
+    assert again["messages"][-2].text == "more"

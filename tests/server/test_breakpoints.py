@@ -100,3 +100,22 @@ def test_bad_breakpoints_are_a_422_that_says_why(serve: Serve) -> None:
         client.runs.wait(thread, "agent", input=USER, interrupt_before=["agent"])
     with pytest.raises(httpx.HTTPStatusError, match="stateless"):
         client.runs.wait(None, "agent", input=USER, interrupt_before=["tools"])
+
+
+def test_command_goto_a_node_and_update_with_resume(serve: Serve) -> None:
+    client = serve(app()).client()
+    thread = client.threads.create()["thread_id"]
+    client.runs.wait(thread, "agent", input=USER, interrupt_before=["tools"])
+    with pytest.raises(httpx.HTTPStatusError, match=r"no tool call waiting|without results"):
+        client.runs.wait(thread, "agent", command={"goto": "model"})
+    client.runs.wait(
+        thread,
+        "agent",
+        command={"goto": "tools", "update": {"todos": [{"content": "x", "status": "pending"}]}},
+        interrupt_after=["tools"],
+    )
+    state = client.threads.get_state(thread)
+    assert (state["next"], tool_results(state["values"])) == (["model"], ["T1"])
+    assert state["values"]["todos"][0]["content"] == "x"
+    with pytest.raises(httpx.HTTPStatusError, match=r"command\.goto"):
+        client.runs.wait(thread, "agent", command={"goto": "agent"})
