@@ -119,3 +119,18 @@ def test_command_goto_a_node_and_update_with_resume(serve: Serve) -> None:
     assert state["values"]["todos"][0]["content"] == "x"
     with pytest.raises(httpx.HTTPStatusError, match=r"command\.goto"):
         client.runs.wait(thread, "agent", command={"goto": "agent"})
+
+
+def test_crons_take_breakpoints_where_their_runs_threads_are_kept(serve: Serve) -> None:
+    client = serve(app()).client()
+    thread = client.threads.create()["thread_id"]
+    cron = client.crons.create_for_thread(
+        thread, "agent", schedule="0 0 1 1 *", input=USER, interrupt_before=["tools"]
+    )
+    assert cron["cron_id"]
+    with pytest.raises(httpx.HTTPStatusError, match="deleted as they end"):
+        client.crons.create("agent", schedule="0 0 1 1 *", input=USER, interrupt_after="model")
+    with pytest.raises(httpx.HTTPStatusError, match="unknown node"):
+        client.crons.create_for_thread(
+            thread, "agent", schedule="0 0 1 1 *", input=USER, interrupt_before=["agent"]
+        )
