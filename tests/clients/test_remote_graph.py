@@ -77,6 +77,20 @@ def test_update_state_then_continue(graph: RemoteGraph) -> None:
     assert result["messages"][-1]["content"] == "echo #3: three"
 
 
+def test_a_breakpoint_before_tools_then_the_approval(graph: RemoteGraph) -> None:
+    config = _config()
+    graph.invoke(_say("email bob"), config, interrupt_before=["tools"])
+    state = graph.get_state(config)
+    # Stopped before the tool step: the call made, nothing asked yet.
+    assert state.next == ("tools",)
+    assert [(t.name, t.interrupts) for t in state.tasks] == [("tools", ())]
+    assert not state.interrupts
+    stopped = graph.invoke(None, config)
+    assert stopped["__interrupt__"][0]["value"]["action_requests"][0]["name"] == "send_email"
+    done = graph.invoke(Command(resume={"decisions": [{"type": "approve"}]}), config)
+    assert done["messages"][-1]["content"] == "sent: sent to bob: email bob"
+
+
 def test_get_graph(graph: RemoteGraph) -> None:
     drawn = graph.get_graph()
     assert drawn.nodes
