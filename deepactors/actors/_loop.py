@@ -13,7 +13,8 @@ turn for listeners or logs that are not there.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 
 import anyio
 import anyio.lowlevel
@@ -22,6 +23,7 @@ from .._core.logs import get_logger
 from ..context import RunContext
 from ..errors import ConfigurationError, StepLimitExceeded
 from ..events import ModelCallFinished, ModelCallStarted
+from ..interrupts import ActionRequest, Interrupt
 from ..limits import NO_BREAKPOINTS, Breakpoints
 from ..messages import AssistantMessage, Message, ToolCall, ToolMessage, Usage, UserMessage
 from ..models import ModelRequest
@@ -87,12 +89,27 @@ class _Points:
         self._breakpoints = breakpoints
         self._passing = continued
 
-    def reach(self, *, ran: str | None, next: str | None) -> None:
-        """Raise :class:`BreakpointReached` when the run stops here."""
+    def reach(
+        self,
+        *,
+        ran: str | None,
+        next: str | None,
+        asks: Callable[[], list[ActionRequest]] | None = None,
+    ) -> None:
+        """Raise :class:`BreakpointReached` when the run stops here.
+
+        Raises:
+            Interrupt: It stops here, and ``asks`` gives what a human must answer
+                first (an approval of the tool step's calls): that stop, not the
+                breakpoint's, as LangGraph's approval step comes before its tools.
+        """
         if self._passing:
             self._passing = False
             return
         if self._breakpoints.stops(ran=ran, next=next):
+            requests = asks() if asks is not None else None
+            if requests:
+                raise Interrupt(requests)
             raise BreakpointReached(ran=ran, next=next)
 
 
@@ -190,7 +207,11 @@ async def run_loop(
             jump = None
             _, pending = unanswered_calls(state.messages)
             if points is not None:
-                points.reach(ran=ran, next="tools" if pending else None)
+                points.reach(
+                    ran=ran,
+                    next="tools" if pending else None,
+                    asks=functools.partial(_asks, spec, pending, run),
+                )
             if not pending:
                 break
             if not held and len(pending) >= FANOUT_WIDTH:
@@ -207,6 +228,11 @@ async def run_loop(
             release_full_collections()
     await _check_deadline()
     return run.usage
+
+
+def _asks(spec: AgentSpec, calls: Sequence[ToolCall], run: RunContext) -> list[ActionRequest]:
+    """What the agent's middleware must ask a human before any of ``calls`` runs."""
+    return [r for mw in spec.middleware for r in mw.asks_before(calls, run)]
 
 
 async def _model_turn(

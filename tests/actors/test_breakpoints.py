@@ -143,19 +143,30 @@ async def test_a_stop_survives_the_process_on_sqlite(tmp_path: Path) -> None:
 async def test_a_hitl_stop_and_a_breakpoint_at_one_tool_step_compose() -> None:
     a = agent(interrupt_on={"shout": True})
     first = await a.ainvoke("go", thread_id="t", interrupt_before=["tools"])
-    assert "__interrupt__" not in first
-    assert (await a.aget_state("t")).next == ("tools",)
-    # Past the breakpoint, the tool step stops for the human.
-    second = await a.ainvoke(None, thread_id="t", interrupt_before=["tools"])
-    (request,) = second["__interrupt__"]
+    # The approval comes first (as LangGraph's, after the model and before the
+    # tools node), and nothing of the step ran.
+    (request,) = first["__interrupt__"]
     assert request["id"] == "c1"
-    # The decision answers it; the next tool step stops at the breakpoint again.
-    third = await a.ainvoke(
+    assert results(first) == []
+    state = await a.aget_state("t")
+    assert (state.next, state.stopped, len(state.interrupts)) == (("tools",), False, 1)
+    # The decision answers it and the step runs; at the next tool step, again
+    # the approval first.
+    second = await a.ainvoke(
         Command(resume=[{"type": "approve"}]), thread_id="t", interrupt_before=["tools"]
     )
-    assert results(third) == ["T1"]
-    state = await a.aget_state("t")
-    assert (state.next, state.stopped, state.interrupts) == (("tools",), True, ())
+    assert results(second) == ["T1"]
+    assert [r["id"] for r in second["__interrupt__"]] == ["c2"]
+    done = await a.ainvoke(Command(resume=[{"type": "approve"}]), thread_id="t")
+    assert done["messages"][-1].text == "finished"
+
+
+async def test_a_breakpoint_with_nothing_to_approve_stops_for_itself() -> None:
+    # interrupt_on guards a tool this step does not call: the breakpoint stops.
+    a = agent(interrupt_on={"write_file": True})
+    first = await a.ainvoke("go", thread_id="t", interrupt_before=["tools"])
+    assert "__interrupt__" not in first
+    assert (await a.aget_state("t")).stopped
 
 
 async def test_unknown_nodes_and_no_checkpointer_are_refused_before_anything_runs() -> None:
