@@ -114,10 +114,14 @@ class ThreadValues:
     Attributes:
         values: The channel values (None: nothing saved yet).
         interrupts: The pending interrupts.
+        stopped: The thread stopped at a breakpoint (``interrupt_before``/``after``).
+        next: What a continued thread runs first (``"model"``, ``"tools"``; empty: done).
     """
 
     values: dict[str, Any] | None = None
     interrupts: list[dict[str, Any]] = field(default_factory=list)
+    stopped: bool = False
+    next: tuple[str, ...] = ()
 
     def joined(self) -> dict[str, Any]:
         """What joining a run answers: the values, with ``__interrupt__`` if any."""
@@ -181,7 +185,7 @@ class ThreadRecord:
         """Busy, interrupted (``saved`` waits for decisions), error or idle."""
         if self.inflight:
             return "busy"
-        if saved.interrupts:
+        if saved.interrupts or saved.stopped:
             return "interrupted"
         return "error" if self.error else "idle"
 

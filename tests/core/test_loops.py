@@ -247,7 +247,8 @@ async def test_a_latch_wakes_its_waiter_once_set_and_stays_set() -> None:
     async with anyio.create_task_group() as tg:
         tg.start_soon(waiter)
         await anyio.wait_all_tasks_blocked()
-        assert order == [] and not done.is_set()
+        assert order == []
+        assert not done.is_set()
         done.set()
         order.append("set")
     assert order == ["set", "woken"]
