@@ -300,6 +300,7 @@ class RunManager(ThreadLookup):
                 thread.runs.remove(run)
                 raise
         self._unlaunched[run.run_id] = (run_input, body.context, body.after_seconds, timeout)
+        thread.tell(run)  # joins of the thread's stream follow it from its start
         return run
 
     async def _admit(self, thread: ThreadRecord, body: RunCreate) -> None:
@@ -443,6 +444,7 @@ class RunManager(ThreadLookup):
 
     def _forget_runs(self, thread: ThreadRecord) -> None:
         self.threads.pop(thread.thread_id, None)
+        thread.close_watchers()
         for run in thread.runs:
             self.runs.pop(run.run_id, None)
         # The thread lets go of its runs: one still held (by a response) holds
