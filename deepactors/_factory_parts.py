@@ -21,6 +21,7 @@ from typing import (
 
 from .actors import AgentSpec
 from .errors import ConfigurationError
+from .limits import NO_BREAKPOINTS, Breakpoints
 from .middleware import (
     AgentMiddleware,
     AnthropicPromptCachingMiddleware,
@@ -314,6 +315,7 @@ def build_spec(
     name: str | None,
     checkpointer: Checkpointer | None = None,
     context_schema: Any = None,
+    breakpoints: Breakpoints = NO_BREAKPOINTS,
 ) -> AgentSpec:
     if not (isinstance(model, SupportsPromptCaching) and model.prompt_caching):
         # Cache hints are for Claude; for any other model the layer would only
@@ -349,6 +351,7 @@ def build_spec(
         store=parts.store,
         checkpointer=checkpointer,
         context_schema=context_schema,
+        breakpoints=breakpoints,
     )
 
 

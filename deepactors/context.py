@@ -89,6 +89,10 @@ class ThreadRecords(Protocol):
         """The requests the actor at ``path`` stopped for, unless already answered."""
         ...
 
+    def pending_breakpoint(self, path: str) -> tuple[str | None, str | None] | None:
+        """Where the actor stopped at a breakpoint (the node before, the node next), if so."""
+        ...
+
     def replay(self, path: str, state: State) -> dict[str, ToolResult]:
         """Rebuild the actor's state; return the results of its unfinished step."""
         ...

@@ -29,6 +29,7 @@ from .backends import (
     check_execute,
 )
 from .errors import ConfigurationError
+from .limits import breakpoints
 from .messages import SystemMessage
 from .middleware import (
     DEFAULT_MAX_CONCURRENT_SUBAGENTS,
@@ -74,6 +75,8 @@ def create_deep_agent(
     checkpointer: Checkpointer | None = None,
     store: Store | None = None,
     interrupt_on: Mapping[str, bool | Mapping[str, Any]] | None = None,
+    interrupt_before: str | Sequence[str] | None = None,
+    interrupt_after: str | Sequence[str] | None = None,
     response_format: Any = None,
     context_schema: Any = None,
     permissions: Sequence[FilesystemPermission] | None = None,
@@ -139,6 +142,11 @@ def create_deep_agent(
             record, they show only if the application's logging config lets them
             through, e.g. ``logging.basicConfig()`` then
             ``logging.getLogger("deepactors").setLevel(logging.DEBUG)``.
+        interrupt_before: The nodes (``"model"``, ``"tools"``, ``"*"`` for both)
+            every run stops before, unless a run gives its own (LangGraph's
+            ``compile(interrupt_before=...)``); input ``None`` continues the
+            thread. Needs a ``checkpointer``.
+        interrupt_after: The nodes every run stops after, likewise.
         name: The agent's name and the root of its actor paths (default ``main``).
         max_steps: Model calls allowed per run before ``StepLimitExceeded``.
         max_concurrent_subagents: Subagents one run may have working at once
@@ -168,6 +176,8 @@ def create_deep_agent(
 
     Raises:
         ConfigurationError: A bad argument, or one whose feature is not available.
+        InputError: ``interrupt_before``/``interrupt_after`` name a node a deep
+            agent does not have.
     """
     if cache is not None:
         raise ConfigurationError(
@@ -239,6 +249,7 @@ def create_deep_agent(
         name=name,
         checkpointer=checkpointer,
         context_schema=context_schema,
+        breakpoints=breakpoints(interrupt_before, interrupt_after),
     )
     _check_interrupt_on(spec)
     return DeepAgent(spec)

@@ -34,6 +34,7 @@ from typing import Any, Literal, TypeAlias, final
 
 from .context import RunContext
 from .errors import ConfigurationError
+from .interrupts import ActionRequest
 from .messages import AssistantMessage, ToolCall, ToolMessage
 from .models import ModelRequest
 from .state import Channel, State
@@ -139,6 +140,17 @@ class AgentMiddleware:
     ) -> ToolMessage | Command:
         """Around every tool call: change the call, retry, or answer yourself."""
         return await handler(request)
+
+    def asks_before(self, calls: Sequence[ToolCall], run: RunContext) -> list[ActionRequest]:
+        """What a human must answer before any of ``calls`` runs (default: nothing).
+
+        Asked when a run is about to stop at a breakpoint before a tool step
+        (``interrupt_before=["tools"]``): a middleware that stops for a human
+        on some of these calls (``interrupt_on``) says so here, and the run
+        stops for those requests instead, first, as LangGraph's approval step
+        (after the model, before the tools node) comes before the breakpoint.
+        """
+        return []
 
 
 HOOKS = ("before_agent", "before_model", "after_model", "after_agent")

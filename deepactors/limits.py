@@ -12,6 +12,9 @@ writing that entry for its child. One rule each:
   model calls to each agent of the run's tree (:attr:`Limits.max_steps`).
 - ``budget``: a :class:`~deepactors.budget.Budget`, or on the wire an object of
   its fields.
+- ``interrupt_before`` / ``interrupt_after``: the nodes a run stops at
+  (:class:`Breakpoints`): ``"model"``, ``"tools"``, or ``"*"`` for both, as one
+  name or a list (LangGraph's names for a deep agent's nodes).
 
 A value that breaks its rule is an :class:`~deepactors.errors.InputError` that
 names it, before anything runs (a server answers it with a 422).
@@ -22,12 +25,23 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, final
+from typing import Any, cast, final
 
 from .budget import Budget
 from .errors import ConfigurationError, InputError
 
-__all__ = ["LIMITS_KEY", "NO_LIMITS", "Limits", "seconds", "steps"]
+__all__ = [
+    "LIMITS_KEY",
+    "NODES",
+    "NO_BREAKPOINTS",
+    "NO_LIMITS",
+    "Breakpoints",
+    "Limits",
+    "breakpoints",
+    "nodes",
+    "seconds",
+    "steps",
+]
 
 LIMITS_KEY = "deepactors_limits"
 """The key of ``config.configurable`` that carries a run's limits to another server."""
@@ -168,3 +182,96 @@ def _budget(raw: object, where: str) -> Budget | None:
         return Budget(**raw)
     except ConfigurationError as exc:
         raise InputError(f"{where}.budget: {exc}") from None
+
+
+NODES = ("model", "tools")
+"""The nodes of a deep agent's loop a run can stop before or after (LangGraph's names)."""
+
+
+def nodes(value: object, *, what: str = "interrupt_before") -> frozenset[str]:
+    """The nodes ``value`` names: None (none), ``"*"`` (all), a name, or a list of them.
+
+    Raises:
+        InputError: Not a name or a list of names, or a name that is not a node;
+            the message names ``what`` and the valid names.
+    """
+    if value is None:
+        return frozenset()
+    names: tuple[object, ...]
+    if isinstance(value, str):
+        names = (value,)
+    elif isinstance(value, list | tuple | set | frozenset):
+        names = tuple(value)
+    else:
+        raise InputError(f"{what} must be a node name or a list of them, not {value!r}")
+    if "*" in names:
+        return frozenset(NODES)
+    unknown = [n for n in names if n not in NODES]
+    if unknown:
+        valid = ", ".join(repr(n) for n in NODES)
+        raise InputError(
+            f"{what}: unknown node(s) {', '.join(repr(n) for n in unknown)}; a deep agent's "
+            f"nodes are {valid} (or '*' for all)"
+        )
+    return frozenset(cast(tuple[str, ...], names))
+
+
+@final
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Breakpoints:
+    """Where a run stops for a look before it goes on (LangGraph's static breakpoints).
+
+    A deep agent's loop alternates two nodes, ``model`` and ``tools``; a run
+    stops before a node named in ``before`` is about to run, and after a node
+    named in ``after`` ran, with the thread saved there. Input ``None`` (or a
+    ``Command(resume=...)``) continues it past that point.
+
+    Attributes:
+        before: The nodes to stop before.
+        after: The nodes to stop after.
+    """
+
+    before: frozenset[str] = frozenset()
+    after: frozenset[str] = frozenset()
+
+    def __bool__(self) -> bool:
+        return bool(self.before or self.after)
+
+    def over(self, interrupt_before: object, interrupt_after: object) -> Breakpoints:
+        """A run's breakpoints: each list it gives (checked) instead of this one's.
+
+        As LangGraph's ``interrupt_before=`` on a call of a compiled graph: the
+        graph's own list holds where the call gives none (None), and ``[]``
+        stops nowhere.
+
+        Raises:
+            InputError: See :func:`nodes`.
+        """
+        return Breakpoints(
+            before=self.before
+            if interrupt_before is None
+            else nodes(interrupt_before, what="interrupt_before"),
+            after=self.after
+            if interrupt_after is None
+            else nodes(interrupt_after, what="interrupt_after"),
+        )
+
+    def stops(self, *, ran: str | None, next: str | None) -> bool:
+        """Whether a run stops between the node that ``ran`` and the ``next`` one."""
+        return (ran is not None and ran in self.after) or (next is not None and next in self.before)
+
+
+NO_BREAKPOINTS = Breakpoints()
+"""A run that stops nowhere of its own accord."""
+
+
+def breakpoints(interrupt_before: object = None, interrupt_after: object = None) -> Breakpoints:
+    """The breakpoints a caller gave, each list checked (see :func:`nodes`).
+
+    Raises:
+        InputError: An unknown node or a value that is not a list of names.
+    """
+    return Breakpoints(
+        before=nodes(interrupt_before, what="interrupt_before"),
+        after=nodes(interrupt_after, what="interrupt_after"),
+    )

@@ -97,12 +97,15 @@ class Command:
     ``result`` as its content.
 
     As a run's input: ``Command(resume=[...])`` continues an interrupted thread
-    with the human's decisions.
+    with the human's decisions (or past a breakpoint); ``update`` is applied to
+    the thread's state first; ``goto="model"`` or ``"tools"`` continues the
+    thread at that node (LangGraph's ``Command(goto=...)``).
     """
 
     update: Mapping[str, Any] | None = None
     result: str = "OK"
     resume: Any = None
+    goto: str | None = None
 
 
 @dataclass(slots=True, kw_only=True, eq=False)

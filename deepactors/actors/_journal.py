@@ -45,7 +45,7 @@ from ..persistence import Checkpointer, CheckpointRecord, CheckpointWrite
 from ..state import Applied, State
 from ._codec import decode_tool_result, decode_update, encode_tool_result, encode_update
 
-__all__ = ["KINDS", "ROLLBACK", "Journal", "Restored", "ThreadMark", "open_journal"]
+__all__ = ["BREAKPOINT", "KINDS", "ROLLBACK", "Journal", "Restored", "ThreadMark", "open_journal"]
 
 ThreadMark: TypeAlias = tuple[int, float | None]
 """Where a thread stands: its head (the newest record's ``seq``) and its origin
@@ -58,7 +58,12 @@ after ``seq`` and before the marker no longer count. The log stays append-only,
 so a thread's head only grows: an actor that remembers the head its last run
 left sees a rollback as news, as it sees any other write."""
 
-KINDS = frozenset({"update", "tool_result", "interrupt", "resume", ROLLBACK})
+BREAKPOINT = "breakpoint"
+"""The kind of a record that says the run stopped at a breakpoint:
+``{"ran": node | None, "next": node | None}`` (see :class:`~deepactors.limits.Breakpoints`).
+A later ``resume`` record (the run that continued it) clears it."""
+
+KINDS = frozenset({"update", "tool_result", "interrupt", "resume", BREAKPOINT, ROLLBACK})
 """The kinds of record a journal writes, and so the only ones it reads back."""
 
 
@@ -171,6 +176,24 @@ class Restored:
                     raise CheckpointCorrupt(
                         f"{self._where(record)}: unreadable interrupt ({_why(exc)})"
                     ) from None
+        return None
+
+    def pending_breakpoint(self, path: str) -> tuple[str | None, str | None] | None:
+        """Where the actor at ``path`` stopped at a breakpoint, if no run continued it since.
+
+        Returns:
+            The node that ran before the stop and the one that would run next
+            (either may be None), or None when the actor is not stopped at one.
+        """
+        for record in reversed(self.by_path.get(path, ())):
+            if record.kind in ("resume", "interrupt"):
+                return None
+            if record.kind == BREAKPOINT:
+                ran, next = record.data.get("ran"), record.data.get("next")
+                return (
+                    ran if isinstance(ran, str) else None,
+                    next if isinstance(next, str) else None,
+                )
         return None
 
     def ended_turn(self, path: str) -> str | None:

@@ -13,7 +13,8 @@ turn for listeners or logs that are not there.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 
 import anyio
 import anyio.lowlevel
@@ -22,6 +23,8 @@ from .._core.logs import get_logger
 from ..context import RunContext
 from ..errors import ConfigurationError, StepLimitExceeded
 from ..events import ModelCallFinished, ModelCallStarted
+from ..interrupts import ActionRequest, Interrupt
+from ..limits import NO_BREAKPOINTS, Breakpoints
 from ..messages import AssistantMessage, Message, ToolCall, ToolMessage, Usage, UserMessage
 from ..models import ModelRequest
 from ..state import State
@@ -30,7 +33,7 @@ from ._heap import FANOUT_WIDTH, hold_full_collections, release_full_collections
 from ._spec import AgentSpec, Hook
 from ._tool_step import run_tools
 
-__all__ = ["run_loop", "unanswered_calls"]
+__all__ = ["BreakpointReached", "run_loop", "unanswered_calls"]
 
 _log = get_logger("deepactors")
 
@@ -58,6 +61,58 @@ async def _apply_hooks(
     return jump
 
 
+class BreakpointReached(Exception):
+    """The run reached one of its breakpoints (see :class:`~deepactors.limits.Breakpoints`).
+
+    Attributes:
+        ran: The node that ran just before (None: none of this run's yet).
+        next: The node that would run next (None: the loop would end).
+    """
+
+    def __init__(self, *, ran: str | None, next: str | None) -> None:
+        super().__init__(f"stopped after {ran!r}, before {next!r}")
+        self.ran = ran
+        self.next = next
+
+
+class _Points:
+    """The points between a run's nodes, and whether the run stops at each.
+
+    The first point a continued run reaches is where its thread stood when it
+    stopped: it goes past it (as LangGraph's does, which stops again only after
+    something ran).
+    """
+
+    __slots__ = ("_breakpoints", "_passing")
+
+    def __init__(self, breakpoints: Breakpoints, *, continued: bool) -> None:
+        self._breakpoints = breakpoints
+        self._passing = continued
+
+    def reach(
+        self,
+        *,
+        ran: str | None,
+        next: str | None,
+        asks: Callable[[], list[ActionRequest]] | None = None,
+    ) -> None:
+        """Raise :class:`BreakpointReached` when the run stops here.
+
+        Raises:
+            Interrupt: It stops here, and ``asks`` gives what a human must answer
+                first (an approval of the tool step's calls): that stop, not the
+                breakpoint's, as LangGraph's approval step comes before its tools.
+        """
+        if self._passing:
+            self._passing = False
+            return
+        if self._breakpoints.stops(ran=ran, next=next):
+            requests = asks() if asks is not None else None
+            if requests:
+                raise Interrupt(requests)
+            raise BreakpointReached(ran=ran, next=next)
+
+
 def unanswered_calls(messages: Sequence[Message]) -> tuple[AssistantMessage | None, list[ToolCall]]:
     """The newest assistant message and those of its tool calls that have no result yet."""
     answered: set[str] = set()
@@ -74,19 +129,42 @@ def unanswered_calls(messages: Sequence[Message]) -> tuple[AssistantMessage | No
     return None, []
 
 
-async def run_loop(spec: AgentSpec, state: State, run: RunContext) -> Usage | None:
+async def run_loop(
+    spec: AgentSpec,
+    state: State,
+    run: RunContext,
+    *,
+    breakpoints: Breakpoints = NO_BREAKPOINTS,
+    continued: bool = False,
+    start: str | None = None,
+) -> Usage | None:
     """Run the agent loop on ``state`` until the model is done.
+
+    Args:
+        spec: The agent.
+        state: Its state.
+        run: The run's context.
+        breakpoints: Where the run stops (a top-level run's, if the caller set any).
+        continued: The run continues a thread that stopped (it goes past the
+            point it stopped at).
+        start: The node to begin at (``Command(goto=...)``): ``"model"`` or
+            ``"tools"``; None: as the history says.
 
     Returns:
         The tokens spent by this run and its subagents, if the model reports usage.
 
     Raises:
         StepLimitExceeded: More than ``spec.max_steps`` model calls.
+        BreakpointReached: The run stopped at one of ``breakpoints``.
     """
+    points = _Points(breakpoints, continued=continued) if breakpoints else None
+    ran: str | None = None  # the node that ran last, for breakpoints after it
     debug = spec.debug
     max_steps = run.tree.max_steps or spec.max_steps
     jump = await _apply_hooks(spec.before_agent, state, run, debug)
-    if jump is None and unanswered_calls(state.messages)[1]:
+    if jump is None and start is not None:
+        jump = "tools" if start == "tools" else None
+    elif jump is None and unanswered_calls(state.messages)[1]:
         # The history ends with tool calls that have no results (an interrupted
         # run): run them before asking the model anything.
         jump = "tools"
@@ -102,6 +180,8 @@ async def run_loop(spec: AgentSpec, state: State, run: RunContext) -> Usage | No
                     # calls were answered as not run; no agent of the tree asks its
                     # model anything more, wherever in the tree the stop was.
                     break
+                if points is not None:
+                    points.reach(ran=ran, next="model")
                 inbox = run.inbox
                 if inbox is not None and inbox.pending:
                     # Sent while the actor worked (a background subagent told
@@ -119,12 +199,19 @@ async def run_loop(spec: AgentSpec, state: State, run: RunContext) -> Usage | No
                         )
                     step += 1
                     jump = await _model_turn(spec, state, run, step, debug)
+                    ran = "model"
                     if jump == "end":
                         break
                     if jump == "model":
                         continue
             jump = None
             _, pending = unanswered_calls(state.messages)
+            if points is not None:
+                points.reach(
+                    ran=ran,
+                    next="tools" if pending else None,
+                    asks=functools.partial(_asks, spec, pending, run),
+                )
             if not pending:
                 break
             if not held and len(pending) >= FANOUT_WIDTH:
@@ -134,12 +221,18 @@ async def run_loop(spec: AgentSpec, state: State, run: RunContext) -> Usage | No
                 held = True
                 hold_full_collections()
             await run_tools(spec, state, run, pending)
+            ran = "tools"
         await _apply_hooks(spec.after_agent, state, run, debug)
     finally:
         if held:
             release_full_collections()
     await _check_deadline()
     return run.usage
+
+
+def _asks(spec: AgentSpec, calls: Sequence[ToolCall], run: RunContext) -> list[ActionRequest]:
+    """What the agent's middleware must ask a human before any of ``calls`` runs."""
+    return [r for mw in spec.middleware for r in mw.asks_before(calls, run)]
 
 
 async def _model_turn(

@@ -8,7 +8,7 @@ run is asked for.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypedDict, final
 
@@ -164,6 +164,10 @@ class StartOptions(TypedDict, total=False):
             or error set), in the actor's task: for a caller that records how
             runs end without a task awaiting each. It must not block; an error
             it raises is logged.
+        interrupt_before: Nodes (``"model"``, ``"tools"``, ``"*"``) the run
+            stops before (None: the agent's own; see
+            :class:`~deepactors.limits.Breakpoints`).
+        interrupt_after: Nodes the run stops after, likewise.
     """
 
     timeout: float | None
@@ -172,6 +176,8 @@ class StartOptions(TypedDict, total=False):
     stream: bool
     on_event: Callable[[Event], None] | None
     on_done: Callable[[RunHandle], None] | None
+    interrupt_before: str | Sequence[str] | None
+    interrupt_after: str | Sequence[str] | None
 
 
 _OPTION_NAMES = frozenset(StartOptions.__annotations__)
@@ -202,12 +208,16 @@ class RunOptions:
             extra = ", ".join(sorted(options.keys() - _OPTION_NAMES))
             raise TypeError(f"unknown run option(s): {extra}")
         budget = options.get("budget")
+        before, after = options.get("interrupt_before"), options.get("interrupt_after")
         run_input = prepare_input(
             spec,
             input,
             thread_id,
             context=options.get("context"),
             limits=None if budget is None else Limits(budget=budget),
+            breakpoints=None
+            if before is None and after is None
+            else spec.breakpoints.over(before, after),
         )
         return run_input, cls(
             timeout=seconds(options.get("timeout")),

@@ -22,11 +22,12 @@ from ..errors import BudgetExceeded, InputError, InterruptNeedsThread
 from ..events import Event, Interrupted, RunStarted
 from ..filediff import FileRecord
 from ..interrupts import ActionRequest, Interrupt, interrupt_view, parse_decisions
+from ..limits import Breakpoints
 from ..messages import AssistantMessage, ToolMessage, Usage, new_id
 from ..state import AgentResult, State
 from ._filewatch import actor_listener
-from ._journal import Journal, ThreadMark, open_journal
-from ._loop import run_loop
+from ._journal import BREAKPOINT, Journal, ThreadMark, open_journal
+from ._loop import BreakpointReached, run_loop, unanswered_calls
 from ._spec import AgentSpec, RunInput
 from ._threads import last_turn, next_step
 
@@ -222,17 +223,30 @@ async def execute_root(
             if run_input.update_only:
                 session.state.apply(run_input.values)
                 return _result(state, run, []), state, _head(journal)
-            if run_input.resume is not None:
+            stopped = _past_breakpoint(run)
+            if run_input.resume is not None and not stopped:
                 _take_decisions(run, state, run_input.resume)
+            elif run_input.goto is not None:
+                _check_goto(state, run_input.goto, thread_id)
             elif run_input.resuming and (awaiting := _awaiting(run)):
                 # Continued with no decision: the calls stop the run again,
                 # whichever agent continues the thread (there is work: them).
                 tree.awaiting = awaiting
             elif not _has_work(state, run_input, thread_id, _ended_turn(journal, run.path)):
                 # ainvoke(None) on a thread that finished: nothing to continue,
-                # so nothing is called; the caller gets the thread's state.
+                # so nothing is called; the caller gets the thread's state
+                # (with a Command's update applied, as LangGraph's).
+                if run_input.values:
+                    session.state.apply(run_input.values)
                 return _result(state, run, []), state, _head(journal)
-            interrupted = await _execute(session, run_input.values)
+            breakpoints = run_input.breakpoints
+            interrupted = await _execute(
+                session,
+                run_input.values,
+                spec.breakpoints if breakpoints is None else breakpoints,
+                continued=run_input.resuming,
+                start=run_input.goto,
+            )
         except Exception as exc:
             # Raised outside the journal's task group below, so the caller gets
             # this exception itself, not an ExceptionGroup around it.
@@ -312,6 +326,45 @@ def _check_tool_results(state: State, incoming: Sequence[object]) -> None:
             )
 
 
+def _past_breakpoint(run: RunContext) -> bool:
+    """Whether the thread stood at a breakpoint; if so, record that this run goes past it.
+
+    Any run that is not a bare update continues from there (input ``None`` or a
+    ``Command(resume=...)`` past the point, new input after it), so the thread no
+    longer shows the stop once this run starts.
+    """
+    restored = run.tree.restored
+    if restored is None or restored.pending_breakpoint(run.path) is None:
+        return False
+    if run.journal is not None:
+        run.journal.record(run.path, run.step, "resume", {"breakpoint": True})
+    return True
+
+
+def _check_goto(state: State, goto: str, thread_id: str | None) -> None:
+    """Refuse a ``Command(goto=...)`` the thread cannot go on with, saying why.
+
+    Raises:
+        InputError: No saved state; ``"tools"`` with no pending tool call;
+            ``"model"`` while tool calls wait for results (the model API
+            refuses a call without its result).
+    """
+    if not state.messages:
+        raise InputError(f"thread {thread_id!r} has no saved state to continue at {goto!r}")
+    pending = unanswered_calls(state.messages)[1]
+    if goto == "tools" and not pending:
+        raise InputError(
+            f"goto 'tools': thread {thread_id!r} has no tool call waiting to run "
+            "(its model's last answer made none, or they all have results)"
+        )
+    if goto == "model" and pending:
+        names = ", ".join(sorted({c.name for c in pending}))
+        raise InputError(
+            f"goto 'model': thread {thread_id!r} has tool calls without results ({names}); "
+            "goto 'tools' runs them, or answer them first"
+        )
+
+
 def _awaiting(run: RunContext) -> dict[str, ActionRequest]:
     """The requests the thread stopped for and no resume has answered, by call id."""
     restored = run.tree.restored
@@ -338,8 +391,19 @@ def _take_decisions(run: RunContext, state: State, resume: object) -> None:
         tree.journal.record(run.path, run.step, "resume", data)
 
 
-async def _execute(session: Session, values: Mapping[str, Any]) -> list[ActionRequest]:
-    """Apply the input and run the loop; return the requests it stopped for, if any."""
+async def _execute(
+    session: Session,
+    values: Mapping[str, Any],
+    breakpoints: Breakpoints,
+    *,
+    continued: bool,
+    start: str | None = None,
+) -> list[ActionRequest]:
+    """Apply the input and run the loop; return the requests it stopped for, if any.
+
+    A stop at a breakpoint is recorded (so the thread shows it, and the run that
+    continues it goes past it) and returns no request.
+    """
     run, state = session.run, session.state
     emit = run.emit
     if emit is not None:
@@ -351,7 +415,17 @@ async def _execute(session: Session, values: Mapping[str, Any]) -> list[ActionRe
         # reading files outside a tool call (memory, skills, large results
         # moved to a file) reaches a per-thread sandbox's workspace too.
         with sandbox_scope(SandboxKey.for_run(run.thread_id, run.run_id, run.identity)):
-            await run_loop(session.spec, state, run)
+            await run_loop(session.spec, state, run, breakpoints=breakpoints, continued=continued)
+    except BreakpointReached as exc:
+        if run.tree.stateless:
+            raise InterruptNeedsThread(
+                _NEEDS_THREAD.format(tools=f"a breakpoint ({exc})")
+            ) from None
+        journal = run.journal
+        if journal is not None:
+            journal.record(run.path, run.step, BREAKPOINT, {"ran": exc.ran, "next": exc.next})
+        if emit is not None:
+            emit(Interrupted(path=run.path, run_id=run.run_id, requests=[]))
     except BudgetExceeded as exc:
         # The top of the tree: the run ends here, cleanly, saying why.
         state.add_message(

@@ -30,7 +30,8 @@ from ..hooks import (
     ToolHandler,
     overrides,
 )
-from ..limits import Limits
+from ..interrupts import END_PENDING
+from ..limits import NO_BREAKPOINTS, Breakpoints, Limits
 from ..models import ChatModel
 from ..persistence import check_thread_id
 from ..state import Channel, State, validate_input
@@ -77,6 +78,8 @@ class AgentSpec:
         starts_background: Whether a run of it can start background tasks (a
             middleware of its stack says so, for itself or a subagent): only
             then does its thread actor keep a registry of them.
+        breakpoints: Where its top-level runs stop unless a run says otherwise
+            (LangGraph's ``compile(interrupt_before=..., interrupt_after=...)``).
     """
 
     name: str
@@ -91,6 +94,7 @@ class AgentSpec:
     store: Store | None = None
     checkpointer: Checkpointer | None = None
     context_schema: Any = None
+    breakpoints: Breakpoints = NO_BREAKPOINTS
     # Resolved in __post_init__:
     tool_list: tuple[Tool, ...] = field(init=False)
     before_agent: tuple[Hook, ...] = field(init=False)
@@ -105,6 +109,11 @@ class AgentSpec:
     def __post_init__(self) -> None:
         if self.max_steps < 1:
             raise ConfigurationError("max_steps must be at least 1")
+        if self.breakpoints and self.checkpointer is None:
+            raise ConfigurationError(
+                "interrupt_before/interrupt_after stop runs to continue them later: "
+                "give the agent a checkpointer to keep its threads in"
+            )
         if not self.name or "/" in self.name:
             raise ConfigurationError(
                 f"agent name {self.name!r} must be non-empty and contain no '/'"
@@ -176,6 +185,10 @@ class RunInput:
             stateless run): it needs no checkpointer even if its agent may stop
             for a human, and only an actual stop is an error (nothing would be
             kept to continue from).
+        breakpoints: Where the run stops (``interrupt_before``/``interrupt_after``);
+            None: the agent's own.
+        goto: The node a continued thread goes on at (``Command(goto=...)``):
+            ``"model"`` asks the model next, ``"tools"`` runs the pending calls.
     """
 
     values: Mapping[str, Any]
@@ -187,6 +200,13 @@ class RunInput:
     budget: Budget | None = None
     identity: Any = None
     stateless: bool = False
+    breakpoints: Breakpoints | None = None
+    goto: str | None = None
+
+
+END = "__end__"
+GOTO_NODES = ("model", "tools")
+"""Where ``Command(goto=...)`` continues a thread (``"__end__"`` is a resume: END_PENDING)."""
 
 
 def prepare_input(
@@ -198,6 +218,7 @@ def prepare_input(
     limits: Limits | None = None,
     budget: object = None,
     identity: object = None,
+    breakpoints: Breakpoints | None = None,
 ) -> RunInput:
     """Check a run's input, context and limits against the agent, before anything runs.
 
@@ -212,6 +233,7 @@ def prepare_input(
         limits: The run's model calls and budget (its timeout is its handle's).
         budget: The run's budget, as ``limits`` would give it.
         identity: Who the run acts for.
+        breakpoints: Where the run stops (None: where the agent's runs do).
 
     Raises:
         InputError: What is wrong, in words a caller can act on.
@@ -223,12 +245,25 @@ def prepare_input(
     if isinstance(input, RunInput):
         if context is not None:
             input = replace(input, context=check_context(spec, context))
-        return _limited(input, limits)
+        return _stopping(spec, _limited(input, limits), breakpoints)
     run_input = _prepare_values(spec, input, thread_id, identity)
     if context is None and spec.context_adapter is None:
         # Its context is {} already: no copy (a server makes one per run).
-        return _limited(run_input, limits)
-    return _limited(replace(run_input, context=check_context(spec, context)), limits)
+        return _stopping(spec, _limited(run_input, limits), breakpoints)
+    run_input = replace(run_input, context=check_context(spec, context))
+    return _stopping(spec, _limited(run_input, limits), breakpoints)
+
+
+def _stopping(spec: AgentSpec, run_input: RunInput, breakpoints: Breakpoints | None) -> RunInput:
+    """``run_input`` with its breakpoints (None: the agent's), which need a checkpointer."""
+    if breakpoints is None:
+        return run_input
+    if breakpoints and spec.checkpointer is None:
+        raise InputError(
+            "interrupt_before/interrupt_after stop a run to continue it later; this agent "
+            "has no checkpointer to keep the thread in"
+        )
+    return replace(run_input, breakpoints=breakpoints)
 
 
 def _limited(run_input: RunInput, limits: Limits | None) -> RunInput:
@@ -284,6 +319,27 @@ def check_context(spec: AgentSpec, context: object) -> Any:
         ) from None
 
 
+def _command_input(spec: AgentSpec, command: Command, identity: object) -> RunInput:
+    """A ``Command`` as a run's input: its update, then its resume or its goto."""
+    goto, resume = command.goto, command.resume
+    if goto == END:
+        # LangGraph's goto END: the pending calls answered as not run, no model call.
+        goto, resume = None, END_PENDING
+    if resume is None and goto is None and not command.update:
+        raise InputError("as a run's input, a Command needs resume=, goto= or update=")
+    if goto is not None and goto not in GOTO_NODES:
+        raise InputError(f"Command goto must be one of {(*GOTO_NODES, END)}, not {goto!r}")
+    if spec.checkpointer is None:
+        raise InputError(
+            "a Command continues a saved thread; this agent has no checkpointer to continue it from"
+        )
+    # As update_state (and LangGraph's Command(update=...)): every channel, those
+    # only tools write in a run (todos) included.
+    update = command.update
+    values = validate_input(spec.channels, update, private=True) if update else {}
+    return RunInput(values=values, resume=resume, resuming=True, goto=goto, identity=identity)
+
+
 def _prepare_values(
     spec: AgentSpec, input: object, thread_id: str | None, identity: object = None
 ) -> RunInput:
@@ -300,14 +356,7 @@ def _prepare_values(
             )
         return RunInput(values={}, resuming=True, identity=identity)
     if isinstance(input, Command):
-        if input.resume is None:
-            raise InputError("as a run's input, a Command needs resume=[decisions]")
-        if spec.checkpointer is None:
-            raise InputError(
-                "Command(resume=...) continues an interrupted thread; this agent has no "
-                "checkpointer to continue it from"
-            )
-        return RunInput(values={}, resume=input.resume, resuming=True, identity=identity)
+        return _command_input(spec, input, identity)
     if not isinstance(input, Mapping | str):
         raise InputError(
             f"input must be a dict like {{'messages': [...]}}, not {type(input).__name__}"

@@ -40,7 +40,9 @@ class ThreadTask:
     """What a thread waits for (LangGraph's ``PregelTask`` shape).
 
     Attributes:
-        name: ``"tools"``: tool calls wait for human decisions.
+        name: The node that waits: ``"tools"`` when tool calls wait for human
+            decisions; the node a breakpoint stopped before (``"model"`` or
+            ``"tools"``), with no request.
         interrupts: The pending requests (each with ``.id`` and ``.value``).
     """
 
@@ -63,6 +65,8 @@ class ThreadState:
             answer made no calls, or its pending calls were ended: goto END).
         tasks: What the thread waits for (interrupts), if anything.
         interrupts: The pending requests, as under ``result["__interrupt__"]``.
+        stopped: The thread's last run stopped at a breakpoint
+            (``interrupt_before``/``interrupt_after``) and no run went on since.
         config: ``{"configurable": {"thread_id": ...}}``, as LangGraph gives it.
         seq: The newest checkpoint record this state was rebuilt from (None:
             none; records a rollback took back do not count).
@@ -72,6 +76,7 @@ class ThreadState:
     next: tuple[str, ...] = ()
     tasks: tuple[ThreadTask, ...] = ()
     interrupts: tuple[PendingRequest, ...] = ()
+    stopped: bool = False
     config: Mapping[str, Any] = field(default_factory=dict)
     seq: int | None = None
 
@@ -167,11 +172,20 @@ async def saved_state(
     restored.replay(actor, state)
     pending = restored.pending_interrupt(actor) or []
     interrupts = tuple(interrupt_view([r.to_dict() for r in pending]))
+    next = next_step(state.messages, restored.ended_turn(actor))
+    stopped = restored.pending_breakpoint(actor) is not None
+    tasks: tuple[ThreadTask, ...] = ()
+    if interrupts:
+        tasks = (ThreadTask(name="tools", interrupts=interrupts),)
+    elif stopped and next:
+        # As LangGraph's at a static breakpoint: the node it stopped before, no interrupt.
+        tasks = (ThreadTask(name=next[0]),)
     return ThreadState(
         values=state.to_dict(),
-        next=next_step(state.messages, restored.ended_turn(actor)),
-        tasks=(ThreadTask(name="tools", interrupts=interrupts),) if interrupts else (),
+        next=next,
+        tasks=tasks,
         interrupts=interrupts,
+        stopped=stopped,
         config={"configurable": {"thread_id": thread_id}},
         # The newest record that counts: after a rollback, the one it went back to.
         seq=restored.records[-1].seq if restored.records else None,

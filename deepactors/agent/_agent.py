@@ -138,6 +138,8 @@ class DeepAgent:
         context: object = None,
         budget: Budget | None = None,
         runtime: Runtime | None = None,
+        interrupt_before: str | Sequence[str] | None = None,
+        interrupt_after: str | Sequence[str] | None = None,
     ) -> AgentResult:
         """Run the agent to completion and return its final state.
 
@@ -159,6 +161,10 @@ class DeepAgent:
             budget: Limits on what the run and every subagent may spend together.
             runtime: A runtime from :func:`open_runtime` to run under; without one,
                 the run opens its own task group inside the caller's task.
+            interrupt_before: Nodes (``"model"``, ``"tools"``, ``"*"``) this run
+                stops before, the thread saved there (None: the agent's own);
+                ``ainvoke(None, ...)`` continues it. See ``docs/hitl.md``.
+            interrupt_after: Nodes this run stops after, likewise.
 
         Returns:
             The final state, an :class:`~deepactors.state.AgentResult` (a dict of
@@ -173,7 +179,14 @@ class DeepAgent:
         """
         # Fail before opening anything.
         thread_id, run_input, limits = self._prepare(
-            input, config, thread_id, runtime, context=context, timeout=timeout, budget=budget
+            input,
+            config,
+            thread_id,
+            runtime,
+            context=context,
+            timeout=timeout,
+            budget=budget,
+            stops=(interrupt_before, interrupt_after),
         )
         if runtime is not None:
             handle = await runtime.thread(self, thread_id).start(run_input, timeout=limits.timeout)
@@ -198,6 +211,8 @@ class DeepAgent:
         runtime: Runtime | None = None,
         stream_mode: str | Sequence[str] | None = None,
         subgraphs: bool = False,
+        interrupt_before: str | Sequence[str] | None = None,
+        interrupt_after: str | Sequence[str] | None = None,
     ) -> EventStream | StreamParts:
         """Run the agent and stream its events as they happen.
 
@@ -209,13 +224,21 @@ class DeepAgent:
         With ``stream_mode`` (``"values"``, ``"updates"``, ``"messages"``,
         ``"custom"``, or a list), it yields LangGraph's shapes instead of typed
         events, as a deepagents script expects; ``subgraphs=True`` adds the
-        subagents' parts under their namespaces.
+        subagents' parts under their namespaces. ``interrupt_before`` and
+        ``interrupt_after`` are :meth:`ainvoke`'s.
 
         Raises:
             InputError: Invalid input (at once, before the stream is entered).
         """
         thread_id, run_input, limits = self._prepare(
-            input, config, thread_id, runtime, context=context, timeout=timeout, budget=budget
+            input,
+            config,
+            thread_id,
+            runtime,
+            context=context,
+            timeout=timeout,
+            budget=budget,
+            stops=(interrupt_before, interrupt_after),
         )
 
         async def start(rt: Runtime) -> RunHandle:
@@ -295,12 +318,21 @@ class DeepAgent:
         context: object = None,
         timeout: object = None,
         budget: Budget | None = None,
+        stops: tuple[object, object] = (None, None),
     ) -> tuple[str | None, RunInput, Limits]:
-        """The run's thread, its input and its limits, each checked once."""
+        """The run's thread, its input, its limits and its breakpoints, each checked once."""
         options = read_config(config, thread_id)
         limits = Limits.of(timeout=timeout, recursion_limit=options.recursion_limit, budget=budget)
+        before, after = stops
         run_input = prepare_input(
-            self._spec, input, options.thread_id, context=context, limits=limits
+            self._spec,
+            input,
+            options.thread_id,
+            context=context,
+            limits=limits,
+            breakpoints=None
+            if before is None and after is None
+            else self._spec.breakpoints.over(before, after),
         )
         warn_if_unsaved(options.thread_id, checkpointer=self._spec.checkpointer, runtime=runtime)
         return options.thread_id, run_input, limits

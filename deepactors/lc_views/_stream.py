@@ -348,7 +348,8 @@ class LangGraphStream:
         out: list[StreamPart] = []
         if "updates" in self.modes:
             out.append(StreamPart(ns, "updates", data))
-        if "values" in self.modes:
+        if "values" in self.modes and requests:
+            # A breakpoint's stop (no request) is an update only, as LangGraph's.
             out.append(StreamPart(ns, "values", {**(shown or {}), **data}))
         return out
 

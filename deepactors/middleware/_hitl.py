@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..context import RunContext
 from ..errors import ConfigurationError
 from ..hooks import AgentMiddleware, HookResult, ToolCallRequest, ToolHandler
 from ..interrupts import DECISIONS, ActionRequest, Interrupt, not_run
-from ..messages import AssistantMessage, ToolMessage
+from ..messages import AssistantMessage, ToolCall, ToolMessage
 from ..state import State
 from ..tools import Command
 
@@ -82,6 +82,26 @@ class HumanInTheLoopMiddleware(AgentMiddleware):
         require_checkpointer(run, "interrupt_on")
         return None
 
+    def asks_before(self, calls: Sequence[ToolCall], run: RunContext) -> list[ActionRequest]:
+        """The guarded calls among ``calls`` that no decision answers yet."""
+        decisions = run.tree.decisions
+        return [
+            self._request(call, run.path)
+            for call in calls
+            if call.name in self.config and call.id not in decisions
+        ]
+
+    def _request(self, call: ToolCall, path: str) -> ActionRequest:
+        allowed, description = self.config[call.name]
+        return ActionRequest(
+            id=call.id,
+            tool=call.name,
+            args=call.args,
+            path=path,
+            allowed_decisions=allowed,
+            description=description,
+        )
+
     @property
     def tool_names(self) -> frozenset[str]:
         """The tools this middleware stops before."""
@@ -96,19 +116,7 @@ class HumanInTheLoopMiddleware(AgentMiddleware):
             return await handler(request)
         decision = request.run.tree.decisions.get(call.id)
         if decision is None:
-            allowed, description = config
-            raise Interrupt(
-                [
-                    ActionRequest(
-                        id=call.id,
-                        tool=call.name,
-                        args=call.args,
-                        path=request.run.path,
-                        allowed_decisions=allowed,
-                        description=description,
-                    )
-                ]
-            )
+            raise Interrupt([self._request(call, request.run.path)])
         refused = not_run(call, decision)
         if refused is not None:
             return refused

@@ -151,6 +151,10 @@ class RestoredRecords:
         pending = self._restored.pending
         return list(pending) if path == self._path and pending is not None else None
 
+    def pending_breakpoint(self, path: str) -> tuple[str | None, str | None] | None:
+        """None: breakpoints stop top-level runs only, never a child on a worker."""
+        return None
+
     def replay(self, path: str, state: State) -> dict[str, ToolResult]:
         """Rebuild the child's state; return the results of its unfinished step."""
         if path != self._path:

@@ -271,7 +271,7 @@ class RayAgent:
             if slot is not None:
                 await slot.acquire()
             link = await self.placement._links.get()
-            outcome = await link.run_child(
+            child = link.place(
                 agent=self._key,
                 payload=payload,
                 description=description,
@@ -280,9 +280,17 @@ class RayAgent:
                 parent=parent,
                 files=files,
                 ledger=ledger,
-                inbox=inbox,
                 restored=restored,
             )
+            try:
+                if inbox is None:
+                    await child.done.wait()
+                else:
+                    await link.follow(child, inbox)
+            except BaseException:
+                await link.abandon(child)  # cancels it on its worker
+                raise
+            outcome = child.outcome
             if outcome is None:  # its worker cancelled it (it lost its parent's link)
                 return ChildOutcome(
                     status="failed",

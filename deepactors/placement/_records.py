@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, final
 
-import anyio
-
+from .._core.loops import Latch, latch
 from ..actors import ChildOutcome
 from ..budget import BudgetLedger, Hold
 from ..context import RunContext
@@ -45,7 +44,7 @@ class PlacedChild:
     lane: Lane
     parent: RunContext
     ledger: BudgetLedger | None
-    done: anyio.Event = field(default_factory=anyio.Event)
+    done: Latch = field(default_factory=latch)  # (one per child: see latch)
     outcome: ChildOutcome | None = None
     sent: bool = False  # its start left in a batch
     cancelled: bool = False  # its parent stopped waiting

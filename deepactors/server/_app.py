@@ -50,6 +50,7 @@ from ._runs_api import run_routes, serve_stream, stream_target
 from ._sandboxes import open_sandboxes
 from ._thread_lookup import metadata_beside
 from ._thread_ops import thread_op_routes
+from ._thread_stream import thread_stream_routes
 from ._thread_ttl import DEFAULT_THREAD_TTL_SWEEP
 from ._threads_api import thread_routes
 from ._ui import ui_routes
@@ -233,6 +234,7 @@ def create_app(
             *thread_op_routes,  # before /threads/{id} and /runs/{...}: literal paths first
             *run_routes,
             *thread_routes,
+            *thread_stream_routes,
             *cron_routes,
             *misc_routes,
             *openapi_routes,

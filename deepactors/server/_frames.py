@@ -11,7 +11,7 @@ from typing import Any
 
 from ..lc_views import StreamPart
 
-__all__ = ["metadata_frame", "part_frame", "part_frames", "sse_frame"]
+__all__ = ["error_event", "metadata_frame", "part_frame", "part_frames", "sse_frame"]
 
 
 def sse_frame(event: str, data: Any) -> bytes:
@@ -38,3 +38,14 @@ def part_frame(part: StreamPart) -> bytes:
 def part_frames(parts: list[StreamPart]) -> bytes:
     """Stream parts as the SSE frames sent for them (empty: nothing to send)."""
     return b"".join(part_frame(p) for p in parts)
+
+
+def error_event(result: dict[str, Any] | None, status: str) -> dict[str, Any] | None:
+    """The data of the ``error`` event that ends the stream of a run that ended
+    with ``result`` and ``status`` (None: it ended without an error)."""
+    if result is not None and "__error__" in result:
+        error: dict[str, Any] = result["__error__"]
+        return error
+    if status == "timeout":
+        return {"error": "TimeoutError", "message": "the run passed its deadline"}
+    return None

@@ -33,9 +33,11 @@ __all__ = [
     "ForgottenRun",
     "RunRecord",
     "RunStatus",
+    "StateUpdated",
     "Subscriber",
     "ThreadRecord",
     "ThreadStatus",
+    "ThreadStreamMode",
     "ThreadValues",
     "iso",
     "new_uuid",
@@ -114,10 +116,14 @@ class ThreadValues:
     Attributes:
         values: The channel values (None: nothing saved yet).
         interrupts: The pending interrupts.
+        stopped: The thread stopped at a breakpoint (``interrupt_before``/``after``).
+        next: What a continued thread runs first (``"model"``, ``"tools"``; empty: done).
     """
 
     values: dict[str, Any] | None = None
     interrupts: list[dict[str, Any]] = field(default_factory=list)
+    stopped: bool = False
+    next: tuple[str, ...] = ()
 
     def joined(self) -> dict[str, Any]:
         """What joining a run answers: the values, with ``__interrupt__`` if any."""
@@ -147,6 +153,8 @@ class ThreadRecord:
             that leaves this list is freed by reference counting.
         forgotten: What is left of its runs that finished longer ago, by id
             (see :class:`ForgottenRun`), at most :data:`FORGOTTEN_PER_THREAD`.
+        watchers: The joins of its stream (``GET /threads/{id}/stream``): each
+            is told of every run started and state update (see :meth:`tell`).
         ttl: Seconds after its last change (``updated_at``) when the server
             deletes it, unless a run is in flight (None: never).
     """
@@ -161,11 +169,31 @@ class ThreadRecord:
     runs: list[RunRecord] = field(default_factory=list)
     forgotten: dict[str, ForgottenRun] = field(default_factory=dict)
     ttl: float | None = None
+    watchers: list[MemoryObjectSendStream[RunRecord | StateUpdated]] = field(default_factory=list)
 
     @property
     def name(self) -> str:
         """Its id as clients know it (see :func:`public_id`)."""
         return public_id(self.thread_id)
+
+    def tell(self, news: RunRecord | StateUpdated) -> None:
+        """Tell the thread's joins of a run started or a state update.
+
+        A join whose queue is full (its client does not read) is let go: its
+        stream ends, and the others go on.
+        """
+        for watcher in list(self.watchers):
+            try:
+                watcher.send_nowait(news)
+            except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self.watchers.remove(watcher)
+                watcher.close()
+
+    def close_watchers(self) -> None:
+        """The thread is gone: its joins' streams end (once their runs have)."""
+        watchers, self.watchers = self.watchers, []
+        for watcher in watchers:
+            watcher.close()
 
     @property
     def inflight(self) -> list[RunRecord]:
@@ -181,7 +209,7 @@ class ThreadRecord:
         """Busy, interrupted (``saved`` waits for decisions), error or idle."""
         if self.inflight:
             return "busy"
-        if saved.interrupts:
+        if saved.interrupts or saved.stopped:
             return "interrupted"
         return "error" if self.error else "idle"
 
@@ -225,6 +253,18 @@ class Subscriber:
 
     def wants(self, event: Event) -> bool:
         return self.subgraphs or "/" not in event.path
+
+
+ThreadStreamMode = Literal["run_modes", "lifecycle", "state_update"]
+"""What a join of a thread's stream follows (see ``server/_thread_stream.py``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StateUpdated:
+    """A thread's state was updated (``POST /threads/{id}/state``): its new state,
+    as ``GET /threads/{id}/state`` answers it."""
+
+    state: dict[str, Any]
 
 
 @dataclass(slots=True, kw_only=True, eq=False, weakref_slot=True)

@@ -396,4 +396,6 @@ def thread_values(state: ThreadState) -> ThreadValues:
     return ThreadValues(
         values=values_to_lc(state.values) if state.seq is not None else None,
         interrupts=interrupts_to_lc(list(state.interrupts)),
+        stopped=state.stopped,
+        next=state.next,
     )

@@ -20,7 +20,7 @@ from ..actors import RunInput, prepare_input
 from ..agent import DeepAgent
 from ..errors import InputError
 from ..interrupts import END_PENDING
-from ..limits import Limits
+from ..limits import Breakpoints, Limits
 from ..tools import Command
 from ._schemas import RunCreate
 
@@ -38,9 +38,18 @@ def prepare_run_input(
     thread_id: str | None,
     identity: object = None,
     limits: Limits | None = None,
+    *,
+    breakpoints: Breakpoints | None = None,
 ) -> RunInput:
     try:
-        return prepare_input(agent.spec, input, thread_id, identity=identity, limits=limits)
+        return prepare_input(
+            agent.spec,
+            input,
+            thread_id,
+            identity=identity,
+            limits=limits,
+            breakpoints=breakpoints,
+        )
     except InputError as exc:
         raise HTTPException(422, f"input: {exc}") from None
 
@@ -60,14 +69,42 @@ def run_input_of(
     command = body.command
     if command is None:
         given: Any = body.input
-    else:  # goto __end__: every pending call answered as not run, no model call
-        given = Command(resume=END_PENDING if command.ends else command.resume)
-    return prepare_run_input(agent, given, thread_id, identity, limits), limits.timeout
+    elif command.ends:  # goto __end__: every pending call answered as not run, no model call
+        given = Command(resume=END_PENDING)
+    else:  # its update applied first, then its resume, or on at its node
+        given = Command(resume=command.resume, update=command.update or None, goto=command.node)
+    run_input = prepare_run_input(agent, given, thread_id, identity, limits)
+    before, after = body.interrupt_before, body.interrupt_after
+    if before is None and after is None:
+        return run_input, limits.timeout
+    if thread_id is None:
+        if before or after:
+            raise HTTPException(
+                422,
+                "interrupt_before/interrupt_after stop a run to continue it on its thread, "
+                "but a stateless run's thread is thrown away when it ends: run it on a thread "
+                "(threads.create(), then runs on that thread_id)",
+            )
+        return run_input, limits.timeout
+    try:
+        stops = agent.spec.breakpoints.over(before, after)
+    except InputError as exc:
+        raise HTTPException(422, str(exc)) from None
+    return prepare_run_input(agent, run_input, thread_id, breakpoints=stops), limits.timeout
 
 
 def run_kwargs(body: RunCreate) -> dict[str, Any]:
     kwargs = body.model_dump(
-        include={"input", "command", "config", "context", "stream_mode", "stream_subgraphs"},
+        include={
+            "input",
+            "command",
+            "config",
+            "context",
+            "stream_mode",
+            "stream_subgraphs",
+            "interrupt_before",
+            "interrupt_after",
+        },
         mode="json",
     )
     if body.stream_resumable:  # its frames are kept: a rejoin elsewhere reads them

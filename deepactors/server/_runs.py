@@ -300,6 +300,7 @@ class RunManager(ThreadLookup):
                 thread.runs.remove(run)
                 raise
         self._unlaunched[run.run_id] = (run_input, body.context, body.after_seconds, timeout)
+        thread.tell(run)  # joins of the thread's stream follow it from its start
         return run
 
     async def _admit(self, thread: ThreadRecord, body: RunCreate) -> None:
@@ -319,12 +320,19 @@ class RunManager(ThreadLookup):
             if inflight and body.multitask_strategy != "enqueue":
                 await self._make_room(thread, inflight, body.multitask_strategy)
                 continue
-            if body.command is None or inflight:
+            if body.command is None or inflight or (body.command.moves and not body.command.node):
+                # (An update goes on from wherever the thread stands.)
                 return
             saved = await self.saved(thread)
             if thread.inflight:
                 continue  # a run came while the thread was read
-            if not saved.interrupts:
+            node = body.command.node
+            if node is not None:
+                _check_goto(thread, node, saved)
+                return
+            if not saved.interrupts and not saved.stopped:
+                # (A thread stopped at a breakpoint goes on past it: LangGraph's
+                # Command(resume=...) there.)
                 raise HTTPException(
                     422,
                     f"command.resume: thread {thread.name!r} is not waiting for any decision",
@@ -436,6 +444,7 @@ class RunManager(ThreadLookup):
 
     def _forget_runs(self, thread: ThreadRecord) -> None:
         self.threads.pop(thread.thread_id, None)
+        thread.close_watchers()
         for run in thread.runs:
             self.runs.pop(run.run_id, None)
         # The thread lets go of its runs: one still held (by a response) holds
@@ -471,3 +480,22 @@ class RunManager(ThreadLookup):
         self.expiry.close()
         await self.cancel([r for r in self.runs.values() if not r.remote], wait=True)
         self._shared.close()  # runs of other processes go on there
+
+
+def _check_goto(thread: ThreadRecord, node: str, saved: ThreadValues) -> None:
+    """Refuse now (422) a ``command.goto`` the thread cannot go on with, saying why."""
+    if saved.values is None:
+        raise HTTPException(422, f"command.goto: thread {thread.name!r} has no saved state")
+    waiting = saved.next == ("tools",)
+    if node == "tools" and not waiting:
+        raise HTTPException(
+            422,
+            f"command.goto 'tools': thread {thread.name!r} has no tool call waiting to run "
+            "(its model's last answer made none, or they all have results)",
+        )
+    if node == "model" and waiting:
+        raise HTTPException(
+            422,
+            f"command.goto 'model': thread {thread.name!r} has tool calls without results; "
+            "goto 'tools' runs them, or resume them first",
+        )

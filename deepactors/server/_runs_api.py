@@ -15,6 +15,7 @@ from starlette.types import Receive, Scope, Send
 from ..events import Event
 from ..lc_views import LangGraphStream
 from ._authz import may_thread, owned
+from ._frames import error_event
 from ._records import ForgottenRun, RunRecord, Subscriber, ThreadRecord, new_uuid
 from ._responses import EventSourceResponse, WaitResponse, error_response
 from ._resumable import create_logged, join_logged, kept_log, open_resumable
@@ -218,17 +219,7 @@ def _left(manager: RunManager, run: RunRecord, cancel: bool) -> None:
 
 async def _error_of(manager: RunManager, run: RunRecord) -> dict[str, Any] | None:
     await run.done.wait()
-    return _error_in(run.result, run.status)
-
-
-def _error_in(result: dict[str, Any] | None, status: str) -> dict[str, Any] | None:
-    """The error event that ends a stream of a run that ended so."""
-    if result is not None and "__error__" in result:
-        error: dict[str, Any] = result["__error__"]
-        return error
-    if status == "timeout":
-        return {"error": "TimeoutError", "message": "the run passed its deadline"}
-    return None
+    return error_event(run.result, run.status)
 
 
 async def wait_run(request: Request) -> Response:
@@ -395,7 +386,7 @@ def _ended_stream(run: ForgottenRun, modes: Any) -> EventSourceResponse:
     send.close()
 
     async def finish() -> dict[str, Any] | None:
-        return _error_in(run.error, run.status)
+        return error_event(run.error, run.status)
 
     return EventSourceResponse(
         receive,

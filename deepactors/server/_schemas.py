@@ -73,6 +73,20 @@ class _Command(BaseModel):
         "Mark as resolved"), as LangGraph's ``Command(goto=END)`` does."""
         return bool(self.goto == END or self.goto == [END])
 
+    @property
+    def node(self) -> str | None:
+        """``goto: "model"`` or ``"tools"`` (or a one-item list of it): the node to
+        continue the thread at; None otherwise."""
+        goto = self.goto
+        if isinstance(goto, list) and len(goto) == 1:
+            goto = goto[0]
+        return goto if goto in ("model", "tools") else None
+
+    @property
+    def moves(self) -> bool:
+        """Whether it updates the state or goes to a node (not only a resume)."""
+        return self.node is not None or bool(self.update)
+
 
 class Checkpoint(_Body):
     """A checkpoint as clients name one: ``{"checkpoint_id": ..., "checkpoint_ns": ""}``.
@@ -107,7 +121,7 @@ class RunCreate(_Body):
     checkpoint_id: str | None = None
     # POSTed the run's outcome when it ends (see deepactors.server.webhooks).
     webhook: str | None = None
-    # Not implemented: refused when set.
+    # Breakpoints: the nodes ("model", "tools", "*") the run stops before/after.
     interrupt_before: str | list[str] | None = None
     interrupt_after: str | list[str] | None = None
 
@@ -119,27 +133,27 @@ class RunCreate(_Body):
 
     def refuse_unsupported(self) -> None:
         """Raise a 422 for a field whose feature this server does not have."""
-        for name in ("interrupt_before", "interrupt_after"):
-            if getattr(self, name):
-                raise HTTPException(422, f"{name}: not supported by this server")
         if self.command is not None:
             # Empty is what LangGraph's clients send for "none" (goto: [],
             # update: null), and is accepted as such.
-            if self.command.update not in (None, {}, []):
-                raise HTTPException(422, "command.update: not supported (only resume, or goto)")
+            update = self.command.update
+            if update not in (None, {}, []) and not isinstance(update, dict):
+                raise HTTPException(422, "command.update: an object of channel values")
             goto = self.command.goto
-            if goto not in (None, [], "") and not self.command.ends:
+            if goto not in (None, [], "") and not self.command.ends and self.command.node is None:
                 raise HTTPException(
                     422,
-                    f"command.goto: only {END!r} (end the thread's pending work) is supported, "
-                    f"not {goto!r}",
+                    "command.goto: 'model' or 'tools' (continue the thread at that node), or "
+                    f"{END!r} (end the thread's pending work), not {goto!r}",
                 )
             if self.command.ends and self.command.resume is not None:
                 raise HTTPException(
                     422, f"command: give either resume or goto {END!r} (which ends), not both"
                 )
-            if self.command.resume is None and not self.command.ends:
-                raise HTTPException(422, "command.resume: give the decisions to resume with")
+            if self.command.resume is None and not self.command.ends and not self.command.moves:
+                raise HTTPException(
+                    422, "command: give resume (the decisions), update, or goto a node"
+                )
             # Agent Chat UI resumes with submit({}, {command}): an empty input is none.
             if self.input:
                 raise HTTPException(422, "input: give either input or command, not both")

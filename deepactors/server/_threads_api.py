@@ -13,7 +13,7 @@ from starlette.routing import Route
 from ..actors import ThreadHandle, ThreadState
 from ._authz import may_thread, owned, visible, without_owner
 from ._checkpoints import checkpoint_json, fork_at, requested_seq, superseded_history
-from ._records import ThreadRecord, iso, matches, new_uuid, public_id
+from ._records import StateUpdated, ThreadRecord, iso, matches, new_uuid, public_id
 from ._run_driver import thread_values
 from ._runs import RunManager
 from ._schemas import (
@@ -214,6 +214,9 @@ async def update_state(request: Request) -> Response:
         await manager.refresh(thread)
     if body.values:
         await manager.update_state(thread, body.values)
+    if thread.watchers:  # joins of the thread's stream with state_update
+        name = manager.thread_assistant(thread).agent.name
+        thread.tell(StateUpdated(await _state_at(manager.handle(thread), name, None)))
     records = await manager.handle(thread).history()
     return JSONResponse(
         {"checkpoint": checkpoint_json(thread.name, records[-1].seq if records else None)}

@@ -214,12 +214,12 @@ def test_agent_chat_ui_mark_as_resolved_ends_the_pending_work(
     assert client.threads.get_state(thread_id)["interrupts"] == []
     values = client.runs.wait(thread_id, "agent", input=_say("hello"))
     assert _last(values) == "echo #2: hello"
-    # Nothing waits now; other targets are refused, naming the one supported.
+    # Nothing waits now; other targets are refused, naming the ones there are.
     with httpx.Client(base_url=url) as http:
         for command, why in [
             ({"goto": "__end__"}, "not waiting for any decision"),
-            ({"goto": "agent"}, "only '__end__'"),
-            ({"goto": ["tools"]}, "only '__end__'"),
+            ({"goto": "agent"}, "'model' or 'tools'"),
+            ({"goto": ["tools"]}, "no tool call waiting"),
             ({"goto": "__end__", "resume": {"decisions": []}}, "not both"),
         ]:
             refused = http.post(

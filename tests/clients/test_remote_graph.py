@@ -77,6 +77,27 @@ def test_update_state_then_continue(graph: RemoteGraph) -> None:
     assert result["messages"][-1]["content"] == "echo #3: three"
 
 
+def test_a_breakpoint_before_tools_and_the_approval_at_that_step(graph: RemoteGraph) -> None:
+    config = _config()
+    # The approval comes first at the tool step the breakpoint stops before.
+    stopped = graph.invoke(_say("email bob"), config, interrupt_before=["tools"])
+    assert stopped["__interrupt__"][0]["value"]["action_requests"][0]["name"] == "send_email"
+    assert graph.get_state(config).next == ("tools",)
+    done = graph.invoke(
+        Command(resume={"decisions": [{"type": "approve"}]}), config, interrupt_before=["tools"]
+    )
+    assert done["messages"][-1]["content"] == "sent: sent to bob: email bob"
+
+
+def test_a_breakpoint_after_the_model(graph: RemoteGraph) -> None:
+    config = _config()
+    graph.invoke(_say("hello"), config, interrupt_after=["model"])
+    state = graph.get_state(config)
+    # Stopped after the model's answer: nothing runs next, no interrupt.
+    assert (state.next, state.interrupts) == ((), ())
+    assert state.values["messages"][-1]["content"] == "echo #1: hello"
+
+
 def test_get_graph(graph: RemoteGraph) -> None:
     drawn = graph.get_graph()
     assert drawn.nodes

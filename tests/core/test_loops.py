@@ -22,6 +22,7 @@ from deepactors._core.loops import (
     Wakeup,
     current_run,
     current_run_or_none,
+    latch,
     loop_running_here,
 )
 from deepactors._core.perloop import PerLoop
@@ -233,3 +234,34 @@ def test_a_loop_runs_here_inside_tasks_and_asyncio_callbacks(anyio_backend: Any)
     anyio.run(main, backend=name, backend_options=options)
     assert seen == ([True, True] if name == "asyncio" else [True])
     assert not loop_running_here()  # the run has ended
+
+
+async def test_a_latch_wakes_its_waiter_once_set_and_stays_set() -> None:
+    done = latch()
+    order: list[str] = []
+
+    async def waiter() -> None:
+        await done.wait()
+        order.append("woken")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(waiter)
+        await anyio.wait_all_tasks_blocked()
+        assert order == []
+        assert not done.is_set()
+        done.set()
+        order.append("set")
+    assert order == ["set", "woken"]
+    with anyio.fail_after(1):
+        await done.wait()  # set already: at once (after a checkpoint)
+    assert done.is_set()
+
+
+async def test_a_latch_waiter_cancelled_leaves_it_usable() -> None:
+    done = latch()
+    with anyio.move_on_after(0.01) as scope:
+        await done.wait()
+    assert scope.cancelled_caught
+    done.set()  # nobody waits: nothing to wake, and no error
+    with anyio.fail_after(1):
+        await done.wait()

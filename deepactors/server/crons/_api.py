@@ -20,6 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ...errors import InputError
+from ...limits import breakpoints
 from .._authz import caller, may
 from .._records import AssistantRecord
 from .._runs import RunManager
@@ -122,10 +123,27 @@ def _run_part(body: BaseModel) -> dict[str, Any]:
     return {k: v for k in _RUN_FIELDS if (v := getattr(body, k, None)) is not None}
 
 
-def _check_run(manager: RunManager, assistant: AssistantRecord, payload: dict[str, Any]) -> None:
-    """Refuse now a cron whose runs would be refused at every firing."""
+def _check_run(
+    manager: RunManager,
+    assistant: AssistantRecord,
+    payload: dict[str, Any],
+    kept: bool,
+) -> None:
+    """Refuse now a cron whose runs would be refused at every firing.
+
+    Raises:
+        InputError: Its breakpoints name an unknown node, or it has some and its
+            runs' threads are not ``kept`` (no thread of its own, and
+            ``on_run_completed`` is ``delete``: nothing would be left to continue).
+    """
     body = RunCreate.model_validate({**payload, "assistant_id": assistant.graph_id})
     body.refuse_unsupported()
+    stops = breakpoints(body.interrupt_before, body.interrupt_after)
+    if stops and not kept:
+        raise InputError(
+            "interrupt_before/interrupt_after: this cron's runs are on new threads deleted "
+            "as they end; give the cron a thread, or on_run_completed='keep'"
+        )
     if body.command is not None:
         raise HTTPException(422, "command: a cron starts runs with input, not a resume")
     if body.webhook is not None:
@@ -151,7 +169,8 @@ async def create_cron(request: Request) -> Response:
     try:
         check_timezone(body.timezone)
         payload = _run_part(body)
-        _check_run(manager, assistant, payload)
+        kept = thread_id is not None or body.on_run_completed == "keep"
+        _check_run(manager, assistant, payload, kept)
         if len(await book.all()) >= MAX_CRONS:
             raise HTTPException(429, f"crons: this server keeps at most {MAX_CRONS}")
         cron = Cron(
@@ -208,7 +227,8 @@ async def update_cron(request: Request) -> Response:
             cron.metadata = dict(body.metadata)
         payload = {**cron.payload, **_run_part(body)}
         assistant = manager.assistant(cron.assistant_id)
-        _check_run(manager, assistant, payload)
+        kept = cron.thread_id is not None or cron.on_run_completed == "keep"
+        _check_run(manager, assistant, payload, kept)
     except InputError as exc:
         raise HTTPException(422, str(exc)) from None
     cron.payload = payload
