@@ -220,24 +220,7 @@ async def execute_root(
                 stack.callback(_report_spent, spent, run, ledger)
             session = _open(spec, state, run, restore=fresh)
             stack.callback(session.close)
-            if run_input.update_only:
-                session.state.apply(run_input.values)
-                return _result(state, run, []), state, _head(journal)
-            stopped = _past_breakpoint(run)
-            if run_input.resume is not None and not stopped:
-                _take_decisions(run, state, run_input.resume)
-            elif run_input.goto is not None:
-                _check_goto(state, run_input.goto, thread_id)
-            elif run_input.resuming and (awaiting := _awaiting(run)):
-                # Continued with no decision: the calls stop the run again,
-                # whichever agent continues the thread (there is work: them).
-                tree.awaiting = awaiting
-            elif not _has_work(state, run_input, thread_id, _ended_turn(journal, run.path)):
-                # ainvoke(None) on a thread that finished: nothing to continue,
-                # so nothing is called; the caller gets the thread's state
-                # (with a Command's update applied, as LangGraph's).
-                if run_input.values:
-                    session.state.apply(run_input.values)
+            if not _has_run(session, run_input, journal):
                 return _result(state, run, []), state, _head(journal)
             breakpoints = run_input.breakpoints
             interrupted = await _execute(
@@ -255,6 +238,40 @@ async def execute_root(
         raise failure
     assert state is not None  # every path without a failure set it
     return _result(state, run, interrupted), state, _head(journal)
+
+
+def _has_run(session: Session, run_input: RunInput, journal: Journal | None) -> bool:
+    """Take the run's decisions, its ``goto`` or its continuation; whether it runs the loop.
+
+    An update alone, or nothing to continue on a thread that finished, runs
+    nothing (its values applied: a ``Command``'s update, as LangGraph's); the
+    caller gets the thread's state.
+
+    Raises:
+        InputError: Decisions for no pending request, a ``goto`` the thread
+            cannot take, or a run with nothing to answer.
+    """
+    run, state = session.run, session.state
+    thread_id = run.thread_id
+    if run_input.update_only:
+        state.apply(run_input.values)
+        return False
+    stopped = _past_breakpoint(run)
+    if run_input.resume is not None and not stopped:
+        _take_decisions(run, state, run_input.resume)
+    elif run_input.goto is not None:
+        _check_goto(state, run_input.goto, thread_id)
+    elif run_input.resuming and (awaiting := _awaiting(run)):
+        # Continued with no decision: the calls stop the run again,
+        # whichever agent continues the thread (there is work: them).
+        run.tree.awaiting = awaiting
+    elif not _has_work(state, run_input, thread_id, _ended_turn(journal, run.path)):
+        # ainvoke(None) on a thread that finished: nothing to continue, so
+        # nothing is called.
+        if run_input.values:
+            state.apply(run_input.values)
+        return False
+    return True
 
 
 def _report_spent(
