@@ -1,6 +1,7 @@
 """A Ray cluster of three nodes on this machine (``ray.cluster_utils``): a head
 with no CPU of its own and two nodes of one CPU each, so a placement's two
-worker actors run one on each node, and a node can be taken away.
+worker actors run one on each node, and a node can be taken away. One cluster
+per test: a test takes a node away.
 
 A package of its own: a process holds one Ray connection at a time, and the
 single-node tests of ``tests/placement`` have theirs (pytest ends that
@@ -23,12 +24,8 @@ from deepactors.placement import RayPlacement  # noqa: E402
 
 ROOT = Path(__file__).parents[2]
 
-# Ray declares a node dead after this many missed health checks this far apart
-# (its defaults take tens of seconds to notice a node that vanished).
-FAST_HEALTH = {"health_check_period_ms": 500, "health_check_failure_threshold": 4}
 
-
-@pytest.fixture(scope="package")
+@pytest.fixture
 def cluster() -> Iterator[Cluster]:
     """The head and two one-CPU nodes, this process connected as the driver."""
     assert Path.cwd() == ROOT, "run the placement tests from the checkout's root"
@@ -39,7 +36,6 @@ def cluster() -> Iterator[Cluster]:
             head_node_args={
                 "num_cpus": 0,
                 "include_dashboard": False,
-                "_system_config": FAST_HEALTH,
             },
         )
         try:
@@ -53,7 +49,7 @@ def cluster() -> Iterator[Cluster]:
             nodes.shutdown()
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture
 def placement(cluster: Cluster) -> RayPlacement:
     """Two worker actors of one CPU each: one per node."""
     return RayPlacement(workers=2, worker_cpus=1, orphan_timeout=5.0)
