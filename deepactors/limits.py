@@ -41,6 +41,7 @@ __all__ = [
     "nodes",
     "seconds",
     "steps",
+    "ttl_seconds",
 ]
 
 LIMITS_KEY = "deepactors_limits"
@@ -60,6 +61,23 @@ def seconds(value: object, *, what: str = "timeout") -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
         raise InputError(f"{what} must be a number of seconds >= 0 or None, not {value!r}")
     return None if value == math.inf else float(value)
+
+
+def ttl_seconds(minutes: object, *, what: str = "ttl") -> float | None:
+    """A time to live given in minutes (the SDKs', ``langgraph.json``'s, ``serve``'s
+    unit), in seconds: None, or a finite number of minutes above 0.
+
+    Raises:
+        InputError: Not a number (a bool, NaN), 0 or less, or infinite; the
+            message names ``what``.
+    """
+    if minutes is None:
+        return None
+    if isinstance(minutes, bool) or not isinstance(minutes, int | float):
+        raise InputError(f"{what}: minutes (a number above 0), not {minutes!r}")
+    if not 0 < minutes < math.inf:
+        raise InputError(f"{what}: minutes above 0, not {minutes!r}")
+    return float(minutes) * 60
 
 
 def steps(recursion_limit: object, *, what: str = "recursion_limit") -> int | None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import sys
 from collections.abc import Mapping
@@ -30,7 +29,8 @@ from typing import Any
 from .._core.logs import get_logger
 from ..agent import DeepAgent, import_from, load_target
 from ..demo import build_demo_agent
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, InputError
+from ..limits import ttl_seconds
 from ..persistence import Checkpointer, MemoryCheckpointer, MemoryStore, Store
 from ..persistence.index import IndexedStore
 from ..persistence.ttl import ExpiringStore
@@ -176,15 +176,33 @@ def expiring(store: Store, path: Path | None, default_minutes: float | None = No
     ttl = dict(ttl or {})
     minutes = ttl.get("default_ttl", default_minutes)
     sweep = ttl.get("sweep_interval_minutes", 1)
-    for name, value in (("default_ttl", minutes), ("sweep_interval_minutes", sweep)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-            raise ConfigurationError(f"{path}: store.ttl.{name}: minutes, not {value!r}")
+    where = f"{path}: store.ttl" if path is not None else "--store-ttl"
+    default_ttl, sweep_interval = _ttl_settings(where, minutes, sweep)
     return ExpiringStore(
         store,
-        default_ttl=None if minutes is None else minutes * 60,
+        default_ttl=default_ttl,
         refresh_on_read=bool(ttl.get("refresh_on_read", True)),
-        sweep_interval=sweep * 60,
+        sweep_interval=sweep_interval,
     )
+
+
+def _ttl_settings(where: str, minutes: object, sweep: object) -> tuple[float | None, float]:
+    """``default_ttl`` and ``sweep_interval_minutes`` read as ``ttl_seconds`` reads
+    any time to live, in seconds.
+
+    Raises:
+        ConfigurationError: One that is not a number of minutes above 0.
+    """
+    out: list[float | None] = []
+    for name, value in (("default_ttl", minutes), ("sweep_interval_minutes", sweep)):
+        label = where if where.startswith("--") else f"{where}.{name}"
+        try:
+            out.append(ttl_seconds(value, what=label))
+        except InputError as exc:
+            raise ConfigurationError(str(exc)) from None
+    default_ttl, sweep_interval = out
+    assert sweep_interval is not None  # (it has a default)
+    return default_ttl, sweep_interval
 
 
 def thread_expiry(
@@ -216,17 +234,7 @@ def thread_expiry(
         raise ConfigurationError(f"{where}.strategy: only 'delete' is supported, not {strategy!r}")
     minutes = ttl.get("default_ttl", default_minutes)
     sweep = ttl.get("sweep_interval_minutes", DEFAULT_THREAD_TTL_SWEEP / 60)
-    for name, value in (("default_ttl", minutes), ("sweep_interval_minutes", sweep)):
-        if value is None:
-            continue
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not 0 < value < math.inf
-        ):
-            label = where if where == "--thread-ttl" else f"{where}.{name}"
-            raise ConfigurationError(f"{label}: minutes above 0, not {value!r}")
-    return (None if minutes is None else minutes * 60), sweep * 60
+    return _ttl_settings(where, minutes, sweep)
 
 
 def _openai_embed(model: str) -> Any:

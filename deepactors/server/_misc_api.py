@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -15,6 +14,7 @@ from starlette.routing import Route
 
 from ..errors import PersistenceError
 from ..filediff import FileRecord
+from ..limits import ttl_seconds
 from ..messages import Message
 from ..persistence import Store, StoreItem
 from ..persistence.index import SemanticSearch
@@ -172,14 +172,11 @@ async def put_item(request: Request) -> Response:
     store = _store(request)
     _refuse_reserved(body.namespace)
     await owned_namespace(tuple(body.namespace), "update")
-    if body.ttl is not None:
-        if not isinstance(store, ExpiringStore):
-            raise HTTPException(422, _NO_TTL)
-        if not 0 < body.ttl < math.inf:
-            raise HTTPException(422, f"ttl: minutes > 0, not {body.ttl!r}")
+    if body.ttl is not None and not isinstance(store, ExpiringStore):
+        raise HTTPException(422, _NO_TTL)
+    ttl = ttl_seconds(body.ttl, what="ttl")  # (an InputError: 422)
     try:
         if isinstance(store, ExpiringStore):
-            ttl = None if body.ttl is None else body.ttl * 60
             await store.put(tuple(body.namespace), body.key, body.value, ttl=ttl)
         else:
             await store.put(tuple(body.namespace), body.key, body.value)

@@ -20,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
+from ..limits import ttl_seconds
+
 __all__ = [
     "AssistantSearch",
     "Checkpoint",
@@ -175,11 +177,7 @@ def _thread_ttl(value: Any) -> float | None:
             # thread's checkpoints whole or deletes them (see threads.prune).
             raise ValueError(f"strategy: only 'delete' is supported, not {strategy!r}")
         minutes = value.get("ttl")
-    if isinstance(minutes, bool) or not isinstance(minutes, int | float):
-        raise ValueError(f"give minutes (a number above 0), not {minutes!r}")
-    if not 0 < minutes < math.inf:
-        raise ValueError(f"minutes above 0, not {minutes!r}")
-    return float(minutes) * 60
+    return ttl_seconds(minutes, what="ttl")
 
 
 class ThreadCreate(_Body):

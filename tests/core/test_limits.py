@@ -7,6 +7,7 @@ taken) the same way on every road. And one place picks the ASGI server of a loop
 
 from __future__ import annotations
 
+import json
 import math
 import socket
 from typing import Any
@@ -24,7 +25,7 @@ from deepactors import Budget, create_deep_agent, open_runtime
 from deepactors._core.asgi import asgi_server_for, serve_here
 from deepactors.errors import ConfigurationError, InputError
 from deepactors.lc_views import values_to_lc
-from deepactors.limits import LIMITS_KEY, NO_LIMITS, Limits, seconds, steps
+from deepactors.limits import LIMITS_KEY, NO_LIMITS, Limits, seconds, steps, ttl_seconds
 from deepactors.messages import AssistantMessage, Usage, UserMessage
 from deepactors.models import FunctionModel
 from deepactors.remote import read_limits
@@ -200,3 +201,27 @@ async def test_an_app_is_served_on_the_running_loop() -> None:
                         await anyio.sleep(0.02)
             assert answer.text == "served"
             tg.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("bad", [0, -1, math.nan, math.inf, True, "5", [5]])
+def test_a_time_to_live_is_minutes_above_zero_on_every_road(bad: object, tmp_path: Any) -> None:
+    # One rule for a thread's ttl (the SDKs'), a store item's, and langgraph.json's
+    # store.ttl / checkpointer.ttl (which took 0, -1 and inf for the store before).
+    from deepactors.persistence import MemoryStore
+    from deepactors.server._langgraph_json import expiring, thread_expiry
+    from deepactors.server._schemas import ThreadCreate, parse_body
+
+    assert ttl_seconds(None) is None
+    assert ttl_seconds(1.5) == 90.0
+    with pytest.raises(InputError, match="ttl: minutes"):
+        ttl_seconds(bad)
+    with pytest.raises(HTTPException) as refused:
+        parse_body(json.dumps({"ttl": bad}).encode(), ThreadCreate)
+    assert refused.value.status_code == 422
+    config = tmp_path / "langgraph.json"
+    config.write_text(json.dumps({"store": {"ttl": {"default_ttl": bad}}}))
+    with pytest.raises(ConfigurationError, match=r"store.ttl.default_ttl: minutes"):
+        expiring(MemoryStore(), config)
+    config.write_text(json.dumps({"checkpointer": {"ttl": {"default_ttl": bad}}}))
+    with pytest.raises(ConfigurationError, match=r"checkpointer.ttl.default_ttl: minutes"):
+        thread_expiry(config)
