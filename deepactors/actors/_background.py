@@ -222,9 +222,7 @@ class BackgroundTasks:
                     # Supervision: a runner's bug is the task's failure, never
                     # the runtime's (the task lives in the runtime's group).
                     answer = f"{type(exc).__name__}: {exc}"
-                    outcome = ChildOutcome(
-                        status="failed", answer=answer, diff=None, path=task.path
-                    )
+                    outcome = ChildOutcome.failed(task.path, answer)
         finally:
             if outcome is not None:
                 task.outcome = outcome

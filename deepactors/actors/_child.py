@@ -66,6 +66,28 @@ class ChildOutcome:
     requests: tuple[ActionRequest, ...] = ()
     usage: Usage | None = None
 
+    @classmethod
+    def failed(cls, path: str, why: str) -> ChildOutcome:
+        """A child that did not finish, and why (what the parent's model reads)."""
+        return cls(status="failed", answer=why, diff=None, path=path)
+
+    @classmethod
+    def timed_out(cls, path: str, timeout: float, what: str, ended: str) -> ChildOutcome:
+        """A child stopped at its own ``timeout`` (seconds), its file changes dropped.
+
+        Args:
+            path: The child's actor path.
+            timeout: Its timeout.
+            what: What did not finish (``"The subagent"``).
+            ended: What became of it (``"it was cancelled"``).
+        """
+        return cls(
+            status="timed_out",
+            answer=f"{what} did not finish within its {timeout:g} s timeout; {ended}.",
+            diff=None,
+            path=path,
+        )
+
 
 @runtime_checkable
 class ChildRunner(Protocol):
@@ -196,12 +218,8 @@ async def _within(child: Awaitable[ChildOutcome], timeout: float, path: str) -> 
     with anyio.move_on_after(timeout) as scope:
         return await child
     assert scope.cancelled_caught
-    return ChildOutcome(
-        status="timed_out",
-        answer=f"The subagent did not finish within its {timeout:g} s timeout; it was "
-        "cancelled and none of its file changes were kept.",
-        diff=None,
-        path=path,
+    return ChildOutcome.timed_out(
+        path, timeout, "The subagent", "it was cancelled and none of its file changes were kept"
     )
 
 
@@ -254,9 +272,7 @@ async def _child(
         except Exception as exc:
             if stop_in(exc) is not None:
                 raise  # a KeyboardInterrupt or SystemExit: for the caller, not the parent
-            return ChildOutcome(
-                status="failed", answer=f"{type(exc).__name__}: {exc}", diff=None, path=path
-            )
+            return ChildOutcome.failed(path, f"{type(exc).__name__}: {exc}")
         finally:
             session.close()
             parent.add_usage(run.usage)

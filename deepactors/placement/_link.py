@@ -433,12 +433,9 @@ class Link:
                 for hold in child.holds.values():
                     child.ledger.settle(hold, None)  # cut off: charged whole
             child.holds = None
-            child.outcome = ChildOutcome(
-                status="failed",
-                answer=f"the Ray worker running it{where} died or cannot be reached: "
-                f"{_first_line(error)}",
-                diff=None,
-                path=child.path,
+            child.outcome = ChildOutcome.failed(
+                child.path,
+                f"the Ray worker running it{where} died or cannot be reached: {_first_line(error)}",
             )
             self._end(child)
         self._pool.replace(lane.slot, handle)
@@ -451,11 +448,8 @@ class Link:
                 continue
             if isinstance(error, WorkerLost) or _is_actor_error(error):
                 continue  # its pull says so, and replaces the worker
-            child.outcome = ChildOutcome(
-                status="failed",
-                answer=f"could not start on its Ray worker: {_first_line(error)}",
-                diff=None,
-                path=child.path,
+            child.outcome = ChildOutcome.failed(
+                child.path, f"could not start on its Ray worker: {_first_line(error)}"
             )
             self._end(child)
 

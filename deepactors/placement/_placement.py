@@ -241,12 +241,11 @@ class RayAgent:
     ) -> ChildOutcome:
         with anyio.move_on_after(timeout):
             return await child
-        return ChildOutcome(
-            status="timed_out",
-            answer=f"The subagent did not finish within its {timeout:g} s timeout; it was "
-            "cancelled on its Ray worker and none of its file changes were kept.",
-            diff=None,
-            path=path,
+        return ChildOutcome.timed_out(
+            path,
+            timeout,
+            "The subagent",
+            "it was cancelled on its Ray worker and none of its file changes were kept",
         )
 
     async def _run(
@@ -292,12 +291,7 @@ class RayAgent:
                 raise
             outcome = child.outcome
             if outcome is None:  # its worker cancelled it (it lost its parent's link)
-                return ChildOutcome(
-                    status="failed",
-                    answer="the subagent was cancelled on its Ray worker",
-                    diff=None,
-                    path=path,
-                )
+                return ChildOutcome.failed(path, "the subagent was cancelled on its Ray worker")
             return outcome
         finally:
             if slot is not None:

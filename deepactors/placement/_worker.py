@@ -321,7 +321,7 @@ class PlacementWorker:
         if not isinstance(spec, AgentSpec):
             link.inboxes.pop(cid, None)
             why = spec or ConfigurationError(f"the agent {start.agent!r} never reached the worker")
-            failed = ChildOutcome(status="failed", answer=str(why), diff=None, path=start.path)
+            failed = ChildOutcome.failed(start.path, str(why))
             link.send(Done(cid, failed, None))
             return
         scope = anyio.CancelScope()
@@ -355,9 +355,7 @@ class PlacementWorker:
                     path=start.path,
                 )
         except (Exception, KeyboardInterrupt, SystemExit) as exc:  # from a tool, say
-            outcome = ChildOutcome(
-                status="failed", answer=f"{type(exc).__name__}: {exc}", diff=None, path=start.path
-            )
+            outcome = ChildOutcome.failed(start.path, f"{type(exc).__name__}: {exc}")
         finally:
             if token is not None:
                 detach_traceparent(token)

@@ -215,12 +215,12 @@ class RemoteAgent:
     async def _run(self, child: RemoteChild, timeout: float | None) -> ChildOutcome:
         with anyio.move_on_after(math.inf if timeout is None else timeout):
             return await child.run(await self._servers.get())
-        return ChildOutcome(
-            status="timed_out",
-            answer=f"The remote subagent did not finish within its {timeout:g} s timeout; its "
-            "run was cancelled and none of its file changes were kept.",
-            diff=None,
-            path=child.path,
+        assert timeout is not None  # (only its timeout ends the scope)
+        return ChildOutcome.timed_out(
+            child.path,
+            timeout,
+            "The remote subagent",
+            "its run was cancelled and none of its file changes were kept",
         )
 
 

@@ -231,12 +231,9 @@ class A2AAgent:
             if followed.state not in _TERMINAL:
                 await self._cancel(client, followed)  # the parent was cancelled, or timed out
         if scope.cancelled_caught:
-            return ChildOutcome(
-                status="timed_out",
-                answer=f"The A2A agent {self.name!r} did not finish within its {timeout:g} s "
-                "timeout; its task was cancelled.",
-                diff=None,
-                path=path,
+            assert timeout is not None  # (only its timeout ends the scope)
+            return ChildOutcome.timed_out(
+                path, timeout, f"The A2A agent {self.name!r}", "its task was cancelled"
             )
         return _outcome(self.name, path, label, followed)
 
@@ -347,7 +344,7 @@ def _time_left() -> float | None:
 
 
 def _failed(path: str, why: str) -> ChildOutcome:
-    return ChildOutcome(status="failed", answer=why, diff=None, path=path)
+    return ChildOutcome.failed(path, why)
 
 
 def _outcome(name: str, path: str, label: str, followed: _Followed) -> ChildOutcome:
