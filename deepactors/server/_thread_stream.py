@@ -102,6 +102,9 @@ class ThreadStreamResponse(Response):
         self._lifecycle = self._runs or "lifecycle" in modes
         self._states = "state_update" in modes
         self._slow = False  # the client did not read: the join ends
+        # A run made while the join starts is both in flight and told of:
+        # followed once.
+        self._followed: set[str] = set()
         self._scope: anyio.CancelScope | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -157,6 +160,9 @@ class ThreadStreamResponse(Response):
     async def _follow(self, run: RunRecord, frames: MemoryObjectSendStream[bytes]) -> None:
         """One run's frames, from now to its end."""
         async with frames:
+            if run.run_id in self._followed:
+                return
+            self._followed.add(run.run_id)
             if self._lifecycle:
                 await self._put(frames, metadata_frame(run.run_id))
             modes = run.kwargs.get("stream_mode") or "values"
