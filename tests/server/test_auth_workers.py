@@ -120,11 +120,12 @@ def serving_pid(server_pid: int, port: int) -> int:
     """The worker holding the server end of this process's one open connection to ``port``."""
     tcp = _tcp()
     mine = _socket_inodes(os.getpid())
-    ours = [lp for lp, rp, st, inode in tcp if st == ESTABLISHED and rp == port and inode in mine]
-    assert len(ours) == 1, f"expected one open connection to the server, found {ours}"
-    theirs = {
-        inode for lp, rp, st, inode in tcp if st == ESTABLISHED and (lp, rp) == (port, ours[0])
-    }
+    # A set: /proc/net/tcp is read page by page, and a socket table that changes
+    # between two pages (other tests open and close connections) repeats rows.
+    ours = {lp for lp, rp, st, inode in tcp if st == ESTABLISHED and rp == port and inode in mine}
+    assert len(ours) == 1, f"expected one open connection to the server, found {sorted(ours)}"
+    (local,) = ours
+    theirs = {inode for lp, rp, st, inode in tcp if st == ESTABLISHED and (lp, rp) == (port, local)}
     holders = [pid for pid in _descendants(server_pid) if _socket_inodes(pid) & theirs]
     assert len(holders) == 1, f"not one worker holds the connection: {holders}"
     return holders[0]
