@@ -249,6 +249,13 @@ def run_sync(fn: Callable[..., Awaitable[T]], *args: Any, backend: str, **kwargs
     try:
         loop.submit(call)
         return loop.wait(call)
+    except BaseException:
+        # A Ctrl-C that lands after the call was sent but before its wait began
+        # (a loaded machine runs the loop's thread first) is this caller's too:
+        # the call is cancelled and its cleanup awaited, as while waiting.
+        if not call.outcome.done():
+            loop.cancel(call)
+        raise
     finally:
         if temporary:
             loop.stop(grace=None)

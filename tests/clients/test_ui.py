@@ -54,8 +54,9 @@ def send_email(to: str, body: str) -> str:
 
 
 async def worker(request):
-    # Long enough to be seen running; "slow" ones to be clicked around.
-    await anyio.sleep(4 if "slow" in request.messages[0].text else 0.3)
+    # Long enough to be seen running (on a loaded CI machine too: a second); "slow"
+    # ones to be clicked around.
+    await anyio.sleep(4 if "slow" in request.messages[0].text else 1.0)
     return AssistantMessage(
         content="done: " + request.messages[0].text,
         usage=Usage(input_tokens=10, output_tokens=5, cost_usd=0.001),
@@ -168,7 +169,7 @@ def test_twenty_subagents_show_live_in_the_tree(ui: tuple[Any, str, Path, str]) 
         rows = page.locator("#tree .kids .row")
         expect(rows).to_have_count(20)
         expect(page.locator("#messages .msg.human")).to_have_text("humanfan 20")
-        # Live: the workers are seen working (each takes 0.3 s), then done.
+        # Live: the workers are seen working (each takes a second), then done.
         expect(page.locator("#tree .kids .row.running").first).to_be_visible()
         page.screenshot(path=shots / "tree-20-running.png")
         expect(page.locator("#messages .msg.ai").last).to_have_text("aiall 20 subagents done")
