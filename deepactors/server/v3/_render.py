@@ -115,11 +115,16 @@ class RunRenderer:
             # Every event names its message, so concurrent messages route apart.
             out.append(Out("messages", ns, {**data, "id": key}, node))
 
+        # A whole message (a tool's result) is one chunk, its own last.
+        whole = not str(chunk.get("type", "")).endswith("Chunk")
         message = self._messages.get(key)
         if message is None:
             message = self._messages[key] = _Message()
             metadata = {"langgraph_node": node} if node else {}
-            emit({"event": "message-start", "role": "ai", "metadata": metadata})
+            start = {"event": "message-start", "role": _ROLES.get(str(chunk.get("type")), "ai")}
+            if chunk.get("tool_call_id"):
+                start["tool_call_id"] = chunk["tool_call_id"]
+            emit({**start, "metadata": metadata})
         for kind, piece in _pieces(chunk.get("content")):
             index = message.blocks.get(kind)
             if index is None:
@@ -134,7 +139,7 @@ class RunRenderer:
                 else {"type": "reasoning-delta", "reasoning": piece}
             )
             emit({"event": "content-block-delta", "index": index, "delta": delta})
-        if chunk.get("chunk_position") != "last":
+        if not whole and chunk.get("chunk_position") != "last":
             return out
         for kind, index in message.blocks.items():
             block = _block(kind, message.text[kind])
@@ -156,6 +161,9 @@ class RunRenderer:
         emit(finish)
         del self._messages[key]
         return out
+
+
+_ROLES = {"tool": "tool", "human": "human", "system": "system"}
 
 
 def _pieces(content: Any) -> list[tuple[str, str]]:

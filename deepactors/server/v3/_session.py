@@ -10,9 +10,10 @@ session's next ``seq``, keeps the last :data:`SESSION_EVENTS` of them for
 ``since`` replay, and hands each to the event streams whose filter it
 matches.
 
-A session ends with its thread (deleted: its watchers closed), or once no
-event stream is open and no run of it is in flight: what it kept goes with it,
-and a later stream starts from the next run.
+A session ends with its thread (deleted: its watchers closed), or
+:data:`SESSION_LINGER` seconds after no event stream is open and no run of it
+is in flight: what it kept goes with it, and a later stream starts from the
+next run.
 """
 
 from __future__ import annotations
@@ -42,11 +43,22 @@ from .._records import RunRecord, StateUpdated, Subscriber, ThreadRecord
 from .._runs import RunManager
 from ._render import Out, RunRenderer
 
-__all__ = ["SESSION_EVENTS", "STREAM_QUEUE", "EventFilter", "Sessions", "ThreadSession"]
+__all__ = [
+    "SESSION_EVENTS",
+    "SESSION_LINGER",
+    "STREAM_QUEUE",
+    "EventFilter",
+    "Sessions",
+    "ThreadSession",
+]
 
 SESSION_EVENTS = 10_000
 """Events a thread's session keeps for ``since`` replay (older ones are gone:
 a ``since`` before them is refused)."""
+
+SESSION_LINGER = 60.0
+"""Seconds a session outlives its last event stream and run (then it ends, and
+what it kept goes with it)."""
 
 STREAM_QUEUE = 10_000
 """Events an event stream may have queued for its client at most: past it the
@@ -136,6 +148,7 @@ class ThreadSession:
         self._followed: set[str] = set()
         self._running = 0
         self._ended = False
+        self._lingering = False
         self._news, watched = anyio.create_memory_object_stream[RunRecord | StateUpdated](math.inf)
         thread.watchers.append(self._news)
         manager.start_soon(self._dispatch, watched)
@@ -284,9 +297,25 @@ class ThreadSession:
 
     # -- ending ----------------------------------------------------------------------
 
+    @property
+    def _idle(self) -> bool:
+        return not self._listeners and not self._running
+
     def _end_if_idle(self) -> None:
-        if not self._listeners and not self._running:
+        """End the session :data:`SESSION_LINGER` seconds after it fell idle, if it
+        still is then (a client's next stream, opened just after a run ended,
+        still finds the run's events)."""
+        if self._idle and not self._ended and not self._lingering:
+            self._lingering = True
+            self._manager.start_soon(self._linger)
+
+    async def _linger(self) -> None:
+        await anyio.sleep(SESSION_LINGER)
+        self._lingering = False
+        if self._idle:
             self._end()
+        else:
+            self._end_if_idle()  # (busy again: checked again when it is idle)
 
     def _end(self) -> None:
         if self._ended:
