@@ -209,3 +209,12 @@ def test_another_users_thread_is_not_found(serve: Serve) -> None:
             timeout=30,
         )
         assert got.status_code == 404
+
+
+def test_the_websocket_transport_is_refused_saying_why(serve: Serve) -> None:
+    client = serve(app()).client()
+    with client.threads.stream(assistant_id="agent", transport="websocket") as thread:
+        thread.run.start(input=say("go"))
+        # The lifecycle stream is refused: the output says why.
+        with pytest.raises(RuntimeError, match=r"WebSocket transport is not served"):
+            thread.output  # noqa: B018

@@ -223,12 +223,14 @@ class ThreadSession:
 
     async def _dispatch(self, watched: MemoryObjectReceiveStream[RunRecord | StateUpdated]) -> None:
         """Runs made on the thread by other means (``runs.create``...): followed from now."""
-        async with watched:
-            async for item in watched:
-                if isinstance(item, RunRecord) and item.run_id not in self._followed:
-                    events = await self._manager.subscribe(item, modes="values", subgraphs=True)
-                    self._follow_soon(item, events)
-        self._end()  # the thread was deleted
+        try:
+            async with watched:
+                async for item in watched:
+                    if isinstance(item, RunRecord) and item.run_id not in self._followed:
+                        events = await self._manager.subscribe(item, modes="values", subgraphs=True)
+                        self._follow_soon(item, events)
+        finally:
+            self._end()  # the thread was deleted, or the server is shutting down
 
     async def _follow(
         self, run: RunRecord, events: MemoryObjectReceiveStream[Event | bytes]
