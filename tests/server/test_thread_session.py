@@ -8,6 +8,7 @@ server stops at once.
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from deepactors.models import FunctionModel, ModelRequest
 from deepactors.persistence import MemoryCheckpointer
 from deepactors.server import create_app
 from deepactors.server.auth import api_keys
+from deepactors.server.v3._session import EventFilter
 
 from .conftest import Served
 
@@ -218,3 +220,68 @@ def test_the_websocket_transport_is_refused_saying_why(serve: Serve) -> None:
         # The lifecycle stream is refused: the output says why.
         with pytest.raises(RuntimeError, match=r"WebSocket transport is not served"):
             thread.output  # noqa: B018
+
+
+def read_events(served: Served, thread_id: str, body: dict[str, Any], until: str) -> list[Any]:
+    """The events of a stream opened with ``body``, up to the first of method ``until``."""
+    out: list[Any] = []
+    url = f"{served.url}/threads/{thread_id}/stream/events"
+    with httpx.stream("POST", url, json=body, timeout=30) as response:
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                out.append(json.loads(line[6:]))
+                if out[-1]["method"] == until:
+                    return out
+    raise AssertionError(f"the stream ended before a {until!r} event: {out}")
+
+
+def test_a_stream_replays_after_since_and_filters_by_channel_and_namespace(serve: Serve) -> None:
+    served = serve(app())
+    client = served.client()
+    with session(client) as thread:
+        thread.run.start(input=say("go"))
+        assert thread.output["messages"]
+        tid = thread.thread_id
+        every = read_events(served, tid, {"channels": ["lifecycle", "tools"]}, "tools")
+        first, started = every[0], every[1]
+        assert first["params"]["data"]["event"] == "running"
+        assert started["params"]["data"]["event"] == "tool-started"
+        # Numbered in order; since: only what came after.
+        assert started["seq"] > first["seq"]
+        after = read_events(
+            served, tid, {"channels": ["lifecycle", "tools"], "since": started["seq"]}, "tools"
+        )
+        assert after[0]["seq"] > started["seq"]
+        assert after[0]["params"]["data"]["event"] == "tool-finished"
+        bad = {"channels": ["values"], "since": -1}
+        url = f"{served.url}/threads/{tid}/stream/events"
+        assert httpx.post(url, json=bad, timeout=30).status_code == 400
+
+
+def event(method: str, namespace: list[str], data: Any = None) -> dict[str, Any]:
+    return {"method": method, "params": {"namespace": namespace, "data": data or {}}}
+
+
+def test_a_filter_takes_channels_namespace_prefixes_and_a_depth() -> None:
+    wanted = EventFilter(frozenset({"lifecycle", "input", "custom:progress"}), (("a",),), 1)
+    assert not wanted.matches(event("lifecycle", []))
+    assert wanted.matches(event("lifecycle", ["a"]))
+    assert wanted.matches(event("input.requested", ["a", "b"]))
+    assert not wanted.matches(event("lifecycle", ["a", "b", "c"]))  # past the depth
+    assert not wanted.matches(event("values", ["a"]))
+    assert wanted.matches(event("custom", ["a"], {"name": "progress"}))
+    assert not wanted.matches(event("custom", ["a"], {"payload": 1}))
+    assert EventFilter(frozenset({"values"})).matches(event("values", ["x", "y"]))
+
+
+def test_event_streams_count_among_a_clients_streams(serve: Serve) -> None:
+    agent = create_deep_agent(FunctionModel(one_tool_then_answer), tools=[shout])
+    served = serve(create_app({"agent": agent}, max_streams_per_client=1))
+    thread_id = served.client().threads.create()["thread_id"]
+    url = f"{served.url}/threads/{thread_id}/stream/events"
+    with httpx.stream("POST", url, json={"channels": ["values"]}, timeout=30) as first:
+        assert first.status_code == 200
+        second = httpx.post(url, json={"channels": ["values"]}, timeout=30)
+        assert second.status_code == 429
+    served.client().threads.delete(thread_id)
