@@ -14,10 +14,10 @@ Reading the saved state or history does not take a turn: a thread's records
 are an append-only log stored in atomic batches (a rollback appends a marker,
 see :mod:`._journal`), so a read sees the thread as it was at one moment, and
 while a run is in progress it sees the steps already saved, as LangGraph's
-server shows them. Only a delete takes records away, and it too is one
-transaction under the lease. :meth:`ThreadHandle.view` keeps what a read found
-(memoized on the thread's head) while the thread's actor is alive and nothing
-has changed the thread since.
+server shows them. Only a delete and :meth:`ThreadHandle.keep_latest` take
+records away, each one transaction under the lease. :meth:`ThreadHandle.view`
+keeps what a read found (memoized on the thread's head) while the thread's
+actor is alive and nothing has changed the thread since.
 """
 
 from __future__ import annotations
@@ -27,9 +27,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, Unpack, final
 
 from .._core.public import NoPublicConstructor
-from ..errors import InputError
-from ..persistence import Checkpointer, CheckpointRecord, CheckpointWrite, ThreadLease
-from ..state import AgentResult, validate_input
+from ..errors import ConfigurationError, InputError
+from ..persistence import (
+    Checkpointer,
+    CheckpointRecord,
+    CheckpointWrite,
+    Rewritable,
+    ThreadLease,
+)
+from ..state import AgentResult, State, validate_input
 from ._actor import (
     Operation,
     OpOrder,
@@ -42,6 +48,7 @@ from ._actor import (
     await_handle,
     deadline,
 )
+from ._compact import compact
 from ._journal import ROLLBACK, Restored
 from ._spec import AgentSpec, RunInput, prepare_input
 from ._threads import ThreadState, saved_state, saver
@@ -336,6 +343,50 @@ class ThreadHandle(metaclass=NoPublicConstructor):
 
         result = await self._operate(op, forgets=True, timeout=timeout)
         return int(result["copied"])
+
+    async def keep_latest(self, *, timeout: float | None = None) -> int:
+        """Drop the thread's history, keeping its latest state (``keep_latest``).
+
+        An order of the thread, in its turn (a run in progress ends first):
+        its journal becomes one record of its state as it stands, plus what
+        resuming it needs (a pending interrupt or breakpoint, the results of
+        an unfinished step and its subagents' records), swapped in one
+        transaction. Its state, what it waits for and what runs next read as
+        before; its history starts there, and earlier checkpoint ids are gone.
+        The rewrite is replayed and compared before it is stored.
+
+        Returns:
+            The number of records dropped (0: there was nothing to drop).
+
+        Raises:
+            ConfigurationError: The agent has no checkpointer, or one that cannot
+                replace a thread's records (:class:`~deepactors.persistence.Rewritable`).
+            InputError: The state would not read back the same from one record
+                (a channel whose reducer does not take its whole value); nothing changed.
+            CheckpointCorrupt: A record cannot be read; nothing changed.
+        """
+        spec = self._spec
+        checkpointer = saver(spec)
+        if not isinstance(checkpointer, Rewritable):
+            raise ConfigurationError(
+                f"{type(checkpointer).__name__} cannot replace a thread's records: give it an "
+                "async replace(thread_id, records) (deepactors.persistence.Rewritable) to keep "
+                "only a thread's latest state"
+            )
+        rewriter = checkpointer
+
+        async def op(checkpointer: Checkpointer, lease: ThreadLease) -> dict[str, Any]:
+            records = await checkpointer.read(self.thread_id)
+            rewrite = await compact(
+                self.thread_id, records, path=spec.name, state=lambda: State(spec.channels)
+            )
+            if rewrite is None:
+                return {"dropped": 0}
+            await rewriter.replace(self.thread_id, rewrite)
+            return {"dropped": len(records) - len(rewrite)}
+
+        result = await self._operate(op, forgets=True, timeout=timeout)
+        return int(result["dropped"])
 
     async def head(self, *, timeout: float | None = None) -> int:
         """The ``seq`` of the thread's newest record (0: none), read in turn.

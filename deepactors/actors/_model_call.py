@@ -8,7 +8,7 @@ the listener as they arrive.
 
 from __future__ import annotations
 
-from contextlib import aclosing
+from collections.abc import AsyncGenerator
 
 from ..events import ModelDelta, wants_detail
 from ..messages import AssistantMessage
@@ -48,7 +48,8 @@ async def _ask(model: ChatModel, request: ModelRequest) -> AssistantMessage:
     assert run is not None
     # Someone listens: stream, so token deltas reach them as they arrive.
     final: AssistantMessage | None = None
-    async with aclosing(model.stream(request)) as parts:  # type: ignore[type-var]
+    parts = model.stream(request)
+    try:
         async for part in parts:
             if isinstance(part, AssistantMessage):
                 final = part
@@ -62,6 +63,12 @@ async def _ask(model: ChatModel, request: ModelRequest) -> AssistantMessage:
                         index=part.index,
                     )
                 )
+    finally:
+        # An async generator (the usual stream) is closed now, not when the
+        # collector finds it: its connection goes back at once. A stream of
+        # another kind has nothing to close.
+        if isinstance(parts, AsyncGenerator):
+            await parts.aclose()
     if final is None:
         raise RuntimeError(f"model {model.model_name!r} ended its stream without a message")
     return final

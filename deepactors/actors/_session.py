@@ -21,9 +21,10 @@ from ..context import RunContext, TreeContext, TreeSlot
 from ..errors import BudgetExceeded, InputError, InterruptNeedsThread
 from ..events import Event, Interrupted, RunStarted
 from ..filediff import FileRecord
+from ..history import MessageList
 from ..interrupts import ActionRequest, Interrupt, interrupt_view, parse_decisions
 from ..limits import Breakpoints
-from ..messages import AssistantMessage, ToolMessage, Usage, new_id
+from ..messages import AssistantMessage, Message, ToolMessage, Usage, new_id
 from ..state import AgentResult, State
 from ._filewatch import actor_listener
 from ._journal import BREAKPOINT, Journal, ThreadMark, open_journal
@@ -220,14 +221,15 @@ async def execute_root(
                 stack.callback(_report_spent, spent, run, ledger)
             session = _open(spec, state, run, restore=fresh)
             stack.callback(session.close)
-            if not _has_run(session, run_input, journal):
+            runs, passing = _has_run(session, run_input, journal)
+            if not runs:
                 return _result(state, run, []), state, _head(journal)
             breakpoints = run_input.breakpoints
             interrupted = await _execute(
                 session,
                 run_input.values,
                 spec.breakpoints if breakpoints is None else breakpoints,
-                continued=run_input.resuming,
+                continued=passing,
                 start=run_input.goto,
             )
         except Exception as exc:
@@ -240,12 +242,18 @@ async def execute_root(
     return _result(state, run, interrupted), state, _head(journal)
 
 
-def _has_run(session: Session, run_input: RunInput, journal: Journal | None) -> bool:
-    """Take the run's decisions, its ``goto`` or its continuation; whether it runs the loop.
+def _has_run(session: Session, run_input: RunInput, journal: Journal | None) -> tuple[bool, bool]:
+    """Take the run's decisions, its ``goto`` or its continuation.
 
     An update alone, or nothing to continue on a thread that finished, runs
     nothing (its values applied: a ``Command``'s update, as LangGraph's); the
     caller gets the thread's state.
+
+    Returns:
+        Whether it runs the loop, and whether it goes past the first breakpoint
+        it reaches: only a run that continues a stop (the thread stood at a
+        breakpoint, or it answers an approval). A run continued after a crash
+        stops at the breakpoints it had not reached.
 
     Raises:
         InputError: Decisions for no pending request, a ``goto`` the thread
@@ -255,12 +263,13 @@ def _has_run(session: Session, run_input: RunInput, journal: Journal | None) -> 
     thread_id = run.thread_id
     if run_input.update_only:
         state.apply(run_input.values)
-        return False
+        return False, False
     stopped = _past_breakpoint(run)
     if run_input.resume is not None and not stopped:
         _take_decisions(run, state, run_input.resume)
-    elif run_input.goto is not None:
-        _check_goto(state, run_input.goto, thread_id)
+        return True, True
+    if run_input.goto is not None:
+        _check_goto(state, run_input.goto, thread_id, run_input.values)
     elif run_input.resuming and (awaiting := _awaiting(run)):
         # Continued with no decision: the calls stop the run again,
         # whichever agent continues the thread (there is work: them).
@@ -270,8 +279,8 @@ def _has_run(session: Session, run_input: RunInput, journal: Journal | None) -> 
         # nothing is called.
         if run_input.values:
             state.apply(run_input.values)
-        return False
-    return True
+        return False, False
+    return True, stopped
 
 
 def _report_spent(
@@ -358,17 +367,25 @@ def _past_breakpoint(run: RunContext) -> bool:
     return True
 
 
-def _check_goto(state: State, goto: str, thread_id: str | None) -> None:
+def _check_goto(state: State, goto: str, thread_id: str | None, update: Mapping[str, Any]) -> None:
     """Refuse a ``Command(goto=...)`` the thread cannot go on with, saying why.
+
+    Judged on the thread as the command's ``update`` leaves it (LangGraph applies
+    the update, then goes to the node), without applying it: a refused command
+    changes nothing.
 
     Raises:
         InputError: No saved state; ``"tools"`` with no pending tool call;
             ``"model"`` while tool calls wait for results (the model API
             refuses a call without its result).
     """
-    if not state.messages:
+    messages: Sequence[Message] = state.messages
+    if "messages" in update:
+        reducer = state.channels["messages"].reducer
+        messages = reducer(MessageList(messages), update["messages"])
+    if not messages:
         raise InputError(f"thread {thread_id!r} has no saved state to continue at {goto!r}")
-    pending = unanswered_calls(state.messages)[1]
+    pending = unanswered_calls(messages)[1]
     if goto == "tools" and not pending:
         raise InputError(
             f"goto 'tools': thread {thread_id!r} has no tool call waiting to run "

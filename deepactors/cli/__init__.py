@@ -387,6 +387,7 @@ _LIMITS = (
     "stream_log_bytes",
     "store_ttl",
     "thread_ttl",
+    "thread_ttl_strategy",
 )
 
 
@@ -522,6 +523,12 @@ def _serve_platform_options(serve: argparse.ArgumentParser) -> None:
         "unless made with its own ttl; then it is deleted with its checkpoints, never "
         "during a run (default: until deleted; langgraph.json's checkpointer.ttl also "
         "sets it)",
+    )
+    serve.add_argument(
+        "--thread-ttl-strategy",
+        choices=("delete", "keep_latest"),
+        help="what happens to a thread whose --thread-ttl has passed: delete it (the "
+        "default), or keep_latest: drop its history and keep its latest state, once per change",
     )
     serve.add_argument(
         "--no-webhooks",

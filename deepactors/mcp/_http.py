@@ -96,8 +96,9 @@ def _client(headers: dict[str, str], cap: int) -> httpx2.AsyncClient:
             request_id = (
                 _request_id(request.content) if kind.startswith("application/json") else None
             )
-            if request_id is not None:
-                response.stream = CappedStream(response.stream, request_id)  # type: ignore[arg-type]
+            # An async transport's answer streams asynchronously (typed as either).
+            if request_id is not None and isinstance(response.stream, httpx2.AsyncByteStream):
+                response.stream = CappedStream(response.stream, request_id)
             return response
 
         async def aclose(self) -> None:

@@ -23,6 +23,7 @@ after the question.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 from ..backends import APPROVED, PermissionRules, normalize_path, resolve_links
@@ -30,7 +31,7 @@ from ..context import RunContext
 from ..errors import BackendError
 from ..hooks import AgentMiddleware, HookResult, ToolCallRequest, ToolHandler
 from ..interrupts import ActionRequest, Interrupt, ended_call
-from ..messages import ToolMessage
+from ..messages import ToolCall, ToolMessage
 from ..state import State
 from ..tools import Command
 from ._hitl import require_checkpointer
@@ -92,6 +93,19 @@ class FilesystemPermissionMiddleware(AgentMiddleware):
         reaches = self.rules.reaches(operation, path, "interrupt", inside=scope == "delete")
         return path if reaches else None
 
+    def asks_before(self, calls: Sequence[ToolCall], run: RunContext) -> list[ActionRequest]:
+        """The calls that ask before a tool step's breakpoint stops (the approval first).
+
+        Judged on the paths as written: a call whose path asks only through a
+        symbolic link asks when it runs (finding where a link leads reads the backend).
+        """
+        decisions = run.tree.decisions
+        out: list[ActionRequest] = []
+        for call in calls:
+            if call.id not in decisions and (path := self.asks(call.name, call.args)) is not None:
+                out.append(_request(call, path, run.path))
+        return out
+
     async def _real(self, request: ToolCallRequest) -> str | None:
         """Where an exact (or delete) call's path leads, when that asks and the path does not."""
         entry = FILE_TOOLS.get(request.call.name)
@@ -118,18 +132,7 @@ class FilesystemPermissionMiddleware(AgentMiddleware):
             return await handler(request)
         decision = request.run.tree.decisions.get(call.id)
         if decision is None:
-            raise Interrupt(
-                [
-                    ActionRequest(
-                        id=call.id,
-                        tool=call.name,
-                        args=call.args,
-                        path=request.run.path,
-                        allowed_decisions=DECISIONS,
-                        description=f"{call.name} on {path}: a file permission asks a human first",
-                    )
-                ]
-            )
+            raise Interrupt([_request(call, path, request.run.path)])
         if decision.type == "end":
             return ended_call(call, decision.message)
         if decision.type == "approve":
@@ -145,3 +148,14 @@ class FilesystemPermissionMiddleware(AgentMiddleware):
             content=f"A human refused this access to {path} ({reason}). It did not run.",
             status="error",
         )
+
+
+def _request(call: ToolCall, path: str, actor: str) -> ActionRequest:
+    return ActionRequest(
+        id=call.id,
+        tool=call.name,
+        args=call.args,
+        path=actor,
+        allowed_decisions=DECISIONS,
+        description=f"{call.name} on {path}: a file permission asks a human first",
+    )

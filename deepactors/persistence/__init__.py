@@ -19,6 +19,7 @@ from ._checkpoint import Checkpointer as Checkpointer
 from ._checkpoint import CheckpointRecord as CheckpointRecord
 from ._checkpoint import CheckpointWrite as CheckpointWrite
 from ._checkpoint import MemoryCheckpointer as MemoryCheckpointer
+from ._checkpoint import Rewritable as Rewritable
 from ._checkpoint import ThreadInfo as ThreadInfo
 from ._checkpoint import check_thread_id as check_thread_id
 from ._lease import ThreadLease as ThreadLease
@@ -62,6 +63,7 @@ __all__ = [
     "MemoryCheckpointer",
     "MemoryStore",
     "Namespace",
+    "Rewritable",
     "SqliteCheckpointer",
     "SqliteStore",
     "SqliteThreadMetadata",

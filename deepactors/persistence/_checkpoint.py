@@ -29,6 +29,7 @@ __all__ = [
     "CheckpointWrite",
     "Checkpointer",
     "MemoryCheckpointer",
+    "Rewritable",
     "ThreadInfo",
     "check_thread_id",
     "encode_writes",
@@ -201,6 +202,29 @@ class Checkpointer(Protocol):
     ) -> None: ...
 
 
+@runtime_checkable
+class Rewritable(Protocol):
+    """A checkpointer that can replace a thread's records in one transaction.
+
+    What compacting a thread's history takes (``ThreadHandle.keep_latest``, the
+    server's ``threads.prune(strategy="keep_latest")``): every checkpointer of
+    this package has it; one of your own may add it.
+    """
+
+    async def replace(self, thread_id: str, records: Sequence[CheckpointWrite]) -> None:
+        """Make ``records`` the thread's records, ``seq`` 1..n, all or none.
+
+        Fenced as :meth:`Checkpointer.delete_thread` is while the caller holds
+        the thread's lease; the records get one new ``created_at``, so the
+        thread's origin changes (a reader that remembered the thread sees news).
+
+        Raises:
+            ThreadLeaseLost: The caller's lease was taken by another run:
+                nothing was changed.
+        """
+        ...
+
+
 # (path, step, kind, data as JSON text): what every checkpointer stores per record.
 EncodedWrite = tuple[str, int, str, str]
 
@@ -353,6 +377,20 @@ class MemoryCheckpointer(AsyncResource):
         check_thread_id(thread_id)
         await anyio.lowlevel.checkpoint()
         self._threads.pop(thread_id, None)
+
+    async def replace(self, thread_id: str, records: Sequence[CheckpointWrite]) -> None:
+        """See :meth:`Rewritable.replace`."""
+        check_thread_id(thread_id)
+        encoded = encode_writes(records)
+        await anyio.lowlevel.checkpoint()
+        now = self._clock()
+        if not encoded:
+            self._threads.pop(thread_id, None)
+            return
+        self._threads[thread_id] = [
+            _Stored(i, path, step, kind, text, now)
+            for i, (path, step, kind, text) in enumerate(encoded, 1)
+        ]
 
     async def aclose(self) -> None:
         """Nothing to release; the records stay readable."""

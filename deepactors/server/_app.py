@@ -41,7 +41,7 @@ from ._guard import (
 )
 from ._misc_api import misc_routes
 from ._openapi import openapi_routes
-from ._records import AssistantRecord
+from ._records import AssistantRecord, TTLStrategy
 from ._responses import auth_error_response, error_response
 from ._retention import DEFAULT_RUN_RETENTION
 from ._run_slots import DEFAULT_MAX_RUNS_PER_CLIENT, RunSlots
@@ -92,6 +92,7 @@ def create_app(
     webhooks: Webhooks | None = DEFAULT_WEBHOOKS,
     crons: CronBook | None = None,
     thread_ttl: float | None = None,
+    thread_ttl_strategy: TTLStrategy = "delete",
     thread_ttl_sweep: float = DEFAULT_THREAD_TTL_SWEEP,
 ) -> Starlette:
     """An ASGI app that serves ``agents`` on the LangGraph Agent Protocol.
@@ -188,6 +189,9 @@ def create_app(
             patched, its state updated, a run ended) unless made with a ``ttl``
             of its own; then it is deleted, never while a run of it is in
             flight. None (the default): threads live until deleted.
+        thread_ttl_strategy: What happens to such a thread: ``"delete"`` (the
+            default), or ``"keep_latest"``: its history is dropped and its
+            latest state kept (``ThreadHandle.keep_latest``), once per change.
         thread_ttl_sweep: Seconds between two sweeps for expired threads.
 
     Requests with a body must send it as ``application/json`` (or with no
@@ -204,6 +208,10 @@ def create_app(
         raise ConfigurationError("cors_origins and allowed_hosts are sequences of strings")
     if not stream_log_bytes > 0:
         raise ConfigurationError(f"stream_log_bytes: bytes > 0, not {stream_log_bytes!r}")
+    if thread_ttl_strategy not in ("delete", "keep_latest"):
+        raise ConfigurationError(
+            f"thread_ttl_strategy: 'delete' or 'keep_latest', not {thread_ttl_strategy!r}"
+        )
     for name, seconds in (("thread_ttl", thread_ttl), ("thread_ttl_sweep", thread_ttl_sweep)):
         if seconds is not None and not 0 < seconds < math.inf:  # NaN too
             raise ConfigurationError(f"{name}: seconds above 0, not {seconds!r}")
@@ -255,6 +263,7 @@ def create_app(
             webhooks=webhooks,
             max_runs_per_client=slots.cap,
             thread_ttl=thread_ttl,
+            thread_ttl_strategy=thread_ttl_strategy,
             thread_ttl_sweep=thread_ttl_sweep,
             runs_db=runs_db,
             idle_timeout=idle_timeout,
@@ -314,6 +323,7 @@ class _Lifespan:
     webhooks: Webhooks | None
     max_runs_per_client: int | None
     thread_ttl: float | None
+    thread_ttl_strategy: TTLStrategy
     thread_ttl_sweep: float
     runs_db: str | None
     idle_timeout: float
@@ -351,6 +361,7 @@ class _Lifespan:
                 max_runs_per_client=self.max_runs_per_client,
                 thread_metadata=kept,
                 thread_ttl=self.thread_ttl,
+                thread_ttl_strategy=self.thread_ttl_strategy,
                 thread_ttl_sweep=self.thread_ttl_sweep,
             )
             relay_scope, bodies_scope = anyio.CancelScope(), anyio.CancelScope()

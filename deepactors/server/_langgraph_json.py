@@ -34,6 +34,7 @@ from ..limits import ttl_seconds
 from ..persistence import Checkpointer, MemoryCheckpointer, MemoryStore, Store
 from ..persistence.index import IndexedStore
 from ..persistence.ttl import ExpiringStore
+from ._records import TTLStrategy
 from ._thread_ttl import DEFAULT_THREAD_TTL_SWEEP
 
 __all__ = ["CONFIG_FILE", "expiring", "indexed", "load_agents", "with_server_persistence"]
@@ -206,18 +207,21 @@ def _ttl_settings(where: str, minutes: object, sweep: object) -> tuple[float | N
 
 
 def thread_expiry(
-    path: Path | None, default_minutes: float | None = None
-) -> tuple[float | None, float]:
-    """Threads' default time to live and sweep interval, in seconds.
+    path: Path | None,
+    default_minutes: float | None = None,
+    default_strategy: TTLStrategy | None = None,
+) -> tuple[float | None, float, TTLStrategy]:
+    """Threads' default time to live and sweep interval, in seconds, and strategy.
 
     ``"checkpointer": {"ttl": {"strategy": "delete", "default_ttl": 43200,
     "sweep_interval_minutes": 60}}`` as LangGraph reads it (minutes), in the
-    file at ``path`` (None: no file); ``default_minutes`` (``serve
-    --thread-ttl``) when the file gives no ``default_ttl``.
+    file at ``path`` (None: no file); ``default_minutes`` and
+    ``default_strategy`` (``serve --thread-ttl``, ``--thread-ttl-strategy``)
+    when the file gives none.
 
     Raises:
         ConfigurationError: A setting that is not a number of minutes above 0,
-            or a strategy other than ``delete``.
+            or a strategy other than ``delete`` and ``keep_latest``.
     """
     ttl: Any = None
     if path is not None and path.is_file():
@@ -229,12 +233,13 @@ def thread_expiry(
             ttl = (config.get("checkpointer") or {}).get("ttl")
     where = f"{path}: checkpointer.ttl" if ttl is not None else "--thread-ttl"
     ttl = dict(ttl or {})
-    strategy = ttl.get("strategy", "delete")
-    if strategy != "delete":
-        raise ConfigurationError(f"{where}.strategy: only 'delete' is supported, not {strategy!r}")
+    strategy = ttl.get("strategy", default_strategy or "delete")
+    if strategy not in ("delete", "keep_latest"):
+        raise ConfigurationError(f"{where}.strategy: 'delete' or 'keep_latest', not {strategy!r}")
     minutes = ttl.get("default_ttl", default_minutes)
     sweep = ttl.get("sweep_interval_minutes", DEFAULT_THREAD_TTL_SWEEP / 60)
-    return _ttl_settings(where, minutes, sweep)
+    seconds, every = _ttl_settings(where, minutes, sweep)
+    return seconds, every, "keep_latest" if strategy == "keep_latest" else "delete"
 
 
 def _openai_embed(model: str) -> Any:

@@ -35,6 +35,7 @@ __all__ = [
     "RunStatus",
     "StateUpdated",
     "Subscriber",
+    "TTLStrategy",
     "ThreadRecord",
     "ThreadStatus",
     "ThreadStreamMode",
@@ -46,6 +47,8 @@ __all__ = [
 
 RunStatus: TypeAlias = Literal["pending", "running", "error", "success", "timeout", "interrupted"]
 ThreadStatus: TypeAlias = Literal["idle", "busy", "interrupted", "error"]
+TTLStrategy: TypeAlias = Literal["delete", "keep_latest"]
+"""What the server does with a thread whose time to live has passed."""
 
 _ASSISTANT_NS = uuid.UUID("6f1c4a5e-2d0b-4c58-9a43-5d6b2f1e8a11")
 
@@ -157,6 +160,10 @@ class ThreadRecord:
             is told of every run started and state update (see :meth:`tell`).
         ttl: Seconds after its last change (``updated_at``) when the server
             deletes it, unless a run is in flight (None: never).
+        ttl_strategy: What the server does then: ``delete`` the thread, or
+            ``keep_latest`` (drop its history, keep its latest state).
+        compacted_at: The ``updated_at`` it had when the server last kept only
+            its latest state (a thread unchanged since is not compacted again).
     """
 
     thread_id: str
@@ -169,6 +176,8 @@ class ThreadRecord:
     runs: list[RunRecord] = field(default_factory=list)
     forgotten: dict[str, ForgottenRun] = field(default_factory=dict)
     ttl: float | None = None
+    ttl_strategy: TTLStrategy = "delete"
+    compacted_at: float | None = None
     watchers: list[MemoryObjectSendStream[RunRecord | StateUpdated]] = field(default_factory=list)
 
     @property
@@ -223,7 +232,7 @@ class ThreadRecord:
         expires = self.expires_at
         if self.ttl is None or expires is None:
             return None
-        return {"strategy": "delete", "ttl": self.ttl / 60, "expires_at": iso(expires)}
+        return {"strategy": self.ttl_strategy, "ttl": self.ttl / 60, "expires_at": iso(expires)}
 
     def to_json(self, saved: ThreadValues) -> dict[str, Any]:
         """The protocol's ``Thread``, with its saved state ``saved``."""

@@ -53,6 +53,7 @@ from ._records import (
     Subscriber,
     ThreadRecord,
     ThreadValues,
+    TTLStrategy,
     new_uuid,
 )
 from ._retention import DEFAULT_RUN_RETENTION, Retention
@@ -93,6 +94,8 @@ class RunManager(ThreadLookup):
             checkpoints (None: in memory only); see ``_thread_lookup``.
         thread_ttl: Seconds of idleness after which a thread made without a
             ``ttl`` of its own is deleted (None: never); see ``_thread_ttl``.
+        thread_ttl_strategy: What happens to such a thread then: ``delete``, or
+            ``keep_latest`` (its history dropped, its latest state kept).
         thread_ttl_sweep: Seconds between two sweeps for expired threads.
     """
 
@@ -109,6 +112,7 @@ class RunManager(ThreadLookup):
         max_runs_per_client: int | None = None,
         thread_metadata: SqliteThreadMetadata | None = None,
         thread_ttl: float | None = None,
+        thread_ttl_strategy: TTLStrategy = "delete",
         thread_ttl_sweep: float = DEFAULT_THREAD_TTL_SWEEP,
     ) -> None:
         self.runtime = runtime
@@ -117,6 +121,7 @@ class RunManager(ThreadLookup):
         if thread_ttl is not None and not 0 < thread_ttl < math.inf:
             raise ValueError(f"thread_ttl: seconds above 0, not {thread_ttl!r}")
         self.thread_ttl = thread_ttl
+        self.thread_ttl_strategy: TTLStrategy = thread_ttl_strategy
         self.slots = RunSlots(max_runs_per_client)
         self.stream_log_bytes = stream_log_bytes
         self._tg = task_group

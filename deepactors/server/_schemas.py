@@ -16,11 +16,19 @@ import re
 from typing import Any, Literal, TypeVar
 
 import pydantic_core
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
 from ..limits import ttl_seconds
+from ._records import TTLStrategy
 
 __all__ = [
     "AssistantSearch",
@@ -163,7 +171,8 @@ class RunCreate(_Body):
 
 def _thread_ttl(value: Any) -> float | None:
     """A thread's ``ttl`` as the SDKs send it, in seconds: minutes, or
-    ``{"ttl": minutes, "strategy": "delete"}``."""
+    ``{"ttl": minutes, "strategy": "delete" | "keep_latest"}`` (the strategy is
+    read by :func:`_ttl_strategy`)."""
     if value is None:
         return None
     minutes = value
@@ -172,12 +181,19 @@ def _thread_ttl(value: Any) -> float | None:
         if unknown:
             raise ValueError(f"unknown keys {sorted(unknown)}: give 'ttl' (minutes) and 'strategy'")
         strategy = value.get("strategy", "delete")
-        if strategy != "delete":
-            # keep_latest would prune a thread's history; this server keeps a
-            # thread's checkpoints whole or deletes them (see threads.prune).
-            raise ValueError(f"strategy: only 'delete' is supported, not {strategy!r}")
+        if strategy not in ("delete", "keep_latest"):
+            raise ValueError(f"strategy: 'delete' or 'keep_latest', not {strategy!r}")
         minutes = value.get("ttl")
     return ttl_seconds(minutes, what="ttl")
+
+
+def _ttl_strategy(data: Any) -> Any:
+    """Carry the strategy of a ``ttl`` object to the body's ``ttl_strategy``."""
+    if isinstance(data, dict) and isinstance(ttl := data.get("ttl"), dict):
+        strategy = ttl.get("strategy", "delete")
+        if isinstance(strategy, str) and strategy in ("delete", "keep_latest"):
+            return {**data, "ttl_strategy": strategy}
+    return data
 
 
 class ThreadCreate(_Body):
@@ -189,8 +205,11 @@ class ThreadCreate(_Body):
     supersteps: list[Any] | None = None
     ttl: float | None = None
     """Seconds of idleness before the thread is deleted (sent in minutes)."""
+    ttl_strategy: TTLStrategy = "delete"
+    """What the server does then (the ``strategy`` of a ``ttl`` object)."""
 
     _check_ttl = field_validator("ttl", mode="before")(_thread_ttl)
+    _strategy = model_validator(mode="before")(_ttl_strategy)
 
 
 class ThreadPatch(_Body):
@@ -199,8 +218,11 @@ class ThreadPatch(_Body):
     metadata: dict[str, Any] = Field(default_factory=dict)
     ttl: float | None = None
     """A new time to live in seconds (sent in minutes); None keeps the thread's."""
+    ttl_strategy: TTLStrategy = "delete"
+    """What the server does then (the ``strategy`` of a ``ttl`` object)."""
 
     _check_ttl = field_validator("ttl", mode="before")(_thread_ttl)
+    _strategy = model_validator(mode="before")(_ttl_strategy)
 
 
 class ThreadSearch(_Body):

@@ -49,6 +49,7 @@ from ._langgraph_json import (
     thread_expiry,
     with_server_persistence,
 )
+from ._records import TTLStrategy
 from ._retention import DEFAULT_RUN_RETENTION
 from ._run_slots import DEFAULT_MAX_RUNS_PER_CLIENT, RunSlots
 from ._supervise import supervise
@@ -145,6 +146,9 @@ class ServeOptions:
     thread_ttl: float | None = None
     """Minutes a thread lives after its last change unless made with its own ``ttl``;
     None: until deleted (see ``create_app``'s ``thread_ttl``)."""
+    thread_ttl_strategy: TTLStrategy | None = None
+    """What happens to it then (``delete``, ``keep_latest``); None: langgraph.json's
+    strategy, else ``delete``."""
 
     @property
     def shared_runs(self) -> str | None:
@@ -180,6 +184,7 @@ class ServeOptions:
             "stream_log_bytes": self.stream_log_bytes,
             "store_ttl": self.store_ttl,
             "thread_ttl": self.thread_ttl,
+            "thread_ttl_strategy": self.thread_ttl_strategy,
             "webhooks": {"allowed_hosts": list(self.webhook_allowed_hosts)}
             if self.webhooks
             else None,
@@ -290,7 +295,9 @@ def build_app(
         store = indexed(store, config)
     # Outermost: expiry filters what an index finds too.
     store = expiring(store, config, limits.pop("store_ttl", None))
-    thread_ttl, thread_ttl_sweep = thread_expiry(config, limits.pop("thread_ttl", None))
+    thread_ttl, thread_ttl_sweep, thread_ttl_strategy = thread_expiry(
+        config, limits.pop("thread_ttl", None), limits.pop("thread_ttl_strategy", None)
+    )
     if checkpointer is not None:  # --db is where threads are saved, whatever a module made
         agents = with_server_persistence(agents, checkpointer, store)
     # A process that only serves: collections deferred while runs are in
@@ -305,6 +312,7 @@ def build_app(
         webhooks=hooks,
         crons=open_cron_book(db),
         thread_ttl=thread_ttl,
+        thread_ttl_strategy=thread_ttl_strategy,
         thread_ttl_sweep=thread_ttl_sweep,
         **limits,
     )

@@ -39,7 +39,7 @@ from starlette.exceptions import HTTPException
 from ..actors import Runtime
 from ..persistence import Checkpointer, SqliteCheckpointer, SqliteThreadMetadata
 from ._authz import CALLER, OWNER_KEY, may_thread
-from ._records import AssistantRecord, ThreadRecord
+from ._records import AssistantRecord, ThreadRecord, TTLStrategy
 from .auth import Action
 from .relay import RunRelay, SharedRuns
 
@@ -84,6 +84,7 @@ class ThreadLookup:
     threads: dict[str, ThreadRecord]
     thread_metadata: SqliteThreadMetadata | None
     thread_ttl: float | None
+    thread_ttl_strategy: TTLStrategy
     _shared: SharedRuns
 
     # -- finding ----------------------------------------------------------------------
@@ -149,7 +150,12 @@ class ThreadLookup:
         if self.thread_metadata is not None:
             saved = await self.thread_metadata.get(key)
             if saved is not None:  # made, never run (by another process on the file)
-                found = ThreadRecord(thread_id=key, created_at=saved.created_at, ttl=saved.ttl)
+                found = ThreadRecord(
+                    thread_id=key,
+                    created_at=saved.created_at,
+                    ttl=saved.ttl,
+                    ttl_strategy=saved.ttl_strategy,
+                )
                 self._known_by(found, saved.metadata)
                 self.threads[key] = found
                 return found
@@ -177,6 +183,7 @@ class ThreadLookup:
         metadata: dict[str, Any],
         graph_id: str | None = None,
         ttl: float | None = None,
+        ttl_strategy: TTLStrategy = "delete",
     ) -> tuple[ThreadRecord, bool]:
         """The caller's thread ``name``: its own if it has one (False), else a new
         one (True, with ``ttl`` or the server's default), whoever else has a
@@ -197,7 +204,13 @@ class ThreadLookup:
                 key = scoped_key(found[1].id, name)  # the id is another's first
             if key in self.threads:
                 continue  # made meanwhile (another request): look again
-            thread = ThreadRecord(thread_id=key, metadata=metadata, graph_id=graph_id, ttl=ttl)
+            thread = ThreadRecord(
+                thread_id=key,
+                metadata=metadata,
+                graph_id=graph_id,
+                ttl=ttl,
+                ttl_strategy=ttl_strategy,
+            )
             await self.add_thread(thread)
             return thread, True
         # Only a thread kept from before ids were per owner, with a '/' in its id.
@@ -211,7 +224,7 @@ class ThreadLookup:
         if thread.temporary:
             return
         if thread.ttl is None:
-            thread.ttl = self.thread_ttl
+            thread.ttl, thread.ttl_strategy = self.thread_ttl, self.thread_ttl_strategy
         try:
             if self.relay.shared:
                 await self.relay.thread_created(thread.thread_id, thread.metadata)
@@ -229,7 +242,11 @@ class ThreadLookup:
         """Keep the thread's metadata beside its checkpoints (nothing without a place)."""
         if self.thread_metadata is not None and not thread.temporary:
             await self.thread_metadata.put(
-                thread.thread_id, thread.metadata, created_at=thread.created_at, ttl=thread.ttl
+                thread.thread_id,
+                thread.metadata,
+                created_at=thread.created_at,
+                ttl=thread.ttl,
+                ttl_strategy=thread.ttl_strategy,
             )
 
     async def forget_metadata(self, thread: ThreadRecord) -> None:
@@ -242,7 +259,7 @@ class ThreadLookup:
             saved = await self.thread_metadata.get(thread.thread_id)
             if saved is not None:
                 thread.created_at = saved.created_at
-                thread.ttl = saved.ttl
+                thread.ttl, thread.ttl_strategy = saved.ttl, saved.ttl_strategy
                 self._known_by(thread, saved.metadata)
 
     async def last_change(self, thread: ThreadRecord) -> float | None:
@@ -288,5 +305,5 @@ class ThreadLookup:
                 thread = ThreadRecord(thread_id=saved.thread_id, updated_at=saved.created_at)
                 self.threads[saved.thread_id] = thread
             thread.created_at = saved.created_at
-            thread.ttl = saved.ttl
+            thread.ttl, thread.ttl_strategy = saved.ttl, saved.ttl_strategy
             self._known_by(thread, saved.metadata)

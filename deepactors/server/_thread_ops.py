@@ -3,8 +3,9 @@
 ``POST /threads/{id}/copy`` (``threads.copy``): a new thread, the caller's, with
 the source's metadata and its whole saved history (state, history and forks
 read as the source's). ``POST /threads/prune`` (``threads.prune``): the named
-threads deleted (``strategy="delete"``, the SDK's default); those the caller
-cannot see are not counted. ``POST /runs/batch`` (``runs.create_batch``):
+threads deleted (``strategy="delete"``, the SDK's default), or their history
+dropped, their latest state kept (``"keep_latest"``: ``ThreadHandle.keep_latest``);
+those the caller cannot see are not counted. ``POST /runs/batch`` (``runs.create_batch``):
 stateless runs, all checked before any starts. ``POST /assistants/{id}/latest``
 (``assistants.set_latest``): an assistant here has one version, its agent.
 """
@@ -19,14 +20,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..errors import InputError
+from ..errors import ConfigurationError, InputError
 from ._authz import OWNER_KEY, owned
 from ._records import ThreadRecord, new_uuid
 from ._runs import RunManager
 from ._runs_api import thread_of
 from ._schemas import RunCreate, read_body
 
-__all__ = ["thread_op_routes"]
+__all__ = ["keep_latest", "thread_op_routes"]
 
 MAX_BATCH = 100
 """Runs one ``POST /runs/batch`` may create."""
@@ -62,12 +63,6 @@ class _Prune(BaseModel):
 async def prune_threads(request: Request) -> Response:
     manager = _manager(request)
     body = await read_body(request, _Prune)
-    if body.strategy == "keep_latest":
-        raise HTTPException(
-            422,
-            "strategy: 'keep_latest' is not supported here: a thread's history is the journal "
-            "it resumes from, kept whole; prune with 'delete', or copy the thread to keep one",
-        )
     pruned = 0
     for thread_id in dict.fromkeys(body.thread_ids):
         try:
@@ -76,9 +71,26 @@ async def prune_threads(request: Request) -> Response:
             if exc.status_code == 404:
                 continue  # absent, or another's: not counted, not told apart
             raise
-        await manager.delete_thread(thread)
+        if body.strategy == "delete":
+            await manager.delete_thread(thread)
+        else:
+            await keep_latest(manager, thread)
         pruned += 1
     return JSONResponse({"pruned_count": pruned})
+
+
+async def keep_latest(manager: RunManager, thread: ThreadRecord) -> int:
+    """Drop the thread's history, keeping its latest state (after a run in progress ends).
+
+    Returns:
+        The number of records dropped.
+    """
+    if thread.temporary:
+        return 0
+    try:
+        return await manager.handle(thread).keep_latest()
+    except (InputError, ConfigurationError) as exc:
+        raise HTTPException(422, f"thread {thread.name!r}: {exc}") from None
 
 
 async def create_batch(request: Request) -> Response:

@@ -1,4 +1,4 @@
-"""Threads' time to live: threads idle past their ``ttl`` are deleted, by a sweep.
+"""Threads' time to live: threads idle past their ``ttl`` are deleted (or compacted), by a sweep.
 
 A thread's ``ttl`` (the SDKs' ``threads.create(ttl=)`` / ``update(ttl=)``, in
 minutes; or the server's default, ``serve --thread-ttl`` or langgraph.json's
@@ -7,7 +7,10 @@ made, patched, its state updated, a run ended), so a thread in use never
 expires and a run in flight is never cut short. One task sweeps every
 ``sweep`` seconds (``checkpointer.ttl.sweep_interval_minutes``): each expired
 thread is deleted as ``DELETE /threads/{id}`` deletes it (its checkpoints, its
-runs' records, its metadata), one at a time and off the path of any request.
+runs' records, its metadata), one at a time and off the path of any request. A
+thread whose strategy is ``keep_latest`` is kept, its history dropped and its
+latest state kept (as ``threads.prune(strategy="keep_latest")`` does), once per
+change: it is compacted again only after it changes again.
 
 With a runs database (several server processes), another process may have run
 the thread since this one last saw it: its last checkpoint's time is read
@@ -22,7 +25,8 @@ from typing import Protocol
 import anyio
 
 from .._core.logs import get_logger
-from ..errors import PersistenceError
+from ..actors import ThreadHandle
+from ..errors import DeepActorsError, PersistenceError
 from ._records import ThreadRecord
 
 __all__ = ["DEFAULT_THREAD_TTL_SWEEP", "ThreadExpiry"]
@@ -39,6 +43,8 @@ class _Threads(Protocol):
     async def delete_thread(self, thread: ThreadRecord) -> None: ...
 
     async def last_change(self, thread: ThreadRecord) -> float | None: ...
+
+    def handle(self, thread: ThreadRecord) -> ThreadHandle: ...
 
 
 class ThreadExpiry:
@@ -79,6 +85,7 @@ class ThreadExpiry:
             and (expires := thread.expires_at) is not None
             and expires <= now
             and thread.idle
+            and (thread.compacted_at is None or thread.compacted_at < thread.updated_at)
         ]
         deleted: list[str] = []
         for thread in expired:
@@ -90,6 +97,9 @@ class ThreadExpiry:
                         continue
                 if not thread.idle or self._manager.threads.get(thread.thread_id) is not thread:
                     continue  # a run started, or it was deleted, meanwhile
+                if thread.ttl_strategy == "keep_latest":
+                    await self._compact(thread)
+                    continue
                 await self._manager.delete_thread(thread)
             except (PersistenceError, OSError) as exc:
                 # The next sweep tries again; the thread stays whole meanwhile.
@@ -100,3 +110,19 @@ class ThreadExpiry:
                 "expired thread deleted", thread_id=thread.name, ttl_minutes=(thread.ttl or 0) / 60
             )
         return deleted
+
+    async def _compact(self, thread: ThreadRecord) -> None:
+        """Keep only the thread's latest state; not again until it changes."""
+        seen = thread.updated_at
+        try:
+            dropped = await self._manager.handle(thread).keep_latest()
+        except PersistenceError:
+            raise
+        except DeepActorsError as exc:
+            # Its state would not read back from one record, or its checkpointer
+            # cannot rewrite: kept whole, and not tried again until it changes.
+            _log.warning("expired thread not compacted", thread_id=thread.name, error=str(exc))
+            dropped = 0
+        thread.compacted_at = seen
+        if dropped:
+            _log.info("expired thread compacted", thread_id=thread.name, records_dropped=dropped)

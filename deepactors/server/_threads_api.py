@@ -43,13 +43,19 @@ async def create_thread(request: Request) -> Response:
     graph_id = graph if isinstance(graph, str) and graph in manager.assistants else None
     if body.thread_id is None:
         thread = ThreadRecord(
-            thread_id=new_uuid(), metadata=metadata, graph_id=graph_id, ttl=body.ttl
+            thread_id=new_uuid(),
+            metadata=metadata,
+            graph_id=graph_id,
+            ttl=body.ttl,
+            ttl_strategy=body.ttl_strategy,
         )
         await manager.add_thread(thread)
         return JSONResponse(thread.to_json(await manager.saved(thread)))
     # The caller's own thread of that id, or a new one: with authentication,
     # another's is not there for this caller (see _thread_lookup).
-    thread, made = await manager.claim_thread(body.thread_id, metadata, graph_id, body.ttl)
+    thread, made = await manager.claim_thread(
+        body.thread_id, metadata, graph_id, body.ttl, body.ttl_strategy
+    )
     if not made:
         if body.if_exists == "do_nothing" and await may_thread(thread, "read"):
             return JSONResponse(thread.to_json(await manager.saved(thread)))
@@ -82,7 +88,7 @@ async def patch_thread(request: Request) -> Response:
     # Its owner is the server's to say: a patch cannot hand the thread to another.
     thread.metadata = {**thread.metadata, **without_owner(body.metadata)}
     if body.ttl is not None:
-        thread.ttl = body.ttl
+        thread.ttl, thread.ttl_strategy = body.ttl, body.ttl_strategy
     thread.updated_at = time.time()
     await _manager(request).save_metadata(thread)
     return JSONResponse(thread.to_json(await _manager(request).saved(thread)))

@@ -17,7 +17,7 @@ from deepactors import (
     events,
 )
 from deepactors.models import FunctionModel, ModelRequest
-from deepactors.persistence import MemoryCheckpointer, SqliteCheckpointer
+from deepactors.persistence import CheckpointWrite, MemoryCheckpointer, SqliteCheckpointer
 
 pytestmark = pytest.mark.anyio
 
@@ -219,3 +219,43 @@ async def test_command_goto_continues_the_thread_at_that_node() -> None:
         thread_id="t",
     )
     assert again["messages"][-2].text == "more"
+
+
+async def test_command_goto_is_judged_after_its_update() -> None:
+    # LangGraph applies a Command's update, then goes to the node: a tool call the
+    # update adds is one goto 'tools' runs.
+    a = agent()
+    done = await a.ainvoke("go", thread_id="t")
+    assert done["messages"][-1].text == "finished"
+    before = len(done["messages"])
+    call_it = {"messages": [call(9).model_dump()]}
+    ran = await a.ainvoke(
+        Command(goto="tools", update=call_it), thread_id="t", interrupt_after=["tools"]
+    )
+    assert results(ran)[-1] == "T9"
+    assert len(ran["messages"]) == before + 2
+    # And one the update answers leaves nothing for 'tools': refused, nothing applied.
+    answer = {"messages": [{"role": "tool", "tool_call_id": "c9", "content": "x"}]}
+    state = await a.aget_state("t")
+    with pytest.raises(InputError, match=r"goto 'tools'.*no tool call waiting"):
+        await a.ainvoke(Command(goto="tools", update=answer), thread_id="t")
+    assert (await a.aget_state("t")).values == state.values
+
+
+async def test_a_run_continued_after_a_crash_stops_at_the_breakpoint_it_had_not_reached() -> None:
+    saver = MemoryCheckpointer()
+    a = agent(saver)
+    await a.ainvoke("go", thread_id="t", interrupt_before=["tools"])
+    records = await saver.read("t")
+    assert records[-1].kind == "breakpoint"
+    # As if the process died after the model's answer was stored, before the stop was.
+    await saver.replace(
+        "t",
+        [CheckpointWrite(path=r.path, step=r.step, kind=r.kind, data=r.data) for r in records[:-1]],
+    )
+    assert not (await a.aget_state("t")).stopped
+    again = await a.ainvoke(None, thread_id="t", interrupt_before=["tools"])
+    assert results(again) == []  # stopped before the tools, as the first run would have
+    assert (await a.aget_state("t")).stopped
+    on = await a.ainvoke(None, thread_id="t", interrupt_before=["tools"])
+    assert results(on) == ["T1"]

@@ -213,6 +213,25 @@ async def test_interrupt_rules_ask_a_human_through_the_hitl_machinery() -> None:
     assert done["messages"][-1].text == "done"
 
 
+async def test_a_permission_that_asks_comes_before_a_breakpoint_on_the_same_step() -> None:
+    saver = MemoryCheckpointer()
+    rules = [FilesystemPermission(operations=["read"], paths=["/secrets/**"], mode="interrupt")]
+    script = turns([("read_file", {"file_path": "/secrets/key.md"}), ("ls", {"path": "/public"})])
+    agent = create_deep_agent(ScriptedModel(script), permissions=rules, checkpointer=saver)
+    first = await agent.ainvoke(
+        {"messages": "go", "files": FILES}, thread_id="t", interrupt_before=["tools"]
+    )
+    # The approval first (as LangGraph's approval step comes before its tools node),
+    # not a bare breakpoint stop with nothing to answer.
+    (request,) = first["__interrupt__"]
+    assert request["tool"] == "read_file"
+    assert results(first) == []
+    done = await agent.ainvoke(
+        Command(resume=[{"type": "approve"}]), thread_id="t", interrupt_before=["tools"]
+    )
+    assert sorted(m.name for m in results(done)) == ["ls", "read_file"]
+
+
 async def test_interrupt_rules_build_without_a_checkpointer_but_do_not_run() -> None:
     rules = [FilesystemPermission(operations=["read"], paths=["/x/**"], mode="interrupt")]
     agent = create_deep_agent(ScriptedModel(["x"]), permissions=rules)

@@ -34,6 +34,7 @@ async def test_a_file_of_the_first_version_is_upgraded_with_its_rows(tmp_path: P
     first = SqliteThreadMetadata(tmp_path / "t.db")
     await first.put("t1", {"owner": "ann"}, created_at=100.0)
     with sqlite3.connect(tmp_path / "t.db") as raw:  # as version 1 wrote it
+        raw.execute("ALTER TABLE thread_metadata DROP COLUMN ttl_strategy")
         raw.execute("ALTER TABLE thread_metadata DROP COLUMN ttl")
         raw.execute("UPDATE meta SET value = '1' WHERE key = 'thread_metadata'")
     upgraded = SqliteThreadMetadata(tmp_path / "t.db")
@@ -42,3 +43,32 @@ async def test_a_file_of_the_first_version_is_upgraded_with_its_rows(tmp_path: P
     assert (row.metadata, row.ttl) == ({"owner": "ann"}, None)
     await upgraded.put("t1", {"owner": "ann"}, created_at=100.0, ttl=30.0)
     assert (await upgraded.get("t1")).ttl == 30.0
+
+
+async def test_a_file_of_the_second_version_is_upgraded_and_reads_its_ttl(tmp_path: Path) -> None:
+    second = SqliteThreadMetadata(tmp_path / "t.db")
+    await second.put("t1", {"owner": "ann"}, created_at=100.0, ttl=60.0)
+    with sqlite3.connect(tmp_path / "t.db") as raw:  # as version 2 wrote it
+        raw.execute("ALTER TABLE thread_metadata DROP COLUMN ttl_strategy")
+        raw.execute("UPDATE meta SET value = '2' WHERE key = 'thread_metadata'")
+    upgraded = SqliteThreadMetadata(tmp_path / "t.db")
+    row = await upgraded.get("t1")
+    assert row is not None
+    assert (row.ttl, row.ttl_strategy) == (60.0, "delete")
+
+
+async def test_a_keep_latest_strategy_is_kept_under_the_checksum(tmp_path: Path) -> None:
+    kept = SqliteThreadMetadata(tmp_path / "t.db")
+    await kept.put("t1", {}, created_at=1.0, ttl=60.0, ttl_strategy="keep_latest")
+    await kept.put("t2", {}, created_at=1.0, ttl=60.0)
+    again = SqliteThreadMetadata(tmp_path / "t.db")
+    assert [(r.thread_id, r.ttl_strategy) for r in await again.all()] == [
+        ("t1", "keep_latest"),
+        ("t2", "delete"),
+    ]
+    with pytest.raises(ValueError, match="ttl_strategy"):
+        await kept.put("t3", {}, created_at=1.0, ttl=60.0, ttl_strategy="archive")  # type: ignore[arg-type]
+    with sqlite3.connect(tmp_path / "t.db") as raw:  # turned into a delete, by hand
+        raw.execute("UPDATE thread_metadata SET ttl_strategy = NULL WHERE thread_id = 't1'")
+    with pytest.raises(CheckpointCorrupt, match="checksum"):
+        await SqliteThreadMetadata(tmp_path / "t.db").get("t1")

@@ -66,8 +66,29 @@ def test_prune_deletes_the_named_threads_of_the_caller(serve: Serve) -> None:
             with pytest.raises(NotFoundError):
                 alice.threads.get(thread_id)
         assert bob.threads.get(theirs)["thread_id"] == theirs  # another's: untouched
-        with pytest.raises(UnprocessableEntityError):
-            alice.threads.prune([theirs], strategy="keep_latest")
+        assert alice.threads.prune([theirs], strategy="keep_latest") == {"pruned_count": 0}
+
+
+def test_prune_keep_latest_keeps_a_threads_state_and_drops_its_history(serve: Serve) -> None:
+    client = serve(app()).client()
+    thread = client.threads.create()["thread_id"]
+    other = client.threads.create()["thread_id"]
+    for text in ("one", "two", "three"):
+        client.runs.wait(thread, "echo", input=say(text))
+        client.runs.wait(other, "echo", input=say(text))
+    state = client.threads.get_state(thread)
+    assert len(client.threads.get_history(thread, limit=100)) > 1
+    done = client.threads.prune([thread, "absent"], strategy="keep_latest")
+    assert done == {"pruned_count": 1}
+    kept = client.threads.get_state(thread)
+    assert (kept["values"], kept["next"]) == (state["values"], state["next"])
+    assert [h["values"] for h in client.threads.get_history(thread, limit=100)] == [state["values"]]
+    assert len(client.threads.get_history(other, limit=100)) > 1  # not named: untouched
+    assert client.threads.get(thread)["status"] == "idle"
+    client.runs.wait(thread, "echo", input=say("four"))
+    said = [m["content"] for m in client.threads.get_state(thread)["values"]["messages"]]
+    assert said[-2:] == ["four", "echo: four"]
+    assert len(said) == 8
 
 
 def test_a_batch_of_runs_is_checked_whole_then_started(serve: Serve) -> None:

@@ -93,7 +93,7 @@ def test_the_server_default_and_a_patched_ttl(serve: Serve) -> None:
 @pytest.mark.parametrize(
     "ttl",
     [
-        {"ttl": 5, "strategy": "keep_latest"},
+        {"ttl": 5, "strategy": "archive"},
         {"ttl": -1},
         {"ttl": 0},
         {"ttl": "5"},
@@ -131,17 +131,22 @@ def test_a_thread_ttl_is_kept_with_the_thread_across_a_restart(
 
 
 def test_langgraph_json_and_the_flag_give_the_default(tmp_path: Path) -> None:
-    assert thread_expiry(None) == (None, 300.0)
-    assert thread_expiry(None, 2) == (120.0, 300.0)
+    assert thread_expiry(None) == (None, 300.0, "delete")
+    assert thread_expiry(None, 2) == (120.0, 300.0, "delete")
     config = tmp_path / "langgraph.json"
     config.write_text(
         '{"graphs": {}, "checkpointer": {"ttl": {"strategy": "delete",'
         ' "default_ttl": 30, "sweep_interval_minutes": 1}}}'
     )
-    assert thread_expiry(config, 2) == (1800.0, 60.0)
+    assert thread_expiry(config, 2) == (1800.0, 60.0, "delete")
     config.write_text('{"checkpointer": {"ttl": {"strategy": "keep_latest"}}}')
+    assert thread_expiry(config, 2) == (120.0, 300.0, "keep_latest")
+    assert thread_expiry(None, 2, "keep_latest") == (120.0, 300.0, "keep_latest")
+    config.write_text('{"checkpointer": {"ttl": {"strategy": "archive"}}}')
     with pytest.raises(ConfigurationError, match="strategy"):
         thread_expiry(config)
+    with pytest.raises(ConfigurationError, match="thread_ttl_strategy"):
+        create_app({"echo": blocking_agent(Probe())}, thread_ttl_strategy="archive")  # type: ignore[arg-type]
     config.write_text('{"checkpointer": {"ttl": {"default_ttl": 0}}}')
     with pytest.raises(ConfigurationError, match="default_ttl"):
         thread_expiry(config)
@@ -149,3 +154,49 @@ def test_langgraph_json_and_the_flag_give_the_default(tmp_path: Path) -> None:
         thread_expiry(None, -5)
     with pytest.raises(ConfigurationError, match="thread_ttl"):
         create_app({"echo": blocking_agent(Probe())}, thread_ttl=float("nan"))
+
+
+def _until_compacted(client: SyncLangGraphClient, thread_id: str, within: float = 20.0) -> None:
+    """Wait until the sweep kept only the thread's latest state (the bound guards a hang)."""
+    deadline = time.monotonic() + within
+    while len(client.threads.get_history(thread_id, limit=100)) > 1:
+        assert time.monotonic() < deadline, f"thread {thread_id} was never compacted"
+        time.sleep(SWEEP)
+
+
+def test_a_keep_latest_thread_past_its_ttl_keeps_its_state_and_loses_its_history(
+    serve: Serve, tmp_path: Path
+) -> None:
+    db = tmp_path / "t.db"
+
+    def app(**kwargs: object) -> object:
+        return create_app(
+            {"echo": blocking_agent(Probe())},
+            checkpointer=SqliteCheckpointer(db),
+            thread_ttl_sweep=SWEEP,
+            **kwargs,
+        )
+
+    first = serve(app())
+    client = first.client()
+    thread_id = client.threads.create(ttl={"ttl": 60, "strategy": "keep_latest"})["thread_id"]
+    assert client.threads.get(thread_id, include=["ttl"])["ttl"]["strategy"] == "keep_latest"
+    for text in ("one", "two"):
+        client.runs.wait(thread_id, "echo", input={"messages": [{"role": "user", "content": text}]})
+    state = client.threads.get_state(thread_id)
+    first.stop()
+    # Its strategy is kept beside it; a short server default makes it expire now.
+    again = serve(app(thread_ttl=SHORT * 60, thread_ttl_strategy="keep_latest")).client()
+    assert again.threads.get(thread_id, include=["ttl"])["ttl"]["strategy"] == "keep_latest"
+    defaulted = again.threads.create()["thread_id"]
+    again.runs.wait(defaulted, "echo", input={"messages": [{"role": "user", "content": "hi"}]})
+    again.threads.update(thread_id, metadata={}, ttl={"ttl": SHORT, "strategy": "keep_latest"})
+    _until_compacted(again, thread_id)
+    _until_compacted(again, defaulted)
+    kept = again.threads.get_state(thread_id)
+    assert (kept["values"], kept["next"]) == (state["values"], state["next"])
+    assert again.threads.get(defaulted)["status"] == "idle"  # kept, not deleted
+    again.runs.wait(thread_id, "echo", input={"messages": [{"role": "user", "content": "three"}]})
+    said = [m["content"] for m in again.threads.get_state(thread_id)["values"]["messages"]]
+    assert said[-1] == "echo: three"
+    assert len(said) == 6

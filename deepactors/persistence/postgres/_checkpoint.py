@@ -51,6 +51,7 @@ from ._records import (
     list_threads,
     put_batches,
     read_rows,
+    replace_thread,
 )
 from ._sql import check_no_nul, prepare_schema
 
@@ -304,6 +305,32 @@ class PostgresCheckpointer(AsyncResource):
             )
         )
         if not deleted:
+            raise _lease_lost(self._db.location, thread_id)
+
+    async def replace(self, thread_id: str, records: Sequence[CheckpointWrite]) -> None:
+        """See :meth:`Rewritable.replace`: a delete and a put in one transaction.
+
+        Raises:
+            ThreadLeaseLost: This object holds the thread's lease, and its lease
+                connection dropped or another run took the thread: nothing was changed.
+        """
+        check_thread_id(thread_id)
+        check_no_nul(thread_id, what="a thread_id")
+        rows = encode_writes(records)
+        for path, _, kind, _ in rows:
+            check_no_nul(path, what="a record's path")
+            check_no_nul(kind, what="a record's kind")
+        held = self._leases.held(thread_id)
+        if held is not None and not await held.connection.alive():
+            raise _lease_lost(self._db.location, thread_id)
+        batch = Batch(
+            thread_id=thread_id,
+            rows=rows,
+            now=self._clock(),
+            owner=None if held is None else held.owner,
+            lock_key=None if held is None else held.lock_key,
+        )
+        if not await self._db.run(replace_thread(batch)):
             raise _lease_lost(self._db.location, thread_id)
 
     async def aclose(self) -> None:

@@ -292,3 +292,22 @@ def delete_thread(thread_id: str, *, owner: str | None, lock_key: int | None) ->
             return False
     yield Stmt("DELETE FROM checkpoint_records WHERE thread_id = %s", (thread_id,))
     return True
+
+
+def replace_thread(batch: Batch) -> Op[bool]:
+    """The thread's records become ``batch``'s (``seq`` 1..n), in the caller's transaction.
+
+    :func:`delete_thread` then the batch's put, fenced alike: False (nothing
+    changed, the transaction to be rolled back) when the lease is not ``batch.owner``'s.
+    """
+    deleted = yield from delete_thread(batch.thread_id, owner=batch.owner, lock_key=batch.lock_key)
+    if not deleted:
+        return False
+    if not batch.rows:
+        return True
+    (stored,) = yield from put_batches([batch])
+    if not stored:
+        # The delete's fence held in this same transaction, so the put's holds
+        # too; were it ever refused, the raise rolls the delete back with it.
+        raise RuntimeError(f"thread {batch.thread_id!r}: records deleted but not replaced")
+    return True

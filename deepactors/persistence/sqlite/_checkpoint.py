@@ -218,35 +218,42 @@ def _put_records(
             "SELECT coalesce(max(seq), 0) FROM checkpoint_records WHERE thread_id = ?",
             (thread_id,),
         ).fetchone()
-        raw.executemany(
-            _INSERT_RECORD,
-            [
-                (
-                    thread_id,
-                    last + i,
-                    path,
-                    step,
-                    kind,
-                    now,
-                    data,
-                    record_crc(
-                        thread_id.encode(),
-                        last + i,
-                        path.encode(),
-                        step,
-                        kind.encode(),
-                        now,
-                        data.encode(),
-                    ),
-                )
-                for i, (path, step, kind, data) in enumerate(rows, 1)
-            ],
-        )
+        _insert_after(raw, thread_id=thread_id, last=last, rows=rows, now=now)
         raw.execute("COMMIT")
     except BaseException:
         if raw.in_transaction:
             raw.execute("ROLLBACK")
         raise
+
+
+def _insert_after(
+    raw: sqlite3.Connection, *, thread_id: str, last: int, rows: list[EncodedWrite], now: float
+) -> None:
+    """Insert ``rows`` numbered from ``last + 1`` (inside the caller's transaction)."""
+    raw.executemany(
+        _INSERT_RECORD,
+        [
+            (
+                thread_id,
+                last + i,
+                path,
+                step,
+                kind,
+                now,
+                data,
+                record_crc(
+                    thread_id.encode(),
+                    last + i,
+                    path.encode(),
+                    step,
+                    kind.encode(),
+                    now,
+                    data.encode(),
+                ),
+            )
+            for i, (path, step, kind, data) in enumerate(rows, 1)
+        ],
+    )
 
 
 def _delete_thread(
@@ -263,6 +270,30 @@ def _delete_thread(
             raise _lease_lost(file, thread_id)
         raw.execute("DELETE FROM checkpoint_records WHERE thread_id = ?", (thread_id,))
         raw.execute("DELETE FROM thread_heads WHERE thread_id = ?", (thread_id,))
+        raw.execute("COMMIT")
+    except BaseException:
+        if raw.in_transaction:
+            raw.execute("ROLLBACK")
+        raise
+
+
+def _replace_records(
+    raw: sqlite3.Connection,
+    *,
+    file: str,
+    thread_id: str,
+    rows: list[EncodedWrite],
+    now: float,
+    owner: str | None,
+) -> None:
+    """The thread's records become ``rows`` (``seq`` 1..n), in one transaction (fenced)."""
+    raw.execute("BEGIN IMMEDIATE")
+    try:
+        if owner is not None and not holds_lease(raw, thread_id, owner):
+            raise _lease_lost(file, thread_id)
+        raw.execute("DELETE FROM checkpoint_records WHERE thread_id = ?", (thread_id,))
+        raw.execute("DELETE FROM thread_heads WHERE thread_id = ?", (thread_id,))
+        _insert_after(raw, thread_id=thread_id, last=0, rows=rows, now=now)
         raw.execute("COMMIT")
     except BaseException:
         if raw.in_transaction:
@@ -384,6 +415,26 @@ class SqliteCheckpointer(SqliteBase):
                 _delete_thread,
                 file=self._db.file,
                 thread_id=thread_id,
+                owner=self._leases.owner_of(thread_id),
+            )
+        )
+
+    async def replace(self, thread_id: str, records: Sequence[CheckpointWrite]) -> None:
+        """See :meth:`Rewritable.replace`.
+
+        Raises:
+            ThreadLeaseLost: This object holds the thread's lease, and it lapsed
+                and was taken by another run: nothing was changed.
+        """
+        check_thread_id(thread_id)
+        rows = encode_writes(records)
+        await self._db.run(
+            functools.partial(
+                _replace_records,
+                file=self._db.file,
+                thread_id=thread_id,
+                rows=rows,
+                now=float(self._clock()),
                 owner=self._leases.owner_of(thread_id),
             )
         )

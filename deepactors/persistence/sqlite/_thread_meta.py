@@ -12,6 +12,9 @@ The table is its own schema component (``thread_metadata`` in ``meta``), so a
 checkpoint file of an older deepactors gains it without changing version.
 Version 2 keeps each thread's time to live (``ttl``, seconds of idleness before
 the server deletes it; NULL: none) in the row too, under the same checksum.
+Version 3 adds what the server does then (``ttl_strategy``: NULL for ``delete``,
+or ``keep_latest``, its history dropped and its latest state kept), under the
+checksum too: it is the checksum's tag, so rows without one read as before.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import math
 import os
 import sqlite3
 from dataclasses import dataclass, field
-from typing import Any, final
+from typing import Any, Literal, final
 
 from ...errors import (
     CheckpointCorrupt,
@@ -36,7 +39,7 @@ from ._integrity import ITEM_CRC_FUNCTION, item_crc
 
 __all__ = ["THREAD_METADATA_SCHEMA_VERSION", "SqliteThreadMetadata", "ThreadMetadata"]
 
-THREAD_METADATA_SCHEMA_VERSION = 2
+THREAD_METADATA_SCHEMA_VERSION = 3
 """The version of the thread metadata table this code writes and reads."""
 
 _SCHEMA = Schema(
@@ -48,10 +51,14 @@ _SCHEMA = Schema(
         created_at REAL NOT NULL,
         crc        INTEGER NOT NULL,
         metadata   TEXT NOT NULL,
-        ttl        REAL
+        ttl        REAL,
+        ttl_strategy TEXT
     )""",
     ),
-    upgrades={1: ("ALTER TABLE thread_metadata ADD COLUMN ttl REAL",)},
+    upgrades={
+        1: ("ALTER TABLE thread_metadata ADD COLUMN ttl REAL",),
+        2: ("ALTER TABLE thread_metadata ADD COLUMN ttl_strategy TEXT",),
+    },
 )
 
 _ERRORS = Errors(
@@ -66,22 +73,29 @@ _ERRORS = Errors(
 # statement: a metadata update keeps the row's created_at. The item's second time
 # is the row's ttl, or its created_at when it has none (as every row of version 1
 # was checksummed, so those read back unchanged after the upgrade).
-_TAG = b"thread_metadata"
+# A row's ttl strategy, when it has one, is in its tag: ``thread_metadata:keep_latest``.
+_TAG = "thread_metadata"
 _CRC = (
-    f"{ITEM_CRC_FUNCTION}(CAST('thread_metadata' AS BLOB), CAST(?1 AS BLOB), ?2,"
+    f"{ITEM_CRC_FUNCTION}(CAST(?5 AS BLOB), CAST(?1 AS BLOB), ?2,"
     " COALESCE(?4, ?2), CAST(?3 AS BLOB))"
 )
 _PUT = (
-    "INSERT INTO thread_metadata (thread_id, created_at, crc, metadata, ttl)"
-    f" VALUES (?1, ?2, {_CRC}, ?3, ?4)"
+    "INSERT INTO thread_metadata (thread_id, created_at, crc, metadata, ttl, ttl_strategy)"
+    f" VALUES (?1, ?2, {_CRC}, ?3, ?4, ?6)"
     " ON CONFLICT (thread_id) DO UPDATE SET metadata = excluded.metadata, ttl = excluded.ttl,"
-    f" crc = {ITEM_CRC_FUNCTION}(CAST('thread_metadata' AS BLOB), CAST(thread_id AS BLOB),"
+    " ttl_strategy = excluded.ttl_strategy,"
+    f" crc = {ITEM_CRC_FUNCTION}(CAST(?5 AS BLOB), CAST(thread_id AS BLOB),"
     " created_at, COALESCE(excluded.ttl, created_at), CAST(excluded.metadata AS BLOB))"
 )
 _SELECT = (
-    "SELECT CAST(thread_id AS BLOB), created_at, crc, CAST(metadata AS BLOB), ttl"
-    " FROM thread_metadata"
+    "SELECT CAST(thread_id AS BLOB), created_at, crc, CAST(metadata AS BLOB), ttl,"
+    " ttl_strategy FROM thread_metadata"
 )
+_STRATEGIES = ("delete", "keep_latest")
+
+
+def _tag(strategy: str | None) -> str:
+    return _TAG if strategy is None else f"{_TAG}:{strategy}"
 
 
 @final
@@ -95,16 +109,19 @@ class ThreadMetadata:
         created_at: When the thread's row was first put, seconds since the epoch.
         ttl: Seconds of idleness after which the server deletes the thread
             (None: never).
+        ttl_strategy: What the server does then: ``delete`` it, or
+            ``keep_latest`` (drop its history, keep its latest state).
     """
 
     thread_id: str
     metadata: dict[str, Any] = field(repr=False)
     created_at: float
     ttl: float | None = None
+    ttl_strategy: Literal["delete", "keep_latest"] = "delete"
 
 
 def _row(row: tuple[Any, ...], file: str, i: int) -> ThreadMetadata:
-    raw_id, created_at, crc, raw_metadata, ttl = row
+    raw_id, created_at, crc, raw_metadata, ttl, strategy = row
     try:
         thread_id = text(raw_id, what="its thread id")
         where = f"the metadata of thread {thread_id!r}"
@@ -115,8 +132,11 @@ def _row(row: tuple[Any, ...], file: str, i: int) -> ThreadMetadata:
             raise ValueError("its time is not a number")
         if ttl is not None and not (isinstance(ttl, int | float) and 0 < ttl < math.inf):
             raise ValueError("its time to live is not a number of seconds")
+        if strategy is not None and strategy not in _STRATEGIES[1:]:
+            raise ValueError("its time to live's strategy is not one this code knows")
         second = created_at if ttl is None else ttl
-        if crc != item_crc(_TAG, raw_id, created_at, second, raw_metadata):
+        tag = _tag(strategy).encode()
+        if crc != item_crc(tag, raw_id, created_at, second, raw_metadata):
             raise ValueError(
                 "its checksum does not match its contents (changed outside deepactors:"
                 " a damaged disk or file, or a hand edit)"
@@ -129,6 +149,7 @@ def _row(row: tuple[Any, ...], file: str, i: int) -> ThreadMetadata:
         metadata=metadata,
         created_at=float(created_at),
         ttl=None if ttl is None else float(ttl),
+        ttl_strategy="keep_latest" if strategy == "keep_latest" else "delete",
     )
 
 
@@ -170,6 +191,7 @@ class SqliteThreadMetadata(SqliteBase):
         *,
         created_at: float,
         ttl: float | None = None,
+        ttl_strategy: Literal["delete", "keep_latest"] = "delete",
     ) -> None:
         """Create or replace a thread's metadata and time to live (``created_at`` is
         kept from the first put).
@@ -182,6 +204,8 @@ class SqliteThreadMetadata(SqliteBase):
         check_thread_id(thread_id)
         if ttl is not None and not 0 < ttl < math.inf:
             raise ValueError(f"ttl: seconds above 0, not {ttl!r}")
+        if ttl_strategy not in _STRATEGIES:
+            raise ValueError(f"ttl_strategy: one of {_STRATEGIES}, not {ttl_strategy!r}")
         what = f"the metadata of thread {thread_id!r}"
         encoded = encode_object(metadata, what=what, finite=True)  # served to clients as JSON
         await self._db.run(
@@ -192,6 +216,7 @@ class SqliteThreadMetadata(SqliteBase):
                 created_at=float(created_at),
                 text=encoded,
                 ttl=None if ttl is None else float(ttl),
+                strategy=None if ttl_strategy == "delete" else ttl_strategy,
             )
         )
 
@@ -211,9 +236,15 @@ class SqliteThreadMetadata(SqliteBase):
 
 
 def _put(
-    raw: sqlite3.Connection, *, thread_id: str, created_at: float, text: str, ttl: float | None
+    raw: sqlite3.Connection,
+    *,
+    thread_id: str,
+    created_at: float,
+    text: str,
+    ttl: float | None,
+    strategy: str | None,
 ) -> None:
-    raw.execute(_PUT, (thread_id, created_at, text, ttl))
+    raw.execute(_PUT, (thread_id, created_at, text, ttl, _tag(strategy), strategy))
 
 
 def _delete(raw: sqlite3.Connection, *, thread_id: str) -> None:

@@ -77,8 +77,12 @@ class SharedRuns:
             # Known first through one of its runs: the thread's own metadata
             # (its owner among it) fills in what that record lacked.
             known.metadata = {**found.metadata, **known.metadata}
+        forgotten = self._book.threads[thread_id].forgotten
         for shared in found.runs:
-            self.adopt(shared)
+            # A run this process forgot (past its retention) is listed from what
+            # is left of it: adopted again, it would be listed twice.
+            if shared.run_id not in forgotten:
+                self.adopt(shared)
         return True
 
     def adopt(self, shared: SharedRun) -> RunRecord:
