@@ -58,9 +58,10 @@ class CommandError(Exception):
 def sessions_of(request: Request) -> Sessions:
     """The app's thread sessions (made with the first request that needs them)."""
     state = request.app.state
+    manager = manager_of(request)
     sessions: Sessions | None = getattr(state, "thread_sessions", None)
-    if sessions is None:
-        sessions = state.thread_sessions = Sessions(manager_of(request))
+    if sessions is None or sessions.manager is not manager:  # (an app served again)
+        sessions = state.thread_sessions = Sessions(manager)
     return sessions
 
 

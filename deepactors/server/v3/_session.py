@@ -364,7 +364,7 @@ class Sessions:
     """The app's thread sessions, one per thread key, made when first needed."""
 
     def __init__(self, manager: RunManager) -> None:
-        self._manager = manager
+        self.manager = manager
         self._by_thread: dict[str, ThreadSession] = {}
 
     def of(self, thread: ThreadRecord) -> ThreadSession:
@@ -372,7 +372,7 @@ class Sessions:
         key = thread.thread_id
         session = self._by_thread.get(key)
         if session is None or session.ended:
-            session = ThreadSession(self._manager, thread, lambda: self._gone(key, session))
+            session = ThreadSession(self.manager, thread, lambda: self._gone(key, session))
             self._by_thread[key] = session
         return session
 
