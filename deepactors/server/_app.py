@@ -60,6 +60,7 @@ from .aisdk import aisdk_routes
 from .auth import Auth, AuthError
 from .crons import CronBook, MemoryCronBook, Scheduler, cron_routes
 from .relay import DEFAULT_STREAM_LOG_BYTES, LocalRelay, RunRelay, pg_relay
+from .v3 import thread_session_routes
 from .webhooks import DEFAULT_WEBHOOKS, Webhooks
 
 __all__ = ["create_app"]
@@ -243,6 +244,7 @@ def create_app(
             *run_routes,
             *thread_routes,
             *thread_stream_routes,
+            *thread_session_routes,  # the v3 session: client.threads.stream
             *cron_routes,
             *misc_routes,
             *openapi_routes,

@@ -56,7 +56,7 @@ _BODIES: dict[str, type[BaseModel]] = {
     "search_items": StoreSearch,
     "list_namespaces": StoreNamespaces,
 }
-_STREAMS = frozenset({"stream_run", "join_stream"})
+_STREAMS = frozenset({"stream_run", "join_stream", "stream_events"})
 _TAGS = (("/assistants", "assistants"), ("/threads", "threads"), ("/runs", "runs"))
 _PARAM = re.compile(r"{([^}:]+)(?::[^}]*)?}")
 _ERROR = {

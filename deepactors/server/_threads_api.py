@@ -25,7 +25,7 @@ from ._schemas import (
     read_body,
 )
 
-__all__ = ["thread_routes"]
+__all__ = ["state_at", "thread_routes"]
 
 
 def _manager(request: Request) -> RunManager:
@@ -179,7 +179,12 @@ def _seq(raw: Any, field: str) -> int:
     return seq
 
 
-async def _state_at(handle: ThreadHandle, name: str, seq: int | None) -> dict[str, Any]:
+async def state_at(handle: ThreadHandle, name: str, seq: int | None) -> dict[str, Any]:
+    """The thread's state at checkpoint ``seq`` (None: its head), as the state endpoints show it.
+
+    Raises:
+        HTTPException: 404 the thread has no such checkpoint.
+    """
     thread_id = public_id(handle.thread_id)
     # A checkpoint a fork left behind is read as its own branch stood then.
     if seq is not None and seq not in {r.seq for r in await handle.history(superseded=True)}:
@@ -198,7 +203,7 @@ async def get_state(request: Request) -> Response:
     name = manager.thread_assistant(thread).agent.name
     raw = request.path_params.get("checkpoint_id")
     seq = None if raw is None else _seq(raw, "checkpoint_id")
-    return JSONResponse(await _state_at(manager.handle(thread), name, seq))
+    return JSONResponse(await state_at(manager.handle(thread), name, seq))
 
 
 async def get_state_at_checkpoint(request: Request) -> Response:
@@ -207,7 +212,7 @@ async def get_state_at_checkpoint(request: Request) -> Response:
     body = await read_body(request, HistoryRequest)
     seq = requested_seq(body.checkpoint, None)  # no id: the head (RemoteGraph.get_state)
     name = manager.thread_assistant(thread).agent.name
-    return JSONResponse(await _state_at(manager.handle(thread), name, seq))
+    return JSONResponse(await state_at(manager.handle(thread), name, seq))
 
 
 async def update_state(request: Request) -> Response:
@@ -222,7 +227,7 @@ async def update_state(request: Request) -> Response:
         await manager.update_state(thread, body.values)
     if thread.watchers:  # joins of the thread's stream with state_update
         name = manager.thread_assistant(thread).agent.name
-        thread.tell(StateUpdated(await _state_at(manager.handle(thread), name, None)))
+        thread.tell(StateUpdated(await state_at(manager.handle(thread), name, None)))
     records = await manager.handle(thread).history()
     return JSONResponse(
         {"checkpoint": checkpoint_json(thread.name, records[-1].seq if records else None)}
