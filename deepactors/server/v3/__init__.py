@@ -15,7 +15,7 @@ from starlette.websockets import WebSocket
 from ._commands import run_command
 from ._events import stream_events
 
-__all__ = ["WEBSOCKET_REFUSAL", "thread_session_routes"]
+__all__ = ["WEBSOCKET_REFUSAL", "refuse_websocket", "thread_session_routes"]
 
 WEBSOCKET_REFUSAL = (
     "the v3 session's WebSocket transport is not served here: use "
@@ -23,7 +23,7 @@ WEBSOCKET_REFUSAL = (
 )
 
 
-async def _refuse_websocket(websocket: WebSocket) -> None:
+async def refuse_websocket(websocket: WebSocket) -> None:
     """``transport="websocket"``: accepted only to be closed with why (1008)."""
     await websocket.accept()
     await websocket.close(code=1008, reason=WEBSOCKET_REFUSAL)
@@ -32,5 +32,5 @@ async def _refuse_websocket(websocket: WebSocket) -> None:
 thread_session_routes = [
     Route("/threads/{thread_id}/commands", run_command, methods=["POST"]),
     Route("/threads/{thread_id}/stream/events", stream_events, methods=["POST"]),
-    WebSocketRoute("/threads/{thread_id}/stream/events", _refuse_websocket),
+    WebSocketRoute("/threads/{thread_id}/stream/events", refuse_websocket),
 ]
