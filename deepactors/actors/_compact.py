@@ -12,8 +12,9 @@ rewrite of the journal into what resuming the thread needs, and nothing else:
   order (they say whether the thread waits for an answer, ended a turn, or
   stopped at a breakpoint);
 - the results of tool calls of an unfinished step (so a resumed step does not
-  run them again), and, only while such a step is unfinished, the records of
-  the subagents under it, as they were.
+  run them again), and, only while a step is unfinished (tool calls without
+  results), the records of the subagents, as they were (a subagent of that
+  step resumes from them).
 
 The rewrite is checked before it is stored: replayed, it must build the same
 state and leave the same things pending, or nothing is changed
@@ -32,6 +33,7 @@ from ..persistence import CheckpointRecord, CheckpointWrite, MemoryCheckpointer
 from ..state import State
 from ._codec import encode_update
 from ._journal import BREAKPOINT, Restored
+from ._loop import unanswered_calls
 
 __all__ = ["compact"]
 
@@ -76,6 +78,8 @@ async def compact(
     full = state()
     before = _signature(restored, path, full)
     pending = set(before[1])
+    # Calls without results: a step to finish, whose subagents resume from their records.
+    open_step = bool(unanswered_calls(full.messages)[1])
     own = restored.by_path.get(path, [])
     newest: dict[str, CheckpointRecord] = {}
     for record in own:
@@ -84,7 +88,7 @@ async def compact(
     kept: list[CheckpointRecord] = []
     for record in restored.records:
         if record.path != path:
-            if pending:  # a subagent of the step still to finish
+            if open_step:
                 kept.append(record)
         elif record.kind in _MARKERS:
             if newest[record.kind] is record:

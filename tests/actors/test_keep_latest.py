@@ -219,3 +219,57 @@ async def test_a_checkpointer_that_cannot_rewrite_is_named() -> None:
         with pytest.raises(ConfigurationError, match="AppendOnly cannot replace"):
             await thread.keep_latest()
         assert len(await saver.read("t")) > 1
+
+
+SUB_CALLS: list[int] = []
+
+
+def parent(request: ModelRequest) -> AssistantMessage:
+    if isinstance(request.messages[-1], ToolMessage):
+        return AssistantMessage(content="all done")
+    return AssistantMessage(
+        tool_calls=[
+            ToolCall(id="t1", name="task", args={"description": "shout it", "subagent_type": "sub"})
+        ]
+    )
+
+
+def sub(request: ModelRequest) -> AssistantMessage:
+    SUB_CALLS.append(len(request.messages))
+    if isinstance(request.messages[-1], ToolMessage):
+        return AssistantMessage(content="sub done")
+    return AssistantMessage(tool_calls=[ToolCall(id="s1", name="shout", args={"text": "sub"})])
+
+
+async def test_a_subagent_waiting_for_an_approval_resumes_from_its_kept_records(
+    saver: Checkpointer,
+) -> None:
+    SUB_CALLS.clear()
+    SHOUTED.clear()
+    a = create_deep_agent(
+        FunctionModel(parent),
+        tools=[shout],
+        checkpointer=saver,
+        interrupt_on={"shout": True},
+        subagents=[
+            {
+                "name": "sub",
+                "description": "shouts",
+                "system_prompt": "shout",
+                "model": FunctionModel(sub),
+            }
+        ],
+    )
+    async with open_runtime() as rt:
+        thread = rt.thread(a, "t")
+        approve = Command(resume={"decisions": [{"type": "approve"}]})
+        await thread.ainvoke("one")  # a first turn, to have history to drop
+        await thread.ainvoke(approve)
+        first = await thread.ainvoke("two")
+        assert first["__interrupt__"]
+        assert await thread.keep_latest() > 0
+        assert {r.path for r in await saver.read("t")} != {"main"}  # the subagent's kept
+        done = await thread.ainvoke(approve)
+    assert done["messages"][-1].text == "all done"
+    assert SHOUTED == ["sub", "sub"]  # once per turn: the kept subagent did not start over
+    assert len(SUB_CALLS) == 4  # two model calls per subagent run
