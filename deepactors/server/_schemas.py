@@ -46,6 +46,7 @@ __all__ = [
     "ThreadStateUpdate",
     "parse_body",
     "read_body",
+    "refuse_non_finite",
 ]
 
 Body = TypeVar("Body", bound=BaseModel)
@@ -346,7 +347,7 @@ def parse_body(raw: bytes, model: type[Body]) -> Body:
         HTTPException: 422, naming the field, when the body is not such a model.
     """
     if _MAYBE_NON_FINITE.search(raw):
-        _refuse_non_finite(raw)
+        refuse_non_finite(raw)
     try:
         if not raw.strip():
             return model.model_validate({})
@@ -366,7 +367,7 @@ def parse_body(raw: bytes, model: type[Body]) -> Body:
         raise HTTPException(422, validation_detail(exc)) from None
 
 
-def _refuse_non_finite(raw: bytes) -> None:
+def refuse_non_finite(raw: bytes) -> None:
     """Raise a 422 naming the first non-finite number in ``raw``, if there is one.
 
     pydantic's ``allow_inf_nan=False`` covers only ``float`` fields, not the

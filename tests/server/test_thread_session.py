@@ -149,6 +149,15 @@ def test_unknown_unsupported_and_bad_commands_get_the_protocols_error(serve: Ser
     assert raw_command(served, thread_id, nobody).json()["error"] == "invalid_argument"
     respond = {"id": 4, "method": "input.respond", "params": {"interrupt_id": "x", "response": 1}}
     assert raw_command(served, thread_id, respond).json()["error"] == "no_such_interrupt"
+    nan = httpx.post(
+        f"{served.url}/threads/{thread_id}/commands",
+        content=b'{"id": 6, "method": "run.start", "params": {"assistant_id": "agent",'
+        b' "input": {"messages": [{"role": "user", "content": "x"}], "n": NaN}}}',
+        headers={"content-type": "application/json"},
+        timeout=30,
+    )
+    assert nan.status_code == 422  # JSON has no NaN: refused before anything runs
+    assert "NaN" in nan.text
     state = raw_command(served, thread_id, {"id": 5, "method": "state.get", "params": {}})
     assert state.json() == {"type": "success", "id": 5, "result": {"values": {}}}
     events = httpx.post(

@@ -22,8 +22,9 @@ from .._checkpoints import superseded_history
 from .._protocol_runs import manager_of, thread_for
 from .._records import ThreadRecord, iso
 from .._runs import RunManager
-from .._schemas import RunCreate
+from .._schemas import RunCreate, refuse_non_finite
 from .._threads_api import state_at
+from ..auth import Action
 from ._session import Sessions
 
 __all__ = ["CommandError", "run_command", "sessions_of"]
@@ -74,8 +75,8 @@ class _Context:
         self.thread_id: str = request.path_params["thread_id"]
         self.sessions = sessions_of(request)
 
-    async def thread(self, action: str = "read") -> ThreadRecord:
-        return await self.manager.thread(self.thread_id, action)  # type: ignore[arg-type]
+    async def thread(self, action: Action = "read") -> ThreadRecord:
+        return await self.manager.thread(self.thread_id, action)
 
 
 Handler = Callable[[_Context, Mapping[str, Any]], Awaitable[tuple[dict[str, Any], int | None]]]
@@ -83,8 +84,10 @@ Handler = Callable[[_Context, Mapping[str, Any]], Awaitable[tuple[dict[str, Any]
 
 async def run_command(request: Request) -> Response:
     """Answer one command (see the module docstring)."""
+    raw = await request.body()
+    refuse_non_finite(raw)  # a 422 naming it: JSON has no NaN, and runs' input is stored
     try:
-        payload = json.loads(await request.body())
+        payload = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         payload = None
     if (

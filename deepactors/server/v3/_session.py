@@ -265,10 +265,12 @@ class ThreadSession:
                 data["cause"] = {"type": "toolCall", "tool_call_id": event.call_id}
             self._emit(Out("lifecycle", list(ns), data))
             return
-        status = _SUBAGENT_END.get(type(event))
-        if status is None:
+        if not isinstance(
+            event, SubagentFinished | SubagentFailed | SubagentCancelled | SubagentInterrupted
+        ):
             return
-        ns = tuple(namespace_of(event.child))  # type: ignore[attr-defined]
+        status = _SUBAGENT_END[type(event)]
+        ns = tuple(namespace_of(event.child))
         if ns not in self.subagents:
             return
         self.subagents[ns] = status
