@@ -35,6 +35,7 @@ from ...errors import (
 from .._checkpoint import (
     CheckpointRecord,
     CheckpointWrite,
+    EncodedWrite,
     ThreadInfo,
     check_thread_id,
     encode_writes,
@@ -241,27 +242,30 @@ class PostgresCheckpointer(AsyncResource):
             ThreadLeaseLost: This object holds the thread's lease, and its lease
                 connection dropped or another run took the thread: nothing was stored.
         """
-        check_thread_id(thread_id)
-        check_no_nul(thread_id, what="a thread_id")
-        rows = encode_writes(records)
-        for path, _, kind, _ in rows:
-            check_no_nul(path, what="a record's path")
-            check_no_nul(kind, what="a record's kind")
+        rows = _encoded(thread_id, records)
         if not rows:
             await anyio.lowlevel.checkpoint()
             return
+        batch = await self._batch(thread_id, rows)
+        group = await self._groups.get()
+        await group.put(batch)
+
+    async def _batch(self, thread_id: str, rows: list[EncodedWrite]) -> Batch:
+        """``rows`` as a batch, fenced by this object's lease on the thread if it holds one.
+
+        Raises:
+            ThreadLeaseLost: The lease connection dropped.
+        """
         held = self._leases.held(thread_id)
         if held is not None and not await held.connection.alive():
             raise _lease_lost(self._db.location, thread_id)
-        batch = Batch(
+        return Batch(
             thread_id=thread_id,
             rows=rows,
             now=self._clock(),
             owner=None if held is None else held.owner,
             lock_key=None if held is None else held.lock_key,
         )
-        group = await self._groups.get()
-        await group.put(batch)
 
     async def read(
         self, thread_id: str, *, path: str | None = None, upto_seq: int | None = None
@@ -314,22 +318,7 @@ class PostgresCheckpointer(AsyncResource):
             ThreadLeaseLost: This object holds the thread's lease, and its lease
                 connection dropped or another run took the thread: nothing was changed.
         """
-        check_thread_id(thread_id)
-        check_no_nul(thread_id, what="a thread_id")
-        rows = encode_writes(records)
-        for path, _, kind, _ in rows:
-            check_no_nul(path, what="a record's path")
-            check_no_nul(kind, what="a record's kind")
-        held = self._leases.held(thread_id)
-        if held is not None and not await held.connection.alive():
-            raise _lease_lost(self._db.location, thread_id)
-        batch = Batch(
-            thread_id=thread_id,
-            rows=rows,
-            now=self._clock(),
-            owner=None if held is None else held.owner,
-            lock_key=None if held is None else held.lock_key,
-        )
+        batch = await self._batch(thread_id, _encoded(thread_id, records))
         if not await self._db.run(replace_thread(batch)):
             raise _lease_lost(self._db.location, thread_id)
 
@@ -339,3 +328,14 @@ class PostgresCheckpointer(AsyncResource):
             await self._db.aclose()
         finally:
             await self._groups.aclose()
+
+
+def _encoded(thread_id: str, records: Sequence[CheckpointWrite]) -> list[EncodedWrite]:
+    """The records encoded, and every identifier free of NUL (PostgreSQL's text refuses it)."""
+    check_thread_id(thread_id)
+    check_no_nul(thread_id, what="a thread_id")
+    rows = encode_writes(records)
+    for path, _, kind, _ in rows:
+        check_no_nul(path, what="a record's path")
+        check_no_nul(kind, what="a record's kind")
+    return rows

@@ -256,6 +256,12 @@ def _insert_after(
     )
 
 
+def _delete_rows(raw: sqlite3.Connection, thread_id: str) -> None:
+    """The thread's records and head (inside the caller's transaction)."""
+    raw.execute("DELETE FROM checkpoint_records WHERE thread_id = ?", (thread_id,))
+    raw.execute("DELETE FROM thread_heads WHERE thread_id = ?", (thread_id,))
+
+
 def _delete_thread(
     raw: sqlite3.Connection, *, file: str, thread_id: str, owner: str | None
 ) -> None:
@@ -268,8 +274,7 @@ def _delete_thread(
     try:
         if owner is not None and not holds_lease(raw, thread_id, owner):
             raise _lease_lost(file, thread_id)
-        raw.execute("DELETE FROM checkpoint_records WHERE thread_id = ?", (thread_id,))
-        raw.execute("DELETE FROM thread_heads WHERE thread_id = ?", (thread_id,))
+        _delete_rows(raw, thread_id)
         raw.execute("COMMIT")
     except BaseException:
         if raw.in_transaction:
@@ -291,8 +296,7 @@ def _replace_records(
     try:
         if owner is not None and not holds_lease(raw, thread_id, owner):
             raise _lease_lost(file, thread_id)
-        raw.execute("DELETE FROM checkpoint_records WHERE thread_id = ?", (thread_id,))
-        raw.execute("DELETE FROM thread_heads WHERE thread_id = ?", (thread_id,))
+        _delete_rows(raw, thread_id)
         _insert_after(raw, thread_id=thread_id, last=0, rows=rows, now=now)
         raw.execute("COMMIT")
     except BaseException:
