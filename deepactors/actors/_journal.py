@@ -45,9 +45,9 @@ from ..persistence import (
     Checkpointer,
     CheckpointRecord,
     CheckpointWrite,
-    EncodedPut,
     EncodedWrite,
     encode_writes,
+    encoded_put,
 )
 from ..state import Applied, State
 from ._codec import (
@@ -288,9 +288,7 @@ class Journal:
         self._queue: list[tuple[int, CheckpointWrite | EncodedWrite]] = []
         # A checkpointer of this package takes a state change encoded as it
         # happens (see _codec.encode_update_text); one of a user's, dicts.
-        self._put_encoded = (
-            checkpointer.put_encoded if isinstance(checkpointer, EncodedPut) else None
-        )
+        self._put_encoded = encoded_put(checkpointer)
         self._closed = False
         self._writer = parking_lot()  # the writer waits here for records
         self._waiting = False  # the writer is parked

@@ -25,6 +25,7 @@ from ._checkpoint import Rewritable as Rewritable
 from ._checkpoint import ThreadInfo as ThreadInfo
 from ._checkpoint import check_thread_id as check_thread_id
 from ._checkpoint import encode_writes as encode_writes
+from ._checkpoint import encoded_put as encoded_put
 from ._json import encode_object as encode_object
 from ._lease import ThreadLease as ThreadLease
 from ._lease import WhenBusy as WhenBusy

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -35,6 +35,7 @@ __all__ = [
     "ThreadInfo",
     "check_thread_id",
     "encode_writes",
+    "encoded_put",
 ]
 
 
@@ -239,7 +240,8 @@ class EncodedPut(Protocol):
     The runtime's journal encodes a state change as it happens (a message through
     pydantic's own JSON serializer, not a dict and then ``json``): the same stored
     JSON, for less work per step. A checkpointer of your own needs only
-    :meth:`Checkpointer.put`.
+    :meth:`Checkpointer.put`; a subclass of one of ours that overrides ``put``
+    gets every record through its ``put`` (see :func:`encoded_put`).
     """
 
     async def put_encoded(self, thread_id: str, rows: Sequence[EncodedWrite]) -> None:
@@ -265,6 +267,25 @@ def check_thread_id(thread_id: str) -> None:
     if not thread_id:
         raise ValueError("a thread_id is a non-empty string, not ''")
     check_text(thread_id, what="thread_id")
+
+
+def encoded_put(
+    checkpointer: object,
+) -> Callable[[str, Sequence[EncodedWrite]], Awaitable[None]] | None:
+    """``checkpointer.put_encoded`` where it stands for the checkpointer's own ``put``; else None.
+
+    A class that overrides ``put`` below the class that gave it ``put_encoded``
+    (a subclass of ours adding its own checks, say) is given records through
+    ``put``, as a checkpointer of a user's own is.
+    """
+    if not isinstance(checkpointer, EncodedPut):
+        return None
+    for base in type(checkpointer).__mro__:
+        if "put_encoded" in vars(base):
+            return checkpointer.put_encoded
+        if "put" in vars(base):
+            return None  # overridden below the encoded road
+    return None  # pragma: no cover - an EncodedPut defines put_encoded somewhere
 
 
 def encode_writes(records: Sequence[CheckpointWrite]) -> list[EncodedWrite]:

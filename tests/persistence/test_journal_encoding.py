@@ -37,6 +37,7 @@ from deepactors.persistence import (
     ThreadInfo,
     ThreadLease,
     encode_writes,
+    encoded_put,
 )
 from deepactors.state import RemoveMessage, State, default_channels
 
@@ -204,3 +205,24 @@ def test_the_encoded_road_writes_what_encode_writes_writes(case: str) -> None:
         [CheckpointWrite(path="p", step=1, kind="update", data=encode_update(update, state))]
     )
     assert fast == slow[0][3]
+
+
+class CountingSaver(MemoryCheckpointer):
+    """A subclass of ours that overrides ``put`` (to count, check or encrypt, say)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = 0
+
+    async def put(self, thread_id: str, records: Sequence[CheckpointWrite]) -> None:
+        self.seen += len(records)
+        await super().put(thread_id, records)
+
+
+async def test_a_subclass_that_overrides_put_gets_every_record_through_it() -> None:
+    saver = CountingSaver()
+    assert encoded_put(saver) is None
+    assert encoded_put(MemoryCheckpointer()) is not None
+    agent = create_deep_agent(FunctionModel(_answer), tools=[look], checkpointer=saver)
+    await agent.ainvoke("go", thread_id="t")
+    assert saver.seen == len(await saver.read("t")) > 0
