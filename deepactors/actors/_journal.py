@@ -389,7 +389,7 @@ class Journal:
             if self._put_encoded is not None:
                 try:
                     text = encode_update_text(applied.update, state)
-                except (TypeError, ValueError):
+                except Exception:  # whatever it is, the general road below meets it again
                     pass  # queued as data below: the put fails with the encoder's own words
                 else:
                     self._append_row((path, step(), "update", text))
