@@ -32,8 +32,8 @@ from ..errors import InputError
 from ..persistence import CheckpointRecord, CheckpointWrite, MemoryCheckpointer
 from ..state import State
 from ._codec import encode_update
-from ._journal import BREAKPOINT, Restored
 from ._loop import unanswered_calls
+from ._restored import BREAKPOINT, Restored
 
 __all__ = ["compact"]
 

@@ -49,7 +49,7 @@ from ._actor import (
     deadline,
 )
 from ._compact import compact
-from ._journal import ROLLBACK, Restored
+from ._restored import ROLLBACK, Restored
 from ._spec import AgentSpec, RunInput, prepare_input
 from ._threads import ThreadState, saved_state, saver
 

@@ -27,8 +27,9 @@ from ..limits import Breakpoints
 from ..messages import AssistantMessage, Message, ToolMessage, Usage, new_id
 from ..state import AgentResult, State
 from ._filewatch import actor_listener
-from ._journal import BREAKPOINT, Journal, ThreadMark, open_journal
+from ._journal import Journal, ThreadMark, open_journal
 from ._loop import BreakpointReached, run_loop, unanswered_calls
+from ._restored import BREAKPOINT
 from ._spec import AgentSpec, RunInput
 from ._threads import last_turn, next_step
 

@@ -17,8 +17,8 @@ from ..interrupts import PendingRequest, interrupt_view
 from ..messages import AssistantMessage, Message, ToolMessage
 from ..persistence import Checkpointer
 from ..state import State
-from ._journal import Restored
 from ._loop import unanswered_calls
+from ._restored import Restored
 from ._spec import AgentSpec
 
 __all__ = [
