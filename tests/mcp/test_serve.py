@@ -6,7 +6,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.mcp.servers import ROOT, SDK_HTTP_ON_TRIO
+from tests.waiting import port_open, wait_until_serving
 
 pytestmark = [pytest.mark.anyio, SDK_HTTP_ON_TRIO]
 
@@ -117,15 +117,7 @@ def served_http(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("deepactors mcp --http did not start") from None
-                time.sleep(0.05)
+        wait_until_serving(proc, lambda: port_open(port), what="deepactors mcp --http started")
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         proc.terminate()

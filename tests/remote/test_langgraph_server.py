@@ -17,17 +17,16 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
-import httpx
 import pytest
 
 from deepactors.context import Inbox, RunContext
 from deepactors.events import CustomEvent, Event, ModelCallFinished
 from deepactors.remote import REMOTE_RUN, RemoteAgent
+from tests.waiting import http_ok, wait_until_serving
 
 from .conftest import (
     answers,
@@ -85,16 +84,13 @@ def langgraph_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            assert process.poll() is None, log.read_text()
-            try:
-                if httpx.get(f"{url}/ok").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "LangGraph's server did not start"
-            time.sleep(0.2)
+        wait_until_serving(
+            process,
+            lambda: http_ok(f"{url}/ok"),
+            what="LangGraph's server started",
+            timeout=90,
+            log=log,
+        )
         yield url
     finally:
         process.send_signal(signal.SIGINT)
