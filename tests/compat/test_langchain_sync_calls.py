@@ -151,7 +151,7 @@ def test_ctrl_c_cancels_the_call_on_the_kept_loop(call: str) -> None:
                 return "fine"
             started.set()
             try:
-                await anyio.sleep(60)
+                await anyio.sleep_forever()  # until Ctrl-C cancels the run
             finally:
                 cleaned.append(True)
             return "late"

@@ -27,17 +27,17 @@ pytestmark = [pytest.mark.anyio, pytest.mark.virtual_time]
 
 
 class Sleeper:
-    """A tool that sleeps "forever" and records whether its cleanup ran."""
+    """A tool that waits until cancelled and records whether its cleanup ran."""
 
     def __init__(self) -> None:
         self.started = anyio.Event()
         self.cleaned_up = False
 
     async def __call__(self) -> str:
-        """Wait for a long time."""
+        """Wait until cancelled."""
         self.started.set()
         try:
-            await anyio.sleep(3600)
+            await anyio.sleep_forever()
         finally:
             self.cleaned_up = True
         return "woke"

@@ -229,7 +229,7 @@ async def test_cancelling_mid_fan_out_leaves_no_task_alive() -> None:
         if alive == 20:
             started.set()
         try:
-            await anyio.sleep(3600)
+            await anyio.sleep_forever()
         finally:
             alive -= 1
         return "never"
@@ -257,7 +257,7 @@ async def test_a_run_timeout_bounds_every_descendant() -> None:
         nonlocal alive
         alive += 1
         try:
-            await anyio.sleep(3600)
+            await anyio.sleep_forever()
         finally:
             alive -= 1
         return "never"

@@ -26,7 +26,7 @@ import pytest
 from deepactors.context import Inbox, RunContext
 from deepactors.events import CustomEvent, Event, ModelCallFinished
 from deepactors.remote import REMOTE_RUN, RemoteAgent
-from tests.waiting import http_ok, wait_until_serving
+from tests.waiting import http_ok, wait_until, wait_until_serving
 
 from .conftest import (
     answers,
@@ -168,11 +168,11 @@ async def test_a_message_reaches_a_running_child_on_langgraphs_server(
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(child)
-        with anyio.fail_after(30):
-            while True:
-                if any(isinstance(e, CustomEvent) and REMOTE_RUN in e.data for e in events):
-                    break
-                await anyio.sleep(0.05)
+        await wait_until(
+            lambda: any(isinstance(e, CustomEvent) and REMOTE_RUN in e.data for e in events),
+            what="the remote run made",
+            timeout=30,
+        )
         inbox.put("update: hello")
     assert outcome is not None
     assert (outcome.status, outcome.answer) == ("completed", "got hello")

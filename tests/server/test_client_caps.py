@@ -167,7 +167,7 @@ from deepactors.models import FunctionModel
 
 async def hold() -> str:
     """Hold the run until the server shuts down."""
-    await anyio.sleep(600)
+    await anyio.sleep_forever()
     return "held"
 
 
