@@ -6,7 +6,6 @@ Real servers, real time: a cron fires on the wall clock, once a second here.
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 from langgraph_sdk import get_sync_client
+from langgraph_sdk.client import SyncLangGraphClient
 from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
 
 from deepactors import AssistantMessage, create_deep_agent
@@ -47,6 +47,27 @@ def echo() -> Any:
     return create_deep_agent(FunctionModel(model), checkpointer=MemoryCheckpointer())
 
 
+class Witness:
+    """A cron firing every second on a thread of its own: while it fires, the scheduler
+    makes its passes, so what did not happen meanwhile would not (a clock of the
+    scheduler's own, where a fixed sleep would only hope it had a pass)."""
+
+    def __init__(self, client: SyncLangGraphClient) -> None:
+        self._client = client
+        self.thread_id = client.threads.create()["thread_id"]
+        self.cron_id = client.crons.create_for_thread(
+            self.thread_id, "echo", schedule=EVERY_SECOND, input=HELLO
+        )["cron_id"]
+
+    def _fired(self) -> int:
+        return len(self._client.runs.list(self.thread_id, limit=100))
+
+    def two_more_passes(self) -> None:
+        """Return once it has fired twice more than now."""
+        then = self._fired()
+        wait_until_sync(lambda: self._fired() >= then + 2, what="the witness cron fired twice")
+
+
 def test_a_thread_cron_fires_every_second_and_stops_when_deleted(serve: Serve) -> None:
     client = serve(create_app({"echo": echo()})).client()
     thread_id = client.threads.create()["thread_id"]
@@ -57,12 +78,18 @@ def test_a_thread_cron_fires_every_second_and_stops_when_deleted(serve: Serve) -
     assert cron["enabled"] is True
     assert cron["next_run_date"] is not None
     wait_until_sync(lambda: len(client.runs.list(thread_id, limit=100)) >= 3)
+    witness = Witness(client)
     client.crons.delete(cron["cron_id"])
     deleted = datetime.now(UTC)
-    time.sleep(2.5)
+    witness.two_more_passes()
+    client.crons.delete(witness.cron_id)
     runs = client.runs.list(thread_id, limit=100)
     # A firing already under way when the cron was deleted may still start; none after.
-    late = [r for r in runs if datetime.fromisoformat(r["created_at"]) > deleted + timedelta(0.5)]
+    late = [
+        r
+        for r in runs
+        if datetime.fromisoformat(r["created_at"]) > deleted + timedelta(seconds=0.5)
+    ]
     assert late == []
     ticks = [r["metadata"]["cron_tick"] for r in runs]
     assert len(set(ticks)) == len(ticks)  # one run per tick
@@ -91,8 +118,9 @@ def test_search_count_update_and_stateless_crons(serve: Serve) -> None:
     updated = client.crons.update(kept["cron_id"], enabled=False)
     assert updated["enabled"] is False
     assert updated["next_run_date"] is None
+    witness = Witness(client)
     made = len(client.threads.search(limit=100))
-    time.sleep(2.0)
+    witness.two_more_passes()
     assert len(client.threads.search(limit=100)) <= made + 1  # one may have been under way
     assert [c["cron_id"] for c in client.crons.search(enabled=False)] == [kept["cron_id"]]
     moved = client.crons.update(daily["cron_id"], schedule="30 7 * * *", end_time=None)

@@ -8,7 +8,6 @@ a fraction of a second, with generous bounds that only guard against a hang.
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -73,7 +72,10 @@ def test_a_run_in_flight_keeps_its_thread_and_the_ttl_counts_from_its_end(
         thread_id, "echo", input={"messages": [{"role": "user", "content": "wait"}]}
     )
     assert probe.blocked.wait(30)
-    time.sleep(SHORT * 60 * 3)  # three lives of the thread, and many sweeps, while it runs
+    # An idle thread with the same ttl, made after it: once a sweep took that one,
+    # this one was past its ttl too (a sweep's own proof, where a sleep hoped).
+    witness = client.threads.create(ttl=SHORT)["thread_id"]
+    _until_gone(client, witness)
     assert client.threads.get(thread_id)["status"] == "busy"
     probe.release.set()
     client.runs.join(thread_id, run["run_id"])
