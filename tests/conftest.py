@@ -18,6 +18,12 @@ moves the virtual clock on: assert exact times only where nothing waits on it.
 Compare loops with
 ``anyio_backend_name``, since the marked ``anyio_backend`` carries options.
 
+Waiting for what another task, thread, process or server makes true: an event
+where there is one; where there is none, ``tests/waiting.py``'s ``wait_until``
+(async) or ``wait_until_sync`` (a thread), which poll with a bound and fail
+naming what never happened. Never a sleep of a guessed length: it is too short
+on a loaded machine and too long on a quiet one.
+
 ``blocking_detector`` runs a test under blockbuster, scanning the ``deepactors``
 package: a blocking call (file or SQLite I/O, ``time.sleep``, a blocking lock...)
 made on the event-loop thread with a ``deepactors`` frame on the stack fails the

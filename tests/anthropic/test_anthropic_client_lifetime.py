@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import anyio
@@ -11,6 +10,7 @@ from deepactors.messages import UserMessage
 from deepactors.models import ModelRequest
 from deepactors.models.anthropic import AnthropicModel
 from tests.anthropic.fake_api import FakeAnthropicAPI, message, text
+from tests.waiting import wait_until_sync
 
 REQUEST = ModelRequest(messages=[UserMessage(content="hi")])
 
@@ -20,12 +20,9 @@ def run(backend: Any, fn: Any, *args: Any) -> Any:
     return anyio.run(fn, *args, backend=name, backend_options=options)
 
 
-def wait_until_closed(api: FakeAnthropicAPI) -> int:
-    """The server's open connections, once they are 0 or after 3 s."""
-    deadline = time.monotonic() + 3
-    while api.open_connections and time.monotonic() < deadline:
-        time.sleep(0.01)  # the server notices the close in its own thread
-    return api.open_connections
+def wait_until_closed(api: FakeAnthropicAPI) -> None:
+    """Return once the server has no open connection (it notices a close in its own thread)."""
+    wait_until_sync(lambda: api.open_connections == 0, what="every connection closed", timeout=3)
 
 
 def test_client_is_closed_when_the_run_that_made_it_ends(anyio_backend: Any) -> None:
@@ -34,7 +31,7 @@ def test_client_is_closed_when_the_run_that_made_it_ends(anyio_backend: Any) -> 
         for _ in range(3):
             assert run(anyio_backend, model.generate, REQUEST).text == "ok"
             # Not closed by anyone: the end of the run closes it.
-            assert wait_until_closed(api) == 0
+            wait_until_closed(api)
         assert len(api.requests) == 3
 
 
@@ -45,9 +42,9 @@ def test_aclose_still_closes_at_once_and_the_next_call_reopens(anyio_backend: An
         async def main() -> None:
             await model.generate(REQUEST)
             await model.aclose()
-            assert await anyio.to_thread.run_sync(wait_until_closed, api) == 0
+            await anyio.to_thread.run_sync(wait_until_closed, api)
             await model.generate(REQUEST)
             assert api.open_connections == 1
 
         run(anyio_backend, main)
-        assert wait_until_closed(api) == 0
+        wait_until_closed(api)

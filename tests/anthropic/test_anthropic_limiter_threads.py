@@ -13,6 +13,7 @@ from deepactors.models import ModelRequest
 from deepactors.models._limiter import RequestLimiter
 from deepactors.models.anthropic import AnthropicModel
 from tests.anthropic.fake_api import FakeAnthropicAPI, message, text
+from tests.waiting import wait_until
 
 
 def backend_args(backend: Any) -> dict[str, Any]:
@@ -48,7 +49,8 @@ def test_release_in_one_thread_wakes_a_waiter_in_another(anyio_backend: Any, oth
     async def holder() -> None:
         await limiter.acquire()
         held.set()
-        await anyio.sleep(0.2)  # real: the waiter, on another thread's loop, queues meanwhile
+        # The waiter, on another thread's loop, queues meanwhile.
+        await wait_until(lambda: limiter.statistics().waiting == 1, what="the waiter queued")
         log.append("released")
         limiter.release()
 

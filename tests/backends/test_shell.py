@@ -8,14 +8,14 @@ import anyio
 import pytest
 
 from deepactors.backends import LocalShellBackend
+from tests.waiting import wait_until
 
 from .conftest import pid_alive
 
 
 async def wait_dead(pid: int) -> None:
-    with anyio.fail_after(5):
-        while pid_alive(pid):  # noqa: ASYNC110 - another process's life has no event
-            await anyio.sleep(0.01)
+    # Another process's life has no event: polled.
+    await wait_until(lambda: not pid_alive(pid), what=f"process {pid} dead", timeout=5)
 
 
 async def _read(file: Path) -> str:
@@ -69,8 +69,7 @@ async def test_cancelling_the_caller_kills_the_process_group(tmp_path: Path) -> 
         async with anyio.create_task_group() as tg:
             tg.start_soon(shell.execute, "sleep 30 & echo $! > pid; wait")
             # The pid appears in a file another process writes: nothing to wait on.
-            while not await _read(pid_file):  # noqa: ASYNC110
-                await anyio.sleep(0.01)
+            await wait_until(lambda: _read(pid_file), what="the pid written")
             tg.cancel_scope.cancel()
     grandchild = int(await _read(pid_file))
     await wait_dead(grandchild)

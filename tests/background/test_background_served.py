@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +10,7 @@ import pytest
 from langgraph_sdk import get_sync_client
 
 from tests.server.serve_process import serving
+from tests.waiting import wait_until_sync
 
 APP = Path(__file__).with_name("served_app.py")
 TOPICS = ["alpha", "beta", "gamma"]
@@ -33,13 +33,13 @@ def test_a_served_thread_answers_while_its_tasks_run_and_keeps_their_results(
 
         for topic in TOPICS:
             (tmp_path / f"open-{topic}").touch()
-        deadline = time.monotonic() + 30
-        while True:  # another process: poll its state, as a client would
+
+        def all_done() -> Any:
+            # Another process: poll its state, as a client would.
             values: Any = client.threads.get_state(thread_id)["values"]
-            if {t["status"] for t in values["async_tasks"].values()} == {"success"}:
-                break
-            assert time.monotonic() < deadline, values["async_tasks"]
-            time.sleep(0.05)
+            return {t["status"] for t in values["async_tasks"].values()} == {"success"} and values
+
+        values = wait_until_sync(all_done, what="every task a success", timeout=30)
         assert sorted(values["files"]) == sorted(f"/notes/{t}.md" for t in TOPICS)
         results = sorted(t["result"] for t in values["async_tasks"].values())
         assert results == sorted(f"report on {t}" for t in TOPICS)

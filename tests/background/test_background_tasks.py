@@ -27,6 +27,7 @@ from deepactors.actors import open_runtime
 from deepactors.errors import ConfigurationError
 from deepactors.models import FunctionModel, ModelRequest
 from deepactors.persistence import SqliteCheckpointer
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -40,6 +41,7 @@ class Gates:
     def __init__(self) -> None:
         self.events = {t: anyio.Event() for t in TOPICS}
         self.briefs: list[str] = []
+        self.passed: list[str] = []  # children whose gate let them answer
 
     def open(self, *topics: str) -> None:
         for t in topics:
@@ -60,6 +62,7 @@ def researcher(gates: Gates) -> FunctionModel:
                 ]
             )
         await gates.events[brief].wait()
+        gates.passed.append(brief)
         extra = [m.text for m in request.messages[1:] if isinstance(m, UserMessage)]
         return AssistantMessage(content=f"report on {brief}" + "".join(f" +{x}" for x in extra))
 
@@ -159,15 +162,6 @@ def build(gates: Gates, tmp_path: Path, **kwargs: Any) -> Any:
         checkpointer=SqliteCheckpointer(tmp_path / "threads.db"),
         **kwargs,
     )
-
-
-async def wait_until(predicate: Callable[[], Any], timeout: float = 20.0) -> None:
-    # Polled through the thread's saved state: what a client would see.
-    with anyio.fail_after(timeout):
-        while True:
-            if await predicate():
-                return
-            await anyio.sleep(0.01)
 
 
 async def test_five_tasks_run_while_the_parent_answers_is_steered_cancelled_and_collected(
@@ -350,8 +344,8 @@ async def test_deleting_the_thread_stops_its_tasks_and_nothing_comes_back(
         await (await thread.start({"messages": "research"})).result()
         await thread.delete()
         gates.open(*TOPICS)  # too late: they were cancelled
-        for _ in range(50):  # time for a task that went on to come back
-            await anyio.sleep(0.01)
+        await anyio.wait_all_tasks_blocked()  # a task that went on would pass its gate now
+        assert gates.passed == []
         assert await rt.saved_threads(agent) == []
 
 

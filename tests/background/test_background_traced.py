@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import anyio
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -14,7 +13,8 @@ from opentelemetry.trace import StatusCode
 
 from deepactors.actors import open_runtime
 from deepactors.tracing import Tracing
-from tests.background.test_background_tasks import TOPICS, Gates, build, wait_until
+from tests.background.test_background_tasks import TOPICS, Gates, build
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -45,11 +45,12 @@ async def test_a_detached_tasks_spans_nest_under_its_start_call(tmp_path: Path) 
             return {t["status"] for t in values["async_tasks"].values()} == {"success"}
 
         await wait_until(ended)
-        with anyio.fail_after(10):
-            while True:  # a task's span ends just after its outcome is folded in
-                if len(named(exporter.get_finished_spans(), "invoke_agent researcher")) == 5:
-                    break
-                await anyio.sleep(0.01)
+        # A task's span ends just after its outcome is folded in.
+        await wait_until(
+            lambda: len(named(exporter.get_finished_spans(), "invoke_agent researcher")) == 5,
+            what="five task spans ended",
+            timeout=10,
+        )
     spans = exporter.get_finished_spans()
     first, second = sorted(named(spans, "invoke_agent main"), key=lambda s: s.start_time or 0)
     starts = {

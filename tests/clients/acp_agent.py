@@ -61,7 +61,7 @@ async def model(request):
             content=[ThinkingBlock(thinking="let me think"), TextBlock(text="thought it through")]
         )
     if said == "slow":
-        await anyio.sleep(60)
+        await anyio.sleep_forever()  # until the client cancels the turn
     return AssistantMessage(content=f"echo #{len(users)}: {said}")
 
 

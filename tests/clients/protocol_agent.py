@@ -47,7 +47,7 @@ def send_email(to: str, body: str) -> str:
 
 async def worker(request):
     if "slow" in request.messages[0].text:
-        await anyio.sleep(60)  # cancelled before
+        await anyio.sleep_forever()  # until the client cancels the run
     return AssistantMessage(
         content="done: " + request.messages[0].text,
         usage=Usage(input_tokens=10, output_tokens=5),
@@ -121,7 +121,7 @@ async def main(request):
             tool_calls=[ToolCall(name="send_email", args={"to": "bob", "body": said})]
         )
     if said == "slow":
-        await anyio.sleep(60)
+        await anyio.sleep_forever()  # until the client cancels the run
     if said == "fail":
         raise RuntimeError("the model broke")
     return AssistantMessage(content=f"echo #{len(users)}: {said}")

@@ -19,11 +19,10 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+from tests.waiting import http_ok, wait_until_serving
 
 __all__ = ["AGENT_MODULE", "served_agent", "serving"]
 
@@ -102,17 +101,8 @@ def serving(args: list[str], cwd: Path) -> Iterator[str]:
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
     try:
-        while True:  # another process: poll until it answers
-            assert process.poll() is None, log.read_text()
-            try:
-                if httpx.get(f"{url}/ok").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.05)
+        wait_until_serving(process, lambda: http_ok(f"{url}/ok"), log=log)
         yield url
     finally:
         if process.poll() is None:

@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,8 @@ from typing import Any
 
 import httpx
 import pytest
+
+from tests.waiting import wait_until_sync
 
 from .protocol_agent import write_agent
 from .served import serving
@@ -204,22 +205,16 @@ def test_stop_cancels_the_run(chat: Browser) -> None:
     chat.say(page, "slow")
     chat.expect(page.locator("#status")).to_have_text("submitted")
     with httpx.Client(base_url=chat.server, timeout=10) as http:
-        runs: list[dict[str, Any]] = []
-        for _ in range(400):  # the run is created once the request is in
-            runs = http.get(f"/threads/{page.chat}/runs").json()
-            if runs and runs[0]["status"] == "running":
-                break
-            time.sleep(0.025)
-        assert runs, "no run was created"
-        assert runs[0]["status"] == "running", runs
+
+        def first_run_is(status: str) -> bool:
+            runs: list[dict[str, Any]] = http.get(f"/threads/{page.chat}/runs").json()
+            return bool(runs) and runs[0]["status"] == status
+
+        # The run is created once the request is in.
+        wait_until_sync(lambda: first_run_is("running"), what="the run created, running")
         page.click("#stop")
         chat.expect(page.locator("#status")).to_have_text("ready")
-        for _ in range(400):
-            runs = http.get(f"/threads/{page.chat}/runs").json()
-            if runs[0]["status"] == "interrupted":
-                break
-            time.sleep(0.025)
-        assert runs[0]["status"] == "interrupted", runs
+        wait_until_sync(lambda: first_run_is("interrupted"), what="the run interrupted")
     assert page.errors == []
 
 

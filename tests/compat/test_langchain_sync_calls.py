@@ -14,8 +14,7 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -28,6 +27,7 @@ from deepactors.models import FunctionModel, ModelRequest
 from deepactors.models.anthropic import AnthropicModel
 from tests.anthropic.fake_api import FakeAnthropicAPI, message, text
 from tests.openai.fake_api import FakeOpenAI, answer
+from tests.waiting import wait_until_sync
 
 langchain_openai = pytest.importorskip("langchain_openai")
 langchain_anthropic = pytest.importorskip("langchain_anthropic")
@@ -151,7 +151,7 @@ def test_ctrl_c_cancels_the_call_on_the_kept_loop(call: str) -> None:
                 return "fine"
             started.set()
             try:
-                await anyio.sleep(60)
+                await anyio.sleep_forever()  # until Ctrl-C cancels the run
             finally:
                 cleaned.append(True)
             return "late"
@@ -203,7 +203,8 @@ def test_a_models_client_is_closed_when_the_last_sync_call_using_it_ends(
     agent = create_own_agent(model)
     for _ in range(3):
         assert agent.invoke("hi")["messages"][-1].text == "hello from anthropic"
-        assert wait_for(lambda: anthropic_api.open_connections == 0)
+        # The server sees a closed connection a moment after the client closed it.
+    wait_until_sync(lambda: anthropic_api.open_connections == 0, what="every connection closed")
     # Two threads at once: the first to finish does not close the client the other uses.
     anthropic_api.default = lambda body: message(text("slow"), delay=0.3)
     answers: list[str] = []
@@ -216,13 +217,5 @@ def test_a_models_client_is_closed_when_the_last_sync_call_using_it_ends(
     for t in threads:
         t.join(60)
     assert answers == ["slow", "slow"]
-    assert wait_for(lambda: anthropic_api.open_connections == 0)
-
-
-def wait_for(condition: Callable[[], bool]) -> bool:
     # The server sees a closed connection a moment after the client closed it.
-    for _ in range(200):
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
+    wait_until_sync(lambda: anthropic_api.open_connections == 0, what="every connection closed")

@@ -16,6 +16,7 @@ import pytest
 from deepactors import AssistantMessage, ToolCall, ToolMessage, create_deep_agent, events
 from deepactors.middleware import DEFAULT_MAX_CONCURRENT_SUBAGENTS
 from deepactors.models import FunctionModel, ModelRequest
+from tests.inflight import InFlight
 
 pytestmark = [pytest.mark.anyio, pytest.mark.virtual_time]
 
@@ -94,15 +95,11 @@ async def test_none_lifts_the_cap() -> None:
 
 async def test_queued_calls_start_in_the_models_order_and_only_when_a_slot_frees() -> None:
     started: list[str] = []
-    active = peak = 0
+    calls = InFlight()
 
     async def answer(request: ModelRequest) -> str:
-        nonlocal active, peak
         started.append(brief(request))
-        active += 1
-        peak = max(peak, active)
-        await anyio.sleep(0.005)
-        active -= 1
+        await calls.work(0.005)
         return f"done {brief(request)}"
 
     agent = create_deep_agent(
@@ -113,7 +110,7 @@ async def test_queued_calls_start_in_the_models_order_and_only_when_a_slot_frees
     stream = agent.astream("go")
     seen = [e async for e in stream]
     assert started == [str(i) for i in range(12)]
-    assert peak == 1
+    assert calls.peak == 1
     # A queued call is not started: each ToolCallStarted of a task follows the
     # previous task's ToolCallFinished.
     marks = [
@@ -129,14 +126,9 @@ async def test_queued_calls_start_in_the_models_order_and_only_when_a_slot_frees
 
 async def test_a_queued_childs_timeout_starts_when_it_starts() -> None:
     """40 children of 20 ms one at a time take 0.8 s; each has 0.5 s of its own."""
-
-    async def answer(request: ModelRequest) -> str:
-        await anyio.sleep(0.02)
-        return "ok"
-
     agent = create_deep_agent(
         parent_model(40),
-        subagents=[subagent("w", FunctionModel(answer), timeout=0.5)],
+        subagents=[subagent("w", FunctionModel(lambda r: "ok", latency=0.02), timeout=0.5)],
         max_concurrent_subagents=1,
     )
     started = anyio.current_time()

@@ -31,6 +31,7 @@ from deepactors.models import FunctionModel
 from deepactors.remote import read_limits
 from deepactors.server._run_inputs import run_input_of
 from deepactors.server._schemas import RunCreate
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -193,12 +194,14 @@ async def test_an_app_is_served_on_the_running_loop() -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(lambda: serve_here(app, host="127.0.0.1", port=port))
             async with httpx.AsyncClient() as client:
-                while True:
+
+                async def get() -> httpx.Response | None:
                     try:
-                        answer = await client.get(f"http://127.0.0.1:{port}/")
-                        break
+                        return await client.get(f"http://127.0.0.1:{port}/")
                     except httpx.TransportError:
-                        await anyio.sleep(0.02)
+                        return None  # not listening yet
+
+                answer = await wait_until(get, what="the app served")
             assert answer.text == "served"
             tg.cancel_scope.cancel()
 

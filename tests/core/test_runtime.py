@@ -22,22 +22,23 @@ from deepactors import (
 )
 from deepactors.actors import Runtime
 from deepactors.models import FunctionModel, ModelRequest
+from tests.inflight import InFlight
 
 pytestmark = [pytest.mark.anyio, pytest.mark.virtual_time]
 
 
 class Sleeper:
-    """A tool that sleeps "forever" and records whether its cleanup ran."""
+    """A tool that waits until cancelled and records whether its cleanup ran."""
 
     def __init__(self) -> None:
         self.started = anyio.Event()
         self.cleaned_up = False
 
     async def __call__(self) -> str:
-        """Wait for a long time."""
+        """Wait until cancelled."""
         self.started.set()
         try:
-            await anyio.sleep(3600)
+            await anyio.sleep_forever()
         finally:
             self.cleaned_up = True
         return "woke"
@@ -90,15 +91,10 @@ async def test_cancelling_a_handle_stops_only_that_run() -> None:
 
 
 async def test_runs_on_one_thread_queue_and_share_the_conversation() -> None:
-    active = 0
-    overlap = False
+    calls = InFlight()
 
     async def answer(request: ModelRequest) -> str:
-        nonlocal active, overlap
-        active += 1
-        overlap = overlap or active > 1
-        await anyio.sleep(0.05)
-        active -= 1
+        await calls.work(0.05)
         return f"seen {len(request.messages)}"
 
     agent = create_deep_agent(FunctionModel(answer))
@@ -113,7 +109,7 @@ async def test_runs_on_one_thread_queue_and_share_the_conversation() -> None:
             await anyio.wait_all_tasks_blocked()
             tg.start_soon(ask, "two")
         assert rt.statistics().actors == 1
-    assert not overlap
+    assert calls.peak == 1  # never two at once
     # The second run saw the whole first exchange: same actor, same state.
     assert [m.text for m in results[1]["messages"]] == ["one", "seen 1", "two", "seen 3"]
 
@@ -224,15 +220,10 @@ def test_the_sync_api_works_in_a_plain_script(tmp_path: Any) -> None:
 async def test_runs_on_one_thread_take_turns_even_without_a_runtime() -> None:
     from deepactors.persistence import MemoryCheckpointer
 
-    active = 0
-    overlap = False
+    calls = InFlight()
 
     async def answer(request: ModelRequest) -> str:
-        nonlocal active, overlap
-        active += 1
-        overlap = overlap or active > 1
-        await anyio.sleep(0.05)
-        active -= 1
+        await calls.work(0.05)
         return f"seen {len(request.messages)}"
 
     agent = create_deep_agent(FunctionModel(answer), checkpointer=MemoryCheckpointer())
@@ -245,22 +236,17 @@ async def test_runs_on_one_thread_take_turns_even_without_a_runtime() -> None:
 
             tg.start_soon(ask)
             await anyio.wait_all_tasks_blocked()
-    assert not overlap
+    assert calls.peak == 1  # never two at once
     assert [m.text for m in results["three"]["messages"]][-2:] == ["three", "seen 5"]
 
 
 async def test_runs_with_and_without_a_runtime_on_one_thread_take_turns() -> None:
     from deepactors.persistence import MemoryCheckpointer
 
-    active = 0
-    overlap = False
+    calls = InFlight()
 
     async def answer(request: ModelRequest) -> str:
-        nonlocal active, overlap
-        active += 1
-        overlap = overlap or active > 1
-        await anyio.sleep(0.05)
-        active -= 1
+        await calls.work(0.05)
         return f"seen {len(request.messages)}"
 
     agent = create_deep_agent(FunctionModel(answer), checkpointer=MemoryCheckpointer())
@@ -276,7 +262,7 @@ async def test_runs_with_and_without_a_runtime_on_one_thread_take_turns() -> Non
 
                 tg.start_soon(ask)
                 await anyio.wait_all_tasks_blocked()
-    assert not overlap
+    assert calls.peak == 1  # never two at once
     # Each run saw every earlier one: they ran one after the other, in arrival order.
     assert [m.text for m in results["four"]["messages"]][-2:] == ["four", "seen 7"]
 

@@ -20,6 +20,7 @@ from deepactors import (
 )
 from deepactors.middleware import SubAgentMiddleware
 from deepactors.models import FunctionModel, ModelRequest
+from tests.inflight import InFlight
 
 pytestmark = [pytest.mark.anyio, pytest.mark.virtual_time]
 
@@ -204,7 +205,7 @@ async def test_a_timed_out_child_merges_nothing() -> None:
     async def answer(request: ModelRequest) -> AssistantMessage:
         brief = request.messages[0].text
         if brief == "slow" and any(isinstance(m, ToolMessage) for m in request.messages):
-            await anyio.sleep(10)  # wrote its file, then hangs before answering
+            await anyio.sleep_forever()  # wrote its file, then hangs before answering
         return worker_model(act)._fn(request)  # type: ignore[return-value]
 
     worker = subagent("w", FunctionModel(answer), tools=[append_line], timeout=0.3)
@@ -229,7 +230,7 @@ async def test_cancelling_mid_fan_out_leaves_no_task_alive() -> None:
         if alive == 20:
             started.set()
         try:
-            await anyio.sleep(3600)
+            await anyio.sleep_forever()
         finally:
             alive -= 1
         return "never"
@@ -257,7 +258,7 @@ async def test_a_run_timeout_bounds_every_descendant() -> None:
         nonlocal alive
         alive += 1
         try:
-            await anyio.sleep(3600)
+            await anyio.sleep_forever()
         finally:
             alive -= 1
         return "never"
@@ -357,14 +358,10 @@ async def test_children_stream_progress_tagged_with_their_path() -> None:
 
 
 async def test_fan_out_cap_limits_children_working_at_once() -> None:
-    active = peak = 0
+    calls = InFlight()
 
     async def answer(request: ModelRequest) -> str:
-        nonlocal active, peak
-        active += 1
-        peak = max(peak, active)
-        await anyio.sleep(0.02)
-        active -= 1
+        await calls.work(0.02)
         return "ok"
 
     worker = subagent("w", FunctionModel(answer))
@@ -372,7 +369,7 @@ async def test_fan_out_cap_limits_children_working_at_once() -> None:
     agent = create_deep_agent(parent, subagents=[worker], max_concurrent_subagents=3)
     started = anyio.current_time()
     result = await agent.ainvoke("go")
-    assert peak == 3
+    assert calls.peak == 3
     assert anyio.current_time() - started == pytest.approx(4 * 0.02)  # 12 in 4 waves of 3
     assert sum(isinstance(m, ToolMessage) for m in result["messages"]) == 12
 
@@ -419,14 +416,10 @@ def _unused(*_: Any) -> None:  # keep imports used by type checkers only
 
 
 async def test_the_tree_wide_cap_binds_every_level_without_deadlock() -> None:
-    active = peak = 0
+    leaves = InFlight()
 
     async def leaf_answer(request: ModelRequest) -> str:
-        nonlocal active, peak
-        active += 1
-        peak = max(peak, active)
-        await anyio.sleep(0.01)
-        active -= 1
+        await leaves.work(0.01)
         return "leaf done"
 
     leaf = subagent("leaf", FunctionModel(leaf_answer))
@@ -443,7 +436,7 @@ async def test_the_tree_wide_cap_binds_every_level_without_deadlock() -> None:
     with anyio.fail_after(10):
         result = await top.ainvoke("go")
     assert result["messages"][-1].text == "all merged"
-    assert peak <= 2  # 12 leaves under 4 middles, never more than 2 at work
+    assert leaves.peak <= 2  # 12 leaves under 4 middles, never more than 2 at work
 
 
 async def test_usage_adds_up_per_subtree_and_per_run() -> None:

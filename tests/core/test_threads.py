@@ -108,7 +108,7 @@ async def test_a_stopped_fan_out_resumes_without_redoing_finished_children() -> 
         calls[brief] += 1
         if not any(isinstance(m, ToolMessage) for m in request.messages):
             if brief.startswith("slow") and not release.is_set():
-                await anyio.sleep(3600)
+                await anyio.sleep_forever()  # until the run's deadline
             return AssistantMessage(
                 tool_calls=[ToolCall(name="note", args={"path": f"/{brief}.md", "text": brief})]
             )

@@ -22,7 +22,7 @@ async def main() -> None:
     options = {} if is_postgres_url(DB) else {"lease_ttl": 600}
     async with open_checkpointer(DB, **options) as cp, cp.lease("t"):
         print("held", flush=True)
-        await anyio.sleep(600)
+        await anyio.sleep_forever()  # until the test kills the process
 
 
 anyio.run(main, backend=LOOP)

@@ -21,6 +21,7 @@ import psycopg
 import pytest
 
 from deepactors.persistence import is_postgres_url
+from tests.waiting import wait_until_sync
 
 AGENT = Path(__file__).with_name("crash_agent.py")
 
@@ -78,11 +79,12 @@ def test_sigkill_mid_fan_out_then_resume_matches_an_uninterrupted_run(
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 60
-        while finished_children(db) < 10:
+
+        def fast_ones_finished() -> bool:
             assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-            assert time.monotonic() < deadline, "the fast children never finished"
-            time.sleep(0.05)
+            return finished_children(db) >= 10
+
+        wait_until_sync(fast_ones_finished, what="the fast children finished", timeout=60)
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()

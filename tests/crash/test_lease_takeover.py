@@ -15,6 +15,7 @@ import pytest
 
 from deepactors.errors import ThreadBusy
 from deepactors.persistence import PostgresCheckpointer, SqliteCheckpointer
+from tests.waiting import wait_until_sync
 
 HOLDER = Path(__file__).with_name("lease_holder.py")
 
@@ -58,8 +59,7 @@ def test_a_killed_holder_frees_its_thread_at_once(tmp_path: Path, loop: str, rea
             proc.wait()
         else:
             # Killed but not yet waited for: a zombie still owns its pid.
-            while not _is_zombie(proc.pid):
-                time.sleep(0.01)
+            wait_until_sync(lambda: _is_zombie(proc.pid), what="the killed holder a zombie")
         # Its lease had 10 minutes to run; the dead pid frees it now.
         assert anyio.run(take, db) < 5
     finally:

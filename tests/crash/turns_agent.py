@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import sys
 
-import anyio
-
 from deepactors import AssistantMessage, ToolCall, ToolMessage, create_deep_agent, tool
 from deepactors.models import FunctionModel, ModelRequest
 from deepactors.persistence import open_checkpointer
@@ -30,14 +28,15 @@ def note(text: str) -> str:
 
 
 async def answer(request: ModelRequest) -> AssistantMessage:
-    await anyio.sleep(0.002)  # a model takes a moment: the other process gets to ask
     label = next(m.text for m in reversed(request.messages) if m.role == "user")
     if isinstance(request.messages[-1], ToolMessage):
         return AssistantMessage(content=f"{label} done after {len(request.messages)}")
     return AssistantMessage(tool_calls=[ToolCall(name="note", args={"text": label})])
 
 
-agent = create_deep_agent(FunctionModel(answer), tools=[note], checkpointer=open_checkpointer(DB))
+# A model takes a moment (latency=): the other process gets to ask meanwhile.
+model = FunctionModel(answer, latency=0.002)
+agent = create_deep_agent(model, tools=[note], checkpointer=open_checkpointer(DB))
 print("ready", flush=True)
 sys.stdin.readline()
 for i in range(RUNS):

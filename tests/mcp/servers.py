@@ -6,12 +6,12 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from deepactors.mcp import MCPServer
+from tests.waiting import port_open, wait_until_serving
 
 # The SDK's streamable HTTP client leaves httpx2's SSE generators to the garbage
 # collector (it returns from inside ``async for``); on trio, the collector's
@@ -64,13 +64,11 @@ def start_http_app(port: int, log: Path, mode: str = "http") -> subprocess.Popen
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError("the test MCP server over HTTP did not start") from None
-            time.sleep(0.05)
+    try:
+        wait_until_serving(
+            proc, lambda: port_open(port), what="the test MCP server over HTTP started"
+        )
+    except BaseException:
+        proc.kill()
+        raise
+    return proc

@@ -6,7 +6,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.mcp.servers import ROOT, SDK_HTTP_ON_TRIO
+from tests.waiting import port_open, wait_until, wait_until_serving
 
 pytestmark = [pytest.mark.anyio, SDK_HTTP_ON_TRIO]
 
@@ -88,8 +88,10 @@ async def test_a_cancel_from_the_client_cancels_the_tree(tmp_path: Path) -> None
                 await waiting.wait()
                 tg.cancel_scope.cancel()  # the SDK sends notifications/cancelled
             # The subagent's tool saw the cancellation, in the server process.
-            while not (log.exists() and "cancelled" in log.read_text()):  # noqa: ASYNC110
-                await anyio.sleep(0.02)
+            await wait_until(
+                lambda: log.exists() and "cancelled" in log.read_text(),
+                what="the tool's cancellation logged",
+            )
             again = await session.call_tool("run", {"task": "fan 1"})
             counts = [
                 await session.call_tool("run", {"task": "count", "thread_id": "t1"})
@@ -117,15 +119,7 @@ def served_http(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("deepactors mcp --http did not start") from None
-                time.sleep(0.05)
+        wait_until_serving(proc, lambda: port_open(port), what="deepactors mcp --http started")
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         proc.terminate()

@@ -32,6 +32,7 @@ from deepactors.persistence import (
     open_checkpointer,
     open_store,
 )
+from tests.waiting import wait_until
 
 
 def write(step: int, **data: object) -> CheckpointWrite:
@@ -147,10 +148,12 @@ _DROP_HOLDERS = (
 
 async def lock_waiters_become(dsn: str, n: int) -> None:
     """Wait until ``n`` sessions wait in the server for an advisory lock."""
-    with anyio.fail_after(5):
-        # Polled: the server's lock queue has no event to wait on.
-        while (await run_sql(dsn, _WAITERS))[0][0] != n:  # noqa: ASYNC110
-            await anyio.sleep(0.01)
+
+    # Polled: the server's lock queue has no event to wait on.
+    async def queued() -> bool:
+        return bool((await run_sql(dsn, _WAITERS))[0][0] == n)
+
+    await wait_until(queued, what=f"{n} sessions waiting for the lock", timeout=5)
 
 
 async def test_another_process_waits_in_the_servers_queue(postgres_dsn: str) -> None:

@@ -21,6 +21,7 @@ from deepactors import AssistantMessage, create_deep_agent
 from deepactors.errors import CheckpointError, ThreadBusy, ThreadLeaseLost
 from deepactors.models import FunctionModel, ModelRequest
 from deepactors.persistence import CHECKPOINT_SCHEMA_VERSION, CheckpointWrite, SqliteCheckpointer
+from tests.waiting import wait_until
 
 from .conftest import Clock
 
@@ -38,9 +39,12 @@ def lease_rows(file: Path) -> list[tuple[Any, ...]]:
 
 async def claimed(file: Path) -> None:
     """Return once a waiter has claimed the next turn of a held lease (it polled)."""
+
     # Polling: the waiter's state is in the file, with no event to wait on.
-    while not any(row[5] for row in await anyio.to_thread.run_sync(lease_rows, file)):  # noqa: ASYNC110
-        await anyio.sleep(0.01)
+    async def next_turn_claimed() -> bool:
+        return any(row[5] for row in await anyio.to_thread.run_sync(lease_rows, file))
+
+    await wait_until(next_turn_claimed, what="the next turn claimed")
 
 
 async def test_a_second_object_on_the_file_waits_for_the_first(tmp_path: Path) -> None:
@@ -130,12 +134,12 @@ async def test_the_lease_is_renewed_while_held(tmp_path: Path) -> None:
     file = tmp_path / "cp.db"
     async with SqliteCheckpointer(file, lease_ttl=0.3) as cp, cp.lease("t"):
         ((*_, first, _next),) = await anyio.to_thread.run_sync(lease_rows, file)
-        with anyio.fail_after(10):
-            while True:
-                await anyio.sleep(0.05)
-                ((*_, expires, _next),) = await anyio.to_thread.run_sync(lease_rows, file)
-                if expires > first:
-                    break
+
+        async def renewed() -> bool:
+            ((*_, expires, _next),) = await anyio.to_thread.run_sync(lease_rows, file)
+            return bool(expires > first)
+
+        await wait_until(renewed, what="the lease renewed", timeout=10, interval=0.05)
 
 
 async def test_a_waiting_object_goes_before_a_holder_that_asks_again(tmp_path: Path) -> None:

@@ -132,9 +132,10 @@ async def test_delete_in_turn_and_the_actor_forgets_what_it_kept(
 async def test_orders_of_one_thread_run_in_arrival_order(
     make_checkpointer: Callable[..., Checkpointer],
 ) -> None:
-    gate = anyio.Event()
+    gate, reached = anyio.Event(), anyio.Event()
 
     async def slow(request: ModelRequest) -> str:
+        reached.set()
         await gate.wait()
         return echo(request)
 
@@ -143,6 +144,7 @@ async def test_orders_of_one_thread_run_in_arrival_order(
         async with open_runtime() as rt:
             t = rt.thread(agent, "t")
             first = await t.start("one")
+            await reached.wait()  # the run holds the thread, in its model call
             heads: list[int] = []
             async with anyio.create_task_group() as tg:
 
@@ -151,7 +153,7 @@ async def test_orders_of_one_thread_run_in_arrival_order(
                     await t.delete()
 
                 tg.start_soon(head_then_delete)
-                await anyio.sleep(0.05)
+                await anyio.wait_all_tasks_blocked()  # it asked, and was not answered
                 assert heads == []  # still waiting for its turn
                 gate.set()
             assert said(await first.result()) == ["one", "re: one"]

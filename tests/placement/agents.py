@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,6 +36,7 @@ from deepactors import (
 from deepactors.messages import Usage
 from deepactors.models import FunctionModel, ModelRequest
 from deepactors.placement import RayPlacement
+from tests.waiting import wait_until_sync
 
 ONE_CALL = Usage(input_tokens=10, output_tokens=5, requests=1)
 
@@ -115,8 +115,7 @@ async def wait_here() -> str:
 
 def wait_for_file(path: str) -> str:
     """Wait until a file exists (a sync tool: it runs in a worker thread)."""
-    while not os.path.exists(path):
-        time.sleep(0.02)
+    wait_until_sync(lambda: os.path.exists(path), what=f"{path} made", timeout=120, interval=0.02)
     return "there"
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-import anyio
-
 from deepactors.placement import RayPlacement
+from tests.waiting import wait_until
 
 T = TypeVar("T")
 
@@ -19,9 +19,10 @@ async def live_children(placement: RayPlacement) -> int:
 
 async def until(check: Callable[[], Awaitable[T]], ok: Callable[[T], bool]) -> T:
     """Ask ``check`` every 0.1 s until ``ok`` says yes (the caller bounds the wait)."""
-    for _ in range(100_000):
+
+    async def met() -> tuple[T] | None:
         found = await check()
-        if ok(found):
-            return found
-        await anyio.sleep(0.1)
-    raise AssertionError("unreachable")
+        return (found,) if ok(found) else None  # (a tuple: what is found may be false)
+
+    (found,) = await wait_until(met, what="the placement's state", timeout=math.inf, interval=0.1)
+    return found

@@ -15,6 +15,7 @@ from deepactors.models import FunctionModel, ModelRequest
 from deepactors.persistence import MemoryCheckpointer
 from deepactors.placement import RayPlacement
 from tests.placement.agents import worker_subagent
+from tests.waiting import wait_until
 
 LAUNCHED = re.compile(r"task_id: (\S+)")
 
@@ -61,9 +62,11 @@ async def test_a_background_task_on_ray_is_told_more_and_collected(
             steered = await agent.ainvoke("steer", thread_id="t", runtime=rt)
             assert "error" not in steered["messages"][-1].text.lower()
             gate.touch()
-            for _ in range(1000):  # until the task is done (it heeds the message first)
+
+            async def heeded() -> Any:
+                # Until the task is done (it heeds the message first).
                 collected = await agent.ainvoke("collect", thread_id="t", runtime=rt)
-                if "heeded" in collected["messages"][-1].text:
-                    break
-                await anyio.sleep(0.1)
+                return "heeded" in collected["messages"][-1].text and collected
+
+            collected = await wait_until(heeded, what="the task done", timeout=60, interval=0.1)
     assert "heeded mind the cost" in collected["messages"][-1].text

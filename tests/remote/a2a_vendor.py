@@ -26,6 +26,12 @@ SEEN: dict[str, Any] = {"metadata": [], "cancelled": threading.Event()}
 
 
 class Vendor(AgentExecutor):
+    def __init__(self) -> None:
+        self._cancelled: dict[str, asyncio.Event] = {}  # by task id: its cancel came
+
+    def _cancel_of(self, task_id: str) -> asyncio.Event:
+        return self._cancelled.setdefault(task_id, asyncio.Event())
+
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         SEEN["metadata"].append(dict(context.metadata))
         task = context.current_task
@@ -37,7 +43,8 @@ class Vendor(AgentExecutor):
         await updater.start_work()
         text = context.get_user_input()
         if text == "slow":
-            await asyncio.sleep(60)
+            await self._cancel_of(task.id).wait()  # works until cancelled
+            return
         await updater.add_artifact([new_text_part("vendor says: ")], artifact_id="a", name="answer")
         await updater.add_artifact(
             [new_text_part(text)], artifact_id="a", append=True, last_chunk=True
@@ -46,6 +53,7 @@ class Vendor(AgentExecutor):
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         SEEN["cancelled"].set()
+        self._cancel_of(context.task_id or "").set()
         updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
         await updater.cancel()
 

@@ -34,6 +34,7 @@ from deepactors.models import FunctionModel, ModelRequest
 from deepactors.remote import REMOTE_RUN
 from tests.pgserver import PostgresServer
 from tests.server.serve_process import serving
+from tests.waiting import wait_until
 
 APP = Path(__file__).with_name("remote_app.py")
 
@@ -151,13 +152,24 @@ async def statuses(wheres: Sequence[dict[str, str]]) -> list[str]:
 
 async def settled(wheres: Sequence[dict[str, str]]) -> list[str]:
     """The runs' statuses once none is pending or running (they must be, within 15 s)."""
-    with anyio.fail_after(15):
-        for _ in range(10_000):
-            found = await statuses(wheres)
-            if not any(s in ("pending", "running") for s in found):
-                return found
-            await anyio.sleep(0.05)
-    raise AssertionError("unreachable")
+
+    async def ended() -> list[str] | None:
+        found = await statuses(wheres)
+        return None if any(s in ("pending", "running") for s in found) else found
+
+    return await wait_until(ended, what="the remote runs ended", timeout=15, interval=0.05)
+
+
+async def running(events: Sequence[Event], count: int = 1) -> list[dict[str, str]]:
+    """The remote runs ``events`` tell of, once ``count`` are known and all running (in 30 s)."""
+
+    async def started() -> list[dict[str, str]] | None:
+        wheres = remote_runs_in(events)
+        if len(wheres) >= count and set(await statuses(wheres)) == {"running"}:
+            return wheres
+        return None
+
+    return await wait_until(started, what=f"{count} remote runs running", timeout=30, interval=0.05)
 
 
 def _existing(url: str, thread_ids: Sequence[str]) -> list[str]:

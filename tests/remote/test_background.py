@@ -8,13 +8,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import anyio
-
 from deepactors import AssistantMessage, ToolCall, ToolMessage, create_deep_agent
 from deepactors.events import Event
 from deepactors.models import FunctionModel, ModelRequest
 
-from .conftest import remote, remote_runs_in, run_collecting, settled, statuses
+from .conftest import remote, remote_runs_in, run_collecting, running, settled
 
 
 def steering(then: str, events: list[Event], **args: str) -> FunctionModel:
@@ -27,12 +25,8 @@ def steering(then: str, events: list[Event], **args: str) -> FunctionModel:
             start = {"description": "block", "subagent_type": "r"}
             return AssistantMessage(tool_calls=[ToolCall(name="start_async_task", args=start)])
         if len(results) == 1:
-            with anyio.fail_after(30):
-                while True:
-                    runs = remote_runs_in(events)
-                    if runs and await statuses(runs) == ["running"]:
-                        break
-                    await anyio.sleep(0.05)
+            runs = await running(events)
+            assert len(runs) == 1, runs
             [task_id] = re.findall(r"task_id: (\S+)", results[0].text)
             call = ToolCall(name=then, args={"task_id": task_id, **args})
             return AssistantMessage(tool_calls=[call])

@@ -18,6 +18,7 @@ from deepactors.context import Inbox, RunContext
 from deepactors.events import Event
 from deepactors.remote import LIMITS_KEY, RemoteAgent
 from tests.server.serve_process import serve_process
+from tests.waiting import wait_until
 
 from .conftest import (
     answers,
@@ -25,21 +26,11 @@ from .conftest import (
     remote,
     remote_runs_in,
     run_collecting,
+    running,
     say,
     served_folder,
     settled,
-    statuses,
 )
-
-
-async def _running(wheres: list[dict[str, str]], count: int, events: list[Event]) -> None:
-    """Wait until ``count`` remote runs are known (from ``events``) and running."""
-    with anyio.fail_after(30):
-        while True:
-            wheres[:] = remote_runs_in(events)
-            if len(wheres) >= count and set(await statuses(wheres)) == {"running"}:
-                return
-            await anyio.sleep(0.05)
 
 
 async def test_a_message_in_the_inbox_reaches_the_running_remote_child(server: str) -> None:
@@ -64,7 +55,7 @@ async def test_a_message_in_the_inbox_reaches_the_running_remote_child(server: s
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(child)
-        await _running(wheres, 1, events)
+        wheres[:] = await running(events)
         inbox.put("update: hello")
     assert outcome is not None
     assert (outcome.status, outcome.answer) == ("completed", "got hello")
@@ -101,11 +92,11 @@ async def test_children_of_a_killed_server_fail_and_the_others_finish(
     async with anyio.create_task_group() as tg:
         tg.start_soon(run_parent)
         # (run_collecting gives its events when it returns: ask the servers.)
-        with anyio.fail_after(30):
-            while True:
-                if len(await _all_running([a, b])) == 2 * count:
-                    break
-                await anyio.sleep(0.05)
+
+        async def all_running() -> bool:
+            return len(await _all_running([a, b])) == 2 * count
+
+        await wait_until(all_running, what="every remote run running", timeout=30, interval=0.05)
         process_a.send_signal(signal.SIGKILL)
     assert isinstance(result, dict), result
     results = answers(result)

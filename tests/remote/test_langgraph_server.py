@@ -17,17 +17,16 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
-import httpx
 import pytest
 
 from deepactors.context import Inbox, RunContext
 from deepactors.events import CustomEvent, Event, ModelCallFinished
 from deepactors.remote import REMOTE_RUN, RemoteAgent
+from tests.waiting import http_ok, wait_until, wait_until_serving
 
 from .conftest import (
     answers,
@@ -85,16 +84,13 @@ def langgraph_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            assert process.poll() is None, log.read_text()
-            try:
-                if httpx.get(f"{url}/ok").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "LangGraph's server did not start"
-            time.sleep(0.2)
+        wait_until_serving(
+            process,
+            lambda: http_ok(f"{url}/ok"),
+            what="LangGraph's server started",
+            timeout=90,
+            log=log,
+        )
         yield url
     finally:
         process.send_signal(signal.SIGINT)
@@ -172,11 +168,11 @@ async def test_a_message_reaches_a_running_child_on_langgraphs_server(
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(child)
-        with anyio.fail_after(30):
-            while True:
-                if any(isinstance(e, CustomEvent) and REMOTE_RUN in e.data for e in events):
-                    break
-                await anyio.sleep(0.05)
+        await wait_until(
+            lambda: any(isinstance(e, CustomEvent) and REMOTE_RUN in e.data for e in events),
+            what="the remote run made",
+            timeout=30,
+        )
         inbox.put("update: hello")
     assert outcome is not None
     assert (outcome.status, outcome.answer) == ("completed", "got hello")

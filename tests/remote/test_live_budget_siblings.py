@@ -24,6 +24,7 @@ from deepactors.budget import BudgetLedger
 from deepactors.context import RunContext
 from deepactors.models import FunctionModel, ModelRequest
 from deepactors.remote import RemoteAgent
+from tests.waiting import wait_until
 
 from .conftest import parent_model, remote, remote_runs_in, run_collecting, say, settled
 from .remote_app import PRICED, PRICES
@@ -422,10 +423,12 @@ async def stopped_before_its_run_is_named(
                 await gate.seen.wait()
                 if forward:
                     # The run is made (and goes on, reporting to nobody).
-                    for _ in range(10_000):  # (the enclosing fail_after bounds it)
-                        if await thread_runs(server, gate.thread_id):
-                            break
-                        await anyio.sleep(0.05)
+                    await wait_until(
+                        lambda: thread_runs(server, gate.thread_id),
+                        what="the remote run made",
+                        timeout=60,
+                        interval=0.05,
+                    )
                 assert not outcome
                 ledger.add_spent(SIBLING, 0, 0, 0, 0)  # a sibling spends the rest
         yield outcome[0], ledger, gate

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import re
 
-import anyio
-
 from deepactors import AssistantMessage, ToolCall, ToolMessage, create_deep_agent
 from deepactors.events import Event
 from deepactors.models import FunctionModel, ModelRequest
@@ -20,6 +18,7 @@ from .conftest import (
     remote,
     remote_runs_in,
     run_collecting,
+    running,
     say,
     statuses,
 )
@@ -74,12 +73,8 @@ async def test_a_background_childs_thread_lives_while_it_works(server: str) -> N
             start = {"description": "block", "subagent_type": "r"}
             return AssistantMessage(tool_calls=[ToolCall(name="start_async_task", args=start)])
         if len(results) == 1:
-            with anyio.fail_after(30):
-                while True:
-                    runs = remote_runs_in(events)
-                    if runs and await statuses(runs) == ["running"]:
-                        break
-                    await anyio.sleep(0.05)
+            runs = await running(events)
+            assert len(runs) == 1, runs
             seen_running.append(await existing(server, [runs[0]["thread_id"]]))
             [task_id] = re.findall(r"task_id: (\S+)", results[0].text)
             args = {"task_id": task_id, "message": "update: done"}

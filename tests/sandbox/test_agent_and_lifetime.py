@@ -22,6 +22,7 @@ from deepactors.backends import (
 from deepactors.errors import FileNotFound, SandboxError, SandboxUnavailable
 from deepactors.models import FunctionModel, ModelRequest
 from deepactors.persistence import MemoryCheckpointer, MemoryStore
+from tests.waiting import wait_until
 
 from .conftest import alive
 
@@ -191,9 +192,8 @@ async def test_closing_kills_running_commands_and_refuses_more(sandbox_root: Pat
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(run)
-        with anyio.fail_after(30):
-            while not await alive("1000.0091"):  # noqa: ASYNC110 (a host process, not an event)
-                await anyio.sleep(0.01)
+        # A host process, not an event: polled.
+        await wait_until(lambda: alive("1000.0091"), what="the command running", timeout=30)
         await sandbox.aclose()
     assert caught
     assert "closed" in str(caught[0])
@@ -218,9 +218,7 @@ async def test_closing_a_workspace_opened_for_a_key_kills_its_commands(
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(run)
-            with anyio.fail_after(30):
-                while not await alive("1000.0092"):  # noqa: ASYNC110 (a host process)
-                    await anyio.sleep(0.01)
+            await wait_until(lambda: alive("1000.0092"), what="the command running", timeout=30)
             await opened.aclose()
         assert len(caught) == 1
         assert await alive("1000.0092") == []

@@ -7,13 +7,13 @@ database on it per test, the server started again after a test that stopped it.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from tests.pgserver import PostgresServer
+from tests.waiting import wait_until_sync
 
 __all__ = ["BOUND", "database", "own_server", "say", "until"]
 
@@ -44,7 +44,4 @@ def say(text: str) -> dict[str, Any]:
 
 def until(check: Callable[[], bool], what: str) -> None:
     """Wait (up to :data:`BOUND`) until ``check()``; fail saying ``what`` if never."""
-    deadline = time.monotonic() + BOUND
-    while not check():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.1)
+    wait_until_sync(check, what=what, timeout=BOUND, interval=0.1)

@@ -8,11 +8,10 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+from tests.waiting import http_ok, wait_until_serving
 
 __all__ = ["serve_process", "serving"]
 
@@ -41,17 +40,8 @@ def serve_process(args: list[str], cwd: Path) -> Iterator[tuple[str, subprocess.
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
     try:
-        while True:  # another process: poll until it answers
-            assert process.poll() is None, log.read_text()
-            try:
-                if httpx.get(f"{url}/ok").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.05)
+        wait_until_serving(process, lambda: http_ok(f"{url}/ok"), log=log)
         yield url, process
     finally:
         killed_by_test = process.poll() == -signal.SIGKILL

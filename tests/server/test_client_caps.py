@@ -12,7 +12,6 @@ anything of it is done. On uvicorn (asyncio) and hypercorn (trio), with the real
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -25,6 +24,7 @@ import pytest
 from deepactors.errors import ConfigurationError
 from deepactors.server import create_app
 from deepactors.server.auth import api_keys
+from tests.waiting import wait_until_sync
 
 from .agents import Probe, blocking_agent
 from .conftest import Served
@@ -41,13 +41,6 @@ def say(text: str) -> dict[str, Any]:
 
 def run(text: str, **more: Any) -> dict[str, Any]:
     return {"assistant_id": "echo", "input": say(text), **more}
-
-
-def _until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.005)
 
 
 def _refused(answer: httpx.Response, held: int) -> None:
@@ -68,7 +61,7 @@ def test_one_key_has_at_most_its_runs_in_flight(serve: Serve) -> None:
         for thread_id in (threads[0], threads[0], threads[1]):
             made = http.post(f"/threads/{thread_id}/runs", json=run("wait"), headers=alice)
             assert made.status_code == 200, made.text
-        _until(lambda: probe.active == 2)  # two runs in their tool, one queued
+        wait_until_sync(lambda: probe.active == 2)  # two runs in their tool, one queued
         calls = probe.calls
         busy = http.get(f"/threads/{threads[1]}/runs", headers=alice).json()
         for path, body in [
@@ -90,7 +83,7 @@ def test_one_key_has_at_most_its_runs_in_flight(serve: Serve) -> None:
         assert http.post("/runs/wait", json=run("hi"), headers=bob).status_code == 200
         # A run that ends gives its place back.
         probe.release.set()
-        _until(lambda: served.runs.slots.held("alice") == 0)
+        wait_until_sync(lambda: served.runs.slots.held("alice") == 0)
         answer = http.post("/runs/wait", json=run("again"), headers=alice)
         assert answer.status_code == 200, answer.text
 
@@ -174,7 +167,7 @@ from deepactors.models import FunctionModel
 
 async def hold() -> str:
     """Hold the run until the server shuts down."""
-    await anyio.sleep(600)
+    await anyio.sleep_forever()
     return "held"
 
 

@@ -6,7 +6,6 @@ Real servers, real time: a cron fires on the wall clock, once a second here.
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 from langgraph_sdk import get_sync_client
+from langgraph_sdk.client import SyncLangGraphClient
 from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
 
 from deepactors import AssistantMessage, create_deep_agent
@@ -22,6 +22,7 @@ from deepactors.models import FunctionModel, ModelRequest
 from deepactors.persistence import MemoryCheckpointer
 from deepactors.server import create_app
 from deepactors.server.auth import api_keys
+from tests.waiting import wait_until_sync
 
 from .conftest import Served
 from .serve_process import serving
@@ -46,11 +47,25 @@ def echo() -> Any:
     return create_deep_agent(FunctionModel(model), checkpointer=MemoryCheckpointer())
 
 
-def _until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "not within the time"
-        time.sleep(0.1)
+class Witness:
+    """A cron firing every second on a thread of its own: while it fires, the scheduler
+    makes its passes, so what did not happen meanwhile would not (a clock of the
+    scheduler's own, where a fixed sleep would only hope it had a pass)."""
+
+    def __init__(self, client: SyncLangGraphClient) -> None:
+        self._client = client
+        self.thread_id = client.threads.create()["thread_id"]
+        self.cron_id = client.crons.create_for_thread(
+            self.thread_id, "echo", schedule=EVERY_SECOND, input=HELLO
+        )["cron_id"]
+
+    def _fired(self) -> int:
+        return len(self._client.runs.list(self.thread_id, limit=100))
+
+    def two_more_passes(self) -> None:
+        """Return once it has fired twice more than now."""
+        then = self._fired()
+        wait_until_sync(lambda: self._fired() >= then + 2, what="the witness cron fired twice")
 
 
 def test_a_thread_cron_fires_every_second_and_stops_when_deleted(serve: Serve) -> None:
@@ -62,13 +77,19 @@ def test_a_thread_cron_fires_every_second_and_stops_when_deleted(serve: Serve) -
     assert cron["thread_id"] == thread_id
     assert cron["enabled"] is True
     assert cron["next_run_date"] is not None
-    _until(lambda: len(client.runs.list(thread_id, limit=100)) >= 3)
+    wait_until_sync(lambda: len(client.runs.list(thread_id, limit=100)) >= 3)
+    witness = Witness(client)
     client.crons.delete(cron["cron_id"])
     deleted = datetime.now(UTC)
-    time.sleep(2.5)
+    witness.two_more_passes()
+    client.crons.delete(witness.cron_id)
     runs = client.runs.list(thread_id, limit=100)
     # A firing already under way when the cron was deleted may still start; none after.
-    late = [r for r in runs if datetime.fromisoformat(r["created_at"]) > deleted + timedelta(0.5)]
+    late = [
+        r
+        for r in runs
+        if datetime.fromisoformat(r["created_at"]) > deleted + timedelta(seconds=0.5)
+    ]
     assert late == []
     ticks = [r["metadata"]["cron_tick"] for r in runs]
     assert len(set(ticks)) == len(ticks)  # one run per tick
@@ -93,12 +114,13 @@ def test_search_count_update_and_stateless_crons(serve: Serve) -> None:
     assert client.crons.count() == 2
     assert [c["cron_id"] for c in client.crons.search(metadata={"k": 1})] == [daily["cron_id"]]
     # Each firing of a stateless cron that keeps its threads makes one.
-    _until(lambda: len(client.threads.search(limit=100)) >= 2)
+    wait_until_sync(lambda: len(client.threads.search(limit=100)) >= 2)
     updated = client.crons.update(kept["cron_id"], enabled=False)
     assert updated["enabled"] is False
     assert updated["next_run_date"] is None
+    witness = Witness(client)
     made = len(client.threads.search(limit=100))
-    time.sleep(2.0)
+    witness.two_more_passes()
     assert len(client.threads.search(limit=100)) <= made + 1  # one may have been under way
     assert [c["cron_id"] for c in client.crons.search(enabled=False)] == [kept["cron_id"]]
     moved = client.crons.update(daily["cron_id"], schedule="30 7 * * *", end_time=None)
@@ -154,7 +176,7 @@ def test_a_crons_runs_are_its_creators_and_others_do_not_see_it(serve: Serve) ->
         with pytest.raises(NotFoundError):
             bob.crons.update(cron["cron_id"], enabled=False)
         # The runs it made act for alice: on her thread, which bob cannot see.
-        _until(lambda: len(alice.runs.list(thread_id)) >= 1)
+        wait_until_sync(lambda: len(alice.runs.list(thread_id)) >= 1)
         with pytest.raises(NotFoundError):
             bob.runs.list(thread_id)
         alice.crons.delete(cron["cron_id"])
@@ -177,7 +199,7 @@ def test_two_processes_on_one_database_fire_each_tick_once(pg_servers: tuple[str
         thread_id = a.threads.create()["thread_id"]
         cron = b.crons.create_for_thread(thread_id, "agent", schedule=EVERY_SECOND, input=HELLO)
         assert [c["cron_id"] for c in a.crons.search()] == [cron["cron_id"]]  # both see it
-        _until(lambda: len(a.runs.list(thread_id, limit=100)) >= 20, timeout=60)
+        wait_until_sync(lambda: len(a.runs.list(thread_id, limit=100)) >= 20, timeout=60)
         a.crons.delete(cron["cron_id"])
         runs = a.runs.list(thread_id, limit=100)
     ticks = sorted(datetime.fromisoformat(r["metadata"]["cron_tick"]) for r in runs)
@@ -201,5 +223,7 @@ def test_crons_in_a_sqlite_db_survive_a_restart_and_fire(tmp_path: Path) -> None
         ticking = client.crons.create_for_thread(
             thread_id, "agent", schedule=EVERY_SECOND, input=HELLO
         )
-        _until(lambda: any(r["metadata"].get("cron_id") for r in client.runs.list(thread_id)))
+        wait_until_sync(
+            lambda: any(r["metadata"].get("cron_id") for r in client.runs.list(thread_id))
+        )
         client.crons.delete(ticking["cron_id"])

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from deepactors.server import create_app
+from tests.waiting import wait_until_sync
 
 from .agents import Probe, blocking_agent, fan_out_agent
 from .conftest import Served
@@ -16,14 +17,6 @@ Serve = Callable[..., Served]
 
 def say(text: str) -> dict[str, Any]:
     return {"messages": [{"role": "user", "content": text}]}
-
-
-def _until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    """Wait for what the server's thread makes true (polled: it is another thread)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.001)
 
 
 def test_a_client_that_disconnects_cancels_the_run_at_once(serve: Serve) -> None:
@@ -38,7 +31,7 @@ def test_a_client_that_disconnects_cancels_the_run_at_once(serve: Serve) -> None
     left = time.time()
     stream.close()  # the client goes away mid-run
     run = served.runs.runs[run_id]
-    _until(lambda: run.done.is_set())
+    wait_until_sync(lambda: run.done.is_set())
     assert run.finished_at is not None
     assert run.finished_at - left < 0.1  # cancelled within 100 ms of the disconnect
     assert run.status == "interrupted"
@@ -66,8 +59,8 @@ def test_a_fan_out_is_cancelled_whole(serve: Serve) -> None:
     stream.close()
     run = served.runs.runs.get(run_id)
     if run is not None:
-        _until(lambda: run.done.is_set())
-    _until(lambda: served.runs.runtime.statistics().running == 0)
+        wait_until_sync(lambda: run.done.is_set())
+    wait_until_sync(lambda: served.runs.runtime.statistics().running == 0)
     assert probe.calls == 1  # the main agent never got to its second call
     assert served.runs.threads == {}  # the stateless run's thread is gone
 
@@ -96,7 +89,7 @@ def test_shutdown_cancels_every_run_and_waits(serve: Serve) -> None:
     for _ in range(3):
         thread_id = client.threads.create()["thread_id"]
         runs.append(client.runs.create(thread_id, "echo", input=say("wait"))["run_id"])
-    _until(lambda: probe.active == 3)
+    wait_until_sync(lambda: probe.active == 3)
     manager = served.runs
     served.stop()
     assert [manager.runs[r].status for r in runs] == ["interrupted"] * 3

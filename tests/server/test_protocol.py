@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -335,15 +334,6 @@ def test_bad_requests_get_clear_errors_never_500(serve: Serve) -> None:
             response = http.request(method, path, content=content, json=None if content else body)
             assert response.status_code == status, (path, body, response.text)
             assert words in response.json()["detail"], (path, response.json())
-
-
-def _until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    """Wait for a condition the server's thread makes true (polled: another thread)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.005)
 
 
 def test_a_plain_app_has_a_store_in_memory(serve: Serve) -> None:

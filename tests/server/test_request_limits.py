@@ -26,6 +26,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Scope
 
 from deepactors.server import create_app
+from tests.waiting import wait_until_sync
 
 from .agents import Probe, blocking_agent
 from .conftest import Served
@@ -36,13 +37,6 @@ LIMIT = 1024
 
 def say(text: str) -> dict[str, Any]:
     return {"messages": [{"role": "user", "content": text}]}
-
-
-def _until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.005)
 
 
 def _chunks(total: int, size: int = 256) -> Iterator[bytes]:
@@ -146,7 +140,7 @@ def test_streams_per_client_are_capped(serve: Serve) -> None:
         for _ in range(2):
             stream = held.enter_context(http.stream("POST", "/runs/stream", json=body))
             assert stream.status_code == 200
-        _until(lambda: probe.active == 2)  # both runs wait in their tool
+        wait_until_sync(lambda: probe.active == 2)  # both runs wait in their tool
         for path in ("/runs/stream", "/runs/wait"):
             refused = http.post(path, json={"assistant_id": "echo", "input": say("hi")})
             assert refused.status_code == 429, refused.text
@@ -155,7 +149,7 @@ def test_streams_per_client_are_capped(serve: Serve) -> None:
         assert len(served.runs.runs) == 2
         probe.release.set()
     # Once they end, the client may open streams again.
-    _until(lambda: served.app.guard.open_streams("127.0.0.1") == 0)
+    wait_until_sync(lambda: served.app.guard.open_streams("127.0.0.1") == 0)
     answer = httpx.post(f"{served.url}/runs/wait", json={"assistant_id": "echo", "input": say("a")})
     assert answer.status_code == 200
 
@@ -174,7 +168,7 @@ def test_the_stream_cap_is_keyed_by_the_hook(serve: Serve) -> None:
         http.stream("POST", "/runs/stream", json=body, headers={"X-User": "ann"}) as held,
     ):
         assert held.status_code == 200
-        _until(lambda: probe.active == 1)
+        wait_until_sync(lambda: probe.active == 1)
         quick = {"assistant_id": "echo", "input": say("hi")}
         assert http.post("/runs/wait", json=quick, headers={"X-User": "ann"}).status_code == 429
         assert http.post("/runs/wait", json=quick, headers={"X-User": "bob"}).status_code == 200

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gc
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ from deepactors.models import FunctionModel, ModelRequest
 from deepactors.persistence import SqliteCheckpointer
 from deepactors.server import ServeOptions, create_app
 from deepactors.server._serve import build_app
+from tests.waiting import wait_until_sync
 
 from .conftest import Served
 
@@ -97,14 +97,6 @@ def no_collector() -> Iterator[None]:
         gc.enable()
 
 
-def until(condition: Callable[[], object], what: str) -> None:
-    """Poll the server's state from the test's thread until ``condition`` holds."""
-    deadline = time.monotonic() + 20
-    while not condition():
-        assert time.monotonic() < deadline, f"never happened: {what}"
-        time.sleep(0.01)
-
-
 def message(text: str = "go") -> dict[str, Any]:
     return {"messages": [{"role": "user", "content": text}]}
 
@@ -125,9 +117,9 @@ def test_a_finished_stateless_run_is_freed_by_reference_counting(
     run = client.runs.create(None, "agent", input=message())
     ref, thread_id = held_record(served, gate, run["run_id"])
     gate.release.set()
-    until(lambda: run["run_id"] not in served.runs.runs, "the run is forgotten")
+    wait_until_sync(lambda: run["run_id"] not in served.runs.runs, what="the run is forgotten")
     assert thread_id not in served.runs.threads
-    until(lambda: ref() is None, "the run's record is freed")
+    wait_until_sync(lambda: ref() is None, what="the run's record is freed")
     # What a client asking for it later gets: a 404 that says why.
     answer = httpx.get(f"{served.url}/threads/{thread_id}/runs/{run['run_id']}")
     assert answer.status_code == 404
@@ -147,11 +139,11 @@ def test_a_finished_run_of_a_thread_is_freed_after_the_retention_period(
     # Joined while it is kept: its own values.
     joined = client.runs.join(thread_id, run["run_id"])
     assert joined["messages"][-1]["content"] == "a" * BIG
-    until(lambda: run["run_id"] not in served.runs.runs, "the run is forgotten")
+    wait_until_sync(lambda: run["run_id"] not in served.runs.runs, what="the run is forgotten")
     thread = served.runs.threads[thread_id]
     assert thread.runs == []
     assert run["run_id"] in thread.forgotten
-    until(lambda: ref() is None, "the run's record is freed")
+    wait_until_sync(lambda: ref() is None, what="the run's record is freed")
     del thread
     # What is left of it still answers: its record, and its thread's values.
     again = client.runs.get(thread_id, run["run_id"])
@@ -177,8 +169,10 @@ def test_runs_are_read_from_the_database_once_let_go_of(
     runtime = served.runs.runtime
     # The thread's values are read through its handle: its actor keeps what was
     # read until it leaves, idle (the server keeps no copy of its own).
-    until(lambda: run_id not in served.runs.runs, "the run is forgotten")
-    until(lambda: runtime.statistics().actors == 0, "the idle thread's actor leaves, with it")
+    wait_until_sync(lambda: run_id not in served.runs.runs, what="the run is forgotten")
+    wait_until_sync(
+        lambda: runtime.statistics().actors == 0, what="the idle thread's actor leaves, with it"
+    )
     # Read back from the checkpoint, through the thread's handle.
     got = client.threads.get(thread_id)
     assert got["values"]["messages"][-1]["content"] == "turn 1 " + "b" * BIG
@@ -186,16 +180,18 @@ def test_runs_are_read_from_the_database_once_let_go_of(
     # A second run on the thread, then the first joined: the thread's values now
     # (as LangGraph's join answers), read from the database once let go of.
     client.runs.wait(thread_id, "agent", input=message("two"))
-    until(
+    wait_until_sync(
         lambda: not served.runs.runs and runtime.statistics().actors == 0,
-        "the second run is forgotten too, and the thread's actor gone",
+        what="the second run is forgotten too, and the thread's actor gone",
     )
     joined = client.runs.join(thread_id, run_id)
     assert joined["messages"][-1]["content"] == "turn 3 " + "b" * BIG
     assert [r["status"] for r in client.runs.list(thread_id)] == ["success", "success"]
     assert client.threads.get_state(thread_id)["values"]["messages"][0]["content"] == "one"
     # Found by a search while idle: with its values, read back too.
-    until(lambda: runtime.statistics().actors == 0, "the idle thread's actor leaves again")
+    wait_until_sync(
+        lambda: runtime.statistics().actors == 0, what="the idle thread's actor leaves again"
+    )
     (found,) = client.threads.search()
     assert found["values"]["messages"][-1]["content"] == "turn 3 " + "b" * BIG
 
@@ -224,8 +220,8 @@ def test_a_failed_run_is_freed_too(
     run = client.runs.create(thread_id, "agent", input=message())
     ref, _ = held_record(served, gate, run["run_id"])
     gate.release.set()
-    until(lambda: run["run_id"] not in served.runs.runs, "the run is forgotten")
-    until(lambda: ref() is None, "the run's record is freed")
+    wait_until_sync(lambda: run["run_id"] not in served.runs.runs, what="the run is forgotten")
+    wait_until_sync(lambda: ref() is None, what="the run's record is freed")
     if thread_id is not None:
         assert client.runs.get(thread_id, run["run_id"])["status"] == "error"
         joined = client.runs.join(thread_id, run["run_id"])
@@ -246,7 +242,7 @@ def test_shared_runs_are_read_from_the_runs_database_once_let_go_of(
     thread_id = client.threads.create()["thread_id"]
     client.runs.wait(thread_id, "agent", input=message("one"))
     (run,) = client.runs.list(thread_id)
-    until(lambda: run["run_id"] not in served.runs.runs, "the run is forgotten")
+    wait_until_sync(lambda: run["run_id"] not in served.runs.runs, what="the run is forgotten")
     assert served.runs.threads[thread_id].forgotten == {}  # the database has it whole
     # Read from the runs database: its record and its own result, listed once.
     assert client.runs.get(thread_id, run["run_id"])["status"] == "success"

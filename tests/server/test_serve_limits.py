@@ -30,6 +30,7 @@ from deepactors.cli import build_parser
 from deepactors.errors import ConfigurationError
 from deepactors.server import ServeOptions
 from deepactors.server._serve import check_exposure
+from tests.waiting import wait_until_sync
 
 from .serve_process import serve_process
 
@@ -225,7 +226,8 @@ def test_slow_clients_are_cut_off_while_ok_keeps_answering(loop: str, tmp_path: 
         opened: dict[socket.socket, float] = {}
         with _HealthChecks(url) as checks:
             try:
-                time.sleep(0.3)  # a few checks on a quiet server first
+                # A few checks on a quiet server first.
+                wait_until_sync(lambda: len(checks.latencies) >= 3, what="three checks answered")
                 for i in range(SLOW_HEADS + SLOW_BODIES):
                     sock = _open(port, heads if i < SLOW_HEADS else bodies)
                     opened[sock] = time.monotonic()
@@ -234,7 +236,12 @@ def test_slow_clients_are_cut_off_while_ok_keeps_answering(loop: str, tmp_path: 
             finally:
                 for sock in opened:
                     sock.close()
-            time.sleep(0.3)
+            # A few checks once they are gone, too.
+            after = len(checks.latencies) + len(checks.failures)
+            wait_until_sync(
+                lambda: len(checks.latencies) + len(checks.failures) >= after + 3,
+                what="three more checks made",
+            )
         # 1 s timeouts: cut off at a few seconds at most (10 on a machine running
         # the suite on every core), never left open.
         assert max(lifetimes) < 10, max(lifetimes)

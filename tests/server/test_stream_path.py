@@ -156,7 +156,7 @@ async def test_a_run_created_but_not_started_is_never_left_pending() -> None:
         thread = ThreadRecord(thread_id=new_uuid(), temporary=True)
         manager.threads[thread.thread_id] = thread
         run = await manager.create(thread, body, launch=False)
-        await anyio.sleep(0.05)
+        await anyio.wait_all_tasks_blocked()  # whatever would start it has had its turn
         assert run.status == "pending"
         assert not run.done.is_set()
         with anyio.fail_after(5):

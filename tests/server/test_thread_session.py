@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -25,6 +24,7 @@ from deepactors.persistence import MemoryCheckpointer
 from deepactors.server import create_app
 from deepactors.server.auth import api_keys
 from deepactors.server.v3._session import EventFilter
+from tests.waiting import wait_until_sync
 
 from .conftest import Served
 
@@ -116,10 +116,7 @@ def test_an_interrupt_shows_and_run_respond_resumes_it(serve: Serve) -> None:
     client = serve(app(interrupt_on={"shout": True})).client()
     with session(client) as thread:
         thread.run.start(input=say("go"))
-        deadline = time.monotonic() + 30
-        while not thread.interrupts:
-            assert time.monotonic() < deadline, "the interrupt never showed"
-            time.sleep(0.01)
+        wait_until_sync(lambda: thread.interrupts, what="the interrupt shown", timeout=30)
         (pending,) = thread.interrupts
         assert pending["namespace"] == []
         requests = pending["value"]["action_requests"]

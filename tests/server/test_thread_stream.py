@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +12,7 @@ from deepactors import AssistantMessage, create_deep_agent
 from deepactors.models import FunctionModel, ModelRequest
 from deepactors.persistence import MemoryCheckpointer
 from deepactors.server import create_app
+from tests.waiting import wait_until_sync
 
 from .conftest import Served
 
@@ -42,10 +42,11 @@ class Join:
         self._worker = threading.Thread(target=self._follow, daemon=True)
         self._worker.start()
         watchers = served.app.state.runs.threads  # the join is registered once it shows here
-        deadline = time.monotonic() + 30
-        while not any(t.watchers for t in watchers.values()):
-            assert time.monotonic() < deadline, "the join never reached the server"
-            time.sleep(0.01)
+        wait_until_sync(
+            lambda: any(t.watchers for t in watchers.values()),
+            what="the join reached the server",
+            timeout=30,
+        )
 
     def _follow(self) -> None:
         thread_id, runs, options = self._args

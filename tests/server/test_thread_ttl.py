@@ -8,7 +8,6 @@ a fraction of a second, with generous bounds that only guard against a hang.
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from deepactors.errors import ConfigurationError
 from deepactors.persistence import SqliteCheckpointer
 from deepactors.server import create_app
 from deepactors.server._langgraph_json import thread_expiry
+from tests.waiting import wait_until_sync
 
 from .agents import Probe, blocking_agent
 from .conftest import Served
@@ -40,10 +40,12 @@ def _gone(client: SyncLangGraphClient, thread_id: str) -> bool:
 
 def _until_gone(client: SyncLangGraphClient, thread_id: str, within: float = 20.0) -> None:
     """Wait until the sweep deleted the thread (the bound only guards against a hang)."""
-    deadline = time.monotonic() + within
-    while not _gone(client, thread_id):
-        assert time.monotonic() < deadline, f"thread {thread_id} was never swept"
-        time.sleep(SWEEP)
+    wait_until_sync(
+        lambda: _gone(client, thread_id),
+        what=f"thread {thread_id} swept",
+        timeout=within,
+        interval=SWEEP,
+    )
 
 
 def test_a_thread_past_its_ttl_is_deleted_and_others_are_kept(serve: Serve) -> None:
@@ -70,7 +72,10 @@ def test_a_run_in_flight_keeps_its_thread_and_the_ttl_counts_from_its_end(
         thread_id, "echo", input={"messages": [{"role": "user", "content": "wait"}]}
     )
     assert probe.blocked.wait(30)
-    time.sleep(SHORT * 60 * 3)  # three lives of the thread, and many sweeps, while it runs
+    # An idle thread with the same ttl, made after it: once a sweep took that one,
+    # this one was past its ttl too (a sweep's own proof, where a sleep hoped).
+    witness = client.threads.create(ttl=SHORT)["thread_id"]
+    _until_gone(client, witness)
     assert client.threads.get(thread_id)["status"] == "busy"
     probe.release.set()
     client.runs.join(thread_id, run["run_id"])
@@ -158,10 +163,12 @@ def test_langgraph_json_and_the_flag_give_the_default(tmp_path: Path) -> None:
 
 def _until_compacted(client: SyncLangGraphClient, thread_id: str, within: float = 20.0) -> None:
     """Wait until the sweep kept only the thread's latest state (the bound guards a hang)."""
-    deadline = time.monotonic() + within
-    while len(client.threads.get_history(thread_id, limit=100)) > 1:
-        assert time.monotonic() < deadline, f"thread {thread_id} was never compacted"
-        time.sleep(SWEEP)
+    wait_until_sync(
+        lambda: len(client.threads.get_history(thread_id, limit=100)) <= 1,
+        what=f"thread {thread_id} compacted",
+        timeout=within,
+        interval=SWEEP,
+    )
 
 
 def test_a_keep_latest_thread_past_its_ttl_keeps_its_state_and_loses_its_history(

@@ -11,14 +11,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 
 from deepactors.server._supervise import MAX_RESTARTS
+from tests.waiting import wait_until_sync
 
 from .serve_process import serve_process
 from .test_workers import AGENT_MODULE
@@ -51,33 +50,26 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def _until(condition: str, check: Callable[[], bool], seconds: float = 15.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, condition
-        time.sleep(0.05)
-
-
 def test_a_killed_trio_worker_is_replaced_and_sigterm_stops_all(
     tmp_path: Path, postgres_dsn: str
 ) -> None:
     (tmp_path / "workers_agent.py").write_text(AGENT_MODULE)
     args = ["workers_agent:agent", "--db", postgres_dsn, "--loop", "trio", "--workers", "2"]
     with serve_process(args, tmp_path) as (url, server):
-        _until("two workers", lambda: len(_workers(server.pid)) == 2)
+        wait_until_sync(lambda: len(_workers(server.pid)) == 2, what="two workers")
         before = _workers(server.pid)
         victim = min(before)
         os.kill(victim, signal.SIGKILL)
-        _until("the killed worker reaped", lambda: victim not in _workers(server.pid))
+        wait_until_sync(lambda: victim not in _workers(server.pid), what="the killed worker reaped")
         # The other worker serves meanwhile (a connection per request).
         for _ in range(5):
             assert httpx.get(f"{url}/ok").status_code == 200
-        _until("a new worker", lambda: len(_workers(server.pid)) == 2)
+        wait_until_sync(lambda: len(_workers(server.pid)) == 2, what="a new worker")
         after = _workers(server.pid)
         assert victim not in after
         assert before - {victim} < after
         assert server.poll() is None
-        _until("the new worker answering", lambda: _answers_twice(url))
+        wait_until_sync(lambda: _answers_twice(url), what="the new worker answering")
 
         server.send_signal(signal.SIGTERM)
         assert server.wait(20) == 0
@@ -123,7 +115,7 @@ def test_workers_that_keep_dying_make_the_server_give_up(tmp_path: Path, postgre
         seen: set[int] = set()
         # One more death than the restarts allowed.
         while len(killed) <= MAX_RESTARTS:
-            _until("a worker to kill", lambda: bool(_workers(server.pid) - killed))
+            wait_until_sync(lambda: bool(_workers(server.pid) - killed), what="a worker to kill")
             seen |= _workers(server.pid)
             victim = min(seen - killed)
             os.kill(victim, signal.SIGKILL)

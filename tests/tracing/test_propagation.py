@@ -34,6 +34,7 @@ from deepactors.models import FunctionModel, ModelRequest
 from deepactors.persistence import MemoryCheckpointer
 from deepactors.tracing import Tracing, outgoing_headers
 from tests.mcp.servers import SDK_HTTP_ON_TRIO, free_port
+from tests.waiting import port_open, wait_until_serving
 
 pytestmark = pytest.mark.anyio
 
@@ -160,18 +161,7 @@ def traced_mcp(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        import socket
-        import time
-
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the traced MCP app did not start") from None
-                time.sleep(0.05)
+        wait_until_serving(proc, lambda: port_open(port), what="the traced MCP app started")
         yield f"http://127.0.0.1:{port}/mcp", log
     finally:
         proc.terminate()
