@@ -9,12 +9,16 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
-__all__ = ["serve_process", "serving"]
+__all__ = ["serve_process", "serve_processes", "serving"]
+
+START_WITHIN = 30.0
+"""Seconds a server process has to answer, once started (a loaded machine is slow)."""
 
 
 def _free_port() -> int:
@@ -23,13 +27,14 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@contextlib.contextmanager
-def serve_process(args: list[str], cwd: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """Start ``deepactors serve *args`` in ``cwd``; yield its URL and process once it answers.
+@dataclass(frozen=True, slots=True)
+class _Started:
+    url: str
+    process: subprocess.Popen[bytes]
+    log: Path
 
-    On leaving, the server is shut down with Ctrl-C and must exit cleanly (0),
-    unless the test killed it itself (SIGKILL).
-    """
+
+def _start(args: list[str], cwd: Path) -> _Started:
     port = _free_port()
     log = cwd / f"serve-{port}.log"
     with log.open("wb") as out:
@@ -40,31 +45,81 @@ def serve_process(args: list[str], cwd: Path) -> Iterator[tuple[str, subprocess.
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
+    return _Started(f"http://127.0.0.1:{port}", process, log)
+
+
+def _await_answer(started: _Started, deadline: float) -> None:
+    while True:  # another process: poll until it answers
+        assert started.process.poll() is None, started.log.read_text()
+        try:
+            if httpx.get(f"{started.url}/ok").status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.05)
+
+
+def _interrupt(started: _Started) -> bool:
+    """Ctrl-C, unless the test killed it itself; whether it did."""
+    killed_by_test = started.process.poll() == -signal.SIGKILL
+    if started.process.poll() is None:
+        started.process.send_signal(signal.SIGINT)
+    return killed_by_test
+
+
+def _reap(started: _Started) -> None:
     try:
-        while True:  # another process: poll until it answers
-            assert process.poll() is None, log.read_text()
-            try:
-                if httpx.get(f"{url}/ok").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.05)
-        yield url, process
+        started.process.wait(20)
     finally:
-        killed_by_test = process.poll() == -signal.SIGKILL
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
+        if started.process.poll() is None:
+            started.process.kill()
+            started.process.wait()
+
+
+@contextlib.contextmanager
+def serve_processes(
+    runs: Sequence[list[str]], cwd: Path
+) -> Iterator[list[tuple[str, subprocess.Popen[bytes]]]]:
+    """Start ``deepactors serve *args`` in ``cwd`` for each of ``runs``, all at once
+    (their start-ups overlap); yield each one's URL and process once all answer.
+
+    On leaving, the servers are shut down with Ctrl-C, all at once, and each must
+    exit cleanly (0), unless the test killed it itself (SIGKILL).
+    """
+    started: list[_Started] = []
+    killed_by_test: list[bool] = []
+    try:
+        for args in runs:
+            started.append(_start(args, cwd))
+        deadline = time.monotonic() + START_WITHIN * len(runs)
+        for one in started:
+            _await_answer(one, deadline)
+        yield [(one.url, one.process) for one in started]
+    finally:
+        killed_by_test = [_interrupt(one) for one in started]
+        failed: list[BaseException] = []
+        for one in started:  # each reaped, whichever failed to exit in time
             try:
-                process.wait(20)
-            finally:
-                if process.poll() is None:
-                    process.kill()
-                    process.wait()
+                _reap(one)
+            except BaseException as exc:
+                failed.append(exc)
+        if failed:
+            raise failed[0]
     # A clean shutdown, unless the test killed it.
-    assert process.returncode == 0 or killed_by_test, log.read_text()
+    for one, killed in zip(started, killed_by_test, strict=True):
+        assert one.process.returncode == 0 or killed, one.log.read_text()
+
+
+@contextlib.contextmanager
+def serve_process(args: list[str], cwd: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """Start ``deepactors serve *args`` in ``cwd``; yield its URL and process once it answers.
+
+    On leaving, the server is shut down with Ctrl-C and must exit cleanly (0),
+    unless the test killed it itself (SIGKILL).
+    """
+    with serve_processes([args], cwd) as ((url, process),):
+        yield url, process
 
 
 @contextlib.contextmanager

@@ -17,7 +17,7 @@ import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
-from .serve_process import serve_process, serving
+from .serve_process import serve_process, serve_processes, serving
 from .workers_pair import AGENT_MODULE, WorkersPair
 from .workers_pair import release as release
 from .workers_pair import workers_pair as workers_pair
@@ -155,8 +155,7 @@ def test_a_run_keeps_its_last_events_and_says_when_older_ones_are_asked_for(
 ) -> None:
     args = _args(loop, postgres_dsn, "--stream-log-bytes", "4000")
     with (
-        serving(args, folder) as url_a,
-        serving(args, folder) as url_b,
+        serve_processes([args, args], folder) as ((url_a, _), (url_b, _)),
         get_sync_client(url=url_a, timeout=20) as a,
         get_sync_client(url=url_b, timeout=20) as b,
     ):

@@ -19,7 +19,7 @@ from deepactors.errors import ConfigurationError
 from deepactors.server import create_app
 
 from .agents import Probe, blocking_agent
-from .serve_process import serve_process, serving
+from .serve_process import serve_processes, serving
 from .workers_pair import AGENT_MODULE as AGENT_MODULE
 from .workers_pair import WorkersPair
 from .workers_pair import release as release
@@ -130,7 +130,7 @@ def test_runs_of_a_killed_process_end_as_lost_and_its_thread_resumes_elsewhere(
     else:
         args = ["workers_agent:agent", "--db", str(tmp_path / "threads.db")]
         args += ["--runs-db", postgres_dsn]
-    with serve_process(args, tmp_path) as (url_a, process_a), serving(args, tmp_path) as url_b:
+    with serve_processes([args, args], tmp_path) as ((url_a, process_a), (url_b, _)):
         with get_sync_client(url=url_a, timeout=20) as a:
             thread_id = a.threads.create()["thread_id"]
             # Streamed from its start (a join after runs.create could miss the one

@@ -18,7 +18,7 @@ import pytest
 
 from tests.pgserver import PostgresServer
 
-from .serve_process import serving
+from .serve_process import serve_processes
 
 __all__ = ["AGENT_MODULE", "WorkersPair", "release", "workers_pair"]
 
@@ -85,7 +85,7 @@ def workers_pair(
     folder = tmp_path_factory.mktemp("workers")
     (folder / "workers_agent.py").write_text(AGENT_MODULE)
     pair = WorkersPair(folder, str(request.param), postgres_server.new_database(), "", "")
-    with serving(pair.args(), folder) as a, serving(pair.args(), folder) as b:
+    with serve_processes([pair.args(), pair.args()], folder) as ((a, _), (b, _)):
         yield WorkersPair(pair.folder, pair.loop, pair.dsn, a, b)
 
 
