@@ -26,7 +26,7 @@ import pytest
 
 from deepactors import AssistantMessage, ToolCall, ToolMessage, create_deep_agent
 from deepactors.actors import open_runtime
-from deepactors.mcp import MAX_IDLE_SESSIONS, MCPServer
+from deepactors.mcp import MAX_IDLE_SESSIONS, MCPServer, _pool
 from deepactors.models import FunctionModel, ModelRequest
 from tests.mcp.servers import (
     ROOT,
@@ -122,9 +122,13 @@ def own_http_app(tmp_path: Path) -> Iterator[str]:
 
 @SDK_HTTP_ON_TRIO
 async def test_a_token_per_user_keeps_a_bounded_number_of_sessions_open(
-    own_http_app: str,
+    own_http_app: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    users = MAX_IDLE_SESSIONS + 8
+    # A lower bound than the default (MAX_IDLE_SESSIONS, 32): the same pruning,
+    # a dozen sessions opened instead of forty.
+    bound = 4
+    monkeypatch.setattr(_pool, "MAX_IDLE_SESSIONS", bound)
+    users = bound + 8
     with anyio.fail_after(240):
         async with open_runtime() as rt:
             for i in range(users):
@@ -137,7 +141,8 @@ async def test_a_token_per_user_keeps_a_bounded_number_of_sessions_open(
             )
             state = await rt.thread(counter).ainvoke("how many?")
     # The ones past the bound were closed (the server was told); the counter's is one.
-    assert int(state["messages"][-1].text) <= MAX_IDLE_SESSIONS + 1
+    assert int(state["messages"][-1].text) <= bound + 1
+    assert MAX_IDLE_SESSIONS == 32  # the default (the public name; only the pool was patched)
 
 
 # --- 9. answers bounded while they are read --------------------------------------------
