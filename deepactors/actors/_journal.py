@@ -41,9 +41,22 @@ from ..context import ToolResult
 from ..errors import CheckpointCorrupt, CheckpointError
 from ..interrupts import ActionRequest
 from ..messages import ToolMessage
-from ..persistence import Checkpointer, CheckpointRecord, CheckpointWrite
+from ..persistence import (
+    Checkpointer,
+    CheckpointRecord,
+    CheckpointWrite,
+    EncodedWrite,
+    encode_writes,
+    encoded_put,
+)
 from ..state import Applied, State
-from ._codec import decode_tool_result, decode_update, encode_tool_result, encode_update
+from ._codec import (
+    decode_tool_result,
+    decode_update,
+    encode_tool_result,
+    encode_update,
+    encode_update_text,
+)
 
 __all__ = ["BREAKPOINT", "KINDS", "ROLLBACK", "Journal", "Restored", "ThreadMark", "open_journal"]
 
@@ -272,7 +285,10 @@ class Journal:
         # A list, and parking lots (a future per wait, not an event per wake):
         # a record costs an append, not a memory stream's send (this runs for
         # every state change), and waking the writer costs a future.
-        self._queue: list[tuple[int, CheckpointWrite]] = []
+        self._queue: list[tuple[int, CheckpointWrite | EncodedWrite]] = []
+        # A checkpointer of this package takes a state change encoded as it
+        # happens (see _codec.encode_update_text); one of a user's, dicts.
+        self._put_encoded = encoded_put(checkpointer)
         self._closed = False
         self._writer = parking_lot()  # the writer waits here for records
         self._waiting = False  # the writer is parked
@@ -327,6 +343,13 @@ class Journal:
         )
         return self._ticket
 
+    def _append_row(self, row: EncodedWrite) -> None:
+        """:meth:`_append` for a record already encoded (the checkpointer takes rows)."""
+        if self._closed:
+            raise anyio.ClosedResourceError(f"the journal of thread {self.thread_id!r} is closed")
+        self._ticket += 1
+        self._queue.append((self._ticket, row))
+
     def _wake(self) -> None:
         if self._waiting:
             self._waiting = False
@@ -337,7 +360,7 @@ class Journal:
         self._closed = True
         self._wake()
 
-    def _take(self) -> list[tuple[int, CheckpointWrite]]:
+    def _take(self) -> list[tuple[int, CheckpointWrite | EncodedWrite]]:
         batch, self._queue = self._queue, []
         return batch
 
@@ -363,6 +386,14 @@ class Journal:
         # woken for it alone. A turn (its answer, a tool's I/O, its results)
         # is then one commit, not one for the answer and one for the rest.
         def on_update(applied: Applied) -> None:
+            if self._put_encoded is not None:
+                try:
+                    text = encode_update_text(applied.update, state)
+                except (TypeError, ValueError):
+                    pass  # queued as data below: the put fails with the encoder's own words
+                else:
+                    self._append_row((path, step(), "update", text))
+                    return
             self._append(path, step(), "update", encode_update(applied.update, state))
 
         return on_update
@@ -409,7 +440,7 @@ class Journal:
                 self._waiting = True
                 await self._writer.park()
 
-    async def _put(self, batch: list[tuple[int, CheckpointWrite]]) -> None:
+    async def _put(self, batch: list[tuple[int, CheckpointWrite | EncodedWrite]]) -> None:
         # After a failed batch nothing more is stored: the saved log stays a clean
         # prefix of what happened (a resume never sees a result without the call
         # that asked for it), and every later sync raises.
@@ -417,7 +448,7 @@ class Journal:
         try:
             if self._error is None:
                 try:
-                    await self.checkpointer.put(self.thread_id, [w for _, w in batch])
+                    await self._store([w for _, w in batch])
                 except Exception as exc:
                     self._error = exc
                 else:
@@ -430,6 +461,17 @@ class Journal:
         commits = self._commits
         if commits:
             commits.unpark(count=len(commits))
+
+    async def _store(self, writes: list[CheckpointWrite | EncodedWrite]) -> None:
+        put_encoded = self._put_encoded
+        if put_encoded is None:
+            # Only records as data are queued then: the filter drops nothing.
+            records = [w for w in writes if isinstance(w, CheckpointWrite)]
+            await self.checkpointer.put(self.thread_id, records)
+            return
+        # An encoding error fails the batch here, as the checkpointer's put would.
+        rows = [encode_writes([w])[0] if isinstance(w, CheckpointWrite) else w for w in writes]
+        await put_encoded(self.thread_id, rows)
 
 
 @asynccontextmanager

@@ -174,15 +174,6 @@ class _KeptLoop:
     def call_soon(self, fn: Callable[[], object]) -> bool:
         return self._run.call_soon(fn)
 
-    def wait(self, call: _Call[T]) -> T:
-        """The call's result; Ctrl-C while waiting cancels it and waits for its cleanup."""
-        try:
-            return call.outcome.result()
-        except BaseException:
-            if not call.outcome.done():  # interrupted while waiting
-                self.cancel(call)
-            raise
-
     def cancel(self, call: _Call[Any]) -> None:
         """Cancel ``call`` and wait until its task is over."""
         self._run.call_soon(call.cancel_in_loop)
@@ -248,11 +239,11 @@ def run_sync(fn: Callable[..., Awaitable[T]], *args: Any, backend: str, **kwargs
     call = _Call(lambda: fn(*args, **kwargs), _caller_values())
     try:
         loop.submit(call)
-        return loop.wait(call)
+        return call.outcome.result()
     except BaseException:
-        # A Ctrl-C that lands after the call was sent but before its wait began
-        # (a loaded machine runs the loop's thread first) is this caller's too:
-        # the call is cancelled and its cleanup awaited, as while waiting.
+        # Ctrl-C while waiting, or one that lands after the call was sent but
+        # before its wait began (a loaded machine runs the loop's thread first):
+        # the call is cancelled and its cleanup awaited.
         if not call.outcome.done():
             loop.cancel(call)
         raise

@@ -18,10 +18,15 @@ from .._core.public import publish as _publish
 from ._checkpoint import Checkpointer as Checkpointer
 from ._checkpoint import CheckpointRecord as CheckpointRecord
 from ._checkpoint import CheckpointWrite as CheckpointWrite
+from ._checkpoint import EncodedPut as EncodedPut
+from ._checkpoint import EncodedWrite as EncodedWrite
 from ._checkpoint import MemoryCheckpointer as MemoryCheckpointer
 from ._checkpoint import Rewritable as Rewritable
 from ._checkpoint import ThreadInfo as ThreadInfo
 from ._checkpoint import check_thread_id as check_thread_id
+from ._checkpoint import encode_writes as encode_writes
+from ._checkpoint import encoded_put as encoded_put
+from ._json import encode_object as encode_object
 from ._lease import ThreadLease as ThreadLease
 from ._lease import WhenBusy as WhenBusy
 from ._open import is_postgres_url as is_postgres_url
@@ -60,6 +65,8 @@ __all__ = [
     "CheckpointRecord",
     "CheckpointWrite",
     "Checkpointer",
+    "EncodedPut",
+    "EncodedWrite",
     "MemoryCheckpointer",
     "MemoryStore",
     "Namespace",

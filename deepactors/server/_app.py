@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
-import math
 from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -51,7 +50,7 @@ from ._sandboxes import open_sandboxes
 from ._thread_lookup import metadata_beside
 from ._thread_ops import thread_op_routes
 from ._thread_stream import thread_stream_routes
-from ._thread_ttl import DEFAULT_THREAD_TTL_SWEEP
+from ._thread_ttl import DEFAULT_THREAD_TTL_SWEEP, ThreadTTL
 from ._threads_api import thread_routes
 from ._ui import ui_routes
 from .a2a import a2a_routes
@@ -208,13 +207,7 @@ def create_app(
         raise ConfigurationError("cors_origins and allowed_hosts are sequences of strings")
     if not stream_log_bytes > 0:
         raise ConfigurationError(f"stream_log_bytes: bytes > 0, not {stream_log_bytes!r}")
-    if thread_ttl_strategy not in ("delete", "keep_latest"):
-        raise ConfigurationError(
-            f"thread_ttl_strategy: 'delete' or 'keep_latest', not {thread_ttl_strategy!r}"
-        )
-    for name, seconds in (("thread_ttl", thread_ttl), ("thread_ttl_sweep", thread_ttl_sweep)):
-        if seconds is not None and not 0 < seconds < math.inf:  # NaN too
-            raise ConfigurationError(f"{name}: seconds above 0, not {seconds!r}")
+    expiry = ThreadTTL(thread_ttl, thread_ttl_strategy, thread_ttl_sweep)
     if run_retention is not None and not run_retention >= 0:  # NaN too
         raise ConfigurationError(f"run_retention: seconds >= 0, or None, not {run_retention!r}")
     origins = [normal_origin(o) for o in cors_origins]
@@ -262,9 +255,7 @@ def create_app(
             crons=crons if crons is not None else MemoryCronBook(),
             webhooks=webhooks,
             max_runs_per_client=slots.cap,
-            thread_ttl=thread_ttl,
-            thread_ttl_strategy=thread_ttl_strategy,
-            thread_ttl_sweep=thread_ttl_sweep,
+            thread_ttl=expiry,
             runs_db=runs_db,
             idle_timeout=idle_timeout,
             run_retention=run_retention,
@@ -322,9 +313,7 @@ class _Lifespan:
     crons: CronBook
     webhooks: Webhooks | None
     max_runs_per_client: int | None
-    thread_ttl: float | None
-    thread_ttl_strategy: TTLStrategy
-    thread_ttl_sweep: float
+    thread_ttl: ThreadTTL
     runs_db: str | None
     idle_timeout: float
     run_retention: float | None
@@ -361,8 +350,6 @@ class _Lifespan:
                 max_runs_per_client=self.max_runs_per_client,
                 thread_metadata=kept,
                 thread_ttl=self.thread_ttl,
-                thread_ttl_strategy=self.thread_ttl_strategy,
-                thread_ttl_sweep=self.thread_ttl_sweep,
             )
             relay_scope, bodies_scope = anyio.CancelScope(), anyio.CancelScope()
             tg.start_soon(_expire_bodies, self.guard, bodies_scope)

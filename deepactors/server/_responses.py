@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
@@ -38,7 +38,11 @@ __all__ = [
     "LoggedStreamResponse",
     "WaitResponse",
     "error_response",
+    "send_batched",
+    "start_event_stream",
 ]
+
+T = TypeVar("T")
 
 _log = get_logger("deepactors.server")
 
@@ -100,6 +104,37 @@ def _headers(extra: Mapping[str, str], content_type: bytes) -> list[tuple[bytes,
     ]
     headers.extend((k.lower().encode(), v.encode()) for k, v in extra.items())
     return headers
+
+
+async def start_event_stream(send: Send) -> None:
+    """Open a ``text/event-stream`` response (status 200, never cached or buffered)."""
+    headers = _headers({}, b"text/event-stream; charset=utf-8")
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+
+
+async def send_batched(
+    items: MemoryObjectReceiveStream[T], send: Send, frame: Callable[[T], bytes]
+) -> None:
+    """Send each item's frame as it comes, until ``items`` ends (the body stays open).
+
+    What piled up meanwhile goes in the same write; a comment line goes out
+    after :data:`HEARTBEAT` seconds without any, so proxies keep the stream.
+    """
+    async with items:
+        while True:
+            chunks: list[bytes] = []
+            with anyio.move_on_after(HEARTBEAT):
+                try:
+                    chunks.append(frame(await items.receive()))
+                except anyio.EndOfStream:
+                    break
+            while True:
+                try:
+                    chunks.append(frame(items.receive_nowait()))
+                except (anyio.WouldBlock, anyio.EndOfStream):
+                    break
+            body = b"".join(chunks) or b": heartbeat\r\n\r\n"
+            await send({"type": "http.response.body", "body": body, "more_body": True})
 
 
 async def _watched(

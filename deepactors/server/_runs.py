@@ -53,7 +53,6 @@ from ._records import (
     Subscriber,
     ThreadRecord,
     ThreadValues,
-    TTLStrategy,
     new_uuid,
 )
 from ._retention import DEFAULT_RUN_RETENTION, Retention
@@ -63,7 +62,7 @@ from ._run_inputs import run_input_of, run_kwargs
 from ._run_slots import RunSlots
 from ._schemas import RunCreate
 from ._thread_lookup import ThreadLookup
-from ._thread_ttl import DEFAULT_THREAD_TTL_SWEEP, ThreadExpiry
+from ._thread_ttl import ThreadExpiry, ThreadTTL
 from .auth import Action
 from .relay import DEFAULT_STREAM_LOG_BYTES, LocalRelay, RunRelay, SharedRuns
 from .webhooks import Webhooks, check_webhook_url
@@ -92,11 +91,9 @@ class RunManager(ThreadLookup):
             see ``_run_slots``.
         thread_metadata: Where threads' metadata is kept beside their
             checkpoints (None: in memory only); see ``_thread_lookup``.
-        thread_ttl: Seconds of idleness after which a thread made without a
-            ``ttl`` of its own is deleted (None: never); see ``_thread_ttl``.
-        thread_ttl_strategy: What happens to such a thread then: ``delete``, or
-            ``keep_latest`` (its history dropped, its latest state kept).
-        thread_ttl_sweep: Seconds between two sweeps for expired threads.
+        thread_ttl: The time to live of a thread made without a ``ttl`` of its
+            own, what happens to it then, and how often that is looked at; see
+            ``_thread_ttl``.
     """
 
     def __init__(
@@ -111,17 +108,12 @@ class RunManager(ThreadLookup):
         webhooks: Webhooks | None = None,
         max_runs_per_client: int | None = None,
         thread_metadata: SqliteThreadMetadata | None = None,
-        thread_ttl: float | None = None,
-        thread_ttl_strategy: TTLStrategy = "delete",
-        thread_ttl_sweep: float = DEFAULT_THREAD_TTL_SWEEP,
+        thread_ttl: ThreadTTL = ThreadTTL(),  # noqa: B008 - frozen, shared safely
     ) -> None:
         self.runtime = runtime
         self.webhooks = webhooks
         self.thread_metadata = thread_metadata
-        if thread_ttl is not None and not 0 < thread_ttl < math.inf:
-            raise ValueError(f"thread_ttl: seconds above 0, not {thread_ttl!r}")
         self.thread_ttl = thread_ttl
-        self.thread_ttl_strategy: TTLStrategy = thread_ttl_strategy
         self.slots = RunSlots(max_runs_per_client)
         self.stream_log_bytes = stream_log_bytes
         self._tg = task_group
@@ -157,7 +149,7 @@ class RunManager(ThreadLookup):
             remember=not self.relay.shared,
         )
         task_group.start_soon(self.retention.run)
-        self.expiry = ThreadExpiry(self, sweep=thread_ttl_sweep, confirm=self.relay.shared)
+        self.expiry = ThreadExpiry(self, sweep=thread_ttl.sweep, confirm=self.relay.shared)
         task_group.start_soon(self.expiry.run)
 
     # -- lookups ---------------------------------------------------------------------

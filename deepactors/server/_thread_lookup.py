@@ -40,6 +40,7 @@ from ..actors import Runtime
 from ..persistence import Checkpointer, SqliteCheckpointer, SqliteThreadMetadata
 from ._authz import CALLER, OWNER_KEY, may_thread
 from ._records import AssistantRecord, ThreadRecord, TTLStrategy
+from ._thread_ttl import ThreadTTL
 from .auth import Action
 from .relay import RunRelay, SharedRuns
 
@@ -83,8 +84,7 @@ class ThreadLookup:
     assistants: dict[str, AssistantRecord]
     threads: dict[str, ThreadRecord]
     thread_metadata: SqliteThreadMetadata | None
-    thread_ttl: float | None
-    thread_ttl_strategy: TTLStrategy
+    thread_ttl: ThreadTTL
     _shared: SharedRuns
 
     # -- finding ----------------------------------------------------------------------
@@ -224,7 +224,7 @@ class ThreadLookup:
         if thread.temporary:
             return
         if thread.ttl is None:
-            thread.ttl, thread.ttl_strategy = self.thread_ttl, self.thread_ttl_strategy
+            thread.ttl, thread.ttl_strategy = self.thread_ttl.seconds, self.thread_ttl.strategy
         try:
             if self.relay.shared:
                 await self.relay.thread_created(thread.thread_id, thread.metadata)

@@ -41,7 +41,7 @@ from ..events import Event
 from ..lc_views import LangGraphStream
 from ._frames import error_event, metadata_frame, part_frames, sse_frame
 from ._records import RunRecord, StateUpdated, ThreadRecord, ThreadStreamMode
-from ._responses import HEARTBEAT, _watched
+from ._responses import _watched, send_batched, start_event_stream
 from ._runs import RunManager
 
 __all__ = ["JOIN_QUEUE", "thread_stream_routes"]
@@ -108,12 +108,7 @@ class ThreadStreamResponse(Response):
         self._scope: anyio.CancelScope | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = [
-            (b"content-type", b"text/event-stream; charset=utf-8"),
-            (b"cache-control", b"no-store"),
-            (b"x-accel-buffering", b"no"),
-        ]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await start_event_stream(send)
         await _watched(lambda: self._respond(send), receive, lambda: None)
 
     async def _respond(self, send: Send) -> None:
@@ -127,7 +122,7 @@ class ThreadStreamResponse(Response):
                 for run in thread.inflight:
                     tg.start_soon(self._follow, run, frames.clone())
                 tg.start_soon(self._dispatch, watched, frames, tg)
-                await self._write(out, send)
+                await send_batched(out, send, bytes)
                 tg.cancel_scope.cancel()
         finally:
             if news in thread.watchers:
@@ -181,24 +176,6 @@ class ThreadStreamResponse(Response):
             if self._lifecycle:
                 done = {"status": "run_done", "run_id": run.run_id}
                 await self._put(frames, sse_frame("metadata", done))
-
-    async def _write(self, out: Any, send: Send) -> None:
-        """Send the frames as they come, several at once when they pile up."""
-        async with out:
-            while True:
-                chunks: list[bytes] = []
-                with anyio.move_on_after(HEARTBEAT):
-                    try:
-                        chunks.append(await out.receive())
-                    except anyio.EndOfStream:
-                        break
-                while True:
-                    try:
-                        chunks.append(out.receive_nowait())
-                    except (anyio.WouldBlock, anyio.EndOfStream):
-                        break
-                body = b"".join(chunks) or b": heartbeat\r\n\r\n"
-                await send({"type": "http.response.body", "body": body, "more_body": True})
 
     async def _put(self, frames: MemoryObjectSendStream[bytes], frame: bytes) -> None:
         try:

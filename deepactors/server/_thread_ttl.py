@@ -19,20 +19,53 @@ before it is deleted, and a thread changed since is kept.
 
 from __future__ import annotations
 
+import math
 import time
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Protocol, final
 
 import anyio
 
 from .._core.logs import get_logger
 from ..actors import ThreadHandle
-from ..errors import DeepActorsError, PersistenceError
-from ._records import ThreadRecord
+from ..errors import ConfigurationError, DeepActorsError, PersistenceError
+from ._records import ThreadRecord, TTLStrategy
 
-__all__ = ["DEFAULT_THREAD_TTL_SWEEP", "ThreadExpiry"]
+__all__ = ["DEFAULT_THREAD_TTL_SWEEP", "ThreadExpiry", "ThreadTTL"]
 
 DEFAULT_THREAD_TTL_SWEEP = 300.0
 """Seconds between two sweeps for expired threads (LangGraph's default too)."""
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ThreadTTL:
+    """A server's time to live for threads made without one, checked once where it is made.
+
+    Attributes:
+        seconds: Seconds a thread lives after its last change (None: until deleted).
+        strategy: What happens to it then: ``"delete"``, or ``"keep_latest"``
+            (its history dropped, its latest state kept).
+        sweep: Seconds between two sweeps for expired threads.
+
+    Raises:
+        ConfigurationError: A number of seconds that is not above 0 (NaN
+            too), or another strategy. The message names the server setting.
+    """
+
+    seconds: float | None = None
+    strategy: TTLStrategy = "delete"
+    sweep: float = DEFAULT_THREAD_TTL_SWEEP
+
+    def __post_init__(self) -> None:
+        if self.strategy not in ("delete", "keep_latest"):
+            raise ConfigurationError(
+                f"thread_ttl_strategy: 'delete' or 'keep_latest', not {self.strategy!r}"
+            )
+        for name, seconds in (("thread_ttl", self.seconds), ("thread_ttl_sweep", self.sweep)):
+            if seconds is not None and not 0 < seconds < math.inf:  # NaN too
+                raise ConfigurationError(f"{name}: seconds above 0, not {seconds!r}")
+
 
 _log = get_logger("deepactors.server")
 
@@ -52,14 +85,12 @@ class ThreadExpiry:
 
     Args:
         manager: The run manager (its threads, and how it deletes one).
-        sweep: Seconds between two sweeps.
+        sweep: Seconds between two sweeps (checked by :class:`ThreadTTL`).
         confirm: Read a candidate's last checkpoint time before deleting it
             (threads shared with other processes).
     """
 
     def __init__(self, manager: _Threads, *, sweep: float, confirm: bool) -> None:
-        if not 0 < sweep < float("inf"):
-            raise ValueError(f"sweep: seconds above 0, not {sweep!r}")
         self._manager = manager
         self._sweep = sweep
         self._confirm = confirm

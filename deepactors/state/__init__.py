@@ -35,6 +35,7 @@ from ._state import State as State
 from ._state import Todo as Todo
 from ._state import add_messages as add_messages
 from ._state import default_channels as default_channels
+from ._state import encode_text as encode_text
 from ._state import replace as replace
 from ._state import to_json as to_json
 from ._state import validate_input as validate_input

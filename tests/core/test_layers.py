@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
         "_core",
         "models.cache",
     ),
-    ("filediff", "state", "interrupts", "events", "budget", "_estimate", "limits"),
+    ("filediff", "state", "interrupts", "events", "budget", "limits"),
     ("persistence", "backends"),
     ("context", "tools", "lc_views", "langchain._messages", "langchain._tools", "tracing"),
     ("models", "hooks", "langchain._chat_model"),

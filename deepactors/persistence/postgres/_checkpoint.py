@@ -37,6 +37,7 @@ from .._checkpoint import (
     CheckpointWrite,
     EncodedWrite,
     ThreadInfo,
+    check_rows,
     check_thread_id,
     encode_writes,
 )
@@ -242,7 +243,17 @@ class PostgresCheckpointer(AsyncResource):
             ThreadLeaseLost: This object holds the thread's lease, and its lease
                 connection dropped or another run took the thread: nothing was stored.
         """
-        rows = _encoded(thread_id, records)
+        await self._put(thread_id, _encoded(thread_id, records))
+
+    async def put_encoded(self, thread_id: str, rows: Sequence[EncodedWrite]) -> None:
+        """See :meth:`~deepactors.persistence.EncodedPut.put_encoded`.
+
+        Raises:
+            ThreadLeaseLost: As :meth:`put`.
+        """
+        await self._put(thread_id, _checked(thread_id, rows))
+
+    async def _put(self, thread_id: str, rows: list[EncodedWrite]) -> None:
         if not rows:
             await anyio.lowlevel.checkpoint()
             return
@@ -334,7 +345,17 @@ def _encoded(thread_id: str, records: Sequence[CheckpointWrite]) -> list[Encoded
     """The records encoded, and every identifier free of NUL (PostgreSQL's text refuses it)."""
     check_thread_id(thread_id)
     check_no_nul(thread_id, what="a thread_id")
-    rows = encode_writes(records)
+    return _no_nul(encode_writes(records))
+
+
+def _checked(thread_id: str, rows: Sequence[EncodedWrite]) -> list[EncodedWrite]:
+    """Encoded ``rows`` checked as :func:`_encoded` checks records."""
+    check_thread_id(thread_id)
+    check_no_nul(thread_id, what="a thread_id")
+    return _no_nul(check_rows(rows))
+
+
+def _no_nul(rows: list[EncodedWrite]) -> list[EncodedWrite]:
     for path, _, kind, _ in rows:
         check_no_nul(path, what="a record's path")
         check_no_nul(kind, what="a record's kind")

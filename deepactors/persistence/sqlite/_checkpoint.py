@@ -40,6 +40,7 @@ from .._checkpoint import (
     CheckpointWrite,
     EncodedWrite,
     ThreadInfo,
+    check_rows,
     check_thread_id,
     encode_writes,
 )
@@ -369,7 +370,18 @@ class SqliteCheckpointer(SqliteBase):
                 and was taken by another run: nothing was stored.
         """
         check_thread_id(thread_id)
-        rows = encode_writes(records)
+        await self._put(thread_id, encode_writes(records))
+
+    async def put_encoded(self, thread_id: str, rows: Sequence[EncodedWrite]) -> None:
+        """See :meth:`~deepactors.persistence.EncodedPut.put_encoded`.
+
+        Raises:
+            ThreadLeaseLost: As :meth:`put`.
+        """
+        check_thread_id(thread_id)
+        await self._put(thread_id, check_rows(rows))
+
+    async def _put(self, thread_id: str, rows: list[EncodedWrite]) -> None:
         if not rows:
             await anyio.lowlevel.checkpoint()
             return

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import anyio
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
@@ -21,7 +20,7 @@ from starlette.types import Receive, Scope, Send
 
 from .._frames import sse_frame
 from .._protocol_runs import manager_of, take_stream
-from .._responses import HEARTBEAT, _watched
+from .._responses import _watched, send_batched, start_event_stream
 from ._commands import sessions_of
 from ._session import CHANNELS, SESSION_EVENTS, STREAM_QUEUE, EventFilter, ThreadSession
 
@@ -114,35 +113,15 @@ class _EventStream(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            headers = [
-                (b"content-type", b"text/event-stream; charset=utf-8"),
-                (b"cache-control", b"no-store"),
-                (b"x-accel-buffering", b"no"),
-            ]
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await start_event_stream(send)
             await _watched(lambda: self._write(send), receive, lambda: None)
         finally:
             self._session.leave(self._listener)
             self._release()
 
     async def _write(self, send: Send) -> None:
-        """Send the events as they come, several at once when they pile up."""
-        events = self._listener.receive
-        async with events:
-            while True:
-                chunks: list[bytes] = []
-                with anyio.move_on_after(HEARTBEAT):
-                    try:
-                        chunks.append(_frame(await events.receive()))
-                    except anyio.EndOfStream:
-                        break
-                while True:
-                    try:
-                        chunks.append(_frame(events.receive_nowait()))
-                    except (anyio.WouldBlock, anyio.EndOfStream):
-                        break
-                body = b"".join(chunks) or b": heartbeat\r\n\r\n"
-                await send({"type": "http.response.body", "body": body, "more_body": True})
+        """Send the events as they come, then the end (and why, if the client was too slow)."""
+        await send_batched(self._listener.receive, send, _frame)
         tail = b""
         if self._listener.too_slow:
             tail = sse_frame("error", {"error": "TooSlow", "message": _TOO_SLOW})

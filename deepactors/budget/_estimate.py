@@ -9,8 +9,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
-from ._sizes import SHIFT, message_sizes, utf8_size
-from .messages import Message
+from .._sizes import SHIFT, message_sizes, utf8_size
+from ..messages import Message
 
 __all__ = [
     "PER_TOOL_TOKENS",
