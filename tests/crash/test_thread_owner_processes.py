@@ -28,12 +28,15 @@ from __future__ import annotations
 
 import itertools
 import json
+import select
 import subprocess
 import sys
+import time
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import anyio
 import pytest
@@ -74,39 +77,71 @@ def read_log(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def run_both(db: str, loop: str, when_busy: str, tmp_path: Path) -> tuple[list[Any], list[Any]]:
-    """Start the runner and the operator, let them go at once, wait for both."""
+class Workers:
+    """The runner and the operator processes, kept for the module's cases (each
+    start costs seconds); started again after a case that failed."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.procs: dict[str, subprocess.Popen[str]] = {}
+
+    def process(self, role: str) -> subprocess.Popen[str]:
+        proc = self.procs.get(role)
+        if proc is None or proc.poll() is not None:
+            with (self.folder / f"{role}.err").open("a") as err:
+                proc = self.procs[role] = subprocess.Popen(
+                    [sys.executable, str(WORKER), role],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=err,
+                    text=True,
+                )
+        return proc
+
+    def stderr(self, role: str) -> str:
+        return (self.folder / f"{role}.err").read_text()
+
+    def close(self) -> None:
+        for proc in self.procs.values():
+            proc.kill()
+            proc.communicate()  # reaped, its pipes closed
+        self.procs.clear()
+
+
+def _line(stdout: IO[str], deadline: float) -> str:
+    """The process's next line, or "" if none came by ``deadline``."""
+    ready, _, _ = select.select([stdout], [], [], max(0.0, deadline - time.monotonic()))
+    return stdout.readline().strip() if ready else ""
+
+
+def _send(proc: subprocess.Popen[str], line: str) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write(line + "\n")
+    proc.stdin.flush()
+
+
+def run_both(
+    workers: Workers, db: str, loop: str, when_busy: str, tmp_path: Path
+) -> tuple[list[Any], list[Any]]:
+    """Give the runner and the operator a case, let them go at once, wait for both."""
     stop = tmp_path / "stop"
     logs = {role: tmp_path / f"{role}.jsonl" for role in ("runner", "operator")}
-    procs = [
-        subprocess.Popen(
-            [
-                *(sys.executable, str(WORKER), role, db, loop, when_busy),
-                *(str(logs[role]), str(stop), str(ROUNDS), str(SEED)),
-            ],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for role in logs
-    ]
+    procs = {role: workers.process(role) for role in logs}
+    deadline = time.monotonic() + TIMEOUT
     try:
-        for proc in procs:
+        for role, proc in procs.items():
+            _send(proc, json.dumps([db, loop, when_busy, str(logs[role]), str(stop), ROUNDS, SEED]))
+        for role, proc in procs.items():
             assert proc.stdout is not None
-            assert proc.stdout.readline().strip() == "ready", proc.communicate()[1]
-        for proc in procs:  # both at once
-            assert proc.stdin is not None
-            proc.stdin.write("go\n")
-            proc.stdin.flush()
-        for proc in procs:
-            out, err = proc.communicate(timeout=TIMEOUT)
-            assert proc.returncode == 0, err
-            assert out.strip() == "done", err
-    finally:
-        for proc in procs:
-            proc.kill()
-            proc.wait()
+            assert _line(proc.stdout, deadline) == "ready", workers.stderr(role)
+        for proc in procs.values():  # both at once
+            _send(proc, "go")
+        for role, proc in procs.items():
+            assert proc.stdout is not None
+            assert _line(proc.stdout, deadline) == "done", workers.stderr(role)
+    except BaseException:
+        workers.close()  # the next case starts afresh
+        raise
     return read_log(logs["runner"]), read_log(logs["operator"])
 
 
@@ -252,8 +287,17 @@ async def final_head(db: str) -> tuple[int, int]:
     return (records[-1].seq if records else 0), len(history)
 
 
-def run_case(db: str, loop: str, when_busy: str, tmp_path: Path) -> None:
-    runner, operator = run_both(db, loop, when_busy, tmp_path)
+@pytest.fixture(scope="module")
+def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workers]:
+    kept = Workers(tmp_path_factory.mktemp("thread-owner-workers"))
+    try:
+        yield kept
+    finally:
+        kept.close()
+
+
+def run_case(workers: Workers, db: str, loop: str, when_busy: str, tmp_path: Path) -> None:
+    runner, operator = run_both(workers, db, loop, when_busy, tmp_path)
     counts = check(runner, operator, when_busy)
     head, _ = anyio.run(final_head, db)
     assert head == counts["final head"]
@@ -269,9 +313,9 @@ needs_postgres = pytest.mark.skipif(
 @pytest.mark.parametrize("when_busy", ["wait", "raise"])
 @pytest.mark.parametrize("loop", ["asyncio", "trio"])
 def test_two_processes_own_a_sqlite_thread_in_turns(
-    tmp_path: Path, loop: str, when_busy: str
+    workers: Workers, tmp_path: Path, loop: str, when_busy: str
 ) -> None:
-    run_case(str(tmp_path / "threads.db"), loop, when_busy, tmp_path)
+    run_case(workers, str(tmp_path / "threads.db"), loop, when_busy, tmp_path)
 
 
 @pytest.mark.slow
@@ -279,9 +323,9 @@ def test_two_processes_own_a_sqlite_thread_in_turns(
 @pytest.mark.parametrize("when_busy", ["wait", "raise"])
 @pytest.mark.parametrize("loop", ["asyncio", "trio"])
 def test_two_processes_own_a_postgres_thread_in_turns(
-    postgres_dsn: str, tmp_path: Path, loop: str, when_busy: str
+    workers: Workers, postgres_dsn: str, tmp_path: Path, loop: str, when_busy: str
 ) -> None:
-    run_case(postgres_dsn, loop, when_busy, tmp_path)
+    run_case(workers, postgres_dsn, loop, when_busy, tmp_path)
 
 
 async def test_a_run_after_another_owner_deleted_and_rewrote_the_thread_sees_its_history(

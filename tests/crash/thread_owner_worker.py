@@ -1,15 +1,18 @@
 """One of two processes acting on the same thread, for the thread-owner test (issue 24).
 
-    python thread_owner_worker.py ROLE DB LOOP WHEN_BUSY LOG STOP ROUNDS SEED
+    python thread_owner_worker.py ROLE
 
-ROLE is ``runner`` or ``operator``; DB a SQLite file or a ``postgresql://`` URL;
-LOOP ``asyncio`` or ``trio``; WHEN_BUSY the checkpointer's ``when_busy``; LOG
-the JSON-lines file this process writes its events to; STOP a file the operator
-creates once it is done (the runner stops when it appears); ROUNDS the
-operator's rounds; SEED its random seed.
+ROLE is ``runner`` or ``operator``. The process runs one case after another,
+each given as a line on stdin, a JSON list ``[DB, LOOP, WHEN_BUSY, LOG, STOP,
+ROUNDS, SEED]``, until stdin ends (a start costs seconds: the test's cases share
+a pair of processes). DB is a SQLite file or a ``postgresql://`` URL; LOOP
+``asyncio`` or ``trio`` (each case its own ``anyio.run``); WHEN_BUSY the
+checkpointer's ``when_busy``; LOG the JSON-lines file this case's events go to;
+STOP a file the operator creates once it is done (the runner stops when it
+appears); ROUNDS the operator's rounds; SEED its random seed.
 
-Prints ``ready``, waits for a line on stdin (so both start together), works,
-prints ``done``. The runner loops runs on thread ``t`` through a
+For each case: prints ``ready``, waits for a line on stdin (so both start
+together), works, prints ``done``. The runner loops runs on thread ``t`` through a
 :class:`~deepactors.actors.ThreadHandle`: every fifth run calls a tool first,
 so that it writes its records in several batches. The operator does ROUNDS
 rounds of ``rollback`` (to a random ``seq`` at most the head it read through
@@ -365,7 +368,13 @@ async def main(
     print("done", flush=True)
 
 
+def serve(role: str) -> None:
+    """The cases given on stdin, one after another, until it ends."""
+    while line := sys.stdin.readline():
+        db, loop, when_busy, log, stop, rounds, seed = json.loads(line)
+        with open(log, "w") as log_file:
+            anyio.run(main, role, db, when_busy, log_file, stop, rounds, seed, backend=loop)
+
+
 if __name__ == "__main__":
-    ROLE, DB, LOOP, WHEN_BUSY, LOG, STOP, ROUNDS, SEED = sys.argv[1:9]
-    with open(LOG, "w") as log_file:
-        anyio.run(main, ROLE, DB, WHEN_BUSY, log_file, STOP, int(ROUNDS), int(SEED), backend=LOOP)
+    serve(sys.argv[1])

@@ -26,7 +26,7 @@ import pytest
 
 from deepactors import AssistantMessage, ToolCall, ToolMessage, create_deep_agent
 from deepactors.actors import open_runtime
-from deepactors.mcp import MAX_IDLE_SESSIONS, MCPServer
+from deepactors.mcp import MAX_IDLE_SESSIONS, MCPServer, _pool
 from deepactors.models import FunctionModel, ModelRequest
 from tests.mcp.servers import (
     ROOT,
@@ -69,7 +69,8 @@ def starts(log: Path) -> list[int]:
 async def test_each_agent_s_call_timeout_holds_whichever_opened_the_session(
     app_log: Path, first: str
 ) -> None:
-    timeouts = {"short": 1, "long": 2}
+    # Short, so that the test waits little; apart, so each message tells whose held.
+    timeouts = {"short": 0.5, "long": 1}
     agents = {
         name: create_deep_agent(
             turns([call("hang", tag=name)]),
@@ -121,9 +122,13 @@ def own_http_app(tmp_path: Path) -> Iterator[str]:
 
 @SDK_HTTP_ON_TRIO
 async def test_a_token_per_user_keeps_a_bounded_number_of_sessions_open(
-    own_http_app: str,
+    own_http_app: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    users = MAX_IDLE_SESSIONS + 8
+    # A lower bound than the default (MAX_IDLE_SESSIONS, 32): the same pruning,
+    # a dozen sessions opened instead of forty.
+    bound = 4
+    monkeypatch.setattr(_pool, "MAX_IDLE_SESSIONS", bound)
+    users = bound + 8
     with anyio.fail_after(240):
         async with open_runtime() as rt:
             for i in range(users):
@@ -136,21 +141,26 @@ async def test_a_token_per_user_keeps_a_bounded_number_of_sessions_open(
             )
             state = await rt.thread(counter).ainvoke("how many?")
     # The ones past the bound were closed (the server was told); the counter's is one.
-    assert int(state["messages"][-1].text) <= MAX_IDLE_SESSIONS + 1
+    assert int(state["messages"][-1].text) <= bound + 1
+    assert MAX_IDLE_SESSIONS == 32  # the default (the public name; only the pool was patched)
 
 
 # --- 9. answers bounded while they are read --------------------------------------------
 
 
-@pytest.fixture(params=["stdio", "http", "http-json"])
-def answer_source(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+@pytest.fixture(scope="module", params=["stdio", "http", "http-json"])
+def answer_source(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     """Where the big answer comes from: ``stdio``, or the URL of our server over HTTP
-    (answering as an event stream, or as plain JSON)."""
+    (answering as an event stream, or as plain JSON). One HTTP server per mode for
+    the module: each probe opens a session of its own, and the server keeps nothing
+    of a refused answer."""
     if request.param == "stdio":
         yield "stdio"
         return
     port = free_port()
-    proc = start_http_app(port, tmp_path / "http.log", mode=request.param)
+    proc = start_http_app(port, tmp_path_factory.mktemp("http") / "http.log", mode=request.param)
     try:
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
@@ -161,7 +171,9 @@ def answer_source(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[st
 async def test_an_answer_past_the_cap_is_refused_while_it_is_read(
     answer_source: str, anyio_backend: object, tmp_path: Path
 ) -> None:
-    cap = 8 * 1024 * 1024
+    # A cap well below the default and an answer twelve times past it: the same
+    # code path as a 100 MB answer past an 8 MiB cap, in a fraction of the time.
+    cap = 2 * 1024 * 1024
     loop = anyio_backend if isinstance(anyio_backend, str) else anyio_backend[0]  # type: ignore[index]
     # A process of its own: its peak resident size is this run's.
     command = [
@@ -171,7 +183,7 @@ async def test_an_answer_past_the_cap_is_refused_while_it_is_read(
         answer_source,
         str(loop),
         str(cap),
-        "100",
+        "24",
         str(tmp_path / "app.log"),
     ]
     with anyio.fail_after(240):
@@ -179,7 +191,7 @@ async def test_an_answer_past_the_cap_is_refused_while_it_is_read(
     seen = json.loads(done.stdout.decode().strip().splitlines()[-1])
     assert seen["status"] == "error"
     assert f"larger than max_answer_bytes={cap} bytes and was not read" in seen["text"]
-    # A 100 MB answer (200 MB as the SDK's server sends it, structured content
+    # A 24 MB answer (48 MB as the SDK's server sends it, structured content
     # beside the text): the peak grows by about the cap, the bytes kept while
     # reading, plus what the reading machinery holds beside them.
     grown = seen["after"] - seen["before"]
@@ -196,7 +208,7 @@ async def test_a_stuck_server_is_stopped_within_the_run_s_deadline(
     warm = create_deep_agent(turns([call("echo", text="up")]), tools=[server])
     stuck = create_deep_agent(turns([call("block", seconds=60)]), tools=[server])
     caplog.set_level(logging.DEBUG, logger="deepactors.mcp")
-    timeout = 3
+    timeout = 1.5  # the server is up (warm): the stuck call starts at once
     with anyio.fail_after(90):
         # As a plain ainvoke(timeout=) does: a runtime for the run, closed after
         # it (the server started first, so that the deadline finds it stuck).

@@ -14,8 +14,9 @@ connection after an error response, so one connection is not trusted with more
 than one checked request); checks go on until each has been answered by both
 processes. The process that has never seen Alice's thread is thus first asked
 about it by a chosen request: one of its runs, by Bob (first test); the thread
-itself, by Alice (second test). That process finds the thread's state in the
-shared checkpoints before it knows its owner from the relay.
+itself, by its owner (second test, Carol's own thread). That process finds the
+thread's state in the shared checkpoints before it knows its owner from the
+relay. One server per loop serves the module's tests (a start costs seconds).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
-from tests.pgserver import postgres_bindir
+from tests.pgserver import PostgresServer, postgres_bindir
 
 from .serve_process import serve_process
 
@@ -45,6 +46,7 @@ pytestmark = [
 
 ALICE = "alice-key-0123456789abcdef"
 BOB = "bob-key-0123456789abcdef00"
+CAROL = "carol-key-0123456789abcdef0"
 CONNECTIONS_PER_CHECK = 15
 """Fresh connections tried per check before giving up on reaching both processes."""
 
@@ -192,35 +194,51 @@ class Alices:
     values: dict[str, Any]
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def workers(request: pytest.FixtureRequest, tmp_path: Path, postgres_dsn: str) -> Iterator[Workers]:
-    """``deepactors serve --workers 2 --db <PostgreSQL> --auth keys-file:...`` on the loop."""
-    (tmp_path / "auth_workers_agent.py").write_text(AGENT_MODULE)
-    keys = tmp_path / "keys.txt"
-    keys.write_text(f"# key user\n{ALICE} alice\n{BOB} bob\n")
-    args = ["auth_workers_agent:agent", "--db", postgres_dsn, "--loop", str(request.param)]
+@pytest.fixture(scope="module", params=["asyncio", "trio"])
+def server(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    postgres_server: PostgresServer,
+) -> Iterator[tuple[str, int]]:
+    """``deepactors serve --workers 2 --db <PostgreSQL> --auth keys-file:...`` on the
+    loop, for the module (a start costs seconds): its URL and pid. The tests keep
+    apart by user: each test's owner makes her own threads, and the other
+    worker has never seen them."""
+    folder = tmp_path_factory.mktemp("auth-workers")
+    (folder / "auth_workers_agent.py").write_text(AGENT_MODULE)
+    keys = folder / "keys.txt"
+    keys.write_text(f"# key user\n{ALICE} alice\n{BOB} bob\n{CAROL} carol\n")
+    dsn = postgres_server.new_database()
+    args = ["auth_workers_agent:agent", "--db", dsn, "--loop", str(request.param)]
     args += ["--workers", "2", "--auth", f"keys-file:{keys}"]
-    with serve_process(args, tmp_path) as (url, process):
-        yield Workers(url, process.pid)
+    with serve_process(args, folder) as (url, process):
+        yield url, process.pid
+
+
+@pytest.fixture
+def workers(server: tuple[str, int]) -> Workers:
+    """The module's server, as this test reaches it (the workers it saw are its own)."""
+    return Workers(*server)
 
 
 def _input(text: str) -> dict[str, object]:
     return {"messages": [{"role": "user", "content": text}]}
 
 
-def alice_makes_a_thread(workers: Workers) -> Alices:
-    """Alice, through one worker only: a thread (she cannot name another owner),
-    run once (its state is then in the shared checkpoints), and a store item."""
-    with workers.client(ALICE) as alice:
+def alice_makes_a_thread(workers: Workers, key: str = ALICE, user: str = "alice") -> Alices:
+    """Alice (or the user of ``key``), through one worker only: a thread (she
+    cannot name another owner), run once (its state is then in the shared
+    checkpoints), and a store item."""
+    with workers.client(key) as alice:
         home = workers.reached(alice.http)
-    made = workers.on(home, ALICE, lambda c: c.threads.create(metadata={"owner": "bob", "a": 1}))
-    assert made["metadata"] == {"owner": "alice", "a": 1}
+    made = workers.on(home, key, lambda c: c.threads.create(metadata={"owner": "bob", "a": 1}))
+    assert made["metadata"] == {"owner": user, "a": 1}
     tid = made["thread_id"]
-    done = workers.on(home, ALICE, lambda c: c.runs.wait(tid, "agent", input=_input("hi")))
-    assert done["messages"][-1]["content"] == f"done: acting for alice in {home}"
-    runs = workers.on(home, ALICE, lambda c: c.runs.list(tid))
-    workers.on(home, ALICE, lambda c: c.store.put_item(["alice", "notes"], "k", {"v": 1}))
-    values = workers.on(home, ALICE, lambda c: c.threads.get_state(tid))["values"]
+    done = workers.on(home, key, lambda c: c.runs.wait(tid, "agent", input=_input("hi")))
+    assert done["messages"][-1]["content"] == f"done: acting for {user} in {home}"
+    runs = workers.on(home, key, lambda c: c.runs.list(tid))
+    workers.on(home, key, lambda c: c.store.put_item([user, "notes"], "k", {"v": 1}))
+    values = workers.on(home, key, lambda c: c.threads.get_state(tid))["values"]
     return Alices(home=home, tid=tid, run_id=runs[0]["run_id"], values=values)
 
 
@@ -318,12 +336,13 @@ def test_users_keep_apart_whichever_worker_answers(workers: Workers) -> None:
 def test_the_owner_first_reaches_her_thread_through_the_other_worker(workers: Workers) -> None:
     # The worker that never saw the thread finds its state in the shared
     # checkpoints: it must know the thread is Alice's (its owner, from the relay)
-    # on her very first request there, not only from her second one on.
-    made = alice_makes_a_thread(workers)
+    # on her very first request there, not only from her second one on. (Carol
+    # here: the server is the module's, and the test above counts Alice's threads.)
+    made = alice_makes_a_thread(workers, CAROL, "carol")
     workers.on_both(
-        ALICE,
+        CAROL,
         {
-            "threads.get": lambda a: _equal(a.threads.get(made.tid)["metadata"]["owner"], "alice"),
+            "threads.get": lambda c: _equal(c.threads.get(made.tid)["metadata"]["owner"], "carol"),
         },
     )
 

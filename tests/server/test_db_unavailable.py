@@ -38,7 +38,7 @@ from deepactors.persistence import (
     SqliteStore,
 )
 from deepactors.persistence.postgres import _conn as _pg_conn
-from deepactors.persistence.postgres import _drive as _pg_drive
+from deepactors.persistence.sqlite import _conn as _sqlite_conn
 from deepactors.server import create_app
 from tests.pgserver import PostgresServer
 
@@ -49,6 +49,20 @@ from .pg_outage import BOUND, say, until
 SOON = 10.0
 """Seconds within which the first request to find the database down is answered:
 well under the pool's 30 s, generous for a shared machine."""
+
+DOWN_WAIT = 0.25
+"""The pool's wait while the database is known down, here (1 s by default)."""
+PROBE_AFTER = 0.5
+"""The pool's wait before it asks the server whether it is up, here (2 s by default)."""
+
+
+@pytest.fixture(autouse=True)
+def short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The waits an outage costs each request, shorter than their defaults: the
+    same paths (known down, then probed), a dozen requests in a second or two.
+    The app is served in this process, so it reads them too."""
+    monkeypatch.setattr(_pg_conn, "DOWN_WAIT", DOWN_WAIT)
+    monkeypatch.setattr(_pg_conn, "PROBE_AFTER", PROBE_AFTER)
 
 
 def _app(dsn: str) -> Starlette:
@@ -117,7 +131,7 @@ def test_an_unreachable_database_answers_503_with_retry_after_until_it_is_back(
             assert "postgresql://" in detail, (what, detail)
             assert detail.count("unreachable since") == 1, (what, detail)
         # Known down: answered without waiting for the pool (a client that waits no longer).
-        with httpx.Client(base_url=served.url, timeout=_pg_drive.DOWN_WAIT + 1.0) as brief:
+        with httpx.Client(base_url=served.url, timeout=DOWN_WAIT + 1.0) as brief:
             assert brief.get(f"/threads/{tid}/state").status_code == 503
             assert brief.get("/store/items", params={"namespace": "notes", "key": "k"}).is_error
         # What the langgraph-sdk client sees.
@@ -213,7 +227,7 @@ async def test_a_lease_wait_tells_a_busy_pool_from_an_outage(
 ) -> None:
     pg, dsn = database
     # The whole wait of a pool that stays busy, shorter than its 30 s.
-    monkeypatch.setattr(_pg_conn, "OPEN_TIMEOUT", _pg_drive.PROBE_AFTER + 4.0)
+    monkeypatch.setattr(_pg_conn, "OPEN_TIMEOUT", PROBE_AFTER + 4.0)
     async with PostgresCheckpointer(dsn, lease_connections=1) as saver, AsyncExitStack() as held:
         await held.enter_async_context(saver.lease("a"))  # the pool's one lease connection
         got = anyio.Event()
@@ -225,7 +239,7 @@ async def test_a_lease_wait_tells_a_busy_pool_from_an_outage(
         # Busy past the first wait, freed in time: the waiter gets it, no 503.
         async with anyio.create_task_group() as tg:
             tg.start_soon(take_b)
-            await anyio.sleep(_pg_drive.PROBE_AFTER + 1.0)  # real: the pool's threads wait
+            await anyio.sleep(PROBE_AFTER + 1.0)  # real: the pool's threads wait
             assert not got.is_set()
             await held.aclose()
         assert got.is_set()
@@ -277,8 +291,10 @@ def test_a_database_that_answers_but_refuses_is_a_500_not_a_503(
 
 
 def test_a_sqlite_file_locked_by_another_writer_answers_503(
-    serve: Callable[[Starlette], Served], tmp_path: Path
+    serve: Callable[[Starlette], Served], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The wait for a writer to finish, shorter than its 5 s: the same SQLITE_BUSY.
+    monkeypatch.setattr(_sqlite_conn, "BUSY_TIMEOUT", 1.0)
     file = tmp_path / "store.db"
     served = serve(create_app({"echo": blocking_agent(Probe())}, store=SqliteStore(file)))
     http = httpx.Client(base_url=served.url, timeout=BOUND)

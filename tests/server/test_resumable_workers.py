@@ -17,8 +17,10 @@ import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
-from .serve_process import serve_process, serving
-from .test_workers import AGENT_MODULE
+from .serve_process import serve_process, serve_processes, serving
+from .workers_pair import AGENT_MODULE, WorkersPair
+from .workers_pair import release as release
+from .workers_pair import workers_pair as workers_pair
 
 _INPUT: dict[str, Any] = {"messages": [{"role": "user", "content": "ticker"}]}
 _BODY = {
@@ -75,12 +77,10 @@ def _joined(
 
 
 def test_a_stream_dropped_on_one_process_is_picked_up_on_the_other(
-    loop: str, folder: Path, postgres_dsn: str
+    workers_pair: WorkersPair, release: Path
 ) -> None:
-    args = _args(loop, postgres_dsn)
+    url_a, url_b = workers_pair.a, workers_pair.b
     with (
-        serving(args, folder) as url_a,
-        serving(args, folder) as url_b,
         get_sync_client(url=url_a, timeout=20) as a,
         get_sync_client(url=url_b, timeout=20) as b,
     ):
@@ -92,7 +92,7 @@ def test_a_stream_dropped_on_one_process_is_picked_up_on_the_other(
         for part in b.runs.join_stream(thread_id, run_id, last_event_id=seen[-1][0]):
             rest.append((part.id, part.event, part.data))
             if len(rest) == 10:
-                (folder / "release").touch()
+                release.touch()
         ids = [int(i) for i, _, _ in rest if i is not None]
         assert ids == list(range(len(seen), len(seen) + len(ids)))
         assert len(ids) == len(rest)  # every frame has its id
@@ -107,13 +107,11 @@ def test_a_stream_dropped_on_one_process_is_picked_up_on_the_other(
 
 
 def test_a_background_run_is_joined_from_its_first_event_on_another_process(
-    loop: str, folder: Path, postgres_dsn: str
+    workers_pair: WorkersPair, release: Path
 ) -> None:
-    (folder / "release").touch()  # the run ends at once
-    args = _args(loop, postgres_dsn)
+    release.touch()  # the run ends at once
+    url_a, url_b = workers_pair.a, workers_pair.b
     with (
-        serving(args, folder) as url_a,
-        serving(args, folder) as url_b,
         get_sync_client(url=url_a, timeout=20) as a,
         get_sync_client(url=url_b, timeout=20) as b,
     ):
@@ -129,12 +127,13 @@ def test_a_background_run_is_joined_from_its_first_event_on_another_process(
 
 
 def test_the_owner_dying_ends_a_rejoined_stream_with_worker_lost(
-    loop: str, folder: Path, postgres_dsn: str
+    workers_pair: WorkersPair, release: Path
 ) -> None:
-    args = _args(loop, postgres_dsn)
+    # A process of its own for the owner (it is killed), and the module's B; the
+    # release file is absent (the fixture removed it): the run is never released.
+    url_b = workers_pair.b
     with (
-        serve_process(args, folder) as (url_a, process_a),
-        serving(args, folder) as url_b,
+        serve_process(workers_pair.args(), workers_pair.folder) as (url_a, process_a),
         get_sync_client(url=url_b, timeout=30) as b,
     ):
         thread_id = b.threads.create()["thread_id"]
@@ -156,8 +155,7 @@ def test_a_run_keeps_its_last_events_and_says_when_older_ones_are_asked_for(
 ) -> None:
     args = _args(loop, postgres_dsn, "--stream-log-bytes", "4000")
     with (
-        serving(args, folder) as url_a,
-        serving(args, folder) as url_b,
+        serve_processes([args, args], folder) as ((url_a, _), (url_b, _)),
         get_sync_client(url=url_a, timeout=20) as a,
         get_sync_client(url=url_b, timeout=20) as b,
     ):

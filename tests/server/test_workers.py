@@ -9,7 +9,6 @@ their events go through PostgreSQL.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,54 +19,11 @@ from deepactors.errors import ConfigurationError
 from deepactors.server import create_app
 
 from .agents import Probe, blocking_agent
-from .serve_process import serve_process, serving
-
-AGENT_MODULE = """
-import anyio
-from pathlib import Path
-
-from deepactors import AssistantMessage, ToolCall, ToolMessage, ToolRuntime, create_deep_agent
-from deepactors.models import FunctionModel, ModelRequest
-
-RELEASE = Path(__file__).with_name("release")
-
-
-async def ticker(runtime: ToolRuntime) -> str:
-    \"\"\"Tick until released.\"\"\"
-    n = 0
-    while not await anyio.Path(RELEASE).exists():
-        n += 1
-        runtime.write({"tick": n})
-        await anyio.sleep(0.02)
-    return "released"
-
-
-async def blocker() -> str:
-    \"\"\"Block until cancelled.\"\"\"
-    await anyio.sleep_forever()
-    return "never"
-
-
-def model(request: ModelRequest) -> AssistantMessage:
-    last = request.messages[-1]
-    if isinstance(last, ToolMessage):
-        return AssistantMessage(content="done: " + last.text)
-    return AssistantMessage(tool_calls=[ToolCall(name=last.text, args={})])
-
-
-agent = create_deep_agent(FunctionModel(model), tools=[ticker, blocker])
-"""
-
-
-@pytest.fixture(params=["asyncio", "trio"])
-def two_servers(
-    request: pytest.FixtureRequest, tmp_path: Path, postgres_dsn: str
-) -> Iterator[tuple[str, str]]:
-    """Two server processes on two ports sharing threads and runs in one PostgreSQL."""
-    (tmp_path / "workers_agent.py").write_text(AGENT_MODULE)
-    args = ["workers_agent:agent", "--db", postgres_dsn, "--loop", str(request.param)]
-    with serving(args, tmp_path) as a, serving(args, tmp_path) as b:
-        yield a, b
+from .serve_process import serve_processes, serving
+from .workers_pair import AGENT_MODULE as AGENT_MODULE
+from .workers_pair import WorkersPair
+from .workers_pair import release as release
+from .workers_pair import workers_pair as workers_pair
 
 
 def _input(text: str) -> dict[str, object]:
@@ -75,9 +31,9 @@ def _input(text: str) -> dict[str, object]:
 
 
 def test_a_run_created_on_one_process_is_streamed_and_joined_on_the_other(
-    two_servers: tuple[str, str], tmp_path: Path
+    workers_pair: WorkersPair, release: Path
 ) -> None:
-    url_a, url_b = two_servers
+    url_a, url_b = workers_pair.a, workers_pair.b
     with get_sync_client(url=url_a, timeout=20) as a, get_sync_client(url=url_b, timeout=20) as b:
         thread_id = a.threads.create(metadata={"owner": "a"})["thread_id"]
         assert b.threads.get(thread_id)["metadata"] == {"owner": "a"}
@@ -87,7 +43,7 @@ def test_a_run_created_on_one_process_is_streamed_and_joined_on_the_other(
         for part in b.runs.join_stream(thread_id, run["run_id"], stream_mode="custom"):
             if part.event == "custom":
                 ticks.append(part.data["tick"])
-                (tmp_path / "release").touch()  # seen through B: let the run end
+                release.touch()  # seen through B: let the run end
         assert ticks, "no event of the run reached the other process"
         assert ticks == sorted(ticks)
         result = b.runs.join(thread_id, run["run_id"])
@@ -98,9 +54,9 @@ def test_a_run_created_on_one_process_is_streamed_and_joined_on_the_other(
 
 
 def test_a_run_on_one_process_is_cancelled_through_the_other(
-    two_servers: tuple[str, str], tmp_path: Path
+    workers_pair: WorkersPair, release: Path
 ) -> None:
-    url_a, url_b = two_servers
+    url_a, url_b = workers_pair.a, workers_pair.b
     with get_sync_client(url=url_a, timeout=20) as a, get_sync_client(url=url_b, timeout=20) as b:
         thread_id = a.threads.create()["thread_id"]
         run = a.runs.create(thread_id, "agent", input=_input("blocker"))
@@ -109,15 +65,15 @@ def test_a_run_on_one_process_is_cancelled_through_the_other(
         assert a.runs.get(thread_id, run["run_id"])["status"] == "interrupted"
         # The thread is free again, and its next run may go through the other process.
         assert b.threads.get(thread_id)["status"] == "idle"
-        (tmp_path / "release").touch()
+        release.touch()
         done = b.runs.wait(thread_id, "agent", input=_input("ticker"))
         assert done["messages"][-1]["content"] == "done: released"
 
 
 def test_a_client_leaving_a_stream_on_one_process_cancels_the_run_on_the_other(
-    two_servers: tuple[str, str],
+    workers_pair: WorkersPair, release: Path
 ) -> None:
-    url_a, url_b = two_servers
+    url_a, url_b = workers_pair.a, workers_pair.b
     with get_sync_client(url=url_a, timeout=20) as a, get_sync_client(url=url_b, timeout=20) as b:
         thread_id = a.threads.create()["thread_id"]
         run = a.runs.create(thread_id, "agent", input=_input("ticker"))  # never released
@@ -174,7 +130,7 @@ def test_runs_of_a_killed_process_end_as_lost_and_its_thread_resumes_elsewhere(
     else:
         args = ["workers_agent:agent", "--db", str(tmp_path / "threads.db")]
         args += ["--runs-db", postgres_dsn]
-    with serve_process(args, tmp_path) as (url_a, process_a), serving(args, tmp_path) as url_b:
+    with serve_processes([args, args], tmp_path) as ((url_a, process_a), (url_b, _)):
         with get_sync_client(url=url_a, timeout=20) as a:
             thread_id = a.threads.create()["thread_id"]
             # Streamed from its start (a join after runs.create could miss the one
