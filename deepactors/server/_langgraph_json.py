@@ -35,7 +35,7 @@ from ..persistence import Checkpointer, MemoryCheckpointer, MemoryStore, Store
 from ..persistence.index import IndexedStore
 from ..persistence.ttl import ExpiringStore
 from ._records import TTLStrategy
-from ._thread_ttl import DEFAULT_THREAD_TTL_SWEEP
+from ._thread_ttl import DEFAULT_THREAD_TTL_SWEEP, ThreadTTL
 
 __all__ = ["CONFIG_FILE", "expiring", "indexed", "load_agents", "with_server_persistence"]
 
@@ -210,8 +210,8 @@ def thread_expiry(
     path: Path | None,
     default_minutes: float | None = None,
     default_strategy: TTLStrategy | None = None,
-) -> tuple[float | None, float, TTLStrategy]:
-    """Threads' default time to live and sweep interval, in seconds, and strategy.
+) -> ThreadTTL:
+    """Threads' default time to live, its strategy and the sweep's interval (in seconds).
 
     ``"checkpointer": {"ttl": {"strategy": "delete", "default_ttl": 43200,
     "sweep_interval_minutes": 60}}`` as LangGraph reads it (minutes), in the
@@ -239,7 +239,7 @@ def thread_expiry(
     minutes = ttl.get("default_ttl", default_minutes)
     sweep = ttl.get("sweep_interval_minutes", DEFAULT_THREAD_TTL_SWEEP / 60)
     seconds, every = _ttl_settings(where, minutes, sweep)
-    return seconds, every, "keep_latest" if strategy == "keep_latest" else "delete"
+    return ThreadTTL(seconds, "keep_latest" if strategy == "keep_latest" else "delete", every)
 
 
 def _openai_embed(model: str) -> Any:

@@ -295,7 +295,7 @@ def build_app(
         store = indexed(store, config)
     # Outermost: expiry filters what an index finds too.
     store = expiring(store, config, limits.pop("store_ttl", None))
-    thread_ttl, thread_ttl_sweep, thread_ttl_strategy = thread_expiry(
+    expiry = thread_expiry(
         config, limits.pop("thread_ttl", None), limits.pop("thread_ttl_strategy", None)
     )
     if checkpointer is not None:  # --db is where threads are saved, whatever a module made
@@ -311,9 +311,9 @@ def build_app(
         auth=None if auth is None else load_auth(auth),
         webhooks=hooks,
         crons=open_cron_book(db),
-        thread_ttl=thread_ttl,
-        thread_ttl_strategy=thread_ttl_strategy,
-        thread_ttl_sweep=thread_ttl_sweep,
+        thread_ttl=expiry.seconds,
+        thread_ttl_strategy=expiry.strategy,
+        thread_ttl_sweep=expiry.sweep,
         **limits,
     )
 

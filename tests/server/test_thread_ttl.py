@@ -19,6 +19,7 @@ from deepactors.errors import ConfigurationError
 from deepactors.persistence import SqliteCheckpointer
 from deepactors.server import create_app
 from deepactors.server._langgraph_json import thread_expiry
+from deepactors.server._thread_ttl import ThreadTTL
 from tests.waiting import wait_until_sync
 
 from .agents import Probe, blocking_agent
@@ -136,17 +137,17 @@ def test_a_thread_ttl_is_kept_with_the_thread_across_a_restart(
 
 
 def test_langgraph_json_and_the_flag_give_the_default(tmp_path: Path) -> None:
-    assert thread_expiry(None) == (None, 300.0, "delete")
-    assert thread_expiry(None, 2) == (120.0, 300.0, "delete")
+    assert thread_expiry(None) == ThreadTTL(None, "delete", 300.0)
+    assert thread_expiry(None, 2) == ThreadTTL(120.0, "delete", 300.0)
     config = tmp_path / "langgraph.json"
     config.write_text(
         '{"graphs": {}, "checkpointer": {"ttl": {"strategy": "delete",'
         ' "default_ttl": 30, "sweep_interval_minutes": 1}}}'
     )
-    assert thread_expiry(config, 2) == (1800.0, 60.0, "delete")
+    assert thread_expiry(config, 2) == ThreadTTL(1800.0, "delete", 60.0)
     config.write_text('{"checkpointer": {"ttl": {"strategy": "keep_latest"}}}')
-    assert thread_expiry(config, 2) == (120.0, 300.0, "keep_latest")
-    assert thread_expiry(None, 2, "keep_latest") == (120.0, 300.0, "keep_latest")
+    assert thread_expiry(config, 2) == ThreadTTL(120.0, "keep_latest", 300.0)
+    assert thread_expiry(None, 2, "keep_latest") == ThreadTTL(120.0, "keep_latest", 300.0)
     config.write_text('{"checkpointer": {"ttl": {"strategy": "archive"}}}')
     with pytest.raises(ConfigurationError, match="strategy"):
         thread_expiry(config)
