@@ -30,13 +30,18 @@ def _workers(pid: int) -> set[int]:
     resource tracker, which is a child too)."""
     children: set[int] = set()
     for task in Path(f"/proc/{pid}/task").iterdir():
-        children.update(int(c) for c in (task / "children").read_text().split())
+        try:
+            children.update(int(c) for c in (task / "children").read_text().split())
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a thread that ended since it was listed
     workers = set()
     for child in children:
         try:
             cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
-        except FileNotFoundError:
-            continue  # gone since it was listed
+        except (FileNotFoundError, ProcessLookupError):
+            # Gone since it was listed: its /proc entry vanished, or it is
+            # still there for a process already dead (ESRCH on reading).
+            continue
         if b"spawn_main" in cmdline:
             workers.add(child)
     return workers
@@ -45,7 +50,7 @@ def _workers(pid: int) -> set[int]:
 def _alive(pid: int) -> bool:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
