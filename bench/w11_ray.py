@@ -135,7 +135,13 @@ def _start_ray(dashboard: bool = False) -> None:
     import ray
 
     os.environ.setdefault("RAY_DISABLE_USAGE_STATS", "1")
-    ray.init(num_cpus=2, include_dashboard=dashboard, configure_logging=False, log_to_driver=False)
+    ray.init(
+        address="local",  # a Ray of its own, never a cluster already running here
+        num_cpus=2,
+        include_dashboard=dashboard,
+        configure_logging=False,
+        log_to_driver=False,
+    )
 
 
 def cpu_seconds(pid: int) -> float:

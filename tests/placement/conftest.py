@@ -30,7 +30,14 @@ def ray_cluster() -> Iterator[None]:
     assert Path.cwd() == ROOT, "run the placement tests from the checkout's root"
     with pytest.MonkeyPatch.context() as env:
         env.setenv("RAY_DISABLE_USAGE_STATS", "1")
-        ray.init(num_cpus=2, include_dashboard=True, configure_logging=False, log_to_driver=False)
+        # "local": a Ray of its own, never a cluster another test (placement_nodes) started.
+        ray.init(
+            address="local",
+            num_cpus=2,
+            include_dashboard=True,
+            configure_logging=False,
+            log_to_driver=False,
+        )
         try:
             yield
         finally:
