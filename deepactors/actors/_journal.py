@@ -127,20 +127,15 @@ class Journal:
 
     def _append(self, path: str, step: int, kind: str, data: dict[str, Any]) -> int:
         """Queue a record without waking the writer: the next sync, record or close stores it."""
-        if self._closed:
-            raise anyio.ClosedResourceError(f"the journal of thread {self.thread_id!r} is closed")
-        self._ticket += 1
-        self._queue.append(
-            (self._ticket, CheckpointWrite(path=path, step=step, kind=kind, data=data))
-        )
-        return self._ticket
+        return self._enqueue(CheckpointWrite(path=path, step=step, kind=kind, data=data))
 
-    def _append_row(self, row: EncodedWrite) -> None:
-        """:meth:`_append` for a record already encoded (the checkpointer takes rows)."""
+    def _enqueue(self, write: CheckpointWrite | EncodedWrite) -> int:
+        """Queue a record as data, or already encoded (for a checkpointer that takes rows)."""
         if self._closed:
             raise anyio.ClosedResourceError(f"the journal of thread {self.thread_id!r} is closed")
         self._ticket += 1
-        self._queue.append((self._ticket, row))
+        self._queue.append((self._ticket, write))
+        return self._ticket
 
     def _wake(self) -> None:
         if self._waiting:
@@ -184,7 +179,7 @@ class Journal:
                 except Exception:  # whatever it is, the general road below meets it again
                     pass  # queued as data below: the put fails with the encoder's own words
                 else:
-                    self._append_row((path, step(), "update", text))
+                    self._enqueue((path, step(), "update", text))
                     return
             self._append(path, step(), "update", encode_update(applied.update, state))
 

@@ -305,10 +305,14 @@ def encode_writes(records: Sequence[CheckpointWrite]) -> list[EncodedWrite]:
     for i, record in enumerate(records):
         what = f"checkpoint data (record {i} of the batch, kind {record.kind!r})"
         text = encode_object(record.data, what=what)
-        check_text(record.path, what="a record's path")
-        check_text(record.kind, what="a record's kind")
+        _check_ids(record.path, record.kind)
         out.append((record.path, record.step, record.kind, text))
     return out
+
+
+def _check_ids(path: str, kind: str) -> None:
+    check_text(path, what="a record's path")
+    check_text(kind, what="a record's kind")
 
 
 def check_rows(rows: Sequence[EncodedWrite]) -> list[EncodedWrite]:
@@ -318,8 +322,7 @@ def check_rows(rows: Sequence[EncodedWrite]) -> list[EncodedWrite]:
         ValueError: A record's ``path`` or ``kind`` holds a lone surrogate.
     """
     for path, _, kind, _ in rows:
-        check_text(path, what="a record's path")
-        check_text(kind, what="a record's kind")
+        _check_ids(path, kind)
     return list(rows)
 
 

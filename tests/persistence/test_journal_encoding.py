@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import pytest
+from anyio.abc import AsyncResource
 
 from deepactors import (
     AssistantMessage,
@@ -44,8 +44,9 @@ from deepactors.state import RemoveMessage, State, default_channels
 pytestmark = pytest.mark.anyio
 
 
-class OwnCheckpointer:
-    """A checkpointer as a user writes one: the protocol only (no ``put_encoded``)."""
+class OwnCheckpointer(AsyncResource):
+    """A checkpointer as a user writes one: the protocol only (no ``put_encoded``);
+    ``async with`` from anyio's ``AsyncResource``, as this package's own."""
 
     def __init__(self) -> None:
         self.inner = MemoryCheckpointer()
@@ -76,17 +77,6 @@ class OwnCheckpointer:
 
     async def aclose(self) -> None:
         await self.inner.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 @tool

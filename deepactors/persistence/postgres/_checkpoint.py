@@ -343,16 +343,19 @@ class PostgresCheckpointer(AsyncResource):
 
 def _encoded(thread_id: str, records: Sequence[CheckpointWrite]) -> list[EncodedWrite]:
     """The records encoded, and every identifier free of NUL (PostgreSQL's text refuses it)."""
-    check_thread_id(thread_id)
-    check_no_nul(thread_id, what="a thread_id")
+    _check_thread(thread_id)
     return _no_nul(encode_writes(records))
 
 
 def _checked(thread_id: str, rows: Sequence[EncodedWrite]) -> list[EncodedWrite]:
     """Encoded ``rows`` checked as :func:`_encoded` checks records."""
+    _check_thread(thread_id)
+    return _no_nul(check_rows(rows))
+
+
+def _check_thread(thread_id: str) -> None:
     check_thread_id(thread_id)
     check_no_nul(thread_id, what="a thread_id")
-    return _no_nul(check_rows(rows))
 
 
 def _no_nul(rows: list[EncodedWrite]) -> list[EncodedWrite]:
