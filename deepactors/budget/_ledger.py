@@ -253,27 +253,47 @@ class BudgetLedger:
         else:
             in_price, out_price = max(rates[0], rates[2], rates[3]), rates[1]
         in_cost = input_tokens * in_price
-        if (
-            self.parent is None
-            and self.model_calls < self._cap_calls
+        if self.parent is None and self._fits_outright(
+            input_tokens, output_tokens, in_cost, out_price
+        ):
+            # What the pass below would grant, without it (the common case, far
+            # from the limits; this runs before every model call of a budgeted tree).
+            grant = output_tokens
+        else:
+            found = self._grant(input_tokens, output_tokens, in_cost, out_price)
+            if not isinstance(found, int):
+                return found
+            grant = found
+        cost = in_cost + grant * out_price
+        for led in self._chain:
+            led.model_calls += 1
+            led._held_in += input_tokens
+            led._held_out += grant
+            led._held_usd += cost
+        return _hold((input_tokens, grant, cost, rates))
+
+    def _fits_outright(
+        self, input_tokens: int, output_tokens: int, in_cost: int, out_price: int
+    ) -> bool:
+        """Whether the call fits whole beside the calls in flight (this level only)."""
+        return (
+            self.model_calls < self._cap_calls
             and self.input_tokens + self._held_in + input_tokens <= self._cap_in
             # (or 1: a call for no output still needs some left, as below)
             and self.output_tokens + self._held_out + (output_tokens or 1) <= self._cap_out
             and self.usd + self._held_usd + in_cost + (output_tokens or 1) * out_price
             <= self._cap_usd
-        ):
-            # Fits outright, at the only level: what the pass below would grant,
-            # without it (the common case, far from the limits; this runs
-            # before every model call of a budgeted tree).
-            cost = in_cost + output_tokens * out_price
-            self.model_calls += 1
-            self._held_in += input_tokens
-            self._held_out += output_tokens
-            self._held_usd += cost
-            return _hold((input_tokens, output_tokens, cost, rates))
-        # One pass over the levels (this budget and those above it) finds what
-        # can never fit (refused), the output grant (the least left anywhere),
-        # and the level where calls in flight hold what this call needs.
+        )
+
+    def _grant(
+        self, input_tokens: int, output_tokens: int, in_cost: int, out_price: int
+    ) -> int | Refusal | anyio.Event:
+        """One pass over the levels (this budget and those above it).
+
+        Finds what can never fit (a refusal), the output grant (the least left
+        anywhere), and the level where calls in flight hold what this call
+        needs (its event to wait on).
+        """
         grant = room = output_tokens
         waits: BudgetLedger | None = None
         tight = self
@@ -311,13 +331,7 @@ class BudgetLedger:
             waits = tight  # the grant fits under every limit, not beside the holds
         if waits is not None:
             return waits.changed()
-        cost = in_cost + grant * out_price
-        for led in self._chain:
-            led.model_calls += 1
-            led._held_in += input_tokens
-            led._held_out += grant
-            led._held_usd += cost
-        return _hold((input_tokens, grant, cost, rates))
+        return grant
 
     def _refuse_unpriced(self) -> Refusal:
         return next(led for led in self._chain if led.limits.usd is not None)._refuse_usd()
