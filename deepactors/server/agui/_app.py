@@ -31,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ...actors import RunHandle, Runtime, open_runtime
+from ...actors import RunHandle, Runtime, ThreadHandle, open_runtime
 from ...agent import DeepAgent
 from ...errors import DeepActorsError, InputError, RunCancelled
 from ...events import Event
@@ -65,32 +65,7 @@ def agui_app(
     """
     if agent.spec.checkpointer is None:
         agent = DeepAgent(dataclasses.replace(agent.spec, checkpointer=MemoryCheckpointer()))
-    opened: list[Runtime] = []
-
-    @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        if runtime is not None:
-            yield
-            return
-        async with open_runtime() as rt:
-            opened.append(rt)
-            try:
-                yield
-            finally:
-                opened.remove(rt)
-
-    def current() -> Runtime:
-        if isinstance(runtime, Runtime):
-            return runtime
-        if runtime is not None:
-            return runtime()
-        if not opened:
-            raise HTTPException(
-                503,
-                "agui_app has no runtime: pass runtime= when you mount it (a mounted "
-                "app's lifespan does not run), or serve it as an app of its own",
-            )
-        return opened[0]
+    runtimes = _Runtimes(runtime)
 
     async def run(request: Request) -> Response:
         body = await read_body(request, RunAgentInput)
@@ -98,14 +73,8 @@ def agui_app(
             body.hide_subagents(), field="forwardedProps.hideSubagents"
         )
         thread_id = body.thread_id if thread_key is None else thread_key(request, body.thread_id)
-        thread = current().thread(agent, thread_id)
-        given: Any
-        if body.resume:
-            given = Command(resume=decisions_of(body.resume))
-        else:
-            saved = await thread.state()
-            messages = list(saved.values.get("messages", ())) if saved.seq is not None else []
-            given = {"messages": input_messages(body.messages, messages)}
+        thread = runtimes.current().thread(agent, thread_id)
+        given = await _given(body, thread)
         send, receive = anyio.create_memory_object_stream[Event | bytes](math.inf)
 
         def deliver(event: Event) -> None:
@@ -129,19 +98,71 @@ def agui_app(
             launch=lambda: None,
             leave=handle.cancel,
             outcome=lambda: _outcome(handle),
-            pacer=current().pacer,
+            pacer=runtimes.current().pacer,
         )
-
-    async def error(request: Request, exc: Exception) -> Response:
-        if isinstance(exc, HTTPException):
-            return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
-        return JSONResponse({"detail": f"{type(exc).__name__}: {exc}"}, status_code=500)
 
     return Starlette(
         routes=[Route("/", run, methods=["POST"])],
-        lifespan=lifespan,
-        exception_handlers={HTTPException: error, DeepActorsError: error},
+        lifespan=runtimes.lifespan,
+        exception_handlers={HTTPException: _error, DeepActorsError: _error},
     )
+
+
+class _Runtimes:
+    """Where an app's runs go: the runtime it was given (or a function naming it
+    when a request comes), else the one its own lifespan opened."""
+
+    def __init__(self, runtime: Runtime | Callable[[], Runtime] | None) -> None:
+        self._runtime = runtime
+        self._opened: list[Runtime] = []
+
+    @asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        """Open a runtime for the app's life, unless one was given."""
+        if self._runtime is not None:
+            yield
+            return
+        async with open_runtime() as rt:
+            self._opened.append(rt)
+            try:
+                yield
+            finally:
+                self._opened.remove(rt)
+
+    def current(self) -> Runtime:
+        """The runtime a request's run goes to.
+
+        Raises:
+            HTTPException: 503: none was given and the app's lifespan did not run.
+        """
+        runtime = self._runtime
+        if isinstance(runtime, Runtime):
+            return runtime
+        if runtime is not None:
+            return runtime()
+        if not self._opened:
+            raise HTTPException(
+                503,
+                "agui_app has no runtime: pass runtime= when you mount it (a mounted "
+                "app's lifespan does not run), or serve it as an app of its own",
+            )
+        return self._opened[0]
+
+
+async def _given(body: RunAgentInput, thread: ThreadHandle) -> Any:
+    """What a request gives its run: the decisions it resumes with, or its new messages
+    (the ones the thread's saved history does not hold yet)."""
+    if body.resume:
+        return Command(resume=decisions_of(body.resume))
+    saved = await thread.state()
+    messages = list(saved.values.get("messages", ())) if saved.seq is not None else []
+    return {"messages": input_messages(body.messages, messages)}
+
+
+async def _error(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, HTTPException):
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
+    return JSONResponse({"detail": f"{type(exc).__name__}: {exc}"}, status_code=500)
 
 
 async def _outcome(handle: RunHandle) -> Outcome:
