@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
-from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
-import anyio
-from anyio.abc import TaskStatus
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -21,11 +18,9 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from .._core.logs import get_logger
 from .._core.pacing import DEFAULT_QUANTUM
-from ..actors import open_runtime
 from ..agent import DeepAgent
 from ..errors import ConfigurationError, DeepActorsError, InputError
 from ..persistence import Checkpointer, MemoryCheckpointer, MemoryStore, Store
-from ..persistence.ttl import ExpiringStore
 from ..tracing import Tracing, attach_traceparent, detach_traceparent
 from ._authz import CALLER, IDENTITY_KEY, OPEN_PATHS, authenticate
 from ._guard import (
@@ -38,16 +33,14 @@ from ._guard import (
     close_if_unread,
     normal_origin,
 )
+from ._lifespan import AppLifespan, open_relay
 from ._misc_api import misc_routes
 from ._openapi import openapi_routes
 from ._records import AssistantRecord, TTLStrategy
 from ._responses import auth_error_response, error_response
 from ._retention import DEFAULT_RUN_RETENTION
 from ._run_slots import DEFAULT_MAX_RUNS_PER_CLIENT, RunSlots
-from ._runs import RunManager
 from ._runs_api import run_routes, serve_stream, stream_target
-from ._sandboxes import open_sandboxes
-from ._thread_lookup import metadata_beside
 from ._thread_ops import thread_op_routes
 from ._thread_stream import thread_stream_routes
 from ._thread_ttl import DEFAULT_THREAD_TTL_SWEEP, ThreadTTL
@@ -57,8 +50,8 @@ from .a2a import a2a_routes
 from .agui import agui_routes
 from .aisdk import aisdk_routes
 from .auth import Auth, AuthError
-from .crons import CronBook, MemoryCronBook, Scheduler, cron_routes
-from .relay import DEFAULT_STREAM_LOG_BYTES, LocalRelay, RunRelay, pg_relay
+from .crons import CronBook, MemoryCronBook, cron_routes
+from .relay import DEFAULT_STREAM_LOG_BYTES
 from .v3 import thread_session_routes
 from .webhooks import DEFAULT_WEBHOOKS, Webhooks
 
@@ -202,7 +195,7 @@ def create_app(
         ConfigurationError: No agent, a bad assistant id, a ``runs_db``
             that is not PostgreSQL, or a bad limit.
     """
-    _open_relay(runs_db)  # bad options fail here, not in the lifespan
+    open_relay(runs_db)  # bad options fail here, not in the lifespan
     if isinstance(cors_origins, str) or isinstance(allowed_hosts, str):
         raise ConfigurationError("cors_origins and allowed_hosts are sequences of strings")
     if not stream_log_bytes > 0:
@@ -247,7 +240,7 @@ def create_app(
             *aisdk_routes,
             *a2a_routes,
         ],
-        lifespan=_Lifespan(
+        lifespan=AppLifespan(
             assistants=assistants,
             guard=guard,
             auth=auth,
@@ -300,91 +293,6 @@ def _assistants(
             graph_id=graph_id, agent=_served(agent, saver, store)
         )
     return assistants
-
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class _Lifespan:
-    """The app's lifespan: what it opens for the runs, and how it closes them."""
-
-    assistants: dict[str, AssistantRecord]
-    guard: Guard
-    auth: Auth | None
-    store: Store
-    crons: CronBook
-    webhooks: Webhooks | None
-    max_runs_per_client: int | None
-    thread_ttl: ThreadTTL
-    runs_db: str | None
-    idle_timeout: float
-    run_retention: float | None
-    pacing: float | None
-    defer_gc: bool
-    tracing: Tracing | bool
-    stream_log_bytes: int
-
-    @asynccontextmanager
-    async def __call__(self, app: Starlette) -> AsyncIterator[None]:
-        async with (
-            open_sandboxes(record.agent for record in self.assistants.values()),
-            open_runtime(
-                idle_timeout=self.idle_timeout,
-                pacing=self.pacing,
-                defer_gc=self.defer_gc,
-                tracing=self.tracing,
-            ) as runtime,
-            anyio.create_task_group() as tg,
-        ):
-            relay = _open_relay(self.runs_db)
-            # Threads' metadata (owners) beside their checkpoints: the runs
-            # database keeps it when there is one.
-            savers = (record.agent.checkpointer for record in self.assistants.values())
-            kept = None if relay.shared else metadata_beside(c for c in savers if c is not None)
-            manager = RunManager(
-                runtime,
-                tg,
-                self.assistants,
-                relay=relay,
-                run_retention=self.run_retention,
-                stream_log_bytes=self.stream_log_bytes,
-                webhooks=self.webhooks,
-                max_runs_per_client=self.max_runs_per_client,
-                thread_metadata=kept,
-                thread_ttl=self.thread_ttl,
-            )
-            relay_scope, bodies_scope = anyio.CancelScope(), anyio.CancelScope()
-            tg.start_soon(_expire_bodies, self.guard, bodies_scope)
-            if relay.shared:
-                await tg.start(_run_relay, relay, manager, relay_scope)
-            await manager.load_saved()
-            scheduler = Scheduler(self.crons, manager, self.auth)
-            app.state.scheduler = scheduler
-            app.state.crons = self.crons
-            await tg.start(scheduler.run)
-            if isinstance(self.store, ExpiringStore):
-                tg.start_soon(self.store.sweep_forever)
-            app.state.runs = manager
-            app.state.serving = True
-            try:
-                yield
-            finally:
-                # /ok (liveness) answers 503 from here on: shutting down, or
-                # failed (a task of this group raised), the app no longer serves.
-                app.state.serving = False
-                # Shutdown: every run is cancelled (its whole subtree) and
-                # waited for before the runtime closes; what they reported is
-                # written before the relay lets go of its database.
-                with anyio.CancelScope(shield=True):
-                    await manager.aclose()
-                    await relay.aclose()
-                    if kept is not None:
-                        await kept.aclose()
-                    if kept is not None:
-                        await kept.aclose()
-                relay_scope.cancel()
-                bodies_scope.cancel()
-                tg.cancel_scope.cancel()  # the scheduler: the runs are done
-                with anyio.CancelScope(shield=True):
-                    await self.crons.aclose()
 
 
 def _cors(origins: list[str]) -> list[Middleware]:
@@ -519,22 +427,6 @@ def _identity_key(scope: Scope) -> Hashable:
     return None if identity is None else identity.id
 
 
-async def _expire_bodies(guard: Guard, scope: anyio.CancelScope) -> None:
-    with scope:
-        await guard.expire_bodies()
-
-
-async def _run_relay(
-    relay: RunRelay,
-    manager: RunManager,
-    scope: anyio.CancelScope,
-    *,
-    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
-) -> None:
-    with scope:
-        await relay.serve(manager.cancel_requested, task_status=task_status)
-
-
 def _served(agent: DeepAgent, checkpointer: Checkpointer, store: Store | None) -> DeepAgent:
     """The agent with the server's checkpointer and store where it has none."""
     spec = agent.spec
@@ -549,25 +441,3 @@ async def _error(request: Request, exc: Exception) -> Response:
     response = error_response(exc, request.url.path)
     assert response is not None  # registered only for the errors it answers
     return response
-
-
-def _open_relay(runs_db: str | None) -> RunRelay:
-    """The relay for ``runs_db`` (a PostgreSQL DSN), or the local one when None.
-
-    Raises:
-        ConfigurationError: ``runs_db`` is not PostgreSQL, or psycopg is missing.
-    """
-    if runs_db is None:
-        return LocalRelay()
-    if not runs_db.startswith(("postgresql://", "postgres://")):
-        raise ConfigurationError(f"runs are shared through PostgreSQL, not {runs_db!r}")
-    try:
-        # psycopg is an optional dependency (the [postgres] extra): imported only
-        # when runs are shared, so a single-process server never needs it.
-        relay = pg_relay()
-    except ImportError as exc:
-        raise ConfigurationError(
-            "sharing runs through PostgreSQL needs psycopg: "
-            f"pip install 'deepactors[postgres]' ({exc})"
-        ) from exc
-    return relay(runs_db)
