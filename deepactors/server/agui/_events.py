@@ -3,14 +3,16 @@
 One :class:`AguiTranslator` per run. What maps to what:
 
 - the run: ``RUN_STARTED`` first; ``RUN_FINISHED`` last (its outcome ``success``,
-  ``interrupt`` with the pending approvals, or ``cancelled``; its ``usage``), or
-  ``RUN_ERROR`` when it failed or passed its deadline;
+  ``interrupt`` with the pending approvals, as ``_interrupts`` writes them, or
+  ``cancelled``; its ``usage``), or ``RUN_ERROR`` when it failed or passed its
+  deadline;
 - a model's answer: ``TEXT_MESSAGE_START``/``CONTENT``/``END`` as it streams
   (reasoning: the ``REASONING_*`` events), then one ``TOOL_CALL_START``/``ARGS``/
   ``END`` per call it made; a tool's result: ``TOOL_CALL_RESULT``;
 - state: ``STATE_SNAPSHOT`` of ``todos`` and ``files`` (LangGraph's shapes, as
   ``/threads/{id}/state`` gives them) at the run's first state, then
-  ``STATE_DELTA`` (JSON Patch) for each change of the thread's own todos and files;
+  ``STATE_DELTA`` (JSON Patch) for each change of the thread's own todos and files,
+  as ``_state`` keeps track of them;
 - subagents: ``SUBAGENT_STARTED``/``FINISHED``/``ERROR``, and every event of a
   subagent carries ``subagentRunId``: its actor path (``main/task-2:researcher``),
   the invocation's id; a subagent stopped for a decision ends ``suspended``;
@@ -27,7 +29,7 @@ the client's verifier accepts.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,11 +54,13 @@ from ...events import (
     SubagentSpawned,
     ToolCallFinished,
 )
-from ...lc_views import event_to_json, values_to_lc
+from ...lc_views import event_to_json
 from ...messages import AssistantMessage, ThinkingBlock, Usage
 from .._protocol_runs import Outcome, SubagentFilter
+from ._interrupts import interrupt_of
+from ._state import StatePatches
 
-__all__ = ["PROTOCOL_VERSION", "AguiTranslator", "interrupt_of", "sse"]
+__all__ = ["PROTOCOL_VERSION", "AguiTranslator", "sse"]
 
 PROTOCOL_VERSION = "1.0"
 """The AG-UI version these events follow."""
@@ -68,48 +72,6 @@ def sse(event: Mapping[str, Any]) -> bytes:
     """One AG-UI event as a server-sent event (``data:`` line, as HttpAgent reads it)."""
     body = json.dumps(event, separators=(",", ":"), ensure_ascii=False, default=repr)
     return f"data: {body}\n\n".encode()
-
-
-def interrupt_of(request: Mapping[str, Any], root: str) -> dict[str, Any]:
-    """A pending approval (an ``ActionRequest``'s dict) as an AG-UI ``Interrupt``.
-
-    Its id is the tool call's; the answer (``payload`` of a resume entry) is a
-    decision, as ``responseSchema`` says.
-    """
-    allowed = list(request.get("allowed_decisions") or ())
-    tool = request["tool"]
-    args = dict(request.get("args") or {})
-    out: dict[str, Any] = {
-        "id": request["id"],
-        "reason": "tool_approval",
-        "message": request.get("description") or f"approve {tool}({_short_args(args)})?",
-        "toolCallId": request["id"],
-        "responseSchema": _decision_schema(allowed),
-        "metadata": {
-            "deepactors": {"tool": tool, "args": args, "allowed_decisions": allowed},
-        },
-    }
-    path = request.get("path")
-    if isinstance(path, str) and path != root:
-        out["subagentRunId"] = path
-    return out
-
-
-def _decision_schema(allowed: Sequence[str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {
-            "type": {"enum": list(allowed)},
-            "args": {"type": "object", "description": "edit: the arguments to run it with"},
-            "message": {"type": "string", "description": "reject, respond: what the model reads"},
-        },
-        "required": ["type"],
-    }
-
-
-def _short_args(args: Mapping[str, Any]) -> str:
-    text = ", ".join(f"{k}={v!r}" for k, v in args.items())
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 @dataclass(slots=True)
@@ -140,8 +102,7 @@ class AguiTranslator:
     subagents: SubagentFilter = field(default_factory=SubagentFilter)
     _actors: dict[str, _Actor] = field(default_factory=dict)
     _open_subagents: dict[str, None] = field(default_factory=dict)  # in start order
-    _files: set[str] = field(default_factory=set)
-    _snapshot_sent: bool = False
+    _state: StatePatches = field(default_factory=StatePatches)
     _interrupts: list[dict[str, Any]] = field(default_factory=list)
     _usage: Usage | None = None
 
@@ -237,7 +198,7 @@ class AguiTranslator:
                     )
                 ]
             case StateUpdated() if path == self.root:
-                return self._state(event)
+                return self._state.events(event)
             case SubagentSpawned():
                 return self._spawned(event)
             case SubagentFinished():
@@ -390,36 +351,6 @@ class AguiTranslator:
             )
             out.append(self._tag({"type": "TOOL_CALL_END", "toolCallId": call.id}, path))
         return out
-
-    # -- state ---------------------------------------------------------------------
-
-    def _state(self, event: StateUpdated) -> list[dict[str, Any]]:
-        if not self._snapshot_sent:
-            self._snapshot_sent = True
-            values = event.values
-            snapshot = values_to_lc(
-                {"todos": values.get("todos", []), "files": values.get("files", {})}
-            )
-            self._files = set(snapshot["files"])
-            return [{"type": "STATE_SNAPSHOT", "snapshot": snapshot}]
-        update = event.update
-        patch: list[dict[str, Any]] = []
-        if "todos" in update:
-            todos = values_to_lc({"todos": update["todos"]})["todos"]
-            patch.append({"op": "replace", "path": "/todos", "value": todos})
-        if "files" in update:
-            files = values_to_lc({"files": update["files"]})["files"]
-            for name, data in files.items():
-                pointer = "/files/" + name.replace("~", "~0").replace("/", "~1")
-                if data is None:
-                    if name in self._files:
-                        self._files.discard(name)
-                        patch.append({"op": "remove", "path": pointer})
-                    continue
-                op = "replace" if name in self._files else "add"
-                self._files.add(name)
-                patch.append({"op": op, "path": pointer, "value": data})
-        return [{"type": "STATE_DELTA", "delta": patch}] if patch else []
 
     # -- subagents -----------------------------------------------------------------
 
