@@ -1,4 +1,11 @@
-"""Span attributes in the GenAI conventions, for the tree tracer (:mod:`._tree`)."""
+"""What the tree tracer's spans say: attributes in the GenAI conventions.
+
+The tree tracer (:mod:`._tree`) decides when a span starts and ends and under
+which parent; every attribute and span event it writes is made here: an agent's
+(``invoke_agent``), a model call's (``chat``: what was asked, then what came
+back), a tool call's (``execute_tool``), the notes on them (retries, fallbacks,
+summaries, budgets), usage and cost, and the content recorded when asked.
+"""
 
 from __future__ import annotations
 
@@ -9,14 +16,29 @@ from typing import Any
 
 from opentelemetry.trace import Span, Status, StatusCode
 
-from ..messages import AssistantMessage, Usage
+from ..events import (
+    BudgetExhausted,
+    ContextSummarized,
+    ModelCallStarted,
+    ModelFallback,
+    ModelRetry,
+)
+from ..messages import AssistantMessage, ToolCall, Usage
 
 __all__ = [
     "MAX_TEXT",
+    "agent_attributes",
     "assistant_parts",
+    "budget_event",
+    "chat_attributes",
     "fail",
+    "fallback_event",
     "json_text",
     "package_version",
+    "response_attributes",
+    "retry_event",
+    "summary_event",
+    "tool_attributes",
     "usage_attributes",
     "user_text",
 ]
@@ -79,3 +101,107 @@ def assistant_parts(message: AssistantMessage) -> str:
     if message.stop_reason:
         entry["finish_reason"] = message.stop_reason
     return json_text([entry])
+
+
+def agent_attributes(
+    name: str, agent_id: str, *, thread_id: str | None, run_id: str, root: bool
+) -> dict[str, Any]:
+    """An ``invoke_agent`` span's attributes (``root``: the run's top actor)."""
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": name,
+        "gen_ai.agent.id": agent_id,
+    }
+    if thread_id is not None:
+        attributes["gen_ai.conversation.id"] = thread_id
+    if root:
+        # What is the same for the whole tree is said once, on its root
+        # (every attribute is a cost per span, and a subagent has 7).
+        attributes["deepactors.run_id"] = run_id
+        if thread_id is not None:
+            # LangSmith files a span's langsmith.metadata.* as its run's
+            # metadata, and groups root runs into threads by metadata thread_id.
+            attributes["langsmith.metadata.thread_id"] = thread_id
+    return attributes
+
+
+def chat_attributes(event: ModelCallStarted, model: str) -> dict[str, Any]:
+    """A ``chat`` span's attributes known when the call starts (``model``: its name)."""
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": model,
+    }
+    if event.provider:
+        attributes["gen_ai.provider.name"] = event.provider
+    return attributes
+
+
+def response_attributes(message: AssistantMessage, *, capture: bool) -> dict[str, Any]:
+    """A ``chat`` span's attributes from the answer (``capture``: its content too)."""
+    attributes: dict[str, Any] = {}
+    if message.model:
+        attributes["gen_ai.response.model"] = message.model
+    if message.stop_reason:
+        attributes["gen_ai.response.finish_reasons"] = (message.stop_reason,)
+    if message.usage is not None:
+        attributes.update(usage_attributes(message.usage))
+    if capture:
+        attributes["gen_ai.output.messages"] = assistant_parts(message)
+    return attributes
+
+
+def tool_attributes(call: ToolCall, *, capture: bool) -> dict[str, Any]:
+    """An ``execute_tool`` span's attributes (``capture``: its arguments too)."""
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": call.name,
+        "gen_ai.tool.call.id": call.id,
+        "gen_ai.tool.type": "function",
+    }
+    if capture:
+        attributes["gen_ai.tool.call.arguments"] = json_text(call.args)
+    return attributes
+
+
+def retry_event(event: ModelRetry) -> tuple[str, dict[str, Any]]:
+    """The ``retry`` span event of a model call: its name and attributes."""
+    return (
+        "retry",
+        {
+            "deepactors.attempt": event.attempt,
+            "deepactors.delay": event.delay,
+            "error.type": event.error.split(":", 1)[0],
+            "deepactors.error": event.error[:MAX_TEXT],
+        },
+    )
+
+
+def fallback_event(event: ModelFallback) -> tuple[str, dict[str, Any]]:
+    """The ``fallback`` span event of a model call: its name and attributes."""
+    return (
+        "fallback",
+        {
+            "deepactors.failed_model": event.failed,
+            "deepactors.next_model": event.next,
+            "deepactors.error": event.error[:MAX_TEXT],
+        },
+    )
+
+
+def summary_event(event: ContextSummarized) -> dict[str, Any]:
+    """The attributes of an agent span's ``summarize`` event."""
+    return {
+        "deepactors.reason": event.reason,
+        "deepactors.messages_dropped": event.messages_dropped,
+        "deepactors.tokens_before": event.tokens_before,
+        "deepactors.tokens_after": event.tokens_after,
+    }
+
+
+def budget_event(event: BudgetExhausted) -> dict[str, Any]:
+    """The attributes of an agent span's ``budget_exhausted`` event."""
+    return {
+        "deepactors.resource": event.resource,
+        "deepactors.limit": float(event.limit),
+        "deepactors.spent": float(event.spent),
+    }

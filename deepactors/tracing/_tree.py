@@ -39,10 +39,16 @@ from ..events import (
 )
 from ._attrs import (
     MAX_TEXT,
-    assistant_parts,
+    agent_attributes,
+    budget_event,
+    chat_attributes,
     fail,
-    json_text,
+    fallback_event,
     package_version,
+    response_attributes,
+    retry_event,
+    summary_event,
+    tool_attributes,
     usage_attributes,
     user_text,
 )
@@ -208,22 +214,9 @@ class TreeTracer:
     def _agent_span(
         self, name: str, agent_id: str, parent: Any, run_id: str, *, root: bool
     ) -> Span:
-        attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "invoke_agent",
-            "gen_ai.agent.name": name,
-            "gen_ai.agent.id": agent_id,
-        }
-        thread_id = self._thread_id
-        if thread_id is not None:
-            attributes["gen_ai.conversation.id"] = thread_id
-        if root:
-            # What is the same for the whole tree is said once, on its root
-            # (every attribute is a cost per span, and a subagent has 7).
-            attributes["deepactors.run_id"] = run_id
-            if thread_id is not None:
-                # LangSmith files a span's langsmith.metadata.* as its run's
-                # metadata, and groups root runs into threads by metadata thread_id.
-                attributes["langsmith.metadata.thread_id"] = thread_id
+        attributes = agent_attributes(
+            name, agent_id, thread_id=self._thread_id, run_id=run_id, root=root
+        )
         return self._tracer.start_span(
             f"invoke_agent {name}", context=parent, kind=SpanKind.INTERNAL, attributes=attributes
         )
@@ -344,24 +337,9 @@ class TreeTracer:
             return
         match event:
             case ContextSummarized():
-                actor.span.add_event(
-                    "summarize",
-                    {
-                        "deepactors.reason": event.reason,
-                        "deepactors.messages_dropped": event.messages_dropped,
-                        "deepactors.tokens_before": event.tokens_before,
-                        "deepactors.tokens_after": event.tokens_after,
-                    },
-                )
+                actor.span.add_event("summarize", summary_event(event))
             case BudgetExhausted():
-                actor.span.add_event(
-                    "budget_exhausted",
-                    {
-                        "deepactors.resource": event.resource,
-                        "deepactors.limit": float(event.limit),
-                        "deepactors.spent": float(event.spent),
-                    },
-                )
+                actor.span.add_event("budget_exhausted", budget_event(event))
             case Interrupted():
                 actor.span.add_event("interrupt", {"deepactors.requests": len(event.requests)})
 
@@ -372,13 +350,7 @@ class TreeTracer:
         if actor is None or (self._remote and event.path in self._remote):
             return
         model = event.model or "unknown"
-        attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.request.model": model,
-        }
-        if event.provider:
-            attributes["gen_ai.provider.name"] = event.provider
-        actor.model = _ModelCall(f"chat {model}", attributes)
+        actor.model = _ModelCall(f"chat {model}", chat_attributes(event, model))
 
     def _model_note(self, event: ModelRetry | ModelFallback) -> None:
         actor = self._actors.get(event.path)
@@ -387,31 +359,10 @@ class TreeTracer:
             return
         if call.events is None:
             call.events = []
-        if isinstance(event, ModelRetry):
-            call.events.append(
-                (
-                    "retry",
-                    {
-                        "deepactors.attempt": event.attempt,
-                        "deepactors.delay": event.delay,
-                        "error.type": event.error.split(":", 1)[0],
-                        "deepactors.error": event.error[:MAX_TEXT],
-                    },
-                    time.time_ns(),
-                )
-            )
-        else:
-            call.events.append(
-                (
-                    "fallback",
-                    {
-                        "deepactors.failed_model": event.failed,
-                        "deepactors.next_model": event.next,
-                        "deepactors.error": event.error[:MAX_TEXT],
-                    },
-                    time.time_ns(),
-                )
-            )
+        name, attributes = (
+            retry_event(event) if isinstance(event, ModelRetry) else fallback_event(event)
+        )
+        call.events.append((name, attributes, time.time_ns()))
 
     def _model_finished(self, event: ModelCallFinished) -> None:
         actor = self._actors.get(event.path)
@@ -419,16 +370,7 @@ class TreeTracer:
         if actor is None or call is None:
             return
         actor.model = None
-        message = event.message
-        attributes = call.attributes
-        if message.model:
-            attributes["gen_ai.response.model"] = message.model
-        if message.stop_reason:
-            attributes["gen_ai.response.finish_reasons"] = (message.stop_reason,)
-        if message.usage is not None:
-            attributes.update(usage_attributes(message.usage))
-        if self._capture:
-            attributes["gen_ai.output.messages"] = assistant_parts(message)
+        call.attributes.update(response_attributes(event.message, capture=self._capture))
         _model_span(self._tracer, call, actor.context).end()
 
     # -- tool calls ------------------------------------------------------------------
@@ -438,19 +380,11 @@ class TreeTracer:
         if actor is None or (self._remote and event.path in self._remote):
             return
         call = event.call
-        attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": call.name,
-            "gen_ai.tool.call.id": call.id,
-            "gen_ai.tool.type": "function",
-        }
-        if self._capture:
-            attributes["gen_ai.tool.call.arguments"] = json_text(call.args)
         span = self._tracer.start_span(
             f"execute_tool {call.name}",
             context=actor.context,
             kind=SpanKind.INTERNAL,
-            attributes=attributes,
+            attributes=tool_attributes(call, capture=self._capture),
         )
         # The event is emitted in the task that runs the call, just before it
         # runs: made current there, the span is the parent of whatever the tool
