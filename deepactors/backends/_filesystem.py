@@ -157,9 +157,16 @@ class FilesystemBackend(FilesOnly):
         return open_anchor(self.root)
 
     @contextlib.contextmanager
-    def _opened(self, path: str, *, create: bool = False) -> Iterator[Anchor]:
-        """The open root, for an operation on ``path`` that needs it to exist."""
-        anchor = self._anchor(create=create)
+    def _opened(
+        self, path: str, *, create: bool = False, anchor: Anchor | None = None
+    ) -> Iterator[Anchor]:
+        """The open root, for an operation on ``path`` that needs it to exist.
+
+        ``anchor``: the root already opened (to see whether it exists), which
+        this closes with the rest; None opens it here.
+        """
+        if anchor is None:
+            anchor = self._anchor(create=create)
         if anchor is None:
             raise FileNotFound(f"nothing at {path}", path=path)
         try:
@@ -197,7 +204,7 @@ class FilesystemBackend(FilesOnly):
         anchor = self._anchor()
         if anchor is None and path == "/":
             return []  # a root not created yet is an empty folder
-        with self._opened(path) as anchor, anchor.target(path, last="dir") as t:
+        with self._opened(path, anchor=anchor) as anchor, anchor.target(path, last="dir") as t:
             with os.scandir(t.parent_fd) as it:
                 entries = list(it)
             out = []
@@ -386,7 +393,7 @@ class FilesystemBackend(FilesOnly):
         anchor = self._anchor()
         if anchor is None and path == "/":
             return None, True, rg
-        with self._opened(path) as anchor, anchor.target(path, last="follow") as t:
+        with self._opened(path, anchor=anchor) as anchor, anchor.target(path, last="follow") as t:
             st = t.stat
             if st is None:
                 raise FileNotFound(f"nothing at {path}", path=path)
@@ -406,7 +413,7 @@ class FilesystemBackend(FilesOnly):
         anchor = self._anchor()
         if anchor is None and path == "/":
             return FileInfo(path="/", is_dir=True)
-        with self._opened(path) as anchor, anchor.target(path, last="follow") as t:
+        with self._opened(path, anchor=anchor) as anchor, anchor.target(path, last="follow") as t:
             if t.stat is None:
                 raise FileNotFound(f"nothing at {path}", path=path)
             return self._info(path, t.stat)

@@ -332,3 +332,18 @@ async def test_grep_through_an_in_root_folder_symlink_reports_the_given_path(
     backend = FilesystemBackend(tmp_path, use_ripgrep=use_ripgrep)
     found = await backend.grep("needle", path="/link", glob="pkg/*.py")
     assert [m.path for m in found.matches] == ["/link/pkg/m.py"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts descriptors in /proc")
+async def test_operations_close_every_descriptor_they_open(root: Path) -> None:
+    # ls, stat and grep looked for the root once more before opening it for the
+    # operation, and left that first descriptor open: one leaked per call, until
+    # a busy agent ran out of them.
+    backend = FilesystemBackend(root, use_ripgrep=False)
+    await backend.stat("/inner.txt")  # worker threads started before counting
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        await backend.ls("/")
+        await backend.stat("/inner.txt")
+        await backend.grep("inner")
+    assert len(os.listdir("/proc/self/fd")) == before
