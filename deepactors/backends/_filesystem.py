@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, TypeVar
 
 import anyio.to_thread
 
-from deepactors._core.threads import StopFlag, run_sync_in_thread
 from deepactors.errors import (
     BackendError,
     BinaryFile,
@@ -26,25 +25,21 @@ from deepactors.errors import (
     UnsupportedOperation,
 )
 
-from ._fdpath import DIR_FLAGS, Anchor, open_anchor, real_paths
+from ._fdpath import Anchor, open_anchor, real_paths
 from ._fs_host import (
     TEMP_FLAGS,
     append_at,
     encoded,
+    entry_stat,
+    file_info,
     host_version,
     is_utf8,
     translate_os_error,
 )
+from ._fs_search import GrepTarget, compile_search, glob_under, grep_host, grep_target
 from ._glob import compile_glob
-from ._grep import (
-    glob_filter,
-    grep_file_with_python,
-    grep_with_python,
-    grep_with_ripgrep,
-    host_mapper,
-)
 from ._links import Resolved
-from ._paths import join, normalize_path, path_key, relative_to
+from ._paths import join, normalize_path
 from ._protocol import (
     DEFAULT_MAX_MATCHES,
     EditResult,
@@ -56,7 +51,6 @@ from ._protocol import (
     check_version,
     make_window,
 )
-from ._regex import LinePattern, compile_pattern
 from ._text import apply_edit, split_lines
 
 if TYPE_CHECKING:
@@ -178,27 +172,7 @@ class FilesystemBackend(FilesOnly):
         finally:
             anchor.close()
 
-    def _entry_stat(
-        self, anchor: Anchor, virtual: str, entry: os.DirEntry[str]
-    ) -> os.stat_result | None:
-        """An entry's stat, a symlink's resolved inside the root; None to leave it out."""
-        st = entry.stat(follow_symlinks=False)
-        if not stat_module.S_ISLNK(st.st_mode):
-            return st
-        try:
-            with anchor.target(virtual, last="follow") as t:
-                return t.stat  # None: a dangling symlink
-        except (BackendError, OSError):
-            return None  # leads outside the root, or loops
-
     # -- sync operations (worker thread) -------------------------------------
-
-    def _info(self, path: str, st: os.stat_result) -> FileInfo:
-        if stat_module.S_ISDIR(st.st_mode):
-            return FileInfo(path=path, is_dir=True, modified=st.st_mtime)
-        return FileInfo(
-            path=path, is_dir=False, size=st.st_size, modified=st.st_mtime, version=host_version(st)
-        )
 
     def _ls_sync(self, path: str) -> list[FileInfo]:
         anchor = self._anchor()
@@ -213,11 +187,11 @@ class FilesystemBackend(FilesOnly):
                     continue  # a name that is not UTF-8 cannot be an agent path
                 virtual = join(path, entry.name)
                 try:
-                    st = self._entry_stat(anchor, virtual, entry)
+                    st = entry_stat(anchor, virtual, entry)
                 except OSError:
                     continue  # gone meanwhile
                 if st is not None:
-                    out.append(self._info(virtual, st))
+                    out.append(file_info(virtual, st))
         return sorted(out, key=lambda i: i.path)
 
     def _load(self, anchor: Anchor, path: str) -> tuple[str, os.stat_result]:
@@ -334,55 +308,20 @@ class FilesystemBackend(FilesOnly):
                 os.unlink(t.name, dir_fd=t.parent_fd)  # a symlink itself, never its target
 
     def _glob_sync(self, pattern: str, path: str) -> list[FileInfo]:
-        matcher = compile_glob(pattern)
-        absolute = pattern.startswith("/")
-        out: list[FileInfo] = []
+        matcher = compile_glob(pattern)  # a bad pattern is refused even before the root exists
         anchor = self._anchor()
         if anchor is None:
-            return out
-
-        def walk(fd: int, folder: str, depth: int) -> None:
-            try:
-                with os.scandir(fd) as it:
-                    entries = sorted(it, key=lambda e: e.name)
-            except OSError:
-                return
-            for entry in entries:
-                if not is_utf8(entry.name):
-                    continue
-                virtual = join(folder, entry.name)
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        hidden = entry.name.startswith(".") and not matcher.dot_segments
-                        if not hidden and (matcher.max_depth is None or depth < matcher.max_depth):
-                            sub = os.open(entry.name, DIR_FLAGS, dir_fd=fd)
-                            try:
-                                walk(sub, virtual, depth + 1)
-                            finally:
-                                os.close(sub)
-                        continue
-                    rel = virtual[1:] if absolute else relative_to(virtual, path)
-                    if matcher.matches(rel):
-                        st = self._entry_stat(anchor, virtual, entry)
-                        if st is not None and stat_module.S_ISREG(st.st_mode):
-                            out.append(self._info(virtual, st))
-                except OSError:
-                    continue
-
+            return []
         try:
-            with anchor.target(path, last="dir") as t:
-                walk(t.parent_fd, path, 1)
-        except OSError:
-            pass  # no folder there: nothing matches
+            return glob_under(anchor, matcher, path, absolute=pattern.startswith("/"))
         finally:
             anchor.close()
-        return sorted(out, key=lambda i: path_key(i.path))
 
-    def _grep_prepare(self, path: str) -> tuple[str | None, bool, str | None]:
-        """The host path to search, whether it is a folder, and ripgrep's path.
+    def _grep_prepare(self, path: str) -> GrepTarget | None:
+        """What a grep of ``path`` searches, and with which ripgrep (if any).
 
-        The host path is None when there is nothing to search (a root not
-        created yet, or a single file over the read limit).
+        None when there is nothing to search (a root not created yet, or a
+        single file over the read limit).
         """
         rg = None
         if self._use_ripgrep is not False:
@@ -392,22 +331,12 @@ class FilesystemBackend(FilesOnly):
             self._rg = rg
         anchor = self._anchor()
         if anchor is None and path == "/":
-            return None, True, rg
-        with self._opened(path, anchor=anchor) as anchor, anchor.target(path, last="follow") as t:
-            st = t.stat
-            if st is None:
-                raise FileNotFound(f"nothing at {path}", path=path)
-            host = os.path.join(anchor.prefixes[0], *t.segments)
-            if stat_module.S_ISDIR(st.st_mode):
-                return host, True, rg
-            if not stat_module.S_ISREG(st.st_mode):
-                raise SpecialFile(
-                    f"{path} is not a regular file (a FIFO, socket or device); it is not searched",
-                    path=path,
-                )
-            # A file named directly obeys the read limit too (ripgrep applies
-            # --max-filesize only to the files it finds in folders).
-            return (None if st.st_size > self.max_read_bytes else host), False, rg
+            return None
+        with self._opened(path, anchor=anchor) as anchor:
+            host, is_dir = grep_target(anchor, path, self.max_read_bytes)
+        if host is None:
+            return None
+        return GrepTarget(path=path, host=host, is_dir=is_dir, ripgrep=rg)
 
     def _stat_sync(self, path: str) -> FileInfo:
         anchor = self._anchor()
@@ -416,7 +345,7 @@ class FilesystemBackend(FilesOnly):
         with self._opened(path, anchor=anchor) as anchor, anchor.target(path, last="follow") as t:
             if t.stat is None:
                 raise FileNotFound(f"nothing at {path}", path=path)
-            return self._info(path, t.stat)
+            return file_info(path, t.stat)
 
     # -- the protocol --------------------------------------------------------
 
@@ -471,34 +400,19 @@ class FilesystemBackend(FilesOnly):
     ) -> GrepResult:
         """See :meth:`Backend.grep`."""
         path = normalize_path(path)
-
-        def compile_all() -> tuple[LinePattern, Callable[[str], bool]]:
-            return compile_pattern(pattern), glob_filter(glob, path)
-
         # Compiled in a worker thread, like every use of the model's patterns.
-        regex, accept = await anyio.to_thread.run_sync(compile_all)
-        host, is_dir, rg = await self._run(self._grep_prepare, path)
-        if host is None:
+        regex, accept = await anyio.to_thread.run_sync(compile_search, pattern, glob, path)
+        target = await self._run(self._grep_prepare, path)
+        if target is None:
             return GrepResult(matches=(), truncated=False)
-        if rg is not None:
-            result = await grep_with_ripgrep(
-                rg,
-                host,
-                regex,
-                host_mapper(host, path, is_dir=is_dir, accept=accept),
-                max_matches=max_matches,
-                max_bytes=self.max_read_bytes,
-            )
-            if result is not None:
-                return result
-        stop = StopFlag()
-
-        def search() -> GrepResult:
-            grep = grep_with_python if is_dir else grep_file_with_python
-            with self._opened(path) as anchor:
-                return grep(anchor, path, regex, accept, max_matches, self.max_read_bytes, stop)
-
-        return await run_sync_in_thread(search, name="grep", stop=stop)
+        return await grep_host(
+            functools.partial(self._opened, path),
+            target,
+            regex,
+            accept,
+            max_matches=max_matches,
+            max_bytes=self.max_read_bytes,
+        )
 
     async def stat(self, path: str) -> FileInfo:
         """See :meth:`Backend.stat`."""

@@ -1,9 +1,11 @@
-"""Host-file helpers of the disk backend: open flags, version tokens, error mapping."""
+"""Host-file helpers of the disk backend: open flags, version tokens, stats as
+``FileInfo``, error mapping."""
 
 from __future__ import annotations
 
 import os
 import stat as stat_module
+from typing import TYPE_CHECKING
 
 from deepactors.errors import (
     BackendError,
@@ -15,12 +17,18 @@ from deepactors.errors import (
 )
 
 from ._links import check_shared
+from ._protocol import FileInfo
+
+if TYPE_CHECKING:
+    from ._fdpath import Anchor
 
 __all__ = [
     "APPEND_FLAGS",
     "TEMP_FLAGS",
     "append_at",
     "encoded",
+    "entry_stat",
+    "file_info",
     "host_version",
     "is_utf8",
     "translate_os_error",
@@ -50,6 +58,27 @@ def host_version(st: os.stat_result) -> str:
     # The inode is in the token because our writes replace the file (new inode):
     # two writes within one mtime tick that keep the size still differ.
     return f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}"
+
+
+def file_info(path: str, st: os.stat_result) -> FileInfo:
+    """What the backend reports of the entry at agent path ``path``, from its stat."""
+    if stat_module.S_ISDIR(st.st_mode):
+        return FileInfo(path=path, is_dir=True, modified=st.st_mtime)
+    return FileInfo(
+        path=path, is_dir=False, size=st.st_size, modified=st.st_mtime, version=host_version(st)
+    )
+
+
+def entry_stat(anchor: Anchor, virtual: str, entry: os.DirEntry[str]) -> os.stat_result | None:
+    """An entry's stat, a symlink's resolved inside the root; None to leave it out."""
+    st = entry.stat(follow_symlinks=False)
+    if not stat_module.S_ISLNK(st.st_mode):
+        return st
+    try:
+        with anchor.target(virtual, last="follow") as t:
+            return t.stat  # None: a dangling symlink
+    except (BackendError, OSError):
+        return None  # leads outside the root, or loops
 
 
 def translate_os_error(exc: OSError, path: str) -> BackendError:
