@@ -14,16 +14,16 @@ turn for listeners or logs that are not there.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import anyio
 import anyio.lowlevel
 
 from .._core.logs import get_logger
-from ..context import RunContext
+from ..context import Inbox, RunContext
 from ..errors import ConfigurationError, StepLimitExceeded
 from ..events import ModelCallFinished, ModelCallStarted
-from ..interrupts import ActionRequest, Interrupt
+from ..interrupts import ActionRequest, Decision, Interrupt
 from ..limits import NO_BREAKPOINTS, Breakpoints
 from ..messages import AssistantMessage, Message, ToolCall, ToolMessage, Usage, UserMessage
 from ..models import ModelRequest
@@ -161,13 +161,7 @@ async def run_loop(
     ran: str | None = None  # the node that ran last, for breakpoints after it
     debug = spec.debug
     max_steps = run.tree.max_steps or spec.max_steps
-    jump = await _apply_hooks(spec.before_agent, state, run, debug)
-    if jump is None and start is not None:
-        jump = "tools" if start == "tools" else None
-    elif jump is None and unanswered_calls(state.messages)[1]:
-        # The history ends with tool calls that have no results (an interrupted
-        # run): run them before asking the model anything.
-        jump = "tools"
+    jump = await _first_jump(spec, state, run, start, debug)
     step = 0
     held = False
     try:
@@ -175,28 +169,19 @@ async def run_loop(
             await _check_deadline()
             if jump != "tools":
                 decisions = run.tree.decisions
-                if decisions and any(d.type == "end" for d in decisions.values()):
-                    # Resumed to end the pending work (LangGraph's goto END): the
-                    # calls were answered as not run; no agent of the tree asks its
-                    # model anything more, wherever in the tree the stop was.
+                if decisions and _ends_the_tree(decisions):
                     break
                 if points is not None:
                     points.reach(ran=ran, next="model")
                 inbox = run.inbox
                 if inbox is not None and inbox.pending:
-                    # Sent while the actor worked (a background subagent told
-                    # more): read before the model is asked anything new.
-                    for text in inbox.take():
-                        state.add_message(UserMessage(content=text))
+                    _read_inbox(inbox, state)
                 jump = await _apply_hooks(spec.before_model, state, run, debug)
                 if jump == "end":
                     break
                 if jump != "tools":
                     if step >= max_steps:
-                        raise StepLimitExceeded(
-                            f"agent {run.path!r} made {step} model calls without finishing "
-                            f"(max_steps={max_steps})"
-                        )
+                        raise _too_many_steps(run, step, max_steps)
                     step += 1
                     jump = await _model_turn(spec, state, run, step, debug)
                     ran = "model"
@@ -228,6 +213,43 @@ async def run_loop(
             release_full_collections()
     await _check_deadline()
     return run.usage
+
+
+async def _first_jump(
+    spec: AgentSpec, state: State, run: RunContext, start: str | None, debug: bool
+) -> str | None:
+    """The ``before_agent`` hooks, then where the loop begins (``"tools"``,
+    ``"end"``, or None: at the model)."""
+    jump = await _apply_hooks(spec.before_agent, state, run, debug)
+    if jump is None and start is not None:
+        jump = "tools" if start == "tools" else None
+    elif jump is None and unanswered_calls(state.messages)[1]:
+        # The history ends with tool calls that have no results (an interrupted
+        # run): run them before asking the model anything.
+        jump = "tools"
+    return jump
+
+
+def _ends_the_tree(decisions: Mapping[str, Decision]) -> bool:
+    """Whether the run was resumed to end the pending work (LangGraph's goto END).
+
+    The calls were answered as not run; no agent of the tree asks its model
+    anything more, wherever in the tree the stop was.
+    """
+    return any(d.type == "end" for d in decisions.values())
+
+
+def _read_inbox(inbox: Inbox, state: State) -> None:
+    """Add what was sent while the actor worked (a background subagent told
+    more): read before the model is asked anything new."""
+    for text in inbox.take():
+        state.add_message(UserMessage(content=text))
+
+
+def _too_many_steps(run: RunContext, step: int, max_steps: int) -> StepLimitExceeded:
+    return StepLimitExceeded(
+        f"agent {run.path!r} made {step} model calls without finishing (max_steps={max_steps})"
+    )
 
 
 def _asks(spec: AgentSpec, calls: Sequence[ToolCall], run: RunContext) -> list[ActionRequest]:
