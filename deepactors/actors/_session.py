@@ -190,9 +190,21 @@ async def execute_root(
         known = None  # nothing in memory: whatever the thread holds is news
     async with AsyncExitStack() as stack:
         try:
-            journal = await _hold_thread(stack, spec, tree, run_input, known=known, opened=opened)
-            if journal is not None and journal.mark_at_open != known:
-                state = None  # stale or never loaded: the journal read the thread
+            if spec.checkpointer is not None:
+                journal = await stack.enter_async_context(
+                    open_journal(
+                        spec.checkpointer,
+                        thread_id or "",
+                        restore=run_input.resuming,
+                        known=known,
+                    )
+                )
+                if opened is not None:
+                    opened(journal.head_at_open)
+                if journal.mark_at_open != known:
+                    state = None  # stale or never loaded: the journal read the thread
+                tree.journal = journal
+                tree.restored = journal.restored
             fresh = state is None
             if state is None:
                 state = State(spec.channels)
@@ -213,10 +225,11 @@ async def execute_root(
             runs, passing = _has_run(session, run_input, journal)
             if not runs:
                 return _result(state, run, []), state, _head(journal)
+            breakpoints = run_input.breakpoints
             interrupted = await _execute(
                 session,
                 run_input.values,
-                _breakpoints(spec, run_input),
+                spec.breakpoints if breakpoints is None else breakpoints,
                 continued=passing,
                 start=run_input.goto,
             )
@@ -228,44 +241,6 @@ async def execute_root(
         raise failure
     assert state is not None  # every path without a failure set it
     return _result(state, run, interrupted), state, _head(journal)
-
-
-async def _hold_thread(
-    stack: AsyncExitStack,
-    spec: AgentSpec,
-    tree: TreeContext,
-    run_input: RunInput,
-    *,
-    known: ThreadMark | None,
-    opened: Callable[[int], None] | None,
-) -> Journal | None:
-    """Hold the run's thread until ``stack`` closes: its journal, opened on ``stack``.
-
-    Opening it takes the thread's lease and, for a run that continues the
-    thread, reads its records; the tree writes and restores through it.
-    ``opened`` is told the thread's head then. None without a checkpointer:
-    nothing is held or kept.
-    """
-    if spec.checkpointer is None:
-        return None
-    journal = await stack.enter_async_context(
-        open_journal(
-            spec.checkpointer,
-            tree.thread_id or "",
-            restore=run_input.resuming,
-            known=known,
-        )
-    )
-    if opened is not None:
-        opened(journal.head_at_open)
-    tree.journal = journal
-    tree.restored = journal.restored
-    return journal
-
-
-def _breakpoints(spec: AgentSpec, run_input: RunInput) -> Breakpoints:
-    """Where the run stops: where it was asked to, else where its agent's runs do."""
-    return spec.breakpoints if run_input.breakpoints is None else run_input.breakpoints
 
 
 def _has_run(session: Session, run_input: RunInput, journal: Journal | None) -> tuple[bool, bool]:
