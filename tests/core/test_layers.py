@@ -63,7 +63,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("remote", "remote.a2a", "placement"),
     ("middleware._subagents", "middleware"),
     ("agent", "mcp", "acp"),
-    ("factory", "_factory_parts", "demo", "_subagent_config", "langchain"),
+    # The assembly; factory and demo are its deprecated old paths.
+    ("assembly", "factory", "demo", "langchain"),
     # The server, and the other protocols it speaks (each a folder of its own).
     ("server", "server.agui", "server.aisdk", "server.a2a"),
     ("cli", "__main__", "__init__"),
