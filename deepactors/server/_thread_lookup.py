@@ -32,7 +32,7 @@ threads go with the process anyway.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, final
 
 from starlette.exceptions import HTTPException
 
@@ -70,22 +70,54 @@ def _owner(thread: ThreadRecord) -> str | None:
     return owner if isinstance(owner, str) else None
 
 
+@final
 class ThreadLookup:
-    """Threads by id, their making and their metadata (mixed into the run manager).
+    """Threads by id, their making and their metadata: the run manager's part that
+    finds threads (the manager holds one; see the module docstring).
 
     A thread's values are never kept here: they are read through its handle
     (``RunManager.saved``).
+
+    Args:
+        runtime: The app's runtime, whose thread handles read saved threads.
+        relay: Shares threads with other server processes.
+        shared: Adopts the threads (and runs) of other processes.
+        assistants: The served agents by graph id (the manager's own mapping).
+        threads: The known threads by key (the manager's own mapping, which
+            this part adds to).
+        thread_metadata: Where threads' metadata is kept beside their
+            checkpoints (None: in memory only).
+        thread_ttl: The time to live a thread made without one takes.
     """
 
-    __slots__ = ()
+    __slots__ = (
+        "_shared",
+        "assistants",
+        "relay",
+        "runtime",
+        "thread_metadata",
+        "thread_ttl",
+        "threads",
+    )
 
-    runtime: Runtime
-    relay: RunRelay
-    assistants: dict[str, AssistantRecord]
-    threads: dict[str, ThreadRecord]
-    thread_metadata: SqliteThreadMetadata | None
-    thread_ttl: ThreadTTL
-    _shared: SharedRuns
+    def __init__(
+        self,
+        runtime: Runtime,
+        relay: RunRelay,
+        shared: SharedRuns,
+        *,
+        assistants: Mapping[str, AssistantRecord],
+        threads: dict[str, ThreadRecord],
+        thread_metadata: SqliteThreadMetadata | None,
+        thread_ttl: ThreadTTL,
+    ) -> None:
+        self.runtime = runtime
+        self.relay = relay
+        self._shared = shared
+        self.assistants = assistants
+        self.threads = threads
+        self.thread_metadata = thread_metadata
+        self.thread_ttl = thread_ttl
 
     # -- finding ----------------------------------------------------------------------
 

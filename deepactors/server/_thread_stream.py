@@ -75,7 +75,7 @@ def _modes(request: Request) -> list[str]:
 async def join_thread_stream(request: Request) -> Response:
     """Follow every run of the thread (see the module docstring)."""
     manager: RunManager = request.app.state.runs
-    thread = await manager.thread(request.path_params["thread_id"])
+    thread = await manager.lookup.thread(request.path_params["thread_id"])
     modes = _modes(request)
     if request.headers.get("last-event-id") is not None:
         raise HTTPException(
