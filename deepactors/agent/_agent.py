@@ -33,7 +33,7 @@ from ..actors import (
 from ..budget import Budget
 from ..errors import ConfigurationError, InputError
 from ..hooks import AgentMiddleware
-from ..lc_views import LangGraphStream
+from ..langchain.views import LangGraphStream
 from ..limits import Limits
 from ..middleware import tree_models
 from ..models import ChatModel, SupportsAclose

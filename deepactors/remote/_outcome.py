@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..filediff import FileChange, FileRecord, diff_files
-from ..lc_views import message_from_lc
+from ..langchain.views import message_from_lc
 from ..messages import AssistantMessage, Usage
 
 __all__ = ["answer_of", "file_changes", "interrupt_note", "spent_of"]

@@ -28,7 +28,7 @@ from .._core.logs import get_logger
 from .._core.pacing import Pacer
 from ..errors import DatabaseUnavailable, DeepActorsError, InputError
 from ..events import Event
-from ..lc_views import LangGraphStream
+from ..langchain.views import LangGraphStream
 from ._frames import metadata_frame, part_frames, sse_frame
 from .auth import AuthError
 from .relay import FrameLog, dropped_error

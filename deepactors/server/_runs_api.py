@@ -13,7 +13,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from ..events import Event
-from ..lc_views import LangGraphStream
+from ..langchain.views import LangGraphStream
 from ._authz import may_thread, owned
 from ._frames import error_event
 from ._records import ForgottenRun, RunRecord, Subscriber, ThreadRecord, new_uuid

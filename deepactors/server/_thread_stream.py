@@ -38,7 +38,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from ..events import Event
-from ..lc_views import LangGraphStream
+from ..langchain.views import LangGraphStream
 from ._frames import error_event, metadata_frame, part_frames, sse_frame
 from ._records import RunRecord, StateUpdated, ThreadRecord, ThreadStreamMode
 from ._responses import _watched, send_batched, start_event_stream

@@ -1,8 +1,10 @@
 """Modules that moved keep their old import paths, as deprecated aliases that warn.
 
 ``deepactors.factory`` and ``deepactors.demo`` moved into the ``assembly`` package
-(``deepactors.assembly``, ``deepactors.assembly.demo``). Code written against the
-old paths keeps working, gets the very same objects, and is told where they went.
+(``deepactors.assembly``, ``deepactors.assembly.demo``), ``deepactors.lc_views``
+into the one LangChain package (``deepactors.langchain.views``). Code written
+against the old paths keeps working, gets the very same objects, and is told
+where they went.
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ MOVED = [
         "deepactors.demo",
         "deepactors.assembly.demo",
         ["run_demo", "build_demo_agent", "print_event", "MEMORY_PATH", "ResearchReport"],
+    ),
+    (
+        "deepactors.lc_views",
+        "deepactors.langchain.views",
+        ["LangGraphStream", "StreamPart", "values_to_lc", "message_from_lc", "STREAM_MODES"],
     ),
 ]
 
