@@ -58,7 +58,7 @@ from ._records import (
 from ._retention import DEFAULT_RUN_RETENTION, Retention
 from ._run_cancel import RunCanceller
 from ._run_driver import RunDriver, Unlaunched
-from ._run_inputs import run_input_of, run_kwargs
+from ._run_inputs import check_goto, run_input_of, run_kwargs
 from ._run_slots import RunSlots
 from ._schemas import RunCreate
 from ._thread_lookup import ThreadLookup
@@ -333,7 +333,7 @@ class RunManager:
                 continue  # a run came while the thread was read
             node = body.command.node
             if node is not None:
-                _check_goto(thread, node, saved)
+                check_goto(thread, node, saved)
                 return
             if not saved.interrupts and not saved.stopped:
                 # (A thread stopped at a breakpoint goes on past it: LangGraph's
@@ -490,22 +490,3 @@ class RunManager:
         self.expiry.close()
         await self.cancel([r for r in self.runs.values() if not r.remote], wait=True)
         self._shared.close()  # runs of other processes go on there
-
-
-def _check_goto(thread: ThreadRecord, node: str, saved: ThreadValues) -> None:
-    """Refuse now (422) a ``command.goto`` the thread cannot go on with, saying why."""
-    if saved.values is None:
-        raise HTTPException(422, f"command.goto: thread {thread.name!r} has no saved state")
-    waiting = saved.next == ("tools",)
-    if node == "tools" and not waiting:
-        raise HTTPException(
-            422,
-            f"command.goto 'tools': thread {thread.name!r} has no tool call waiting to run "
-            "(its model's last answer made none, or they all have results)",
-        )
-    if node == "model" and waiting:
-        raise HTTPException(
-            422,
-            f"command.goto 'model': thread {thread.name!r} has tool calls without results; "
-            "goto 'tools' runs them, or resume them first",
-        )
