@@ -11,14 +11,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import jsonschema
 from pydantic import TypeAdapter, ValidationError
 
 from ..errors import ConfigurationError
-
-if TYPE_CHECKING:
-    import jsonschema
 
 __all__ = ["OutputSchema"]
 
@@ -75,10 +73,6 @@ class OutputSchema:
 
     @classmethod
     def _of_json_schema(cls, schema: dict[str, Any]) -> OutputSchema:
-        # Imported here: only a JSON schema dict needs it, and every process that
-        # imports the package (each server a test starts) would pay for it.
-        import jsonschema
-
         validator_type = jsonschema.validators.validator_for(
             schema, default=jsonschema.Draft202012Validator
         )

@@ -41,6 +41,7 @@ from deepactors.persistence.postgres import _conn as _pg_conn
 from deepactors.persistence.sqlite import _conn as _sqlite_conn
 from deepactors.server import create_app
 from tests.pgserver import PostgresServer
+from tests.waiting import wait_until
 
 from .agents import Probe, blocking_agent
 from .conftest import Served
@@ -263,13 +264,15 @@ async def test_a_lease_wait_tells_a_busy_pool_from_an_outage(
             assert "unreachable since" in str(down.value), down.value
         finally:
             await anyio.to_thread.run_sync(pg.start)
-        with anyio.fail_after(BOUND):
-            while True:
-                try:
-                    async with saver.lease("c"):
-                        break
-                except CheckpointUnavailable:
-                    await anyio.sleep(0.2)  # real: PostgreSQL is starting again
+
+        async def leased() -> bool:
+            try:
+                async with saver.lease("c"):
+                    return True
+            except CheckpointUnavailable:
+                return False  # PostgreSQL is still starting again
+
+        await wait_until(leased, what="a lease once PostgreSQL is back", timeout=BOUND)
 
 
 def test_a_database_that_answers_but_refuses_is_a_500_not_a_503(
