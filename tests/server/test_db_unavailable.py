@@ -38,7 +38,6 @@ from deepactors.persistence import (
     SqliteStore,
 )
 from deepactors.persistence.postgres import _conn as _pg_conn
-from deepactors.persistence.sqlite import _conn as _sqlite_conn
 from deepactors.server import create_app
 from tests.pgserver import PostgresServer
 from tests.waiting import wait_until
@@ -294,12 +293,12 @@ def test_a_database_that_answers_but_refuses_is_a_500_not_a_503(
 
 
 def test_a_sqlite_file_locked_by_another_writer_answers_503(
-    serve: Callable[[Starlette], Served], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    serve: Callable[[Starlette], Served], tmp_path: Path
 ) -> None:
     # The wait for a writer to finish, shorter than its 5 s: the same SQLITE_BUSY.
-    monkeypatch.setattr(_sqlite_conn, "BUSY_TIMEOUT", 1.0)
     file = tmp_path / "store.db"
-    served = serve(create_app({"echo": blocking_agent(Probe())}, store=SqliteStore(file)))
+    store = SqliteStore(file, busy_timeout=1.0)
+    served = serve(create_app({"echo": blocking_agent(Probe())}, store=store))
     http = httpx.Client(base_url=served.url, timeout=BOUND)
     item = {"namespace": ["notes"], "key": "k", "value": {"v": 1}}
     assert http.put("/store/items", json=item).status_code == 204
@@ -313,6 +312,7 @@ def test_a_sqlite_file_locked_by_another_writer_answers_503(
         assert detail.startswith("StoreUnavailable: "), detail
         assert str(file) in detail, detail
         assert "locked by another writer since" in detail, detail
+        assert "(more than 1 s)" in detail, detail  # the store's own busy_timeout
     finally:
         writer.execute("ROLLBACK")
         writer.close()
