@@ -34,6 +34,7 @@ async def until(log: Path, prefix: str, count: int) -> None:
         lambda: sum(e.startswith(prefix) for e in events(log)) >= count,
         what=f"{count} {prefix!r} lines in the MCP server's log",
         timeout=60,
+        interval=0.02,
     )
 
 

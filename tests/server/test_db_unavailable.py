@@ -37,7 +37,6 @@ from deepactors.persistence import (
     PostgresStore,
     SqliteStore,
 )
-from deepactors.persistence.postgres import _conn as _pg_conn
 from deepactors.server import create_app
 from tests.pgserver import PostgresServer
 from tests.waiting import wait_until
@@ -56,24 +55,20 @@ PROBE_AFTER = 0.5
 """The pool's wait before it asks the server whether it is up, here (2 s by default)."""
 
 
-@pytest.fixture(autouse=True)
-def short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The waits an outage costs each request, shorter than their defaults: the
-    same paths (known down, then probed), a dozen requests in a second or two.
-    The app is served in this process, so it reads them too."""
-    monkeypatch.setattr(_pg_conn, "DOWN_WAIT", DOWN_WAIT)
-    monkeypatch.setattr(_pg_conn, "PROBE_AFTER", PROBE_AFTER)
+SHORT_WAITS: dict[str, float] = {"down_wait": DOWN_WAIT, "probe_after": PROBE_AFTER}
+"""The waits an outage costs each request, shorter than their defaults: the same
+paths (known down, then probed), a dozen requests in a second or two."""
 
 
 def _app(dsn: str) -> Starlette:
-    agent = blocking_agent(Probe(), checkpointer=PostgresCheckpointer(dsn))
-    return create_app({"echo": agent}, runs_db=dsn, store=PostgresStore(dsn))
+    agent = blocking_agent(Probe(), checkpointer=PostgresCheckpointer(dsn, **SHORT_WAITS))
+    return create_app({"echo": agent}, runs_db=dsn, store=PostgresStore(dsn, **SHORT_WAITS))
 
 
 def _lone_app(dsn: str) -> Starlette:
     """Threads and store in PostgreSQL, runs in this process only (no ``runs_db``)."""
-    agent = blocking_agent(Probe(), checkpointer=PostgresCheckpointer(dsn))
-    return create_app({"echo": agent}, store=PostgresStore(dsn))
+    agent = blocking_agent(Probe(), checkpointer=PostgresCheckpointer(dsn, **SHORT_WAITS))
+    return create_app({"echo": agent}, store=PostgresStore(dsn, **SHORT_WAITS))
 
 
 def _answered_503_soon(what: str, request: Callable[[], httpx.Response]) -> str:
@@ -223,12 +218,14 @@ def test_a_run_on_one_process_is_refused_with_503_while_its_checkpointer_is_down
 
 
 async def test_a_lease_wait_tells_a_busy_pool_from_an_outage(
-    database: tuple[PostgresServer, str], monkeypatch: pytest.MonkeyPatch
+    database: tuple[PostgresServer, str],
 ) -> None:
     pg, dsn = database
     # The whole wait of a pool that stays busy, shorter than its 30 s.
-    monkeypatch.setattr(_pg_conn, "OPEN_TIMEOUT", PROBE_AFTER + 4.0)
-    async with PostgresCheckpointer(dsn, lease_connections=1) as saver, AsyncExitStack() as held:
+    saver = PostgresCheckpointer(
+        dsn, lease_connections=1, checkout_timeout=PROBE_AFTER + 4.0, **SHORT_WAITS
+    )
+    async with saver, AsyncExitStack() as held:
         await held.enter_async_context(saver.lease("a"))  # the pool's one lease connection
         got = anyio.Event()
 
