@@ -83,6 +83,7 @@ class ThreadLookup:
     relay: RunRelay
     assistants: dict[str, AssistantRecord]
     threads: dict[str, ThreadRecord]
+    deleting: set[str]
     thread_metadata: SqliteThreadMetadata | None
     thread_ttl: ThreadTTL
     _shared: SharedRuns
@@ -129,6 +130,10 @@ class ThreadLookup:
                 # is in the shared runs database, with the rest of its metadata.
                 await self._shared.adopt_thread(key)
             return found
+        if key in self.deleting:
+            # Forgotten, its records or metadata not all deleted yet: found there,
+            # it would come back (with no ttl: one that nothing deletes again).
+            return None
         for assistant in self.assistants.values():
             agent = assistant.agent
             records = await self.runtime.thread(agent, key).history(path=agent.name)
