@@ -44,6 +44,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+ValueT = TypeVar("ValueT", covariant=True)  # a key to a _RunView is a key to what it offers
 
 ToolResult = tuple[ToolMessage, dict[str, Any] | None]
 """A finished tool call: the result message and the state update it asked for."""
@@ -99,7 +100,7 @@ class ThreadRecords(Protocol):
 
 
 @final
-class RunKey(Generic[T]):
+class RunKey(Generic[ValueT]):
     """A typed key for a per-run object of a middleware: ``run.local(KEY)``.
 
     Args:
@@ -109,7 +110,7 @@ class RunKey(Generic[T]):
 
     __slots__ = ("factory", "name")
 
-    def __init__(self, name: str, factory: Callable[[], T]) -> None:
+    def __init__(self, name: str, factory: Callable[[], ValueT]) -> None:
         self.name = name
         self.factory = factory
 
