@@ -474,7 +474,7 @@ async def _execute(
         requests = [r.to_dict() for r in exc.requests]
         journal = run.journal
         if journal is not None:
-            journal.record(run.path, run.step, "interrupt", {"requests": requests})
+            journal.record(run.path, run.step, "interrupt", {"requests": [*requests]})
         if emit is not None:
             emit(Interrupted(path=run.path, run_id=run.run_id, requests=requests))
         return exc.requests
