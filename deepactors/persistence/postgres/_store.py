@@ -63,11 +63,11 @@ _DECODE_INLINE = 64 * 1024
 Row = tuple[Any, ...]
 
 
-def _rows(sql: str, params: tuple[Any, ...]) -> Op[list[Row]]:
+def _rows(sql: str, params: tuple[object, ...]) -> Op[list[Row]]:
     return (yield Stmt(sql, params)).rows
 
 
-def _execute(sql: str, params: tuple[Any, ...]) -> Op[None]:
+def _execute(sql: str, params: tuple[object, ...]) -> Op[None]:
     yield Stmt(sql, params)
 
 
@@ -174,7 +174,7 @@ class PostgresStore(AsyncResource):
         """
         await self._db.ping()
 
-    async def _select(self, sql: str, params: tuple[Any, ...]) -> builtins.list[StoreItem]:
+    async def _select(self, sql: str, params: tuple[object, ...]) -> builtins.list[StoreItem]:
         rows = await self._db.run(_rows(sql, params), transaction=False)
         decode = functools.partial(_items, self._db.location, rows)
         if sum(len(row[4]) for row in rows) > _DECODE_INLINE:

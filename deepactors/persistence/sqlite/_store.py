@@ -197,7 +197,7 @@ def _store_search(
     raw: sqlite3.Connection, file: str, ns_prefix: Namespace, key_prefix: str
 ) -> list[StoreItem]:
     sql = f"{_SELECT_ITEMS} WHERE substr(key, 1, ?) = ?"
-    params: list[Any] = [len(key_prefix), key_prefix]
+    params: list[object] = [len(key_prefix), key_prefix]
     if ns_prefix:
         exact = _ns_text(ns_prefix)
         below = exact[:-1] + ","  # '["a"' + ',' starts every namespace under ("a",)
