@@ -51,7 +51,7 @@ HEARTBEAT = 15.0
 
 RETRY_AFTER = 5
 """Seconds a client is told to wait (``Retry-After``) while a database is unreachable:
-the most the runs relay waits between reconnection attempts (``_pg_db.backoff``),
+the most the runs relay waits between reconnection attempts (``relay.backoff``),
 so a retry after it finds the database back if it is."""
 
 

@@ -120,6 +120,9 @@ class RunManager:
         self.assistants = dict(assistants)
         self._by_uuid = {a.assistant_id: a for a in assistants.values()}
         self.threads: dict[str, ThreadRecord] = {}
+        # Keys of threads forgotten here whose records or metadata are still being
+        # deleted: a lookup meanwhile must not find them and make a thread again.
+        self.deleting: set[str] = set()
         self.runs: dict[str, RunRecord] = {}
         self._shared = SharedRuns(self.relay, task_group, self)
         self.lookup = ThreadLookup(
@@ -128,6 +131,7 @@ class RunManager:
             self._shared,
             assistants=self.assistants,
             threads=self.threads,
+            deleting=self.deleting,
             thread_metadata=thread_metadata,
             thread_ttl=thread_ttl,
         )
@@ -447,10 +451,14 @@ class RunManager:
     async def delete_thread(self, thread: ThreadRecord) -> None:
         """Cancel the thread's runs, then forget it and its checkpoint."""
         await self.cancel(thread.inflight, wait=True)
-        await self._forget_thread(thread)
-        if self.relay.shared:
-            await self.relay.thread_deleted(thread.thread_id)
-        await self.lookup.forget_metadata(thread)
+        self.deleting.add(thread.thread_id)
+        try:
+            await self._forget_thread(thread)
+            if self.relay.shared:
+                await self.relay.thread_deleted(thread.thread_id)
+            await self.lookup.forget_metadata(thread)
+        finally:
+            self.deleting.discard(thread.thread_id)
 
     def _forget_runs(self, thread: ThreadRecord) -> None:
         self.threads.pop(thread.thread_id, None)

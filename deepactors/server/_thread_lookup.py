@@ -85,6 +85,8 @@ class ThreadLookup:
         assistants: The served agents by graph id (the manager's own mapping).
         threads: The known threads by key (the manager's own mapping, which
             this part adds to).
+        deleting: Keys of threads being deleted (the manager's own set): a
+            lookup meanwhile finds none of them.
         thread_metadata: Where threads' metadata is kept beside their
             checkpoints (None: in memory only).
         thread_ttl: The time to live a thread made without one takes.
@@ -93,6 +95,7 @@ class ThreadLookup:
     __slots__ = (
         "_shared",
         "assistants",
+        "deleting",
         "relay",
         "runtime",
         "thread_metadata",
@@ -108,6 +111,7 @@ class ThreadLookup:
         *,
         assistants: Mapping[str, AssistantRecord],
         threads: dict[str, ThreadRecord],
+        deleting: set[str],
         thread_metadata: SqliteThreadMetadata | None,
         thread_ttl: ThreadTTL,
     ) -> None:
@@ -116,6 +120,7 @@ class ThreadLookup:
         self._shared = shared
         self.assistants = assistants
         self.threads = threads
+        self.deleting = deleting
         self.thread_metadata = thread_metadata
         self.thread_ttl = thread_ttl
 
@@ -161,6 +166,10 @@ class ThreadLookup:
                 # is in the shared runs database, with the rest of its metadata.
                 await self._shared.adopt_thread(key)
             return found
+        if key in self.deleting:
+            # Forgotten, its records or metadata not all deleted yet: found there,
+            # it would come back (with no ttl: one that nothing deletes again).
+            return None
         for assistant in self.assistants.values():
             agent = assistant.agent
             records = await self.runtime.thread(agent, key).history(path=agent.name)
