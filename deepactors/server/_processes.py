@@ -18,13 +18,11 @@ from typing import TYPE_CHECKING, Any, cast
 import trio
 import uvicorn
 from hypercorn.config import Config as HypercornConfig
-from hypercorn.trio import serve as hypercorn_serve
 from starlette.applications import Starlette
 
 from .._core.asgi import asgi_server_for
 from .._core.logs import logging_config
 from ._serve_options import ServeOptions
-from ._supervise import supervise
 from ._uvicorn_http import HeadTimeoutProtocol
 
 if TYPE_CHECKING:
@@ -65,6 +63,8 @@ def run_workers(options: ServeOptions, factory: str) -> None:
             to build its app (from what the parent left in the environment).
     """
     if asgi_server_for(options.loop) == "hypercorn":
+        from ._supervise import supervise  # hypercorn's trio side, for trio servers only
+
         config = _hypercorn_config(options)
         config.workers = options.workers
         config.worker_class = "trio"
@@ -119,6 +119,9 @@ def _hypercorn_config(options: ServeOptions) -> HypercornConfig:
 
 
 def _serve_trio(app: Starlette, options: ServeOptions) -> None:
+    # Imported here: an asyncio server (uvicorn) never needs hypercorn's trio side.
+    from hypercorn.trio import serve as hypercorn_serve
+
     config = _hypercorn_config(options)
     print(f"deepactors: serving on http://{options.host}:{options.port} (hypercorn, trio)")
 

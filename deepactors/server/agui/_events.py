@@ -54,7 +54,7 @@ from ...events import (
     SubagentSpawned,
     ToolCallFinished,
 )
-from ...lc_views import event_to_json
+from ...langchain.views import event_to_json
 from ...messages import AssistantMessage, ThinkingBlock, Usage
 from .._protocol_runs import Outcome, SubagentFilter
 from ._interrupts import interrupt_of

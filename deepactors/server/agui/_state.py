@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...events import StateUpdated
-from ...lc_views import values_to_lc
+from ...langchain.views import values_to_lc
 
 __all__ = ["StatePatches"]
 
