@@ -29,7 +29,8 @@ import pytest
 from deepactors.cli import build_parser
 from deepactors.errors import ConfigurationError
 from deepactors.server import ServeOptions
-from deepactors.server._serve import DEFAULT_HEADER_TIMEOUT, check_exposure
+from deepactors.server._serve import check_exposure
+from deepactors.server._serve_options import DEFAULT_HEADER_TIMEOUT
 from tests.waiting import wait_until_sync
 
 from .serve_process import serve_process
