@@ -336,19 +336,17 @@ class _TrioLatch:
             trio.lowlevel.reschedule(task)
 
     def wait(self) -> Awaitable[None]:
-        return self._wait()
-
-    async def _wait(self) -> None:
+        # trio's own wait is returned, awaited by the caller at once (as the
+        # asyncio latch's future is): no coroutine frame of ours and no closure
+        # per waiting task.
         if self._set:
-            await trio.lowlevel.checkpoint()
-            return
+            return anyio.lowlevel.checkpoint()
         self._task = trio.lowlevel.current_task()
+        return trio.lowlevel.wait_task_rescheduled(self._abort)  # noqa: ASYNC105 (see above)
 
-        def abort(raise_cancel: object) -> trio.lowlevel.Abort:
-            self._task = None
-            return trio.lowlevel.Abort.SUCCEEDED
-
-        await trio.lowlevel.wait_task_rescheduled(abort)
+    def _abort(self, raise_cancel: object) -> trio.lowlevel.Abort:
+        self._task = None
+        return trio.lowlevel.Abort.SUCCEEDED
 
 
 def latch() -> Latch:
