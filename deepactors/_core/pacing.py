@@ -60,10 +60,10 @@ class Pacer:
         if not quantum > 0:  # NaN too
             raise ValueError(f"quantum must be a positive number of seconds, not {quantum!r}")
         self._quantum = quantum
-        self._slice = 0.0  # when the current slice began
+        self._slice = -math.inf  # when the current slice began (the first step starts one)
         self._batch = 16  # parked steps let go per tick (adapts)
         self._busy = False  # a step asked since the last tick
-        self._idle = True  # the pump is asleep: the next step starts a slice and wakes it
+        self._idle = True  # the pump is asleep: a step that finds the slice old wakes it
         self._stopped = math.isinf(quantum)
         self._lot: Lot | None = None
         # Where the pump sleeps while the loop is quiet: a parking lot, not an
@@ -89,13 +89,19 @@ class Pacer:
         if self._idle:
             if self._stopped or self._sleep is None:
                 return False  # not running (yet, or any more): nothing paces
-            # The first step after a quiet spell: a new slice; the pump wakes
-            # and ticks from the next loop turn on.
-            # Not busy yet: should no other step ask before the pump's first
-            # tick, it goes back to sleep at once (one task step per quiet
-            # spell, which comes as often as a step waits for a worker thread).
+            now = time.perf_counter()
+            if now - self._slice < self._quantum:
+                # The pump sleeps on while the slice is young: an agent whose
+                # every step waits for a worker thread (a durable journal) has
+                # a quiet spell per step, and waking the pump for each cost a
+                # loop turn per step. So the loop turn that starts a busy spell
+                # may run up to two slices before steps park, never more.
+                return False
+            # The slice is old: a new one, and the pump wakes to tick from the
+            # next loop turn on. Not busy yet: should no other step ask before
+            # its first tick, it goes back to sleep at once.
             self._idle = False
-            self._slice = time.perf_counter()
+            self._slice = now
             self._sleep.unpark(count=1)
             return False
         self._busy = True

@@ -13,6 +13,7 @@ import time
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 import pytest
 
 from deepactors import AssistantMessage, ToolCall, ToolRuntime, create_deep_agent, open_runtime
@@ -82,6 +83,25 @@ async def test_steps_without_contention_never_park() -> None:
             await anyio.sleep(0.001)  # each step alone in its turn
         tg.cancel_scope.cancel()
     assert parked == 0
+
+
+async def test_steps_between_quiet_spells_leave_the_pump_asleep_while_the_slice_is_young() -> None:
+    # An agent whose every step waits for a worker thread (a durable journal)
+    # makes a quiet spell per step: the pump wakes once for the slice, not once
+    # per spell (each wake costs a loop turn of its own).
+    pacer = Pacer(3600.0)  # a slice that never grows old here
+    wakes = 0
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(pacer.run)
+        await anyio.lowlevel.checkpoint()
+        for _ in range(20):
+            asleep = pacer._idle
+            assert not pacer.due()
+            wakes += asleep and not pacer._idle
+            await anyio.to_thread.run_sync(time.sleep, 0)  # a quiet spell
+            await anyio.lowlevel.checkpoint()
+        tg.cancel_scope.cancel()
+    assert wakes == 1  # the first step: the slice the pump was made with is old
 
 
 async def _parking_wave(

@@ -18,17 +18,26 @@ from tests.placement.helpers import live_children, until
 ray = pytest.importorskip("ray")
 
 
-def running_batches() -> list[Any]:
-    """The workers' ``run`` tasks (batches of children) Ray's state API lists as running."""
+def running_batches(since: float) -> list[Any]:
+    """The workers' ``run`` tasks (batches of children) Ray's state API lists as
+    running, of those started at ``since`` (a ``time.time()``) or later: its task
+    events lag by up to a second, so a batch of an earlier test on the same workers,
+    already ended, may still be listed as running."""
     from ray.util.state import list_tasks
 
     tasks = list_tasks(
         address=_this_ray(),
         filters=[("state", "=", "RUNNING")],
         limit=1000,
+        detail=True,  # for start_time_ms
         raise_on_missing_output=False,
     )
-    return [t for t in tasks if t.func_or_class_name.endswith("PlacementWorker.run")]
+    return [
+        t
+        for t in tasks
+        if t.func_or_class_name.endswith("PlacementWorker.run")
+        and (t.start_time_ms or 0) >= since * 1000
+    ]
 
 
 def _this_ray() -> str:
@@ -37,8 +46,8 @@ def _this_ray() -> str:
     return str(ray.get_runtime_context().gcs_address)
 
 
-async def state_api_running() -> list[Any]:
-    return await anyio.to_thread.run_sync(running_batches)
+async def state_api_running(since: float) -> list[Any]:
+    return await anyio.to_thread.run_sync(running_batches, since)
 
 
 async def test_a_parent_deadline_ends_every_child_on_the_workers(placement: RayPlacement) -> None:
@@ -47,6 +56,8 @@ async def test_a_parent_deadline_ends_every_child_on_the_workers(placement: RayP
     waiting = 0
     passed = 0.0
     batches: list[Any] = []
+    began = time.time()
+    running = functools.partial(state_api_running, began)
     with anyio.fail_after(60):
         with anyio.CancelScope() as scope:
             async with agent.astream(say([("w", "wait")] * n)) as events:
@@ -56,11 +67,11 @@ async def test_a_parent_deadline_ends_every_child_on_the_workers(placement: RayP
                     if waiting == n and not passed:
                         # Every child waits in its tool: Ray lists their batches
                         # as running (its task events lag by up to a second).
-                        batches = await until(state_api_running, bool)
+                        batches = await until(running, bool)
                         passed = time.time()
                         scope.deadline = anyio.current_time()  # the deadline passes now
         assert scope.cancelled_caught
-        await until(state_api_running, lambda running: not running)
+        await until(running, lambda listed: not listed)
     assert await live_children(placement) == 0
     # The batches that ran ended once their children were cancelled (Ray's record;
     # bench/w11_ray.py --deadline measures how soon).
