@@ -20,6 +20,7 @@ from .actors import RunHandle as RunHandle
 from .actors import Runtime as Runtime
 from .actors import open_runtime as open_runtime
 from .agent import DeepAgent as DeepAgent
+from .assembly import create_deep_agent as create_deep_agent
 from .backends import CompositeBackend as CompositeBackend
 from .backends import FilesystemBackend as FilesystemBackend
 from .backends import FilesystemPermission as FilesystemPermission
@@ -38,7 +39,6 @@ from .errors import RunCancelled as RunCancelled
 from .errors import StepLimitExceeded as StepLimitExceeded
 from .errors import StructuredOutputError as StructuredOutputError
 from .errors import ToolError as ToolError
-from .factory import create_deep_agent as create_deep_agent
 from .messages import AssistantMessage as AssistantMessage
 from .messages import SystemMessage as SystemMessage
 from .messages import TextBlock as TextBlock

@@ -19,6 +19,7 @@ import anyio
 import anyio.from_thread
 from typing_extensions import TypeVar
 
+from ._core.jsonvalue import JSONObject
 from ._core.pacing import Pacer
 from .events import CustomEvent, Event
 from .interrupts import ActionRequest, Decision
@@ -44,6 +45,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+ValueT = TypeVar("ValueT", covariant=True)  # a key to a _RunView is a key to what it offers
 
 ToolResult = tuple[ToolMessage, dict[str, Any] | None]
 """A finished tool call: the result message and the state update it asked for."""
@@ -52,7 +54,7 @@ ToolResult = tuple[ToolMessage, dict[str, Any] | None]
 class RunJournal(Protocol):
     """Where an actor tree's state changes are checkpointed (see ``actors._journal``)."""
 
-    def record(self, path: str, step: int, kind: str, data: dict[str, Any]) -> int:
+    def record(self, path: str, step: int, kind: str, data: JSONObject) -> int:
         """Queue a record of the actor at ``path``; return a ticket."""
         ...
 
@@ -61,7 +63,7 @@ class RunJournal(Protocol):
         path: str,
         step: int,
         message: ToolMessage,
-        update: Mapping[str, Any] | None,
+        update: Mapping[str, object] | None,
         state: State,
     ) -> None:
         """Record a finished tool call, so a resumed step does not run it again."""
@@ -99,7 +101,7 @@ class ThreadRecords(Protocol):
 
 
 @final
-class RunKey(Generic[T]):
+class RunKey(Generic[ValueT]):
     """A typed key for a per-run object of a middleware: ``run.local(KEY)``.
 
     Args:
@@ -109,7 +111,7 @@ class RunKey(Generic[T]):
 
     __slots__ = ("factory", "name")
 
-    def __init__(self, name: str, factory: Callable[[], T]) -> None:
+    def __init__(self, name: str, factory: Callable[[], ValueT]) -> None:
         self.name = name
         self.factory = factory
 
@@ -237,7 +239,7 @@ class TreeContext:
     budget: BudgetLedger | None = None
     pacer: Pacer | None = None
     identity: Any = None
-    background: Any = None
+    background: object = None
     keeps_background: bool = False
     stateless: bool = False
 

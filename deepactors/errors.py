@@ -63,8 +63,6 @@ anyio's cancellation exception is never caught and turned into one of these.
 
 from __future__ import annotations
 
-from typing import Any
-
 __all__ = [
     "BackendError",
     "BinaryFile",
@@ -123,14 +121,16 @@ __all__ = [
 class DeepActorsError(Exception):
     """Base class of every error deepactors raises on purpose."""
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[object, ...]:
         # Many take keyword-only details (``location``, ``thread_id``, ...), which
         # Exception's own reduce drops: copied or pickled (into a process pool,
         # by copy.copy), they are rebuilt from their message and attributes.
         return (_rebuild, (type(self), self.args, self.__dict__))
 
 
-def _rebuild(cls: type[DeepActorsError], args: tuple[Any, ...], state: dict[str, Any]) -> Any:
+def _rebuild(
+    cls: type[DeepActorsError], args: tuple[object, ...], state: dict[str, object]
+) -> DeepActorsError:
     error = cls.__new__(cls)
     Exception.__init__(error, *args)
     error.__dict__.update(state)

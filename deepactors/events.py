@@ -404,7 +404,7 @@ def wants_detail(emit: Callable[[Event], None]) -> bool:
     return not getattr(emit, "structural_only", False)
 
 
-def _args(args: Mapping[str, Any]) -> str:
+def _args(args: Mapping[str, object]) -> str:
     return _clip(", ".join(f"{k}={v!r}" for k, v in args.items()), 60)
 
 

@@ -73,7 +73,7 @@ class MessageList(list[Message]):
         # case: one measure, asked before every model call).
         self._tally: _Tally | None = None
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[object, ...]:
         # copy/pickle: a new list with no views (the slots would share _shared).
         return (type(self), (list(self),))
 

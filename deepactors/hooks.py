@@ -56,7 +56,7 @@ __all__ = [
 ]
 
 JumpTo: TypeAlias = Literal["model", "tools", "end"]
-HookResult: TypeAlias = Mapping[str, Any] | None
+HookResult: TypeAlias = Mapping[str, object] | None
 ModelHandler: TypeAlias = Callable[[ModelRequest], Awaitable[AssistantMessage]]
 
 

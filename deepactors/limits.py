@@ -25,8 +25,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, cast, final
+from typing import cast, final
 
+from ._core.jsonvalue import JSONObject
 from .budget import Budget
 from .errors import ConfigurationError, InputError
 
@@ -143,7 +144,7 @@ class Limits:
         )
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any] | None) -> Limits:
+    def from_config(cls, config: Mapping[str, object] | None) -> Limits:
         """The limits a run request's ``config`` carries (a server's run).
 
         ``recursion_limit``, and the timeout and budget a remote parent sent
@@ -168,13 +169,13 @@ class Limits:
         timeout = seconds(sent.get("timeout"), what=f"{where}.timeout")
         return cls(timeout=timeout, max_steps=max_steps, budget=_budget(sent.get("budget"), where))
 
-    def configurable(self) -> dict[str, Any]:
+    def configurable(self) -> JSONObject:
         """The ``config.configurable`` entry that sends the timeout and budget (empty: none).
 
         What a remote parent sends its child's server, which reads it back
         with :meth:`from_config`.
         """
-        sent: dict[str, Any] = {}
+        sent: JSONObject = {}
         if self.timeout is not None:
             sent["timeout"] = self.timeout
         if self.budget is not None:

@@ -207,7 +207,7 @@ def provider_tool(spec: Mapping[str, Any]) -> ProviderTool:
         )
     name = str(spec.get("name") or kind)
 
-    def refuse(**_: Any) -> str:
+    def refuse(**_: object) -> str:
         raise ToolError(f"{name} runs on the model provider's side, not in the agent")
 
     return ProviderTool(
@@ -406,7 +406,7 @@ def _describe_validation(exc: ValidationError) -> str:
     return "invalid arguments: " + "; ".join(parts)
 
 
-def tool_result_message(call: ToolCall, value: Any) -> ToolMessage:
+def tool_result_message(call: ToolCall, value: object) -> ToolMessage:
     """Turn what a tool returned into the :class:`ToolMessage` the model sees.
 
     Text stays text; content blocks stay blocks; ``None`` becomes an empty result;
@@ -431,7 +431,7 @@ def tool_result_message(call: ToolCall, value: Any) -> ToolMessage:
     return ToolMessage(tool_call_id=call.id, name=call.name, content=content)
 
 
-def _json_default(value: Any) -> Any:
+def _json_default(value: object) -> object:
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
     return str(value)

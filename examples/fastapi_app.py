@@ -26,7 +26,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
 from deepactors import Runtime, open_runtime
-from deepactors.demo import build_demo_agent
+from deepactors.assembly.demo import build_demo_agent
 from deepactors.events import describe
 
 agent = build_demo_agent(latency=0.01)

@@ -6,6 +6,6 @@ run; ``pacing`` keeps a wave of actor steps from holding the loop; ``threads``
 runs blocking calls in worker threads that a deadline may leave behind. The rest
 of the package is written against anyio and these four. Beside them, ``logs``
 gives every module its logger (records for the standard ``logging`` module),
-``public`` gives public names their public module path, and ``stamps`` writes
-times as ISO 8601 UTC stamps.
+``public`` gives public names their public module path, ``stamps`` writes
+times as ISO 8601 UTC stamps, and ``jsonvalue`` names JSON data as a type.
 """

@@ -43,7 +43,7 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, TypeVarTuple
 
 import anyio
 import anyio.lowlevel
@@ -70,6 +70,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+PosArgsT = TypeVarTuple("PosArgsT")
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +169,9 @@ def loop_running_here() -> bool:
 class Spawner(Protocol):
     """What :func:`open_task_group` yields: it starts tasks, and that is all."""
 
-    def start_soon(self, fn: Callable[..., Coroutine[Any, Any, Any]], /, *args: Any) -> object:
+    def start_soon(
+        self, fn: Callable[[*PosArgsT], Coroutine[object, object, object]], /, *args: *PosArgsT
+    ) -> object:
         """Start ``fn(*args)`` as a task of the group."""
         ...
 
@@ -431,7 +434,7 @@ class CallThread:
 _asyncio_system_tasks: set[asyncio.Task[None]] = set()
 
 
-def spawn_system_task(fn: Callable[[], Coroutine[Any, Any, None]]) -> None:
+def spawn_system_task(fn: Callable[[], Coroutine[object, object, None]]) -> None:
     """Start ``fn()`` as a task of the current run that no task group owns.
 
     The run cancels it as it ends (trio cancels system tasks when its main task

@@ -26,7 +26,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterable, Mapping
 from types import FunctionType
-from typing import Any, ForwardRef, NoReturn, TypeVar
+from typing import ForwardRef, NoReturn, TypeVar
 
 __all__ = ["NoPublicConstructor", "is_private", "publish"]
 
@@ -64,7 +64,9 @@ def is_private(module_name: str) -> bool:
     return any(part.startswith("_") for part in module_name.split("."))
 
 
-def publish(namespace_all: Iterable[str], module_name: str, namespace: Mapping[str, Any]) -> None:
+def publish(
+    namespace_all: Iterable[str], module_name: str, namespace: Mapping[str, object]
+) -> None:
     """Give the classes and functions a public package exports that package as module.
 
     Only names whose ``__module__`` is private change: a name already shown
@@ -106,7 +108,7 @@ def _pin_annotations(cls: type, module_name: str) -> None:
     cls.__annotations__ = own
 
 
-def _pinned(annotation: Any, module_name: str) -> Any:
+def _pinned(annotation: object, module_name: str) -> object:
     # A NamedTuple holds its string annotations as ForwardRefs of no module (3.11).
     if isinstance(annotation, ForwardRef) and annotation.__forward_module__ is None:
         annotation = annotation.__forward_arg__

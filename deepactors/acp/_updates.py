@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._core.jsonvalue import JSONObject, JSONValue
 from ..events import (
     Event,
     ModelCallFinished,
@@ -48,20 +49,20 @@ _PATH_ARGS = ("file_path", "path")
 
 def tool_call_update(
     call: ToolCall | Mapping[str, Any], real_path: Callable[[str], str]
-) -> dict[str, Any]:
+) -> JSONObject:
     """An ACP ``ToolCall`` for one of our calls (or a pending request's dict):
     its title, kind, raw input and the files it touches."""
     if isinstance(call, ToolCall):
         call_id, name, args = call.id, call.name, dict(call.args)
     else:
         call_id, name, args = str(call["id"]), str(call["tool"]), dict(call["args"])
-    out: dict[str, Any] = {
+    out: JSONObject = {
         "toolCallId": call_id,
         "title": _title(name, args),
         "kind": _KINDS.get(name, "other"),
         "rawInput": args,
     }
-    locations = [
+    locations: list[JSONValue] = [
         {"path": real_path(args[key])} for key in _PATH_ARGS if isinstance(args.get(key), str)
     ]
     if locations:
@@ -69,7 +70,7 @@ def tool_call_update(
     return out
 
 
-def _title(name: str, args: Mapping[str, Any]) -> str:
+def _title(name: str, args: Mapping[str, object]) -> str:
     match name:
         case "execute":
             return f"execute: {args.get('command', '')}"
@@ -82,19 +83,19 @@ def _title(name: str, args: Mapping[str, Any]) -> str:
     return name
 
 
-def _text_content(text: str) -> dict[str, Any]:
+def _text_content(text: str) -> JSONObject:
     return {"type": "content", "content": {"type": "text", "text": text}}
 
 
-def _plan(todos: Sequence[Todo | Mapping[str, Any]]) -> dict[str, Any]:
-    entries = []
+def _plan(todos: Sequence[Todo | Mapping[str, Any]]) -> JSONObject:
+    entries: list[JSONValue] = []
     for todo in todos:
         data = todo.model_dump() if isinstance(todo, Todo) else dict(todo)
         entries.append({"content": data["content"], "priority": "medium", "status": data["status"]})
     return {"sessionUpdate": "plan", "entries": entries}
 
 
-def _result_update(call_id: str, result: ToolMessage) -> dict[str, Any]:
+def _result_update(call_id: str, result: ToolMessage) -> JSONObject:
     return {
         "sessionUpdate": "tool_call_update",
         "toolCallId": call_id,
@@ -119,7 +120,7 @@ class SessionUpdates:
     _thought_sent: bool = False
     _announced: set[str] = field(default_factory=set)
 
-    def updates(self, event: Event) -> list[dict[str, Any]]:
+    def updates(self, event: Event) -> list[JSONObject]:
         """The updates for one event (the agent's own; subagents' are left out)."""
         if event.path != self.root:
             return []
@@ -145,7 +146,7 @@ class SessionUpdates:
                 return [_plan(todos)]
         return []
 
-    def _announce(self, call: ToolCall) -> dict[str, Any]:
+    def _announce(self, call: ToolCall) -> JSONObject:
         self._announced.add(call.id)
         return {
             "sessionUpdate": "tool_call",
@@ -153,8 +154,8 @@ class SessionUpdates:
             "status": "pending",
         }
 
-    def _answer(self, message: AssistantMessage) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
+    def _answer(self, message: AssistantMessage) -> list[JSONObject]:
+        out: list[JSONObject] = []
         thinking = _thinking(message)
         if thinking and not self._thought_sent:
             out.append(_chunk("agent_thought_chunk", thinking))
@@ -166,10 +167,10 @@ class SessionUpdates:
 
 def history_updates(
     messages: Sequence[Message], real_path: Callable[[str], str]
-) -> list[dict[str, Any]]:
+) -> list[JSONObject]:
     """A saved conversation as the updates that show it again (``session/load``)."""
     results = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
-    out: list[dict[str, Any]] = []
+    out: list[JSONObject] = []
     for message in messages:
         if isinstance(message, UserMessage) and message.text:
             out.append(_chunk("user_message_chunk", message.text))
@@ -190,7 +191,7 @@ def history_updates(
     return out
 
 
-def _chunk(kind: str, text: str) -> dict[str, Any]:
+def _chunk(kind: str, text: str) -> JSONObject:
     return {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
 
 

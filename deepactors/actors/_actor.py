@@ -28,9 +28,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -79,7 +79,7 @@ MAILBOX_SIZE = 64
 """Orders an actor holds before ``start`` waits: backpressure for a flooded thread."""
 
 
-Operation = Callable[[Checkpointer, ThreadLease], Awaitable[dict[str, Any]]]
+Operation = Callable[[Checkpointer, ThreadLease], Awaitable[dict[str, int]]]
 """An operation on a thread's saved records, run under the thread's lease."""
 
 
@@ -134,7 +134,7 @@ class ActorHost(Protocol):
 
     def in_progress(self) -> contextlib.AbstractContextManager[None]: ...
 
-    def start_soon(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    def start_soon(self, work: Callable[[], Coroutine[object, object, None]]) -> None:
         """Start ``work`` in the group the runtime's actors live in."""
         ...
 
@@ -374,7 +374,7 @@ def answer(order: Order, result: AgentResult | None, error: BaseException | None
 
 
 def _finished_event(
-    handle: RunHandle, result: Mapping[str, Any] | None, error: BaseException | None
+    handle: RunHandle, result: AgentResult | None, error: BaseException | None
 ) -> RunFinished:
     outcome: Literal["completed", "interrupted", "failed", "cancelled", "timed_out"]
     if error is None:
@@ -391,6 +391,6 @@ def _finished_event(
         outcome=outcome,
         # Set as the run ends, whichever way: a failed run's trace and
         # metrics count what it spent too.
-        usage=handle.usage if handle.usage is not None else (result or {}).get("usage"),
+        usage=handle.usage if handle.usage is not None or result is None else result.usage,
         error=None if error is None else f"{type(error).__name__}: {error}",
     )

@@ -26,7 +26,7 @@ import dataclasses
 import math
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, final
+from typing import Literal, final
 
 import anyio
 
@@ -109,7 +109,7 @@ class BackgroundTask:
             return "the task was running when its thread stopped, and was not restarted"
         return "the task was cancelled"
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> dict[str, str]:
         """Its entry in the ``async_tasks`` channel (deepagents' ``AsyncTask`` and more)."""
         return {
             "task_id": self.task_id,
@@ -125,19 +125,19 @@ class BackgroundTask:
             "owner": self.owner,
         }
 
-    def report(self) -> dict[str, Any]:
+    def report(self) -> dict[str, str | None]:
         """What ``check_async_task`` answers: status, and the result or the error."""
-        out: dict[str, Any] = {"status": self.status, "thread_id": self.task_id}
+        out: dict[str, str | None] = {"status": self.status, "thread_id": self.task_id}
         if self.status == "success" and self.outcome is not None:
             out["result"] = self.outcome.answer
         elif self.status != "running":
             out["error"] = self.error
         return out
 
-    def final_record(self) -> dict[str, Any]:
+    def final_record(self) -> dict[str, str | None]:
         """:meth:`record` with the result or error: kept in the thread, so a
         check after the actor forgot the task (a restart) still answers."""
-        out = self.record()
+        out: dict[str, str | None] = {**self.record()}
         out.update((k, v) for k, v in self.report().items() if k in ("result", "error"))
         return out
 
@@ -154,7 +154,7 @@ class BackgroundTasks:
 
     def __init__(
         self,
-        start_soon: Callable[[Callable[[], Coroutine[Any, Any, None]]], None],
+        start_soon: Callable[[Callable[[], Coroutine[object, object, None]]], None],
         on_end: Callable[[BackgroundTask], None] | None = None,
     ) -> None:
         self._start_soon = start_soon
@@ -363,14 +363,14 @@ def task_notice(task: BackgroundTask) -> str:
     )
 
 
-def collected_update(task: BackgroundTask) -> dict[str, Any]:
+def collected_update(task: BackgroundTask) -> dict[str, object]:
     """The state update that folds an ended task into its owner's state.
 
     Its entry in ``async_tasks``, its file changes (a completed child's diff,
     merged by the ``files`` reducer like a ``task`` call's, conflicts kept),
     and a message telling the model it ended.
     """
-    update: dict[str, Any] = {
+    update: dict[str, object] = {
         "async_tasks": {task.task_id: task.final_record()},
         "messages": [UserMessage(content=task_notice(task))],
     }

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Any
 
 from pydantic import ValidationError
 
+from .._core.jsonvalue import JSONObject
 from ..context import ToolResult
 from ..errors import CheckpointCorrupt
 from ..messages import ToolMessage, to_message
@@ -30,13 +30,13 @@ __all__ = [
 ]
 
 
-def encode_update(update: Mapping[str, Any], state: State) -> dict[str, Any]:
+def encode_update(update: Mapping[str, object], state: State) -> JSONObject:
     """An applied (effective) update of ``state`` as JSON data."""
     channels = state.channels
     return {name: channels[name].encode(value) for name, value in update.items()}
 
 
-def encode_update_text(update: Mapping[str, Any], state: State) -> str:
+def encode_update_text(update: Mapping[str, object], state: State) -> str:
     """:func:`encode_update` as the JSON text a checkpointer stores (``encode_writes``' text).
 
     A channel with a faster road to the text (the messages, through pydantic's
@@ -65,7 +65,7 @@ def _key(name: str) -> str:
     return encode_object({name: 0}, what="a channel name")[1:-2]
 
 
-def decode_update(data: Mapping[str, Any], *, where: str, state: State) -> dict[str, Any]:
+def decode_update(data: Mapping[str, object], *, where: str, state: State) -> dict[str, object]:
     """The update :func:`encode_update` stored, for ``state``'s channels.
 
     Raises:
@@ -74,7 +74,7 @@ def decode_update(data: Mapping[str, Any], *, where: str, state: State) -> dict[
     """
     channels: Mapping[str, Channel] = state.channels
     try:
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         for name, value in data.items():
             channel = channels.get(name)
             if channel is None:
@@ -86,16 +86,16 @@ def decode_update(data: Mapping[str, Any], *, where: str, state: State) -> dict[
 
 
 def encode_tool_result(
-    message: ToolMessage, update: Mapping[str, Any] | None, state: State
-) -> dict[str, Any]:
+    message: ToolMessage, update: Mapping[str, object] | None, state: State
+) -> JSONObject:
     """A finished tool call's result, kept so a resumed step does not run it again."""
-    encoded: dict[str, Any] = {"message": message.model_dump(mode="json")}
+    encoded: JSONObject = {"message": message.model_dump(mode="json")}
     if update:
         encoded["update"] = encode_update(update, state)
     return encoded
 
 
-def decode_tool_result(data: Mapping[str, Any], *, where: str, state: State) -> ToolResult:
+def decode_tool_result(data: Mapping[str, object], *, where: str, state: State) -> ToolResult:
     """The ``(message, update)`` :func:`encode_tool_result` stored."""
     try:
         message = to_message(data["message"])
@@ -103,14 +103,20 @@ def decode_tool_result(data: Mapping[str, Any], *, where: str, state: State) -> 
             raise TypeError("not a tool message")
     except (ValidationError, ValueError, TypeError, KeyError) as exc:
         raise CheckpointCorrupt(f"{where}: unreadable tool result ({_kind(exc)})") from exc
-    update: dict[str, Any] | None = None
+    update: dict[str, object] | None = None
     if "update" in data:
-        update = decode_update(data["update"], where=where, state=state)
+        update = decode_update(_object(data["update"], where), where=where, state=state)
     if "diff" in data:
         # Written before channels encoded their own values: the diff stood apart.
         legacy = decode_update({"files": {"__diff__": data["diff"]}}, where=where, state=state)
         update = {**(update or {}), **legacy}
     return message, update
+
+
+def _object(data: object, where: str) -> Mapping[str, object]:
+    if not isinstance(data, Mapping):
+        raise CheckpointCorrupt(f"{where}: unreadable state update (not an object)")
+    return data
 
 
 def _kind(exc: Exception) -> str:

@@ -26,9 +26,11 @@ one transaction (:class:`~deepactors.persistence.Rewritable`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TypeAlias
 
+from .._core.jsonvalue import JSONObject
 from ..errors import InputError
+from ..interrupts import ActionRequest
 from ..persistence import CheckpointRecord, CheckpointWrite, MemoryCheckpointer
 from ..state import State
 from ._codec import encode_update
@@ -37,11 +39,20 @@ from ._restored import BREAKPOINT, Restored
 
 __all__ = ["compact"]
 
+_Signature: TypeAlias = tuple[
+    dict[str, object],
+    list[str],
+    list[ActionRequest] | None,
+    tuple[str | None, str | None] | None,
+    str | None,
+]
+"""A thread as :func:`_signature` sums it up: state, pending results, markers."""
+
 _MARKERS = ("interrupt", "resume", BREAKPOINT)
 """Kinds of which the newest record of the top-level actor is kept."""
 
 
-def _signature(restored: Restored, path: str, state: State) -> tuple[Any, ...]:
+def _signature(restored: Restored, path: str, state: State) -> _Signature:
     """What must read back the same from the rewrite: state, pending results, markers."""
     pending = restored.replay(path, state)
     return (
@@ -105,12 +116,12 @@ async def compact(
     return rewrite
 
 
-def _call_id(data: Mapping[str, Any]) -> Any:
+def _call_id(data: Mapping[str, object]) -> object:
     message = data.get("message")
     return message.get("tool_call_id") if isinstance(message, dict) else None
 
 
-def _as_update(values: Mapping[str, Any], state: State) -> dict[str, Any]:
+def _as_update(values: Mapping[str, object], state: State) -> JSONObject:
     """The state's values as one update of an empty state (channels at their default left out)."""
     channels = state.channels
     defaults = {name: channel.default() for name, channel in channels.items()}
@@ -121,7 +132,7 @@ def _as_update(values: Mapping[str, Any], state: State) -> dict[str, Any]:
 async def _check(
     thread_id: str,
     rewrite: Sequence[CheckpointWrite],
-    before: tuple[Any, ...],
+    before: _Signature,
     *,
     path: str,
     state: Callable[[], State],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Literal
 
 from ..context import RunContext
@@ -40,7 +40,8 @@ class _StateEvents:
         if "todos" in update:
             emit(TodosUpdated(path=run.path, run_id=run.run_id, todos=self.state["todos"]))
         files = update.get("files")
-        if not files:
+        # Resolved by the files channel: paths to records (None: deleted).
+        if not files or not isinstance(files, Mapping):
             return
         created: set[str] = set()
         if applied.merge is not None:

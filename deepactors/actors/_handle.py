@@ -254,7 +254,7 @@ class ThreadHandle(metaclass=NoPublicConstructor):
             raise InputError(f"seq must be a record number >= 1, not {seq!r}")
         spec = self._spec
 
-        async def op(checkpointer: Checkpointer, lease: ThreadLease) -> dict[str, Any]:
+        async def op(checkpointer: Checkpointer, lease: ThreadLease) -> dict[str, int]:
             records = await checkpointer.read(self.thread_id)
             live = Restored(self.thread_id, records, source=checkpointer.location).records
             if (live and live[-1].seq == seq) or seq >= lease.head:
@@ -290,7 +290,7 @@ class ThreadHandle(metaclass=NoPublicConstructor):
     async def _rollback(self, target: Callable[[], int | None], timeout: float | None) -> int:
         spec = self._spec
 
-        async def op(checkpointer: Checkpointer, lease: ThreadLease) -> dict[str, Any]:
+        async def op(checkpointer: Checkpointer, lease: ThreadLease) -> dict[str, int]:
             seq = target()
             if seq is None or seq >= lease.head:
                 return {"head": lease.head}
@@ -304,7 +304,7 @@ class ThreadHandle(metaclass=NoPublicConstructor):
     async def delete(self, *, timeout: float | None = None) -> None:
         """Delete every saved record of the thread, in turn with its other work."""
 
-        async def op(checkpointer: Checkpointer, lease: ThreadLease) -> dict[str, Any]:
+        async def op(checkpointer: Checkpointer, lease: ThreadLease) -> dict[str, int]:
             await checkpointer.delete_thread(self.thread_id)
             return {}
 
@@ -328,7 +328,7 @@ class ThreadHandle(metaclass=NoPublicConstructor):
         if source_id == self.thread_id:
             raise InputError("a thread cannot be copied onto itself")
 
-        async def op(checkpointer: Checkpointer, lease: ThreadLease) -> dict[str, Any]:
+        async def op(checkpointer: Checkpointer, lease: ThreadLease) -> dict[str, int]:
             if lease.head:
                 raise InputError(f"thread {self.thread_id!r} is not empty: it cannot be a copy")
             records = await checkpointer.read(source_id)
@@ -375,7 +375,7 @@ class ThreadHandle(metaclass=NoPublicConstructor):
             )
         rewriter = checkpointer
 
-        async def op(checkpointer: Checkpointer, lease: ThreadLease) -> dict[str, Any]:
+        async def op(checkpointer: Checkpointer, lease: ThreadLease) -> dict[str, int]:
             records = await checkpointer.read(self.thread_id)
             rewrite = await compact(
                 self.thread_id, records, path=spec.name, state=lambda: State(spec.channels)
@@ -395,13 +395,13 @@ class ThreadHandle(metaclass=NoPublicConstructor):
         so the number is the thread's head between two of its orders.
         """
 
-        async def op(checkpointer: Checkpointer, lease: ThreadLease) -> dict[str, Any]:
+        async def op(checkpointer: Checkpointer, lease: ThreadLease) -> dict[str, int]:
             return {"head": lease.head}
 
         result = await self._operate(op, forgets=False, timeout=timeout)
         return int(result["head"])
 
-    async def _operate(self, op: Operation, *, forgets: bool, timeout: float | None) -> Any:
+    async def _operate(self, op: Operation, *, forgets: bool, timeout: float | None) -> AgentResult:
         saver(self._spec)  # refused here, before anything is queued
         handle = RunHandle._create(
             path=self._spec.name, thread_id=self.thread_id, deadline=deadline(timeout)

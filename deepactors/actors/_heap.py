@@ -51,7 +51,6 @@ import gc
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
 
 __all__ = [
     "FANOUT_WIDTH",
@@ -114,7 +113,7 @@ class _Collector:
         self.holds = 0  # runs holding full collections off (wide fan-outs)
         self.restore: tuple[tuple[int, int, int], tuple[int, int, int]] | None = None
 
-    def on_gc(self, phase: str, info: dict[str, Any]) -> None:
+    def on_gc(self, phase: str, info: dict[str, int]) -> None:
         now = time.perf_counter()
         if phase == "stop":
             self.last_stop = now

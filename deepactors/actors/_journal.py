@@ -26,10 +26,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 import anyio
 
+from .._core.jsonvalue import JSONObject
 from .._core.loops import parking_lot
 from ..errors import CheckpointError
 from ..messages import ToolMessage
@@ -119,13 +120,13 @@ class Journal:
             return None
         return head, self.origin
 
-    def record(self, path: str, step: int, kind: str, data: dict[str, Any]) -> int:
+    def record(self, path: str, step: int, kind: str, data: JSONObject) -> int:
         """Queue a record, stored behind the run; return its ticket for :meth:`sync`."""
         ticket = self._append(path, step, kind, data)
         self._wake()
         return ticket
 
-    def _append(self, path: str, step: int, kind: str, data: dict[str, Any]) -> int:
+    def _append(self, path: str, step: int, kind: str, data: JSONObject) -> int:
         """Queue a record without waking the writer: the next sync, record or close stores it."""
         return self._enqueue(CheckpointWrite(path=path, step=step, kind=kind, data=data))
 
@@ -156,7 +157,7 @@ class Journal:
         path: str,
         step: int,
         message: ToolMessage,
-        update: Mapping[str, Any] | None,
+        update: Mapping[str, object] | None,
         state: State,
     ) -> None:
         """Record a finished tool call (before it is appended at the step's end)."""

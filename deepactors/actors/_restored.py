@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 from pydantic import ValidationError
 
@@ -212,9 +212,9 @@ class Restored:
         return {k: v for k, v in results.items() if k not in answered}
 
     @staticmethod
-    def _update(data: Mapping[str, Any], where: str, state: State) -> dict[str, Any]:
+    def _update(data: Mapping[str, object], where: str, state: State) -> dict[str, object]:
         # Channel by channel, to name the one at fault.
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         for name, value in data.items():
             try:
                 out.update(decode_update({name: value}, where=where, state=state))

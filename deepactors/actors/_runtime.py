@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, Unpack, final, overload
+from typing import Any, Generic, TypeVar, TypeVarTuple, Unpack, final, overload
 
 import anyio
 from anyio.abc import TaskGroup
@@ -56,6 +56,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+PosArgsT = TypeVarTuple("PosArgsT")
 
 
 @final
@@ -163,7 +164,9 @@ class Runtime(metaclass=NoPublicConstructor):
         """Held while a run executes (deferred collections, if asked for)."""
         return run_in_progress() if self._defer_gc else contextlib.nullcontext()
 
-    def start_soon(self, work: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None:
+    def start_soon(
+        self, work: Callable[[*PosArgsT], Coroutine[object, object, None]], *args: *PosArgsT
+    ) -> None:
         """Start ``work(*args)`` in the group the runtime's actors live in."""
         # The new task copies the context as it is now: set, it names this runtime.
         token = _CURRENT.set(self)

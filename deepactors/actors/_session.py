@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import Any
 
+from .._core.jsonvalue import JSONObject
 from .._core.pacing import Pacer
 from ..backends import SandboxKey, sandbox_scope
 from ..budget import Budget, BudgetLedger, BudgetReport
@@ -65,7 +65,7 @@ def _new_run(
     run_id: str,
     tree: TreeContext,
     emit: Callable[[Event], None] | None,
-    context: Any,
+    context: object,
     parent: RunContext | None = None,
     slot: TreeSlot | None = None,
     budget: BudgetLedger | None = None,
@@ -147,7 +147,7 @@ async def execute_root(
     pacer: Pacer | None = None,
     opened: Callable[[int], None] | None = None,
     spent: Callable[[Usage | None, BudgetReport | None], None] | None = None,
-    background: Any = None,
+    background: object = None,
     keeps_background: bool = False,
 ) -> tuple[AgentResult, State, ThreadMark | None]:
     """One top-level run on a thread actor's state (None: a new actor).
@@ -368,7 +368,9 @@ def _past_breakpoint(run: RunContext) -> bool:
     return True
 
 
-def _check_goto(state: State, goto: str, thread_id: str | None, update: Mapping[str, Any]) -> None:
+def _check_goto(
+    state: State, goto: str, thread_id: str | None, update: Mapping[str, object]
+) -> None:
     """Refuse a ``Command(goto=...)`` the thread cannot go on with, saying why.
 
     Judged on the thread as the command's ``update`` leaves it (LangGraph applies
@@ -417,7 +419,7 @@ def _take_decisions(run: RunContext, state: State, resume: object) -> None:
     decisions = parse_decisions(resume, pending)
     tree.decisions = decisions
     if tree.journal is not None:
-        data: dict[str, Any] = {"ids": sorted(decisions)}
+        data: JSONObject = {"ids": [*sorted(decisions)]}
         if any(d.type == "end" for d in decisions.values()):
             # Which turn was ended: the saved thread reads as finished there
             # (next: [], as LangGraph's after a run that ended) until something
@@ -428,7 +430,7 @@ def _take_decisions(run: RunContext, state: State, resume: object) -> None:
 
 async def _execute(
     session: Session,
-    values: Mapping[str, Any],
+    values: Mapping[str, object],
     breakpoints: Breakpoints,
     *,
     continued: bool,
@@ -472,7 +474,7 @@ async def _execute(
         requests = [r.to_dict() for r in exc.requests]
         journal = run.journal
         if journal is not None:
-            journal.record(run.path, run.step, "interrupt", {"requests": requests})
+            journal.record(run.path, run.step, "interrupt", {"requests": [*requests]})
         if emit is not None:
             emit(Interrupted(path=run.path, run_id=run.run_id, requests=requests))
         return exc.requests

@@ -93,7 +93,7 @@ class AgentSpec:
     backend: Backend | None = None
     store: Store | None = None
     checkpointer: Checkpointer | None = None
-    context_schema: Any = None
+    context_schema: object = None
     breakpoints: Breakpoints = NO_BREAKPOINTS
     # Resolved in __post_init__:
     tool_list: tuple[Tool, ...] = field(init=False)
@@ -128,7 +128,7 @@ class AgentSpec:
             if overrides(mw, "wrap_tool_call"):
                 tool_handler = functools.partial(mw.wrap_tool_call, handler=tool_handler)
         # before_* in list order, after_* in reverse: the stack nests like wrappers.
-        resolved: dict[str, Any] = {
+        resolved: dict[str, object] = {
             "tool_list": tuple(self.tools.values()),
             "before_agent": tuple(mw.before_agent for mw in stack if overrides(mw, "before_agent")),
             "before_model": tuple(mw.before_model for mw in stack if overrides(mw, "before_model")),
@@ -196,9 +196,9 @@ class RunInput:
     resuming: bool = False
     max_steps: int | None = None
     update_only: bool = False
-    context: Any = field(default_factory=dict)
+    context: object = field(default_factory=dict)
     budget: Budget | None = None
-    identity: Any = None
+    identity: object = None
     stateless: bool = False
     breakpoints: Breakpoints | None = None
     goto: str | None = None
@@ -292,7 +292,7 @@ def check_thread(thread_id: object) -> None:
         raise InputError(f"thread_id {thread_id!r}: {exc}") from None
 
 
-def check_context(spec: AgentSpec, context: object) -> Any:
+def check_context(spec: AgentSpec, context: object) -> object:
     """A run's ``context=`` as the agent's hooks and tools will see it.
 
     Without a ``context_schema``: the mapping given (``{}`` for None). With one:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -80,7 +79,7 @@ _SLICE = 32
 async def _run_all(
     spec: AgentSpec,
     calls: Sequence[ToolCall],
-    one: Callable[[int, ToolCall], Coroutine[Any, Any, None]],
+    one: Callable[[int, ToolCall], Coroutine[object, object, None]],
     pacer: Pacer | None,
     messages: MessageList,
 ) -> None:
@@ -158,7 +157,7 @@ def _command_message(call: ToolCall, command: Command) -> ToolResult:
     """Split a tool's Command into the result message and the rest of its update."""
     update = dict(command.update or {})
     found: ToolMessage | None = None
-    rest: list[Any] = []
+    rest: list[object] = []
     for m in update.pop("messages", ()):
         if found is None and isinstance(m, ToolMessage) and m.tool_call_id == call.id:
             found = m

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 import threading
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -33,7 +33,7 @@ from ..actors import (
 from ..budget import Budget
 from ..errors import ConfigurationError, InputError
 from ..hooks import AgentMiddleware
-from ..lc_views import LangGraphStream
+from ..langchain.views import LangGraphStream
 from ..limits import Limits
 from ..middleware import tree_models
 from ..models import ChatModel, SupportsAclose
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DeepAgent"]
 
-AgentInput = Mapping[str, Any] | str | Command | None
+AgentInput = Mapping[str, object] | str | Command | None
 
 
 class DeepAgent:
@@ -131,7 +131,7 @@ class DeepAgent:
     async def ainvoke(
         self,
         input: AgentInput,
-        config: Mapping[str, Any] | None = None,
+        config: Mapping[str, object] | None = None,
         *,
         thread_id: str | None = None,
         timeout: float | None = None,
@@ -202,7 +202,7 @@ class DeepAgent:
     def astream(
         self,
         input: AgentInput,
-        config: Mapping[str, Any] | None = None,
+        config: Mapping[str, object] | None = None,
         *,
         thread_id: str | None = None,
         timeout: float | None = None,
@@ -267,7 +267,7 @@ class DeepAgent:
     def invoke(
         self,
         input: AgentInput,
-        config: Mapping[str, Any] | None = None,
+        config: Mapping[str, object] | None = None,
         *,
         backend: str = "asyncio",
         **kwargs: Any,
@@ -291,7 +291,7 @@ class DeepAgent:
     def stream(
         self,
         input: AgentInput,
-        config: Mapping[str, Any] | None = None,
+        config: Mapping[str, object] | None = None,
         *,
         backend: str = "asyncio",
         **kwargs: Any,
@@ -311,7 +311,7 @@ class DeepAgent:
     def _prepare(
         self,
         input: AgentInput,
-        config: Mapping[str, Any] | None,
+        config: Mapping[str, object] | None,
         thread_id: str | None,
         runtime: Runtime | None,
         *,
@@ -340,7 +340,7 @@ class DeepAgent:
     # -- saved threads -----------------------------------------------------------
 
     async def ahistory(
-        self, thread_id: str | Mapping[str, Any], *, runtime: Runtime | None = None
+        self, thread_id: str | Mapping[str, object], *, runtime: Runtime | None = None
     ) -> list[CheckpointRecord]:
         """Every checkpoint record of a thread that counts, oldest first (every actor).
 
@@ -356,7 +356,7 @@ class DeepAgent:
 
     async def aget_state(
         self,
-        thread: str | Mapping[str, Any],
+        thread: str | Mapping[str, object],
         *,
         upto_seq: int | None = None,
         path: str | None = None,
@@ -382,12 +382,12 @@ class DeepAgent:
             self, thread, runtime, lambda h: h.state(upto_seq=upto_seq, path=path)
         )
 
-    def get_state(self, thread: str | Mapping[str, Any], **kwargs: Any) -> ThreadState:
+    def get_state(self, thread: str | Mapping[str, object], **kwargs: Any) -> ThreadState:
         """Blocking :meth:`aget_state`."""
         return run_sync(self.aget_state, thread, backend="asyncio", **kwargs)
 
     async def aget_state_history(
-        self, thread: str | Mapping[str, Any], *, runtime: Runtime | None = None
+        self, thread: str | Mapping[str, object], *, runtime: Runtime | None = None
     ) -> list[ThreadState]:
         """The thread's state after each of its top-level records, newest first.
 
@@ -401,18 +401,18 @@ class DeepAgent:
 
         return await on_thread(self, thread, runtime, states)
 
-    def get_state_history(self, thread: str | Mapping[str, Any]) -> Iterator[ThreadState]:
+    def get_state_history(self, thread: str | Mapping[str, object]) -> Iterator[ThreadState]:
         """Blocking :meth:`aget_state_history`."""
         return iter(run_sync(self.aget_state_history, thread, backend="asyncio"))
 
     async def aupdate_state(
         self,
-        thread: str | Mapping[str, Any],
-        values: Mapping[str, Any],
+        thread: str | Mapping[str, object],
+        values: Mapping[str, object],
         as_node: str | None = None,
         *,
         runtime: Runtime | None = None,
-    ) -> dict[str, Any]:
+    ) -> dict[str, dict[str, str]]:
         """Apply ``values`` to a saved thread's state, in turn with its runs.
 
         LangGraph's ``update_state``: the values go through the channels'
@@ -448,8 +448,11 @@ class DeepAgent:
         return {"configurable": {"thread_id": thread_named(thread)}}
 
     def update_state(
-        self, thread: str | Mapping[str, Any], values: Mapping[str, Any], as_node: str | None = None
-    ) -> dict[str, Any]:
+        self,
+        thread: str | Mapping[str, object],
+        values: Mapping[str, object],
+        as_node: str | None = None,
+    ) -> dict[str, dict[str, str]]:
         """Blocking :meth:`aupdate_state`."""
         return run_sync(self.aupdate_state, thread, values, as_node, backend="asyncio")
 
@@ -489,7 +492,7 @@ async def _sync_use(spec: AgentSpec) -> AsyncIterator[None]:
                 await model.aclose()
 
 
-def _check_kwargs(name: str, target: Any, kwargs: Mapping[str, Any]) -> None:
+def _check_kwargs(name: str, target: Callable[..., object], kwargs: Mapping[str, object]) -> None:
     """A misspelt keyword of a sync method named as the caller wrote it (not its async twin)."""
     known = inspect.signature(target).parameters
     for key in kwargs:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-from typing import Any
 
 from ..errors import InputError, ThreadNotSavedWarning
 
@@ -31,7 +30,7 @@ class RunConfig:
         self.recursion_limit = recursion_limit
 
 
-def read_config(config: Mapping[str, Any] | None, thread_id: str | None) -> RunConfig:
+def read_config(config: Mapping[str, object] | None, thread_id: str | None) -> RunConfig:
     """The thread and the recursion limit of a run, from ``config`` and ``thread_id``.
 
     Raises:

@@ -4,7 +4,7 @@ A deepagents script iterates ``agent.stream(input, stream_mode="values")`` and
 gets state dicts, or ``(mode, data)`` pairs for a list of modes, or
 ``(namespace, ...)`` tuples with ``subgraphs=True``. This wraps the typed event
 stream of the run and turns each event into those parts
-(:class:`~deepactors.lc_views.LangGraphStream`, with deepactors objects as data).
+(:class:`~deepactors.langchain.views.LangGraphStream`, with deepactors objects as data).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import Any
 
 from ..actors import EventStream
-from ..lc_views import LangGraphStream, StreamPart
+from ..langchain.views import LangGraphStream, StreamPart
 from ..state import AgentResult
 
 __all__ = ["StreamParts"]

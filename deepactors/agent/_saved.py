@@ -8,7 +8,7 @@ call.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from ..actors import HasSpec, Runtime, ThreadHandle, open_runtime
 from ..errors import InputError
@@ -21,7 +21,7 @@ T = TypeVar("T")
 
 async def on_thread(
     agent: HasSpec,
-    thread: str | Mapping[str, Any],
+    thread: str | Mapping[str, object],
     runtime: Runtime | None,
     act: Callable[[ThreadHandle], Awaitable[T]],
 ) -> T:
@@ -47,7 +47,7 @@ async def on_thread(
     return found[0]
 
 
-def thread_named(thread: str | Mapping[str, Any]) -> str:
+def thread_named(thread: str | Mapping[str, object]) -> str:
     """The thread id ``thread`` names: the id itself, or LangGraph's config.
 
     Raises:

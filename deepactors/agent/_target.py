@@ -14,9 +14,9 @@ import importlib.util
 import inspect
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 from ..errors import ConfigurationError
 from ._agent import DeepAgent
@@ -24,7 +24,7 @@ from ._agent import DeepAgent
 __all__ = ["import_from", "load_target"]
 
 
-def load_target(target: str, folder: Path) -> Any:
+def load_target(target: str, folder: Path) -> object:
     """The attribute ``target`` names, called if it is a function of no arguments.
 
     Modules of ``folder`` (and a file's own folder) are importable, as under
@@ -40,7 +40,7 @@ def load_target(target: str, folder: Path) -> Any:
         raise ConfigurationError(f"give the agent as module:attribute, not {target!r}")
     module = import_from(module_name, folder)
     try:
-        value: Any = getattr(module, attribute)
+        value: object = getattr(module, attribute)
     except AttributeError:
         raise ConfigurationError(f"{module_name} has no {attribute!r}") from None
     if callable(value) and not isinstance(value, DeepAgent):
@@ -48,7 +48,7 @@ def load_target(target: str, folder: Path) -> Any:
     return value
 
 
-def _call(target: str, fn: Any) -> Any:
+def _call(target: str, fn: Callable[..., object]) -> object:
     """What a factory function returns; a clear error for what is no factory."""
     if inspect.iscoroutinefunction(fn):
         raise ConfigurationError(

@@ -21,9 +21,8 @@ import json
 import os
 import stat as stat_module
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -228,14 +227,15 @@ def _search_bytes(regex: LinePattern, virtual: str, data: bytes | None) -> list[
     ]
 
 
-def _text(field: dict[str, Any]) -> str:
+def _text(field: Mapping[str, object]) -> str:
     if "text" in field:
         return str(field["text"])
-    raw = base64.b64decode(field.get("bytes", ""))
+    encoded = field.get("bytes")
+    raw = base64.b64decode(encoded if isinstance(encoded, str) else "")
     return raw.decode("utf-8", errors="replace")
 
 
-def _path(field: dict[str, Any]) -> str | None:
+def _path(field: Mapping[str, object]) -> str | None:
     # A path ripgrep gives as "bytes" is not UTF-8: no agent path names it (the
     # Python walk leaves such names out too).
     return str(field["text"]) if "text" in field else None

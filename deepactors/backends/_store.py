@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, final
 
 import anyio
 
+from deepactors._core.jsonvalue import JSONObject
 from deepactors.errors import (
     BackendError,
     FileNotFound,
@@ -160,7 +161,7 @@ class StoreBackend(FilesOnly):
 
     async def _put(self, path: str, content: str, old: StoreItem | None) -> str:
         now = time.time()
-        value: dict[str, Any] = {
+        value: JSONObject = {
             "content": content,
             "version": 1 if old is None else _number(old) + 1,
             "id": uuid.uuid4().hex[:16] if old is None else old.value.get("id"),

@@ -42,7 +42,7 @@ def _version() -> str:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from ..demo import DEMO_QUESTION, run_demo
+    from ..assembly.demo import DEMO_QUESTION, run_demo
     from ._live import open_view
 
     configure_logging(args.log_level, args.log_format)
@@ -100,8 +100,8 @@ def _run_agent(args: argparse.Namespace) -> tuple[DeepAgent, BubblewrapSandbox |
     from pathlib import Path
 
     from ..agent import DeepAgent, load_target
+    from ..assembly import create_deep_agent
     from ..errors import ConfigurationError
-    from ..factory import create_deep_agent
 
     checkpointer = None
     if args.db:

@@ -20,7 +20,7 @@ from rich.live import Live
 from rich.text import Text
 from rich.tree import Tree
 
-from ..demo import print_event
+from ..assembly.demo import print_event
 from ..events import (
     Event,
     Interrupted,

@@ -24,6 +24,13 @@ a :class:`~deepactors.errors.ConfigurationError` that names the extra.
   :class:`DeepAgentState`: its state keys, to extend for ``state_schema=``;
   :func:`file_data_to_string`, :func:`create_file_data`, :func:`update_file_data`:
   deepagents' ``FileData`` helpers (none need LangChain).
+* :mod:`deepactors.langchain.views`: LangChain's and LangGraph's shapes of
+  messages, state, interrupts and stream parts, as JSON (no ``langchain-core``
+  needed); the facade and the server speak LangGraph through it.
+
+On import this package runs only ``_files`` and ``_specs`` (plain values), never
+the agent it names: ``views``, ``_messages`` and ``_tools`` sit in a layer below
+the runtime, which imports them (``tests/core/test_layers.py``).
 """
 
 from __future__ import annotations

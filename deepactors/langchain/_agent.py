@@ -24,8 +24,8 @@ import anyio
 
 from ..actors import AgentSpec, EventStream, ThreadState
 from ..agent import DeepAgent
+from ..assembly import create_deep_agent as _create_deep_agent
 from ..errors import ConfigurationError, InputError, StepLimitExceeded
-from ..factory import create_deep_agent as _create_deep_agent
 from ..hooks import AgentMiddleware
 from ..tools import Command
 from ._errors import GraphRecursionError

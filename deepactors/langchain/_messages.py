@@ -1,6 +1,6 @@
 """deepactors messages as ``langchain_core`` message objects, and back.
 
-Both directions go through LangChain's message dicts (:mod:`deepactors.lc_views`),
+Both directions go through LangChain's message dicts (:mod:`deepactors.langchain.views`),
 the one place that knows how each field maps; this module only builds the
 objects. Imported only when ``langchain-core`` is installed.
 """
@@ -19,8 +19,8 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from ..lc_views import message_from_lc, message_to_lc
 from ..messages import MESSAGE_TYPES, AssistantMessage, Message
+from .views import message_from_lc, message_to_lc
 
 __all__ = ["from_langchain", "lc_objects", "to_langchain", "to_langchain_chunk"]
 

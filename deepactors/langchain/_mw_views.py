@@ -20,7 +20,7 @@ from langgraph.prebuilt.tool_node import ToolRuntime as LGToolRuntime
 from langgraph.runtime import Runtime as LGRuntime
 from langgraph.types import Command as LGCommand
 
-from .._factory_parts import schema_channels as state_schema_channels
+from ..assembly import schema_channels as state_schema_channels
 from ..context import RunContext
 from ..errors import ConfigurationError
 from ..events import CustomEvent
@@ -180,7 +180,7 @@ def lc_tool_result(result: ToolMessage | Command) -> Any:
 
 def schema_channels(middleware: Any) -> tuple[dict[str, Channel], tuple[str, ...]]:
     """Channels for the keys ``middleware.state_schema`` adds to LangChain's AgentState
-    (see :func:`deepactors._factory_parts.schema_channels`)."""
+    (see :func:`deepactors.assembly.schema_channels`)."""
     schema = getattr(middleware, "state_schema", None)
     if schema is None:
         return {}, ()

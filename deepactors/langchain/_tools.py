@@ -49,10 +49,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from .._core.threads import run_sync_in_thread
 from ..context import ToolRuntime
 from ..errors import ConfigurationError, ToolArgumentsError, ToolError
-from ..lc_views import values_to_lc
 from ..messages import ContentBlock, ImageBlock, TextBlock, to_message
 from ..tools import _NAME_RE, Command, Tool, _describe_validation
 from ._messages import to_langchain
+from .views import values_to_lc
 
 __all__ = ["LangChainTool", "from_langchain_tool", "from_langgraph_command"]
 

@@ -242,7 +242,7 @@ class MCPServer:
             transport="http", url=url, name=name, headers=headers, auth_token=auth_token, **options
         )
 
-    def connection_key(self) -> tuple[Any, ...]:
+    def connection_key(self) -> tuple[object, ...]:
         """What makes two configurations one session: the same server, the same session options.
 
         Not the options of each agent's own (``call_timeout``, prefix, filters,
@@ -276,7 +276,7 @@ class MCPServer:
         return name
 
 
-def mcp_servers_from(config: Mapping[str, Any]) -> list[MCPServer]:
+def mcp_servers_from(config: Mapping[str, object]) -> list[MCPServer]:
     """Servers from ``create_deep_agent``'s ``mcp_servers`` or an ``mcpServers`` JSON object.
 
     Each value is an :class:`MCPServer` (its key becomes its name) or a dict in

@@ -16,7 +16,6 @@ closed, and a closed one is opened again when next needed.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any
 
 from anyio.abc import TaskGroup
 
@@ -36,7 +35,7 @@ class _Pool:
 
     def __init__(self, tg: TaskGroup) -> None:
         self._tg = tg
-        self._connections: OrderedDict[tuple[Any, ...], Connection] = OrderedDict()
+        self._connections: OrderedDict[tuple[object, ...], Connection] = OrderedDict()
 
     def get(self, server: MCPServer) -> Connection:
         key = server.connection_key()

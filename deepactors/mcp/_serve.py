@@ -37,6 +37,7 @@ from ._connection import load_sdk
 
 if TYPE_CHECKING:
     from ..actors import HasSpec
+    from ..state import AgentResult
 
 __all__ = ["mcp_app", "serve_mcp"]
 
@@ -151,7 +152,7 @@ async def _run(
     return outcome
 
 
-def _answer(result: dict[str, Any]) -> str:
+def _answer(result: AgentResult) -> str:
     if "__interrupt__" in result:
         return "The run stopped for a human decision, which this server cannot ask for."
     structured = result.get("structured_response")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from ..errors import ConfigurationError
 from ..hooks import AgentMiddleware
@@ -14,7 +13,7 @@ __all__ = ["tool_sources"]
 
 
 def tool_sources(
-    items: Sequence[Any] | None, mcp_servers: Mapping[str, Any] | None
+    items: Sequence[object] | None, mcp_servers: Mapping[str, object] | None
 ) -> tuple[list[Tool], list[AgentMiddleware]]:
     """The tools of a ``tools=`` list, and the middleware giving the MCP servers' tools.
 

@@ -35,7 +35,7 @@ class _AnyArguments(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-def _unused(**_: Any) -> None:  # pragma: no cover - MCPTool.call goes to the server
+def _unused(**_: object) -> None:  # pragma: no cover - MCPTool.call goes to the server
     raise NotImplementedError
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Literal, TypeAlias
 
 from ..actors import (
     AgentSpec,
@@ -69,11 +69,22 @@ Available subagent types:
 Several can run at the same time. You are told when each ends."""
 
 
-def _merge(current: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+_Entry: TypeAlias = Mapping[str, object]
+"""A task's entry in the ``async_tasks`` channel (see ``BackgroundTask.record``),
+as saved: read back from a checkpoint, so each field is checked where it is read."""
+
+
+def _merge(current: Mapping[str, _Entry], update: Mapping[str, _Entry]) -> dict[str, _Entry]:
     merged = dict(current)
     for task_id, entry in update.items():
         merged[task_id] = {**merged.get(task_id, {}), **entry}
     return merged
+
+
+def _text(entry: _Entry, key: str) -> str:
+    """A text field of a saved entry (``""``: missing, or not text)."""
+    value = entry.get(key)
+    return value if isinstance(value, str) else ""
 
 
 def _registry(run: RunContext) -> BackgroundTasks:
@@ -139,7 +150,7 @@ class AsyncSubAgentMiddleware(AgentMiddleware):
 
     async def before_agent(self, state: State, run: RunContext) -> HookResult:
         """Restart (or report) this agent's tasks that were running when its thread stopped."""
-        records: Mapping[str, Any] = state.get("async_tasks") or {}
+        records: Mapping[str, _Entry] = state.get("async_tasks") or {}
         tasks = run.tree.background
         if not records or not isinstance(tasks, BackgroundTasks):
             return None
@@ -148,16 +159,16 @@ class AsyncSubAgentMiddleware(AgentMiddleware):
                 continue
             if tasks.get(task_id) is not None:
                 continue  # alive in this actor: nothing was lost
-            spec = self.specs.get(entry.get("agent_name", ""))
+            spec = self.specs.get(_text(entry, "agent_name"))
             task = BackgroundTask(
                 task_id=task_id,
-                agent_name=entry.get("agent_name", "?"),
-                description=entry.get("description", ""),
-                path=entry.get("path") or f"{run.path}/async-{task_id}",
+                agent_name=_text(entry, "agent_name") or "?",
+                description=_text(entry, "description"),
+                path=_text(entry, "path") or f"{run.path}/async-{task_id}",
                 owner=run.path,
                 # The top-level run's: cancelling its handle cancels the task.
                 run_id=run.root.run_id,
-                created_at=entry.get("created_at") or "",
+                created_at=_text(entry, "created_at"),
             )
             if self.on_lost == "restart" and spec is not None and task.description:
                 _announce(run, task)
@@ -425,7 +436,7 @@ def _list_tool() -> Tool:
         Args:
             status_filter: Only tasks with this status (default: all).
         """
-        records: Mapping[str, Any] = runtime.state.get("async_tasks") or {}
+        records: Mapping[str, _Entry] = runtime.state.get("async_tasks") or {}
         entries = []
         for task_id, entry in records.items():
             live = _live(runtime, task_id)
@@ -465,7 +476,7 @@ def _live(runtime: ToolRuntime, task_id: str) -> BackgroundTask | None:
     return task if task is not None and task.owner == runtime.run.path else None
 
 
-def _lookup(runtime: ToolRuntime, task_id: str) -> BackgroundTask | Mapping[str, Any] | str:
+def _lookup(runtime: ToolRuntime, task_id: str) -> BackgroundTask | _Entry | str:
     """The task alive in this actor, else its saved entry, else what to tell the model."""
     task = _live(runtime, task_id)
     if task is not None:
@@ -476,7 +487,7 @@ def _lookup(runtime: ToolRuntime, task_id: str) -> BackgroundTask | Mapping[str,
     return f"No tracked task found for task_id: {task_id!r}"
 
 
-def _entry(state: State, task_id: str) -> Mapping[str, Any] | None:
-    records: Mapping[str, Any] = state.get("async_tasks") or {}
+def _entry(state: State, task_id: str) -> _Entry | None:
+    records: Mapping[str, object] = state.get("async_tasks") or {}
     entry = records.get(task_id)
     return entry if isinstance(entry, Mapping) else None

@@ -9,7 +9,7 @@ summarizes at the next model call, as it would at its trigger.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..context import RunKey, ToolRuntime
 from ..tools import Command, Tool, tool
@@ -28,7 +28,7 @@ class _Measured(Protocol):
     messages: int
 
 
-def compact_tool_for(key: RunKey[Any], limits: Callable[[], Limits]) -> Tool:
+def compact_tool_for(key: RunKey[_Measured], limits: Callable[[], Limits]) -> Tool:
     """The tool for one middleware: ``key`` finds its per-run measurements."""
 
     async def compact_conversation(runtime: ToolRuntime) -> Command | str:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
 
 from ..context import RunContext
 from ..errors import ConfigurationError
@@ -51,7 +50,7 @@ class HumanInTheLoopMiddleware(AgentMiddleware):
             (no interrupt), or ``{"allowed_decisions": [...], "description": "..."}``.
     """
 
-    def __init__(self, interrupt_on: Mapping[str, bool | Mapping[str, Any]]) -> None:
+    def __init__(self, interrupt_on: Mapping[str, bool | Mapping[str, object]]) -> None:
         self.config: dict[str, tuple[tuple[str, ...], str | None]] = {}
         for name, setting in interrupt_on.items():
             if setting is False:
@@ -70,7 +69,8 @@ class HumanInTheLoopMiddleware(AgentMiddleware):
             description = setting.get("description")
             if description is not None and not isinstance(description, str):
                 raise ConfigurationError(f"interrupt_on[{name!r}]: description must be text")
-            allowed = tuple(setting.get("allowed_decisions", DECISIONS))
+            given = setting.get("allowed_decisions", DECISIONS)
+            allowed = tuple(given) if isinstance(given, Iterable) else ()
             bad = set(allowed) - set(DECISIONS)
             if bad or not allowed:
                 raise ConfigurationError(
@@ -129,7 +129,7 @@ class HumanInTheLoopMiddleware(AgentMiddleware):
         return await handler(request)
 
 
-def _replace_call(request: ToolCallRequest, edited: Any) -> None:
+def _replace_call(request: ToolCallRequest, edited: ToolCall) -> None:
     for message in reversed(request.state.messages):
         if isinstance(message, AssistantMessage) and any(
             c.id == edited.id for c in message.tool_calls

@@ -10,12 +10,12 @@ is its own run. For limits on a whole tree of agents, see
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from ..context import RunContext, RunKey
 from ..errors import CallLimitExceeded, ConfigurationError
 from ..hooks import AgentMiddleware, HookResult
-from ..messages import AssistantMessage, ToolMessage
+from ..messages import AssistantMessage, Message, ToolMessage
 from ..state import Channel, State
 
 __all__ = ["ModelCallLimitMiddleware", "ToolCallLimitMiddleware"]
@@ -153,7 +153,7 @@ class ToolCallLimitMiddleware(AgentMiddleware):
         if self.exit_behavior == "error":
             raise CallLimitExceeded(f"{run.path}: {why}")
         # Every call of the turn gets a result, so the history stays valid.
-        results: list[Any] = [
+        results: list[Message] = [
             ToolMessage(
                 tool_call_id=c.id,
                 name=c.name,

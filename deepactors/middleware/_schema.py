@@ -16,6 +16,7 @@ from typing import Any
 import jsonschema
 from pydantic import TypeAdapter, ValidationError
 
+from .._core.jsonvalue import JSONObject
 from ..errors import ConfigurationError
 
 __all__ = ["OutputSchema"]
@@ -37,7 +38,7 @@ class OutputSchema:
 
     name: str
     description: str | None
-    json_schema: dict[str, Any]
+    json_schema: JSONObject
     adapter: TypeAdapter[Any] | None = None
     validator: jsonschema.protocols.Validator | None = None
 
@@ -72,7 +73,7 @@ class OutputSchema:
         )
 
     @classmethod
-    def _of_json_schema(cls, schema: dict[str, Any]) -> OutputSchema:
+    def _of_json_schema(cls, schema: JSONObject) -> OutputSchema:
         validator_type = jsonschema.validators.validator_for(
             schema, default=jsonschema.Draft202012Validator
         )
@@ -118,20 +119,20 @@ class OutputSchema:
             raise ValueError(_listing(problems))
         return data
 
-    def encode(self, value: Any) -> Any:
+    def encode(self, value: object) -> object:
         """A value as JSON data (for checkpoints and a subagent's answer)."""
         if value is None or self.adapter is None:
             return value
         return self.adapter.dump_python(value, mode="json")
 
-    def decode(self, data: Any) -> Any:
+    def decode(self, data: object) -> object:
         """The inverse of :meth:`encode`."""
         if data is None or self.adapter is None:
             return data
         return self.adapter.validate_python(data)
 
 
-def _require_object(schema: Mapping[str, Any], name: str) -> None:
+def _require_object(schema: Mapping[str, object], name: str) -> None:
     if schema.get("type") != "object":
         raise ConfigurationError(
             f"response_format {name} must describe a JSON object (a model class, dataclass, "

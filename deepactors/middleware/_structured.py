@@ -65,7 +65,7 @@ class ToolStrategy:
             :class:`~deepactors.errors.StructuredOutputError`.
     """
 
-    schema: Any
+    schema: object
     tool_name: str | None = None
     max_retries: int = DEFAULT_MAX_RETRIES
 
@@ -80,7 +80,7 @@ class ProviderStrategy:
         max_retries: As for :class:`ToolStrategy`.
     """
 
-    schema: Any
+    schema: object
     max_retries: int = DEFAULT_MAX_RETRIES
 
 
@@ -89,7 +89,7 @@ class ProviderStrategy:
 class AutoStrategy:
     """Native where the model supports it, else the tool (what a bare schema means)."""
 
-    schema: Any
+    schema: object
     max_retries: int = DEFAULT_MAX_RETRIES
 
 
@@ -163,7 +163,7 @@ class StructuredOutputMiddleware(AgentMiddleware):
             or ``ProviderStrategy`` for a model that has no native structured output.
     """
 
-    def __init__(self, response_format: Any, *, model: ChatModel | None = None) -> None:
+    def __init__(self, response_format: object, *, model: ChatModel | None = None) -> None:
         fmt = _from_langchain(response_format)
         if not isinstance(fmt, ToolStrategy | ProviderStrategy | AutoStrategy):
             fmt = AutoStrategy(fmt)
@@ -206,7 +206,7 @@ class StructuredOutputMiddleware(AgentMiddleware):
     def _answer_tool(self) -> Tool:
         name = self.tool_name
 
-        async def answered_by_middleware(**_: Any) -> str:
+        async def answered_by_middleware(**_: object) -> str:
             # Calls never get here: wrap_tool_call answers them. A copy of this
             # tool given to an agent without the middleware fails loudly instead.
             raise ToolError(f"{name} is answered by StructuredOutputMiddleware")
@@ -312,7 +312,7 @@ class StructuredOutputMiddleware(AgentMiddleware):
             last_error=attempts.last,
         )
 
-    async def _parse_native(self, message: AssistantMessage) -> tuple[Any, str | None]:
+    async def _parse_native(self, message: AssistantMessage) -> tuple[object, str | None]:
         if message.stop_reason == "refusal":
             return None, "you declined to answer"
         text = message.text
@@ -333,7 +333,7 @@ class StructuredOutputMiddleware(AgentMiddleware):
         except ValueError as exc:
             return None, f"your answer does not fit {self.schema.name}: {exc}"
 
-    async def _validate(self, data: Any) -> Any:
+    async def _validate(self, data: object) -> object:
         if isinstance(data, Mapping) and len(data) > _BIG_ANSWER // 64:
             return await anyio.to_thread.run_sync(self.schema.validate, data)
         return self.schema.validate(data)

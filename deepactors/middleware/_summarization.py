@@ -74,7 +74,7 @@ class _RunView:
     messages: int = 0
 
 
-def _merge(current: Any, update: Any) -> dict[str, Any]:
+def _merge(current: Mapping[str, object] | None, update: Mapping[str, object]) -> dict[str, object]:
     return {**(current or {}), **update}
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 import threading
 from collections.abc import Callable
-from typing import Any, Final, cast
+from typing import Final, cast
 
 from .._core.public import publish as _publish
 from ..errors import ConfigurationError
@@ -94,7 +94,8 @@ LANGCHAIN_ADAPTER: Final = "deepactors.langchain:adapt_model"
 """Tried for a model object of a ``langchain_core`` or ``langchain_*`` class
 (``ChatOpenAI(...)``): ``adapt_model(obj) -> ChatModel | None``."""
 
-Target = Callable[..., Any] | str
+Target = Callable[..., ChatModel | None] | str
+"""A factory, resolver or adapter: a model from what it is given (None: not mine)."""
 
 _lock = threading.Lock()
 _providers: dict[str, Target] = dict(_BUILT_IN)
@@ -155,12 +156,13 @@ def _check_target(target: object) -> None:
         raise ConfigurationError(f"not callable: {target!r}")
 
 
-def _load(target: Target) -> Callable[..., Any]:
+def _load(target: Target) -> Callable[..., ChatModel | None]:
     """The callable a target names, importing its module if it is a string."""
     if not isinstance(target, str):
         return target
     module, _, attribute = target.partition(":")
-    return cast("Callable[..., Any]", getattr(importlib.import_module(module), attribute))
+    found: Callable[..., ChatModel | None] = getattr(importlib.import_module(module), attribute)
+    return found
 
 
 def __getattr__(name: str) -> object:
@@ -214,7 +216,7 @@ def resolve_model(model: str | ChatModel | object | None) -> ChatModel:
                 ) from exc
             found = adapt(model)
             if found is not None:
-                return cast("ChatModel", found)
+                return found
     if isinstance(model, ChatModel):
         return model
     raise ConfigurationError(f"not a model: {model!r}")
@@ -247,7 +249,7 @@ def _from_string(spec: str) -> ChatModel:
             continue
         found = resolve(spec)
         if found is not None:
-            return cast("ChatModel", found)
+            return found
     known = ", ".join(sorted(_providers))
     hint = (
         " With pip install 'deepactors[langchain]', LangChain's init_chat_model "

@@ -110,7 +110,7 @@ def supports_structured_output(model_id: str) -> bool:
     return not model_id.startswith(_NO_STRUCTURED_OUTPUT)
 
 
-def output_format_to_api(schema: Mapping[str, Any]) -> JSON:
+def output_format_to_api(schema: Mapping[str, object]) -> JSON:
     """``output_config.format`` for a JSON schema: made strict as the API requires
     (every object closed, unsupported keywords moved into descriptions) by the
     SDK's ``transform_schema``; made once per schema, copied into each body."""

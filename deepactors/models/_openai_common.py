@@ -83,7 +83,7 @@ def text_of(content: str | list[ContentBlock]) -> str:
     return "".join(b.text for b in content if isinstance(b, TextBlock))
 
 
-def strict_schema(schema: Mapping[str, Any]) -> JSON:
+def strict_schema(schema: Mapping[str, object]) -> JSON:
     """``schema`` as the APIs' strict mode wants it (every object closed, every
     property required), made once per schema and copied into each body."""
     return copy.deepcopy(_strict(json.dumps(schema)))  # key order kept: it is the output order

@@ -373,7 +373,7 @@ class OpenAIModel(AsyncResource):
         request: ModelRequest,
         max_tokens: int | None,
         effort: str | None,
-        schema: Mapping[str, Any] | None,
+        schema: Mapping[str, object] | None,
         stream: bool,
     ) -> None:
         body["messages"] = messages_to_chat(request.system_prompt, request.messages)
@@ -402,7 +402,7 @@ class OpenAIModel(AsyncResource):
         request: ModelRequest,
         max_tokens: int | None,
         effort: str | None,
-        schema: Mapping[str, Any] | None,
+        schema: Mapping[str, object] | None,
     ) -> None:
         body["input"] = input_to_responses(request.messages)
         if request.system_prompt:

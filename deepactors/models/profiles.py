@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from dataclasses import dataclass
-from typing import Any, Final, Protocol, final, runtime_checkable
+from typing import Final, Protocol, TypedDict, Unpack, final, runtime_checkable
 
 from ..messages import Usage
 from ._anthropic_windows import context_window_for
@@ -96,6 +96,20 @@ def _pico(per_million: float) -> int:
     return whole if whole >= value else whole + 1
 
 
+class ProfileChanges(TypedDict, total=False):
+    """The fields :meth:`ModelProfile.replace` may change, each as the profile types it."""
+
+    context_window: int | None
+    max_output_tokens: int | None
+    tools: bool
+    parallel_tool_calls: bool
+    images: bool
+    structured_output: bool
+    prompt_caching: bool
+    reasoning: bool
+    prices: ModelPrices | None
+
+
 @final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelProfile:
@@ -123,7 +137,7 @@ class ModelProfile:
     reasoning: bool = False
     prices: ModelPrices | None = None
 
-    def replace(self, **changes: Any) -> ModelProfile:
+    def replace(self, **changes: Unpack[ProfileChanges]) -> ModelProfile:
         """A copy with some fields changed (``profile.replace(prices=...)``)."""
         return dataclasses.replace(self, **changes)
 

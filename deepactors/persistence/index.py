@@ -57,7 +57,7 @@ class SemanticSearch(Protocol):
         namespace_prefix: Namespace,
         query: str,
         *,
-        filter: Mapping[str, Any] | None = None,
+        filter: Mapping[str, object] | None = None,
         limit: int = 10,
         offset: int = 0,
     ) -> builtins.list[tuple[StoreItem, float]]:
@@ -155,7 +155,7 @@ class IndexedStore:
         namespace_prefix: Namespace,
         query: str,
         *,
-        filter: Mapping[str, Any] | None = None,
+        filter: Mapping[str, object] | None = None,
         limit: int = 10,
         offset: int = 0,
     ) -> builtins.list[tuple[StoreItem, float]]:
@@ -190,13 +190,13 @@ class IndexedStore:
                 break
         return out
 
-    def _text(self, value: Mapping[str, Any]) -> str | None:
+    def _text(self, value: Mapping[str, object]) -> str | None:
         parts: builtins.list[str] = []
         for name in self.fields:
             if name == "$":
                 parts.append(json.dumps(value, ensure_ascii=False, sort_keys=True))
                 continue
-            found: Any = value
+            found: object = value
             for step in name.split("."):
                 found = found.get(step) if isinstance(found, Mapping) else None
             if found is not None:
@@ -246,5 +246,5 @@ def _rank(
     return out
 
 
-def _matches(value: Mapping[str, Any], wanted: Mapping[str, Any] | None) -> bool:
+def _matches(value: Mapping[str, object], wanted: Mapping[str, object] | None) -> bool:
     return not wanted or all(value.get(k) == v for k, v in wanted.items())

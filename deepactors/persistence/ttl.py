@@ -89,7 +89,7 @@ class ExpiringStore:
         namespace_prefix: Namespace,
         query: str,
         *,
-        filter: Mapping[str, Any] | None = None,
+        filter: Mapping[str, object] | None = None,
         limit: int = 10,
         offset: int = 0,
         refresh_ttl: bool | None = None,
@@ -224,7 +224,7 @@ class ExpiringStore:
         return out
 
 
-def _until(value: Mapping[str, Any]) -> float:
+def _until(value: Mapping[str, object]) -> float:
     until = value.get("until")
     # A marker that cannot be read counts as expired: better gone than kept for ever.
     return float(until) if isinstance(until, int | float) and math.isfinite(until) else -math.inf

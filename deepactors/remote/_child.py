@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import anyio
 
+from .._core.jsonvalue import JSONObject
 from ..actors import ChildOutcome
 from ..budget import Budget, Refusal
 from ..context import Inbox, RunContext
@@ -78,7 +79,7 @@ class RemoteChild:
     inbox: Inbox | None
     thread_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     runs: list[str] = field(default_factory=list)
-    final: Mapping[str, Any] | None = None  # the last run's values, when waited for
+    final: Mapping[str, object] | None = None  # the last run's values, when waited for
     charged: bool = False  # what it spent was charged to the parent
     meter: Meter | None = None  # its spending charged as it happens (budgeted, deepactors)
     waiting: bool = False  # its thread waits for a human decision: it stays
@@ -139,7 +140,7 @@ class RemoteChild:
         except RemoteFailure as exc:
             return self._failed(str(exc), usage)
         values = state.get("values") if isinstance(state, Mapping) else None
-        if not isinstance(values, Mapping):
+        if not isinstance(state, Mapping) or not isinstance(values, Mapping):
             return self._failed(f"{agent.url} answered the thread's state without values")
         waiting = interrupt_note(state)
         if waiting:
@@ -233,7 +234,7 @@ class RemoteChild:
 
     def _first_body(
         self, sent: Mapping[str, FileRecord], kind: str | None, lite: bool
-    ) -> dict[str, Any]:
+    ) -> JSONObject:
         """The first run's request: the brief (and messages sent before it), the files sent.
 
         ``kind``: the server's kind when the run is streamed (None: its final
@@ -241,7 +242,7 @@ class RemoteChild:
         """
         inbox, parent = self.inbox, self.parent
         texts = [self.description, *(inbox.take() if inbox is not None else ())]
-        body: dict[str, Any] = {
+        body: JSONObject = {
             "assistant_id": self.agent.graph_id,
             "input": _input(texts, sent),
             "on_disconnect": "cancel",
@@ -249,14 +250,14 @@ class RemoteChild:
             "metadata": {"parent_path": parent.path, "parent_run_id": parent.run_id},
         }
         if kind is not None:
-            body["stream_mode"] = _modes(kind, lite)
+            body["stream_mode"] = [*_modes(kind, lite)]
             body["stream_subgraphs"] = kind == "deepactors"
         return body
 
     def _request(
         self,
         conn: Connection,
-        body: Mapping[str, Any],
+        body: Mapping[str, object],
         run: list[str],
         meter: Meter | None,
         relay: EventRelay | None,
@@ -292,7 +293,7 @@ class RemoteChild:
     async def _wait(
         self,
         conn: Connection,
-        body: Mapping[str, Any],
+        body: Mapping[str, object],
         on_run: Callable[[str], None],
         trace: Mapping[str, str],
     ) -> None:
@@ -300,7 +301,7 @@ class RemoteChild:
         self.final = None  # (an earlier run's, ended by a message's run, are not the end)
         self.final = await wait_run(conn, path, body, on_run=on_run, extra_headers=trace)
 
-    async def _state(self, conn: Connection) -> Any:
+    async def _state(self, conn: Connection) -> object:
         """The thread's final state: as the last run's wait answered, or read from the server."""
         final = self.final
         if final is not None:
@@ -309,7 +310,7 @@ class RemoteChild:
             return {"values": values, "interrupts": interrupts}
         return await conn.call("GET", f"/threads/{self.thread_id}/state")
 
-    async def _spending(self, conn: Connection) -> tuple[Usage | None, dict[str, Any], object]:
+    async def _spending(self, conn: Connection) -> tuple[Usage | None, dict[str, float], object]:
         """What the child's runs spent, and how the last one ended (its status).
 
         A stream that closes is not proof of a run's end (a proxy, a server
@@ -324,7 +325,7 @@ class RemoteChild:
             raise RemoteFailure(f"{self.agent.url} streamed no run id for the child's run")
         deepactors = conn.kind == "deepactors"
         usage: Usage | None = None
-        spent: dict[str, Any] = {}
+        spent: dict[str, float] = {}
         status: object = None
         for run_id in self.runs if deepactors else self.runs[-1:]:
             run = await self._run_record(conn, run_id)
@@ -344,7 +345,7 @@ class RemoteChild:
                     spent[key] = spent.get(key, 0) + value
         return usage, spent, status
 
-    def _charge(self, usage: Usage | None, spent: Mapping[str, Any]) -> None:
+    def _charge(self, usage: Usage | None, spent: Mapping[str, float]) -> None:
         """Add what the child spent to the parent's usage and budget (once).
 
         What its events charged already (:attr:`meter`) is not charged again:
@@ -386,7 +387,7 @@ class RemoteChild:
             return usage
         return self._charged_live_only()
 
-    async def _run_record(self, conn: Connection, run_id: str) -> Mapping[str, Any]:
+    async def _run_record(self, conn: Connection, run_id: str) -> Mapping[str, object]:
         run = await conn.call("GET", f"/threads/{self.thread_id}/runs/{run_id}")
         if not isinstance(run, Mapping):
             raise RemoteFailure(f"{self.agent.url} answered run {run_id} with {run!r}")

@@ -1,7 +1,7 @@
 """A remote child's stream parts as the parent's typed events, under the child's actor path.
 
 A deepactors server streams every event of a run as JSON in its ``events``
-mode (:func:`deepactors.lc_views.event_to_json`), and all but the state
+mode (:func:`deepactors.langchain.views.event_to_json`), and all but the state
 updates in its ``events-lite`` mode, which a remote child asks for; :class:`EventRelay` turns
 each back into its :mod:`deepactors.events` class, with its path moved under
 the child's (the remote root ``main`` becomes ``main/task-2:remote``, and its
@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from .. import events as ev
-from ..lc_views import message_from_lc
+from ..langchain.views import message_from_lc
 from ..messages import AssistantMessage
 
 __all__ = ["EventRelay"]

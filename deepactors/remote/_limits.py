@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, get_args
+from typing import get_args
 
 from ..budget import PICO, Budget, BudgetLedger, Refusal, Resource
 from ..limits import LIMITS_KEY, Limits
@@ -90,7 +90,7 @@ def remaining_budget(ledger: BudgetLedger | None, own: Budget | None) -> Budget 
     )
 
 
-def read_limits(config: Mapping[str, Any] | None) -> tuple[float | None, Budget | None]:
+def read_limits(config: Mapping[str, object] | None) -> tuple[float | None, Budget | None]:
     """A run's timeout and budget from its request's ``config`` (see the module docstring).
 
     What :meth:`Limits.from_config <deepactors.limits.Limits.from_config>` reads
@@ -125,7 +125,7 @@ class Spent:
 _SPENT_FIELDS = tuple(f.name for f in fields(Spent))
 
 
-def recorded(spent: Mapping[str, Any], usage: Usage | None) -> Spent:
+def recorded(spent: Mapping[str, object], usage: Usage | None) -> Spent:
     """What a remote child's runs spent, from their records.
 
     Args:

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
 
 from ..filediff import FileChange, FileRecord, diff_files
-from ..lc_views import message_from_lc
+from ..langchain.views import message_from_lc
 from ..messages import AssistantMessage, Usage
 
 __all__ = ["answer_of", "file_changes", "interrupt_note", "spent_of"]
@@ -22,7 +21,7 @@ _AI = ("ai", "assistant")
 _NO_ANSWER = "(the remote subagent finished without a final message)"
 
 
-def answer_of(values: Mapping[str, Any]) -> tuple[str, bool]:
+def answer_of(values: Mapping[str, object]) -> tuple[str, bool]:
     """The child's final answer, and whether its budget stopped it.
 
     The structured response as JSON when there is one (as a local child's),
@@ -32,7 +31,7 @@ def answer_of(values: Mapping[str, Any]) -> tuple[str, bool]:
     if structured is not None:
         return json.dumps(structured), False
     messages = values.get("messages")
-    found: list[Any] = messages if isinstance(messages, list) else []
+    found: list[object] = messages if isinstance(messages, list) else []
     for raw in reversed(found):
         if not isinstance(raw, Mapping) or raw.get("type", raw.get("role")) not in _AI:
             continue
@@ -85,12 +84,12 @@ def file_changes(sent: Mapping[str, FileRecord], final: object) -> dict[str, Fil
     return diff_files(sent, ended)
 
 
-def interrupt_note(state: Mapping[str, Any]) -> str:
+def interrupt_note(state: Mapping[str, object]) -> str:
     """What a remote thread waits for a human to decide on ('' when nothing)."""
-    interrupts = list(state.get("interrupts") or ())
-    for task in state.get("tasks") or ():
+    interrupts = list(_listed(state.get("interrupts")))
+    for task in _listed(state.get("tasks")):
         if isinstance(task, Mapping):
-            interrupts.extend(task.get("interrupts") or ())
+            interrupts.extend(_listed(task.get("interrupts")))
     names: list[str] = []
     for item in interrupts:
         value = item.get("value") if isinstance(item, Mapping) else None
@@ -103,7 +102,12 @@ def interrupt_note(state: Mapping[str, Any]) -> str:
     return "an interrupt" if interrupts else ""
 
 
-def spent_of(metadata: object) -> tuple[Usage | None, Mapping[str, Any]]:
+def _listed(value: object) -> list[object] | tuple[object, ...]:
+    """A JSON list as it came (anything else, a missing key included: none)."""
+    return value if isinstance(value, list | tuple) else ()
+
+
+def spent_of(metadata: object) -> tuple[Usage | None, Mapping[str, object]]:
     """A run's usage and budget report from its metadata (``usage``, ``budget``)."""
     if not isinstance(metadata, Mapping):
         return None, {}

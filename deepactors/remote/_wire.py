@@ -154,7 +154,7 @@ class Connection:
                 probing.set()
         return server.kind
 
-    async def call(self, method: str, path: str, body: Any = None) -> Any:
+    async def call(self, method: str, path: str, body: object = None) -> Any:
         """One request; its JSON answer (None for an empty body).
 
         Raises:
@@ -227,7 +227,7 @@ def _too_large(server: Server, what: str, exc: AnswerTooLarge) -> str:
 async def stream_run(
     conn: Connection,
     path: str,
-    body: Mapping[str, Any],
+    body: Mapping[str, object],
     *,
     on_run: Callable[[str], None],
     on_part: Callable[[str, Any], None],
@@ -259,7 +259,7 @@ async def stream_run(
 async def wait_run(
     conn: Connection,
     path: str,
-    body: Mapping[str, Any],
+    body: Mapping[str, object],
     *,
     on_run: Callable[[str], None],
     extra_headers: Mapping[str, str],
@@ -305,7 +305,7 @@ async def wait_run(
 async def _post(
     conn: Connection,
     path: str,
-    body: Mapping[str, Any],
+    body: Mapping[str, object],
     headers: dict[str, str],
     read: Callable[[httpx.Response], Awaitable[None]],
 ) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..lc_views import StreamPart
+from ..langchain.views import StreamPart
 
 __all__ = ["error_event", "metadata_frame", "part_frame", "part_frames", "sse_frame"]
 

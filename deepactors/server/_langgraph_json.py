@@ -28,7 +28,7 @@ from typing import Any
 
 from .._core.logs import get_logger
 from ..agent import DeepAgent, import_from, load_target
-from ..demo import build_demo_agent
+from ..assembly.demo import build_demo_agent
 from ..errors import ConfigurationError, InputError
 from ..limits import ttl_seconds
 from ..persistence import Checkpointer, MemoryCheckpointer, MemoryStore, Store

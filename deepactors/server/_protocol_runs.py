@@ -90,8 +90,8 @@ async def thread_for(manager: RunManager, thread_id: str) -> ThreadRecord:
     """
     if not isinstance(thread_id, str) or not thread_id or len(thread_id) > 256:
         raise HTTPException(422, f"thread id: 1 to 256 characters, not {thread_id!r}")
-    await manager.claim_thread(thread_id, owned({}))
-    return await manager.thread(thread_id, "update")
+    await manager.lookup.claim_thread(thread_id, owned({}))
+    return await manager.lookup.thread(thread_id, "update")
 
 
 async def saved_messages(manager: RunManager, thread: ThreadRecord) -> list[Message]:
@@ -115,7 +115,7 @@ async def rewind_before(manager: RunManager, thread: ThreadRecord, message_id: o
     if not isinstance(message_id, str):
         return False
     handle = manager.handle(thread)
-    root = manager.thread_assistant(thread).agent.name
+    root = manager.lookup.thread_assistant(thread).agent.name
     for record in await handle.history(path=root):
         data = record.data
         messages = data.get("messages") if isinstance(data, Mapping) else None

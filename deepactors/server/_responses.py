@@ -28,7 +28,7 @@ from .._core.logs import get_logger
 from .._core.pacing import Pacer
 from ..errors import DatabaseUnavailable, DeepActorsError, InputError
 from ..events import Event
-from ..lc_views import LangGraphStream
+from ..langchain.views import LangGraphStream
 from ._frames import metadata_frame, part_frames, sse_frame
 from .auth import AuthError
 from .relay import FrameLog, dropped_error
@@ -51,7 +51,7 @@ HEARTBEAT = 15.0
 
 RETRY_AFTER = 5
 """Seconds a client is told to wait (``Retry-After``) while a database is unreachable:
-the most the runs relay waits between reconnection attempts (``_pg_db.backoff``),
+the most the runs relay waits between reconnection attempts (``relay.backoff``),
 so a retry after it finds the database back if it is."""
 
 

@@ -29,7 +29,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from starlette.exceptions import HTTPException
 
 from ..events import Event
-from ..lc_views import LangGraphStream
+from ..langchain.views import LangGraphStream
 from ._frames import metadata_frame, part_frame, sse_frame
 from ._records import RunRecord, Subscriber, ThreadRecord
 from ._responses import LoggedStreamResponse

@@ -24,7 +24,7 @@ from anyio.abc import TaskGroup
 from ..actors import OneShotHandle, RunHandle, RunInput, Runtime, ThreadHandle, ThreadState
 from ..errors import DeepActorsError, RunCancelled
 from ..events import Event
-from ..lc_views import interrupts_to_lc, values_to_lc
+from ..langchain.views import interrupts_to_lc, values_to_lc
 from ..tracing import run_traces
 from ._records import (
     NO_VALUES,

@@ -22,9 +22,11 @@ from ..errors import InputError
 from ..interrupts import END_PENDING
 from ..limits import Breakpoints, Limits
 from ..tools import Command
+from ._records import ThreadRecord, ThreadValues
 from ._schemas import RunCreate
 
 __all__ = [
+    "check_goto",
     "error_json",
     "prepare_run_input",
     "run_input_of",
@@ -114,3 +116,22 @@ def run_kwargs(body: RunCreate) -> dict[str, Any]:
 
 def error_json(exc: BaseException) -> dict[str, str]:
     return {"error": type(exc).__name__, "message": str(exc)}
+
+
+def check_goto(thread: ThreadRecord, node: str, saved: ThreadValues) -> None:
+    """Refuse now (422) a ``command.goto`` the thread cannot go on with, saying why."""
+    if saved.values is None:
+        raise HTTPException(422, f"command.goto: thread {thread.name!r} has no saved state")
+    waiting = saved.next == ("tools",)
+    if node == "tools" and not waiting:
+        raise HTTPException(
+            422,
+            f"command.goto 'tools': thread {thread.name!r} has no tool call waiting to run "
+            "(its model's last answer made none, or they all have results)",
+        )
+    if node == "model" and waiting:
+        raise HTTPException(
+            422,
+            f"command.goto 'model': thread {thread.name!r} has tool calls without results; "
+            "goto 'tools' runs them, or resume them first",
+        )

@@ -58,7 +58,7 @@ from ._records import (
 from ._retention import DEFAULT_RUN_RETENTION, Retention
 from ._run_cancel import RunCanceller
 from ._run_driver import RunDriver, Unlaunched
-from ._run_inputs import run_input_of, run_kwargs
+from ._run_inputs import check_goto, run_input_of, run_kwargs
 from ._run_slots import RunSlots
 from ._schemas import RunCreate
 from ._thread_lookup import ThreadLookup
@@ -70,13 +70,14 @@ from .webhooks import Webhooks, check_webhook_url
 __all__ = ["RunManager"]
 
 
-class RunManager(ThreadLookup):
+class RunManager:
     """Threads and runs of one app, on one runtime.
 
-    The book of threads and runs, with two parts of its own: a
-    ``RunDriver`` (``_run_driver``: starting runs through their handles,
-    delivering their events, recording their ends, reading threads back) and a
-    ``RunCanceller`` (``_run_cancel``).
+    The book of threads and runs, with three parts of its own: a
+    ``ThreadLookup`` (``lookup``, from ``_thread_lookup``: finding, making and
+    keeping threads and their metadata), a ``RunDriver`` (``_run_driver``:
+    starting runs through their handles, delivering their events, recording
+    their ends, reading threads back) and a ``RunCanceller`` (``_run_cancel``).
 
     Args:
         runtime: The runtime every run is an actor of.
@@ -112,8 +113,6 @@ class RunManager(ThreadLookup):
     ) -> None:
         self.runtime = runtime
         self.webhooks = webhooks
-        self.thread_metadata = thread_metadata
-        self.thread_ttl = thread_ttl
         self.slots = RunSlots(max_runs_per_client)
         self.stream_log_bytes = stream_log_bytes
         self._tg = task_group
@@ -121,8 +120,21 @@ class RunManager(ThreadLookup):
         self.assistants = dict(assistants)
         self._by_uuid = {a.assistant_id: a for a in assistants.values()}
         self.threads: dict[str, ThreadRecord] = {}
+        # Keys of threads forgotten here whose records or metadata are still being
+        # deleted: a lookup meanwhile must not find them and make a thread again.
+        self.deleting: set[str] = set()
         self.runs: dict[str, RunRecord] = {}
         self._shared = SharedRuns(self.relay, task_group, self)
+        self.lookup = ThreadLookup(
+            runtime,
+            self.relay,
+            self._shared,
+            assistants=self.assistants,
+            threads=self.threads,
+            deleting=self.deleting,
+            thread_metadata=thread_metadata,
+            thread_ttl=thread_ttl,
+        )
         self._closing = False
         # Per run created but not launched: its input, context, delay and timeout.
         self._unlaunched: dict[str, Unlaunched] = {}
@@ -164,7 +176,7 @@ class RunManager(ThreadLookup):
 
     def handle(self, thread: ThreadRecord) -> ThreadHandle:
         """The handle of the thread under the app's runtime, for the assistant it holds."""
-        return self.runtime.thread(self.thread_assistant(thread).agent, thread.thread_id)
+        return self.runtime.thread(self.lookup.thread_assistant(thread).agent, thread.thread_id)
 
     def run(self, thread: ThreadRecord, run_id: str) -> RunRecord:
         """A run of a thread known to this process (404 if none)."""
@@ -176,7 +188,7 @@ class RunManager(ThreadLookup):
     async def find_run(self, thread_id: str, run_id: str, action: Action = "read") -> RunRecord:
         """A run of the thread the caller names ``thread_id`` and may ``action``,
         here or in another server process (404 if none)."""
-        thread = await self.find_thread(thread_id, action)
+        thread = await self.lookup.find_thread(thread_id, action)
         if thread is None:
             raise HTTPException(404, self.retention.unknown(thread_id, run_id))
         if run_id not in self.runs and self.relay.shared:
@@ -189,7 +201,7 @@ class RunManager(ThreadLookup):
         """:meth:`find_run`, or what is left of the run once forgotten (404 if neither)."""
         if run_id in self.runs or self.relay.shared:
             return await self.find_run(thread_id, run_id, action)
-        thread = await self.find_thread(thread_id, action)
+        thread = await self.lookup.find_thread(thread_id, action)
         past = None if thread is None else thread.forgotten.get(run_id)
         if past is None:
             raise HTTPException(404, self.retention.unknown(thread_id, run_id))
@@ -291,7 +303,7 @@ class RunManager(ThreadLookup):
                 if self.relay.shared:
                     await self.relay.created(run)
                 if not named:  # its first run: the metadata names its graph now
-                    await self.save_metadata(thread)
+                    await self.lookup.save_metadata(thread)
             except BaseException:
                 self.runs.pop(run.run_id, None)
                 thread.runs.remove(run)
@@ -325,7 +337,7 @@ class RunManager(ThreadLookup):
                 continue  # a run came while the thread was read
             node = body.command.node
             if node is not None:
-                _check_goto(thread, node, saved)
+                check_goto(thread, node, saved)
                 return
             if not saved.interrupts and not saved.stopped:
                 # (A thread stopped at a breakpoint goes on past it: LangGraph's
@@ -381,6 +393,11 @@ class RunManager(ThreadLookup):
 
     # -- what the run manager's parts do -------------------------------------------
 
+    async def load_saved(self) -> None:
+        """Know the threads the checkpointers already hold (at start-up; see
+        ``ThreadLookup.load_saved``)."""
+        await self.lookup.load_saved()
+
     async def saved(self, thread: ThreadRecord, *, fresh: bool = False) -> ThreadValues:
         """The thread's saved values and interrupts as JSON (see ``RunDriver.saved``)."""
         return await self._driver.saved(thread, fresh=fresh)
@@ -434,10 +451,14 @@ class RunManager(ThreadLookup):
     async def delete_thread(self, thread: ThreadRecord) -> None:
         """Cancel the thread's runs, then forget it and its checkpoint."""
         await self.cancel(thread.inflight, wait=True)
-        await self._forget_thread(thread)
-        if self.relay.shared:
-            await self.relay.thread_deleted(thread.thread_id)
-        await self.forget_metadata(thread)
+        self.deleting.add(thread.thread_id)
+        try:
+            await self._forget_thread(thread)
+            if self.relay.shared:
+                await self.relay.thread_deleted(thread.thread_id)
+            await self.lookup.forget_metadata(thread)
+        finally:
+            self.deleting.discard(thread.thread_id)
 
     def _forget_runs(self, thread: ThreadRecord) -> None:
         self.threads.pop(thread.thread_id, None)
@@ -462,7 +483,7 @@ class RunManager(ThreadLookup):
 
     async def update_state(self, thread: ThreadRecord, values: Mapping[str, Any]) -> None:
         """Apply ``values`` to the thread's state, in turn with its runs (no model call)."""
-        assistant = self.thread_assistant(thread)
+        assistant = self.lookup.thread_assistant(thread)
         try:
             await self.runtime.thread(assistant.agent, thread.thread_id).update_state(values)
         except DeepActorsError as exc:
@@ -477,22 +498,3 @@ class RunManager(ThreadLookup):
         self.expiry.close()
         await self.cancel([r for r in self.runs.values() if not r.remote], wait=True)
         self._shared.close()  # runs of other processes go on there
-
-
-def _check_goto(thread: ThreadRecord, node: str, saved: ThreadValues) -> None:
-    """Refuse now (422) a ``command.goto`` the thread cannot go on with, saying why."""
-    if saved.values is None:
-        raise HTTPException(422, f"command.goto: thread {thread.name!r} has no saved state")
-    waiting = saved.next == ("tools",)
-    if node == "tools" and not waiting:
-        raise HTTPException(
-            422,
-            f"command.goto 'tools': thread {thread.name!r} has no tool call waiting to run "
-            "(its model's last answer made none, or they all have results)",
-        )
-    if node == "model" and waiting:
-        raise HTTPException(
-            422,
-            f"command.goto 'model': thread {thread.name!r} has tool calls without results; "
-            "goto 'tools' runs them, or resume them first",
-        )

@@ -13,7 +13,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from ..events import Event
-from ..lc_views import LangGraphStream
+from ..langchain.views import LangGraphStream
 from ._authz import may_thread, owned
 from ._frames import error_event
 from ._records import ForgottenRun, RunRecord, Subscriber, ThreadRecord, new_uuid
@@ -75,12 +75,12 @@ async def thread_of(manager: RunManager, thread_id: str | None, body: RunCreate)
         if thread.temporary:
             manager.threads[thread.thread_id] = thread
         else:
-            await manager.add_thread(thread)  # kept: other server processes know its owner
+            await manager.lookup.add_thread(thread)  # kept: other server processes know its owner
         return thread
     if body.if_not_exists == "create":
         # The caller's own, or a new one: another's thread of this id is absent here.
-        await manager.claim_thread(thread_id, owned({}))
-    return await manager.thread(thread_id, "update")
+        await manager.lookup.claim_thread(thread_id, owned({}))
+    return await manager.lookup.thread(thread_id, "update")
 
 
 def _locations(run: RunRecord, suffix: str) -> dict[str, str]:
@@ -241,7 +241,7 @@ async def wait_run(request: Request) -> Response:
 
 async def list_runs(request: Request) -> Response:
     manager = _manager(request)
-    thread = await manager.thread(request.path_params["thread_id"])
+    thread = await manager.lookup.thread(request.path_params["thread_id"])
     limit, offset = _int(request, "limit", 10), _int(request, "offset", 0)
     status = request.query_params.get("status")
     known = await manager.runs_of(thread)
@@ -274,7 +274,7 @@ async def get_run(request: Request) -> Response:
 
 async def delete_run(request: Request) -> Response:
     manager = _manager(request)
-    thread = await manager.thread(request.path_params["thread_id"], "delete")
+    thread = await manager.lookup.thread(request.path_params["thread_id"], "delete")
     if thread.forgotten.pop(request.path_params["run_id"], None) is not None:
         return Response(status_code=204)  # ended long ago: what was left of it
     run = manager.run(thread, request.path_params["run_id"])
@@ -374,7 +374,7 @@ async def cancel_runs(request: Request) -> Response:
 
 async def _past_result(manager: RunManager, run: ForgottenRun) -> dict[str, Any]:
     # (Its thread was found for the caller with the run: by its key here.)
-    thread = await manager.find_key(run.thread_id)
+    thread = await manager.lookup.find_key(run.thread_id)
     if thread is None:
         raise HTTPException(404, f"thread {run.name!r} not found")
     return await manager.past_result(run, thread)

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, cast, final
 import trio
 import uvicorn
 from hypercorn.config import Config as HypercornConfig
-from hypercorn.trio import serve as hypercorn_serve
 from starlette.applications import Starlette
 
 from .._core.asgi import asgi_server_for
@@ -52,7 +51,6 @@ from ._langgraph_json import (
 from ._records import TTLStrategy
 from ._retention import DEFAULT_RUN_RETENTION
 from ._run_slots import DEFAULT_MAX_RUNS_PER_CLIENT, RunSlots
-from ._supervise import supervise
 from ._uvicorn_http import HeadTimeoutProtocol
 from .auth import Auth, api_keys
 from .crons import open_cron_book
@@ -441,6 +439,9 @@ def _hypercorn_config(options: ServeOptions) -> HypercornConfig:
 
 
 def _serve_trio(app: Starlette, options: ServeOptions) -> None:
+    # Imported here: an asyncio server (uvicorn) never needs hypercorn's trio side.
+    from hypercorn.trio import serve as hypercorn_serve
+
     config = _hypercorn_config(options)
     print(f"deepactors: serving on http://{options.host}:{options.port} (hypercorn, trio)")
 
@@ -481,6 +482,8 @@ def _serve_workers(options: ServeOptions) -> None:
     os.environ[_LIMITS_ENV] = json.dumps(options.app_limits())
     os.environ[_AUTH_ENV] = options.auth or ""
     if server == "hypercorn":
+        from ._supervise import supervise  # hypercorn's trio side, for trio servers only
+
         config = _hypercorn_config(options)
         config.workers = options.workers
         config.worker_class = "trio"

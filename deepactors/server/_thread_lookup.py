@@ -32,7 +32,7 @@ threads go with the process anyway.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, final
 
 from starlette.exceptions import HTTPException
 
@@ -70,22 +70,59 @@ def _owner(thread: ThreadRecord) -> str | None:
     return owner if isinstance(owner, str) else None
 
 
+@final
 class ThreadLookup:
-    """Threads by id, their making and their metadata (mixed into the run manager).
+    """Threads by id, their making and their metadata: the run manager's part that
+    finds threads (the manager holds one; see the module docstring).
 
     A thread's values are never kept here: they are read through its handle
     (``RunManager.saved``).
+
+    Args:
+        runtime: The app's runtime, whose thread handles read saved threads.
+        relay: Shares threads with other server processes.
+        shared: Adopts the threads (and runs) of other processes.
+        assistants: The served agents by graph id (the manager's own mapping).
+        threads: The known threads by key (the manager's own mapping, which
+            this part adds to).
+        deleting: Keys of threads being deleted (the manager's own set): a
+            lookup meanwhile finds none of them.
+        thread_metadata: Where threads' metadata is kept beside their
+            checkpoints (None: in memory only).
+        thread_ttl: The time to live a thread made without one takes.
     """
 
-    __slots__ = ()
+    __slots__ = (
+        "_shared",
+        "assistants",
+        "deleting",
+        "relay",
+        "runtime",
+        "thread_metadata",
+        "thread_ttl",
+        "threads",
+    )
 
-    runtime: Runtime
-    relay: RunRelay
-    assistants: dict[str, AssistantRecord]
-    threads: dict[str, ThreadRecord]
-    thread_metadata: SqliteThreadMetadata | None
-    thread_ttl: ThreadTTL
-    _shared: SharedRuns
+    def __init__(
+        self,
+        runtime: Runtime,
+        relay: RunRelay,
+        shared: SharedRuns,
+        *,
+        assistants: Mapping[str, AssistantRecord],
+        threads: dict[str, ThreadRecord],
+        deleting: set[str],
+        thread_metadata: SqliteThreadMetadata | None,
+        thread_ttl: ThreadTTL,
+    ) -> None:
+        self.runtime = runtime
+        self.relay = relay
+        self._shared = shared
+        self.assistants = assistants
+        self.threads = threads
+        self.deleting = deleting
+        self.thread_metadata = thread_metadata
+        self.thread_ttl = thread_ttl
 
     # -- finding ----------------------------------------------------------------------
 
@@ -129,6 +166,10 @@ class ThreadLookup:
                 # is in the shared runs database, with the rest of its metadata.
                 await self._shared.adopt_thread(key)
             return found
+        if key in self.deleting:
+            # Forgotten, its records or metadata not all deleted yet: found there,
+            # it would come back (with no ttl: one that nothing deletes again).
+            return None
         for assistant in self.assistants.values():
             agent = assistant.agent
             records = await self.runtime.thread(agent, key).history(path=agent.name)

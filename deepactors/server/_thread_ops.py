@@ -40,11 +40,11 @@ def _manager(request: Request) -> RunManager:
 
 async def copy_thread(request: Request) -> Response:
     manager = _manager(request)
-    source = await manager.thread(request.path_params["thread_id"], "read")
-    assistant = manager.thread_assistant(source)
+    source = await manager.lookup.thread(request.path_params["thread_id"], "read")
+    assistant = manager.lookup.thread_assistant(source)
     metadata = owned({k: v for k, v in source.metadata.items() if k != OWNER_KEY})
     copy = ThreadRecord(thread_id=new_uuid(), metadata=metadata, graph_id=source.graph_id)
-    await manager.add_thread(copy)
+    await manager.lookup.add_thread(copy)
     try:
         await manager.runtime.thread(assistant.agent, copy.thread_id).copy_from(source.thread_id)
     except BaseException:
@@ -66,7 +66,7 @@ async def prune_threads(request: Request) -> Response:
     pruned = 0
     for thread_id in dict.fromkeys(body.thread_ids):
         try:
-            thread = await manager.thread(thread_id, "delete")
+            thread = await manager.lookup.thread(thread_id, "delete")
         except HTTPException as exc:
             if exc.status_code == 404:
                 continue  # absent, or another's: not counted, not told apart

@@ -38,7 +38,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from ..events import Event
-from ..lc_views import LangGraphStream
+from ..langchain.views import LangGraphStream
 from ._frames import error_event, metadata_frame, part_frames, sse_frame
 from ._records import RunRecord, StateUpdated, ThreadRecord, ThreadStreamMode
 from ._responses import _watched, send_batched, start_event_stream
@@ -75,7 +75,7 @@ def _modes(request: Request) -> list[str]:
 async def join_thread_stream(request: Request) -> Response:
     """Follow every run of the thread (see the module docstring)."""
     manager: RunManager = request.app.state.runs
-    thread = await manager.thread(request.path_params["thread_id"])
+    thread = await manager.lookup.thread(request.path_params["thread_id"])
     modes = _modes(request)
     if request.headers.get("last-event-id") is not None:
         raise HTTPException(

@@ -70,12 +70,17 @@ class ThreadTTL:
 _log = get_logger("deepactors.server")
 
 
+class _LastChange(Protocol):
+    async def last_change(self, thread: ThreadRecord) -> float | None: ...
+
+
 class _Threads(Protocol):
     threads: dict[str, ThreadRecord]
 
-    async def delete_thread(self, thread: ThreadRecord) -> None: ...
+    @property
+    def lookup(self) -> _LastChange: ...
 
-    async def last_change(self, thread: ThreadRecord) -> float | None: ...
+    async def delete_thread(self, thread: ThreadRecord) -> None: ...
 
     def handle(self, thread: ThreadRecord) -> ThreadHandle: ...
 
@@ -122,7 +127,7 @@ class ThreadExpiry:
         for thread in expired:
             try:
                 if self._confirm:
-                    changed = await self._manager.last_change(thread)
+                    changed = await self._manager.lookup.last_change(thread)
                     if changed is not None and changed > thread.updated_at:
                         thread.updated_at = changed  # run elsewhere since: not expired yet
                         continue

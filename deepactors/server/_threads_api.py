@@ -49,11 +49,11 @@ async def create_thread(request: Request) -> Response:
             ttl=body.ttl,
             ttl_strategy=body.ttl_strategy,
         )
-        await manager.add_thread(thread)
+        await manager.lookup.add_thread(thread)
         return JSONResponse(thread.to_json(await manager.saved(thread)))
     # The caller's own thread of that id, or a new one: with authentication,
     # another's is not there for this caller (see _thread_lookup).
-    thread, made = await manager.claim_thread(
+    thread, made = await manager.lookup.claim_thread(
         body.thread_id, metadata, graph_id, body.ttl, body.ttl_strategy
     )
     if not made:
@@ -75,7 +75,7 @@ def _included(request: Request) -> set[str]:
 
 async def get_thread(request: Request) -> Response:
     manager = _manager(request)
-    thread = await manager.thread(request.path_params["thread_id"])
+    thread = await manager.lookup.thread(request.path_params["thread_id"])
     answer = thread.to_json(await manager.saved(thread))
     if "ttl" in _included(request):
         answer["ttl"] = thread.ttl_json()
@@ -84,19 +84,19 @@ async def get_thread(request: Request) -> Response:
 
 async def patch_thread(request: Request) -> Response:
     body = await read_body(request, ThreadPatch)
-    thread = await _manager(request).thread(request.path_params["thread_id"], "update")
+    thread = await _manager(request).lookup.thread(request.path_params["thread_id"], "update")
     # Its owner is the server's to say: a patch cannot hand the thread to another.
     thread.metadata = {**thread.metadata, **without_owner(body.metadata)}
     if body.ttl is not None:
         thread.ttl, thread.ttl_strategy = body.ttl, body.ttl_strategy
     thread.updated_at = time.time()
-    await _manager(request).save_metadata(thread)
+    await _manager(request).lookup.save_metadata(thread)
     return JSONResponse(thread.to_json(await _manager(request).saved(thread)))
 
 
 async def delete_thread(request: Request) -> Response:
     manager = _manager(request)
-    thread = await manager.thread(request.path_params["thread_id"], "delete")
+    thread = await manager.lookup.thread(request.path_params["thread_id"], "delete")
     await manager.delete_thread(thread)
     return Response(status_code=204)
 
@@ -199,8 +199,8 @@ async def state_at(handle: ThreadHandle, name: str, seq: int | None) -> dict[str
 
 async def get_state(request: Request) -> Response:
     manager = _manager(request)
-    thread = await manager.thread(request.path_params["thread_id"])
-    name = manager.thread_assistant(thread).agent.name
+    thread = await manager.lookup.thread(request.path_params["thread_id"])
+    name = manager.lookup.thread_assistant(thread).agent.name
     raw = request.path_params.get("checkpoint_id")
     seq = None if raw is None else _seq(raw, "checkpoint_id")
     return JSONResponse(await state_at(manager.handle(thread), name, seq))
@@ -208,10 +208,10 @@ async def get_state(request: Request) -> Response:
 
 async def get_state_at_checkpoint(request: Request) -> Response:
     manager = _manager(request)
-    thread = await manager.thread(request.path_params["thread_id"])
+    thread = await manager.lookup.thread(request.path_params["thread_id"])
     body = await read_body(request, HistoryRequest)
     seq = requested_seq(body.checkpoint, None)  # no id: the head (RemoteGraph.get_state)
-    name = manager.thread_assistant(thread).agent.name
+    name = manager.lookup.thread_assistant(thread).agent.name
     return JSONResponse(await state_at(manager.handle(thread), name, seq))
 
 
@@ -219,14 +219,14 @@ async def update_state(request: Request) -> Response:
     body = await read_body(request, ThreadStateUpdate)
     seq = requested_seq(body.checkpoint, body.checkpoint_id)
     manager = _manager(request)
-    thread = await manager.thread(request.path_params["thread_id"], "update")
+    thread = await manager.lookup.thread(request.path_params["thread_id"], "update")
     if seq is not None:  # updated from an older checkpoint: a fork there
         await fork_at(manager.handle(thread), seq)
         await manager.refresh(thread)
     if body.values:
         await manager.update_state(thread, body.values)
     if thread.watchers:  # joins of the thread's stream with state_update
-        name = manager.thread_assistant(thread).agent.name
+        name = manager.lookup.thread_assistant(thread).agent.name
         thread.tell(StateUpdated(await state_at(manager.handle(thread), name, None)))
     records = await manager.handle(thread).history()
     return JSONResponse(
@@ -236,7 +236,7 @@ async def update_state(request: Request) -> Response:
 
 async def history(request: Request) -> Response:
     manager = _manager(request)
-    thread = await manager.thread(request.path_params["thread_id"])
+    thread = await manager.lookup.thread(request.path_params["thread_id"])
     if request.method == "GET":
         limit_raw = request.query_params.get("limit", "10")
         body = HistoryRequest(
@@ -254,7 +254,7 @@ async def history(request: Request) -> Response:
     records = await handle.history(superseded=True)
     created = {r.seq: r.created_at for r in records}
     out: list[dict[str, Any]] = []
-    name = manager.thread_assistant(thread).agent.name
+    name = manager.lookup.thread_assistant(thread).agent.name
     for seq, parent in await superseded_history(handle, name):
         if upper is not None and seq >= upper:
             continue

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from .._core.jsonvalue import JSONObject
 from ..errors import InputError
 from ..filediff import FileChange, FileDiff, FileRecord, MergeResult, merge
 
@@ -47,7 +48,7 @@ def merge_files(
     return current
 
 
-def coerce_files(value: Any) -> dict[str, FileRecord]:
+def coerce_files(value: object) -> dict[str, FileRecord]:
     """User input for ``files``: absolute paths to text, records or deepagents' FileData.
 
     Raises:
@@ -78,7 +79,7 @@ def coerce_files(value: Any) -> dict[str, FileRecord]:
     return files
 
 
-def _is_file_data(item: Mapping[str, Any]) -> bool:
+def _is_file_data(item: Mapping[str, object]) -> bool:
     """deepagents' FileData: an encoding, ISO timestamps, or content as a list of lines."""
     return (
         "encoding" in item
@@ -88,7 +89,7 @@ def _is_file_data(item: Mapping[str, Any]) -> bool:
     )
 
 
-def check_files(state: Mapping[str, Any], value: Any) -> Any:
+def check_files(state: Mapping[str, Any], value: object) -> FileDiff | dict[str, FileRecord | None]:
     """A tool's ``files`` update: text (or deepagents' ``FileData`` dict) becomes the
     next version of the file in ``state``.
 
@@ -145,7 +146,9 @@ class _Appended:
         return current.appended(self.text, modified_at=self.modified_at)
 
 
-def resolve_files(current: Any, value: Any) -> tuple[Any, MergeResult | None]:
+def resolve_files(
+    current: dict[str, FileRecord], value: FileDiff | Mapping[str, object]
+) -> tuple[Mapping[str, object], MergeResult | None]:
     """An update as the plain per-path records it comes to, plus a diff's merge outcome."""
     if isinstance(value, FileDiff):
         result = merge(current, value)
@@ -153,7 +156,9 @@ def resolve_files(current: Any, value: Any) -> tuple[Any, MergeResult | None]:
     return _settle_appends(current, value), None
 
 
-def _settle_appends(current: dict[str, FileRecord], update: Any) -> Any:
+def _settle_appends(
+    current: dict[str, FileRecord], update: Mapping[str, object]
+) -> Mapping[str, object]:
     """The update with every append tied to the state it lands on.
 
     A stored append (read back from a checkpoint) becomes its record. A record
@@ -162,7 +167,7 @@ def _settle_appends(current: dict[str, FileRecord], update: Any) -> Any:
     plain record, so its checkpoint stores it whole instead of an append that
     would not replay. The update itself comes back when nothing changed.
     """
-    settled: dict[str, Any] | None = None
+    settled: dict[str, object] | None = None
     for path, value in update.items():
         if isinstance(value, _Appended):
             value = value.on(path, current.get(path))
@@ -196,7 +201,7 @@ def _grows(base: FileRecord | None, record: FileRecord) -> bool:
 _DIFF_KEY = "__diff__"  # never a path: paths start with "/"
 
 
-def encode_files(value: Any) -> Any:
+def encode_files(value: FileDiff | Mapping[str, FileRecord | None]) -> JSONObject:
     """An update as JSON data: a diff whole, an append as its added text only."""
     if isinstance(value, FileDiff):
         # An unapplied diff (a tool result waiting for its step's end).
@@ -215,7 +220,7 @@ def encode_files(value: Any) -> Any:
 _APPENDED_KEY = "appended"  # never a FileRecord field
 
 
-def _record_or_append(record: FileRecord | None) -> dict[str, Any] | None:
+def _record_or_append(record: FileRecord | None) -> JSONObject | None:
     at = None if record is None else record.appended_at
     if record is None or at is None:
         return _record(record)
@@ -227,7 +232,7 @@ def _record_or_append(record: FileRecord | None) -> dict[str, Any] | None:
     }
 
 
-def _read_record_or_append(data: Any) -> FileRecord | _Appended | None:
+def _read_record_or_append(data: object) -> FileRecord | _Appended | None:
     if isinstance(data, Mapping) and _APPENDED_KEY in data:
         text, at, version, modified = (
             data[k] for k in (_APPENDED_KEY, "at", "version", "modified_at")
@@ -240,7 +245,7 @@ def _read_record_or_append(data: Any) -> FileRecord | _Appended | None:
     return _read_record(data)
 
 
-def decode_files(data: Any) -> Any:
+def decode_files(data: object) -> FileDiff | dict[str, FileRecord | _Appended | None]:
     """The inverse of :func:`encode_files` (an append comes back unresolved)."""
     raw = data.get(_DIFF_KEY) if isinstance(data, Mapping) else None
     if raw is not None:
@@ -251,12 +256,14 @@ def decode_files(data: Any) -> Any:
             },
             label=raw["label"],
         )
+    if not isinstance(data, Mapping):
+        raise TypeError("stored files must be an object of paths")
     return {p: _read_record_or_append(r) for p, r in data.items()}
 
 
-def _record(record: FileRecord | None) -> dict[str, Any] | None:
+def _record(record: FileRecord | None) -> JSONObject | None:
     return None if record is None else record.model_dump(mode="json")
 
 
-def _read_record(data: Any) -> FileRecord | None:
+def _read_record(data: object) -> FileRecord | None:
     return None if data is None else FileRecord.model_validate(data)

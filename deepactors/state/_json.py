@@ -12,21 +12,21 @@ stays as it was.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import cast
 
 __all__ = ["json_problem"]
 
 _LEAVES = (str, int, bool, type(None))
 
 
-def json_problem(value: Any) -> str | None:
+def json_problem(value: object) -> str | None:
     """What keeps ``value`` (a channel's encoded update) from being stored, or None.
 
     The answer names the place (``[0]['score']``) and the offending value's
     kind, not the value, which may be large.
     """
     # Iterative: an update may be deep, and this runs on every tool update.
-    stack: list[tuple[Any, tuple[Any, ...]]] = [(value, ())]
+    stack: list[tuple[object, tuple[str | int, ...]]] = [(value, ())]
     pop, push = stack.pop, stack.append
     while stack:
         node, at = pop()
@@ -34,7 +34,7 @@ def json_problem(value: Any) -> str | None:
         if kind in _LEAVES:
             continue
         if kind is float:
-            if math.isfinite(node):
+            if math.isfinite(cast(float, node)):  # type(node) is float, said above
                 continue
             return f"{_where(at)}: {node} is not a finite number (JSON has no NaN or Infinity)"
         if isinstance(node, dict):
@@ -54,5 +54,5 @@ def json_problem(value: Any) -> str | None:
     return None
 
 
-def _where(at: tuple[Any, ...]) -> str:
+def _where(at: tuple[str | int, ...]) -> str:
     return "".join(f"[{k!r}]" for k in at) or "the value"

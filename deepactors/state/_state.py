@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, final
+from typing import Any, Literal, TypeVar, final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticSerializationError
@@ -41,6 +41,8 @@ __all__ = [
     "to_json",
     "validate_input",
 ]
+
+T = TypeVar("T")
 
 
 class Todo(BaseModel):
@@ -83,7 +85,7 @@ def add_messages(current: MessageList, update: Iterable[Message | RemoveMessage]
     return current
 
 
-def replace(current: Any, update: Any) -> Any:
+def replace(current: object, update: T) -> T:
     """The reducer of channels where the latest value wins."""
     return update
 
@@ -99,11 +101,11 @@ def to_json(value: Any) -> Any:
     return value
 
 
-def _identity(value: Any) -> Any:
+def _identity(value: T) -> T:
     return value
 
 
-def _no_check(state: State, value: Any) -> Any:
+def _no_check(state: State, value: T) -> T:
     return value
 
 
@@ -154,7 +156,7 @@ class Applied:
         merge: What merging a subagent's diff did, if the update carried one.
     """
 
-    update: Mapping[str, Any]
+    update: Mapping[str, object]
     merge: MergeResult | None = None
 
     def note(self) -> str:
@@ -206,14 +208,16 @@ def _decode_messages(data: Any) -> Any:
     return [RemoveMessage(m["remove"]) if "remove" in m else to_message(m) for m in data]
 
 
-def _coerce_todos(value: Any) -> list[Todo]:
+def _coerce_todos(value: object) -> list[Todo]:
+    if not isinstance(value, Iterable):
+        raise InputError(f"invalid todos: a list of todos, not {type(value).__name__}")
     try:
         return [t if isinstance(t, Todo) else Todo.model_validate(t) for t in value]
     except (ValidationError, TypeError) as exc:
         raise InputError(f"invalid todos: {exc}") from exc
 
 
-def _check_todos(state: State, value: Any) -> list[Todo]:
+def _check_todos(state: State, value: object) -> list[Todo]:
     # As from input: a list a checkpoint reads back (decode is coerce), never
     # dicts stored as a tool gave them.
     try:
@@ -262,7 +266,7 @@ class State(Mapping[str, Any]):
     def __init__(
         self,
         channels: Mapping[str, Channel],
-        values: Mapping[str, Any] | None = None,
+        values: Mapping[str, object] | None = None,
         *,
         listener: Callable[[Applied], None] | None = None,
     ) -> None:
@@ -300,14 +304,14 @@ class State(Mapping[str, Any]):
         files: dict[str, FileRecord] = self._values["files"]
         return files
 
-    def apply(self, update: Mapping[str, Any]) -> Applied:
+    def apply(self, update: Mapping[str, object]) -> Applied:
         """Fold an update into the state, channel by channel; return what it did.
 
         Raises:
             KeyError: The update names a channel this state does not have.
         """
         values = self._values
-        effective: dict[str, Any] | None = None
+        effective: dict[str, object] | None = None
         merged: MergeResult | None = None
         for name, value in update.items():
             try:
@@ -329,7 +333,7 @@ class State(Mapping[str, Any]):
             self.listener(applied)
         return applied
 
-    def check_update(self, update: Mapping[str, Any]) -> dict[str, Any]:
+    def check_update(self, update: Mapping[str, object]) -> dict[str, object]:
         """Validate an update from a tool before it is applied; return it converted.
 
         Names must be channels of this state; each channel checks its value
@@ -342,7 +346,7 @@ class State(Mapping[str, Any]):
         Raises:
             ValueError: With a message fit for the model that made the call.
         """
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         for name, value in update.items():
             ch = self._channels.get(name)
             if ch is None:
@@ -374,8 +378,8 @@ class State(Mapping[str, Any]):
 
 
 def validate_input(
-    channels: Mapping[str, Channel], data: Mapping[str, Any] | str, *, private: bool = False
-) -> dict[str, Any]:
+    channels: Mapping[str, Channel], data: Mapping[str, object] | str, *, private: bool = False
+) -> dict[str, object]:
     """Check a run's input against the channels and convert it.
 
     Args:
@@ -393,7 +397,7 @@ def validate_input(
         raise InputError(
             f"input must be a dict like {{'messages': [...]}}, not {type(data).__name__}"
         )
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for key, value in data.items():
         ch = channels.get(key)
         if ch is None:

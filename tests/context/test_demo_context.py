@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from deepactors.demo import MEMORY_PATH, SKILL_PATH, print_event, run_demo
+from deepactors.assembly.demo import MEMORY_PATH, SKILL_PATH, print_event, run_demo
 from deepactors.events import ContextSummarized, Event, ModelCallFinished, ToolCallStarted
 
 pytestmark = pytest.mark.anyio

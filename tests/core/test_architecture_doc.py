@@ -274,3 +274,38 @@ def test_the_layout_shows_every_package_and_top_level_module() -> None:
     }
     left_out = sorted(wanted - shown)
     assert not left_out, f"the layout in {DOC.name} leaves out: {left_out}"
+
+
+def test_every_name_a_layer_paragraph_opens_with_is_a_module() -> None:
+    # The parentheses after a layer's bold title list its modules by name, bare
+    # ones too (`agent`, `lc_views`), where the backticked-names check above
+    # reads only dotted and private names: a module gone or renamed fails here.
+    # A private name (`_subagents`) is a module of the package the heading names.
+    modules = _modules()
+    last_parts = {m.rsplit(".", 1)[-1] for m in modules}
+    stale = [
+        n
+        for heading in _headings()
+        for n in heading
+        if n not in modules
+        and not any(m.startswith(f"{n}.") for m in modules)
+        and not (n.startswith("_") and n in last_parts)
+    ]
+    assert not stale, f"layer paragraphs of {DOC.name} name modules that do not exist: {stale}"
+
+
+FOLDER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*/$")
+
+
+def test_the_prose_names_only_folders_that_exist() -> None:
+    # A folder named in the prose (`actors/`, `server/relay/`) is one of the
+    # package's, or one beside it at the repository's root (`tests/`, `bench/`).
+    repository = ROOT.parent
+    named = [
+        ticked.removeprefix("deepactors/")
+        for paragraph in _prose()
+        for ticked in TICKED.findall(paragraph)
+        if FOLDER.match(ticked.removeprefix("deepactors/"))
+    ]
+    stale = [f for f in named if not (ROOT / f).is_dir() and not (repository / f).is_dir()]
+    assert not stale, f"{DOC.name} names folders that do not exist: {stale}"

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from deepactors.demo import run_demo
+from deepactors.assembly.demo import run_demo
 from deepactors.events import Event, ToolCallStarted
 
 pytestmark = pytest.mark.anyio

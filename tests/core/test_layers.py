@@ -8,6 +8,7 @@ a layer here, so where it sits is a decision, not an accident.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import deepactors
@@ -27,7 +28,21 @@ LAYERS: list[tuple[str, ...]] = [
     ),
     ("filediff", "state", "interrupts", "events", "budget", "limits"),
     ("persistence", "backends"),
-    ("context", "tools", "lc_views", "langchain._messages", "langchain._tools", "tracing"),
+    # LangChain's package face sits high (create_deep_agent and its agent); what
+    # it runs on import and its views, messages and tools sit here (see
+    # test_imports_point_down_the_layers on a package's face). lc_views is the
+    # views' deprecated old path.
+    (
+        "context",
+        "tools",
+        "langchain.views",
+        "langchain._files",
+        "langchain._specs",
+        "langchain._messages",
+        "langchain._tools",
+        "lc_views",
+        "tracing",
+    ),
     ("models", "hooks", "langchain._chat_model"),
     # Middleware that spawns no children sits below the runtime.
     (
@@ -63,7 +78,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("remote", "remote.a2a", "placement"),
     ("middleware._subagents", "middleware"),
     ("agent", "mcp", "acp"),
-    ("factory", "_factory_parts", "demo", "_subagent_config", "langchain"),
+    # The assembly; factory and demo are its deprecated old paths.
+    ("assembly", "factory", "demo", "langchain"),
     # The server, and the other protocols it speaks (each a folder of its own).
     ("server", "server.agui", "server.aisdk", "server.a2a"),
     ("cli", "__main__", "__init__"),
@@ -80,12 +96,12 @@ def _modules() -> dict[str, Path]:
     return out
 
 
-def _imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """The package modules ``name`` imports (relative names, '' for the package)."""
+def _targets(name: str, path: Path, known: set[str], nodes: list[ast.stmt]) -> set[str]:
+    """The package modules the import statements among ``nodes`` name."""
     is_pkg = path.name == "__init__.py"
     package = name if is_pkg else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in nodes:
         targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names if a.name.startswith("deepactors")]
@@ -107,6 +123,48 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
     return found
 
 
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The package modules ``name`` imports (relative names, '' for the package)."""
+    nodes = list(ast.walk(ast.parse(path.read_text(), str(path))))
+    return _targets(name, path, known, [n for n in nodes if isinstance(n, ast.stmt)])
+
+
+def _type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _run_on_import(statements: list[ast.stmt]) -> list[ast.stmt]:
+    """The statements of a module body that run when it is imported: not those of
+    its functions and classes, nor those under ``if TYPE_CHECKING:``."""
+    out: list[ast.stmt] = []
+    for node in statements:
+        if isinstance(node, ast.If):
+            out += [] if _type_checking(node.test) else _run_on_import(node.body)
+            out += _run_on_import(node.orelse)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, node.orelse, node.finalbody):
+                out += _run_on_import(block)
+            for handler in node.handlers:
+                out += _run_on_import(handler.body)
+        elif isinstance(node, ast.With):
+            out += _run_on_import(node.body)
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.append(node)
+    return out
+
+
+@functools.cache
+def _face_runs(package: str) -> frozenset[str]:
+    """What a package's ``__init__`` imports when it runs (first, before any module
+    of the package): its imports at module level, outside ``if TYPE_CHECKING:``."""
+    modules = _modules()
+    path = modules[package]
+    body = ast.parse(path.read_text(), str(path)).body
+    return frozenset(_targets(package, path, set(modules), _run_on_import(body)))
+
+
 def _layer(name: str) -> int:
     # The package's own __init__ (name "") re-exports the public API: the top.
     best, rank = -1, (len(LAYERS) - 1 if name == "" else -1)
@@ -122,20 +180,39 @@ def test_every_module_has_a_layer() -> None:
     assert not unplaced
 
 
+def _ancestors(module: str) -> list[str]:
+    """``a.b.c`` -> ``["a.b", "a"]``: the packages whose ``__init__`` runs first."""
+    out = [module]
+    while "." in out[-1]:
+        out.append(out[-1].rpartition(".")[0])
+    return out[1:]
+
+
 def test_imports_point_down_the_layers() -> None:
     modules = _modules()
     known = set(modules)
     upward = []
     for name, path in modules.items():
         for target in _imports(name, path, known):
+            if name != target and _layer(target) > _layer(name):
+                upward.append(f"{name} (layer {_layer(name)}) imports {target} ({_layer(target)})")
             # Importing a module runs its packages' __init__ first: from outside
-            # a package, those count as imported too.
-            chain = [target]
-            while "." in chain[-1]:
-                chain.append(chain[-1].rpartition(".")[0])
-            for t in chain:
-                if name != t and not name.startswith(f"{t}.") and _layer(t) > _layer(name):
-                    upward.append(f"{name} (layer {_layer(name)}) imports {t} ({_layer(t)})")
+            # a package, what that __init__ runs counts as imported too. A face
+            # that names higher modules only for type checkers (and loads them
+            # on first use, as langchain's does) sits high by its own imports,
+            # yet runs nothing higher when a lower module of its package is imported.
+            for package in _ancestors(target):
+                if name == package or name.startswith(f"{package}."):
+                    continue
+                for ran in _face_runs(package):
+                    # The face's own package and those above it are this loop's.
+                    outer = [t for t in _ancestors(ran) if not f"{package}.".startswith(f"{t}.")]
+                    for t in [ran, *outer]:
+                        if _layer(t) > _layer(name):
+                            upward.append(
+                                f"{name} (layer {_layer(name)}) imports {target}, whose "
+                                f"package {package} runs {t} ({_layer(t)})"
+                            )
     assert not upward, "\n".join(sorted(upward))
 
 

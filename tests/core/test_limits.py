@@ -24,7 +24,7 @@ from starlette.routing import Route
 from deepactors import Budget, create_deep_agent, open_runtime
 from deepactors._core.asgi import asgi_server_for, serve_here
 from deepactors.errors import ConfigurationError, InputError
-from deepactors.lc_views import values_to_lc
+from deepactors.langchain.views import values_to_lc
 from deepactors.limits import LIMITS_KEY, NO_LIMITS, Limits, seconds, steps, ttl_seconds
 from deepactors.messages import AssistantMessage, Usage, UserMessage
 from deepactors.models import FunctionModel

@@ -69,11 +69,16 @@ def needs_final(cls: type) -> bool:
     return cls not in OPEN and _open_by_kind(cls) is None
 
 
+# Old paths kept as deprecated aliases (tests/core/test_moved_paths.py): importing
+# one warns, and what it exports its new path exports too.
+DEPRECATED_PATHS = {"deepactors.demo", "deepactors.factory", "deepactors.lc_views"}
+
+
 def _exported() -> list[Any]:
     modules = ["deepactors"] + [
         m.name
         for m in pkgutil.walk_packages(deepactors.__path__, "deepactors.")
-        if not is_private(m.name)
+        if not is_private(m.name) and m.name not in DEPRECATED_PATHS
     ]
     seen: dict[type, str] = {}
     for name in modules:

@@ -20,7 +20,7 @@ PACKAGES = [
     "deepactors.actors",
     "deepactors.agent",
     "deepactors.backends",
-    "deepactors.lc_views",
+    "deepactors.langchain.views",
     "deepactors.middleware",
     "deepactors.models",
     "deepactors.persistence",
@@ -67,7 +67,7 @@ def test_public_names_show_a_public_module(package: str, name: str, obj: Any) ->
         ("deepactors.middleware", "SummarizationMiddleware"),
         ("deepactors.middleware", "Skill"),
         ("deepactors.backends", "FilesystemPermission"),
-        ("deepactors.lc_views", "StreamPart"),
+        ("deepactors.langchain.views", "StreamPart"),
         ("deepactors.models", "StreamDelta"),
     ],
 )

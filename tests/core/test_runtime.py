@@ -23,6 +23,7 @@ from deepactors import (
 from deepactors.actors import Runtime
 from deepactors.models import FunctionModel, ModelRequest
 from tests.inflight import InFlight
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.virtual_time]
 
@@ -273,10 +274,10 @@ async def test_a_run_may_outlast_the_idle_timeout_and_idle_actors_leave() -> Non
         result = await rt.thread(agent, "t").ainvoke("go")
         assert result["messages"][-1].text == "slow but fine"
         assert rt.statistics().actors == 1
-        await anyio.sleep(0.09)
-        assert rt.statistics().actors == 1  # idle, not yet for idle_timeout
-        await anyio.sleep(0.02)
-        assert rt.statistics().actors == 0  # idle for longer: gone
+        idle_from = anyio.current_time()
+        await wait_until(lambda: rt.statistics().actors == 0, what="the idle actor gone")
+        # Virtual time: it left once idle for idle_timeout (polled every 0.01 s), not before.
+        assert 0.1 - 1e-9 <= anyio.current_time() - idle_from < 0.12
         # A new run on the thread gets a new actor.
         again = await rt.thread(agent, "t").ainvoke("again")
         assert again["messages"][-1].text == "slow but fine"

@@ -22,15 +22,20 @@ from tests.mcp.servers import (
     free_port,
     start_http_app,
 )
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.anyio
 
 
 async def until(log: Path, prefix: str, count: int) -> None:
     """Wait until the server has written ``count`` lines starting with ``prefix``."""
-    # Polled: the lines come from another process; the caller's fail_after bounds it.
-    while sum(e.startswith(prefix) for e in events(log)) < count:  # noqa: ASYNC110
-        await anyio.sleep(0.02)
+    # Polled: the lines come from another process; bounded as the callers' fail_after.
+    await wait_until(
+        lambda: sum(e.startswith(prefix) for e in events(log)) >= count,
+        what=f"{count} {prefix!r} lines in the MCP server's log",
+        timeout=60,
+        interval=0.02,
+    )
 
 
 def starts(log: Path) -> list[int]:

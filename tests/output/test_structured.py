@@ -282,7 +282,7 @@ async def test_the_tool_strategy_on_the_messages_api_for_a_model_without_native_
 
 
 async def test_the_demo_ends_with_a_structured_report() -> None:
-    from deepactors.demo import ResearchReport, run_demo
+    from deepactors.assembly.demo import ResearchReport, run_demo
 
     result = await run_demo(on_event=lambda event: None)
     report = result["structured_response"]

@@ -19,6 +19,7 @@ import pytest
 from deepactors.errors import (
     CheckpointError,
     CheckpointSchemaMismatch,
+    CheckpointUnavailable,
     ConfigurationError,
     StoreCorrupt,
     ThreadBusy,
@@ -113,6 +114,28 @@ async def test_an_unreachable_database_is_a_checkpoint_error_naming_it(tmp_path:
     assert cp.location in str(info.value)
     with pytest.raises(ConfigurationError):
         PostgresCheckpointer("host='unterminated")
+
+
+async def test_a_busy_pool_is_waited_for_checkout_timeout_in_all(postgres_dsn: str) -> None:
+    saver = PostgresCheckpointer(
+        postgres_dsn, lease_connections=1, checkout_timeout=1.0, probe_after=0.2
+    )
+    async with saver, saver.lease("a"):  # the pool's one lease connection
+        with anyio.fail_after(20), pytest.raises(CheckpointUnavailable) as caught:
+            async with saver.lease("b"):
+                pass
+    message = str(caught.value)
+    assert "no connection came free within 1 s (all 1 of the pool in use)" in message, message
+
+
+@pytest.mark.parametrize("wait", ["checkout_timeout", "down_wait", "probe_after"])
+@pytest.mark.parametrize("seconds", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_pool_wait_that_is_not_above_zero_is_refused_by_name(wait: str, seconds: float) -> None:
+    dsn = "postgresql://localhost/db"
+    with pytest.raises(ConfigurationError, match=wait):
+        PostgresCheckpointer(dsn, **{wait: seconds})
+    with pytest.raises(ConfigurationError, match=wait):
+        PostgresStore(dsn, **{wait: seconds})
 
 
 def test_open_checkpointer_picks_the_kind_by_the_target(

@@ -16,6 +16,8 @@ from deepactors.errors import (
     CheckpointCorrupt,
     CheckpointError,
     CheckpointSchemaMismatch,
+    CheckpointUnavailable,
+    ConfigurationError,
     PersistenceError,
     StoreCorrupt,
 )
@@ -175,6 +177,31 @@ async def test_checkpointer_and_store_can_share_a_file(tmp_path: Path) -> None:
         item = await store.get(("ns",), "k")
         assert item is not None
         assert item.value == {"v": 1}
+
+
+async def test_busy_timeout_is_how_long_a_call_waits_for_another_writer(tmp_path: Path) -> None:
+    file = tmp_path / "locked.db"
+    async with SqliteCheckpointer(file, busy_timeout=0.2) as cp:
+        await cp.put("t", [write(0)])
+        writer = sqlite3.connect(file, isolation_level=None)
+        try:
+            writer.execute("BEGIN IMMEDIATE")  # another process's write, never ending
+            with anyio.fail_after(10), pytest.raises(CheckpointUnavailable) as caught:
+                await cp.put("t", [write(1)])
+        finally:
+            writer.execute("ROLLBACK")
+            writer.close()
+        assert "(more than 0.2 s)" in str(caught.value), caught.value
+        await cp.put("t", [write(1)])  # the lock gone, the same put lands
+        assert len(await cp.read("t")) == 2
+
+
+@pytest.mark.parametrize("seconds", [0, -1.0, float("nan"), float("inf")])
+def test_a_busy_timeout_that_is_not_above_zero_is_refused(tmp_path: Path, seconds: float) -> None:
+    with pytest.raises(ConfigurationError, match="busy_timeout"):
+        SqliteCheckpointer(tmp_path / "a.db", busy_timeout=seconds)
+    with pytest.raises(ConfigurationError, match="busy_timeout"):
+        SqliteStore(tmp_path / "a.db", busy_timeout=seconds)
 
 
 async def test_many_concurrent_first_uses_open_one_connection(tmp_path: Path) -> None:

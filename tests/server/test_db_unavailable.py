@@ -37,10 +37,9 @@ from deepactors.persistence import (
     PostgresStore,
     SqliteStore,
 )
-from deepactors.persistence.postgres import _conn as _pg_conn
-from deepactors.persistence.sqlite import _conn as _sqlite_conn
 from deepactors.server import create_app
 from tests.pgserver import PostgresServer
+from tests.waiting import wait_until
 
 from .agents import Probe, blocking_agent
 from .conftest import Served
@@ -56,24 +55,20 @@ PROBE_AFTER = 0.5
 """The pool's wait before it asks the server whether it is up, here (2 s by default)."""
 
 
-@pytest.fixture(autouse=True)
-def short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The waits an outage costs each request, shorter than their defaults: the
-    same paths (known down, then probed), a dozen requests in a second or two.
-    The app is served in this process, so it reads them too."""
-    monkeypatch.setattr(_pg_conn, "DOWN_WAIT", DOWN_WAIT)
-    monkeypatch.setattr(_pg_conn, "PROBE_AFTER", PROBE_AFTER)
+SHORT_WAITS: dict[str, float] = {"down_wait": DOWN_WAIT, "probe_after": PROBE_AFTER}
+"""The waits an outage costs each request, shorter than their defaults: the same
+paths (known down, then probed), a dozen requests in a second or two."""
 
 
 def _app(dsn: str) -> Starlette:
-    agent = blocking_agent(Probe(), checkpointer=PostgresCheckpointer(dsn))
-    return create_app({"echo": agent}, runs_db=dsn, store=PostgresStore(dsn))
+    agent = blocking_agent(Probe(), checkpointer=PostgresCheckpointer(dsn, **SHORT_WAITS))
+    return create_app({"echo": agent}, runs_db=dsn, store=PostgresStore(dsn, **SHORT_WAITS))
 
 
 def _lone_app(dsn: str) -> Starlette:
     """Threads and store in PostgreSQL, runs in this process only (no ``runs_db``)."""
-    agent = blocking_agent(Probe(), checkpointer=PostgresCheckpointer(dsn))
-    return create_app({"echo": agent}, store=PostgresStore(dsn))
+    agent = blocking_agent(Probe(), checkpointer=PostgresCheckpointer(dsn, **SHORT_WAITS))
+    return create_app({"echo": agent}, store=PostgresStore(dsn, **SHORT_WAITS))
 
 
 def _answered_503_soon(what: str, request: Callable[[], httpx.Response]) -> str:
@@ -223,12 +218,14 @@ def test_a_run_on_one_process_is_refused_with_503_while_its_checkpointer_is_down
 
 
 async def test_a_lease_wait_tells_a_busy_pool_from_an_outage(
-    database: tuple[PostgresServer, str], monkeypatch: pytest.MonkeyPatch
+    database: tuple[PostgresServer, str],
 ) -> None:
     pg, dsn = database
     # The whole wait of a pool that stays busy, shorter than its 30 s.
-    monkeypatch.setattr(_pg_conn, "OPEN_TIMEOUT", PROBE_AFTER + 4.0)
-    async with PostgresCheckpointer(dsn, lease_connections=1) as saver, AsyncExitStack() as held:
+    saver = PostgresCheckpointer(
+        dsn, lease_connections=1, checkout_timeout=PROBE_AFTER + 4.0, **SHORT_WAITS
+    )
+    async with saver, AsyncExitStack() as held:
         await held.enter_async_context(saver.lease("a"))  # the pool's one lease connection
         got = anyio.Event()
 
@@ -263,13 +260,15 @@ async def test_a_lease_wait_tells_a_busy_pool_from_an_outage(
             assert "unreachable since" in str(down.value), down.value
         finally:
             await anyio.to_thread.run_sync(pg.start)
-        with anyio.fail_after(BOUND):
-            while True:
-                try:
-                    async with saver.lease("c"):
-                        break
-                except CheckpointUnavailable:
-                    await anyio.sleep(0.2)  # real: PostgreSQL is starting again
+
+        async def leased() -> bool:
+            try:
+                async with saver.lease("c"):
+                    return True
+            except CheckpointUnavailable:
+                return False  # PostgreSQL is still starting again
+
+        await wait_until(leased, what="a lease once PostgreSQL is back", timeout=BOUND)
 
 
 def test_a_database_that_answers_but_refuses_is_a_500_not_a_503(
@@ -291,12 +290,12 @@ def test_a_database_that_answers_but_refuses_is_a_500_not_a_503(
 
 
 def test_a_sqlite_file_locked_by_another_writer_answers_503(
-    serve: Callable[[Starlette], Served], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    serve: Callable[[Starlette], Served], tmp_path: Path
 ) -> None:
     # The wait for a writer to finish, shorter than its 5 s: the same SQLITE_BUSY.
-    monkeypatch.setattr(_sqlite_conn, "BUSY_TIMEOUT", 1.0)
     file = tmp_path / "store.db"
-    served = serve(create_app({"echo": blocking_agent(Probe())}, store=SqliteStore(file)))
+    store = SqliteStore(file, busy_timeout=1.0)
+    served = serve(create_app({"echo": blocking_agent(Probe())}, store=store))
     http = httpx.Client(base_url=served.url, timeout=BOUND)
     item = {"namespace": ["notes"], "key": "k", "value": {"v": 1}}
     assert http.put("/store/items", json=item).status_code == 204
@@ -310,6 +309,7 @@ def test_a_sqlite_file_locked_by_another_writer_answers_503(
         assert detail.startswith("StoreUnavailable: "), detail
         assert str(file) in detail, detail
         assert "locked by another writer since" in detail, detail
+        assert "(more than 1 s)" in detail, detail  # the store's own busy_timeout
     finally:
         writer.execute("ROLLBACK")
         writer.close()

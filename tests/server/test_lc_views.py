@@ -19,7 +19,7 @@ from deepactors import (
     UserMessage,
     create_deep_agent,
 )
-from deepactors.lc_views import (
+from deepactors.langchain.views import (
     LangGraphStream,
     StreamPart,
     event_to_json,

@@ -7,8 +7,8 @@ import io
 import pytest
 from rich.console import Console
 
+from deepactors.assembly.demo import run_demo
 from deepactors.cli._live import LiveTree, open_view
-from deepactors.demo import run_demo
 
 pytestmark = pytest.mark.anyio
 

@@ -8,15 +8,18 @@ a fraction of a second, with generous bounds that only guard against a hang.
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import anyio
+import anyio.to_thread
 import pytest
 from langgraph_sdk.client import SyncLangGraphClient
 from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
 
 from deepactors.errors import ConfigurationError
-from deepactors.persistence import SqliteCheckpointer
+from deepactors.persistence import MemoryCheckpointer, SqliteCheckpointer
 from deepactors.server import create_app
 from deepactors.server._langgraph_json import thread_expiry
 from deepactors.server._thread_ttl import ThreadTTL
@@ -82,6 +85,41 @@ def test_a_run_in_flight_keeps_its_thread_and_the_ttl_counts_from_its_end(
     client.runs.join(thread_id, run["run_id"])
     assert client.threads.get(thread_id)["status"] == "idle"  # not deleted under its run
     _until_gone(client, thread_id)
+
+
+class _SlowDelete(MemoryCheckpointer):
+    """Deletes wait for the test: the moment a thread is forgotten by the server
+    and its records are not gone yet (a sweep or a DELETE on a loaded machine)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.deleting = threading.Event()
+        self.release = threading.Event()
+
+    async def delete_thread(self, thread_id: str) -> None:
+        self.deleting.set()
+        await anyio.to_thread.run_sync(self.release.wait, abandon_on_cancel=True)
+        await super().delete_thread(thread_id)
+
+
+def test_a_thread_being_deleted_is_not_found_again_from_its_records(serve: Serve) -> None:
+    # The sweep's flake: a client's read while the records were being deleted
+    # found them and made the thread again, with no ttl, for good.
+    saver = _SlowDelete()
+    served = serve(create_app({"echo": blocking_agent(Probe(), checkpointer=saver)}))
+    client, deleter = served.client(), served.client()
+    thread_id = client.threads.create()["thread_id"]
+    client.runs.wait(thread_id, "echo", input={"messages": [{"role": "user", "content": "hi"}]})
+    deleting = threading.Thread(target=deleter.threads.delete, args=(thread_id,))
+    deleting.start()
+    try:
+        assert saver.deleting.wait(30)
+        assert _gone(client, thread_id)  # forgotten, though its records are still there
+    finally:
+        saver.release.set()
+        deleting.join(30)
+    assert _gone(client, thread_id)
+    assert client.threads.search() == []
 
 
 def test_the_server_default_and_a_patched_ttl(serve: Serve) -> None:

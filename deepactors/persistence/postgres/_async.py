@@ -5,11 +5,12 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import anyio
 import psycopg
 from anyio.abc import TaskStatus
+from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
 from ._drive import (
@@ -32,7 +33,7 @@ T = TypeVar("T")
 
 
 class _AsyncLease:
-    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+    def __init__(self, conn: psycopg.AsyncConnection[TupleRow]) -> None:
         self.conn = conn
         self.dirty = False
 
@@ -51,7 +52,7 @@ class _AsyncLease:
 class AsyncDriver:
     def __init__(self, dsn: str, size: int, lease_size: int) -> None:
         self._dsn = dsn
-        self._writer: psycopg.AsyncConnection[Any] | None = None
+        self._writer: psycopg.AsyncConnection[TupleRow] | None = None
         # Uncontended (group commit has one committer): no yield on taking it.
         self._write_lock = anyio.Lock(fast_acquire=True)
         work, leases = pool_options(dsn, size, lease_size)

@@ -43,7 +43,8 @@ from .._checkpoint import (
 )
 from .._json import check_text
 from .._lease import ThreadLease, WhenBusy
-from ._conn import PgDatabase, PgErrors
+from ._conn import PgDatabase, PgErrors, PoolWaits
+from ._drive import DOWN_WAIT, OPEN_TIMEOUT, PROBE_AFTER
 from ._lease import PgLeases
 from ._records import (
     MIGRATION,
@@ -155,6 +156,15 @@ class PostgresCheckpointer(AsyncResource):
         lease_connections: At most this many threads held at once per event-loop
             run (one connection each); more wait for a connection.
         clock: Wall-clock time recorded with each batch (``time.time``).
+        checkout_timeout: Seconds a call waits in all for a pooled connection
+            while every one is in use (30 by default); then it fails with
+            :class:`~deepactors.errors.CheckpointUnavailable`, saying the pool is busy.
+        down_wait: Seconds a call waits for a connection while the database is
+            known to be down (1 by default), before it fails with
+            :class:`~deepactors.errors.CheckpointUnavailable`.
+        probe_after: Seconds a call waits for a pooled connection before it asks
+            the server whether it is up (2 by default): the most an outage not
+            yet known takes to be told.
 
     Raises:
         ConfigurationError: A bad argument (at once).
@@ -171,11 +181,15 @@ class PostgresCheckpointer(AsyncResource):
         pool_size: int = 4,
         lease_connections: int = 64,
         clock: Callable[[], float] = time.time,
+        checkout_timeout: float = OPEN_TIMEOUT,
+        down_wait: float = DOWN_WAIT,
+        probe_after: float = PROBE_AFTER,
     ) -> None:
         if when_busy not in ("wait", "raise"):
             raise ConfigurationError(f"when_busy is 'wait' or 'raise', not {when_busy!r}")
         if pool_size < 1 or lease_connections < 1:
             raise ConfigurationError("pool_size and lease_connections must be at least 1")
+        waits = PoolWaits(checkout=checkout_timeout, down=down_wait, probe_after=probe_after)
         try:
             self._db = PgDatabase(
                 dsn,
@@ -187,6 +201,7 @@ class PostgresCheckpointer(AsyncResource):
                 ),
                 pool_size=pool_size,
                 lease_connections=lease_connections,
+                waits=waits,
             )
         except ValueError as exc:
             raise ConfigurationError(f"PostgresCheckpointer: {exc}") from None

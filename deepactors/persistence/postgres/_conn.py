@@ -33,6 +33,7 @@ database is down and the caller hears so within seconds (the component's
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
@@ -48,7 +49,7 @@ from ..._core.logs import get_logger
 from ..._core.loops import UnsupportedLoop, current_run
 from ..._core.perloop import PerLoop
 from ..._core.stamps import utc_stamp
-from ...errors import DatabaseUnavailable, PersistenceError
+from ...errors import ConfigurationError, DatabaseUnavailable, PersistenceError
 from ._async import AsyncDriver
 from ._drive import (
     DOWN_WAIT,
@@ -62,7 +63,7 @@ from ._drive import (
 from ._sql import Op, Stmt
 from ._thread import ThreadDriver
 
-__all__ = ["LeaseConnection", "PgDatabase", "PgErrors", "describe_dsn"]
+__all__ = ["LeaseConnection", "PgDatabase", "PgErrors", "PoolWaits", "describe_dsn"]
 
 T = TypeVar("T")
 
@@ -116,6 +117,38 @@ async def _close_stale(driver: Driver) -> None:
 
 
 @final
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PoolWaits:
+    """How long a request waits for a pooled connection (see :func:`_checked_out`).
+
+    Attributes:
+        checkout: Seconds in all (:data:`~._drive.OPEN_TIMEOUT` by default).
+        down: Seconds while the database is known down (:data:`~._drive.DOWN_WAIT`).
+        probe_after: Seconds before asking the server whether it is up
+            (:data:`~._drive.PROBE_AFTER`).
+
+    Raises:
+        ConfigurationError: A wait that is not a number of seconds above 0, by
+            the keyword its component takes.
+    """
+
+    checkout: float = OPEN_TIMEOUT
+    down: float = DOWN_WAIT
+    probe_after: float = PROBE_AFTER
+
+    def __post_init__(self) -> None:
+        for name, seconds in (
+            ("checkout_timeout", self.checkout),
+            ("down_wait", self.down),
+            ("probe_after", self.probe_after),
+        ):
+            if not 0 < seconds < math.inf:  # NaN too
+                raise ConfigurationError(
+                    f"{name} must be a positive number of seconds, not {seconds!r}"
+                )
+
+
+@final
 class PgDatabase:
     """The lazily opened, loop-adaptive pools of one database (see the module docstring).
 
@@ -126,6 +159,7 @@ class PgDatabase:
         errors: The component's exceptions.
         pool_size: Connections for reads and writes, per event-loop run.
         lease_connections: Connections for held leases, per event-loop run.
+        waits: How long a request waits for a pooled connection (None: the defaults).
     """
 
     def __init__(
@@ -136,8 +170,10 @@ class PgDatabase:
         errors: PgErrors,
         pool_size: int,
         lease_connections: int,
+        waits: PoolWaits | None = None,
     ) -> None:
         self.dsn = dsn
+        self._waits = PoolWaits() if waits is None else waits
         self.location = describe_dsn(dsn)
         self.errors = errors
         self._prepare = prepare
@@ -231,8 +267,8 @@ class PgDatabase:
         pool_size: int | None = None,
     ) -> T:
         """``attempt(wait)``, which waits ``wait`` seconds for a pooled
-        connection, given up to :data:`OPEN_TIMEOUT` in all, unless the server
-        is found down first.
+        connection, given up to ``waits.checkout`` (:data:`OPEN_TIMEOUT`) in all,
+        unless the server is found down first.
 
         Raises:
             Unreachable: The server takes no connection (the probe failed).
@@ -242,10 +278,11 @@ class PgDatabase:
         """
         # Known down, the pool is given a second (it keeps reconnecting on its
         # own); otherwise long enough for a busy moment to pass.
-        first = DOWN_WAIT if self._down_since is not None else PROBE_AFTER
-        deadline = anyio.current_time() + OPEN_TIMEOUT
+        waits = self._waits
+        first = waits.down if self._down_since is not None else waits.probe_after
+        deadline = anyio.current_time() + waits.checkout
         try:
-            return await attempt(min(first, OPEN_TIMEOUT))
+            return await attempt(min(first, waits.checkout))
         except CheckoutTimeout:
             pass
         # Down, or every connection in use: only a connection of our own
@@ -261,7 +298,7 @@ class PgDatabase:
             # an outage, the message saying which.
             size = self._sizes[0] if pool_size is None else pool_size
             raise self.errors.unavailable(
-                f"{self.location}: no connection came free within {OPEN_TIMEOUT:g} s"
+                f"{self.location}: no connection came free within {waits.checkout:g} s"
                 f" (all {size} of the pool in use): {exc}",
                 location=self.location,
                 since=time.time(),

@@ -36,6 +36,7 @@ from typing import Any, Protocol, TypeVar
 import psycopg
 from anyio.abc import TaskStatus
 from psycopg import pq
+from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
 
 from ._sql import Op, Result
@@ -115,7 +116,9 @@ def reaching() -> Iterator[None]:
         raise Unreachable(str(exc)) from exc
 
 
-def _spoke_while_idle(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+def _spoke_while_idle(
+    conn: psycopg.Connection[TupleRow] | psycopg.AsyncConnection[TupleRow],
+) -> bool:
     """Whether anything arrived on an idle connection's socket (or it has none)."""
     if conn.closed or conn.broken:
         return True
@@ -127,7 +130,7 @@ def _spoke_while_idle(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[An
     return bool(readable)
 
 
-def check_idle(conn: psycopg.Connection[Any]) -> None:
+def check_idle(conn: psycopg.Connection[TupleRow]) -> None:
     """A sync pool's ``check``: raises if the connection the pool would hand out is dead.
 
     Raises:
@@ -137,13 +140,15 @@ def check_idle(conn: psycopg.Connection[Any]) -> None:
         ConnectionPool.check_connection(conn)
 
 
-async def check_idle_async(conn: psycopg.AsyncConnection[Any]) -> None:
+async def check_idle_async(conn: psycopg.AsyncConnection[TupleRow]) -> None:
     """An async pool's ``check``: as :func:`check_idle`."""
     if _spoke_while_idle(conn):
         await AsyncConnectionPool.check_connection(conn)
 
 
-def idle_connection_lost(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+def idle_connection_lost(
+    conn: psycopg.Connection[TupleRow] | psycopg.AsyncConnection[TupleRow],
+) -> bool:
     """Whether an idle connection was closed by the server (a restart, a terminated backend).
 
     Reads what arrived on the socket while the connection sat idle, without
@@ -164,7 +169,7 @@ def idle_connection_lost(conn: psycopg.Connection[Any] | psycopg.AsyncConnection
     return conn.pgconn.status != pq.ConnStatus.OK
 
 
-def drive_sync(conn: psycopg.Connection[Any], op: Op[T], *, transaction: bool) -> T:
+def drive_sync(conn: psycopg.Connection[TupleRow], op: Op[T], *, transaction: bool) -> T:
     """Run ``op`` on a sync connection (in a worker thread), in one transaction."""
     with conn.transaction() if transaction else nullcontext(), conn.cursor() as cur:
         try:
@@ -183,7 +188,9 @@ def drive_sync(conn: psycopg.Connection[Any], op: Op[T], *, transaction: bool) -
             return done
 
 
-async def drive_async(conn: psycopg.AsyncConnection[Any], op: Op[T], *, transaction: bool) -> T:
+async def drive_async(
+    conn: psycopg.AsyncConnection[TupleRow], op: Op[T], *, transaction: bool
+) -> T:
     """Run ``op`` on an async connection, in one transaction: the same as :func:`drive_sync`."""
     async with conn.transaction() if transaction else nullcontext(), conn.cursor() as cur:
         try:
@@ -233,12 +240,12 @@ class Driver(Protocol):
     async def aclose(self) -> None: ...
 
 
-async def unlock_all_async(conn: psycopg.AsyncConnection[Any]) -> None:
+async def unlock_all_async(conn: psycopg.AsyncConnection[TupleRow]) -> None:
     """Release every advisory lock of the session, before the connection goes back."""
     await conn.execute("SELECT pg_advisory_unlock_all()")
 
 
-def unlock_all(conn: psycopg.Connection[Any]) -> None:
+def unlock_all(conn: psycopg.Connection[TupleRow]) -> None:
     """Release every advisory lock of the session, before the connection goes back."""
     conn.execute("SELECT pg_advisory_unlock_all()")
 
@@ -252,13 +259,13 @@ _LEASE_SESSION = "SET client_connection_check_interval = '1s'"
 _CHECK_SINCE = 140000  # the setting came with PostgreSQL 14
 
 
-async def configure_lease_async(conn: psycopg.AsyncConnection[Any]) -> None:
+async def configure_lease_async(conn: psycopg.AsyncConnection[TupleRow]) -> None:
     """Set up a new lease connection's session (see ``_LEASE_SESSION``)."""
     if conn.info.server_version >= _CHECK_SINCE:
         await conn.execute(_LEASE_SESSION)
 
 
-def configure_lease(conn: psycopg.Connection[Any]) -> None:
+def configure_lease(conn: psycopg.Connection[TupleRow]) -> None:
     """Set up a new lease connection's session (see ``_LEASE_SESSION``)."""
     if conn.info.server_version >= _CHECK_SINCE:
         conn.execute(_LEASE_SESSION)

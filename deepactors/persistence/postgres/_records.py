@@ -110,9 +110,9 @@ def _put_sql(fenced: bool, n: int) -> str:
     return (_PUT_FENCED if fenced else _PUT).format(values=", ".join(rows))
 
 
-def _params(batch: Batch) -> list[Any]:
+def _params(batch: Batch) -> list[object]:
     n = len(batch.rows)
-    head: list[Any] = (
+    head: list[object] = (
         [batch.thread_id, n]
         if batch.owner is None
         else [n, batch.thread_id, batch.owner, batch.lock_key]
@@ -173,7 +173,7 @@ def read_rows(
     """The thread's rows in ``seq`` order; when filtering by path and the whole
     thread (up to ``upto_seq``) has a gap, also every seq of it, to name the gap."""
     where = "WHERE thread_id = %s"
-    params: list[Any] = [thread_id]
+    params: list[object] = [thread_id]
     if upto_seq is not None:
         where += " AND seq <= %s"
         params.append(upto_seq)

@@ -31,7 +31,8 @@ from ..store import (
     check_namespace_prefix,
     encode_value,
 )
-from ._conn import PgDatabase, PgErrors
+from ._conn import PgDatabase, PgErrors, PoolWaits
+from ._drive import DOWN_WAIT, OPEN_TIMEOUT, PROBE_AFTER
 from ._sql import Migration, Op, Stmt, check_no_nul, prepare_schema
 
 __all__ = ["PG_STORE_SCHEMA_VERSION", "PostgresStore"]
@@ -62,11 +63,11 @@ _DECODE_INLINE = 64 * 1024
 Row = tuple[Any, ...]
 
 
-def _rows(sql: str, params: tuple[Any, ...]) -> Op[list[Row]]:
+def _rows(sql: str, params: tuple[object, ...]) -> Op[list[Row]]:
     return (yield Stmt(sql, params)).rows
 
 
-def _execute(sql: str, params: tuple[Any, ...]) -> Op[None]:
+def _execute(sql: str, params: tuple[object, ...]) -> Op[None]:
     yield Stmt(sql, params)
 
 
@@ -113,6 +114,15 @@ class PostgresStore(AsyncResource):
         dsn: A libpq connection string or URL.
         pool_size: Connections per event-loop run.
         clock: Wall-clock time for ``created_at`` / ``updated_at`` (``time.time``).
+        checkout_timeout: Seconds a call waits in all for a pooled connection
+            while every one is in use (30 by default); then it fails with
+            :class:`~deepactors.errors.StoreUnavailable`, saying the pool is busy.
+        down_wait: Seconds a call waits for a connection while the database is
+            known to be down (1 by default), before it fails with
+            :class:`~deepactors.errors.StoreUnavailable`.
+        probe_after: Seconds a call waits for a pooled connection before it asks
+            the server whether it is up (2 by default): the most an outage not
+            yet known takes to be told.
 
     Raises:
         ConfigurationError: ``dsn`` cannot be read (at once).
@@ -121,10 +131,18 @@ class PostgresStore(AsyncResource):
     """
 
     def __init__(
-        self, dsn: str, *, pool_size: int = 4, clock: Callable[[], float] = time.time
+        self,
+        dsn: str,
+        *,
+        pool_size: int = 4,
+        clock: Callable[[], float] = time.time,
+        checkout_timeout: float = OPEN_TIMEOUT,
+        down_wait: float = DOWN_WAIT,
+        probe_after: float = PROBE_AFTER,
     ) -> None:
         if pool_size < 1:
             raise ConfigurationError("pool_size must be at least 1")
+        waits = PoolWaits(checkout=checkout_timeout, down=down_wait, probe_after=probe_after)
         try:
             self._db = PgDatabase(
                 dsn,
@@ -134,6 +152,7 @@ class PostgresStore(AsyncResource):
                 ),
                 pool_size=pool_size,
                 lease_connections=1,
+                waits=waits,
             )
         except ValueError as exc:
             raise ConfigurationError(f"PostgresStore: {exc}") from None
@@ -155,7 +174,7 @@ class PostgresStore(AsyncResource):
         """
         await self._db.ping()
 
-    async def _select(self, sql: str, params: tuple[Any, ...]) -> builtins.list[StoreItem]:
+    async def _select(self, sql: str, params: tuple[object, ...]) -> builtins.list[StoreItem]:
         rows = await self._db.run(_rows(sql, params), transaction=False)
         decode = functools.partial(_items, self._db.location, rows)
         if sum(len(row[4]) for row in rows) > _DECODE_INLINE:

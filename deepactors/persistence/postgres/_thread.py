@@ -16,13 +16,14 @@ import functools
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
-from typing import Any, Literal, TypeVar
+from typing import Literal, TypeVar
 
 import anyio
 import anyio.from_thread
 import anyio.to_thread
 import psycopg
 from anyio.abc import TaskStatus
+from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool
 
 from ._drive import (
@@ -66,16 +67,16 @@ class _Checkout:
     claimed it already) learns which connection is its own to give back.
     """
 
-    def __init__(self, pool: ConnectionPool[Any]) -> None:
+    def __init__(self, pool: ConnectionPool[psycopg.Connection[TupleRow]]) -> None:
         self._pool = pool
         self._lock = threading.Lock()
         self._state: Literal["waiting", "claimed", "abandoned"] = "waiting"
-        self.conn: psycopg.Connection[Any] | None = None
+        self.conn: psycopg.Connection[TupleRow] | None = None
         self.done = threading.Event()
 
-    def take(self, timeout: float) -> psycopg.Connection[Any] | None:
+    def take(self, timeout: float) -> psycopg.Connection[TupleRow] | None:
         """In the thread: a connection, or None when the task abandoned the wait."""
-        conn: psycopg.Connection[Any] = self._pool.getconn(timeout)
+        conn: psycopg.Connection[TupleRow] = self._pool.getconn(timeout)
         with self._lock:
             if self._state == "waiting":
                 self._state, self.conn = "claimed", conn
@@ -83,7 +84,7 @@ class _Checkout:
         self._pool.putconn(conn)
         return None
 
-    def abandon(self) -> psycopg.Connection[Any] | None:
+    def abandon(self) -> psycopg.Connection[TupleRow] | None:
         """In the task, cancelled: None if the wait was abandoned, else the claimed connection."""
         # Held by the thread only to set a field: never waited on for long.
         with self._lock:
@@ -93,7 +94,7 @@ class _Checkout:
 
 
 class _ThreadLease:
-    def __init__(self, conn: psycopg.Connection[Any], limiter: anyio.CapacityLimiter) -> None:
+    def __init__(self, conn: psycopg.Connection[TupleRow], limiter: anyio.CapacityLimiter) -> None:
         self.conn = conn
         self.dirty = False
         self._limiter = limiter
@@ -127,7 +128,7 @@ class _ThreadLease:
         return not self.conn.broken and not self.conn.closed
 
 
-def _cancel_and_wait(conn: psycopg.Connection[Any], finished: threading.Event) -> None:
+def _cancel_and_wait(conn: psycopg.Connection[TupleRow], finished: threading.Event) -> None:
     if not finished.is_set():
         # Failing, the connection is closed next anyway.
         with suppress(psycopg.Error):
@@ -138,7 +139,7 @@ def _cancel_and_wait(conn: psycopg.Connection[Any], finished: threading.Event) -
 class ThreadDriver:
     def __init__(self, dsn: str, size: int, lease_size: int) -> None:
         self._dsn = dsn
-        self._writer: psycopg.Connection[Any] | None = None
+        self._writer: psycopg.Connection[TupleRow] | None = None
         # Uncontended (group commit has one committer): no yield on taking it.
         self._write_lock = anyio.Lock(fast_acquire=True)
         work, leases = pool_options(dsn, size, lease_size)
@@ -228,7 +229,7 @@ class ThreadDriver:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self._give_back, conn, lease.dirty)
 
-    def _give_back(self, conn: psycopg.Connection[Any], dirty: bool) -> None:
+    def _give_back(self, conn: psycopg.Connection[TupleRow], dirty: bool) -> None:
         # Unlocked before the next holder is let in; see AsyncDriver.lease_connection.
         if not dirty:
             try:
@@ -285,7 +286,7 @@ class ThreadDriver:
 
 
 def _listen_thread(
-    conn: psycopg.Connection[Any],
+    conn: psycopg.Connection[TupleRow],
     on_payload: Callable[[str], None],
     stop: threading.Event,
     exited: threading.Event,

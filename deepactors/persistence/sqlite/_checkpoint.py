@@ -46,7 +46,7 @@ from .._checkpoint import (
 )
 from .._json import check_text
 from .._lease import ThreadLease, WhenBusy
-from ._conn import Database, Errors, Schema, SqliteBase
+from ._conn import BUSY_TIMEOUT, Database, Errors, Schema, SqliteBase
 from ._integrity import CRC_FUNCTION, record_crc
 from ._lease import LEASE_DDL, SqliteLeases, holds_lease
 from ._records import CRC_AFTER, list_threads, read_records
@@ -329,8 +329,13 @@ class SqliteCheckpointer(SqliteBase):
             ``"raise"`` to fail with :class:`~deepactors.errors.ThreadBusy`.
         lease_ttl: Seconds a lease lasts without renewal.
         clock: Wall-clock time for records and lease expiries (``time.time``).
+        busy_timeout: Seconds a call waits for another writer's lock on the file
+            (another process, say) before it fails with
+            :class:`~deepactors.errors.CheckpointUnavailable` (5 by default).
 
     Raises:
+        ConfigurationError: ``when_busy``, ``lease_ttl`` or ``busy_timeout`` is
+            out of range.
         CheckpointCorrupt: On first use, when the file is not SQLite or is damaged.
         CheckpointSchemaMismatch: On first use, when the file holds checkpoints of
             another schema version.
@@ -343,6 +348,7 @@ class SqliteCheckpointer(SqliteBase):
         when_busy: WhenBusy = "wait",
         lease_ttl: float = 30.0,
         clock: Callable[[], float] = time.time,
+        busy_timeout: float = BUSY_TIMEOUT,
     ) -> None:
         if when_busy not in ("wait", "raise"):
             raise ConfigurationError(f"when_busy is 'wait' or 'raise', not {when_busy!r}")
@@ -350,7 +356,7 @@ class SqliteCheckpointer(SqliteBase):
             raise ConfigurationError(
                 f"lease_ttl must be a positive number of seconds, not {lease_ttl!r}"
             )
-        self._db = Database(path, schema=_SCHEMA, errors=_ERRORS)
+        self._db = Database(path, schema=_SCHEMA, errors=_ERRORS, busy_timeout=busy_timeout)
         self._clock = clock
         # Puts on a thread held through these leases are fenced with its token.
         self._leases = SqliteLeases(

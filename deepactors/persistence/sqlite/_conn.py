@@ -37,6 +37,7 @@ is a plain failure naming the file.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import sqlite3
 import threading
@@ -56,7 +57,7 @@ from anyio.abc import AsyncResource
 from ..._core.loops import CallThread, LoopRun, UnsupportedLoop, current_run
 from ..._core.perloop import PerLoop
 from ..._core.stamps import utc_stamp
-from ...errors import DatabaseUnavailable, PersistenceError
+from ...errors import ConfigurationError, DatabaseUnavailable, PersistenceError
 from . import _aiosqlite
 from ._integrity import diagnose, emptied, identity, register_crc
 
@@ -66,8 +67,9 @@ T = TypeVar("T")
 
 BUSY_TIMEOUT = 5.0
 """How long a connection waits for another connection's write lock (another
-thread's run, another process) before failing with "database is locked". A put
-holds the lock for one insert and commit, so this is ample."""
+thread's run, another process) before failing with "database is locked", unless
+the checkpointer or store is given ``busy_timeout=``. A put holds the lock for one
+insert and commit, so this is ample."""
 
 # SQLite's primary result codes: "locked by another connection", and the two
 # that mean "this file is not (or no longer) a database"; everything else
@@ -127,7 +129,9 @@ def text(value: object, *, what: str) -> str:
     raise ValueError(f"{what} is missing")
 
 
-def _translate(exc: sqlite3.Error, file: str, errors: Errors) -> PersistenceError:
+def _translate(
+    exc: sqlite3.Error, file: str, errors: Errors, busy_timeout: float
+) -> PersistenceError:
     # Extended result codes keep the primary code in their low byte.
     code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
     if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
@@ -138,24 +142,24 @@ def _translate(exc: sqlite3.Error, file: str, errors: Errors) -> PersistenceErro
             return errors.corrupt(f"{file} is not a SQLite database, or it is damaged: {damage}")
         # Another writer held the file all along: nothing was written, and the
         # same call may succeed once it lets go.
-        since = time.time() - BUSY_TIMEOUT
+        since = time.time() - busy_timeout
         when = utc_stamp(since)
         return errors.unavailable(
             f"{file} is locked by another writer since {when}"
-            f" (more than {BUSY_TIMEOUT:g} s): {exc}",
+            f" (more than {busy_timeout:g} s): {exc}",
             location=file,
             since=since,
         )
     return errors.failed(f"{file}: {exc}")
 
 
-def _set_wal(raw: sqlite3.Connection, file: str, errors: Errors) -> None:
+def _set_wal(raw: sqlite3.Connection, file: str, errors: Errors, busy_timeout: float) -> None:
     # Switching a new file to WAL can fail with SQLITE_BUSY without going through
     # the busy handler, when another connection (another thread's run, another
     # process) is creating the same file at that moment: wait here, in the
     # connection's thread, as the busy handler would have. A damaged file looks
     # the same, for ever: tell them apart before waiting.
-    deadline = time.monotonic() + BUSY_TIMEOUT
+    deadline = time.monotonic() + busy_timeout
     while True:
         try:
             raw.execute("PRAGMA journal_mode=WAL")
@@ -172,7 +176,9 @@ def _set_wal(raw: sqlite3.Connection, file: str, errors: Errors) -> None:
         time.sleep(0.01)
 
 
-def _prepare(raw: sqlite3.Connection, *, file: str, schema: Schema, errors: Errors) -> None:
+def _prepare(
+    raw: sqlite3.Connection, *, file: str, schema: Schema, errors: Errors, busy_timeout: float
+) -> None:
     """Set the pragmas, then create, upgrade or check the component's schema."""
     # WAL: readers never block the writer, and a commit is one append to the log.
     # synchronous=NORMAL: no fsync per commit; a committed step survives a
@@ -182,7 +188,7 @@ def _prepare(raw: sqlite3.Connection, *, file: str, schema: Schema, errors: Erro
         damage = emptied(file)
         if damage is not None:
             raise errors.corrupt(f"{file} is not a SQLite database, or it is damaged: {damage}")
-    _set_wal(raw, file, errors)
+    _set_wal(raw, file, errors, busy_timeout)
     raw.execute("PRAGMA synchronous=NORMAL")
     register_crc(raw)
     raw.execute("BEGIN IMMEDIATE")
@@ -281,11 +287,11 @@ class _ThreadConnection:
 
     @classmethod
     async def open(
-        cls, path: str, prepare: Callable[[sqlite3.Connection], None]
+        cls, path: str, prepare: Callable[[sqlite3.Connection], None], *, timeout: float
     ) -> _ThreadConnection:
         def connect() -> sqlite3.Connection:
             raw = sqlite3.connect(
-                path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
+                path, timeout=timeout, isolation_level=None, check_same_thread=False
             )
             try:
                 prepare(raw)
@@ -351,11 +357,28 @@ class Database:
         path: The file.
         schema: The component's tables.
         errors: The component's exceptions.
+        busy_timeout: Seconds a connection waits for another's write lock
+            (:data:`BUSY_TIMEOUT` by default).
+
+    Raises:
+        ConfigurationError: ``busy_timeout`` is not a number of seconds above 0.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, schema: Schema, errors: Errors) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        schema: Schema,
+        errors: Errors,
+        busy_timeout: float = BUSY_TIMEOUT,
+    ) -> None:
+        if not 0 < busy_timeout < math.inf:  # NaN too
+            raise ConfigurationError(
+                f"busy_timeout must be a positive number of seconds, not {busy_timeout!r}"
+            )
         self.file = os.fspath(path)
         self.errors = errors
+        self.busy_timeout = float(busy_timeout)
         # The (st_dev, st_ino) of the file first opened: the object stays bound
         # to it, across connections and event-loop runs (see ``_check_identity``).
         self._identity: tuple[int, int] | None = None
@@ -363,7 +386,9 @@ class Database:
         self._checks_identity = self.file not in ("", ":memory:") and not self.file.startswith(
             "file:"
         )
-        self._prepare = functools.partial(_prepare, file=self.file, schema=schema, errors=errors)
+        self._prepare = functools.partial(
+            _prepare, file=self.file, schema=schema, errors=errors, busy_timeout=self.busy_timeout
+        )
         self._connections: PerLoop[_Connection] = PerLoop(
             self._open, _close, close_stale=_close_stale
         )
@@ -393,7 +418,7 @@ class Database:
             result = fn(raw)
         except sqlite3.Error as exc:
             lost = self._check_identity()
-            raise (lost or _translate(exc, self.file, self.errors)) from exc
+            raise (lost or _translate(exc, self.file, self.errors, self.busy_timeout)) from exc
         except UnicodeDecodeError as exc:
             # Text SQLite handed back is not UTF-8: its error message quoting a
             # damaged schema (the sqlite3 module decodes it and fails), or a
@@ -450,11 +475,13 @@ class Database:
         try:
             if current_run().library == "asyncio":
                 return await _aiosqlite.AiosqliteConnection.open(
-                    self.file, prepare, timeout=BUSY_TIMEOUT
+                    self.file, prepare, timeout=self.busy_timeout
                 )
-            return await _ThreadConnection.open(self.file, prepare)
+            return await _ThreadConnection.open(self.file, prepare, timeout=self.busy_timeout)
         except sqlite3.Error as exc:  # from connecting, before prepare
-            error = await anyio.to_thread.run_sync(_translate, exc, self.file, self.errors)
+            error = await anyio.to_thread.run_sync(
+                _translate, exc, self.file, self.errors, self.busy_timeout
+            )
             raise error from exc
 
     async def aclose(self) -> None:

@@ -81,7 +81,7 @@ def read_records(
         CheckpointCorrupt: A record is missing, unreadable, or not what was written.
     """
     sql = _SELECT_RECORDS
-    params: list[Any] = [thread_id]
+    params: list[object] = [thread_id]
     if path is not None:
         sql += " AND path = ?"
         params.append(path)
@@ -113,7 +113,7 @@ def _read(
     thread_id: str,
     path: str | None,
     sql: str,
-    params: list[Any],
+    params: list[object],
     upto_seq: int | None,
 ) -> list[CheckpointRecord]:
     head = _head(raw, file, thread_id) if path is None else 0
@@ -205,7 +205,7 @@ def _checked_seq(file: str, thread_id: str, seq: object, expected: int | None) -
 def _check_seqs(raw: sqlite3.Connection, file: str, thread_id: str, upto_seq: int | None) -> None:
     """Check that the thread's seqs are 1, 2, 3... (reading one actor's records skips some)."""
     sql = "FROM checkpoint_records WHERE thread_id = ?"
-    params: list[Any] = [thread_id]
+    params: list[object] = [thread_id]
     if upto_seq is not None:
         sql += " AND seq <= ?"
         params.append(upto_seq)

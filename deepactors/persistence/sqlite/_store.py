@@ -33,7 +33,7 @@ from ..store import (
     check_namespace_prefix,
     encode_value,
 )
-from ._conn import Database, Errors, Schema, SqliteBase, text
+from ._conn import BUSY_TIMEOUT, Database, Errors, Schema, SqliteBase, text
 from ._integrity import ITEM_CRC_FUNCTION as _CRC
 from ._integrity import item_crc
 
@@ -197,7 +197,7 @@ def _store_search(
     raw: sqlite3.Connection, file: str, ns_prefix: Namespace, key_prefix: str
 ) -> list[StoreItem]:
     sql = f"{_SELECT_ITEMS} WHERE substr(key, 1, ?) = ?"
-    params: list[Any] = [len(key_prefix), key_prefix]
+    params: list[object] = [len(key_prefix), key_prefix]
     if ns_prefix:
         exact = _ns_text(ns_prefix)
         below = exact[:-1] + ","  # '["a"' + ',' starts every namespace under ("a",)
@@ -221,16 +221,24 @@ class SqliteStore(SqliteBase):
     Args:
         path: The database file.
         clock: Wall-clock time for ``created_at`` / ``updated_at`` (``time.time``).
+        busy_timeout: Seconds a call waits for another writer's lock on the file
+            (another process, say) before it fails with
+            :class:`~deepactors.errors.StoreUnavailable` (5 by default).
 
     Raises:
+        ConfigurationError: ``busy_timeout`` is not a number of seconds above 0.
         StoreCorrupt: On first use, when the file is not SQLite, is damaged, or
             holds a store of another schema version.
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, clock: Callable[[], float] = time.time
+        self,
+        path: str | os.PathLike[str],
+        *,
+        clock: Callable[[], float] = time.time,
+        busy_timeout: float = BUSY_TIMEOUT,
     ) -> None:
-        self._db = Database(path, schema=_SCHEMA, errors=_ERRORS)
+        self._db = Database(path, schema=_SCHEMA, errors=_ERRORS, busy_timeout=busy_timeout)
         self._clock = clock
 
     async def get(self, namespace: Namespace, key: str) -> StoreItem | None:

@@ -30,7 +30,7 @@ from ...events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from ...lc_views import event_to_json
+from ...langchain.views import event_to_json
 from .._protocol_runs import Outcome
 from .._records import RunRecord
 from ._wire import agent_message, status, task

@@ -52,7 +52,7 @@ from ...events import (
     SubagentSpawned,
     ToolCallFinished,
 )
-from ...lc_views import event_to_json, values_to_lc
+from ...langchain.views import event_to_json, values_to_lc
 from ...messages import AssistantMessage, ThinkingBlock, Usage
 from .._protocol_runs import Outcome, SubagentFilter
 

@@ -54,7 +54,7 @@ from ...events import (
     SubagentSpawned,
     ToolCallFinished,
 )
-from ...lc_views import event_to_json, usage_to_lc, values_to_lc
+from ...langchain.views import event_to_json, usage_to_lc, values_to_lc
 from ...messages import AssistantMessage, ThinkingBlock, ToolCall, Usage
 from .._protocol_runs import Outcome, SubagentFilter
 

@@ -160,7 +160,7 @@ async def create_cron(request: Request) -> Response:
     body = await read_body(request, CronCreate)
     thread_id = request.path_params.get("thread_id")
     if thread_id is not None:
-        await manager.thread(thread_id, "update")  # 404 if not the caller's
+        await manager.lookup.thread(thread_id, "update")  # 404 if not the caller's
     who = caller()
     # The runs will be the caller's own (on a thread of theirs, or on new ones).
     if who is not None and not await may("runs", "create", who.id, None):

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ._backoff import backoff as backoff
 from ._frame_log import DEFAULT_STREAM_LOG_BYTES as DEFAULT_STREAM_LOG_BYTES
 from ._frame_log import FrameLog as FrameLog
 from ._frame_log import dropped_error as dropped_error
-from ._pg_db import backoff as backoff
 from ._relay import LocalRelay as LocalRelay
 from ._relay import RunRelay as RunRelay
 from ._shared_runs import SharedRuns as SharedRuns

@@ -23,7 +23,6 @@ readiness endpoint and for requests that would otherwise wait on it.
 from __future__ import annotations
 
 import dataclasses
-import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -37,9 +36,10 @@ from ..._core.stamps import utc_stamp
 from ...errors import ConfigurationError, DatabaseUnavailable, PersistenceError
 from ...persistence.pgsql import Op as SqlOp
 from ...persistence.pgsql import PgDatabase, PgErrors, Result, Stmt
+from ._backoff import backoff
 from ._pg_schema import SCHEMA, check_version
 
-__all__ = ["DbState", "Listening", "Op", "backoff", "open_runs_db", "run_ops", "runs_database"]
+__all__ = ["DbState", "Listening", "Op", "open_runs_db", "run_ops", "runs_database"]
 
 _log = get_logger("deepactors.server")
 
@@ -112,15 +112,6 @@ async def run_ops(db: PgDatabase, ops: Sequence[Op]) -> list[tuple[Any, ...]]:
         PersistenceError: The database failed; nothing of ``ops`` was committed.
     """
     return await db.run(_statements(ops), transaction=len(ops) > 1)
-
-
-def backoff(attempt: int, *, first: float = 0.25, most: float = 5.0) -> float:
-    """Seconds to wait before reconnection attempt ``attempt`` (0 for the first).
-
-    Doubling from ``first`` up to ``most``, each drawn between half and all of
-    that, so processes that lost the database together do not come back in step.
-    """
-    return min(most, first * 2.0**attempt) * random.uniform(0.5, 1.0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

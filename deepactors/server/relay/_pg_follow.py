@@ -24,7 +24,8 @@ from ...errors import PersistenceError
 from ...events import Event
 from ...persistence.pgsql import PgDatabase
 from .._records import RunRecord
-from ._pg_db import Op, backoff, run_ops
+from ._backoff import backoff
+from ._pg_db import Op, run_ops
 from ._pg_schema import LOST, MARK_LOST, jsonb
 from ._relay import FINAL
 

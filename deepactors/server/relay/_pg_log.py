@@ -28,8 +28,9 @@ from ...errors import PersistenceError
 from ...persistence.pgsql import PgDatabase
 from .._frames import sse_frame
 from .._records import RunRecord
+from ._backoff import backoff
 from ._frame_log import FrameLog
-from ._pg_db import backoff, run_ops
+from ._pg_db import run_ops
 from ._pg_follow import FOLLOW_PATIENCE, LIVENESS_EVERY
 from ._pg_schema import LOST
 

@@ -46,7 +46,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from ..._core.logs import get_logger
 from ...errors import ConfigurationError, DatabaseUnavailable, PersistenceError
 from ...events import Event
-from ...lc_views import LangGraphStream
+from ...langchain.views import LangGraphStream
 from .._frames import part_frames
 from .._records import RunRecord, new_uuid
 from ._frame_log import FrameLog, LogSink

@@ -24,6 +24,12 @@ from ._relay import FINAL, RunRelay, SharedRun
 __all__ = ["RunBook", "SharedRuns"]
 
 
+class _ThreadAssistants(Protocol):
+    """Which assistant's state a thread holds (the manager's thread lookup)."""
+
+    def thread_assistant(self, thread: ThreadRecord) -> AssistantRecord: ...
+
+
 class RunBook(Protocol):
     """What the run manager keeps, that adopted runs join."""
 
@@ -36,7 +42,8 @@ class RunBook(Protocol):
     @property
     def assistants(self) -> Mapping[str, AssistantRecord]: ...
 
-    def thread_assistant(self, thread: ThreadRecord) -> AssistantRecord: ...
+    @property
+    def lookup(self) -> _ThreadAssistants: ...
 
     async def refresh(self, thread: ThreadRecord) -> None: ...
 
@@ -98,7 +105,7 @@ class SharedRuns:
         run = RunRecord(
             run_id=shared.run_id,
             thread=thread,
-            assistant=book.assistants.get(shared.graph_id) or book.thread_assistant(thread),
+            assistant=book.assistants.get(shared.graph_id) or book.lookup.thread_assistant(thread),
             kwargs_of=shared.kwargs,
             metadata=shared.metadata,
             multitask_strategy=shared.multitask_strategy,

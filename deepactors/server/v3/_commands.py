@@ -76,7 +76,7 @@ class _Context:
         self.sessions = sessions_of(request)
 
     async def thread(self, action: Action = "read") -> ThreadRecord:
-        return await self.manager.thread(self.thread_id, action)
+        return await self.manager.lookup.thread(self.thread_id, action)
 
 
 Handler = Callable[[_Context, Mapping[str, Any]], Awaitable[tuple[dict[str, Any], int | None]]]
@@ -154,7 +154,7 @@ async def _input_respond(ctx: _Context, params: Mapping[str, Any]) -> tuple[dict
     if not isinstance(interrupt_id, str) or "response" not in entry:
         raise CommandError("invalid_argument", "interrupt_id (a string) and response are needed")
     thread = await ctx.thread("update")
-    name = ctx.manager.thread_assistant(thread).agent.name
+    name = ctx.manager.lookup.thread_assistant(thread).agent.name
     state = await state_at(ctx.manager.handle(thread), name, None)
     pending = [i["id"] for i in state["interrupts"]]
     if interrupt_id not in pending:
@@ -223,7 +223,7 @@ async def _state_get(ctx: _Context, params: Mapping[str, Any]) -> tuple[dict[str
     if keys is not None and not (isinstance(keys, list) and all(isinstance(k, str) for k in keys)):
         raise CommandError("invalid_argument", "keys: a list of state keys")
     thread = await ctx.thread()
-    name = ctx.manager.thread_assistant(thread).agent.name
+    name = ctx.manager.lookup.thread_assistant(thread).agent.name
     state = await state_at(ctx.manager.handle(thread), name, None)
     values = state["values"]
     if keys is not None:
@@ -248,7 +248,7 @@ async def _list_checkpoints(
         )
     thread = await ctx.thread()
     handle = ctx.manager.handle(thread)
-    name = ctx.manager.thread_assistant(thread).agent.name
+    name = ctx.manager.lookup.thread_assistant(thread).agent.name
     created = {r.seq: r.created_at for r in await handle.history(superseded=True)}
     out: list[dict[str, Any]] = []
     for seq, parent in await superseded_history(handle, name):
@@ -272,7 +272,7 @@ async def _agent_tree(
     root: dict[str, Any] = {
         "namespace": [],
         "status": "running" if thread.inflight else "completed",
-        "graph_name": thread.graph_id or ctx.manager.thread_assistant(thread).agent.name,
+        "graph_name": thread.graph_id or ctx.manager.lookup.thread_assistant(thread).agent.name,
         "children": [],
     }
     return {"tree": root}, None

@@ -82,7 +82,7 @@ async def stream_events(request: Request) -> Response:
     except (ValueError, UnicodeDecodeError):
         raise HTTPException(400, "the body is not JSON") from None
     wanted, since = _filter(body)
-    thread = await manager.thread(request.path_params["thread_id"])
+    thread = await manager.lookup.thread(request.path_params["thread_id"])
     if manager.relay.shared:
         raise HTTPException(
             501,

@@ -2,7 +2,7 @@
 
 The state channels (``values``, ``updates``, ``custom``, ``tasks``,
 ``checkpoints``) and the model's message chunks come from the one renderer of
-LangGraph's stream modes, :class:`~deepactors.lc_views.LangGraphStream`; this
+LangGraph's stream modes, :class:`~deepactors.langchain.views.LangGraphStream`; this
 module only reshapes its parts: ``updates`` as ``{node, values}``, ``custom``
 as ``{payload}``, and the message chunks as the content-block events
 (``message-start``, ``content-block-start/delta/finish``, ``message-finish``)
@@ -18,7 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any, final
 
 from ...events import Event, Interrupted, ToolCallFinished, ToolCallStarted
-from ...lc_views import LangGraphStream, StreamPart, content_to_lc, interrupts_to_lc, namespace_of
+from ...langchain.views import (
+    LangGraphStream,
+    StreamPart,
+    content_to_lc,
+    interrupts_to_lc,
+    namespace_of,
+)
 from ...messages import ToolMessage
 
 __all__ = ["Out", "RunRenderer"]

@@ -38,7 +38,7 @@ from ...events import (
     SubagentInterrupted,
     SubagentSpawned,
 )
-from ...lc_views import namespace_of
+from ...langchain.views import namespace_of
 from .._records import RunRecord, StateUpdated, Subscriber, ThreadRecord
 from .._runs import RunManager
 from ._render import Out, RunRenderer

@@ -19,21 +19,21 @@ from typing import (
     get_type_hints,
 )
 
-from .actors import AgentSpec
-from .errors import ConfigurationError
-from .limits import NO_BREAKPOINTS, Breakpoints
-from .middleware import (
+from ..actors import AgentSpec
+from ..errors import ConfigurationError
+from ..limits import NO_BREAKPOINTS, Breakpoints
+from ..middleware import (
     AgentMiddleware,
     AnthropicPromptCachingMiddleware,
     StructuredOutputMiddleware,
 )
-from .models import ChatModel, SupportsPromptCaching, resolve_model
-from .state import Channel, default_channels
-from .tools import Tool, _is_langchain_tool, as_tool, as_tools
+from ..models import ChatModel, SupportsPromptCaching, resolve_model
+from ..state import Channel, default_channels
+from ..tools import Tool, _is_langchain_tool, as_tool, as_tools
 
 if TYPE_CHECKING:
-    from .backends import Backend, PermissionRules
-    from .persistence import Checkpointer, Store
+    from ..backends import Backend, PermissionRules
+    from ..persistence import Checkpointer, Store
 
 __all__ = [
     "DEFAULT_PROMPT",
@@ -62,7 +62,7 @@ def tool_sources(items: Any, mcp_servers: Any) -> tuple[list[Tool], list[AgentMi
         as_tool(t) if _is_langchain_tool(t) or isinstance(t, Mapping) else t for t in items or ()
     ]
     if mcp_servers or not all(isinstance(t, Tool) or callable(t) for t in items or ()):
-        from . import mcp  # an optional integration: imported only when used
+        from .. import mcp  # an optional integration: imported only when used
 
         return mcp.tool_sources(items, mcp_servers)
     return as_tools(items), []
@@ -210,7 +210,7 @@ def own_checkpointer(checkpointer: Any) -> Checkpointer | None:
             "this InMemorySaver holds LangGraph checkpoints already, which deepactors "
             "cannot read: give a fresh one (or deepactors' MemoryCheckpointer)"
         )
-    from .persistence import MemoryCheckpointer
+    from ..persistence import MemoryCheckpointer
 
     with _SAVERS_LOCK:
         own = _SAVERS.get(checkpointer)

@@ -8,12 +8,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ._factory_parts import prompt_text
-from .agent import DeepAgent
-from .backends import FilesystemPermission
-from .budget import Budget
-from .errors import ConfigurationError
-from .middleware import SubAgentSpec
+from ..agent import DeepAgent
+from ..backends import FilesystemPermission
+from ..budget import Budget
+from ..errors import ConfigurationError
+from ..middleware import SubAgentSpec
+from ._parts import prompt_text
 
 __all__ = ["SubAgentConfig", "read_subagent_config", "remote_spec"]
 
@@ -127,7 +127,7 @@ def remote_spec(config: SubAgentConfig) -> SubAgentSpec:
             f"{who}: a remote subagent (graph_id, url) runs as its server defines it; "
             f"{', '.join(repr(k) for k in local)} cannot be given to it here"
         )
-    from .remote import RemoteAgent  # only when a dict asks for one
+    from ..remote import RemoteAgent  # only when a dict asks for one
 
     agent = RemoteAgent(
         name=config.name,

@@ -17,13 +17,14 @@ Protocol): whatever speaks LangChain's shapes to the outside goes through here.
   ``debug``; a subagent at ``main/task-2:researcher`` streams under the
   namespace ``("task-2:researcher",)``.
 
-This module sits just above messages, state, interrupts and events; it imports
-nothing of the runtime, the facade or the server.
+This package sits just above messages, state, interrupts and events; it imports
+nothing of the runtime, the facade or the server, and needs no ``langchain-core``.
+It was ``deepactors.lc_views`` (a deprecated alias now).
 """
 
 from __future__ import annotations
 
-from .._core.public import publish as _publish
+from ..._core.public import publish as _publish
 from ._stream import STREAM_MODES as STREAM_MODES
 from ._stream import LangGraphStream as LangGraphStream
 from ._stream import StreamMode as StreamMode

@@ -1,4 +1,4 @@
-"""LangGraph stream parts from a run's typed events (see :mod:`deepactors.lc_views`)."""
+"""LangGraph stream parts from a run's typed events (see :mod:`deepactors.langchain.views`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, TypeAlias, final, get_args
 
-from ..events import (
+from ...events import (
     CustomEvent,
     Event,
     Interrupted,
@@ -23,8 +23,8 @@ from ..events import (
     SubagentInterrupted,
     ToolCallStarted,
 )
-from ..interrupts import interrupt_view
-from ..messages import AssistantMessage, Content, ThinkingBlock, ToolMessage
+from ...interrupts import interrupt_view
+from ...messages import AssistantMessage, Content, ThinkingBlock, ToolMessage
 from ._steps import checkpoint_payload, step_id, task_result, task_start
 from ._views import (
     Namespace,

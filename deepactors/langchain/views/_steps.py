@@ -5,7 +5,7 @@ each step (superstep) runs one of them as a *task* and ends in a *checkpoint*.
 ``stream_mode="tasks"`` streams each task as it starts (its id, node, input and
 triggers) and as it ends (its writes as ``result``); ``"checkpoints"`` streams
 each checkpoint (its config, values, metadata, the nodes ``next``, its tasks).
-Here a step is what :class:`~deepactors.lc_views.LangGraphStream` already
+Here a step is what :class:`~deepactors.langchain.views.LangGraphStream` already
 streams as one ``updates`` part: a model answer, or a turn's tool results.
 
 Ids are derived from the run, the actor and the step (uuid5), so a rejoining

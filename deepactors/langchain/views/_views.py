@@ -1,4 +1,4 @@
-"""LangChain views of messages, state, interrupts and events (see :mod:`deepactors.lc_views`)."""
+"""LangChain views of messages, state, interrupts and events (see the package)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any, TypeAlias
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-from ..events import Event, StateUpdated
-from ..filediff import FileRecord
-from ..interrupts import interrupt_view
-from ..messages import (
+from ...events import Event, StateUpdated
+from ...filediff import FileRecord
+from ...interrupts import interrupt_view
+from ...messages import (
     AssistantMessage,
     Content,
     Message,
@@ -23,7 +23,7 @@ from ..messages import (
     Usage,
     to_message,
 )
-from ..state import RemoveMessage, Todo
+from ...state import RemoveMessage, Todo
 
 __all__ = [
     "Namespace",
