@@ -452,7 +452,14 @@ async def _execute(
         # reading files outside a tool call (memory, skills, large results
         # moved to a file) reaches a per-thread sandbox's workspace too.
         with sandbox_scope(SandboxKey.for_run(run.thread_id, run.run_id, run.identity)):
-            await run_loop(session.spec, state, run, breakpoints=breakpoints, continued=continued)
+            await run_loop(
+                session.spec,
+                state,
+                run,
+                breakpoints=breakpoints,
+                continued=continued,
+                start=start,
+            )
     except BreakpointReached as exc:
         if run.tree.stateless:
             raise InterruptNeedsThread(

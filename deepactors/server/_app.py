@@ -16,7 +16,6 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
-from .._core.logs import get_logger
 from .._core.pacing import DEFAULT_QUANTUM
 from ..agent import DeepAgent
 from ..errors import ConfigurationError, DeepActorsError, InputError
@@ -56,8 +55,6 @@ from .v3 import thread_session_routes
 from .webhooks import DEFAULT_WEBHOOKS, Webhooks
 
 __all__ = ["create_app"]
-
-_log = get_logger("deepactors.server")
 
 
 def create_app(
