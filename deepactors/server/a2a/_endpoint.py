@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -28,6 +27,7 @@ from starlette.routing import Route
 from .._authz import may_thread
 from .._protocol_runs import (
     ProtocolStream,
+    StartedRun,
     manager_of,
     outcome_of,
     run_stream,
@@ -62,7 +62,7 @@ async def agent_card(request: Request) -> Response:
     assistant = manager.assistant(request.path_params["assistant_id"])
     url = str(request.url_for("a2a_rpc", assistant_id=assistant.graph_id))
     description = assistant.description or f"the deepactors agent {assistant.graph_id!r}"
-    skill: dict[str, Any] = {
+    skill: dict[str, object] = {
         "id": assistant.graph_id,
         "name": assistant.graph_id,
         "description": description,
@@ -85,7 +85,7 @@ async def rpc(request: Request) -> Response:
         return _error(None, -32600, "invalid request: a JSON-RPC request object")
     request_id = body.get("id")
     given = body.get("params")
-    params: dict[str, Any] = given if isinstance(given, dict) else {}
+    params: dict[str, object] = given if isinstance(given, dict) else {}
     try:
         match body["method"]:
             case "SendMessage":
@@ -109,16 +109,16 @@ async def rpc(request: Request) -> Response:
         return _error(request_id, _INVALID_PARAMS, str(exc.detail))
 
 
-def _result(request_id: Any, result: Any) -> JSONResponse:
+def _result(request_id: object, result: object) -> JSONResponse:
     return JSONResponse({"jsonrpc": "2.0", "id": request_id, "result": result})
 
 
-def _error(request_id: Any, code: int, message: str) -> JSONResponse:
+def _error(request_id: object, code: int, message: str) -> JSONResponse:
     error = {"code": code, "message": message}
     return JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error})
 
 
-async def _run(manager: RunManager, params: Mapping[str, Any]) -> RunRecord:
+async def _run(manager: RunManager, params: Mapping[str, object]) -> RunRecord:
     """The task ``params["id"]`` names: a run of a thread the caller may read."""
     task_id = params.get("id")
     run = manager.runs.get(task_id) if isinstance(task_id, str) else None
@@ -128,8 +128,8 @@ async def _run(manager: RunManager, params: Mapping[str, Any]) -> RunRecord:
 
 
 async def _start(
-    manager: RunManager, assistant_id: str, params: Mapping[str, Any]
-) -> tuple[RunRecord, Any, dict[str, Any]]:
+    manager: RunManager, assistant_id: str, params: Mapping[str, object]
+) -> tuple[RunRecord, StartedRun, dict[str, object]]:
     """Create the run a message asks for: a new turn, or an answer to a waiting task."""
     message = params.get("message")
     if not isinstance(message, dict):
@@ -158,7 +158,7 @@ async def _start(
     return started.run, started, user
 
 
-def _timeout(params: Mapping[str, Any]) -> float | None:
+def _timeout(params: Mapping[str, object]) -> float | None:
     """The deadline a deepactors parent sent (``metadata.deepactors.timeout``), if any."""
     metadata = params.get("metadata")
     ours = metadata.get("deepactors") if isinstance(metadata, Mapping) else None
@@ -168,14 +168,16 @@ def _timeout(params: Mapping[str, Any]) -> float | None:
     return float(value)
 
 
-def _decisions(message: Mapping[str, Any], pending: int) -> Any:
-    for part in message.get("parts") or ():
+def _decisions(
+    message: Mapping[str, object], pending: int
+) -> dict[str, object] | list[dict[str, str]]:
+    given = message.get("parts")
+    parts = given if isinstance(given, list) else []
+    for part in parts:
         data = part.get("data") if isinstance(part, Mapping) else None
         if isinstance(data, Mapping) and "decisions" in data:
             return {"decisions": data["decisions"]}
-    text = " ".join(
-        str(p.get("text", "")) for p in message.get("parts") or () if isinstance(p, Mapping)
-    ).strip()
+    text = " ".join(str(p.get("text", "")) for p in parts if isinstance(p, Mapping)).strip()
     if text.lower() in _YES:
         return [{"type": "approve"}] * max(pending, 1)
     return [{"type": "reject", "message": text or "rejected"}] * max(pending, 1)
@@ -185,8 +187,8 @@ async def _send(
     request: Request,
     manager: RunManager,
     assistant_id: str,
-    request_id: Any,
-    params: Mapping[str, Any],
+    request_id: object,
+    params: Mapping[str, object],
 ) -> Response:
     run, started, user = await _start(manager, assistant_id, params)
     started.events.close()  # nobody streams it: its record says how it ended
@@ -201,11 +203,11 @@ async def _send(
 
 
 async def _task(
-    run: RunRecord, params: Mapping[str, Any], *, user: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
+    run: RunRecord, params: Mapping[str, object], *, user: Mapping[str, object] | None = None
+) -> dict[str, object]:
     state = state_of(run)
     ids = {"task_id": run.run_id, "context_id": run.thread.thread_id}
-    message: dict[str, Any] | None = None
+    message: dict[str, object] | None = None
     answer: str | None = None
     if state == "TASK_STATE_INPUT_REQUIRED":
         # What the run stopped for: its final values' interrupts, as LangGraph shows them.
@@ -228,7 +230,7 @@ async def _task(
     return task(run, state=state, history=history, answer=answer, message=message)
 
 
-async def _cancel(manager: RunManager, run: RunRecord) -> dict[str, Any]:
+async def _cancel(manager: RunManager, run: RunRecord) -> dict[str, object]:
     if not await may_thread(run.thread, "update"):
         raise _RpcError(_TASK_NOT_FOUND, f"task {run.run_id!r} not found")
     if state_of(run) in TERMINAL or run.done.is_set():
@@ -241,8 +243,8 @@ async def _stream(
     request: Request,
     manager: RunManager,
     assistant_id: str,
-    request_id: Any,
-    params: Mapping[str, Any],
+    request_id: object,
+    params: Mapping[str, object],
 ) -> Response:
     release = take_stream(request)
     try:
@@ -255,7 +257,7 @@ async def _stream(
 
 
 async def _subscribe(
-    request: Request, manager: RunManager, request_id: Any, run: RunRecord
+    request: Request, manager: RunManager, request_id: object, run: RunRecord
 ) -> Response:
     if run.done.is_set():
         raise _RpcError(_UNSUPPORTED, f"task {run.run_id!r} has ended: GetTask reads it")
@@ -265,7 +267,7 @@ async def _subscribe(
     except BaseException:
         release()
         raise
-    user: dict[str, Any] = {"role": "ROLE_USER", "parts": []}
+    user: dict[str, object] = {"role": "ROLE_USER", "parts": []}
     translator = A2aStream(request_id, run, user, root=run.assistant.agent.name)
     return ProtocolStream(
         events,

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from ...events import (
     Event,
@@ -47,16 +46,19 @@ _PROGRESS = (
 )
 
 
-def frame(request_id: Any, result: Mapping[str, Any]) -> bytes:
+def frame(request_id: object, result: Mapping[str, object]) -> bytes:
     """One JSON-RPC response as a server-sent event."""
     body = {"jsonrpc": "2.0", "id": request_id, "result": dict(result)}
     data = json.dumps(body, separators=(",", ":"), ensure_ascii=False, default=repr)
     return f"data: {data}\n\n".encode()
 
 
-def answer_of(result: Mapping[str, Any] | None) -> str:
+def answer_of(result: Mapping[str, object] | None) -> str:
     """The last answer of the agent in a run's values (LangChain's message shapes)."""
-    for message in reversed((result or {}).get("messages") or ()):
+    messages = (result or {}).get("messages")
+    for message in reversed(messages if isinstance(messages, list) else []):
+        if not isinstance(message, Mapping):
+            continue
         if message.get("type") == "ai" and not message.get("tool_calls"):
             content = message.get("content")
             if isinstance(content, str):
@@ -66,8 +68,8 @@ def answer_of(result: Mapping[str, Any] | None) -> str:
 
 
 def pending_message(
-    requests: Sequence[Mapping[str, Any]], *, task_id: str, context_id: str
-) -> dict[str, Any]:
+    requests: Sequence[Mapping[str, object]], *, task_id: str, context_id: str
+) -> dict[str, object]:
     """The ``input-required`` status message: which calls wait, and how to answer."""
     names = ", ".join(f"{r['tool']}({json.dumps(r['args'])})" for r in requests)
     text = (
@@ -92,15 +94,15 @@ class A2aStream:
         root: The path of the run's top actor.
     """
 
-    request_id: Any
+    request_id: object
     run: RunRecord
-    user: Mapping[str, Any]
+    user: Mapping[str, object]
     root: str
     _working: bool = False
     _artifact: str | None = None
     _streamed: bool = False
     _last: str = ""
-    _requests: list[Mapping[str, Any]] = field(default_factory=list)
+    _requests: list[Mapping[str, object]] = field(default_factory=list)
 
     @property
     def _ids(self) -> dict[str, str]:
@@ -115,9 +117,9 @@ class A2aStream:
         """The responses for one event."""
         return b"".join(frame(self.request_id, r) for r in self.responses(event))
 
-    def responses(self, event: Event) -> list[dict[str, Any]]:
+    def responses(self, event: Event) -> list[dict[str, object]]:
         """The ``StreamResponse`` results for one event."""
-        out: list[dict[str, Any]] = []
+        out: list[dict[str, object]] = []
         if not self._working and isinstance(event, RunStarted):
             self._working = True
             out.append({"statusUpdate": {**self._ids, "status": status("TASK_STATE_WORKING")}})
@@ -143,7 +145,7 @@ class A2aStream:
                 self._requests = list(requests)
         return out
 
-    def _chunk(self, text: str, *, last: bool) -> dict[str, Any]:
+    def _chunk(self, text: str, *, last: bool) -> dict[str, object]:
         append = self._streamed
         artifact = {"artifactId": self._artifact, "name": "text", "parts": [{"text": text}]}
         return {
@@ -158,7 +160,7 @@ class A2aStream:
     def closing(self, outcome: Outcome) -> bytes:
         """The task's final status."""
         ids = self._ids
-        message: dict[str, Any] | None
+        message: dict[str, object] | None
         match outcome.status:
             case "interrupted":
                 state, message = "TASK_STATE_CANCELED", None

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from starlette.exceptions import HTTPException
 
@@ -50,7 +49,9 @@ def state_of(run: RunRecord) -> str:
     return _STATES[run.status]
 
 
-def agent_message(text: str, *, task_id: str, context_id: str, message_id: str) -> dict[str, Any]:
+def agent_message(
+    text: str, *, task_id: str, context_id: str, message_id: str
+) -> dict[str, object]:
     """A message of the agent's, one text part."""
     return {
         "messageId": message_id,
@@ -61,15 +62,15 @@ def agent_message(text: str, *, task_id: str, context_id: str, message_id: str) 
     }
 
 
-def status(state: str, message: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def status(state: str, message: Mapping[str, object] | None = None) -> dict[str, object]:
     """A ``TaskStatus``."""
-    out: dict[str, Any] = {"state": state}
+    out: dict[str, object] = {"state": state}
     if message is not None:
         out["message"] = dict(message)
     return out
 
 
-def artifact(text: str, *, artifact_id: str = "answer") -> dict[str, Any]:
+def artifact(text: str, *, artifact_id: str = "answer") -> dict[str, object]:
     """The task's answer as an ``Artifact`` of one text part."""
     return {"artifactId": artifact_id, "name": "answer", "parts": [{"text": text}]}
 
@@ -78,12 +79,12 @@ def task(
     run: RunRecord,
     *,
     state: str,
-    history: Sequence[Mapping[str, Any]] = (),
+    history: Sequence[Mapping[str, object]] = (),
     answer: str | None = None,
-    message: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+    message: Mapping[str, object] | None = None,
+) -> dict[str, object]:
     """A ``Task`` for one run."""
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "id": run.run_id,
         "contextId": run.thread.thread_id,
         "status": status(state, message),
@@ -96,8 +97,8 @@ def task(
 
 
 def card(
-    *, name: str, description: str, url: str, skills: Sequence[Mapping[str, Any]]
-) -> dict[str, Any]:
+    *, name: str, description: str, url: str, skills: Sequence[Mapping[str, object]]
+) -> dict[str, object]:
     """The assistant's ``AgentCard``: JSON-RPC at ``url``, streaming."""
     return {
         "name": name,
@@ -113,7 +114,7 @@ def card(
     }
 
 
-def content_of(message: Mapping[str, Any]) -> str | list[dict[str, Any]]:
+def content_of(message: Mapping[str, object]) -> str | list[dict[str, object]]:
     """A user message's parts as our content (text, JSON data as text, images).
 
     Raises:
@@ -122,7 +123,7 @@ def content_of(message: Mapping[str, Any]) -> str | list[dict[str, Any]]:
     parts = message.get("parts")
     if not isinstance(parts, list) or not parts:
         raise HTTPException(422, "message.parts: at least one part")
-    blocks: list[dict[str, Any]] = []
+    blocks: list[dict[str, object]] = []
     for part in parts:
         if not isinstance(part, Mapping):
             raise HTTPException(422, "message.parts: objects")
@@ -140,5 +141,5 @@ def content_of(message: Mapping[str, Any]) -> str | list[dict[str, Any]]:
         else:
             raise HTTPException(422, f"message.parts: a part this agent does not take: {part!r}")
     if all(b["type"] == "text" for b in blocks):
-        return "\n".join(b["text"] for b in blocks)
+        return "\n".join(str(b["text"]) for b in blocks)
     return blocks

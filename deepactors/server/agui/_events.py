@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from ...events import (
     BudgetExhausted,
@@ -68,7 +67,7 @@ PROTOCOL_VERSION = "1.0"
 _NOTICES = (ModelRetry, ModelFallback, BudgetExhausted, ContextSummarized, SkillSkipped)
 
 
-def sse(event: Mapping[str, Any]) -> bytes:
+def sse(event: Mapping[str, object]) -> bytes:
     """One AG-UI event as a server-sent event (``data:`` line, as HttpAgent reads it)."""
     body = json.dumps(event, separators=(",", ":"), ensure_ascii=False, default=repr)
     return f"data: {body}\n\n".encode()
@@ -103,7 +102,7 @@ class AguiTranslator:
     _actors: dict[str, _Actor] = field(default_factory=dict)
     _open_subagents: dict[str, None] = field(default_factory=dict)  # in start order
     _state: StatePatches = field(default_factory=StatePatches)
-    _interrupts: list[dict[str, Any]] = field(default_factory=list)
+    _interrupts: list[dict[str, object]] = field(default_factory=list)
     _usage: Usage | None = None
 
     # -- the Translator protocol ---------------------------------------------------
@@ -130,7 +129,7 @@ class AguiTranslator:
         out = self._close_all(cancelled)
         match outcome.status:
             case "success" | "pending" | "running":
-                finished: dict[str, Any] = {
+                finished: dict[str, object] = {
                     "type": "RUN_FINISHED",
                     "threadId": self.thread_id,
                     "runId": self.run_id,
@@ -154,7 +153,7 @@ class AguiTranslator:
                 )
             case "error" | "timeout":
                 error = outcome.error or {}
-                failed: dict[str, Any] = {
+                failed: dict[str, object] = {
                     "type": "RUN_ERROR",
                     "message": str(error.get("message") or "the run failed"),
                     "code": str(error.get("error") or outcome.status),
@@ -167,7 +166,7 @@ class AguiTranslator:
 
     # -- events --------------------------------------------------------------------
 
-    def events(self, event: Event) -> list[dict[str, Any]]:
+    def events(self, event: Event) -> list[dict[str, object]]:
         """The AG-UI events (dicts) for one of the run's events."""
         path = event.path
         if self.subagents.hides(path):
@@ -205,7 +204,7 @@ class AguiTranslator:
                 return self._end_subagent(event.child, {"outcome": {"type": "success"}})
             case SubagentInterrupted():
                 own = [r["id"] for r in event.requests if r.get("path") == event.child]
-                suspended: dict[str, Any] = {"type": "suspended"}
+                suspended: dict[str, object] = {"type": "suspended"}
                 if own:
                     suspended["interruptIds"] = own
                 return self._end_subagent(event.child, {"outcome": suspended})
@@ -233,17 +232,17 @@ class AguiTranslator:
             actor = self._actors[path] = _Actor(base=f"{path}-0")
         return actor
 
-    def _tag(self, event: dict[str, Any], path: str) -> dict[str, Any]:
+    def _tag(self, event: dict[str, object], path: str) -> dict[str, object]:
         if path != self.root:
             event["subagentRunId"] = path
         return event
 
-    def _delta(self, event: ModelDelta) -> list[dict[str, Any]]:
+    def _delta(self, event: ModelDelta) -> list[dict[str, object]]:
         if not event.text or event.kind == "tool_input":
             return []
         path = event.path
         actor = self._actor(path)
-        out: list[dict[str, Any]] = []
+        out: list[dict[str, object]] = []
         if event.kind == "thinking":
             if actor.text:
                 out += self._end_text(actor, path)
@@ -277,7 +276,7 @@ class AguiTranslator:
         actor.text_sent = True
         return out
 
-    def _start_reasoning(self, actor: _Actor, path: str) -> list[dict[str, Any]]:
+    def _start_reasoning(self, actor: _Actor, path: str) -> list[dict[str, object]]:
         rid = f"{actor.base}-reasoning"
         actor.reasoning = True
         return [
@@ -287,7 +286,7 @@ class AguiTranslator:
             ),
         ]
 
-    def _end_reasoning(self, actor: _Actor, path: str) -> list[dict[str, Any]]:
+    def _end_reasoning(self, actor: _Actor, path: str) -> list[dict[str, object]]:
         rid = f"{actor.base}-reasoning"
         actor.reasoning = False
         return [
@@ -295,17 +294,17 @@ class AguiTranslator:
             self._tag({"type": "REASONING_END", "messageId": rid}, path),
         ]
 
-    def _end_text(self, actor: _Actor, path: str) -> list[dict[str, Any]]:
+    def _end_text(self, actor: _Actor, path: str) -> list[dict[str, object]]:
         actor.text = False
         return [self._tag({"type": "TEXT_MESSAGE_END", "messageId": actor.base}, path)]
 
-    def _answer(self, event: ModelCallFinished) -> list[dict[str, Any]]:
+    def _answer(self, event: ModelCallFinished) -> list[dict[str, object]]:
         """The answer's parts that did not stream (all of it, for a model that
         does not), then its tool calls."""
         path = event.path
         actor = self._actor(path)
         message: AssistantMessage = event.message
-        out: list[dict[str, Any]] = []
+        out: list[dict[str, object]] = []
         thinking = _thinking(message)
         if thinking and not actor.reasoning_sent:
             if actor.text:
@@ -338,7 +337,7 @@ class AguiTranslator:
         if actor.text:
             out += self._end_text(actor, path)
         for call in message.tool_calls:
-            start = {
+            start: dict[str, object] = {
                 "type": "TOOL_CALL_START",
                 "toolCallId": call.id,
                 "toolCallName": call.name,
@@ -354,8 +353,8 @@ class AguiTranslator:
 
     # -- subagents -----------------------------------------------------------------
 
-    def _spawned(self, event: SubagentSpawned) -> list[dict[str, Any]]:
-        started: dict[str, Any] = {
+    def _spawned(self, event: SubagentSpawned) -> list[dict[str, object]]:
+        started: dict[str, object] = {
             "type": "SUBAGENT_STARTED",
             "subagentRunId": event.child,
             "name": event.subagent_type,
@@ -370,7 +369,7 @@ class AguiTranslator:
         self._open_subagents[event.child] = None
         return [started]
 
-    def _end_subagent(self, child: str, fields: dict[str, Any]) -> list[dict[str, Any]]:
+    def _end_subagent(self, child: str, fields: dict[str, object]) -> list[dict[str, object]]:
         if child not in self._open_subagents:
             return []
         out = self._close_under(child, cancelled=False)
@@ -378,7 +377,7 @@ class AguiTranslator:
         out.append({"type": "SUBAGENT_FINISHED", "subagentRunId": child, **fields})
         return out
 
-    def _fail_subagent(self, child: str, message: str, code: str) -> list[dict[str, Any]]:
+    def _fail_subagent(self, child: str, message: str, code: str) -> list[dict[str, object]]:
         if child not in self._open_subagents:
             return []
         out = self._close_under(child, cancelled=True)
@@ -388,10 +387,10 @@ class AguiTranslator:
         )
         return out
 
-    def _close_under(self, path: str, *, cancelled: bool) -> list[dict[str, Any]]:
+    def _close_under(self, path: str, *, cancelled: bool) -> list[dict[str, object]]:
         """Close the open messages of the actor at ``path`` and of those under it,
         and end its subagents still open (the deepest first: they started last)."""
-        out: list[dict[str, Any]] = []
+        out: list[dict[str, object]] = []
         prefix = path + "/"
         for child in reversed([c for c in self._open_subagents if c.startswith(prefix)]):
             out += self._close_actor(child)
@@ -399,9 +398,9 @@ class AguiTranslator:
             out.append(self._lost_subagent(child, cancelled))
         return out + self._close_actor(path)
 
-    def _close_actor(self, path: str) -> list[dict[str, Any]]:
+    def _close_actor(self, path: str) -> list[dict[str, object]]:
         actor = self._actors.get(path)
-        out: list[dict[str, Any]] = []
+        out: list[dict[str, object]] = []
         if actor is not None:
             if actor.reasoning:
                 out += self._end_reasoning(actor, path)
@@ -409,7 +408,7 @@ class AguiTranslator:
                 out += self._end_text(actor, path)
         return out
 
-    def _lost_subagent(self, child: str, cancelled: bool) -> dict[str, Any]:
+    def _lost_subagent(self, child: str, cancelled: bool) -> dict[str, object]:
         if cancelled:
             return {
                 "type": "SUBAGENT_ERROR",
@@ -425,15 +424,15 @@ class AguiTranslator:
             "metadata": {"deepactors": {"detached": True}},
         }
 
-    def _close_all(self, cancelled: bool) -> list[dict[str, Any]]:
+    def _close_all(self, cancelled: bool) -> list[dict[str, object]]:
         return self._close_under(self.root, cancelled=cancelled)
 
     # -- the rest ------------------------------------------------------------------
 
-    def _custom(self, name: str, value: Any) -> dict[str, Any]:
+    def _custom(self, name: str, value: object) -> dict[str, object]:
         return {"type": "CUSTOM", "name": f"deepactors.{name}", "value": value}
 
-    def _custom_of(self, event: Event) -> dict[str, Any]:
+    def _custom_of(self, event: Event) -> dict[str, object]:
         data = event_to_json(event)
         return self._custom(str(data.pop("event")), data)
 

@@ -14,7 +14,7 @@ from typing import Any
 __all__ = ["interrupt_of"]
 
 
-def interrupt_of(request: Mapping[str, Any], root: str) -> dict[str, Any]:
+def interrupt_of(request: Mapping[str, Any], root: str) -> dict[str, object]:
     """A pending approval (an ``ActionRequest``'s dict) as an AG-UI ``Interrupt``.
 
     Its id is the tool call's; the answer (``payload`` of a resume entry) is a
@@ -23,7 +23,7 @@ def interrupt_of(request: Mapping[str, Any], root: str) -> dict[str, Any]:
     allowed = list(request.get("allowed_decisions") or ())
     tool = request["tool"]
     args = dict(request.get("args") or {})
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "id": request["id"],
         "reason": "tool_approval",
         "message": request.get("description") or f"approve {tool}({_short_args(args)})?",
@@ -39,7 +39,7 @@ def interrupt_of(request: Mapping[str, Any], root: str) -> dict[str, Any]:
     return out
 
 
-def _decision_schema(allowed: Sequence[str]) -> dict[str, Any]:
+def _decision_schema(allowed: Sequence[str]) -> dict[str, object]:
     return {
         "type": "object",
         "properties": {
@@ -51,6 +51,6 @@ def _decision_schema(allowed: Sequence[str]) -> dict[str, Any]:
     }
 
 
-def _short_args(args: Mapping[str, Any]) -> str:
+def _short_args(args: Mapping[str, object]) -> str:
     text = ", ".join(f"{k}={v!r}" for k, v in args.items())
     return text if len(text) <= 80 else text[:77] + "..."

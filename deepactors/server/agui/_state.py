@@ -10,7 +10,6 @@ replaced after, and removed only if the client has it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from ...events import StateUpdated
 from ...langchain.views import values_to_lc
@@ -26,7 +25,7 @@ class StatePatches:
     _files: set[str] = field(default_factory=set)
     _snapshot_sent: bool = False
 
-    def events(self, event: StateUpdated) -> list[dict[str, Any]]:
+    def events(self, event: StateUpdated) -> list[dict[str, object]]:
         """``STATE_SNAPSHOT`` for the run's first state, then ``STATE_DELTA`` per
         change of todos or files (none for a change of neither)."""
         if not self._snapshot_sent:
@@ -38,7 +37,7 @@ class StatePatches:
             self._files = set(snapshot["files"])
             return [{"type": "STATE_SNAPSHOT", "snapshot": snapshot}]
         update = event.update
-        patch: list[dict[str, Any]] = []
+        patch: list[dict[str, object]] = []
         if "todos" in update:
             todos = values_to_lc({"todos": update["todos"]})["todos"]
             patch.append({"op": "replace", "path": "/todos", "value": todos})

@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from ...events import (
     BudgetExhausted,
@@ -67,7 +66,7 @@ _NOTICES = (ModelRetry, ModelFallback, BudgetExhausted, ContextSummarized, Skill
 _DONE = b"data: [DONE]\n\n"
 
 
-def chunk(value: Mapping[str, Any]) -> bytes:
+def chunk(value: Mapping[str, object]) -> bytes:
     """One UI message chunk as a server-sent event."""
     body = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=repr)
     return f"data: {body}\n\n".encode()
@@ -103,9 +102,9 @@ class AiSdkTranslator:
     _actors: dict[str, _Actor] = field(default_factory=dict)
     _step: bool = False
     _calls: set[str] = field(default_factory=set)  # tool calls whose part went out
-    _subagents: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _subagents: dict[str, dict[str, object]] = field(default_factory=dict)
     _first_state: bool = True
-    _interrupts: list[Mapping[str, Any]] = field(default_factory=list)
+    _interrupts: list[Mapping[str, object]] = field(default_factory=list)
     _usage: Usage | None = None
 
     # -- the Translator protocol ---------------------------------------------------
@@ -122,7 +121,7 @@ class AiSdkTranslator:
 
     def closing(self, outcome: Outcome) -> bytes:
         """Close the open parts; ``finish``, ``abort`` or ``error``; ``[DONE]``."""
-        out: list[dict[str, Any]] = []
+        out: list[dict[str, object]] = []
         for path in list(self._actors):
             out += self._close_actor(path)
         cancelled = outcome.status in ("interrupted", "error", "timeout")
@@ -142,7 +141,7 @@ class AiSdkTranslator:
                 out.append({"type": "error", "errorText": text})
             case _:
                 reason = "tool-calls" if self._interrupts else "stop"
-                finish: dict[str, Any] = {"type": "finish", "finishReason": reason}
+                finish: dict[str, object] = {"type": "finish", "finishReason": reason}
                 if self._usage is not None:
                     usage = usage_to_lc(self._usage)
                     finish["messageMetadata"] = {"deepactors": {"usage": usage}}
@@ -151,7 +150,7 @@ class AiSdkTranslator:
 
     # -- events --------------------------------------------------------------------
 
-    def chunks(self, event: Event) -> list[dict[str, Any]]:
+    def chunks(self, event: Event) -> list[dict[str, object]]:
         """The UI message chunks (dicts) for one of the run's events."""
         path = event.path
         if self.subagents.hides(path):
@@ -165,9 +164,9 @@ class AiSdkTranslator:
                 actor.text_sent = actor.reasoning_sent = False
                 if path != self.root:
                     return []
-                out = [{"type": "finish-step"}] if self._step else []
+                step: list[dict[str, object]] = [{"type": "finish-step"}] if self._step else []
                 self._step = True
-                return [*out, {"type": "start-step"}]
+                return [*step, {"type": "start-step"}]
             case ModelCallFinished():
                 return self._answer(event)
             case ToolCallFinished():
@@ -209,17 +208,17 @@ class AiSdkTranslator:
             actor = self._actors[path] = _Actor(base=f"{path}-0")
         return actor
 
-    def _meta(self, value: dict[str, Any], path: str) -> dict[str, Any]:
+    def _meta(self, value: dict[str, object], path: str) -> dict[str, object]:
         if path != self.root:
             value["providerMetadata"] = {"deepactors": {"path": path}}
         return value
 
-    def _delta(self, event: ModelDelta) -> list[dict[str, Any]]:
+    def _delta(self, event: ModelDelta) -> list[dict[str, object]]:
         if not event.text or event.kind == "tool_input":
             return []
         path = event.path
         actor = self._actor(path)
-        out: list[dict[str, Any]] = []
+        out: list[dict[str, object]] = []
         if event.kind == "thinking":
             if not actor.reasoning:
                 actor.reasoning = True
@@ -234,9 +233,9 @@ class AiSdkTranslator:
         actor.text_sent = True
         return out
 
-    def _close_actor(self, path: str) -> list[dict[str, Any]]:
+    def _close_actor(self, path: str) -> list[dict[str, object]]:
         actor = self._actors.get(path)
-        out: list[dict[str, Any]] = []
+        out: list[dict[str, object]] = []
         if actor is None:
             return out
         if actor.reasoning:
@@ -247,11 +246,11 @@ class AiSdkTranslator:
             out.append({"type": "text-end", "id": f"{actor.base}-t"})
         return out
 
-    def _answer(self, event: ModelCallFinished) -> list[dict[str, Any]]:
+    def _answer(self, event: ModelCallFinished) -> list[dict[str, object]]:
         path = event.path
         actor = self._actor(path)
         message: AssistantMessage = event.message
-        out: list[dict[str, Any]] = []
+        out: list[dict[str, object]] = []
         thinking = _thinking(message)
         if thinking and not actor.reasoning_sent:
             rid = f"{actor.base}-r"
@@ -271,7 +270,7 @@ class AiSdkTranslator:
             out.append(self._call(call, path))
         return out
 
-    def _call(self, call: ToolCall, path: str) -> dict[str, Any]:
+    def _call(self, call: ToolCall, path: str) -> dict[str, object]:
         self._calls.add(call.id)
         available = {
             "type": "tool-input-available",
@@ -282,7 +281,7 @@ class AiSdkTranslator:
         }
         return self._meta(available, path)
 
-    def _result(self, event: ToolCallFinished) -> list[dict[str, Any]]:
+    def _result(self, event: ToolCallFinished) -> list[dict[str, object]]:
         call_id = event.call.id
         out = []
         if call_id not in self._calls and call_id not in self.decided:
@@ -310,9 +309,9 @@ class AiSdkTranslator:
             },
         ]
 
-    def _approvals(self, event: Interrupted) -> list[dict[str, Any]]:
+    def _approvals(self, event: Interrupted) -> list[dict[str, object]]:
         self._interrupts = list(event.requests)
-        out: list[dict[str, Any]] = []
+        out: list[dict[str, object]] = []
         for request in event.requests:
             call_id = str(request["id"])
             if call_id not in self._calls:  # a hidden subagent's call: its part first
@@ -325,8 +324,8 @@ class AiSdkTranslator:
 
     # -- state, subagents, notices -------------------------------------------------
 
-    def _state(self, event: StateUpdated) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
+    def _state(self, event: StateUpdated) -> list[dict[str, object]]:
+        out: list[dict[str, object]] = []
         if self._first_state:
             self._first_state = False
             todos = event.values.get("todos") or []
@@ -346,13 +345,13 @@ class AiSdkTranslator:
                 out.append({"type": "data-file", "id": name, "data": value})
         return out
 
-    def _todos(self, todos: Any) -> dict[str, Any]:
+    def _todos(self, todos: object) -> dict[str, object]:
         value = values_to_lc({"todos": todos})["todos"]
         return {"type": "data-todos", "id": "todos", "data": {"todos": value}}
 
     def _subagent_end(
         self, child: str, status: str, *, error: str | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[dict[str, object]]:
         if child not in self._subagents:
             return []
         out = self._close_actor(child)
@@ -360,7 +359,7 @@ class AiSdkTranslator:
 
     def _subagent_part(
         self, child: str, status: str, *, error: str | None = None
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         data = self._subagents[child]
         data["status"] = status
         value = dict(data)
@@ -368,7 +367,7 @@ class AiSdkTranslator:
             value["error"] = error
         return {"type": "data-subagent", "id": child, "data": value}
 
-    def _notice(self, name: str, path: str, data: Any) -> dict[str, Any]:
+    def _notice(self, name: str, path: str, data: object) -> dict[str, object]:
         value = {"event": name, "path": path, "data": data}
         return {"type": "data-notice", "data": value, "transient": True}
 
