@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
@@ -29,13 +29,17 @@ from ..events import Event
 __all__ = [
     "FORGOTTEN_PER_THREAD",
     "NO_VALUES",
+    "TTLJSON",
+    "AssistantJSON",
     "AssistantRecord",
     "ForgottenRun",
+    "RunJSON",
     "RunRecord",
     "RunStatus",
     "StateUpdated",
     "Subscriber",
     "TTLStrategy",
+    "ThreadJSON",
     "ThreadRecord",
     "ThreadStatus",
     "ThreadStreamMode",
@@ -49,6 +53,59 @@ RunStatus: TypeAlias = Literal["pending", "running", "error", "success", "timeou
 ThreadStatus: TypeAlias = Literal["idle", "busy", "interrupted", "error"]
 TTLStrategy: TypeAlias = Literal["delete", "keep_latest"]
 """What the server does with a thread whose time to live has passed."""
+
+
+class AssistantJSON(TypedDict):
+    """The protocol's ``Assistant``, as :meth:`AssistantRecord.to_json` writes it."""
+
+    assistant_id: str
+    graph_id: str
+    config: dict[str, object]
+    context: dict[str, object]
+    created_at: str
+    updated_at: str
+    metadata: dict[str, str]
+    version: int
+    name: str
+    description: str | None
+
+
+class TTLJSON(TypedDict):
+    """A thread's time to live, as ``GET /threads/{id}?include=ttl`` shows it."""
+
+    strategy: TTLStrategy
+    ttl: float  # minutes
+    expires_at: str
+
+
+class ThreadJSON(TypedDict):
+    """The protocol's ``Thread``, as :meth:`ThreadRecord.to_json` writes it."""
+
+    thread_id: str
+    created_at: str
+    updated_at: str
+    state_updated_at: str
+    metadata: dict[str, object]
+    status: ThreadStatus
+    config: dict[str, object]
+    values: dict[str, object] | None
+    interrupts: dict[str, list[dict[str, object]]]
+    ttl: NotRequired[TTLJSON | None]  # with ``?include=ttl``
+
+
+class RunJSON(TypedDict):
+    """The protocol's ``Run``, as :meth:`RunRecord.to_json` writes it."""
+
+    run_id: str
+    thread_id: str
+    assistant_id: str
+    created_at: str
+    updated_at: str
+    status: RunStatus
+    metadata: dict[str, object]
+    multitask_strategy: str
+    kwargs: dict[str, object]
+
 
 _ASSISTANT_NS = uuid.UUID("6f1c4a5e-2d0b-4c58-9a43-5d6b2f1e8a11")
 
@@ -96,7 +153,7 @@ class AssistantRecord:
         object.__setattr__(self, "stateless", DeepAgent(spec))
         object.__setattr__(self, "assistant_id", str(uuid.uuid5(_ASSISTANT_NS, self.graph_id)))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> AssistantJSON:
         """The protocol's ``Assistant``."""
         return {
             "assistant_id": self.assistant_id,
@@ -167,7 +224,7 @@ class ThreadRecord:
     """
 
     thread_id: str
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, object] = field(default_factory=dict)
     created_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
     graph_id: str | None = None
@@ -227,14 +284,14 @@ class ThreadRecord:
         """When the server deletes it if nothing changes it first (None: never)."""
         return None if self.ttl is None else self.updated_at + self.ttl
 
-    def ttl_json(self) -> dict[str, Any] | None:
+    def ttl_json(self) -> TTLJSON | None:
         """Its time to live as ``GET /threads/{id}?include=ttl`` answers it."""
         expires = self.expires_at
         if self.ttl is None or expires is None:
             return None
         return {"strategy": self.ttl_strategy, "ttl": self.ttl / 60, "expires_at": iso(expires)}
 
-    def to_json(self, saved: ThreadValues) -> dict[str, Any]:
+    def to_json(self, saved: ThreadValues) -> ThreadJSON:
         """The protocol's ``Thread``, with its saved state ``saved``."""
         return {
             "thread_id": self.name,
@@ -299,7 +356,7 @@ class RunRecord:
     thread: ThreadRecord
     assistant: AssistantRecord
     kwargs_of: dict[str, Any] | Callable[[], dict[str, Any]]
-    metadata: dict[str, Any]
+    metadata: dict[str, object]
     multitask_strategy: str
     status: RunStatus = "pending"
     created_at: float = field(default_factory=time.time)
@@ -346,7 +403,7 @@ class RunRecord:
             kwargs = self.kwargs_of = kwargs()
         return kwargs
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> RunJSON:
         """The protocol's ``Run``."""
         return {
             "run_id": self.run_id,
@@ -383,7 +440,7 @@ class ForgottenRun:
     status: RunStatus
     created_at: float
     updated_at: float
-    metadata: dict[str, Any]
+    metadata: dict[str, object]
     multitask_strategy: str
     error: dict[str, Any] | None = None
 
@@ -408,7 +465,7 @@ class ForgottenRun:
         """Its thread's id as clients know it."""
         return public_id(self.thread_id)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> RunJSON:
         """The protocol's ``Run`` (its ``kwargs`` are no longer known: empty)."""
         return {
             "run_id": self.run_id,
@@ -432,6 +489,6 @@ def public_id(key: str) -> str:
     return key.rpartition("/")[2]
 
 
-def matches(metadata: Mapping[str, Any], wanted: Mapping[str, Any] | None) -> bool:
+def matches(metadata: Mapping[str, object], wanted: Mapping[str, object] | None) -> bool:
     """Whether every key of ``wanted`` has that value in ``metadata``."""
     return not wanted or all(metadata.get(k) == v for k, v in wanted.items())

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, final
+from typing import final
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -79,7 +79,9 @@ class _Context:
         return await self.manager.lookup.thread(self.thread_id, action)
 
 
-Handler = Callable[[_Context, Mapping[str, Any]], Awaitable[tuple[dict[str, Any], int | None]]]
+Result = tuple[dict[str, object], int | None]
+"""A command's ``result`` and the session's seq it is current at (None: no session)."""
+Handler = Callable[[_Context, Mapping[str, object]], Awaitable[Result]]
 
 
 async def run_command(request: Request) -> Response:
@@ -113,13 +115,13 @@ async def run_command(request: Request) -> Response:
         result, seq = await handler(_Context(request), params)
     except CommandError as exc:
         return _error(command_id, exc.code, f"{method}: {exc.message}")
-    body: dict[str, Any] = {"type": "success", "id": command_id, "result": result}
+    body: dict[str, object] = {"type": "success", "id": command_id, "result": result}
     if seq is not None:
         body["meta"] = {"applied_through_seq": seq}
     return JSONResponse(body)
 
 
-def _error(command_id: Any, code: str, message: str, *, status: int = 200) -> Response:
+def _error(command_id: object, code: str, message: str, *, status: int = 200) -> Response:
     body = {"type": "error", "id": command_id, "error": code, "message": message}
     return JSONResponse(body, status_code=status)
 
@@ -127,19 +129,21 @@ def _error(command_id: Any, code: str, message: str, *, status: int = 200) -> Re
 # -- runs --------------------------------------------------------------------------
 
 
-async def _run_start(ctx: _Context, params: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
+async def _run_start(ctx: _Context, params: Mapping[str, object]) -> tuple[dict[str, object], int]:
     assistant = params.get("assistant_id")
     if not isinstance(assistant, str) or not assistant:
         raise CommandError("invalid_argument", "assistant_id: the assistant to run (a string)")
     run_input = params.get("input")
     if run_input is not None and not isinstance(run_input, dict):
         raise CommandError("invalid_argument", "input: an object of the graph's input channels")
-    body: dict[str, Any] = {"assistant_id": assistant, "input": run_input}
+    body: dict[str, object] = {"assistant_id": assistant, "input": run_input}
     thread = await thread_for(ctx.manager, ctx.thread_id)  # the SDK mints the id: made here
     return await _start(ctx, thread, _with_options(body, params))
 
 
-async def _input_respond(ctx: _Context, params: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
+async def _input_respond(
+    ctx: _Context, params: Mapping[str, object]
+) -> tuple[dict[str, object], int]:
     entries = params.get("responses")
     if entries is None:
         entries = [params]
@@ -162,15 +166,15 @@ async def _input_respond(ctx: _Context, params: Mapping[str, Any]) -> tuple[dict
             "no_such_interrupt",
             f"the thread has no pending interrupt {interrupt_id!r} (pending: {pending})",
         )
-    command: dict[str, Any] = {"resume": entry["response"]}
+    command: dict[str, object] = {"resume": entry["response"]}
     for key in ("update", "goto"):
         if params.get(key) is not None:
             command[key] = params[key]
-    body = {"assistant_id": thread.graph_id or name, "command": command}
+    body: dict[str, object] = {"assistant_id": thread.graph_id or name, "command": command}
     return await _start(ctx, thread, _with_options(body, params))
 
 
-def _with_options(body: dict[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
+def _with_options(body: dict[str, object], params: Mapping[str, object]) -> dict[str, object]:
     for key in ("config", "metadata"):
         if params.get(key) is not None:
             body[key] = params[key]
@@ -178,8 +182,8 @@ def _with_options(body: dict[str, Any], params: Mapping[str, Any]) -> dict[str, 
 
 
 async def _start(
-    ctx: _Context, thread: ThreadRecord, body: Mapping[str, Any]
-) -> tuple[dict[str, Any], int]:
+    ctx: _Context, thread: ThreadRecord, body: Mapping[str, object]
+) -> tuple[dict[str, object], int]:
     """Create the run, let the thread's session follow it from its first event, start it."""
     try:
         run_body = RunCreate.model_validate(body)
@@ -207,7 +211,7 @@ _CODES[422] = "invalid_argument"
 # -- state and agents ----------------------------------------------------------------
 
 
-def _root_only(params: Mapping[str, Any]) -> None:
+def _root_only(params: Mapping[str, object]) -> None:
     namespace = params.get("namespace", [])
     if namespace not in ([], None):
         raise CommandError(
@@ -217,7 +221,7 @@ def _root_only(params: Mapping[str, Any]) -> None:
         )
 
 
-async def _state_get(ctx: _Context, params: Mapping[str, Any]) -> tuple[dict[str, Any], None]:
+async def _state_get(ctx: _Context, params: Mapping[str, object]) -> tuple[dict[str, object], None]:
     _root_only(params)
     keys = params.get("keys")
     if keys is not None and not (isinstance(keys, list) and all(isinstance(k, str) for k in keys)):
@@ -228,15 +232,15 @@ async def _state_get(ctx: _Context, params: Mapping[str, Any]) -> tuple[dict[str
     values = state["values"]
     if keys is not None:
         values = {k: v for k, v in values.items() if k in keys}
-    result: dict[str, Any] = {"values": values}
+    result: dict[str, object] = {"values": values}
     if state["checkpoint_id"] is not None:
         result["checkpoint"] = {"id": state["checkpoint_id"]}
     return result, None
 
 
 async def _list_checkpoints(
-    ctx: _Context, params: Mapping[str, Any]
-) -> tuple[dict[str, Any], None]:
+    ctx: _Context, params: Mapping[str, object]
+) -> tuple[dict[str, object], None]:
     _root_only(params)
     limit = params.get("limit", 10)
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
@@ -250,11 +254,11 @@ async def _list_checkpoints(
     handle = ctx.manager.handle(thread)
     name = ctx.manager.lookup.thread_assistant(thread).agent.name
     created = {r.seq: r.created_at for r in await handle.history(superseded=True)}
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, object]] = []
     for seq, parent in await superseded_history(handle, name):
         if before is not None and seq >= int(before):
             continue
-        summary: dict[str, Any] = {"id": str(seq), "timestamp": iso(created[seq]), "step": seq}
+        summary: dict[str, object] = {"id": str(seq), "timestamp": iso(created[seq]), "step": seq}
         summary["metadata"] = {"parent_id": str(parent) if parent is not None else None}
         out.append(summary)
         if len(out) >= limit:
@@ -263,13 +267,13 @@ async def _list_checkpoints(
 
 
 async def _agent_tree(
-    ctx: _Context, params: Mapping[str, Any]
-) -> tuple[dict[str, Any], int | None]:
+    ctx: _Context, params: Mapping[str, object]
+) -> tuple[dict[str, object], int | None]:
     thread = await ctx.thread()
     session = ctx.sessions.find(thread)
     if session is not None:
         return {"tree": session.tree()}, session.seq
-    root: dict[str, Any] = {
+    root: dict[str, object] = {
         "namespace": [],
         "status": "running" if thread.inflight else "completed",
         "graph_name": thread.graph_id or ctx.manager.lookup.thread_assistant(thread).agent.name,

@@ -11,7 +11,7 @@ leaves or the thread is deleted.
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -22,7 +22,15 @@ from .._frames import sse_frame
 from .._protocol_runs import manager_of, take_stream
 from .._responses import _watched, send_batched, start_event_stream
 from ._commands import sessions_of
-from ._session import CHANNELS, SESSION_EVENTS, STREAM_QUEUE, EventFilter, ThreadSession
+from ._session import (
+    CHANNELS,
+    SESSION_EVENTS,
+    STREAM_QUEUE,
+    EventFilter,
+    Listener,
+    SessionEvent,
+    ThreadSession,
+)
 
 __all__ = ["stream_events"]
 
@@ -33,7 +41,7 @@ _TOO_SLOW = (
 )
 
 
-def _filter(body: Any) -> tuple[EventFilter, int | None]:
+def _filter(body: object) -> tuple[EventFilter, int | None]:
     """The body's filter and ``since``.
 
     Raises:
@@ -106,7 +114,9 @@ async def stream_events(request: Request) -> Response:
 class _EventStream(Response):
     """The SSE response of one event stream."""
 
-    def __init__(self, session: ThreadSession, listener: Any, release: Any) -> None:
+    def __init__(
+        self, session: ThreadSession, listener: Listener, release: Callable[[], None]
+    ) -> None:
         self._session = session
         self._listener = listener
         self._release = release
@@ -128,5 +138,5 @@ class _EventStream(Response):
         await send({"type": "http.response.body", "body": tail, "more_body": False})
 
 
-def _frame(event: dict[str, Any]) -> bytes:
+def _frame(event: SessionEvent) -> bytes:
     return f"id: {event['seq']}\r\n".encode() + sse_frame(event["method"], event)

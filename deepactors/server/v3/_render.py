@@ -46,7 +46,7 @@ class Out:
 
     method: str
     namespace: list[str]
-    data: Any
+    data: object
     node: str | None = None
 
 
@@ -117,7 +117,7 @@ class RunRenderer:
         node = meta.get("langgraph_node")
         out: list[Out] = []
 
-        def emit(data: dict[str, Any]) -> None:
+        def emit(data: Mapping[str, object]) -> None:
             # Every event names its message, so concurrent messages route apart.
             out.append(Out("messages", ns, {**data, "id": key}, node))
 
@@ -161,7 +161,7 @@ class RunRenderer:
             block = {**bad, "type": "invalid_tool_call"}
             emit({"event": "content-block-finish", "index": message.next, "content": block})
             message.next += 1
-        finish: dict[str, Any] = {"event": "message-finish"}
+        finish: dict[str, object] = {"event": "message-finish"}
         if chunk.get("usage_metadata"):
             finish["usage"] = chunk["usage_metadata"]
         emit(finish)
@@ -172,29 +172,32 @@ class RunRenderer:
 _ROLES = {"tool": "tool", "human": "human", "system": "system"}
 
 
-def _pieces(content: Any) -> list[tuple[str, str]]:
+def _pieces(content: object) -> list[tuple[str, str]]:
     """A chunk's content as (kind, text) pieces: ``text`` and ``reasoning``."""
     if isinstance(content, str):
         return [("text", content)] if content else []
     out: list[tuple[str, str]] = []
-    for block in content or ():
-        if block.get("type") == "text" and block.get("text"):
-            out.append(("text", block["text"]))
-        elif block.get("type") == "thinking" and block.get("thinking"):
-            out.append(("reasoning", block["thinking"]))
+    for block in content if isinstance(content, list) else ():
+        if not isinstance(block, Mapping):
+            continue
+        text, thinking = block.get("text"), block.get("thinking")
+        if block.get("type") == "text" and isinstance(text, str) and text:
+            out.append(("text", text))
+        elif block.get("type") == "thinking" and isinstance(thinking, str) and thinking:
+            out.append(("reasoning", thinking))
     return out
 
 
-def _block(kind: str, text: str) -> dict[str, Any]:
+def _block(kind: str, text: str) -> dict[str, str]:
     return {"type": "text", "text": text} if kind == "text" else {"type": kind, kind: text}
 
 
-def tool_text(result: ToolMessage) -> Any:
+def tool_text(result: ToolMessage) -> str | list[dict[str, object]]:
     """A tool result's content as LangChain shows it (a string, or blocks)."""
     return content_to_lc(result.content)
 
 
-def _tool_end(result: ToolMessage) -> dict[str, Any]:
+def _tool_end(result: ToolMessage) -> dict[str, object]:
     if result.status == "error":
         content = tool_text(result)
         message = content if isinstance(content, str) else json.dumps(content)

@@ -22,9 +22,9 @@ import math
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, final
+from typing import Literal, NotRequired, TypedDict, final
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
@@ -81,6 +81,34 @@ CHANNELS = frozenset(
 
 
 @final
+class EventParams(TypedDict):
+    """A v3 event's ``params``: the agent it is of, when, and what it says."""
+
+    namespace: list[str]
+    timestamp: int
+    data: object
+    node: NotRequired[str]
+
+
+class SessionEvent(TypedDict):
+    """A v3 event as its session numbers, keeps and sends it."""
+
+    type: Literal["event"]
+    event_id: str
+    seq: int
+    method: str
+    params: EventParams
+
+
+class TreeNode(TypedDict):
+    """An agent of ``agent.getTree``, its subagents (as seen) below it."""
+
+    namespace: list[str]
+    status: str
+    graph_name: str
+    children: list[TreeNode]
+
+
 @dataclass(frozen=True, slots=True)
 class EventFilter:
     """What an event stream wants: ``channels``, under ``namespaces`` (prefixes),
@@ -90,12 +118,13 @@ class EventFilter:
     namespaces: tuple[tuple[str, ...], ...] | None = None
     depth: int | None = None
 
-    def matches(self, event: dict[str, Any]) -> bool:
+    def matches(self, event: SessionEvent) -> bool:
         """Whether ``event`` passes the filter (the protocol's rules)."""
         method = event["method"]
         channel = "input" if method == "input.requested" else method
         if channel == "custom":
-            name = event["params"]["data"].get("name")
+            data = event["params"]["data"]
+            name = data.get("name") if isinstance(data, Mapping) else None
             if "custom" not in self.channels and f"custom:{name}" not in self.channels:
                 return False
         elif channel not in self.channels:
@@ -111,15 +140,15 @@ class EventFilter:
 
 
 @final
-class _Listener:
+class Listener:
     """One open event stream: its filter and its bounded queue."""
 
     def __init__(self, wanted: EventFilter) -> None:
         self.wanted = wanted
-        self.send, self.receive = anyio.create_memory_object_stream[dict[str, Any]](STREAM_QUEUE)
+        self.send, self.receive = anyio.create_memory_object_stream[SessionEvent](STREAM_QUEUE)
         self.too_slow = False
 
-    def offer(self, event: dict[str, Any]) -> None:
+    def offer(self, event: SessionEvent) -> None:
         if self.too_slow or not self.wanted.matches(event):
             return
         try:
@@ -143,8 +172,8 @@ class ThreadSession:
         self._on_end = on_end
         self._id = uuid.uuid4().hex[:12]  # event ids stay unique across sessions
         self._seq = 0
-        self._kept: deque[dict[str, Any]] = deque(maxlen=SESSION_EVENTS)
-        self._listeners: list[_Listener] = []
+        self._kept: deque[SessionEvent] = deque(maxlen=SESSION_EVENTS)
+        self._listeners: list[Listener] = []
         self._followed: set[str] = set()
         self._running = 0
         self._ended = False
@@ -170,7 +199,7 @@ class ThreadSession:
         run.subscribers.append(Subscriber(send, subgraphs=True))
         self._follow_soon(run, receive)
 
-    def listen(self, wanted: EventFilter, since: int | None) -> _Listener:
+    def listen(self, wanted: EventFilter, since: int | None) -> Listener:
         """An event stream: the kept events after ``since`` that match, then the new ones.
 
         Raises:
@@ -182,32 +211,36 @@ class ThreadSession:
                 f"since: {since} is before the oldest event this session keeps ({oldest}; it "
                 f"keeps the last {SESSION_EVENTS:,}); read the state with state.get instead"
             )
-        listener = _Listener(wanted)
+        listener = Listener(wanted)
         for event in self._kept:
             if since is None or event["seq"] > since:
                 listener.offer(event)
         self._listeners.append(listener)
         return listener
 
-    def leave(self, listener: _Listener) -> None:
+    def leave(self, listener: Listener) -> None:
         """An event stream ended."""
         if listener in self._listeners:
             self._listeners.remove(listener)
         listener.send.close()
         self._end_if_idle()
 
-    def tree(self) -> dict[str, Any]:
+    def tree(self) -> TreeNode:
         """``agent.getTree``: the root agent, its subagents (as seen) below."""
-        root: dict[str, Any] = {
+        root: TreeNode = {
             "namespace": [],
             "status": "running" if self._running else "completed",
             "graph_name": self.thread.graph_id or "agent",
             "children": [],
         }
-        nodes: dict[tuple[str, ...], dict[str, Any]] = {(): root}
+        nodes: dict[tuple[str, ...], TreeNode] = {(): root}
         for ns, status in sorted(self.subagents.items(), key=lambda item: len(item[0])):
-            node = {"namespace": list(ns), "status": status, "graph_name": _graph(ns[-1])}
-            node["children"] = []
+            node: TreeNode = {
+                "namespace": list(ns),
+                "status": status,
+                "graph_name": _graph(ns[-1]),
+                "children": [],
+            }
             nodes[ns] = node
             nodes.get(ns[:-1], root)["children"].append(node)
         return root
@@ -260,7 +293,7 @@ class ThreadSession:
         if isinstance(event, SubagentSpawned):
             ns = tuple(namespace_of(event.child))
             self.subagents[ns] = "running"
-            data: dict[str, Any] = {"event": "started", "graph_name": event.subagent_type}
+            data: dict[str, object] = {"event": "started", "graph_name": event.subagent_type}
             if event.call_id:
                 data["cause"] = {"type": "toolCall", "tool_call_id": event.call_id}
             self._emit(Out("lifecycle", list(ns), data))
@@ -274,21 +307,21 @@ class ThreadSession:
         if ns not in self.subagents:
             return
         self.subagents[ns] = status
-        end: dict[str, Any] = {"event": status, "graph_name": _graph(ns[-1])}
+        end: dict[str, object] = {"event": status, "graph_name": _graph(ns[-1])}
         if isinstance(event, SubagentFailed):
             end["error"] = event.error
         self._emit(Out("lifecycle", list(ns), end))
 
     def _emit(self, out: Out) -> None:
         self._seq += 1
-        params: dict[str, Any] = {
+        params: EventParams = {
             "namespace": out.namespace,
             "timestamp": int(time.time() * 1000),
             "data": out.data,
         }
         if out.node is not None:
             params["node"] = out.node
-        event = {
+        event: SessionEvent = {
             "type": "event",
             "event_id": f"{self._id}-{self._seq}",
             "seq": self._seq,
@@ -347,7 +380,7 @@ def _graph(segment: str) -> str:
     return segment.partition(":")[2] or segment
 
 
-def _terminal(run: RunRecord, interrupted: bool, graph: str) -> dict[str, Any]:
+def _terminal(run: RunRecord, interrupted: bool, graph: str) -> dict[str, object]:
     """The run's last lifecycle event: ``completed``, ``interrupted`` (stopped for
     a human), or ``failed`` (an error, a timeout, a cancel) with why."""
     if run.status == "success":
