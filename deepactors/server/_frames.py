@@ -7,14 +7,14 @@ for other processes, so that neither imports the other.
 from __future__ import annotations
 
 import json
-from typing import Any
 
+from .._core.jsonvalue import JSONObject, JSONValue
 from ..langchain.views import StreamPart
 
 __all__ = ["error_event", "metadata_frame", "part_frame", "part_frames", "sse_frame"]
 
 
-def sse_frame(event: str, data: Any) -> bytes:
+def sse_frame(event: str, data: object) -> bytes:
     """One server-sent event: ``event: <name>`` and its JSON ``data``."""
     body = json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=repr)
     return f"event: {event}\r\ndata: {body}\r\n\r\n".encode()
@@ -40,12 +40,11 @@ def part_frames(parts: list[StreamPart]) -> bytes:
     return b"".join(part_frame(p) for p in parts)
 
 
-def error_event(result: dict[str, Any] | None, status: str) -> dict[str, Any] | None:
+def error_event(result: JSONObject | None, status: str) -> JSONValue:
     """The data of the ``error`` event that ends the stream of a run that ended
     with ``result`` and ``status`` (None: it ended without an error)."""
     if result is not None and "__error__" in result:
-        error: dict[str, Any] = result["__error__"]
-        return error
+        return result["__error__"]
     if status == "timeout":
         return {"error": "TimeoutError", "message": "the run passed its deadline"}
     return None

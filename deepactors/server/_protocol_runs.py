@@ -200,8 +200,8 @@ class Outcome:
 async def outcome_of(run: RunRecord) -> Outcome:
     """Wait for the run to end; how it did."""
     await run.done.wait()
-    result = run.result or {}
-    error = result.get("__error__")
+    given = (run.result or {}).get("__error__")
+    error = {str(k): str(v) for k, v in given.items()} if isinstance(given, dict) else None
     if run.status == "timeout" and error is None:
         error = {"error": "TimeoutError", "message": "the run passed its deadline"}
     return Outcome(status=run.status, error=error)

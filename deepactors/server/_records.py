@@ -14,7 +14,7 @@ import dataclasses
 import os
 import time
 import uuid
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
@@ -22,6 +22,7 @@ from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
+from .._core.jsonvalue import JSONObject
 from ..actors import RunHandle
 from ..agent import DeepAgent
 from ..events import Event
@@ -33,6 +34,7 @@ __all__ = [
     "AssistantJSON",
     "AssistantRecord",
     "ForgottenRun",
+    "GivenModes",
     "RunJSON",
     "RunRecord",
     "RunStatus",
@@ -51,6 +53,9 @@ __all__ = [
 
 RunStatus: TypeAlias = Literal["pending", "running", "error", "success", "timeout", "interrupted"]
 ThreadStatus: TypeAlias = Literal["idle", "busy", "interrupted", "error"]
+GivenModes: TypeAlias = str | Sequence[str] | None
+"""Stream modes as a client names them: one, a list, or none (the default); read
+by :func:`~deepactors.langchain.views.parse_stream_modes`."""
 TTLStrategy: TypeAlias = Literal["delete", "keep_latest"]
 """What the server does with a thread whose time to live has passed."""
 
@@ -185,7 +190,7 @@ class ThreadValues:
     stopped: bool = False
     next: tuple[str, ...] = ()
 
-    def joined(self) -> dict[str, Any]:
+    def joined(self) -> JSONObject:
         """What joining a run answers: the values, with ``__interrupt__`` if any."""
         values = dict(self.values or {})
         if self.interrupts:
@@ -365,7 +370,7 @@ class RunRecord:
     handle: RunHandle | None = None
     cancel_requested: str | None = None  # "interrupt" or "rollback"
     subscribers: list[Subscriber] = field(default_factory=list)
-    result: dict[str, Any] | None = None
+    result: JSONObject | None = None
     finished_at: float | None = None
     remote: bool = False
     webhook: str | None = None
@@ -442,7 +447,7 @@ class ForgottenRun:
     updated_at: float
     metadata: dict[str, object]
     multitask_strategy: str
-    error: dict[str, Any] | None = None
+    error: JSONObject | None = None
 
     @classmethod
     def of(cls, run: RunRecord) -> ForgottenRun:

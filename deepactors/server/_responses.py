@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
@@ -24,6 +24,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
+from .._core.jsonvalue import JSONValue
 from .._core.logs import get_logger
 from .._core.pacing import Pacer
 from ..errors import DatabaseUnavailable, DeepActorsError, InputError
@@ -197,7 +198,7 @@ class EventSourceResponse(Response):
         *,
         run_id: str,
         on_disconnect: Callable[[], None],
-        finish: Callable[[], Awaitable[dict[str, Any] | None]],
+        finish: Callable[[], Awaitable[JSONValue]],
         headers: Mapping[str, str] | None = None,
         launch: Callable[[], None] | None = None,
         pacer: Pacer | None = None,
@@ -295,7 +296,7 @@ class WaitResponse(Response):
 
     def __init__(
         self,
-        result: Callable[[], Awaitable[Any]],
+        result: Callable[[], Awaitable[JSONValue]],
         *,
         on_disconnect: Callable[[], None],
         headers: Mapping[str, str] | None = None,
@@ -309,7 +310,7 @@ class WaitResponse(Response):
 
         async def respond() -> None:
             await send({"type": "http.response.start", "status": 200, "headers": headers})
-            value: Any = None
+            value: JSONValue = None
             done = anyio.Event()
 
             async def wait() -> None:

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 from starlette.exceptions import HTTPException
 
+from .._core.jsonvalue import JSONValue
 from ..events import Event
 from ..langchain.views import LangGraphStream
 from ._frames import metadata_frame, part_frame, sse_frame
@@ -65,7 +65,7 @@ async def create_logged(
     body: RunCreate,
     adapter: LangGraphStream,
     *,
-    finish: Callable[[RunRecord], Awaitable[dict[str, Any] | None]],
+    finish: Callable[[RunRecord], Awaitable[JSONValue]],
     launch: bool,
 ) -> tuple[RunRecord, FrameLog]:
     """Create a resumable run on ``thread``, its frames kept from its first.
@@ -99,7 +99,7 @@ async def open_resumable(
     body: RunCreate,
     adapter: LangGraphStream,
     *,
-    finish: Callable[[RunRecord], Awaitable[dict[str, Any] | None]],
+    finish: Callable[[RunRecord], Awaitable[JSONValue]],
     headers: Callable[[RunRecord], Mapping[str, str]],
     on_disconnect: Callable[[RunRecord], None],
 ) -> LoggedStreamResponse:
@@ -124,7 +124,7 @@ async def _keep(
     log: FrameLog,
     events: MemoryObjectReceiveStream[Event | bytes],
     adapter: LangGraphStream,
-    finish: Callable[[RunRecord], Awaitable[dict[str, Any] | None]],
+    finish: Callable[[RunRecord], Awaitable[JSONValue]],
     run: RunRecord,
 ) -> None:
     try:

@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from .._core.jsonvalue import JSONObject
 from ..actors import OneShotHandle, RunHandle, RunInput, Runtime, ThreadHandle, ThreadState
 from ..errors import DeepActorsError, RunCancelled
 from ..events import Event
@@ -35,7 +36,7 @@ from ._records import (
     ThreadRecord,
     ThreadValues,
 )
-from ._run_inputs import error_json
+from ._run_inputs import error_result
 from ._run_slots import RunSlots
 from .relay import RunRelay
 from .webhooks import Webhooks, deliver
@@ -44,7 +45,7 @@ from .webhooks import payload as webhook_payload
 __all__ = ["RunDriver", "Unlaunched", "thread_values", "traced_into"]
 
 
-def _outcome(handle: RunHandle) -> tuple[RunStatus, dict[str, Any] | None]:
+def _outcome(handle: RunHandle) -> tuple[RunStatus, JSONObject | None]:
     """How an ended run ended: its status, and its values (or its error) as JSON."""
     try:
         values = handle.result_nowait()
@@ -53,11 +54,11 @@ def _outcome(handle: RunHandle) -> tuple[RunStatus, dict[str, Any] | None]:
     except TimeoutError:
         return "timeout", None
     except Exception as exc:
-        return "error", {"__error__": error_json(exc)}
+        return "error", error_result(exc)
     try:
         return "success", values_to_lc(values)
     except Exception as exc:  # a state that has no JSON shape: said, as the run's error
-        return "error", {"__error__": error_json(exc)}
+        return "error", error_result(exc)
 
 
 def _record_usage(run: RunRecord, handle: RunHandle) -> None:
@@ -199,7 +200,7 @@ class RunDriver:
                 except anyio.WouldBlock:
                     pass  # a full mailbox: the driver waits for room
                 except Exception as exc:
-                    self._tg.start_soon(self._finish, run, "error", {"__error__": error_json(exc)})
+                    self._tg.start_soon(self._finish, run, "error", error_result(exc))
                     return
             self._tg.start_soon(self._drive, run, run_input, context, after, timeout)
             return
@@ -217,7 +218,7 @@ class RunDriver:
                 )
         except Exception as exc:
             # Starting it failed (the runtime is closing, say): the run failed.
-            self._end_now(run, "error", {"__error__": error_json(exc)})
+            self._end_now(run, "error", error_result(exc))
 
     async def _drive(
         self,
@@ -228,7 +229,7 @@ class RunDriver:
         timeout: float | None = None,
     ) -> None:
         status: RunStatus = "error"
-        result: dict[str, Any] | None = None
+        result: JSONObject | None = None
         try:
             if after:
                 with anyio.move_on_after(after):
@@ -255,7 +256,7 @@ class RunDriver:
             _record_usage(run, handle)
         except Exception as exc:
             # Starting it failed (the runtime is closing, say): the run failed.
-            result = {"__error__": error_json(exc)}
+            result = error_result(exc)
         finally:
             with anyio.CancelScope(shield=True):
                 await self._finish(run, status, result)
@@ -292,22 +293,20 @@ class RunDriver:
     def _ended(self, run: RunRecord, handle: RunHandle) -> None:
         """A stateless run started by :meth:`launch` has ended (its actor calls this)."""
         status: RunStatus = "error"
-        result: dict[str, Any] | None = None
+        result: JSONObject | None = None
         try:
             status, result = _outcome(handle)
             _record_usage(run, handle)
         finally:  # a KeyboardInterrupt from a tool goes on, after the record
             self._end_now(run, status, result)
 
-    def _end_now(self, run: RunRecord, status: RunStatus, result: dict[str, Any] | None) -> None:
+    def _end_now(self, run: RunRecord, status: RunStatus, result: JSONObject | None) -> None:
         """:meth:`_finish` for a stateless run, whose end needs no await."""
         assert run.thread.temporary
         self._settle(run, status, result)
         self._close(run)
 
-    async def _finish(
-        self, run: RunRecord, status: RunStatus, result: dict[str, Any] | None
-    ) -> None:
+    async def _finish(self, run: RunRecord, status: RunStatus, result: JSONObject | None) -> None:
         values = result
         try:
             self._settle(run, status, result)
@@ -319,7 +318,7 @@ class RunDriver:
         finally:
             self._close(run, values)
 
-    def _settle(self, run: RunRecord, status: RunStatus, result: dict[str, Any] | None) -> None:
+    def _settle(self, run: RunRecord, status: RunStatus, result: JSONObject | None) -> None:
         """Record how a run ended, as far as that needs no await."""
         run.status = status
         run.updated_at = run.finished_at = time.time()
@@ -333,7 +332,7 @@ class RunDriver:
         else:
             thread.error = status == "error"  # shown until a run of it ends otherwise
 
-    def _close(self, run: RunRecord, values: dict[str, Any] | None = None) -> None:
+    def _close(self, run: RunRecord, values: JSONObject | None = None) -> None:
         """The run's record is final: tell other processes, and whoever waits."""
         thread = run.thread
         thread.updated_at = time.time()
@@ -374,14 +373,14 @@ class RunDriver:
         """Read the thread again from its checkpoint (another process changed it)."""
         await self.saved(thread, fresh=True)
 
-    async def result(self, run: RunRecord) -> dict[str, Any]:
+    async def result(self, run: RunRecord) -> JSONObject:
         """Wait for the run; its final values as JSON (``__error__`` if it failed)."""
         await run.done.wait()
         if run.result is not None:
             return run.result
         return (await self.saved(run.thread)).joined()
 
-    async def past_result(self, past: ForgottenRun, thread: ThreadRecord) -> dict[str, Any]:
+    async def past_result(self, past: ForgottenRun, thread: ThreadRecord) -> JSONObject:
         """What joining a forgotten run answers: its error, else its thread's
         values as they are now (read from its checkpoint if let go of), as
         LangGraph's join answers the thread's values."""

@@ -12,10 +12,9 @@ a call ends with the budget's report in its metadata, as any budgeted run.
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.exceptions import HTTPException
 
+from .._core.jsonvalue import JSONObject
 from ..actors import RunInput, prepare_input
 from ..agent import DeepAgent
 from ..errors import InputError
@@ -28,6 +27,7 @@ from ._schemas import RunCreate
 __all__ = [
     "check_goto",
     "error_json",
+    "error_result",
     "prepare_run_input",
     "run_input_of",
     "run_kwargs",
@@ -36,7 +36,7 @@ __all__ = [
 
 def prepare_run_input(
     agent: DeepAgent,
-    input: Any,
+    input: object,
     thread_id: str | None,
     identity: object = None,
     limits: Limits | None = None,
@@ -70,11 +70,13 @@ def run_input_of(
         raise HTTPException(422, str(exc)) from None
     command = body.command
     if command is None:
-        given: Any = body.input
+        given: object = body.input
     elif command.ends:  # goto __end__: every pending call answered as not run, no model call
         given = Command(resume=END_PENDING)
     else:  # its update applied first, then its resume, or on at its node
-        given = Command(resume=command.resume, update=command.update or None, goto=command.node)
+        # (refuse_unsupported let through an update that is an object or empty)
+        update = command.update if isinstance(command.update, dict) else None
+        given = Command(resume=command.resume, update=update or None, goto=command.node)
     run_input = prepare_run_input(agent, given, thread_id, identity, limits)
     before, after = body.interrupt_before, body.interrupt_after
     if before is None and after is None:
@@ -95,7 +97,7 @@ def run_input_of(
     return prepare_run_input(agent, run_input, thread_id, breakpoints=stops), limits.timeout
 
 
-def run_kwargs(body: RunCreate) -> dict[str, Any]:
+def run_kwargs(body: RunCreate) -> dict[str, object]:
     kwargs = body.model_dump(
         include={
             "input",
@@ -116,6 +118,11 @@ def run_kwargs(body: RunCreate) -> dict[str, Any]:
 
 def error_json(exc: BaseException) -> dict[str, str]:
     return {"error": type(exc).__name__, "message": str(exc)}
+
+
+def error_result(exc: BaseException) -> JSONObject:
+    """A failed run's result: its error (:func:`error_json`) under ``__error__``."""
+    return {"__error__": {"error": type(exc).__name__, "message": str(exc)}}
 
 
 def check_goto(thread: ThreadRecord, node: str, saved: ThreadValues) -> None:

@@ -40,6 +40,7 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 from starlette.exceptions import HTTPException
 
+from .._core.jsonvalue import JSONObject
 from ..actors import Runtime, ThreadHandle
 from ..errors import DeepActorsError, InputError
 from ..events import Event
@@ -49,6 +50,7 @@ from ._checkpoints import start_from
 from ._records import (
     AssistantRecord,
     ForgottenRun,
+    GivenModes,
     RunRecord,
     Subscriber,
     ThreadRecord,
@@ -406,11 +408,11 @@ class RunManager:
         """Read the thread again from its checkpoint (another process changed it)."""
         await self._driver.saved(thread, fresh=True)
 
-    async def result(self, run: RunRecord) -> dict[str, Any]:
+    async def result(self, run: RunRecord) -> JSONObject:
         """Wait for the run; its final values as JSON (``__error__`` if it failed)."""
         return await self._driver.result(run)
 
-    async def past_result(self, past: ForgottenRun, thread: ThreadRecord) -> dict[str, Any]:
+    async def past_result(self, past: ForgottenRun, thread: ThreadRecord) -> JSONObject:
         """What joining a forgotten run answers (see ``RunDriver.past_result``)."""
         return await self._driver.past_result(past, thread)
 
@@ -432,7 +434,7 @@ class RunManager:
         await self._canceller.make_room(thread, inflight, strategy)
 
     async def subscribe(
-        self, run: RunRecord, *, modes: Any, subgraphs: bool
+        self, run: RunRecord, *, modes: GivenModes, subgraphs: bool
     ) -> MemoryObjectReceiveStream[Event | bytes]:
         """A stream of the run's events from now on (ends at once if the run ended).
 

@@ -12,11 +12,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from .._core.jsonvalue import JSONObject, JSONValue
 from ..events import Event
 from ..langchain.views import LangGraphStream
 from ._authz import may_thread, owned
 from ._frames import error_event
-from ._records import ForgottenRun, RunRecord, Subscriber, ThreadRecord, new_uuid
+from ._records import ForgottenRun, GivenModes, RunRecord, Subscriber, ThreadRecord, new_uuid
 from ._responses import EventSourceResponse, WaitResponse, error_response
 from ._resumable import create_logged, join_logged, kept_log, open_resumable
 from ._runs import RunManager
@@ -30,7 +31,7 @@ def _manager(request: Request) -> RunManager:
     return manager
 
 
-def _adapter(modes: Any, subgraphs: bool, thread_id: str | None) -> LangGraphStream:
+def _adapter(modes: GivenModes, subgraphs: bool, thread_id: str | None) -> LangGraphStream:
     try:
         return LangGraphStream(modes, subgraphs=subgraphs, thread_id=thread_id)
     except ValueError as exc:
@@ -217,7 +218,7 @@ def _left(manager: RunManager, run: RunRecord, cancel: bool) -> None:
         manager.cancel_soon(run)
 
 
-async def _error_of(manager: RunManager, run: RunRecord) -> dict[str, Any] | None:
+async def _error_of(manager: RunManager, run: RunRecord) -> JSONValue:
     await run.done.wait()
     return error_event(run.result, run.status)
 
@@ -372,7 +373,7 @@ async def cancel_runs(request: Request) -> Response:
     return Response(status_code=204)
 
 
-async def _past_result(manager: RunManager, run: ForgottenRun) -> dict[str, Any]:
+async def _past_result(manager: RunManager, run: ForgottenRun) -> JSONObject:
     # (Its thread was found for the caller with the run: by its key here.)
     thread = await manager.lookup.find_key(run.thread_id)
     if thread is None:
@@ -380,12 +381,12 @@ async def _past_result(manager: RunManager, run: ForgottenRun) -> dict[str, Any]
     return await manager.past_result(run, thread)
 
 
-def _ended_stream(run: ForgottenRun, modes: Any) -> EventSourceResponse:
+def _ended_stream(run: ForgottenRun, modes: GivenModes) -> EventSourceResponse:
     """The stream of a run that ended long ago: nothing more (its error, if it failed)."""
     send, receive = anyio.create_memory_object_stream[Event | bytes](0)
     send.close()
 
-    async def finish() -> dict[str, Any] | None:
+    async def finish() -> JSONValue:
         return error_event(run.error, run.status)
 
     return EventSourceResponse(

@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Literal, TypeVar
+from collections.abc import Iterable
+from typing import Literal, TypeVar
 
 import pydantic_core
 from pydantic import (
@@ -71,12 +72,12 @@ class _Body(BaseModel):
 class _Command(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    resume: Any = None
-    update: Any = None
-    goto: Any = None
+    resume: object = None
+    update: object = None
+    goto: object = None
     # LangGraph's Command as RemoteGraph sends it (dataclasses.asdict): the
     # parent graph, when there is one, is the client's business, never ours.
-    graph: Any = None
+    graph: object = None
 
     @property
     def ends(self) -> bool:
@@ -114,11 +115,11 @@ class RunCreate(_Body):
     """``POST .../runs``, ``.../runs/stream``, ``.../runs/wait``."""
 
     assistant_id: str = Field(min_length=1)
-    input: dict[str, Any] | None = None
+    input: dict[str, object] | None = None
     command: _Command | None = None
-    config: dict[str, Any] | None = None
-    context: dict[str, Any] | None = None
-    metadata: dict[str, Any] | None = None
+    config: dict[str, object] | None = None
+    context: dict[str, object] | None = None
+    metadata: dict[str, object] | None = None
     stream_mode: str | list[str] = "values"
     stream_subgraphs: bool = False
     stream_resumable: bool = False
@@ -170,7 +171,7 @@ class RunCreate(_Body):
                 raise HTTPException(422, "input: give either input or command, not both")
 
 
-def _thread_ttl(value: Any) -> float | None:
+def _thread_ttl(value: object) -> float | None:
     """A thread's ``ttl`` as the SDKs send it, in seconds: minutes, or
     ``{"ttl": minutes, "strategy": "delete" | "keep_latest"}`` (the strategy is
     read by :func:`_ttl_strategy`)."""
@@ -188,7 +189,7 @@ def _thread_ttl(value: Any) -> float | None:
     return ttl_seconds(minutes, what="ttl")
 
 
-def _ttl_strategy(data: Any) -> Any:
+def _ttl_strategy(data: object) -> object:
     """Carry the strategy of a ``ttl`` object to the body's ``ttl_strategy``."""
     if isinstance(data, dict) and isinstance(ttl := data.get("ttl"), dict):
         strategy = ttl.get("strategy", "delete")
@@ -201,9 +202,9 @@ class ThreadCreate(_Body):
     """``POST /threads``."""
 
     thread_id: str | None = Field(default=None, min_length=1, max_length=256)
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, object] = Field(default_factory=dict)
     if_exists: Literal["raise", "do_nothing"] = "raise"
-    supersteps: list[Any] | None = None
+    supersteps: list[object] | None = None
     ttl: float | None = None
     """Seconds of idleness before the thread is deleted (sent in minutes)."""
     ttl_strategy: TTLStrategy = "delete"
@@ -216,7 +217,7 @@ class ThreadCreate(_Body):
 class ThreadPatch(_Body):
     """``PATCH /threads/{thread_id}``."""
 
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, object] = Field(default_factory=dict)
     ttl: float | None = None
     """A new time to live in seconds (sent in minutes); None keeps the thread's."""
     ttl_strategy: TTLStrategy = "delete"
@@ -229,8 +230,8 @@ class ThreadPatch(_Body):
 class ThreadSearch(_Body):
     """``POST /threads/search`` and ``/threads/count``."""
 
-    metadata: dict[str, Any] | None = None
-    values: dict[str, Any] | None = None
+    metadata: dict[str, object] | None = None
+    values: dict[str, object] | None = None
     ids: list[str] | None = None
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
     limit: int = Field(default=10, ge=0, le=10_000)
@@ -242,7 +243,7 @@ class ThreadSearch(_Body):
 class ThreadStateUpdate(_Body):
     """``POST /threads/{thread_id}/state``."""
 
-    values: dict[str, Any] | None = None
+    values: dict[str, object] | None = None
     as_node: str | None = None
     checkpoint_id: str | None = None
     checkpoint: Checkpoint | None = None
@@ -252,8 +253,8 @@ class HistoryRequest(_Body):
     """``POST /threads/{thread_id}/history`` and ``/state/checkpoint``."""
 
     limit: int = Field(default=10, ge=1, le=1000)
-    before: str | dict[str, Any] | None = None
-    metadata: dict[str, Any] | None = None
+    before: str | dict[str, object] | None = None
+    metadata: dict[str, object] | None = None
     checkpoint: Checkpoint | None = None
     subgraphs: bool = False
 
@@ -271,7 +272,7 @@ class AssistantSearch(_Body):
 
     graph_id: str | None = None
     name: str | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: dict[str, object] | None = None
     limit: int = Field(default=10, ge=0, le=1000)
     offset: int = Field(default=0, ge=0)
 
@@ -293,8 +294,8 @@ class StorePut(_Body):
 
     namespace: list[str] = Field(min_length=1)
     key: str = Field(min_length=1)
-    value: dict[str, Any]
-    index: Any = None
+    value: dict[str, object]
+    index: object = None
     ttl: float | None = None
 
     _check_ns = field_validator("namespace")(_namespace)
@@ -313,7 +314,7 @@ class StoreSearch(_Body):
     """``POST /store/items/search``."""
 
     namespace_prefix: list[str] = Field(default_factory=list)
-    filter: dict[str, Any] | None = None
+    filter: dict[str, object] | None = None
     limit: int = Field(default=10, ge=0, le=10_000)
     offset: int = Field(default=0, ge=0)
     query: str | None = None
@@ -378,7 +379,7 @@ def refuse_non_finite(raw: bytes) -> None:
         data = pydantic_core.from_json(raw)
     except ValueError:
         return  # not JSON: validation says so, with its own message
-    stack: list[tuple[Any, str]] = [(data, "")]
+    stack: list[tuple[object, str]] = [(data, "")]
     while stack:
         node, at = stack.pop()
         if isinstance(node, float):
@@ -389,7 +390,7 @@ def refuse_non_finite(raw: bytes) -> None:
                 )
             continue
         if isinstance(node, dict):
-            items: Any = node.items()
+            items: Iterable[tuple[object, object]] = node.items()
         elif isinstance(node, list):
             items = enumerate(node)
         else:

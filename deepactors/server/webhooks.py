@@ -42,7 +42,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, final
+from typing import final
 from urllib.parse import urlsplit
 
 import anyio
@@ -234,9 +234,9 @@ def verify_signature(
     return hmac.compare_digest(expected, fields.get("v1", ""))
 
 
-def payload(run: Mapping[str, Any], result: Mapping[str, Any] | None, max_body: int) -> bytes:
+def payload(run: Mapping[str, object], result: Mapping[str, object] | None, max_body: int) -> bytes:
     """What a delivery POSTs: the run, its values (or its error), when it was sent."""
-    body: dict[str, Any] = dict(run)
+    body: dict[str, object] = dict(run)
     error = None if result is None else result.get("__error__")
     if error is not None:
         body["error"] = error

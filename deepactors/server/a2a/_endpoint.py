@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..._core.jsonvalue import JSONValue
 from .._authz import may_thread
 from .._protocol_runs import (
     ProtocolStream,
@@ -143,7 +144,8 @@ async def _start(
         run = await _run(manager, {"id": waiting})
         if run.thread is not thread or state_of(run) != "TASK_STATE_INPUT_REQUIRED":
             raise _RpcError(_UNSUPPORTED, f"task {waiting!r} is not waiting for input")
-        resume = _decisions(message, len((run.result or {}).get("__interrupt__") or ()))
+        interrupts = (run.result or {}).get("__interrupt__")
+        resume = _decisions(message, len(interrupts) if isinstance(interrupts, list) else 0)
         started = await start_run(
             manager, thread, assistant_id=assistant_id, resume=resume, timeout=timeout
         )
@@ -202,6 +204,20 @@ async def _send(
     return _result(request_id, {"task": await _task(run, {}, user=user)})
 
 
+def _pending_calls(run: RunRecord) -> list[dict[str, JSONValue]]:
+    """What the run stopped for: the calls its final values' interrupts (as
+    LangGraph shows them) ask about, each its tool and args."""
+    interrupts = (run.result or {}).get("__interrupt__")
+    calls: list[dict[str, JSONValue]] = []
+    for pending in interrupts if isinstance(interrupts, list) else ():
+        value = pending.get("value") if isinstance(pending, dict) else None
+        asks = value.get("action_requests") if isinstance(value, dict) else None
+        for ask in asks if isinstance(asks, list) else ():
+            if isinstance(ask, dict):
+                calls.append({"tool": ask["name"], "args": ask["args"]})
+    return calls
+
+
 async def _task(
     run: RunRecord, params: Mapping[str, object], *, user: Mapping[str, object] | None = None
 ) -> dict[str, object]:
@@ -210,21 +226,14 @@ async def _task(
     message: dict[str, object] | None = None
     answer: str | None = None
     if state == "TASK_STATE_INPUT_REQUIRED":
-        # What the run stopped for: its final values' interrupts, as LangGraph shows them.
-        requests = (run.result or {}).get("__interrupt__") or []
-        pending = [
-            {"tool": a["name"], "args": a["args"]}
-            for i in requests
-            for a in i.get("value", {}).get("action_requests", ())
-        ]
-        message = pending_message(pending, **ids)
+        message = pending_message(_pending_calls(run), **ids)
     elif state == "TASK_STATE_COMPLETED":
         answer = answer_of(run.result)
         message = agent_message(answer, message_id=f"{run.run_id}-answer", **ids)
     elif state == "TASK_STATE_FAILED":
-        error = (run.result or {}).get("__error__") or {}
+        error = (run.result or {}).get("__error__")
         late = "the run passed its deadline" if run.status == "timeout" else "the run failed"
-        text = str(error.get("message") or late)
+        text = str((error.get("message") if isinstance(error, dict) else None) or late)
         message = agent_message(text, message_id=f"{run.run_id}-error", **ids)
     history = [user] if user is not None else []
     return task(run, state=state, history=history, answer=answer, message=message)

@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
+from ..._core.jsonvalue import JSONObject
 from ...errors import PersistenceError
 from ...events import Event
 from ...persistence.pgsql import PgDatabase
@@ -45,7 +46,7 @@ class Followed:
     streams: dict[str, MemoryObjectSendStream[Event | bytes]] = field(default_factory=dict)
 
 
-def _unreachable(exc: PersistenceError) -> dict[str, object]:
+def _unreachable(exc: PersistenceError) -> JSONObject:
     message = f"lost track of the run: {exc}"
     return {"__error__": {"error": "RunsDatabaseUnreachable", "message": message}}
 

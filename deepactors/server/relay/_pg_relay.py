@@ -43,12 +43,13 @@ import psycopg
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from ..._core.jsonvalue import JSONObject
 from ..._core.logs import get_logger
 from ...errors import ConfigurationError, DatabaseUnavailable, PersistenceError
 from ...events import Event
 from ...langchain.views import LangGraphStream
 from .._frames import part_frames
-from .._records import RunRecord, new_uuid
+from .._records import GivenModes, RunRecord, new_uuid
 from ._frame_log import FrameLog, LogSink
 from ._pg_db import Listening, Op, open_runs_db, run_ops, runs_database
 from ._pg_follow import Followed, follow_run
@@ -257,7 +258,7 @@ class PgRelay:
                     run.run_id,
                 )
 
-    def finished(self, run: RunRecord, values: dict[str, Any]) -> None:
+    def finished(self, run: RunRecord, values: JSONObject) -> None:
         self._owned.pop(run.run_id, None)
         self._queue(
             "UPDATE deepactors_runs SET status = %s, result = %s, updated_at = %s"
@@ -400,7 +401,7 @@ class PgRelay:
         )
         return shared_run(rows[0]) if rows else None
 
-    async def thread_created(self, thread_id: str, metadata: dict[str, Any]) -> None:
+    async def thread_created(self, thread_id: str, metadata: dict[str, object]) -> None:
         await self._committed(
             "INSERT INTO deepactors_threads (thread_id, metadata, created_at)"
             " VALUES (%s, %s, %s) ON CONFLICT (thread_id) DO NOTHING",
@@ -457,7 +458,7 @@ class PgRelay:
         self,
         run: RunRecord,
         stream: MemoryObjectSendStream[Event | bytes],
-        modes: Any,
+        modes: GivenModes,
         subgraphs: bool,
     ) -> None:
         self._check_up()

@@ -16,14 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, final
+from typing import Protocol, final
 
 import anyio
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
+from ..._core.jsonvalue import JSONObject
 from ...events import Event
-from .._records import RunRecord, RunStatus
+from .._records import GivenModes, RunRecord, RunStatus
 from ._frame_log import FrameLog, LogSink
 
 __all__ = ["FINAL", "CancelHandler", "LocalRelay", "RunRelay", "SharedRun", "SharedThread"]
@@ -48,12 +49,12 @@ class SharedRun:
     thread_id: str
     graph_id: str
     status: RunStatus
-    metadata: dict[str, Any]
-    kwargs: dict[str, Any]
+    metadata: dict[str, object]
+    kwargs: dict[str, object]
     multitask_strategy: str
     created_at: float
     updated_at: float
-    result: dict[str, Any] | None = None
+    result: JSONObject | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,7 +66,7 @@ class SharedThread:
     """
 
     thread_id: str
-    metadata: dict[str, Any]
+    metadata: dict[str, object]
     created_at: float
     runs: list[SharedRun]
 
@@ -97,7 +98,7 @@ class RunRelay(Protocol):
         """One event of a run of this process, for followers elsewhere."""
         ...
 
-    def finished(self, run: RunRecord, values: dict[str, Any]) -> None:
+    def finished(self, run: RunRecord, values: JSONObject) -> None:
         """The run ended (``run.status`` is final) with these values as JSON."""
         ...
 
@@ -105,7 +106,7 @@ class RunRelay(Protocol):
         """A run of another process (None: unknown)."""
         ...
 
-    async def thread_created(self, thread_id: str, metadata: dict[str, Any]) -> None:
+    async def thread_created(self, thread_id: str, metadata: dict[str, object]) -> None:
         """A thread was made here (known to other processes once this returns)."""
         ...
 
@@ -130,7 +131,7 @@ class RunRelay(Protocol):
         self,
         run: RunRecord,
         stream: MemoryObjectSendStream[Event | bytes],
-        modes: Any,
+        modes: GivenModes,
         subgraphs: bool,
     ) -> None:
         """Receive a run of another process's stream as SSE frames from now on."""
@@ -179,13 +180,13 @@ class LocalRelay:
     def event(self, run: RunRecord, event: Event) -> None:
         return
 
-    def finished(self, run: RunRecord, values: dict[str, Any]) -> None:
+    def finished(self, run: RunRecord, values: JSONObject) -> None:
         return
 
     async def find(self, run_id: str) -> SharedRun | None:
         return None
 
-    async def thread_created(self, thread_id: str, metadata: dict[str, Any]) -> None:
+    async def thread_created(self, thread_id: str, metadata: dict[str, object]) -> None:
         return
 
     async def thread_deleted(self, thread_id: str) -> None:
@@ -201,7 +202,7 @@ class LocalRelay:
         self,
         run: RunRecord,
         stream: MemoryObjectSendStream[Event | bytes],
-        modes: Any,
+        modes: GivenModes,
         subgraphs: bool,
     ) -> None:
         raise AssertionError("a local relay has no runs of other processes")
