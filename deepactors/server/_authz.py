@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from starlette.types import Scope
 
@@ -107,7 +106,7 @@ def _one_credential(headers: Iterable[tuple[bytes, bytes]]) -> None:
             seen.append(name)
 
 
-async def may(resource: Resource, action: Action, owner: str | None, value: Any = None) -> bool:
+async def may(resource: Resource, action: Action, owner: str | None, value: object = None) -> bool:
     """Whether the request's caller may ``action`` the resource (always, without auth)."""
     found = CALLER.get()
     if found is None:
@@ -127,7 +126,7 @@ async def may_thread(thread: ThreadRecord, action: Action) -> bool:
     return await may("threads", action, owner if isinstance(owner, str) else None, thread)
 
 
-def owned(metadata: Mapping[str, Any]) -> dict[str, Any]:
+def owned(metadata: Mapping[str, object]) -> dict[str, object]:
     """A new thread's metadata: the client's, with the caller as its owner."""
     out = without_owner(metadata)
     who = caller()
@@ -136,7 +135,7 @@ def owned(metadata: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def without_owner(metadata: Mapping[str, Any]) -> dict[str, Any]:
+def without_owner(metadata: Mapping[str, object]) -> dict[str, object]:
     """``metadata`` less an owner a client tried to set (with auth on)."""
     out = dict(metadata)
     if CALLER.get() is not None:

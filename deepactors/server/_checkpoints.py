@@ -16,12 +16,12 @@ one back, on a run or a state update, gets what LangGraph's server gives:
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 from starlette.exceptions import HTTPException
 
 from ..actors import Runtime, ThreadHandle
-from ._records import AssistantRecord, RunRecord, ThreadRecord, public_id
+from ._records import AssistantRecord, CheckpointJSON, RunRecord, ThreadRecord, public_id
 from ._schemas import Checkpoint, RunCreate
 
 __all__ = [
@@ -48,13 +48,15 @@ class Runs(Protocol):
     ) -> None: ...
 
 
-def checkpoint_seq(raw: Any, field: str) -> int:
+def checkpoint_seq(raw: object, field: str) -> int:
     """The record a checkpoint id names.
 
     Raises:
         HTTPException: 422, naming ``field``, when ``raw`` is no id of this server.
     """
     try:
+        if not isinstance(raw, str | int | float):
+            raise TypeError(raw)
         seq = int(raw)
     except (TypeError, ValueError):
         raise HTTPException(422, f"{field}: a checkpoint id of this server, not {raw!r}") from None
@@ -131,7 +133,7 @@ async def start_from(
     await manager.refresh(thread)  # its values and interrupts as of the fork
 
 
-def checkpoint_json(thread_id: str, seq: int | None) -> dict[str, Any] | None:
+def checkpoint_json(thread_id: str, seq: int | None) -> CheckpointJSON | None:
     """A checkpoint as LangGraph's server writes one (None for no record)."""
     if seq is None:
         return None

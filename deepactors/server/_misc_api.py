@@ -74,7 +74,7 @@ async def assistant_versions(request: Request) -> Response:
     return JSONResponse([assistant.to_json()])
 
 
-def _schema(name: str, fields: dict[str, Any]) -> dict[str, Any]:
+def _schema(name: str, fields: dict[str, Any]) -> dict[str, object]:
     model: type[BaseModel] = create_model(name, **fields)
     return model.model_json_schema()
 
@@ -157,7 +157,7 @@ def _refresh(request: Request) -> bool | None:
     return None if raw is None else raw.lower() in ("true", "1", "yes")
 
 
-def _item(item: StoreItem) -> dict[str, Any]:
+def _item(item: StoreItem) -> dict[str, object]:
     return {
         "namespace": list(item.namespace),
         "key": item.key,
@@ -304,7 +304,7 @@ async def ready(request: Request) -> Response:
     answered within :data:`READY_TIMEOUT`.
     """
     manager = _manager(request)
-    checks: list[dict[str, Any]] = []
+    checks: list[dict[str, object]] = []
     if manager.relay.shared:
         why = manager.relay.not_ready()
         checks.append({"name": "runs", "ready": why is None, "detail": why or "connected"})

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from ._schemas import (
     AssistantSearch,
@@ -90,10 +90,35 @@ def _operation_id(name: str, method: str, path: str, taken: set[str]) -> str:
     raise AssertionError(f"two routes {method.upper()} {path}")  # the router has one
 
 
+class _RequestBody(TypedDict):
+    required: bool
+    content: dict[str, dict[str, dict[str, str]]]  # media type -> {"schema": {"$ref": ...}}
+
+
+class _Operation(TypedDict):
+    """An OpenAPI operation, with the keys this description writes."""
+
+    operationId: str
+    summary: str
+    tags: list[str]
+    parameters: list[dict[str, object]]
+    requestBody: NotRequired[_RequestBody]
+    responses: NotRequired[dict[str, dict[str, object]]]  # (set last: the keys' order)
+
+
+class OpenAPI(TypedDict):
+    """The OpenAPI document :func:`openapi` writes."""
+
+    openapi: str
+    info: dict[str, str]
+    paths: dict[str, dict[str, _Operation]]
+    components: dict[str, dict[str, object]]
+
+
 def _operation(
-    name: str, method: str, path: str, schemas: dict[str, Any], taken: set[str]
-) -> dict[str, Any]:
-    operation: dict[str, Any] = {
+    name: str, method: str, path: str, schemas: dict[str, object], taken: set[str]
+) -> _Operation:
+    operation: _Operation = {
         "operationId": _operation_id(name, method, path, taken),
         "summary": _summary(name),
         "tags": [_tag(path)],
@@ -113,6 +138,7 @@ def _operation(
                 "application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}
             },
         }
+    ok: dict[str, object]
     if name in _STREAMS:
         ok = {"description": "Server-sent events", "content": {"text/event-stream": {}}}
     else:
@@ -126,10 +152,10 @@ def _operation(
     return operation
 
 
-def openapi(routes: list[Any]) -> dict[str, Any]:
+def openapi(routes: list[BaseRoute]) -> OpenAPI:
     """The OpenAPI 3.1 description of ``routes`` (an app's)."""
-    paths: dict[str, dict[str, Any]] = {}
-    schemas: dict[str, Any] = {"Error": _ERROR}
+    paths: dict[str, dict[str, _Operation]] = {}
+    schemas: dict[str, object] = {"Error": _ERROR}
     taken: set[str] = set()
     for route in routes:
         if not isinstance(route, Route) or route.path in ("/openapi.json", "/docs"):

@@ -33,11 +33,13 @@ __all__ = [
     "TTLJSON",
     "AssistantJSON",
     "AssistantRecord",
+    "CheckpointJSON",
     "ForgottenRun",
     "GivenModes",
     "RunJSON",
     "RunRecord",
     "RunStatus",
+    "StateJSON",
     "StateUpdated",
     "Subscriber",
     "TTLStrategy",
@@ -58,6 +60,30 @@ GivenModes: TypeAlias = str | Sequence[str] | None
 by :func:`~deepactors.langchain.views.parse_stream_modes`."""
 TTLStrategy: TypeAlias = Literal["delete", "keep_latest"]
 """What the server does with a thread whose time to live has passed."""
+
+
+class CheckpointJSON(TypedDict):
+    """A checkpoint as LangGraph's server writes one (``checkpoint_id`` is its seq)."""
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    checkpoint_map: None
+
+
+class StateJSON(TypedDict):
+    """A thread's state at a checkpoint, as ``GET /threads/{id}/state`` answers it."""
+
+    values: dict[str, object]
+    next: list[str]
+    tasks: list[dict[str, object]]
+    metadata: dict[str, object]
+    created_at: str | None
+    checkpoint: CheckpointJSON | None
+    parent_checkpoint: CheckpointJSON | None
+    interrupts: list[dict[str, object]]
+    checkpoint_id: str | None
+    parent_checkpoint_id: str | None
 
 
 class AssistantJSON(TypedDict):
@@ -335,7 +361,7 @@ class StateUpdated:
     """A thread's state was updated (``POST /threads/{id}/state``): its new state,
     as ``GET /threads/{id}/state`` answers it."""
 
-    state: dict[str, Any]
+    state: StateJSON
 
 
 @dataclass(slots=True, kw_only=True, eq=False, weakref_slot=True)

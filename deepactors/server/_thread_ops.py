@@ -12,7 +12,7 @@ stateless runs, all checked before any starts. ``POST /assistants/{id}/latest``
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException
@@ -95,7 +95,7 @@ async def keep_latest(manager: RunManager, thread: ThreadRecord) -> int:
 
 async def create_batch(request: Request) -> Response:
     manager = _manager(request)
-    raw: Any = await request.json() if await request.body() else None
+    raw: object = await request.json() if await request.body() else None
     if not isinstance(raw, list) or not raw:
         raise HTTPException(422, "body: a list of runs to create, like [{'assistant_id': ...}]")
     if len(raw) > MAX_BATCH:
@@ -127,7 +127,7 @@ async def create_batch(request: Request) -> Response:
 
 async def set_latest(request: Request) -> Response:
     assistant = _manager(request).assistant(request.path_params["assistant_id"])
-    raw: Any = await request.json() if await request.body() else {}
+    raw: object = await request.json() if await request.body() else {}
     version = raw.get("version") if isinstance(raw, dict) else None
     if version != assistant.to_json().get("version", 1):
         raise HTTPException(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -13,7 +12,7 @@ from starlette.routing import Route
 from ..actors import ThreadHandle, ThreadState
 from ._authz import may_thread, owned, visible, without_owner
 from ._checkpoints import checkpoint_json, fork_at, requested_seq, superseded_history
-from ._records import StateUpdated, ThreadRecord, iso, matches, new_uuid, public_id
+from ._records import StateJSON, StateUpdated, ThreadRecord, iso, matches, new_uuid, public_id
 from ._run_driver import thread_values
 from ._runs import RunManager
 from ._schemas import (
@@ -138,10 +137,10 @@ async def count_threads(request: Request) -> Response:
 
 def _state_json(
     thread_id: str, state: ThreadState, *, parent: int | None, created_at: float | None
-) -> dict[str, Any]:
+) -> StateJSON:
     shown = thread_values(state)
     interrupts = shown.interrupts
-    tasks = [
+    tasks: list[dict[str, object]] = [
         {
             "id": f"{task.name}:{state.seq}",
             "name": task.name,
@@ -169,8 +168,10 @@ def _state_json(
     }
 
 
-def _seq(raw: Any, field: str) -> int:
+def _seq(raw: object, field: str) -> int:
     try:
+        if not isinstance(raw, str | int | float):
+            raise TypeError(raw)
         seq = int(raw)
     except (TypeError, ValueError):
         raise HTTPException(422, f"{field}: a checkpoint id of this server, not {raw!r}") from None
@@ -179,7 +180,7 @@ def _seq(raw: Any, field: str) -> int:
     return seq
 
 
-async def state_at(handle: ThreadHandle, name: str, seq: int | None) -> dict[str, Any]:
+async def state_at(handle: ThreadHandle, name: str, seq: int | None) -> StateJSON:
     """The thread's state at checkpoint ``seq`` (None: its head), as the state endpoints show it.
 
     Raises:
@@ -244,7 +245,7 @@ async def history(request: Request) -> Response:
         )
     else:
         body = await read_body(request, HistoryRequest)
-    before: Any = body.before
+    before: object = body.before
     if isinstance(before, dict):
         before = before.get("checkpoint_id")
     upper = None if before is None else _seq(before, "before")
@@ -253,7 +254,7 @@ async def history(request: Request) -> Response:
     # earlier branch readable, never silently gone.
     records = await handle.history(superseded=True)
     created = {r.seq: r.created_at for r in records}
-    out: list[dict[str, Any]] = []
+    out: list[StateJSON] = []
     name = manager.lookup.thread_assistant(thread).agent.name
     for seq, parent in await superseded_history(handle, name):
         if upper is not None and seq >= upper:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
@@ -42,7 +42,7 @@ class ResumeEntry(_Wire):
 
     interrupt_id: str = Field(alias="interruptId", min_length=1)
     status: Literal["resolved", "cancelled"]
-    payload: Any = None
+    payload: object = None
 
 
 class RunAgentInput(_Wire):
@@ -50,12 +50,12 @@ class RunAgentInput(_Wire):
 
     thread_id: str = Field(alias="threadId", min_length=1, max_length=256)
     run_id: str = Field(alias="runId", min_length=1, max_length=256)
-    messages: list[dict[str, Any]] = Field(default_factory=list)
+    messages: list[dict[str, object]] = Field(default_factory=list)
     resume: list[ResumeEntry] | None = None
-    forwarded_props: Any = Field(default=None, alias="forwardedProps")
-    state: Any = None
-    tools: list[Any] = Field(default_factory=list)
-    context: list[Any] = Field(default_factory=list)
+    forwarded_props: object = Field(default=None, alias="forwardedProps")
+    state: object = None
+    tools: list[object] = Field(default_factory=list)
+    context: list[object] = Field(default_factory=list)
 
     def hide_subagents(self) -> object:
         """``forwardedProps.hideSubagents``, as the client sent it (None: absent)."""
@@ -64,8 +64,8 @@ class RunAgentInput(_Wire):
 
 
 def input_messages(
-    client: Sequence[Mapping[str, Any]], saved: Sequence[Message]
-) -> list[dict[str, Any]]:
+    client: Sequence[Mapping[str, object]], saved: Sequence[Message]
+) -> list[dict[str, object]]:
     """The messages a run takes from the client's list (see the module docstring).
 
     Raises:
@@ -74,7 +74,7 @@ def input_messages(
     if not saved:
         return _history(client)
     known = {m.id for m in saved}
-    tail: list[Mapping[str, Any]] = []
+    tail: list[Mapping[str, object]] = []
     for message in reversed(client):
         if message.get("role") != "user":
             break
@@ -82,9 +82,9 @@ def input_messages(
     return [_user(m) for m in reversed(tail) if m.get("id") not in known]
 
 
-def _history(client: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _history(client: Sequence[Mapping[str, object]]) -> list[dict[str, object]]:
     """A whole conversation, in our message dicts."""
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, object]] = []
     names: dict[str, str] = {}  # tool call id -> tool name, for the results
     for message in client:
         role = message.get("role")
@@ -94,9 +94,10 @@ def _history(client: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             case "system" | "developer":
                 out.append({**_id(message), "role": "system", "content": _text(message)})
             case "assistant":
-                calls = []
-                for call in message.get("toolCalls") or ():
-                    function = call.get("function") or {}
+                calls: list[dict[str, object]] = []
+                for call in _objects(message.get("toolCalls")):
+                    function = call.get("function")
+                    function = function if isinstance(function, Mapping) else {}
                     name = str(function.get("name", ""))
                     names[str(call.get("id"))] = name
                     calls.append({"id": call.get("id"), "name": name, "args": _args(function)})
@@ -127,17 +128,24 @@ def _history(client: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _id(message: Mapping[str, Any]) -> dict[str, Any]:
+def _objects(value: object) -> list[Mapping[str, object]]:
+    """The objects of a JSON list (none if it is not one)."""
+    if not isinstance(value, list):
+        return []
+    return [item for item in value if isinstance(item, Mapping)]
+
+
+def _id(message: Mapping[str, object]) -> dict[str, str]:
     given = message.get("id")
     return {"id": given} if isinstance(given, str) and given else {}
 
 
-def _text(message: Mapping[str, Any]) -> str:
+def _text(message: Mapping[str, object]) -> str:
     content = message.get("content")
     return content if isinstance(content, str) else ""
 
 
-def _args(function: Mapping[str, Any]) -> dict[str, Any]:
+def _args(function: Mapping[str, object]) -> dict[str, object]:
     raw = function.get("arguments") or "{}"
     try:
         args = json.loads(raw) if isinstance(raw, str) else raw
@@ -146,7 +154,7 @@ def _args(function: Mapping[str, Any]) -> dict[str, Any]:
     return args if isinstance(args, dict) else {}
 
 
-def _user(message: Mapping[str, Any]) -> dict[str, Any]:
+def _user(message: Mapping[str, object]) -> dict[str, object]:
     content = message.get("content")
     if isinstance(content, str):
         return {**_id(message), "role": "user", "content": content}
@@ -155,7 +163,7 @@ def _user(message: Mapping[str, Any]) -> dict[str, Any]:
     return {**_id(message), "role": "user", "content": [_part(p) for p in content]}
 
 
-def _part(part: Any) -> dict[str, Any]:
+def _part(part: object) -> dict[str, object]:
     """One part of a user message as one of our content blocks."""
     if not isinstance(part, Mapping):
         raise HTTPException(422, f"messages: a content part is an object, not {part!r}")
@@ -163,7 +171,8 @@ def _part(part: Any) -> dict[str, Any]:
     if kind == "text":
         return {"type": "text", "text": str(part.get("text", ""))}
     if kind == "image":
-        source = part.get("source") or {}
+        source = part.get("source")
+        source = source if isinstance(source, Mapping) else {}
         if source.get("type") == "data":
             mime = source.get("mimeType") or "image/png"
             return {
@@ -183,14 +192,14 @@ def _part(part: Any) -> dict[str, Any]:
     )
 
 
-def decisions_of(resume: Sequence[ResumeEntry]) -> dict[str, dict[str, Any]]:
+def decisions_of(resume: Sequence[ResumeEntry]) -> dict[str, dict[str, object]]:
     """The resume entries as decisions by request id (the runtime checks them
     against what the thread waits for).
 
     Raises:
         HTTPException: 422, a payload that is not a decision.
     """
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, dict[str, object]] = {}
     for entry in resume:
         if entry.status == "cancelled":
             out[entry.interrupt_id] = {"type": "reject", "message": "the user cancelled it"}

@@ -19,7 +19,7 @@ those subagents' own parts out of the stream.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
@@ -35,29 +35,30 @@ class ChatRequest(BaseModel):
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
     id: str = Field(min_length=1, max_length=256)
-    messages: list[dict[str, Any]] = Field(default_factory=list)
+    messages: list[dict[str, object]] = Field(default_factory=list)
     trigger: Literal["submit-message", "regenerate-message", "resume-stream"] = "submit-message"
     message_id: str | None = Field(default=None, alias="messageId")
-    hide_subagents: Any = Field(default=None, alias="hideSubagents")
+    hide_subagents: object = Field(default=None, alias="hideSubagents")
 
 
-def approvals_of(messages: Sequence[Mapping[str, Any]]) -> dict[str, tuple[bool, str | None]]:
+def approvals_of(messages: Sequence[Mapping[str, object]]) -> dict[str, tuple[bool, str | None]]:
     """The approvals answered in the last message (the assistant's): approval
     id to (approved, reason). Empty when it has none."""
     if not messages or messages[-1].get("role") != "assistant":
         return {}
     out: dict[str, tuple[bool, str | None]] = {}
-    for part in messages[-1].get("parts") or ():
-        if not isinstance(part, Mapping) or part.get("state") != "approval-responded":
+    for part in _parts(messages[-1]):
+        approval = part.get("approval")
+        if part.get("state") != "approval-responded" or not isinstance(approval, Mapping):
             continue
-        approval = part.get("approval") or {}
-        if isinstance(approval.get("id"), str):
-            reason = approval.get("reason")
-            out[approval["id"]] = (bool(approval.get("approved")), reason)
+        approval_id, reason = approval.get("id"), approval.get("reason")
+        if isinstance(approval_id, str):
+            given = reason if isinstance(reason, str) else None
+            out[approval_id] = (bool(approval.get("approved")), given)
     return out
 
 
-def decisions_of(approvals: Mapping[str, tuple[bool, str | None]]) -> dict[str, dict[str, Any]]:
+def decisions_of(approvals: Mapping[str, tuple[bool, str | None]]) -> dict[str, dict[str, str]]:
     """Approvals as decisions by request id (an approval's id is its call's)."""
     return {
         call_id: (
@@ -70,8 +71,8 @@ def decisions_of(approvals: Mapping[str, tuple[bool, str | None]]) -> dict[str, 
 
 
 def input_messages(
-    client: Sequence[Mapping[str, Any]], saved: Sequence[Message]
-) -> list[dict[str, Any]]:
+    client: Sequence[Mapping[str, object]], saved: Sequence[Message]
+) -> list[dict[str, object]]:
     """The messages a run takes from the chat (see the module docstring).
 
     Raises:
@@ -80,7 +81,7 @@ def input_messages(
     if not saved:
         return [m for m in (_message(m) for m in client) if m is not None]
     known = {m.id for m in saved}
-    tail: list[Mapping[str, Any]] = []
+    tail: list[Mapping[str, object]] = []
     for message in reversed(client):
         if message.get("role") != "user":
             break
@@ -89,15 +90,21 @@ def input_messages(
     return [m for m in out if m is not None]
 
 
-def _message(message: Mapping[str, Any]) -> dict[str, Any] | None:
+def _parts(message: Mapping[str, object]) -> list[Mapping[str, object]]:
+    """A message's parts that are objects (none if ``parts`` is not a list)."""
+    parts = message.get("parts")
+    return [p for p in parts if isinstance(p, Mapping)] if isinstance(parts, list) else []
+
+
+def _message(message: Mapping[str, object]) -> dict[str, object] | None:
     role = message.get("role")
-    parts = [p for p in message.get("parts") or () if isinstance(p, Mapping)]
+    parts = _parts(message)
     given = message.get("id")
-    head: dict[str, Any] = {"id": given} if isinstance(given, str) and given else {}
+    head: dict[str, object] = {"id": given} if isinstance(given, str) and given else {}
     if role == "user":
         content = [_part(p) for p in parts if _kept(p)]
         if all(block["type"] == "text" for block in content):  # plain text, as typed
-            return {**head, "role": "user", "content": "".join(b["text"] for b in content)}
+            return {**head, "role": "user", "content": "".join(str(b["text"]) for b in content)}
         return {**head, "role": "user", "content": content}
     if role in ("assistant", "system"):
         text = "".join(str(p.get("text", "")) for p in parts if p.get("type") == "text")
@@ -105,13 +112,13 @@ def _message(message: Mapping[str, Any]) -> dict[str, Any] | None:
     raise HTTPException(422, f"messages: unknown role {role!r}")
 
 
-def _kept(part: Mapping[str, Any]) -> bool:
+def _kept(part: Mapping[str, object]) -> bool:
     # What a UI adds for itself (step marks, data parts) is not what the user said.
     kind = str(part.get("type", ""))
     return kind in ("text", "file")
 
 
-def _part(part: Mapping[str, Any]) -> dict[str, Any]:
+def _part(part: Mapping[str, object]) -> dict[str, object]:
     if part.get("type") == "text":
         return {"type": "text", "text": str(part.get("text", ""))}
     media = str(part.get("mediaType", ""))

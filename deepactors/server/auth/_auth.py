@@ -52,7 +52,7 @@ class Identity:
         if not isinstance(self.id, str) or not self.id:
             raise ConfigurationError(f"an identity's id is a non-empty string, not {self.id!r}")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The identity as JSON (for logs and run metadata)."""
         return {"id": self.id, "permissions": sorted(self.permissions)}
 

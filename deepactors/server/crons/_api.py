@@ -54,10 +54,10 @@ class _RunOptions(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     on_run_completed: Literal["delete", "keep"] | None = None
-    input: dict[str, Any] | None = None
-    config: dict[str, Any] | None = None
-    context: dict[str, Any] | None = None
-    metadata: dict[str, Any] | None = None
+    input: dict[str, object] | None = None
+    config: dict[str, object] | None = None
+    context: dict[str, object] | None = None
+    metadata: dict[str, object] | None = None
     webhook: str | None = None
     stream_mode: str | list[str] | None = None
     stream_subgraphs: bool | None = None
@@ -95,7 +95,7 @@ class CronSearch(BaseModel):
     assistant_id: str | None = None
     thread_id: str | None = None
     enabled: bool | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: dict[str, object] | None = None
     limit: int = Field(default=10, ge=0, le=10_000)
     offset: int = Field(default=0, ge=0)
     sort_by: (
@@ -119,14 +119,14 @@ def _state(request: Request) -> tuple[RunManager, CronBook, Scheduler]:
     return state.runs, state.crons, state.scheduler
 
 
-def _run_part(body: BaseModel) -> dict[str, Any]:
+def _run_part(body: BaseModel) -> dict[str, object]:
     return {k: v for k in _RUN_FIELDS if (v := getattr(body, k, None)) is not None}
 
 
 def _check_run(
     manager: RunManager,
     assistant: AssistantRecord,
-    payload: dict[str, Any],
+    payload: dict[str, object],
     kept: bool,
 ) -> None:
     """Refuse now a cron whose runs would be refused at every firing.

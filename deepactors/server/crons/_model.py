@@ -7,7 +7,7 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, tzinfo
-from typing import Any, Literal, final
+from typing import Literal, final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
@@ -107,12 +107,12 @@ class Cron:
     thread_id: str | None
     schedule: str
     timezone: str | None = None
-    payload: dict[str, Any] = field(default_factory=dict)
-    metadata: dict[str, Any] = field(default_factory=dict)
+    payload: dict[str, object] = field(default_factory=dict)
+    metadata: dict[str, object] = field(default_factory=dict)
     on_run_completed: OnCompleted = "delete"
     end_time: float | None = None
     enabled: bool = True
-    owner: dict[str, Any] | None = None
+    owner: dict[str, object] | None = None
     created_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
     next_run: float | None = None
@@ -120,7 +120,8 @@ class Cron:
     @property
     def user_id(self) -> str | None:
         """The id of the identity that made it (None without authentication)."""
-        return None if self.owner is None else self.owner.get("id")
+        found = None if self.owner is None else self.owner.get("id")
+        return found if isinstance(found, str) else None
 
     def schedule_from(self, after: float) -> None:
         """Set :attr:`next_run` to the first firing after ``after`` (None past the end)."""
@@ -131,7 +132,7 @@ class Cron:
         ended = self.end_time is not None and upcoming > self.end_time
         self.next_run = None if ended or not math.isfinite(upcoming) else upcoming
 
-    def to_json(self, assistant_uuid: str) -> dict[str, Any]:
+    def to_json(self, assistant_uuid: str) -> dict[str, object]:
         """The SDK's ``Cron``."""
         return {
             "cron_id": self.cron_id,

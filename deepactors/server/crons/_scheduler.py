@@ -17,6 +17,7 @@ re-enabled after months does not fire for a tick long gone.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import final
 
 import anyio
@@ -116,10 +117,13 @@ class Scheduler:
         """Start the cron's run, acting for its creator."""
         token = None
         if self.auth is not None and cron.owner is not None:
+            # The identity as the cron's creation stored it (Identity checks its id).
+            owner_id, permissions = cron.owner["id"], cron.owner.get("permissions", ())
+            metadata = cron.owner.get("metadata")
             identity = Identity(
-                id=cron.owner["id"],
-                permissions=frozenset(cron.owner.get("permissions", ())),
-                metadata=cron.owner.get("metadata", {}),
+                id=owner_id if isinstance(owner_id, str) else "",
+                permissions=frozenset(permissions if isinstance(permissions, list) else ()),
+                metadata=metadata if isinstance(metadata, dict) else {},
             )
             token = CALLER.set((self.auth, identity))
         try:
@@ -129,7 +133,7 @@ class Scheduler:
                     "assistant_id": cron.assistant_id,
                     "on_completion": cron.on_run_completed if cron.thread_id is None else None,
                     "metadata": {
-                        **cron.payload.get("metadata", {}),
+                        **_metadata(cron.payload),
                         "cron_id": cron.cron_id,
                         "cron_tick": iso(tick),
                     },
@@ -144,3 +148,9 @@ class Scheduler:
         finally:
             if token is not None:
                 CALLER.reset(token)
+
+
+def _metadata(payload: Mapping[str, object]) -> dict[str, object]:
+    """The metadata a cron's runs are made with (its payload's, if any)."""
+    given = payload.get("metadata")
+    return given if isinstance(given, dict) else {}
