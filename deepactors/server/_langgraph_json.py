@@ -22,7 +22,7 @@ import dataclasses
 import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ from ..assembly.demo import build_demo_agent
 from ..errors import ConfigurationError, InputError
 from ..limits import ttl_seconds
 from ..persistence import Checkpointer, MemoryCheckpointer, MemoryStore, Store
-from ..persistence.index import IndexedStore
+from ..persistence.index import Embed, IndexedStore
 from ..persistence.ttl import ExpiringStore
 from ._records import TTLStrategy
 from ._thread_ttl import DEFAULT_THREAD_TTL_SWEEP, ThreadTTL
@@ -137,7 +137,7 @@ def indexed(store: Store, path: Path | None = None) -> Store:
     if not isinstance(index, dict) or not isinstance(index.get("embed"), str):
         raise ConfigurationError(f"{path}: store.index needs 'embed': 'module:function'")
     spec: str = index["embed"]
-    embed: Any
+    embed: Embed
     if spec.startswith("openai:"):
         embed = _openai_embed(spec.removeprefix("openai:"))
     else:
@@ -242,7 +242,7 @@ def thread_expiry(
     return ThreadTTL(seconds, "keep_latest" if strategy == "keep_latest" else "delete", every)
 
 
-def _openai_embed(model: str) -> Any:
+def _openai_embed(model: str) -> Callable[[list[str]], Awaitable[list[list[float]]]]:
     try:
         from openai import AsyncOpenAI
     except ImportError as exc:
@@ -259,7 +259,7 @@ def _openai_embed(model: str) -> Any:
     return embed
 
 
-def _apply_env(env: Any, folder: Path, path: Path) -> None:
+def _apply_env(env: object, folder: Path, path: Path) -> None:
     if env is None:
         return
     if isinstance(env, str):
@@ -283,7 +283,7 @@ def _apply_env(env: Any, folder: Path, path: Path) -> None:
         os.environ.setdefault(str(key), str(value))
 
 
-def _add_dependencies(dependencies: Any, folder: Path, path: Path) -> None:
+def _add_dependencies(dependencies: object, folder: Path, path: Path) -> None:
     if dependencies is None:
         return
     if not isinstance(dependencies, list):

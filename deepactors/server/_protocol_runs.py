@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
@@ -146,9 +146,9 @@ async def start_run(
     thread: ThreadRecord,
     *,
     assistant_id: str,
-    messages: Sequence[Mapping[str, Any]] = (),
-    resume: Any = None,
-    metadata: Mapping[str, Any] | None = None,
+    messages: Sequence[Mapping[str, object]] = (),
+    resume: object = None,
+    metadata: Mapping[str, object] | None = None,
     timeout: float | None = None,
 ) -> StartedRun:
     """Create a run on ``thread``: its new ``messages``, or ``resume`` decisions.
@@ -161,7 +161,7 @@ async def start_run(
     Raises:
         HTTPException: 404 an unknown assistant, 422 bad input (nothing started).
     """
-    body: dict[str, Any] = {"assistant_id": assistant_id, "metadata": dict(metadata or {})}
+    body: dict[str, object] = {"assistant_id": assistant_id, "metadata": dict(metadata or {})}
     if timeout is not None:  # as a remote parent sends its deadline (deepactors.limits)
         body["config"] = {"configurable": Limits(timeout=timeout).configurable()}
     if resume is not None:

@@ -16,7 +16,6 @@ import functools
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -124,7 +123,7 @@ def _drop_traceback(handle: RunHandle) -> None:
 
 
 # What a created run is launched with: its input, context, delay and timeout.
-Unlaunched = tuple[RunInput, Mapping[str, Any] | None, float | None, float | None]
+Unlaunched = tuple[RunInput, Mapping[str, object] | None, float | None, float | None]
 
 
 class RunDriver:
@@ -224,7 +223,7 @@ class RunDriver:
         self,
         run: RunRecord,
         run_input: RunInput,
-        context: Mapping[str, Any] | None,
+        context: Mapping[str, object] | None,
         after: float | None,
         timeout: float | None = None,
     ) -> None:

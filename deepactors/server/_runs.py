@@ -33,7 +33,7 @@ import functools
 import math
 import time
 from collections.abc import Callable, Coroutine, Mapping
-from typing import Any
+from typing import TypeVarTuple
 
 import anyio
 from anyio.abc import TaskGroup
@@ -70,6 +70,8 @@ from .relay import DEFAULT_STREAM_LOG_BYTES, LocalRelay, RunRelay, SharedRuns
 from .webhooks import Webhooks, check_webhook_url
 
 __all__ = ["RunManager"]
+
+Ts = TypeVarTuple("Ts")
 
 
 class RunManager:
@@ -377,7 +379,9 @@ class RunManager:
             )
         return found
 
-    def start_soon(self, func: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+    def start_soon(
+        self, func: Callable[[*Ts], Coroutine[object, object, None]], *args: *Ts
+    ) -> None:
         """Run ``func(*args)`` in the app's task group: work that outlives the
         request that started it (a resumable stream's frames, after its client left)."""
         self._tg.start_soon(func, *args)
@@ -483,7 +487,7 @@ class RunManager:
                 done.add(id(assistant.agent.checkpointer))
                 await self.runtime.thread(assistant.agent, thread.thread_id).delete()
 
-    async def update_state(self, thread: ThreadRecord, values: Mapping[str, Any]) -> None:
+    async def update_state(self, thread: ThreadRecord, values: Mapping[str, object]) -> None:
         """Apply ``values`` to the thread's state, in turn with its runs (no model call)."""
         assistant = self.lookup.thread_assistant(thread)
         try:

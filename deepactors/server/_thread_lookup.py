@@ -32,7 +32,7 @@ threads go with the process anyway.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, final
+from typing import final
 
 from starlette.exceptions import HTTPException
 
@@ -221,7 +221,7 @@ class ThreadLookup:
     async def claim_thread(
         self,
         name: str,
-        metadata: dict[str, Any],
+        metadata: dict[str, object],
         graph_id: str | None = None,
         ttl: float | None = None,
         ttl_strategy: TTLStrategy = "delete",
@@ -316,7 +316,7 @@ class ThreadLookup:
             return self.assistants[thread.graph_id]
         return next(iter(self.assistants.values()))
 
-    def _known_by(self, thread: ThreadRecord, metadata: Mapping[str, Any]) -> None:
+    def _known_by(self, thread: ThreadRecord, metadata: Mapping[str, object]) -> None:
         """Take the thread's saved metadata (and the graph it names, if none is known)."""
         thread.metadata = dict(metadata)
         graph = metadata.get("graph_id")

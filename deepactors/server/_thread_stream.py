@@ -26,11 +26,11 @@ ends with an ``error`` event), not the server's memory: its queue is bounded.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, get_args
+from typing import get_args
 
 import anyio
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
@@ -136,7 +136,7 @@ class ThreadStreamResponse(Response):
 
     async def _dispatch(
         self,
-        watched: Any,
+        watched: MemoryObjectReceiveStream[RunRecord | StateUpdated],
         frames: MemoryObjectSendStream[bytes],
         tg: TaskGroup,
     ) -> None:

@@ -12,7 +12,6 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from ...errors import ConfigurationError
 from ._auth import Auth, AuthRequest, Identity
@@ -47,7 +46,7 @@ def api_keys(
     """
     table: dict[bytes, Identity] = {}
 
-    def add(key: str, who: str | Identity | Mapping[str, Any], where: str) -> None:
+    def add(key: str, who: object, where: str) -> None:
         if not isinstance(key, str) or len(key) < 16 or any(c.isspace() for c in key):
             raise ConfigurationError(f"{where}: an API key is 16+ characters, no spaces")
         if isinstance(who, Identity):
@@ -67,8 +66,8 @@ def api_keys(
     for key, who in (keys or {}).items():
         add(key, who, "api_keys")
     if file is not None:
-        for key, who in _keys_in_file(Path(file)):
-            add(key, who, str(file))
+        for key, entry in _keys_in_file(Path(file)):
+            add(key, entry, str(file))
     if env is not None:
         raw = os.environ.get(env)
         if raw is None:
@@ -88,7 +87,7 @@ def api_keys(
     return Auth(authenticate)
 
 
-def _keys_in_file(path: Path) -> list[tuple[str, Any]]:
+def _keys_in_file(path: Path) -> list[tuple[str, object]]:
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
@@ -101,7 +100,7 @@ def _keys_in_file(path: Path) -> list[tuple[str, Any]]:
         if not isinstance(loaded, dict):
             raise ConfigurationError(f"{path}: a JSON object of key -> user")
         return list(loaded.items())
-    found: list[tuple[str, Any]] = []
+    found: list[tuple[str, object]] = []
     for number, line in enumerate(text.splitlines(), 1):
         line = line.split("#", 1)[0].strip()
         if not line:
