@@ -357,12 +357,14 @@ class PlacementWorker:
         if cid in link.cancelled:  # before it started
             link.cancelled.discard(cid)
             link.inboxes.pop(cid, None)
+            self._finished += 1  # (ended, however: see WorkerStatistics)
             link.send(Done(cid, None, None))
             return
         if not isinstance(spec, AgentSpec):
             link.inboxes.pop(cid, None)
             why = spec or ConfigurationError(f"the agent {start.agent!r} never reached the worker")
             failed = ChildOutcome.failed(start.path, str(why))
+            self._finished += 1
             link.send(Done(cid, failed, None))
             return
         scope = anyio.CancelScope()
