@@ -202,7 +202,10 @@ class PlacementWorker:
         try:
             import ray
 
-            node = ray.get_runtime_context().get_node_id()
+            # (Asked outside a Ray worker, get_runtime_context() would start a
+            # local Ray: seconds, and a cluster's processes, for a message.)
+            if ray.is_initialized():
+                node = ray.get_runtime_context().get_node_id()
         except Exception:  # outside Ray (no matter: for messages only)
             node = ""
         return WorkerInfo(pid=os.getpid(), host=socket.gethostname(), node_id=node)
