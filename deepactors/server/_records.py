@@ -386,7 +386,7 @@ class RunRecord:
     run_id: str
     thread: ThreadRecord
     assistant: AssistantRecord
-    kwargs_of: dict[str, Any] | Callable[[], dict[str, Any]]
+    kwargs_of: dict[str, object] | Callable[[], dict[str, object]]
     metadata: dict[str, object]
     multitask_strategy: str
     status: RunStatus = "pending"
@@ -427,7 +427,7 @@ class RunRecord:
         return self._cancelled
 
     @property
-    def kwargs(self) -> dict[str, Any]:
+    def kwargs(self) -> dict[str, object]:
         """What the run was created with (stream modes, input...), echoed."""
         kwargs = self.kwargs_of
         if callable(kwargs):

@@ -40,7 +40,7 @@ from starlette.types import Receive, Scope, Send
 from ..events import Event
 from ..langchain.views import LangGraphStream
 from ._frames import error_event, metadata_frame, part_frames, sse_frame
-from ._records import RunRecord, StateUpdated, ThreadRecord, ThreadStreamMode
+from ._records import GivenModes, RunRecord, StateUpdated, ThreadRecord, ThreadStreamMode
 from ._responses import _watched, send_batched, start_event_stream
 from ._runs import RunManager
 
@@ -160,7 +160,8 @@ class ThreadStreamResponse(Response):
             self._followed.add(run.run_id)
             if self._lifecycle:
                 await self._put(frames, metadata_frame(run.run_id))
-            modes = run.kwargs.get("stream_mode") or "values"
+            given = run.kwargs.get("stream_mode")  # (as RunCreate took it: one or a list)
+            modes: GivenModes = (given if isinstance(given, str | list) else None) or "values"
             subgraphs = bool(run.kwargs.get("stream_subgraphs"))
             events = await self._manager.subscribe(run, modes=modes, subgraphs=subgraphs)
             adapter = LangGraphStream(modes, subgraphs=subgraphs, thread_id=self._thread.name)

@@ -155,7 +155,7 @@ class JwtChecker:
             return None
         return self.identity(claims)
 
-    def verify(self, token: str) -> dict[str, Any]:
+    def verify(self, token: str) -> dict[str, object]:
         """The claims of ``token``, its signature, ``exp``, ``iss`` and ``aud`` checked.
 
         Blocking when the keys come from a JWKS endpoint (a worker thread's call).
@@ -166,7 +166,7 @@ class JwtChecker:
         signing_key: Any = self._key
         if self._jwks is not None:
             signing_key = self._jwks.get_signing_key_from_jwt(token).key
-        claims: dict[str, Any] = self._decode(
+        claims: dict[str, object] = self._decode(
             token,
             signing_key,
             algorithms=self._algorithms,
@@ -177,13 +177,17 @@ class JwtChecker:
         )
         return claims
 
-    def identity(self, claims: dict[str, Any]) -> Identity | None:
+    def identity(self, claims: dict[str, object]) -> Identity | None:
         """The caller the verified ``claims`` name (None: no user id in them)."""
         user = claims.get(self._user_claim)
         if not isinstance(user, str) or not user:
             return None
-        granted = claims.get(self._permissions_claim) or ()
-        if isinstance(granted, str):
-            granted = granted.split()
-        perms = frozenset(p for p in granted if isinstance(p, str))
+        granted = claims.get(self._permissions_claim)
+        # A space-separated string (OAuth's ``scope``) or a list of names.
+        names = granted.split() if isinstance(granted, str) else granted
+        perms = (
+            frozenset(p for p in names if isinstance(p, str))
+            if isinstance(names, list)
+            else frozenset()
+        )
         return Identity(id=user, permissions=perms, metadata={"claims": claims})
