@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
+from typing import Literal, NotRequired, TypeAlias, TypedDict
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
@@ -74,14 +74,14 @@ class CheckpointJSON(TypedDict):
 class StateJSON(TypedDict):
     """A thread's state at a checkpoint, as ``GET /threads/{id}/state`` answers it."""
 
-    values: dict[str, object]
+    values: JSONObject
     next: list[str]
     tasks: list[dict[str, object]]
     metadata: dict[str, object]
     created_at: str | None
     checkpoint: CheckpointJSON | None
     parent_checkpoint: CheckpointJSON | None
-    interrupts: list[dict[str, object]]
+    interrupts: list[JSONObject]
     checkpoint_id: str | None
     parent_checkpoint_id: str | None
 
@@ -119,8 +119,8 @@ class ThreadJSON(TypedDict):
     metadata: dict[str, object]
     status: ThreadStatus
     config: dict[str, object]
-    values: dict[str, object] | None
-    interrupts: dict[str, list[dict[str, object]]]
+    values: JSONObject | None
+    interrupts: dict[str, list[JSONObject]]
     ttl: NotRequired[TTLJSON | None]  # with ``?include=ttl``
 
 
@@ -211,8 +211,8 @@ class ThreadValues:
         next: What a continued thread runs first (``"model"``, ``"tools"``; empty: done).
     """
 
-    values: dict[str, Any] | None = None
-    interrupts: list[dict[str, Any]] = field(default_factory=list)
+    values: JSONObject | None = None
+    interrupts: list[JSONObject] = field(default_factory=list)
     stopped: bool = False
     next: tuple[str, ...] = ()
 
@@ -220,7 +220,7 @@ class ThreadValues:
         """What joining a run answers: the values, with ``__interrupt__`` if any."""
         values = dict(self.values or {})
         if self.interrupts:
-            values["__interrupt__"] = self.interrupts
+            values["__interrupt__"] = [*self.interrupts]
         return values
 
 
