@@ -22,7 +22,6 @@ import dataclasses
 import math
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
 
 import anyio
 from starlette.applications import Starlette
@@ -149,7 +148,7 @@ class _Runtimes:
         return self._opened[0]
 
 
-async def _given(body: RunAgentInput, thread: ThreadHandle) -> Any:
+async def _given(body: RunAgentInput, thread: ThreadHandle) -> Command | dict[str, object]:
     """What a request gives its run: the decisions it resumes with, or its new messages
     (the ones the thread's saved history does not hold yet)."""
     if body.resume:

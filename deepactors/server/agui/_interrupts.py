@@ -9,20 +9,20 @@ allows. The client answers each in ``resume`` (read by ``_input.decisions_of``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 __all__ = ["interrupt_of"]
 
 
-def interrupt_of(request: Mapping[str, Any], root: str) -> dict[str, object]:
+def interrupt_of(request: Mapping[str, object], root: str) -> dict[str, object]:
     """A pending approval (an ``ActionRequest``'s dict) as an AG-UI ``Interrupt``.
 
     Its id is the tool call's; the answer (``payload`` of a resume entry) is a
     decision, as ``responseSchema`` says.
     """
-    allowed = list(request.get("allowed_decisions") or ())
+    given, found = request.get("allowed_decisions"), request.get("args")
+    allowed = [str(d) for d in given] if isinstance(given, list | tuple) else []
     tool = request["tool"]
-    args = dict(request.get("args") or {})
+    args = dict(found) if isinstance(found, Mapping) else {}
     out: dict[str, object] = {
         "id": request["id"],
         "reason": "tool_approval",
