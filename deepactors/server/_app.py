@@ -50,7 +50,7 @@ from .agui import agui_routes
 from .aisdk import aisdk_routes
 from .auth import Auth, AuthError
 from .crons import CronBook, MemoryCronBook, cron_routes
-from .relay import DEFAULT_STREAM_LOG_BYTES
+from .relay import DEFAULT_STREAM_LOG_BYTES, FOLLOW_PATIENCE
 from .v3 import thread_session_routes
 from .webhooks import DEFAULT_WEBHOOKS, Webhooks
 
@@ -74,6 +74,7 @@ def create_app(
     trusted_proxies: Sequence[str] = (),
     auth: Auth | None = None,
     runs_db: str | None = None,
+    runs_db_patience: float = FOLLOW_PATIENCE,
     pacing: float | None = DEFAULT_QUANTUM,
     defer_gc: bool = False,
     tracing: Tracing | bool = True,
@@ -151,6 +152,11 @@ def create_app(
             their runs: a run created through one can be found, joined,
             streamed and cancelled through any other. None: runs are this
             process's own (no database is asked anything about them).
+        runs_db_patience: Seconds this process keeps trying to follow a run of
+            another process (a client waiting on it, joining or rejoining its
+            stream) while the runs database is unreachable; then the run ends
+            here as an error that says so, so the client is answered in bounded
+            time. The run goes on in its own process meanwhile.
         pacing: Seconds of agent steps per event-loop turn, as for
             :func:`~deepactors.open_runtime`: what bounds how long a burst of
             runs keeps the server from reading requests and writing streams.
@@ -192,7 +198,7 @@ def create_app(
         ConfigurationError: No agent, a bad assistant id, a ``runs_db``
             that is not PostgreSQL, or a bad limit.
     """
-    open_relay(runs_db)  # bad options fail here, not in the lifespan
+    open_relay(runs_db, runs_db_patience)  # bad options fail here, not in the lifespan
     _check_keywords(
         cors_origins=cors_origins,
         allowed_hosts=allowed_hosts,
@@ -231,6 +237,7 @@ def create_app(
             max_runs_per_client=slots.cap,
             thread_ttl=expiry,
             runs_db=runs_db,
+            runs_db_patience=runs_db_patience,
             idle_timeout=idle_timeout,
             run_retention=run_retention,
             pacing=pacing,
