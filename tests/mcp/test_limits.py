@@ -19,6 +19,7 @@ import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -147,11 +148,11 @@ async def test_a_token_per_user_keeps_a_bounded_number_of_sessions_open(
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "4", None])
-async def test_a_bad_bound_on_idle_sessions_is_refused_and_the_bound_kept(bad: object) -> None:
+async def test_a_bad_bound_on_idle_sessions_is_refused_and_the_bound_kept(bad: Any) -> None:
     async with open_runtime() as rt:
         set_max_idle_sessions(rt, 3)
         with pytest.raises(ConfigurationError, match=r"max_idle: .*an int >= 0"):
-            set_max_idle_sessions(rt, bad)  # type: ignore[arg-type]
+            set_max_idle_sessions(rt, bad)
         assert rt.shared(_pool._POOL).max_idle == 3  # the bound it had
         set_max_idle_sessions(rt, 0)  # none kept: allowed
 

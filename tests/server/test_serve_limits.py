@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -365,9 +366,10 @@ def test_the_runs_db_patience_reaches_the_app_and_a_bad_one_is_refused() -> None
     assert ServeOptions(runs_db_patience=2.5).app_limits()["runs_db_patience"] == 2.5
     agent = create_deep_agent(FunctionModel(lambda request: "hi"), name="agent")
     create_app(agent, runs_db_patience=2.5)
-    for bad in (0, -1.0, float("inf"), float("nan"), True, "30"):
+    bads: list[Any] = [0, -1.0, float("inf"), float("nan"), True, "30"]
+    for bad in bads:
         with pytest.raises(ConfigurationError, match=r"runs_db_patience: seconds > 0"):
-            create_app(agent, runs_db_patience=bad)  # type: ignore[arg-type]
+            create_app(agent, runs_db_patience=bad)
 
 
 def test_retention_and_idle_time_reach_the_options() -> None:
