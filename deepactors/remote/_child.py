@@ -409,9 +409,10 @@ class RemoteChild:
                 listed = await conn.call("GET", f"/threads/{self.thread_id}/runs")
             except RemoteFailure:
                 return  # no thread: no run was made
-            found = [r for r in listed or () if isinstance(r, Mapping) and "run_id" in r]
-            self.runs += [r["run_id"] for r in found]  # the child's, for what they spent
-            run_ids = [r["run_id"] for r in found if r.get("status") in ("pending", "running")]
+            runs = listed if isinstance(listed, list) else []
+            found = [r for r in runs if isinstance(r, Mapping) and "run_id" in r]
+            self.runs += [str(r["run_id"]) for r in found]  # the child's, for what they spent
+            run_ids = [str(r["run_id"]) for r in found if r.get("status") in ("pending", "running")]
         wait = "?wait=true" if conn.kind == "deepactors" else ""
         for run_id in run_ids:
             try:

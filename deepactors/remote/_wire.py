@@ -155,7 +155,7 @@ class Connection:
                 probing.set()
         return server.kind
 
-    async def call(self, method: str, path: str, body: object = None) -> Any:
+    async def call(self, method: str, path: str, body: object = None) -> JSONValue:
         """One request; its JSON answer (None for an empty body).
 
         Raises:
@@ -177,11 +177,12 @@ class Connection:
         if not raw:
             return None
         try:
-            return json.loads(raw)
+            answer: JSONValue = json.loads(raw)
         except ValueError:
             raise RemoteFailure(
                 f"{self.url} answered {method} {path} with something that is not JSON: {_clip(raw)}"
             ) from None
+        return answer
 
 
 def open_server(
