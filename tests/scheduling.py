@@ -22,7 +22,10 @@ processes) and changes two things:
 
 The summary at the end of a run names the units that took the most worker
 seconds, and ``--scope-seconds-out=PATH`` writes all of them as JSON in the
-form of ``tests/scope_seconds.json``, to refresh it when the suite's weights move.
+form of ``tests/scope_seconds.json``, to refresh it when the suite's weights move
+(CI writes it beside its logs). Only the order matters, not the figures' scale:
+the first table was put together from past CI logs' slowest tests and from runs
+of parts of the suite on a loaded machine (halved), not from one quiet full run.
 Only the order changes: every test still runs, each file on one worker.
 """
 
