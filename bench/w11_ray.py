@@ -135,6 +135,10 @@ def _start_ray(dashboard: bool = False) -> None:
     import ray
 
     os.environ.setdefault("RAY_DISABLE_USAGE_STATS", "1")
+    # Ray runs its workers at nice 15 by default: on a machine that other work
+    # shares, they would get a sliver of the CPU that `local` (the parent, at the
+    # bench's own priority) gets. The same priority for both compares the ways.
+    os.environ.setdefault("RAY_worker_niceness", "0")
     ray.init(
         address="local",  # a Ray of its own, never a cluster already running here
         num_cpus=2,

@@ -41,6 +41,7 @@ from ._wire import (
     Charged,
     Deny,
     Done,
+    Dropped,
     Emitted,
     Grant,
     Message,
@@ -330,6 +331,9 @@ class Link:
                     self._lost(lane, handle, exc)
                     continue
                 self._reports += len(reports)
+                if reports and isinstance(reports[0], Dropped):
+                    self._unheard(lane, reports[0])
+                    continue
                 for report in reports:
                     self._dispatch(report)
                 self._send_orders(lane)  # the grants, at once: calls wait for them
@@ -423,8 +427,32 @@ class Link:
     def _lost(self, lane: Lane, handle: Any, error: BaseException) -> None:
         """The lane's worker died: the children it was sent fail, their holds are
         charged whole; those not sent yet go to its replacement."""
+        why = f"the Ray worker running it{self._where(lane)} died or cannot be reached"
+        self._fail_sent(lane, f"{why}: {_first_line(error)}")
+        self._pool.replace(lane.slot, handle)
+
+    def _unheard(self, lane: Lane, dropped: Dropped) -> None:
+        """The lane's worker dropped this link (it went unheard too long): the
+        children it was sent ended there unread and fail; any still running
+        there (sent after the drop) are cancelled."""
+        failed = self._fail_sent(
+            lane,
+            f"its Ray worker{self._where(lane)} heard nothing from this parent for "
+            f"{dropped.unheard:.0f} s and dropped what its children sent ({dropped.reports} "
+            "reports): the parent's event loop was held up longer than the placement's "
+            "orphan_timeout",
+        )
+        lane.orders.extend(Cancel(cid) for cid in failed)
+        self._send_orders(lane)
+
+    def _where(self, lane: Lane) -> str:
         info = self._pool.infos[lane.slot]
-        where = "" if info is None else f" (pid {info.pid} on {info.host})"
+        return "" if info is None else f" (pid {info.pid} on {info.host})"
+
+    def _fail_sent(self, lane: Lane, why: str) -> list[int]:
+        """Fail the lane's children that were sent and have not ended; their holds
+        are charged whole (what they spent is unknown). Returns their ids."""
+        failed = []
         for cid in list(lane.children):
             child = self._children.get(cid)
             if child is None or not child.sent:
@@ -433,12 +461,10 @@ class Link:
                 for hold in child.holds.values():
                     child.ledger.settle(hold, None)  # cut off: charged whole
             child.holds = None
-            child.outcome = ChildOutcome.failed(
-                child.path,
-                f"the Ray worker running it{where} died or cannot be reached: {_first_line(error)}",
-            )
+            child.outcome = ChildOutcome.failed(child.path, why)
             self._end(child)
-        self._pool.replace(lane.slot, handle)
+            failed.append(cid)
+        return failed
 
     def _batch_failed(self, cids: list[int], error: BaseException) -> None:
         """A ``run`` call failed as a whole (its children never started)."""

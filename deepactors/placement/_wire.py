@@ -33,6 +33,7 @@ __all__ = [
     "Charged",
     "Deny",
     "Done",
+    "Dropped",
     "Emitted",
     "Grant",
     "Message",
@@ -265,5 +266,23 @@ class Done(NamedTuple):
     spent: Usage | None
 
 
-Report = Emitted | Reserve | Settle | Tools | Charged | Record | Sync | Done
+class Dropped(NamedTuple):
+    """The worker dropped this link's reports: it heard nothing from the parent for
+    longer than its orphan timeout, once the children were cancelled and once more.
+
+    The only report of its pull (the link's children on that worker ended
+    there, and what they sent is gone): the parent fails those it still waits for.
+
+    Attributes:
+        cid: Always 0 (the link's, not a child's).
+        reports: How many reports were dropped.
+        unheard: Seconds the worker went without hearing from the parent.
+    """
+
+    cid: int
+    reports: int
+    unheard: float
+
+
+Report = Emitted | Reserve | Settle | Tools | Charged | Record | Sync | Done | Dropped
 """What a worker's children send their parent."""

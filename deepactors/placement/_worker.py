@@ -10,7 +10,12 @@ A parent's process talks to a worker over a *link* (one per parent event loop):
 its children, the reports they send, and when it was last heard from. A link
 not heard from for ``orphan_timeout`` seconds (its process died, or its loop
 ended without closing it) has its children cancelled: no child outlives its
-parent for long, even when nothing else is left to cancel it. The children's
+parent for long, even when nothing else is left to cancel it. Their ends are
+kept for the parent, should it be heard from again (a loop held up, not gone):
+it reads them as failed. A link that goes unheard as long once more is dropped,
+and a parent that comes back after that is told so (:class:`~._wire.Dropped`),
+never left waiting for reports that will not come. Time the worker's own loop
+could not run (a starved process) does not count as the parent's silence. The children's
 steps are paced (:class:`~deepactors._core.pacing.Pacer`), so a worker busy
 with thousands of them still reads a cancel between two slices of ~5 ms.
 """
@@ -20,6 +25,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, final
@@ -40,6 +46,7 @@ from ._wire import (
     Cancel,
     Deny,
     Done,
+    Dropped,
     Emitted,
     Grant,
     Message,
@@ -56,6 +63,9 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
 
 __all__ = ["PlacementWorker", "WorkerInfo", "WorkerStatistics"]
+
+MAX_DROPPED = 4096
+"""Dropped links a worker remembers, to tell a parent that comes back."""
 
 
 @final
@@ -101,7 +111,8 @@ class _Link:
     journals: dict[int, ChildJournal] = field(default_factory=dict)
     inboxes: dict[int, Inbox] = field(default_factory=dict)
     cancelled: set[int] = field(default_factory=set)  # by their parents
-    heard: float = field(default_factory=time.monotonic)
+    orphaned: set[int] = field(default_factory=set)  # cancelled: the parent went unheard
+    heard: float = field(default_factory=anyio.current_time)  # (the worker's loop's clock)
     pulling: int = 0
 
     def send(self, report: Report) -> None:
@@ -161,6 +172,8 @@ class PlacementWorker:
     def __init__(self, orphan_timeout: float, pacing: float | None) -> None:
         self._specs: dict[str, AgentSpec | ConfigurationError] = {}
         self._links: dict[str, _Link] = {}
+        # Links dropped with reports unread: (reports, seconds unheard), by link id.
+        self._dropped: OrderedDict[str, tuple[int, float]] = OrderedDict()
         self._orphan_timeout = orphan_timeout
         self._pacing = pacing
         self._pacer: Pacer | None = None
@@ -189,7 +202,10 @@ class PlacementWorker:
         try:
             import ray
 
-            node = ray.get_runtime_context().get_node_id()
+            # (Asked outside a Ray worker, get_runtime_context() would start a
+            # local Ray: seconds, and a cluster's processes, for a message.)
+            if ray.is_initialized():
+                node = ray.get_runtime_context().get_node_id()
         except Exception:  # outside Ray (no matter: for messages only)
             node = ""
         return WorkerInfo(pid=os.getpid(), host=socket.gethostname(), node_id=node)
@@ -227,7 +243,7 @@ class PlacementWorker:
     async def control(self, link_id: str, orders: list[Order]) -> None:
         """Cancels, budget answers and messages for running children."""
         link = self._link(link_id)
-        link.heard = time.monotonic()
+        link.heard = anyio.current_time()
         for order in orders:
             match order:
                 case Cancel(cid=cid):
@@ -267,11 +283,15 @@ class PlacementWorker:
         is ``linger`` seconds old, so that one pull (a Ray call, which costs
         the parent ~0.6 ms of CPU) brings many; ``full`` reports, or one a
         model call waits for (a reservation, a checkpoint's sync), end the
-        lingering at once.
+        lingering at once. A link this worker dropped answers
+        :class:`~._wire.Dropped` alone, once.
         """
+        dropped = self._dropped.pop(link_id, None)
+        if dropped is not None:
+            return [Dropped(0, *dropped)]
         link = self._link(link_id)
         link.full = full
-        link.heard = time.monotonic()
+        link.heard = anyio.current_time()
         link.pulling += 1
         try:
             if not link.outbox:
@@ -282,7 +302,7 @@ class PlacementWorker:
                     await link.urgent.wait()
         finally:
             link.pulling -= 1
-            link.heard = time.monotonic()
+            link.heard = anyio.current_time()
         sent, link.outbox = link.outbox, []
         link.arrived = anyio.Event()
         link.urgent = anyio.Event()
@@ -303,12 +323,36 @@ class PlacementWorker:
 
     async def _watch_orphans(self) -> None:
         period = max(0.05, self._orphan_timeout / 4)
+        last = anyio.current_time()
         while True:
             await anyio.sleep(period)
-            now = time.monotonic()
+            now = anyio.current_time()
+            # A tick late by more than a period: this worker's loop (or its
+            # process, on a machine short of CPU) could not run meanwhile, so
+            # neither could the parent's calls queued for it. That time is the
+            # worker's, not the parent's silence: it does not count.
+            late = now - last - period
+            last = now
             for link_id, link in list(self._links.items()):
+                if late > period:
+                    link.heard += late
                 if not link.pulling and now - link.heard > self._orphan_timeout:
-                    await self.close(link_id)
+                    self._orphan(link_id, link, now)
+
+    def _orphan(self, link_id: str, link: _Link, now: float) -> None:
+        """The parent of ``link`` went unheard: cancel its children, or drop the link."""
+        if link.scopes:
+            # Cancelled, and their ends kept: a parent held up, not gone, reads them.
+            link.orphaned.update(link.scopes)
+            for scope in link.scopes.values():
+                scope.cancel()
+            link.heard = now  # the same time again before the link is dropped
+            return
+        del self._links[link_id]
+        if link.outbox:  # unread: a parent that comes back must hear it
+            self._dropped[link_id] = (len(link.outbox), now - link.heard + self._orphan_timeout)
+            while len(self._dropped) > MAX_DROPPED:
+                self._dropped.popitem(last=False)
 
     async def _child(self, link: _Link, start: Start) -> None:
         cid = start.cid
@@ -316,12 +360,14 @@ class PlacementWorker:
         if cid in link.cancelled:  # before it started
             link.cancelled.discard(cid)
             link.inboxes.pop(cid, None)
+            self._finished += 1  # (ended, however: see WorkerStatistics)
             link.send(Done(cid, None, None))
             return
         if not isinstance(spec, AgentSpec):
             link.inboxes.pop(cid, None)
             why = spec or ConfigurationError(f"the agent {start.agent!r} never reached the worker")
             failed = ChildOutcome.failed(start.path, str(why))
+            self._finished += 1
             link.send(Done(cid, failed, None))
             return
         scope = anyio.CancelScope()
@@ -346,7 +392,14 @@ class PlacementWorker:
                     timeout=None,
                     inbox=inbox,
                 )
-            if outcome is None and scope.cancelled_caught and cid not in link.cancelled:
+            if outcome is None and cid in link.orphaned:
+                outcome = ChildOutcome.failed(
+                    start.path,
+                    f"cancelled on its Ray worker (pid {os.getpid()}): the worker heard "
+                    f"nothing from its parent for more than {self._orphan_timeout:g} s "
+                    "(the placement's orphan_timeout)",
+                )
+            elif outcome is None and scope.cancelled_caught and cid not in link.cancelled:
                 outcome = ChildOutcome(
                     status="timed_out",
                     answer="The subagent passed its parent's deadline on its Ray worker; it "
@@ -363,6 +416,7 @@ class PlacementWorker:
             del link.inboxes[cid]
             link.journals.pop(cid, None)
             link.cancelled.discard(cid)
+            link.orphaned.discard(cid)
             ledger = link.ledgers.pop(cid, None)
             if ledger is not None:
                 ledger.close()

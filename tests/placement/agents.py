@@ -198,3 +198,9 @@ def imported_model(request: ModelRequest) -> AssistantMessage:
 def imported_agent() -> DeepAgent:
     """An agent a worker builds itself, from this import path."""
     return create_deep_agent(FunctionModel(imported_model), name="w")
+
+
+def waiting_child() -> DeepAgent:
+    """A child that waits in a tool until cancelled, whatever its brief says
+    (by import path, for tests that drive a worker themselves)."""
+    return create_deep_agent(FunctionModel(child_model), tools=[wait_here], name="w")
