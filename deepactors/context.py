@@ -391,7 +391,7 @@ class ToolRuntime:
         """What the caller passed with ``context=`` (an instance of ``context_schema``)."""
         return self.run.context
 
-    def write(self, data: Any) -> None:
+    def write(self, data: object) -> None:
         """Stream ``data`` to the run's listeners as a :class:`CustomEvent`.
 
         Does nothing when nobody listens. Safe to call from a sync tool's thread.

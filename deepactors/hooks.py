@@ -103,7 +103,7 @@ class AgentMiddleware:
     channels: Mapping[str, Channel] = {}
     starts_background: bool = False
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         _adopt_langchain_names(cls)
         _check_hooks(cls)
@@ -250,7 +250,7 @@ class _FunctionMiddleware(AgentMiddleware):
     def name(self) -> str:
         return self._name
 
-    async def _call(self, *args: Any) -> Any:
+    async def _call(self, *args: object) -> Any:
         result = self._fn(*args)
         if self._is_async or inspect.isawaitable(result):
             result = await result
@@ -281,11 +281,11 @@ async def _fwd_hook(self: _FunctionMiddleware, state: State, run: RunContext) ->
     return result
 
 
-async def _fwd_wrap(self: _FunctionMiddleware, request: Any, handler: Any) -> Any:
+async def _fwd_wrap(self: _FunctionMiddleware, request: object, handler: object) -> object:
     return await self._call(request, handler)
 
 
-_FORWARDERS: dict[str, Callable[..., Any]] = {
+_FORWARDERS: dict[str, Callable[..., Awaitable[object]]] = {
     "before_agent": _fwd_hook,
     "before_model": _fwd_hook,
     "after_model": _fwd_hook,

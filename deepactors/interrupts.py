@@ -191,7 +191,7 @@ class Interrupt(Exception):
         self.requests = list(requests)
 
 
-def parse_decisions(resume: Any, pending: Sequence[ActionRequest]) -> dict[str, Decision]:
+def parse_decisions(resume: object, pending: Sequence[ActionRequest]) -> dict[str, Decision]:
     """Match the caller's decisions to the pending requests, checking each.
 
     Raises:
@@ -215,7 +215,7 @@ def parse_decisions(resume: Any, pending: Sequence[ActionRequest]) -> dict[str, 
             "resume with a list of decisions like [{'type': 'approve'}], "
             f"not {type(resume).__name__}"
         )
-    by_request: dict[str, Any]
+    by_request: dict[str, object]
     if isinstance(resume, Mapping) and not ({"type"} & set(resume)):
         unknown = set(resume) - {r.id for r in pending}
         if unknown:

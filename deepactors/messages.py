@@ -325,7 +325,7 @@ def to_message(value: MessageLike | object) -> Message:
         raise InputError(f"invalid message {_short(value)}: {_first_error(exc)}") from exc
 
 
-def _tool_call(call: Any) -> Any:
+def _tool_call(call: object) -> object:
     """A LangChain tool call dict (``type: tool_call``) in our shape."""
     if isinstance(call, Mapping) and "type" in call:
         call = {k: v for k, v in call.items() if k != "type"}

@@ -225,20 +225,20 @@ _ANY_ARGS = create_model("provider_tool_args", __config__=ConfigDict(extra="allo
 
 
 @overload
-def tool(fn: Callable[..., Any], /) -> Tool: ...
+def tool(fn: Callable[..., object], /) -> Tool: ...
 @overload
 def tool(
     *, name: str | None = None, description: str | None = None
-) -> Callable[[Callable[..., Any]], Tool]: ...
+) -> Callable[[Callable[..., object]], Tool]: ...
 
 
 def tool(
-    fn: Callable[..., Any] | None = None,
+    fn: Callable[..., object] | None = None,
     /,
     *,
     name: str | None = None,
     description: str | None = None,
-) -> Tool | Callable[[Callable[..., Any]], Tool]:
+) -> Tool | Callable[[Callable[..., object]], Tool]:
     """Turn a function into a :class:`Tool`; usable bare or with overrides.
 
     Example::
@@ -253,13 +253,13 @@ def tool(
             '''
     """
 
-    def build(f: Callable[..., Any]) -> Tool:
+    def build(f: Callable[..., object]) -> Tool:
         return _build_tool(f, name=name, description=description)
 
     return build(fn) if fn is not None else build
 
 
-def as_tool(obj: Tool | Callable[..., Any] | Mapping[str, Any]) -> Tool:
+def as_tool(obj: Tool | Callable[..., object] | Mapping[str, Any]) -> Tool:
     """A :class:`Tool` as is, a function made into one, or a provider's tool dict
     as a :class:`ProviderTool`."""
     if isinstance(obj, Tool):
@@ -293,7 +293,7 @@ def _is_langchain_tool(obj: object) -> bool:
 _NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
-def _build_tool(fn: Callable[..., Any], *, name: str | None, description: str | None) -> Tool:
+def _build_tool(fn: Callable[..., object], *, name: str | None, description: str | None) -> Tool:
     tool_name = name or getattr(fn, "__name__", None)
     if not tool_name or not _NAME_RE.match(tool_name):
         raise ConfigurationError(
@@ -377,7 +377,7 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
 def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """Drop pydantic's generated titles: noise in the model's context, every turn."""
 
-    def walk(node: Any, *, in_properties: bool = False) -> Any:
+    def walk(node: object, *, in_properties: bool = False) -> object:
         if isinstance(node, dict):
             return {
                 k: walk(v, in_properties=(k == "properties"))

@@ -53,7 +53,20 @@ from tests.pgserver import PostgresServer
 from tests.vtime import VirtualClockLoop
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--scope-seconds-out",
+        metavar="PATH",
+        help="write each unit of work's worker seconds to PATH as JSON (tests/scheduling.py)",
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("dist", "no") != "no":
+        # Only in an xdist run, where pytest-xdist is there to build on.
+        from tests import scheduling
+
+        scheduling.register(config)
     config.addinivalue_line(
         "markers",
         "virtual_time(autojump_threshold=0): run on a virtual clock on both loops "

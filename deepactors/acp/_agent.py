@@ -23,6 +23,7 @@ from typing import Any, final
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
+from .._core.jsonvalue import JSONObject, JSONValue
 from ..actors import RunHandle, Runtime, ThreadHandle
 from ..agent import DeepAgent
 from ..errors import InputError, RunCancelled
@@ -105,7 +106,7 @@ class AcpAgent:
 
     # -- setup -----------------------------------------------------------------------
 
-    async def _initialize(self, params: Mapping[str, Any]) -> dict[str, Any]:
+    async def _initialize(self, params: Mapping[str, JSONValue]) -> JSONObject:
         self._offers = ClientOffers.of(params.get("clientCapabilities"))
         try:
             version = importlib.metadata.version("deepactors")
@@ -121,10 +122,10 @@ class AcpAgent:
             "agentInfo": {"name": "deepactors", "title": self._agent.name, "version": version},
         }
 
-    async def _authenticate(self, params: Mapping[str, Any]) -> dict[str, Any]:
+    async def _authenticate(self, params: Mapping[str, JSONValue]) -> JSONObject:
         return {}  # no method is offered: nothing to authenticate
 
-    def _session(self, session_id: str, cwd: Any) -> _Session:
+    def _session(self, session_id: str, cwd: object) -> _Session:
         if not isinstance(cwd, str) or not os.path.isabs(cwd):
             raise RpcError(INVALID_PARAMS, f"cwd: an absolute path, not {cwd!r}")
         spec = self._agent.spec
@@ -135,11 +136,11 @@ class AcpAgent:
         self._sessions[session_id] = session
         return session
 
-    async def _new(self, params: Mapping[str, Any]) -> dict[str, Any]:
+    async def _new(self, params: Mapping[str, JSONValue]) -> JSONObject:
         session = self._session(str(uuid.uuid4()), params.get("cwd"))
         return {"sessionId": session.id}
 
-    async def _load(self, params: Mapping[str, Any]) -> None:
+    async def _load(self, params: Mapping[str, JSONValue]) -> None:
         session_id = params.get("sessionId")
         if not isinstance(session_id, str) or not session_id:
             raise RpcError(INVALID_PARAMS, "sessionId: the session to load")
@@ -154,17 +155,17 @@ class AcpAgent:
 
     # -- prompt turns ----------------------------------------------------------------
 
-    async def _cancel(self, params: Mapping[str, Any]) -> None:
+    async def _cancel(self, params: Mapping[str, JSONValue]) -> None:
         session = self._sessions.get(str(params.get("sessionId")))
         if session is not None:
             session.cancelled = True
             if session.running is not None:
                 session.running.cancel()
 
-    async def _update(self, session: _Session, update: Mapping[str, Any]) -> None:
+    async def _update(self, session: _Session, update: JSONObject) -> None:
         await self.peer.notify("session/update", {"sessionId": session.id, "update": update})
 
-    async def _prompt(self, params: Mapping[str, Any]) -> dict[str, Any]:
+    async def _prompt(self, params: Mapping[str, JSONValue]) -> JSONObject:
         session = self._sessions.get(str(params.get("sessionId")))
         if session is None:
             raise RpcError(RESOURCE_NOT_FOUND, f"no session {params.get('sessionId')!r}")
@@ -177,7 +178,7 @@ class AcpAgent:
             # Asked and left unanswered (a turn cancelled at the prompt): those
             # calls are answered as not run, and the conversation goes on.
             await self._run(session, Command(resume=END_PENDING), updates=None)
-        given: Any = {"messages": [{"role": "user", "content": content}]}
+        given: object = {"messages": [{"role": "user", "content": content}]}
         updates = SessionUpdates(root=session.agent.name, real_path=session.backend.real_path)
         while True:
             pending = await self._run(session, given, updates=updates)
@@ -191,10 +192,10 @@ class AcpAgent:
             given = Command(resume=decisions)
 
     async def _run(
-        self, session: _Session, given: Any, *, updates: SessionUpdates | None
+        self, session: _Session, given: object, *, updates: SessionUpdates | None
     ) -> list[Mapping[str, Any]]:
         """One run of the turn, its events sent as updates; the calls it stopped for."""
-        send, receive = anyio.create_memory_object_stream[Any](math.inf)
+        send, receive = anyio.create_memory_object_stream[object](math.inf)
         try:
             handle = await session.thread.start(
                 given,
@@ -227,9 +228,9 @@ class AcpAgent:
 
     async def _ask(
         self, session: _Session, pending: Sequence[Mapping[str, Any]]
-    ) -> dict[str, dict[str, Any]] | None:
+    ) -> dict[str, dict[str, str]] | None:
         """Ask the client about each pending call; its decisions (None: cancelled)."""
-        decisions: dict[str, dict[str, Any]] = {}
+        decisions: dict[str, dict[str, str]] = {}
         for request in pending:
             call = tool_call_update(request, session.backend.real_path)
             answer = await self.peer.request(
@@ -255,7 +256,7 @@ class AcpAgent:
         return decisions
 
 
-def _prompt_content(blocks: Any) -> list[dict[str, Any]]:
+def _prompt_content(blocks: JSONValue) -> list[dict[str, object]]:
     """A prompt's ACP content blocks as our content blocks.
 
     Raises:
@@ -263,9 +264,11 @@ def _prompt_content(blocks: Any) -> list[dict[str, Any]]:
     """
     if not isinstance(blocks, list) or not blocks:
         raise RpcError(INVALID_PARAMS, "prompt: a non-empty list of content blocks")
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, object]] = []
     for block in blocks:
-        kind = block.get("type") if isinstance(block, dict) else None
+        if not isinstance(block, dict):
+            raise RpcError(INVALID_PARAMS, "prompt: content blocks of type None are not taken")
+        kind = block.get("type")
         if kind == "text":
             out.append({"type": "text", "text": str(block.get("text", ""))})
         elif kind == "image":
@@ -279,8 +282,7 @@ def _prompt_content(blocks: Any) -> list[dict[str, Any]]:
             out.append(
                 {"type": "text", "text": f"[{block.get('name', '')}]({block.get('uri', '')})"}
             )
-        elif kind == "resource" and isinstance(block.get("resource"), dict):
-            resource = block["resource"]
+        elif kind == "resource" and isinstance(resource := block.get("resource"), dict):
             text = resource.get("text")
             if not isinstance(text, str):
                 raise RpcError(INVALID_PARAMS, "prompt: embedded resources are taken as text")

@@ -15,10 +15,11 @@ import contextlib
 import hashlib
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, final
 
 import anyio
 
+from .._core.jsonvalue import JSONValue
 from ..backends import (
     ABSENT,
     DEFAULT_MAX_MATCHES,
@@ -37,7 +38,7 @@ from ..backends import (
     split_lines,
 )
 from ..errors import UnsupportedOperation
-from ._rpc import Peer, RpcError
+from ._rpc import INTERNAL_ERROR, Peer, RpcError
 
 if TYPE_CHECKING:
     from ..state import State
@@ -60,12 +61,12 @@ class ClientOffers:
     terminal: bool = False
 
     @classmethod
-    def of(cls, capabilities: Any) -> ClientOffers:
+    def of(cls, capabilities: object) -> ClientOffers:
         """From ``clientCapabilities`` as sent (anything else: nothing offered)."""
         if not isinstance(capabilities, dict):
             return cls()
         given = capabilities.get("fs")
-        fs: dict[str, Any] = given if isinstance(given, dict) else {}
+        fs: dict[str, object] = given if isinstance(given, dict) else {}
         return cls(
             read=fs.get("readTextFile") is True,
             write=fs.get("writeTextFile") is True,
@@ -260,10 +261,13 @@ class EditorBackend:
                 "outputByteLimit": TERMINAL_OUTPUT_BYTES,
             },
         )
-        terminal = {"sessionId": session, "terminalId": created["terminalId"]}
+        terminal_id = created.get("terminalId") if isinstance(created, dict) else None
+        if terminal_id is None:
+            raise RpcError(INTERNAL_ERROR, f"terminal/create answered no terminalId: {created!r}")
+        terminal = {"sessionId": session, "terminalId": terminal_id}
         timed_out = False
         try:
-            exited: Any = None
+            exited: JSONValue = None
             with anyio.move_on_after(timeout or DEFAULT_COMMAND_TIMEOUT):
                 exited = await self._peer.request("terminal/wait_for_exit", terminal)
             if exited is None:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
 
+from .._core.jsonvalue import JSONObject, JSONValue
 from .._core.logs import get_logger
 
 __all__ = [
@@ -40,7 +40,7 @@ MAX_LINE = 64 * 1024 * 1024
 """Bytes one message may have (a prompt with images, a file's content): past it
 the connection is closed, rather than held in memory without end."""
 
-Handler = Callable[[Mapping[str, Any]], Awaitable[Any]]
+Handler = Callable[[Mapping[str, JSONValue]], Awaitable[object]]
 """A method's handler: its params, to its result (a request's) or nothing."""
 
 
@@ -48,7 +48,7 @@ class RpcError(Exception):
     """A JSON-RPC error: raised by a handler to answer with it, or by
     :meth:`Peer.request` when the other side answered with one."""
 
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
+    def __init__(self, code: int, message: str, data: object = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -79,7 +79,7 @@ class Peer:
         self._notifications = dict(notifications)
         self._lock = anyio.Lock()
         self._next_id = 0
-        self._waiting: dict[int, list[Any]] = {}  # id -> [event, response]
+        self._waiting: dict[int, _Waiter] = {}
         self._closed = False
 
     async def serve(self) -> None:
@@ -91,11 +91,12 @@ class Peer:
             finally:
                 self._closed = True
                 for waiter in self._waiting.values():
-                    waiter[1] = {"error": {"code": INTERNAL_ERROR, "message": "connection closed"}}
-                    waiter[0].set()
+                    waiter.answer(
+                        {"error": {"code": INTERNAL_ERROR, "message": "connection closed"}}
+                    )
                 tg.cancel_scope.cancel()
 
-    async def _messages(self) -> Any:
+    async def _messages(self) -> AsyncIterator[JSONObject]:
         buffer = b""
         while True:
             try:
@@ -118,7 +119,7 @@ class Peer:
                 if isinstance(message, dict):
                     yield message
 
-    def _dispatch(self, tg: TaskGroup, message: dict[str, Any]) -> None:
+    def _dispatch(self, tg: TaskGroup, message: JSONObject) -> None:
         method = message.get("method")
         if isinstance(method, str):
             params = message.get("params") or {}
@@ -132,13 +133,15 @@ class Peer:
         answered = message.get("id")  # our requests' ids are ints: no other is waited for
         waiter = self._waiting.pop(answered, None) if isinstance(answered, int) else None
         if waiter is not None:
-            waiter[1] = message
-            waiter[0].set()
+            waiter.answer(message)
 
-    async def _answer(self, request_id: Any, method: str, params: Any) -> None:
+    async def _answer(self, request_id: JSONValue, method: str, params: JSONValue) -> None:
         handler = self._methods.get(method)
         if handler is None:
-            error = {"code": METHOD_NOT_FOUND, "message": f"method not found: {method}"}
+            error: dict[str, object] = {
+                "code": METHOD_NOT_FOUND,
+                "message": f"method not found: {method}",
+            }
             await self._write({"id": request_id, "error": error})
             return
         try:
@@ -156,25 +159,25 @@ class Peer:
             return
         await self._write({"id": request_id, "result": result})
 
-    async def _notify(self, handler: Handler, params: Any) -> None:
+    async def _notify(self, handler: Handler, params: JSONValue) -> None:
         try:
             await handler(params if isinstance(params, Mapping) else {})
         except Exception as exc:
             _log.warning("notification failed", error=repr(exc))
 
-    async def _write(self, message: dict[str, Any]) -> None:
+    async def _write(self, message: Mapping[str, object]) -> None:
         line = json.dumps({"jsonrpc": "2.0", **message}, separators=(",", ":"), default=repr)
         async with self._lock:
             await self._send.send(line.encode() + b"\n")
 
-    async def notify(self, method: str, params: Mapping[str, Any]) -> None:
+    async def notify(self, method: str, params: Mapping[str, object]) -> None:
         """Send the other side a notification."""
         if not self._closed:
             await self._write({"method": method, "params": dict(params)})
 
     async def request(
-        self, method: str, params: Mapping[str, Any], *, timeout: float = math.inf
-    ) -> Any:
+        self, method: str, params: Mapping[str, object], *, timeout: float = math.inf
+    ) -> JSONValue:
         """Send the other side a request; its result.
 
         Raises:
@@ -185,20 +188,36 @@ class Peer:
             raise RpcError(INTERNAL_ERROR, "connection closed")
         self._next_id += 1
         request_id = self._next_id
-        waiter: list[Any] = [anyio.Event(), None]
-        self._waiting[request_id] = waiter
+        waiter = self._waiting[request_id] = _Waiter()
         try:
             await self._write({"id": request_id, "method": method, "params": dict(params)})
             with anyio.fail_after(timeout):
-                await waiter[0].wait()
+                await waiter.event.wait()
         finally:
             self._waiting.pop(request_id, None)
-        response: dict[str, Any] = waiter[1]
+        response = waiter.response
         if "error" in response:
             error = response["error"] or {}
+            if not isinstance(error, dict):
+                raise RpcError(INTERNAL_ERROR, f"an error that is not an object: {error!r}")
+            code = error.get("code", INTERNAL_ERROR)
             raise RpcError(
-                int(error.get("code", INTERNAL_ERROR)),
+                int(code) if isinstance(code, int | float | str) else INTERNAL_ERROR,
                 str(error.get("message", "error")),
                 error.get("data"),
             )
         return response.get("result")
+
+
+class _Waiter:
+    """A request sent, until its response (or the connection's end) arrives."""
+
+    __slots__ = ("event", "response")
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.response: JSONObject = {}
+
+    def answer(self, response: JSONObject) -> None:
+        self.response = response
+        self.event.set()

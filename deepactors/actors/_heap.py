@@ -50,13 +50,15 @@ import contextlib
 import gc
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sized
+from types import TracebackType
 
 __all__ = [
     "FANOUT_WIDTH",
     "FULL_EVERY",
     "HANDBACK_GAP",
     "MAX_DEFER",
+    "FanoutHold",
     "deferred_collections",
     "frozen_heap",
     "hold_full_collections",
@@ -269,3 +271,37 @@ def release_full_collections() -> None:
         _STATE.restore = None
         if gc.get_threshold() == held:  # not set again by someone else meanwhile
             gc.set_threshold(*before)
+
+
+class FanoutHold:
+    """One run's hold on full collections: from its first wide step to its end.
+
+    A step of :data:`FANOUT_WIDTH` tool calls or more holds them off
+    (:func:`hold_full_collections`): its children, then their results in the
+    run's history, are what a full collection would walk for the rest of the
+    run. Leaving the ``with`` block releases the hold, however the run ends.
+    """
+
+    __slots__ = ("_held",)
+
+    def __init__(self) -> None:
+        self._held = False
+
+    def __enter__(self) -> FanoutHold:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._held:
+            self._held = False
+            release_full_collections()
+
+    def step(self, calls: Sized) -> None:
+        """A step of the run is about to run ``calls``; hold if it is the first wide one."""
+        if not self._held and len(calls) >= FANOUT_WIDTH:
+            self._held = True
+            hold_full_collections()

@@ -29,7 +29,7 @@ from ..messages import AssistantMessage, Message, ToolCall, ToolMessage, Usage, 
 from ..models import ModelRequest
 from ..state import State
 from ..tracing import provider_of
-from ._heap import FANOUT_WIDTH, hold_full_collections, release_full_collections
+from ._heap import FanoutHold
 from ._spec import AgentSpec, Hook
 from ._tool_step import run_tools
 
@@ -163,8 +163,7 @@ async def run_loop(
     max_steps = run.tree.max_steps or spec.max_steps
     jump = await _first_jump(spec, state, run, start, debug)
     step = 0
-    held = False
-    try:
+    with FanoutHold() as fanout:
         while jump != "end":
             await _check_deadline()
             if jump != "tools":
@@ -199,18 +198,10 @@ async def run_loop(
                 )
             if not pending:
                 break
-            if not held and len(pending) >= FANOUT_WIDTH:
-                # A wide fan-out: its children, then their results in this
-                # history, are what a full collection would walk, for the rest
-                # of the run (see deepactors.actors._heap).
-                held = True
-                hold_full_collections()
+            fanout.step(pending)
             await run_tools(spec, state, run, pending)
             ran = "tools"
         await _apply_hooks(spec.after_agent, state, run, debug)
-    finally:
-        if held:
-            release_full_collections()
     await _check_deadline()
     return run.usage
 

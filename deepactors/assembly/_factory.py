@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -10,23 +9,17 @@ from ..actors import AgentSpec
 from ..agent import DeepAgent
 from ..backends import (
     FilesystemPermission,
-    PermissionedBackend,
     PermissionRules,
     StateBackend,
-    check_execute,
 )
 from ..errors import ConfigurationError
 from ..limits import breakpoints
 from ..messages import SystemMessage
 from ..middleware import (
     DEFAULT_MAX_CONCURRENT_SUBAGENTS,
-    GENERAL_PURPOSE,
-    GENERAL_PURPOSE_DESCRIPTION,
-    GENERAL_PURPOSE_PROMPT,
     AgentMiddleware,
     AsyncSubAgentMiddleware,
     FilesystemMiddleware,
-    FilesystemPermissionMiddleware,
     HumanInTheLoopMiddleware,
     ModelRetryMiddleware,
     SubAgentMiddleware,
@@ -37,7 +30,7 @@ from ..middleware import (
 from ..models import ChatModel
 from ..placement import RayAgent, RayPlacement
 from ..state import Channel, default_channels
-from ..tools import Tool, ToolLike
+from ..tools import ToolLike
 from ._parts import (
     DEFAULT_PROMPT,
     ModelCache,
@@ -50,16 +43,13 @@ from ._parts import (
     schema_channels,
     tool_sources,
 )
-from ._subagent_config import read_subagent_config, remote_spec
+from ._subagents import SubAgentLike, guarded, placed, subagent_specs
 
 if TYPE_CHECKING:
     from ..backends import Backend
     from ..persistence import Checkpointer, Store
 
 __all__ = ["DEFAULT_PROMPT", "create_deep_agent"]
-
-
-SubAgentLike = Mapping[str, Any] | SubAgentSpec
 
 
 def create_deep_agent(
@@ -179,31 +169,13 @@ def create_deep_agent(
         InputError: ``interrupt_before``/``interrupt_after`` name a node a deep
             agent does not have.
     """
-    if cache is not None:
-        raise ConfigurationError(
-            "cache= is LangGraph's cache of graph nodes' results, and deepactors has no "
-            "graph nodes: drop it (prompt caching for Claude is on by default, "
-            "AnthropicPromptCachingMiddleware)"
-        )
+    _refuse_node_cache(cache)
     prompt = prompt_text(system_prompt)
     checkpointer = own_checkpointer(checkpointer)
     store = own_store(store)
-    channels: dict[str, Channel] = {}
-    if state_schema is not None:
-        channels, untracked = schema_channels(
-            state_schema, default_channels(), owner="state_schema"
-        )
-        if untracked:
-            raise ConfigurationError(
-                f"state_schema key(s) {list(untracked)} are UntrackedValue, kept only for "
-                "one run: keep such values in a middleware's state_schema instead"
-            )
+    channels = _state_channels(state_schema)
     rules = PermissionRules(permissions) if permissions else None
-    # The tail runs innermost: a retry repeats only the model call, and the human
-    # decides on the exact call that would run.
-    tail: list[AgentMiddleware] = [ModelRetryMiddleware()]
-    if interrupt_on:
-        tail.append(HumanInTheLoopMiddleware(interrupt_on))
+    tail = _tail(interrupt_on)
     models = ModelCache()
     resolved = models.resolve(model)
     user_tools, mcp = tool_sources(tools, mcp_servers)
@@ -222,23 +194,22 @@ def create_deep_agent(
         mcp=mcp,
         channels=channels,
     )
-    specs = _subagent_specs(subagents or (), model=resolved, parts=parts, skills=skills)
+    specs = subagent_specs(subagents or (), model=resolved, parts=parts, skills=skills)
     if placement is not None:
-        specs = _placed(specs, placement)
-    own_backend, guard = _guarded(backend, rules, parts)
-    defaults: list[AgentMiddleware] = [
-        TodoListMiddleware(),
-        FilesystemMiddleware(execute=own_backend.can_execute),
-        SubAgentMiddleware(
-            [s for s in specs if not s.background],
-            max_concurrent=max_concurrent_subagents,
-            max_concurrent_total=max_concurrent_subagents_total,
-        ),
-        *_async_tasks(specs, async_tasks),
-        *mcp,
-    ]
-    # Summarization, patching, skills, caching and memory around the user's (deepagents' order).
-    stack = context_stack(defaults, middleware, model=resolved, skills=skills, memory=memory)
+        specs = placed(specs, placement)
+    own_backend, guard = guarded(backend, rules, parts)
+    stack = _main_stack(
+        specs,
+        middleware,
+        model=resolved,
+        execute=own_backend.can_execute,
+        skills=skills,
+        memory=memory,
+        max_concurrent=max_concurrent_subagents,
+        max_concurrent_total=max_concurrent_subagents_total,
+        async_tasks=async_tasks,
+        mcp=mcp,
+    )
     spec = build_spec(
         model=resolved,
         tools=user_tools,
@@ -255,42 +226,81 @@ def create_deep_agent(
     return DeepAgent(spec)
 
 
-def _placed(specs: Sequence[SubAgentSpec], placement: RayPlacement) -> list[SubAgentSpec]:
-    """The subagents ``placement`` names, made to run on its Ray workers.
-
-    A ``fork`` subagent (it starts from its parent's conversation) and one
-    that runs elsewhere already (a remote server's) stay as they are, unless
-    named, which is an error.
+def _refuse_node_cache(cache: object) -> None:
+    """Refuse LangGraph's ``cache=``: there are no graph nodes here to cache.
 
     Raises:
-        ConfigurationError: A subagent named that is not one, or cannot be
-            placed; one whose agent cannot be sent to the workers (the message
-            names the object that cannot).
+        ConfigurationError: ``cache`` is anything but None.
     """
-    known = {s.name for s in specs}
-    unknown = sorted(set(placement.subagents or ()) - known)
-    if unknown:
+    if cache is not None:
         raise ConfigurationError(
-            f"RayPlacement(subagents=...) names {unknown}, which are not subagents here "
-            f"(they are {sorted(known)})"
+            "cache= is LangGraph's cache of graph nodes' results, and deepactors has no "
+            "graph nodes: drop it (prompt caching for Claude is on by default, "
+            "AnthropicPromptCachingMiddleware)"
         )
-    unknown = sorted(set(placement.agents) - known)
-    if unknown:
-        raise ConfigurationError(f"RayPlacement(agents=...) names {unknown}: no such subagents")
-    out = []
-    for spec in specs:
-        named = placement.subagents is not None and spec.name in placement.subagents
-        movable = isinstance(spec.agent, AgentSpec) and spec.mode == "isolated"
-        if named and not movable:
-            why = "a fork" if spec.mode == "fork" else "already run elsewhere"
-            raise ConfigurationError(f"subagent {spec.name!r} cannot be placed on Ray: {why}")
-        if movable and placement.places(spec.name):
-            assert isinstance(spec.agent, AgentSpec)
-            placed = placement.agent(spec.name, spec.agent)
-            placed.payload()  # what cannot be sent is refused now, by name
-            spec = dataclasses.replace(spec, agent=placed)
-        out.append(spec)
-    return out
+
+
+def _state_channels(state_schema: type | None) -> dict[str, Channel]:
+    """The channels a ``state_schema`` adds to every agent of the tree (none without one).
+
+    Raises:
+        ConfigurationError: A key is LangGraph's ``UntrackedValue``, which a
+            checkpointed channel cannot hold.
+    """
+    if state_schema is None:
+        return {}
+    channels, untracked = schema_channels(state_schema, default_channels(), owner="state_schema")
+    if untracked:
+        raise ConfigurationError(
+            f"state_schema key(s) {list(untracked)} are UntrackedValue, kept only for "
+            "one run: keep such values in a middleware's state_schema instead"
+        )
+    return channels
+
+
+def _tail(interrupt_on: Mapping[str, bool | Mapping[str, Any]] | None) -> list[AgentMiddleware]:
+    """The innermost middleware of every agent of the tree (a subagent may change its HITL).
+
+    The tail runs innermost: a retry repeats only the model call, and the human
+    decides on the exact call that would run.
+    """
+    tail: list[AgentMiddleware] = [ModelRetryMiddleware()]
+    if interrupt_on:
+        tail.append(HumanInTheLoopMiddleware(interrupt_on))
+    return tail
+
+
+def _main_stack(
+    specs: Sequence[SubAgentSpec],
+    middleware: Sequence[AgentMiddleware],
+    *,
+    model: ChatModel,
+    execute: bool,
+    skills: Sequence[str] | None,
+    memory: Sequence[str] | None,
+    max_concurrent: int | None,
+    max_concurrent_total: int | None,
+    async_tasks: bool | None,
+    mcp: Sequence[AgentMiddleware],
+) -> list[AgentMiddleware]:
+    """The main agent's default stack around the user's ``middleware``, outermost first.
+
+    Planning, files, the ``task`` tool over ``specs`` (and the background-task
+    tools), the MCP servers' tools; then summarization, patching, the user's,
+    skills, caching and memory, in deepagents' order (see ``context_stack``).
+    """
+    defaults: list[AgentMiddleware] = [
+        TodoListMiddleware(),
+        FilesystemMiddleware(execute=execute),
+        SubAgentMiddleware(
+            [s for s in specs if not s.background],
+            max_concurrent=max_concurrent,
+            max_concurrent_total=max_concurrent_total,
+        ),
+        *_async_tasks(specs, async_tasks),
+        *mcp,
+    ]
+    return context_stack(defaults, middleware, model=model, skills=skills, memory=memory)
 
 
 def _check_interrupt_on(root: AgentSpec) -> None:
@@ -348,139 +358,3 @@ def _tree(root: AgentSpec) -> list[AgentSpec]:
                         if isinstance(agent, AgentSpec):
                             todo.append(agent)
     return out
-
-
-def _guarded(
-    backend: Backend, rules: PermissionRules | None, parts: Parts
-) -> tuple[Backend, list[AgentMiddleware]]:
-    """The backend under ``rules`` (deny), and the middleware that asks (interrupt)."""
-    if rules is None:
-        return backend, []
-    check_execute(rules, backend)
-    if not rules.has_interrupt:
-        return PermissionedBackend(backend, rules), []
-    return PermissionedBackend(backend, rules), [FilesystemPermissionMiddleware(rules)]
-
-
-def _subagent_specs(
-    items: Sequence[SubAgentLike],
-    *,
-    model: ChatModel,
-    parts: Parts,
-    skills: Sequence[str] | None = None,
-) -> list[SubAgentSpec]:
-    """Subagent specs from the user's dicts, plus ``general-purpose`` unless replaced."""
-    specs: list[SubAgentSpec] = []
-    for item in items:
-        if isinstance(item, SubAgentSpec):
-            specs.append(item)
-            continue
-        if not isinstance(item, Mapping):
-            raise ConfigurationError(f"a subagent must be a dict, not {type(item).__name__}")
-        config = read_subagent_config(item)
-        if config.is_remote():
-            specs.append(remote_spec(config))
-            continue
-        prebuilt = config.agent or config.runnable
-        prompt = config.system_prompt if config.system_prompt is not None else config.prompt
-        if config.agent is not None and config.runnable is not None:
-            raise ConfigurationError(f"subagent {config.name!r}: give 'agent' or 'runnable'")
-        if prebuilt is not None:
-            if config.response_format is not None or config.permissions is not None:
-                raise ConfigurationError(
-                    f"subagent {config.name!r}: a prebuilt agent brings its own "
-                    "response_format and permissions; give them to its create_deep_agent"
-                )
-            spec = prebuilt.spec
-        elif prompt is None:
-            raise ConfigurationError(f"subagent {config.name!r} needs a 'system_prompt'")
-        else:
-            rules = parts.rules
-            if config.permissions is not None:
-                rules = PermissionRules(config.permissions) if config.permissions else None
-            own = tool_sources(config.tools, config.mcp_servers)
-            inherit = config.tools is None
-            tools_of, mcp = (parts.tools, [*parts.mcp, *own[1]]) if inherit else own
-            spec = _child_spec(
-                config.name,
-                prompt,
-                model=model if config.model is None else parts.models.resolve(config.model),
-                tools=tools_of,
-                extra=[*mcp, *config.middleware],
-                parts=parts,
-                interrupt_on=config.interrupt_on,
-                response_format=config.response_format,
-                rules=rules,
-                skills=config.skills,
-            )
-        specs.append(
-            SubAgentSpec(
-                name=config.name,
-                description=config.description,
-                agent=spec,
-                timeout=config.timeout,
-                budget=config.budget,
-                background=config.background,
-                mode=config.mode,
-            )
-        )
-    if not any(s.name == GENERAL_PURPOSE for s in specs):
-        gp = _child_spec(
-            GENERAL_PURPOSE,
-            GENERAL_PURPOSE_PROMPT,
-            model=model,
-            tools=parts.tools,
-            extra=parts.mcp,
-            parts=parts,
-            rules=parts.rules,
-            skills=skills,  # general-purpose gets the main agent's skills, as in deepagents
-        )
-        specs.insert(
-            0, SubAgentSpec(name=GENERAL_PURPOSE, description=GENERAL_PURPOSE_DESCRIPTION, agent=gp)
-        )
-    return specs
-
-
-def _child_spec(
-    name: str,
-    prompt: str,
-    *,
-    model: ChatModel,
-    tools: Sequence[Tool],
-    extra: Sequence[AgentMiddleware],
-    parts: Parts,
-    rules: PermissionRules | None,
-    response_format: Any = None,
-    interrupt_on: Mapping[str, Any] | None = None,
-    skills: Sequence[str] | None = None,
-) -> AgentSpec:
-    backend, guard = _guarded(parts.backend, rules, parts)
-    # Declarative subagents get the default stack minus `task`: one level of
-    # delegation, as in deepagents. A prebuilt agent may bring its own.
-    defaults: list[AgentMiddleware] = [
-        TodoListMiddleware(),
-        FilesystemMiddleware(execute=backend.can_execute),
-    ]
-    # Declarative subagents inherit interrupt_on: a guarded tool stays guarded
-    # when the work is delegated. Their own interrupt_on replaces the parent's
-    # ({} turns it off), as in deepagents.
-    tail = list(parts.tail)
-    if interrupt_on is not None:
-        tail = [mw for mw in tail if not isinstance(mw, HumanInTheLoopMiddleware)]
-        if any(interrupt_on.values()):
-            tail.append(HumanInTheLoopMiddleware(interrupt_on))
-    stack = [
-        *context_stack(defaults, extra, model=model, skills=skills),
-        *answer_layer(response_format, model),
-        *tail,
-        *guard,
-    ]
-    return build_spec(
-        model=model,
-        tools=tools,
-        system_prompt=prompt,
-        stack=stack,
-        parts=parts,
-        backend=backend,
-        name=name,
-    )

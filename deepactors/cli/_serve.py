@@ -48,6 +48,13 @@ def add_serve_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="postgresql://... through which several server processes share runs "
         "(default: --db when it is PostgreSQL)",
     )
+    serve.add_argument(
+        "--runs-db-patience",
+        type=float,
+        metavar="SECONDS",
+        help="how long a run of another process is followed while the runs database is "
+        "unreachable; then it ends here as an error that says so (default: 30)",
+    )
     _serve_safety_options(serve)
     _serve_platform_options(serve)
     log_options(serve, "info")
@@ -102,6 +109,7 @@ _LIMITS = (
     "run_retention",
     "idle_timeout",
     "stream_log_bytes",
+    "runs_db_patience",
     "store_ttl",
     "thread_ttl",
     "thread_ttl_strategy",

@@ -35,7 +35,7 @@ the runtime, which imports them (``tests/core/test_layers.py``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._files import create_file_data as create_file_data
 from ._files import file_data_to_string as file_data_to_string
@@ -116,7 +116,7 @@ def require_langchain(what: str) -> None:
         ) from None
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     # LangChain is imported only when one of its adapters is asked for.
     module = _LAZY.get(name)
     if module is None:

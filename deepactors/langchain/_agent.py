@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, ClassVar
 
@@ -30,7 +30,7 @@ from ..hooks import AgentMiddleware
 from ..tools import Command
 from ._errors import GraphRecursionError
 from ._events import langchain_events
-from ._graph import agent_graph
+from ._graph import AgentGraph, agent_graph
 from ._messages import lc_objects
 
 __all__ = ["LangChainAgent", "as_langchain", "create_deep_agent"]
@@ -46,11 +46,13 @@ class LangChainAgent(DeepAgent):
     _tool_namespaces = True  # ("tools:<id>",), as LangGraph names subgraph namespaces
     _sync_loop: ClassVar[str] = "asyncio"
 
-    def __init__(self, spec: AgentSpec, defaults: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, spec: AgentSpec, defaults: Mapping[str, object] | None = None) -> None:
         super().__init__(spec)
-        self._defaults: Mapping[str, Any] = defaults or {}
+        self._defaults: Mapping[str, object] = defaults or {}
 
-    def with_config(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> LangChainAgent:
+    def with_config(
+        self, config: Mapping[str, object] | None = None, **kwargs: object
+    ) -> LangChainAgent:
         """The same agent with ``config`` under every call's own (LangChain's ``with_config``).
 
         ``configurable`` and ``metadata`` merge, ``tags`` add up, anything else a
@@ -107,7 +109,9 @@ class LangChainAgent(DeepAgent):
         events = super().astream(_input(input), *args, **kwargs)
         return langchain_events(events, tags=list(tags))
 
-    def get_graph(self, config: Mapping[str, Any] | None = None, *, xray: bool = False) -> Any:
+    def get_graph(
+        self, config: Mapping[str, object] | None = None, *, xray: bool = False
+    ) -> AgentGraph:
         """The agent loop as LangGraph draws it: ``.nodes``, ``.edges``, ``draw_mermaid()``."""
         hooks = [
             f"{mw.name}.{hook}"
@@ -211,14 +215,26 @@ def _recursion(exc: StepLimitExceeded) -> StepLimitExceeded:
     return exc if isinstance(exc, GraphRecursionError) else GraphRecursionError(str(exc))
 
 
-def _merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+def _merge(base: Mapping[str, object], top: Mapping[str, object]) -> dict[str, object]:
     out = {**base, **top}
     for key in ("configurable", "metadata"):
         if key in base and key in top:
-            out[key] = {**base[key], **top[key]}
+            out[key] = {**_mapping(base[key], key), **_mapping(top[key], key)}
     if "tags" in base and "tags" in top:
-        out["tags"] = [*base["tags"], *top["tags"]]
+        out["tags"] = [*_tags(base["tags"]), *_tags(top["tags"])]
     return out
+
+
+def _mapping(value: object, key: str) -> Mapping[str, object]:
+    if not isinstance(value, Mapping):
+        raise InputError(f"config[{key!r}] must be a mapping, not {type(value).__name__}")
+    return value
+
+
+def _tags(value: object) -> Iterable[object]:
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise InputError(f"config['tags'] must be a list of tags, not {type(value).__name__}")
+    return value
 
 
 def _configs(config: Any, count: int) -> list[Any]:
@@ -251,7 +267,7 @@ def _result(result: Mapping[str, Any]) -> dict[str, Any]:
 
 # Channels LangGraph leaves out of a state until something writes them; here they
 # always exist, so their empty value stands for "never written".
-_UNWRITTEN: dict[str, Any] = {"todos": [], "structured_response": None}
+_UNWRITTEN: dict[str, object] = {"todos": [], "structured_response": None}
 
 
 def _values(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -286,19 +302,19 @@ def _described(pending: Any) -> Any:
     return type(pending)(out) if isinstance(pending, list | tuple) else out
 
 
-def _description(action: Mapping[str, Any]) -> str:
+def _description(action: Mapping[str, object]) -> str:
     args = json.dumps(action.get("args", {}), indent=2, default=str)
     return f"Tool execution requires approval\n\nTool: {action.get('name')}\nArgs: {args}"
 
 
-def _lc(data: Any, *, chunks: bool) -> Any:
+def _lc(data: object, *, chunks: bool) -> object:
     converted = lc_objects(data, chunks=chunks)
     if isinstance(converted, dict) and "__interrupt__" in converted:
         converted = {**converted, "__interrupt__": _described(converted["__interrupt__"])}
     return converted
 
 
-def _part(part: Any, modes: str | Sequence[str], *, subgraphs: bool) -> Any:
+def _part(part: Any, modes: str | Sequence[str], *, subgraphs: bool) -> object:
     """One stream part with its messages as LangChain objects.
 
     Only the ``messages`` mode's pieces become ``AIMessageChunk``; whole messages
@@ -343,21 +359,21 @@ class _LangChainParts:
     ) -> bool | None:
         return bool(await self._parts.__aexit__(exc_type, exc, tb))
 
-    async def __anext__(self) -> Any:
+    async def __anext__(self) -> object:
         try:
             return self._convert(await self._parts.__anext__())
         except StepLimitExceeded as exc:
             raise _recursion(exc) from exc
 
-    def __aiter__(self) -> AsyncIterator[Any]:
+    def __aiter__(self) -> AsyncIterator[object]:
         return self._read(self._parts.__aiter__())
 
-    async def _read(self, parts: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    async def _read(self, parts: AsyncIterator[object]) -> AsyncIterator[object]:
         try:
             async for part in parts:
                 yield self._convert(part)
         except StepLimitExceeded as exc:
             raise _recursion(exc) from exc
 
-    def _convert(self, part: Any) -> Any:
+    def _convert(self, part: object) -> object:
         return _part(part, self._modes, subgraphs=self._subgraphs)

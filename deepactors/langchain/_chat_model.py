@@ -181,7 +181,7 @@ class LangChainChatModel:
                 f"({exc})"
             ) from exc
 
-    def _assistant(self, answer: Any) -> AssistantMessage:
+    def _assistant(self, answer: object) -> AssistantMessage:
         if isinstance(answer, AIMessageChunk):
             data = answer.model_dump()
             data.pop("tool_call_chunks", None)
@@ -194,7 +194,7 @@ class LangChainChatModel:
         message = from_langchain(answer.model_copy(update={"content": _content(answer.content)}))
         assert isinstance(message, AssistantMessage)
         meta = answer.response_metadata or {}
-        updates: dict[str, Any] = {}
+        updates: dict[str, object] = {}
         if message.model is None:
             updates["model"] = meta.get("model_name") or meta.get("model") or self.model_name
         if message.stop_reason is None:
@@ -226,7 +226,7 @@ def _lc_messages(request: ModelRequest) -> list[BaseMessage]:
     return messages
 
 
-def _deltas(chunk: Any) -> Iterator[StreamDelta]:
+def _deltas(chunk: object) -> Iterator[StreamDelta]:
     content = getattr(chunk, "content", "")
     if isinstance(content, str):
         if content:
@@ -246,12 +246,12 @@ def _deltas(chunk: Any) -> Iterator[StreamDelta]:
                     yield StreamDelta(kind="thinking", text=str(text), index=index)
 
 
-def _content(content: Any) -> Any:
+def _content(content: str | list[str | dict[str, object]]) -> str | list[dict[str, object]]:
     """Content blocks deepactors keeps: text and thinking. Others (a provider's
     ``tool_use`` blocks, citations, ...) are dropped: the calls are in ``tool_calls``."""
     if isinstance(content, str):
         return content
-    kept: list[Any] = []
+    kept: list[dict[str, object]] = []
     for part in content:
         if isinstance(part, str):
             kept.append({"type": "text", "text": part})

@@ -60,7 +60,7 @@ def _convert(
 ) -> dict[str, Any] | None:
     path = event.path
     model_run = f"run-{event.run_id}-{step}"
-    data: dict[str, Any]
+    data: dict[str, object]
     match event:
         case RunStarted():
             runs[path] = event.run_id
@@ -77,7 +77,7 @@ def _convert(
             )
             data = {"input": {"step": event.step}}
         case ModelDelta() if event.kind != "tool_input":
-            content: Any = event.text
+            content: str | list[str | dict[str, object]] = event.text
             if event.kind == "thinking":
                 content = [{"type": "thinking", "thinking": event.text, "index": event.index}]
             kind, name, run_id, node = "on_chat_model_stream", "model", model_run, "model"

@@ -11,7 +11,10 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from langchain_core.runnables.graph import MermaidDrawMethod
 
 __all__ = ["AgentGraph", "Edge", "agent_graph"]
 
@@ -63,7 +66,7 @@ class AgentGraph:
         self,
         *,
         output_file_path: str | None = None,
-        draw_method: Any = None,
+        draw_method: MermaidDrawMethod | None = None,
         background_color: str | None = "white",
         padding: int = 10,
         max_retries: int = 1,

@@ -37,7 +37,7 @@ __all__ = ["from_langchain_middleware"]
 
 
 def from_langchain_middleware(
-    middleware: Any, *, model: ChatModel | None = None
+    middleware: object, *, model: ChatModel | None = None
 ) -> AgentMiddleware:
     """The deepactors middleware that does what LangChain's ``middleware`` does.
 

@@ -54,7 +54,7 @@ def to_langchain_chunk(message: AssistantMessage) -> AIMessageChunk:
     return AIMessageChunk(**data)
 
 
-def from_langchain(message: BaseMessage | Mapping[str, Any]) -> Message:
+def from_langchain(message: BaseMessage | Mapping[str, object]) -> Message:
     """A ``langchain_core`` message (or message dict) as a deepactors message.
 
     Raises:

@@ -39,8 +39,8 @@ the agent does not have.
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from typing import Any, TypeVar
 
 import anyio
 import anyio.from_thread
@@ -86,6 +86,8 @@ from ._mw_views import (
 from ._tools import LangChainTool, from_langchain_tool
 
 __all__ = ["LangChainMiddleware", "is_langchain_middleware"]
+
+_Request = TypeVar("_Request")  # the LangChain request a wrap hook's handler takes
 
 _LC_KNOWN = (*ALL_HOOKS, *(f"a{hook}" for hook in ALL_HOOKS))
 
@@ -152,7 +154,12 @@ class LangChainMiddleware(AgentMiddleware):
 
     # -- calling LangChain's hooks ---------------------------------------------------
 
-    async def _call(self, hook: str, *args: Any, handler: Any = None) -> Any:
+    async def _call(
+        self,
+        hook: str,
+        *args: object,
+        handler: Callable[[_Request], Coroutine[object, object, object]] | None = None,
+    ) -> object:
         """Call ``hook`` (sync or async, see the module docstring) with ``args``."""
         sync, asyn = self._hooks[hook]
         if asyn and (not sync or sniffio.current_async_library() == "asyncio"):
@@ -160,16 +167,21 @@ class LangChainMiddleware(AgentMiddleware):
             return await (fn(*args) if handler is None else fn(*args, handler))
         fn = getattr(self.middleware, hook)
         if handler is not None:
-            # The sync hook calls a sync handler, from its worker thread: the
-            # rest of the chain runs back on the loop.
-            args = (*args, functools.partial(anyio.from_thread.run, handler))
+            call_handler = handler
+
+            def sync_handler(request: _Request) -> object:
+                # The sync hook calls a sync handler, from its worker thread: the
+                # rest of the chain runs back on the loop.
+                return anyio.from_thread.run(call_handler, request)
+
+            args = (*args, sync_handler)
         return await anyio.to_thread.run_sync(functools.partial(fn, *args))
 
     async def _state_hook(self, hook: str, state: State, run: RunContext) -> HookResult:
         result = await self._call(hook, StateView(state), lc_runtime(run))
         return self._update(hook, result, state)
 
-    def _update(self, hook: str, result: Any, state: State) -> HookResult:
+    def _update(self, hook: str, result: object, state: State) -> HookResult:
         if result is None:
             return None
         if not isinstance(result, Mapping):
@@ -302,10 +314,9 @@ class LangChainMiddleware(AgentMiddleware):
         assert isinstance(message, AssistantMessage)
         return message
 
-    def _lc_tool(self, tool: Tool) -> BaseTool | dict[str, Any]:
-        if isinstance(tool, LangChainTool):
-            lc_tool: BaseTool = tool.lc_tool
-            return lc_tool
+    def _lc_tool(self, tool: Tool) -> BaseTool | dict[str, object]:
+        if isinstance(tool, LangChainTool) and tool.lc_tool is not None:
+            return tool.lc_tool
         if isinstance(tool, ProviderTool):
             return dict(tool.spec)
         view = self._tool_views.get(tool.name)
@@ -313,7 +324,7 @@ class LangChainMiddleware(AgentMiddleware):
             view = self._tool_views[tool.name] = tool_view(tool)
         return view
 
-    def _our_tools(self, lc_tools: Sequence[Any], tools: Sequence[Tool]) -> list[Tool]:
+    def _our_tools(self, lc_tools: Sequence[object], tools: Sequence[Tool]) -> list[Tool]:
         by_name = {t.name: t for t in tools}
         by_name.update((t.name, t) for t in self.tools)
         out: list[Tool] = []
@@ -352,7 +363,7 @@ class LangChainMiddleware(AgentMiddleware):
         )
         results: dict[int, ToolMessage | Command] = {}
 
-        async def run_tool(lc: LCToolCallRequest) -> Any:
+        async def run_tool(lc: LCToolCallRequest) -> object:
             ours = request
             if lc.tool_call is not lc_request.tool_call:
                 new = lc.tool_call
@@ -369,7 +380,7 @@ class LangChainMiddleware(AgentMiddleware):
             return kept
         return self._tool_result(out)
 
-    def _tool_result(self, out: Any) -> ToolMessage | Command:
+    def _tool_result(self, out: object) -> ToolMessage | Command:
         if isinstance(out, LCToolMessage):
             message = from_langchain(out)
             assert isinstance(message, ToolMessage)
@@ -390,7 +401,7 @@ class LangChainMiddleware(AgentMiddleware):
         )
 
 
-_METHODS: dict[str, Callable[..., Awaitable[Any]]] = {
+_METHODS: dict[str, Callable[..., Awaitable[object]]] = {
     "before_agent": LangChainMiddleware._before_agent,
     "before_model": LangChainMiddleware._before_model,
     "after_model": LangChainMiddleware._after_model,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio.from_thread
 from langchain_core.messages import BaseMessage
@@ -47,7 +47,7 @@ __all__ = [
 _AGENT_STATE = frozenset({"messages", "jump_to", "structured_response", *default_channels()})
 
 
-class StateView(Mapping[str, Any]):
+class StateView(Mapping[str, object]):
     """The agent's state as a LangChain hook reads it, converted key by key when read.
 
     Messages are ``langchain_core`` objects, files ``FileData`` dicts, todos dicts;
@@ -58,9 +58,9 @@ class StateView(Mapping[str, Any]):
 
     def __init__(self, state: State) -> None:
         self._state = state
-        self._cache: dict[str, Any] = {}
+        self._cache: dict[str, object] = {}
 
-    def __getitem__(self, key: str) -> Any:
+    def __getitem__(self, key: str) -> object:
         try:
             return self._cache[key]
         except KeyError:
@@ -81,11 +81,11 @@ class StateView(Mapping[str, Any]):
         return f"StateView({dict(self)!r})"
 
 
-def _unwritten(key: str, value: Any) -> bool:
+def _unwritten(key: str, value: object) -> bool:
     return value is None or (key == "todos" and not value)
 
 
-def _to_lc(key: str, value: Any) -> Any:
+def _to_lc(key: str, value: Any) -> object:
     match key:
         case "messages":
             return [to_langchain(m) for m in value]
@@ -97,8 +97,8 @@ def _to_lc(key: str, value: Any) -> Any:
             return value
 
 
-def _writer(run: RunContext) -> Callable[[Any], None]:
-    def write(data: Any) -> None:
+def _writer(run: RunContext) -> Callable[[object], None]:
+    def write(data: object) -> None:
         emit = run.emit
         if emit is None:
             return
@@ -111,7 +111,7 @@ def _writer(run: RunContext) -> Callable[[Any], None]:
     return write
 
 
-def _context(run: RunContext) -> Any:
+def _context(run: RunContext) -> object:
     context = run.context
     return None if context is None or (isinstance(context, Mapping) and not context) else context
 
@@ -137,7 +137,7 @@ def tool_view(tool: Tool) -> BaseTool:
     """A deepactors tool as a ``BaseTool`` a middleware can read (name, description,
     schema); the agent runs the tool itself, so calling the view is refused."""
 
-    def refuse(**_: Any) -> Any:
+    def refuse(**_: object) -> NoReturn:
         raise ConfigurationError(f"tool {tool.name!r} runs through the agent's handler")
 
     return StructuredTool(
@@ -145,7 +145,7 @@ def tool_view(tool: Tool) -> BaseTool:
     )
 
 
-def our_model(model: Any) -> ChatModel:
+def our_model(model: object) -> ChatModel:
     if isinstance(model, ChatModel):
         return model
     adapted = adapt_model(model)
@@ -164,7 +164,7 @@ def our_message(value: Any) -> Message | RemoveMessage:
     return to_message(value)
 
 
-def lc_tool_result(result: ToolMessage | Command) -> Any:
+def lc_tool_result(result: ToolMessage | Command) -> object:
     if isinstance(result, Command):
         update = dict(result.update or {})
         if "messages" in update:
@@ -178,7 +178,7 @@ def lc_tool_result(result: ToolMessage | Command) -> Any:
 # -- state_schema ------------------------------------------------------------------
 
 
-def schema_channels(middleware: Any) -> tuple[dict[str, Channel], tuple[str, ...]]:
+def schema_channels(middleware: object) -> tuple[dict[str, Channel], tuple[str, ...]]:
     """Channels for the keys ``middleware.state_schema`` adds to LangChain's AgentState
     (see :func:`deepactors.assembly.schema_channels`)."""
     schema = getattr(middleware, "state_schema", None)

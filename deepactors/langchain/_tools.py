@@ -83,8 +83,8 @@ class LangChainTool(Tool):
         lc_tool: The LangChain tool.
     """
 
-    lc_tool: Any = None
-    json_schema: dict[str, Any] | None = None
+    lc_tool: BaseTool | None = None
+    json_schema: dict[str, object] | None = None
 
     def validate(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Check the model's arguments; return them unchanged (LangChain converts them).
@@ -134,7 +134,7 @@ def from_langchain_tool(lc_tool: BaseTool) -> LangChainTool:
     parameters = dict(function.get("parameters") or {"type": "object", "properties": {}})
     parameters.setdefault("properties", {})
     call_schema = lc_tool.tool_call_schema
-    json_schema: dict[str, Any] | None = None
+    json_schema: dict[str, object] | None = None
     if isinstance(call_schema, type) and issubclass(call_schema, BaseModel):
         args_model: type[BaseModel] = call_schema
     else:
@@ -197,7 +197,7 @@ def _injections(lc_tool: BaseTool) -> _Injections:
     )
 
 
-def _marker(annotation: Any) -> Any:
+def _marker(annotation: object) -> object:
     """The injection marker of an annotation: ``Annotated``'s metadata, or the type itself."""
     for arg in get_args(annotation)[1:]:
         if any(c.__name__ in _MARKERS for c in _mro(arg)):
@@ -210,14 +210,15 @@ _MARKERS = frozenset(
 )
 
 
-def _mro(marker: Any) -> tuple[type, ...]:
+def _mro(marker: object) -> tuple[type, ...]:
     cls = marker if isinstance(marker, type) else get_origin(marker) or type(marker)
     return cls.__mro__ if isinstance(cls, type) else ()
 
 
-async def _run(lc_tool: BaseTool, injections: _Injections, **kwargs: Any) -> Any:
+async def _run(lc_tool: BaseTool, injections: _Injections, **kwargs: object) -> object:
     """Run ``lc_tool`` for one call; return what deepactors' runtime takes as a result."""
-    runtime: ToolRuntime = kwargs.pop(_RUNTIME)
+    runtime = kwargs.pop(_RUNTIME)
+    assert isinstance(runtime, ToolRuntime)  # the Tool passes its runtime under _RUNTIME
     config = _config(runtime)
     args = {**kwargs, **_injected(lc_tool, injections, runtime, config)}
     call = {"type": "tool_call", "name": lc_tool.name, "args": args, "id": runtime.tool_call_id}
@@ -225,7 +226,7 @@ async def _run(lc_tool: BaseTool, injections: _Injections, **kwargs: Any) -> Any
     try:
         if _has_sync(lc_tool) and not (on_asyncio and _has_async(lc_tool)):
             # Sync tools run as deepactors' own do: in a worker thread, never on the loop.
-            out = await run_sync_in_thread(
+            out: object = await run_sync_in_thread(
                 functools.partial(lc_tool.invoke, call, config), name=lc_tool.name
             )
         elif on_asyncio:
@@ -251,8 +252,8 @@ def _has_async(lc_tool: BaseTool) -> bool:
 
 
 async def _await_on_trio(
-    lc_tool: BaseTool, args: dict[str, Any], call_id: str, config: RunnableConfig
-) -> Any:
+    lc_tool: BaseTool, args: dict[str, object], call_id: str, config: RunnableConfig
+) -> object:
     """An async-only tool on trio: LangChain's ``ainvoke`` needs asyncio, so the
     coroutine is awaited here, with LangChain's own input parsing and error handling."""
     coroutine = getattr(lc_tool, "coroutine", None)
@@ -281,7 +282,7 @@ async def _await_on_trio(
 
 
 @functools.cache
-def _params(fn: Any) -> frozenset[str]:
+def _params(fn: Callable[..., object]) -> frozenset[str]:
     return frozenset(inspect.signature(fn).parameters)
 
 
@@ -308,7 +309,7 @@ def _handled(lc_tool: BaseTool, exc: Exception) -> str | None:
 
 def _config(runtime: ToolRuntime) -> RunnableConfig:
     run = runtime.run
-    configurable: dict[str, Any] = {}
+    configurable: dict[str, object] = {}
     if run.thread_id is not None:
         configurable["thread_id"] = run.thread_id
     return {
@@ -319,9 +320,9 @@ def _config(runtime: ToolRuntime) -> RunnableConfig:
 
 def _injected(
     lc_tool: BaseTool, injections: _Injections, runtime: ToolRuntime, config: RunnableConfig
-) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    state: dict[str, Any] | None = None
+) -> dict[str, object]:
+    out: dict[str, object] = {}
+    state: dict[str, object] | None = None
     if injections.state or injections.runtime:
         # LangChain's shapes: files as FileData dicts, messages as message objects.
         state = values_to_lc(runtime.state)
@@ -348,12 +349,12 @@ def _injected(
 def _lg_runtime(
     injections: _Injections,
     runtime: ToolRuntime,
-    state: dict[str, Any],
+    state: dict[str, object],
     config: RunnableConfig,
-) -> Any:
+) -> object:
     """LangGraph's ``ToolRuntime`` for a tool that asks for one."""
     cls = injections.runtime_cls
-    values: dict[str, Any] = {
+    values: dict[str, object] = {
         "state": state,
         # LangGraph's runtime has context None when the run was given none.
         "context": None if _no_context(runtime.context) else runtime.context,
@@ -369,11 +370,11 @@ def _lg_runtime(
     return cls(**{k: v for k, v in values.items() if k in names})
 
 
-def _no_context(context: Any) -> bool:
+def _no_context(context: object) -> bool:
     return context is None or (isinstance(context, Mapping) and not context)
 
 
-def _result(lc_tool: BaseTool, out: Any) -> Any:
+def _result(lc_tool: BaseTool, out: object) -> object:
     """LangChain's tool output as deepactors' result: content, a Command, or a ToolError."""
     if _is_lg_command(out):
         return _command(lc_tool, out)
@@ -415,7 +416,7 @@ def from_langgraph_command(command: Any, *, tool_name: str) -> Command:
     return Command(update=update)
 
 
-def _content(content: Any) -> str | list[ContentBlock]:
+def _content(content: object) -> str | list[ContentBlock]:
     if isinstance(content, str):
         return content
     blocks: list[ContentBlock] = []
@@ -426,7 +427,7 @@ def _content(content: Any) -> str | list[ContentBlock]:
     return blocks
 
 
-def _block(part: Any) -> ContentBlock | None:
+def _block(part: object) -> ContentBlock | None:
     if isinstance(part, str):
         return TextBlock(text=part)
     if not isinstance(part, Mapping):
@@ -449,7 +450,7 @@ def _block(part: Any) -> ContentBlock | None:
     return TextBlock(text=json.dumps(part, default=str))
 
 
-def _text(content: Any) -> str:
+def _text(content: object) -> str:
     if isinstance(content, str):
         return content
     return "".join(b.text for b in _content(content) if isinstance(b, TextBlock))

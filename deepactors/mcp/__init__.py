@@ -5,7 +5,7 @@ here imports the ``mcp`` SDK until a server is connected to or an agent served.
 
 * :class:`MCPServer`: a stdio or streamable-HTTP server whose tools agents call
   (``create_deep_agent(mcp_servers={...})``), one session per runtime shared by
-  the whole tree.
+  the whole tree; :func:`set_max_idle_sessions` bounds the idle ones a runtime keeps.
 * :func:`serve_mcp`: an agent as an MCP server (stdio or streamable HTTP).
 """
 
@@ -17,6 +17,7 @@ from ._config import MCPServer as MCPServer
 from ._config import mcp_servers_from as mcp_servers_from
 from ._middleware import MCPToolsMiddleware as MCPToolsMiddleware
 from ._pool import MAX_IDLE_SESSIONS as MAX_IDLE_SESSIONS
+from ._pool import set_max_idle_sessions as set_max_idle_sessions
 from ._serve import mcp_app as mcp_app
 from ._serve import serve_mcp as serve_mcp
 from ._sources import tool_sources as tool_sources
@@ -31,6 +32,7 @@ __all__ = [
     "mcp_app",
     "mcp_servers_from",
     "serve_mcp",
+    "set_max_idle_sessions",
     "tool_sources",
 ]
 

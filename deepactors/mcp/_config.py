@@ -82,7 +82,7 @@ class MCPServer:
     opened the session. The session opens when a run first needs the tools and
     closes with the runtime (a plain ``ainvoke`` opens a runtime of its own, so:
     per run), or earlier when the runtime holds too many idle ones (see
-    ``deepactors.mcp.MAX_IDLE_SESSIONS``).
+    ``deepactors.mcp.MAX_IDLE_SESSIONS``, or ``set_max_idle_sessions``).
 
     Prefer the constructors :meth:`stdio` and :meth:`http`.
 

@@ -377,7 +377,7 @@ class Connection:
             await ended.wait()
         return None
 
-    async def _on_message(self, message: Any) -> None:
+    async def _on_message(self, message: object) -> None:
         from mcp_types import ToolListChangedNotification
 
         if isinstance(message, ToolListChangedNotification):

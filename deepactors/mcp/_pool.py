@@ -7,10 +7,11 @@ same session options shares one session, whatever its tool prefix, filters or
 its runtime.
 
 Sessions nobody is using are not kept without bound: a server given a token per
-user (``auth_token``) makes one session per user. Past
-:data:`MAX_IDLE_SESSIONS` idle ones, the least recently used are closed (their
-servers stopped); a session with a listing or a call in progress is never
-closed, and a closed one is opened again when next needed.
+user (``auth_token``) makes one session per user. Past :data:`MAX_IDLE_SESSIONS`
+idle ones (or the runtime's own bound, :func:`set_max_idle_sessions`), the least
+recently used are closed (their servers stopped); a session with a listing or a
+call in progress is never closed, and a closed one is opened again when next
+needed.
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from collections import OrderedDict
 
 from anyio.abc import TaskGroup
 
-from ..actors import SharedKey, current_runtime
+from ..actors import Runtime, SharedKey, current_runtime
 from ..errors import ConfigurationError
 from ._config import MCPServer
 from ._connection import Connection
 
-__all__ = ["MAX_IDLE_SESSIONS", "connection_for"]
+__all__ = ["MAX_IDLE_SESSIONS", "connection_for", "set_max_idle_sessions"]
 
 MAX_IDLE_SESSIONS = 32
 """Sessions with nothing in progress a runtime keeps open (least recently used closed first)."""
@@ -33,9 +34,10 @@ MAX_IDLE_SESSIONS = 32
 class _Pool:
     """One runtime's sessions, most recently used last."""
 
-    def __init__(self, tg: TaskGroup) -> None:
+    def __init__(self, tg: TaskGroup, *, max_idle: int = MAX_IDLE_SESSIONS) -> None:
         self._tg = tg
         self._connections: OrderedDict[tuple[object, ...], Connection] = OrderedDict()
+        self.max_idle = max_idle
 
     def get(self, server: MCPServer) -> Connection:
         key = server.connection_key()
@@ -44,12 +46,13 @@ class _Pool:
             self._connections.move_to_end(key)
             return found
         connection = self._connections[key] = Connection(server, self._tg)
-        self._prune()
+        self.prune()
         return connection
 
-    def _prune(self) -> None:
+    def prune(self) -> None:
+        """Close the least recently used idle sessions past :attr:`max_idle`."""
         idle = [key for key, c in self._connections.items() if c.idle]
-        for key in idle[: max(0, len(idle) - MAX_IDLE_SESSIONS)]:
+        for key in idle[: max(0, len(idle) - self.max_idle)]:
             self._connections.pop(key).close()
 
     def __len__(self) -> int:
@@ -57,6 +60,33 @@ class _Pool:
 
 
 _POOL: SharedKey[_Pool] = SharedKey("mcp", _Pool)
+
+
+def set_max_idle_sessions(rt: Runtime, max_idle: int) -> None:
+    """Set how many MCP sessions with nothing in progress ``rt`` keeps open.
+
+    The default is :data:`MAX_IDLE_SESSIONS`. Past the bound the least recently
+    used idle sessions are closed (their servers stopped), now and whenever a
+    session is opened; a session with a listing or a call in progress is never
+    closed, and a closed one opens again when next needed. 0 keeps none: each
+    idle session closes as soon as another is opened.
+
+    Args:
+        rt: The runtime (from :func:`~deepactors.open_runtime`) whose sessions these are.
+        max_idle: Idle sessions kept open, an int >= 0.
+
+    Raises:
+        ConfigurationError: ``max_idle`` is not an int >= 0.
+        RuntimeClosed: ``rt`` is closing.
+    """
+    if isinstance(max_idle, bool) or not isinstance(max_idle, int) or max_idle < 0:
+        raise ConfigurationError(
+            f"max_idle: MCP sessions kept open with nothing in progress, an int >= 0, "
+            f"not {max_idle!r}"
+        )
+    pool = rt.shared(_POOL)
+    pool.max_idle = max_idle
+    pool.prune()
 
 
 def connection_for(server: MCPServer) -> Connection:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Literal, TypedDict, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -72,6 +72,18 @@ class _RunView:
     checked_upto: int = 0
     tokens: int = 0
     messages: int = 0
+
+
+class _Marker(TypedDict, total=False):
+    """The summary channel's value: where the history was cut, and what stands for it."""
+
+    after: str  # the id of the last message summarized
+    last: str  # the id of the newest message when it was
+    summary: str
+    file: str | None  # where the summarized messages were written (None: nowhere)
+    dropped: int  # messages summarized, all summaries together
+    summaries: int
+    compact: bool  # the model asked for a summary (compact_conversation)
 
 
 def _merge(current: Mapping[str, object] | None, update: Mapping[str, object]) -> dict[str, object]:
@@ -206,7 +218,7 @@ class SummarizationMiddleware(AgentMiddleware):
         # the loop (the actor waits here; nothing else touches its history).
         off = len(messages) - local.checked_upto > _OFF_LOOP
         work = _in_thread if off else _inline
-        marker: Mapping[str, Any] = state.get(SUMMARY_CHANNEL) or {}
+        marker: _Marker = state.get(SUMMARY_CHANNEL) or _Marker()
         start = self._start(messages, state, marker)
         if off:
             count = functools.partial(self._count, request, local, marker, start, state)
@@ -245,7 +257,7 @@ class SummarizationMiddleware(AgentMiddleware):
 
     # -- measuring -------------------------------------------------------------
 
-    def _start(self, messages: Sequence[Message], state: State, marker: Mapping[str, Any]) -> int:
+    def _start(self, messages: Sequence[Message], state: State, marker: _Marker) -> int:
         after = marker.get("after")
         if after is None:
             return 0
@@ -259,7 +271,7 @@ class SummarizationMiddleware(AgentMiddleware):
         self,
         request: ModelRequest,
         local: _RunView,
-        marker: Mapping[str, Any],
+        marker: _Marker,
         start: int,
         state: State,
     ) -> int:
@@ -288,11 +300,11 @@ class SummarizationMiddleware(AgentMiddleware):
         request: ModelRequest,
         state: State,
         run: RunContext,
-        marker: Mapping[str, Any],
+        marker: _Marker,
         start: int,
         cut: int,
         tokens: int,
-    ) -> Mapping[str, Any]:
+    ) -> _Marker:
         messages = request.messages
         dropped = list(messages[start:cut])
         before = int(marker.get("dropped", 0))
@@ -309,7 +321,7 @@ class SummarizationMiddleware(AgentMiddleware):
             max_tokens=self.summary_max_tokens,
             retry=self._retry,
         )
-        update = {
+        update: _Marker = {
             "after": dropped[-1].id,
             "last": messages[-1].id,
             "summary": text,
@@ -338,7 +350,7 @@ class SummarizationMiddleware(AgentMiddleware):
     def _emit(
         self,
         run: RunContext,
-        marker: Mapping[str, Any],
+        marker: _Marker,
         dropped: int,
         before: int,
         after: int,
@@ -359,7 +371,7 @@ class SummarizationMiddleware(AgentMiddleware):
 
     # -- the view --------------------------------------------------------------
 
-    def _summary_message(self, marker: Mapping[str, Any], local: _RunView) -> UserMessage | None:
+    def _summary_message(self, marker: _Marker, local: _RunView) -> UserMessage | None:
         if "summary" not in marker:
             return None
         key = (marker.get("after"), marker.get("summaries"), marker.get("file"))
@@ -379,7 +391,7 @@ class SummarizationMiddleware(AgentMiddleware):
         return local.summary
 
     def _view(
-        self, request: ModelRequest, marker: Mapping[str, Any], start: int, local: _RunView
+        self, request: ModelRequest, marker: _Marker, start: int, local: _RunView
     ) -> ModelRequest:
         messages = request.messages
         self._scan_args(messages, start, local)

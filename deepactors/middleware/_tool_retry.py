@@ -6,7 +6,6 @@ import dataclasses
 import functools
 import random
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -99,12 +98,12 @@ class ToolRetryMiddleware(AgentMiddleware):
         """A copy of ``tool`` whose function retries (always async: waits are ``anyio.sleep``)."""
         fn, is_async = tool.fn, tool.is_async
 
-        async def attempt_once(kwargs: dict[str, Any]) -> Any:
+        async def attempt_once(kwargs: dict[str, object]) -> object:
             if is_async:
                 return await fn(**kwargs)
             return await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
 
-        async def with_retries(**kwargs: Any) -> Any:
+        async def with_retries(**kwargs: object) -> object:
             attempt = 1
             while True:
                 try:

@@ -141,7 +141,7 @@ def _tool_content(message: ToolMessage) -> tuple[str, list[JSON]]:
 # -- answers ----------------------------------------------------------------------
 
 
-def _usage(usage: Any, profile: ModelProfile | None) -> Usage | None:
+def _usage(usage: object, profile: ModelProfile | None) -> Usage | None:
     if usage is None:
         return None
     details = getattr(usage, "prompt_tokens_details", None)
@@ -156,7 +156,7 @@ def _usage(usage: Any, profile: ModelProfile | None) -> Usage | None:
     )
 
 
-def _reasoning_text(obj: Any) -> str | None:
+def _reasoning_text(obj: object) -> str | None:
     # vLLM, DeepSeek and others: ``reasoning_content``; OpenRouter and Ollama: ``reasoning``.
     for name in ("reasoning_content", "reasoning"):
         value = getattr(obj, name, None)
@@ -225,7 +225,7 @@ class ChatAccumulator:
         self.refusal: list[str] = []
         self.calls: dict[int, _PendingCall] = {}
         self.finish_reason: str | None = None
-        self.usage: Any = None
+        self.usage: object = None
         self.model: str | None = None
 
     def feed(self, chunk: Any) -> list[StreamDelta]:

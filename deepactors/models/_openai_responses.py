@@ -150,7 +150,7 @@ def _tool_output(message: ToolMessage) -> str | list[JSON]:
 # -- answers ----------------------------------------------------------------------
 
 
-def _usage(usage: Any, profile: ModelProfile | None) -> Usage | None:
+def _usage(usage: object, profile: ModelProfile | None) -> Usage | None:
     if usage is None:
         return None
     details = getattr(usage, "input_tokens_details", None)
@@ -165,7 +165,7 @@ def _usage(usage: Any, profile: ModelProfile | None) -> Usage | None:
     )
 
 
-def _reasoning(item: Any) -> ThinkingBlock:
+def _reasoning(item: object) -> ThinkingBlock:
     summary = [
         {"type": "summary_text", "text": getattr(part, "text", "")}
         for part in (getattr(item, "summary", None) or ())
@@ -238,7 +238,7 @@ class ResponsesAccumulator:
     def __init__(self, profile: ModelProfile | None) -> None:
         self.profile = profile
         self.response: Any = None
-        self.items: dict[int, Any] = {}
+        self.items: dict[int, object] = {}
 
     def feed(self, event: Any) -> StreamDelta | None:
         """Take one event; return its delta, if it is one.

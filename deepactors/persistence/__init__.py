@@ -12,7 +12,7 @@ psycopg; without it, accessing them raises an ImportError saying
 PostgreSQL modules import nothing above themselves.)
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._core.public import publish as _publish
 from ._checkpoint import Checkpointer as Checkpointer
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from .postgres import PostgresStore as PostgresStore
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     # psycopg is optional: see the module docstring. (Its names are not in
     # __all__, so that a star import works without it.)
     if name in POSTGRES_NAMES:

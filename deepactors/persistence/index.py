@@ -40,10 +40,17 @@ __all__ = ["VECTORS", "Embed", "IndexedStore", "SemanticSearch"]
 VECTORS = "__vectors__"
 """The first label of the namespaces where items' vectors are kept (hidden, reserved)."""
 
+
+class _Embeddings(Protocol):
+    """What is used of a LangChain ``Embeddings`` object (``aembed_query`` too, if it has one)."""
+
+    async def aembed_documents(self, texts: list[str]) -> Sequence[Sequence[float]]: ...
+
+
 Embed = (
     Callable[[Sequence[str]], Sequence[Sequence[float]]]
     | Callable[[Sequence[str]], Awaitable[Sequence[Sequence[float]]]]
-    | Any
+    | _Embeddings
 )
 """An embedding function of a list of texts, or a LangChain ``Embeddings`` object."""
 

@@ -327,15 +327,16 @@ class PlacementWorker:
         while True:
             await anyio.sleep(period)
             now = anyio.current_time()
-            # A tick late by more than a period: this worker's loop (or its
-            # process, on a machine short of CPU) could not run meanwhile, so
-            # neither could the parent's calls queued for it. That time is the
-            # worker's, not the parent's silence: it does not count.
-            late = now - last - period
+            # A late tick: this worker's loop could not run meanwhile (a wave
+            # of children's steps that compute, a process short of CPU), and
+            # neither could the parent's calls queued for it, which start on
+            # the loop. That time is the worker's, not the parent's silence: it
+            # does not count. (All of it: a loop held for most of each period,
+            # tick after tick, would add up to an orphan's silence otherwise.)
+            late = max(0.0, now - last - period)
             last = now
             for link_id, link in list(self._links.items()):
-                if late > period:
-                    link.heard += late
+                link.heard += late
                 if not link.pulling and now - link.heard > self._orphan_timeout:
                     self._orphan(link_id, link, now)
 

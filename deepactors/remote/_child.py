@@ -16,11 +16,11 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import anyio
 
-from .._core.jsonvalue import JSONObject
+from .._core.jsonvalue import JSONObject, JSONValue
 from ..actors import ChildOutcome
 from ..budget import Budget, Refusal
 from ..context import Inbox, RunContext
@@ -267,7 +267,7 @@ class RemoteChild:
         """One run's request, to await: its id appended to ``run`` as it starts."""
         agent, parent = self.agent, self.parent
 
-        def on_part(mode: str, data: Any) -> None:
+        def on_part(mode: str, data: JSONValue) -> None:
             if meter is not None:
                 meter.part(mode, data)
             if relay is not None:
@@ -409,9 +409,10 @@ class RemoteChild:
                 listed = await conn.call("GET", f"/threads/{self.thread_id}/runs")
             except RemoteFailure:
                 return  # no thread: no run was made
-            found = [r for r in listed or () if isinstance(r, Mapping) and "run_id" in r]
-            self.runs += [r["run_id"] for r in found]  # the child's, for what they spent
-            run_ids = [r["run_id"] for r in found if r.get("status") in ("pending", "running")]
+            runs = listed if isinstance(listed, list) else []
+            found = [r for r in runs if isinstance(r, Mapping) and "run_id" in r]
+            self.runs += [str(r["run_id"]) for r in found]  # the child's, for what they spent
+            run_ids = [str(r["run_id"]) for r in found if r.get("status") in ("pending", "running")]
         wait = "?wait=true" if conn.kind == "deepactors" else ""
         for run_id in run_ids:
             try:
@@ -484,9 +485,9 @@ def _modes(kind: str, lite: bool) -> list[str]:
     return ["updates", "custom"]
 
 
-def _input(texts: list[str], files: Mapping[str, FileRecord] | None) -> dict[str, Any]:
-    values: dict[str, Any] = {"messages": [{"role": "user", "content": t} for t in texts]}
+def _input(texts: list[str], files: Mapping[str, FileRecord] | None) -> JSONObject:
+    values: JSONObject = {"messages": [{"role": "user", "content": t} for t in texts]}
     if files:
         # deepagents' FileData: what both servers take as input and give back as state.
-        values["files"] = {p: r.to_file_data() for p, r in files.items()}
+        values["files"] = {p: dict[str, JSONValue](r.to_file_data()) for p, r in files.items()}
     return values

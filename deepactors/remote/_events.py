@@ -28,6 +28,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from .. import events as ev
+from .._core.jsonvalue import JSONValue
 from ..langchain.views import message_from_lc
 from ..messages import AssistantMessage
 
@@ -71,7 +72,7 @@ class EventRelay:
         #: Parts that could not be read as events (a newer server's): counted, not raised.
         self.dropped = 0
 
-    def part(self, mode: str, data: Any, run_id: str) -> None:
+    def part(self, mode: str, data: JSONValue, run_id: str) -> None:
         """One stream part of the remote run ``run_id``."""
         match mode:
             case "events" | "events-lite":
@@ -83,7 +84,7 @@ class EventRelay:
             case _:
                 pass  # a mode not asked for (metadata of a newer server, say)
 
-    def _event(self, data: Any) -> None:
+    def _event(self, data: JSONValue) -> None:
         if not isinstance(data, Mapping):
             self.dropped += 1
             return
@@ -111,7 +112,7 @@ class EventRelay:
         _, sep, rest = remote_path.partition("/")
         return f"{self._path}/{rest}" if sep else self._path
 
-    def _updates(self, data: Any, run_id: str) -> None:
+    def _updates(self, data: JSONValue, run_id: str) -> None:
         # {"<node>": {"messages": [...], ...}, ...}: the messages a step added.
         if not isinstance(data, Mapping):
             return
@@ -120,8 +121,7 @@ class EventRelay:
             if not isinstance(messages, list):
                 continue
             for raw in messages:
-                kind = raw.get("type") if isinstance(raw, Mapping) else None
-                if kind not in ("ai", "AIMessageChunk"):
+                if not isinstance(raw, Mapping) or raw.get("type") not in ("ai", "AIMessageChunk"):
                     continue
                 try:
                     message = message_from_lc(raw)

@@ -19,8 +19,8 @@ LangGraph's server streams no such events, and is not metered.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
+from .._core.jsonvalue import JSONValue
 from ..budget import Budget, BudgetLedger, Refusal
 from ..messages import Usage
 from ._limits import Spent, charge, exhausted, one_call
@@ -55,7 +55,7 @@ class Meter:
         """A run of the child begins, sent ``sent`` to spend."""
         self._began, self._sent = self.spent, sent
 
-    def part(self, mode: str, data: Any) -> None:
+    def part(self, mode: str, data: JSONValue) -> None:
         """One part of the run's stream: charged if it reports spending."""
         if mode not in ("events", "events-lite") or not isinstance(data, Mapping):
             return

@@ -23,6 +23,7 @@ from typing import Any, Literal
 import anyio
 import httpx
 
+from .._core.jsonvalue import JSONValue
 from ._read import AnswerTooLarge, NoEvents, read_body, read_events
 
 __all__ = [
@@ -154,7 +155,7 @@ class Connection:
                 probing.set()
         return server.kind
 
-    async def call(self, method: str, path: str, body: object = None) -> Any:
+    async def call(self, method: str, path: str, body: object = None) -> JSONValue:
         """One request; its JSON answer (None for an empty body).
 
         Raises:
@@ -176,11 +177,12 @@ class Connection:
         if not raw:
             return None
         try:
-            return json.loads(raw)
+            answer: JSONValue = json.loads(raw)
         except ValueError:
             raise RemoteFailure(
                 f"{self.url} answered {method} {path} with something that is not JSON: {_clip(raw)}"
             ) from None
+        return answer
 
 
 def open_server(
@@ -230,7 +232,7 @@ async def stream_run(
     body: Mapping[str, object],
     *,
     on_run: Callable[[str], None],
-    on_part: Callable[[str, Any], None],
+    on_part: Callable[[str, JSONValue], None],
     extra_headers: Mapping[str, str],
 ) -> None:
     """``POST path`` (a ``.../runs/stream``) and read its events to the run's end.
@@ -332,7 +334,7 @@ async def _read_stream(
     path: str,
     res: httpx.Response,
     on_run: Callable[[str], None],
-    on_part: Callable[[str, Any], None],
+    on_part: Callable[[str, JSONValue], None],
 ) -> None:
     url = conn.url
     if res.status_code >= 400:
@@ -405,7 +407,7 @@ def _run_id(location: str) -> str:
     return tail.split("/")[0] if sep else ""
 
 
-def _run_error(url: str, run_id: str, payload: Any) -> str:
+def _run_error(url: str, run_id: str, payload: object) -> str:
     if isinstance(payload, Mapping):
         name = payload.get("error") or "Error"
         message = payload.get("message") or ""

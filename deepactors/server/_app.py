@@ -50,7 +50,7 @@ from .agui import agui_routes
 from .aisdk import aisdk_routes
 from .auth import Auth, AuthError
 from .crons import CronBook, MemoryCronBook, cron_routes
-from .relay import DEFAULT_STREAM_LOG_BYTES
+from .relay import DEFAULT_STREAM_LOG_BYTES, FOLLOW_PATIENCE
 from .v3 import thread_session_routes
 from .webhooks import DEFAULT_WEBHOOKS, Webhooks
 
@@ -74,6 +74,7 @@ def create_app(
     trusted_proxies: Sequence[str] = (),
     auth: Auth | None = None,
     runs_db: str | None = None,
+    runs_db_patience: float = FOLLOW_PATIENCE,
     pacing: float | None = DEFAULT_QUANTUM,
     defer_gc: bool = False,
     tracing: Tracing | bool = True,
@@ -151,6 +152,11 @@ def create_app(
             their runs: a run created through one can be found, joined,
             streamed and cancelled through any other. None: runs are this
             process's own (no database is asked anything about them).
+        runs_db_patience: Seconds this process keeps trying to follow a run of
+            another process (a client waiting on it, joining or rejoining its
+            stream) while the runs database is unreachable; then the run ends
+            here as an error that says so, so the client is answered in bounded
+            time. The run goes on in its own process meanwhile.
         pacing: Seconds of agent steps per event-loop turn, as for
             :func:`~deepactors.open_runtime`: what bounds how long a burst of
             runs keeps the server from reading requests and writing streams.
@@ -192,17 +198,16 @@ def create_app(
         ConfigurationError: No agent, a bad assistant id, a ``runs_db``
             that is not PostgreSQL, or a bad limit.
     """
-    open_relay(runs_db)  # bad options fail here, not in the lifespan
-    if isinstance(cors_origins, str) or isinstance(allowed_hosts, str):
-        raise ConfigurationError("cors_origins and allowed_hosts are sequences of strings")
-    if not stream_log_bytes > 0:
-        raise ConfigurationError(f"stream_log_bytes: bytes > 0, not {stream_log_bytes!r}")
+    open_relay(runs_db, runs_db_patience)  # bad options fail here, not in the lifespan
+    _check_keywords(
+        cors_origins=cors_origins,
+        allowed_hosts=allowed_hosts,
+        stream_log_bytes=stream_log_bytes,
+        run_retention=run_retention,
+        auth=auth,
+    )
     expiry = ThreadTTL(thread_ttl, thread_ttl_strategy, thread_ttl_sweep)
-    if run_retention is not None and not run_retention >= 0:  # NaN too
-        raise ConfigurationError(f"run_retention: seconds >= 0, or None, not {run_retention!r}")
     origins = [normal_origin(o) for o in cors_origins]
-    if auth is not None and not isinstance(auth, Auth):
-        raise ConfigurationError(f"auth: a deepactors.server.auth.Auth, not {auth!r}")
     if auth is not None and stream_key is None:
         stream_key = _identity_key
     slots = RunSlots(max_runs_per_client)  # a bad cap fails here, not in the lifespan
@@ -221,22 +226,7 @@ def create_app(
         guard,
         auth,
         proxies,
-        # Starlette tries routes in order: the runs' (the hot paths) first.
-        routes=[
-            *thread_op_routes,  # before /threads/{id} and /runs/{...}: literal paths first
-            *run_routes,
-            *thread_routes,
-            *thread_stream_routes,
-            *thread_session_routes,  # the v3 session: client.threads.stream
-            *cron_routes,
-            *misc_routes,
-            *openapi_routes,
-            *ui_routes,
-            # The other protocols' endpoints (AG-UI, the AI SDK's stream, A2A).
-            *agui_routes,
-            *aisdk_routes,
-            *a2a_routes,
-        ],
+        routes=_ROUTES,
         lifespan=AppLifespan(
             assistants=assistants,
             guard=guard,
@@ -247,6 +237,7 @@ def create_app(
             max_runs_per_client=slots.cap,
             thread_ttl=expiry,
             runs_db=runs_db,
+            runs_db_patience=runs_db_patience,
             idle_timeout=idle_timeout,
             run_retention=run_retention,
             pacing=pacing,
@@ -263,6 +254,48 @@ def create_app(
     )
     app.state.store = store
     return app
+
+
+# Starlette tries routes in order: the runs' (the hot paths) first.
+_ROUTES = [
+    *thread_op_routes,  # before /threads/{id} and /runs/{...}: literal paths first
+    *run_routes,
+    *thread_routes,
+    *thread_stream_routes,
+    *thread_session_routes,  # the v3 session: client.threads.stream
+    *cron_routes,
+    *misc_routes,
+    *openapi_routes,
+    *ui_routes,
+    # The other protocols' endpoints (AG-UI, the AI SDK's stream, A2A).
+    *agui_routes,
+    *aisdk_routes,
+    *a2a_routes,
+]
+
+
+def _check_keywords(
+    *,
+    cors_origins: Sequence[str],
+    allowed_hosts: Sequence[str],
+    stream_log_bytes: int,
+    run_retention: float | None,
+    auth: Auth | None,
+) -> None:
+    """Refuse the keywords of :func:`create_app` that no part they configure checks.
+
+    Raises:
+        ConfigurationError: A bare string for a sequence of them, a byte count or
+            a retention out of range, an ``auth`` that is not an ``Auth``.
+    """
+    if isinstance(cors_origins, str) or isinstance(allowed_hosts, str):
+        raise ConfigurationError("cors_origins and allowed_hosts are sequences of strings")
+    if not stream_log_bytes > 0:
+        raise ConfigurationError(f"stream_log_bytes: bytes > 0, not {stream_log_bytes!r}")
+    if run_retention is not None and not run_retention >= 0:  # NaN too
+        raise ConfigurationError(f"run_retention: seconds >= 0, or None, not {run_retention!r}")
+    if auth is not None and not isinstance(auth, Auth):
+        raise ConfigurationError(f"auth: a deepactors.server.auth.Auth, not {auth!r}")
 
 
 def _assistants(

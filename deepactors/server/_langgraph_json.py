@@ -22,7 +22,7 @@ import dataclasses
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -143,11 +143,12 @@ def indexed(store: Store, path: Path | None = None) -> Store:
     else:
         module_name, _, attribute = spec.rpartition(":")
         module = import_from(module_name, path.resolve().parent)
-        embed = getattr(module, attribute, None)
-        if embed is None:
+        found = getattr(module, attribute, None)  # (IndexedStore checks what it is)
+        if found is None:
             raise ConfigurationError(
                 f"{path}: store.index.embed: {module_name} has no {attribute!r}"
             )
+        embed = found
     fields = index.get("fields") or ["$"]
     return IndexedStore(store, embed=embed, dims=index.get("dims"), fields=fields)
 
@@ -242,7 +243,7 @@ def thread_expiry(
     return ThreadTTL(seconds, "keep_latest" if strategy == "keep_latest" else "delete", every)
 
 
-def _openai_embed(model: str) -> Callable[[list[str]], Awaitable[list[list[float]]]]:
+def _openai_embed(model: str) -> Callable[[Sequence[str]], Awaitable[list[list[float]]]]:
     try:
         from openai import AsyncOpenAI
     except ImportError as exc:
@@ -252,8 +253,8 @@ def _openai_embed(model: str) -> Callable[[list[str]], Awaitable[list[list[float
         ) from exc
     client = AsyncOpenAI()
 
-    async def embed(texts: list[str]) -> list[list[float]]:
-        answer = await client.embeddings.create(model=model, input=texts)
+    async def embed(texts: Sequence[str]) -> list[list[float]]:
+        answer = await client.embeddings.create(model=model, input=list(texts))
         return [d.embedding for d in answer.data]
 
     return embed

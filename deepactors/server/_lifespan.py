@@ -29,7 +29,7 @@ from ._thread_lookup import metadata_beside
 from ._thread_ttl import ThreadTTL
 from .auth import Auth
 from .crons import CronBook, Scheduler
-from .relay import LocalRelay, RunRelay, pg_relay
+from .relay import FOLLOW_PATIENCE, LocalRelay, RunRelay, patience, pg_relay
 from .webhooks import Webhooks
 
 __all__ = ["AppLifespan", "open_relay"]
@@ -52,6 +52,7 @@ class AppLifespan:
     max_runs_per_client: int | None
     thread_ttl: ThreadTTL
     runs_db: str | None
+    runs_db_patience: float
     idle_timeout: float
     run_retention: float | None
     pacing: float | None
@@ -71,7 +72,7 @@ class AppLifespan:
             ) as runtime,
             anyio.create_task_group() as tg,
         ):
-            relay = open_relay(self.runs_db)
+            relay = open_relay(self.runs_db, self.runs_db_patience)
             # Threads' metadata (owners) beside their checkpoints: the runs
             # database keeps it when there is one.
             savers = (record.agent.checkpointer for record in self.assistants.values())
@@ -122,12 +123,17 @@ class AppLifespan:
                     await self.crons.aclose()
 
 
-def open_relay(runs_db: str | None) -> RunRelay:
+def open_relay(runs_db: str | None, follow_patience: float = FOLLOW_PATIENCE) -> RunRelay:
     """The relay for ``runs_db`` (a PostgreSQL DSN), or the local one when None.
 
+    ``follow_patience``: seconds the PostgreSQL relay follows another process's
+    run while the database is unreachable (checked with or without ``runs_db``).
+
     Raises:
-        ConfigurationError: ``runs_db`` is not PostgreSQL, or psycopg is missing.
+        ConfigurationError: ``runs_db`` is not PostgreSQL, psycopg is missing, or
+            ``follow_patience`` is not a number of seconds > 0.
     """
+    follow_patience = patience(follow_patience)
     if runs_db is None:
         return LocalRelay()
     if not runs_db.startswith(("postgresql://", "postgres://")):
@@ -141,7 +147,7 @@ def open_relay(runs_db: str | None) -> RunRelay:
             "sharing runs through PostgreSQL needs psycopg: "
             f"pip install 'deepactors[postgres]' ({exc})"
         ) from exc
-    return relay(runs_db)
+    return relay(runs_db, follow_patience=follow_patience)
 
 
 async def _expire_bodies(guard: Guard, scope: anyio.CancelScope) -> None:

@@ -21,7 +21,7 @@ from ._guard import (
 from ._records import TTLStrategy
 from ._retention import DEFAULT_RUN_RETENTION
 from ._run_slots import DEFAULT_MAX_RUNS_PER_CLIENT
-from .relay import DEFAULT_STREAM_LOG_BYTES
+from .relay import DEFAULT_STREAM_LOG_BYTES, FOLLOW_PATIENCE
 
 __all__ = ["DEFAULT_HEADER_TIMEOUT", "DEFAULT_IDLE_TIMEOUT", "ServeOptions", "is_postgres"]
 
@@ -46,6 +46,9 @@ class ServeOptions:
     loop: str = "asyncio"
     workers: int = 1
     runs_db: str | None = None
+    runs_db_patience: float = FOLLOW_PATIENCE
+    """Seconds another process's run is followed while the runs database is
+    unreachable (see ``create_app``)."""
     log_level: str | None = "info"
     """Root logger level, ``debug`` to ``critical``; None leaves logging as configured."""
     log_format: str = "console"
@@ -128,6 +131,7 @@ class ServeOptions:
             "run_retention": self.run_retention,
             "idle_timeout": self.idle_timeout,
             "stream_log_bytes": self.stream_log_bytes,
+            "runs_db_patience": self.runs_db_patience,
             "store_ttl": self.store_ttl,
             "thread_ttl": self.thread_ttl,
             "thread_ttl_strategy": self.thread_ttl_strategy,

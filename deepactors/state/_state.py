@@ -14,6 +14,7 @@ from typing import Any, Literal, TypeVar, final
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticSerializationError
 
+from .._core.jsonvalue import JSONObject
 from ..errors import InputError
 from ..filediff import FileDiff, FileRecord, MergeResult
 from ..history import MessageList
@@ -164,18 +165,18 @@ class Applied:
         return self.merge.report() if self.merge is not None else ""
 
 
-def _check_messages(state: State, value: Any) -> Any:
+def _check_messages(state: State, value: Iterable[object]) -> list[Message | RemoveMessage]:
     return [v if isinstance(v, RemoveMessage) else to_message(v) for v in value]
 
 
-def _encode_messages(value: Any) -> Any:
+def _encode_messages(value: Iterable[Message | RemoveMessage]) -> list[JSONObject]:
     return [
         {"remove": m.id} if isinstance(m, RemoveMessage) else m.model_dump(mode="json")
         for m in value
     ]
 
 
-def _messages_text(value: Any) -> str | None:
+def _messages_text(value: Iterable[Message | RemoveMessage]) -> str | None:
     """``_encode_messages(value)`` as compact JSON text, through pydantic's serializer.
 
     The same JSON (a model dumped in JSON mode has string keys and no NaN, as

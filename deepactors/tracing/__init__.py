@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from contextvars import Token
 
     from opentelemetry.context import Context
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
 
     from ..events import Event
 
@@ -79,8 +81,8 @@ class Tracing:
             when unset).
     """
 
-    tracer_provider: Any = None
-    meter_provider: Any = None
+    tracer_provider: TracerProvider | None = None
+    meter_provider: MeterProvider | None = None
     capture_content: bool | None = None
 
 
@@ -90,12 +92,12 @@ def provider_of(model: object) -> str | None:
     said = getattr(model, "provider", None)
     if isinstance(said, str):
         return said
-    cls: Any = type(model)
+    cls: Any = type(model)  # mypy holds a class unhashable: it is the cache's key
     return _provider_of_class(cls)
 
 
 @functools.cache
-def _provider_of_class(cls: Any) -> str | None:
+def _provider_of_class(cls: type) -> str | None:
     # Once per model class, not per model call (a streamed or traced run asks at each).
     module = cls.__module__
     for known in ("anthropic", "openai", "langchain"):
@@ -208,7 +210,7 @@ class _Both:
         self._second(event)
 
 
-def _tracer_provider(tracing: Tracing | None) -> Any:
+def _tracer_provider(tracing: Tracing | None) -> TracerProvider | None:
     provider = None if tracing is None else tracing.tracer_provider
     if provider is not None:
         return provider
@@ -222,7 +224,7 @@ def _tracer_provider(tracing: Tracing | None) -> Any:
     return provider
 
 
-def _meter_provider(tracing: Tracing | None) -> Any:
+def _meter_provider(tracing: Tracing | None) -> MeterProvider | None:
     provider = None if tracing is None else tracing.meter_provider
     if provider is not None:
         return provider

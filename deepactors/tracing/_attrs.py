@@ -12,9 +12,9 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import json
-from typing import Any
 
 from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
 
 from ..events import (
     BudgetExhausted,
@@ -60,8 +60,8 @@ def fail(span: Span, description: str, *, error_type: str = "cancelled") -> None
     span.set_attribute("error.type", error_type)
 
 
-def usage_attributes(usage: Usage) -> dict[str, Any]:
-    attributes: dict[str, Any] = {
+def usage_attributes(usage: Usage) -> dict[str, AttributeValue]:
+    attributes: dict[str, AttributeValue] = {
         "gen_ai.usage.input_tokens": usage.input_tokens,
         "gen_ai.usage.output_tokens": usage.output_tokens,
     }
@@ -76,7 +76,7 @@ def usage_attributes(usage: Usage) -> dict[str, Any]:
     return attributes
 
 
-def json_text(value: Any) -> str:
+def json_text(value: object) -> str:
     try:
         text = json.dumps(value, ensure_ascii=False, default=str)
     except ValueError:  # a circular value: said, not raised from a tracer
@@ -90,14 +90,14 @@ def user_text(text: str) -> str:
 
 
 def assistant_parts(message: AssistantMessage) -> str:
-    parts: list[dict[str, Any]] = []
+    parts: list[dict[str, object]] = []
     if message.text:
         parts.append({"type": "text", "content": message.text[:MAX_TEXT]})
     for call in message.tool_calls:
         parts.append(
             {"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.args}
         )
-    entry: dict[str, Any] = {"role": "assistant", "parts": parts}
+    entry: dict[str, object] = {"role": "assistant", "parts": parts}
     if message.stop_reason:
         entry["finish_reason"] = message.stop_reason
     return json_text([entry])
@@ -105,9 +105,9 @@ def assistant_parts(message: AssistantMessage) -> str:
 
 def agent_attributes(
     name: str, agent_id: str, *, thread_id: str | None, run_id: str, root: bool
-) -> dict[str, Any]:
+) -> dict[str, AttributeValue]:
     """An ``invoke_agent`` span's attributes (``root``: the run's top actor)."""
-    attributes: dict[str, Any] = {
+    attributes: dict[str, AttributeValue] = {
         "gen_ai.operation.name": "invoke_agent",
         "gen_ai.agent.name": name,
         "gen_ai.agent.id": agent_id,
@@ -125,9 +125,9 @@ def agent_attributes(
     return attributes
 
 
-def chat_attributes(event: ModelCallStarted, model: str) -> dict[str, Any]:
+def chat_attributes(event: ModelCallStarted, model: str) -> dict[str, AttributeValue]:
     """A ``chat`` span's attributes known when the call starts (``model``: its name)."""
-    attributes: dict[str, Any] = {
+    attributes: dict[str, AttributeValue] = {
         "gen_ai.operation.name": "chat",
         "gen_ai.request.model": model,
     }
@@ -136,9 +136,9 @@ def chat_attributes(event: ModelCallStarted, model: str) -> dict[str, Any]:
     return attributes
 
 
-def response_attributes(message: AssistantMessage, *, capture: bool) -> dict[str, Any]:
+def response_attributes(message: AssistantMessage, *, capture: bool) -> dict[str, AttributeValue]:
     """A ``chat`` span's attributes from the answer (``capture``: its content too)."""
-    attributes: dict[str, Any] = {}
+    attributes: dict[str, AttributeValue] = {}
     if message.model:
         attributes["gen_ai.response.model"] = message.model
     if message.stop_reason:
@@ -150,9 +150,9 @@ def response_attributes(message: AssistantMessage, *, capture: bool) -> dict[str
     return attributes
 
 
-def tool_attributes(call: ToolCall, *, capture: bool) -> dict[str, Any]:
+def tool_attributes(call: ToolCall, *, capture: bool) -> dict[str, AttributeValue]:
     """An ``execute_tool`` span's attributes (``capture``: its arguments too)."""
-    attributes: dict[str, Any] = {
+    attributes: dict[str, AttributeValue] = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": call.name,
         "gen_ai.tool.call.id": call.id,
@@ -163,7 +163,7 @@ def tool_attributes(call: ToolCall, *, capture: bool) -> dict[str, Any]:
     return attributes
 
 
-def retry_event(event: ModelRetry) -> tuple[str, dict[str, Any]]:
+def retry_event(event: ModelRetry) -> tuple[str, dict[str, AttributeValue]]:
     """The ``retry`` span event of a model call: its name and attributes."""
     return (
         "retry",
@@ -176,7 +176,7 @@ def retry_event(event: ModelRetry) -> tuple[str, dict[str, Any]]:
     )
 
 
-def fallback_event(event: ModelFallback) -> tuple[str, dict[str, Any]]:
+def fallback_event(event: ModelFallback) -> tuple[str, dict[str, AttributeValue]]:
     """The ``fallback`` span event of a model call: its name and attributes."""
     return (
         "fallback",
@@ -188,7 +188,7 @@ def fallback_event(event: ModelFallback) -> tuple[str, dict[str, Any]]:
     )
 
 
-def summary_event(event: ContextSummarized) -> dict[str, Any]:
+def summary_event(event: ContextSummarized) -> dict[str, AttributeValue]:
     """The attributes of an agent span's ``summarize`` event."""
     return {
         "deepactors.reason": event.reason,
@@ -198,7 +198,7 @@ def summary_event(event: ContextSummarized) -> dict[str, Any]:
     }
 
 
-def budget_event(event: BudgetExhausted) -> dict[str, Any]:
+def budget_event(event: BudgetExhausted) -> dict[str, AttributeValue]:
     """The attributes of an agent span's ``budget_exhausted`` event."""
     return {
         "deepactors.resource": event.resource,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 import weakref
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..events import (
     Event,
@@ -26,17 +26,21 @@ from ..events import (
     ToolCallFinished,
 )
 
+if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.util.types import AttributeValue
+
 __all__ = ["TreeMetrics", "instruments_of"]
 
 _SCOPE = "deepactors"
 # Instruments are made once per meter provider, not per run.
-_MADE: weakref.WeakKeyDictionary[Any, _Instruments] = weakref.WeakKeyDictionary()
+_MADE: weakref.WeakKeyDictionary[MeterProvider, _Instruments] = weakref.WeakKeyDictionary()
 
 
 class _Instruments:
     __slots__ = ("active", "cost", "duration", "runs", "tokens", "tools")
 
-    def __init__(self, provider: Any) -> None:
+    def __init__(self, provider: MeterProvider) -> None:
         meter = provider.get_meter(_SCOPE)
         self.tokens = meter.create_histogram(
             "gen_ai.client.token.usage", unit="{token}", description="Tokens per model call"
@@ -58,7 +62,7 @@ class _Instruments:
         )
 
 
-def instruments_of(provider: Any) -> _Instruments:
+def instruments_of(provider: MeterProvider) -> _Instruments:
     """The instruments of ``provider``, made on first use."""
     made = _MADE.get(provider)
     if made is None:
@@ -135,7 +139,7 @@ class TreeMetrics:
         if started is None:
             return
         start, model, provider = started
-        attributes: dict[str, Any] = {
+        attributes: dict[str, AttributeValue] = {
             "gen_ai.operation.name": "chat",
             "gen_ai.request.model": model,
         }

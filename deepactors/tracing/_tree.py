@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind
+from opentelemetry.util.types import AttributeValue
 
 from ..events import (
     BudgetExhausted,
@@ -70,11 +71,12 @@ class _ModelCall:
 
     __slots__ = ("attributes", "events", "name", "start")
 
-    def __init__(self, name: str, attributes: dict[str, Any]) -> None:
+    def __init__(self, name: str, attributes: dict[str, AttributeValue]) -> None:
         self.name = name
         self.attributes = attributes
         self.start = time.time_ns()
-        self.events: list[tuple[str, dict[str, Any], int]] | None = None  # retries, fallbacks
+        # Retries and fallbacks, as span events.
+        self.events: list[tuple[str, dict[str, AttributeValue], int]] | None = None
 
 
 class _Tool:
@@ -154,7 +156,7 @@ class TreeTracer:
 
     def __init__(
         self,
-        provider: Any,
+        provider: trace.TracerProvider,
         *,
         capture_content: bool,
         thread_id: str | None,
@@ -212,7 +214,13 @@ class TreeTracer:
     # -- actors ----------------------------------------------------------------------
 
     def _agent_span(
-        self, name: str, agent_id: str, parent: Any, run_id: str, *, root: bool
+        self,
+        name: str,
+        agent_id: str,
+        parent: otel_context.Context | None,
+        run_id: str,
+        *,
+        root: bool,
     ) -> Span:
         attributes = agent_attributes(
             name, agent_id, thread_id=self._thread_id, run_id=run_id, root=root
@@ -424,7 +432,9 @@ def _under(path: str, roots: set[str], *, itself: bool) -> bool:
     return False
 
 
-def _model_span(tracer: trace.Tracer, call: _ModelCall, parent: Any) -> Span:
+def _model_span(
+    tracer: trace.Tracer, call: _ModelCall, parent: otel_context.Context | None
+) -> Span:
     span = tracer.start_span(
         call.name,
         context=parent,

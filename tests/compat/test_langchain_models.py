@@ -10,7 +10,7 @@ from langchain_core.tools import tool
 from pydantic import BaseModel
 
 from deepactors import create_deep_agent
-from deepactors.errors import UnsupportedLoop
+from deepactors.errors import InputError, UnsupportedLoop
 from deepactors.langchain import LangChainChatModel, from_langchain, to_langchain
 from deepactors.langchain import create_deep_agent as create_lc_agent
 from deepactors.messages import AssistantMessage, ToolCall, UserMessage
@@ -220,6 +220,15 @@ async def test_with_config_batch_and_abatch() -> None:
         seen.append(meta.get("tags"))
     assert ["base", "call"] in seen
     assert create_lc_agent(model=model).batch(["d"])[0]["messages"][-1].content == "four"
+
+
+def test_with_config_names_a_config_part_it_cannot_merge() -> None:
+    agent = create_lc_agent(model=GenericFakeChatModel(messages=iter(["one"])))
+    configured = agent.with_config({"configurable": {"user": "u"}, "tags": ["base"]})
+    with pytest.raises(InputError, match=r"config\['configurable'\] must be a mapping"):
+        configured.with_config({"configurable": "u2"})
+    with pytest.raises(InputError, match=r"config\['tags'\] must be a list"):
+        configured.with_config({"tags": "call"})
 
 
 async def test_astream_events_v2_gives_langchains_event_dicts() -> None:

@@ -19,6 +19,7 @@ import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -26,7 +27,8 @@ import pytest
 
 from deepactors import AssistantMessage, ToolCall, ToolMessage, create_deep_agent
 from deepactors.actors import open_runtime
-from deepactors.mcp import MAX_IDLE_SESSIONS, MCPServer, _pool
+from deepactors.errors import ConfigurationError
+from deepactors.mcp import MAX_IDLE_SESSIONS, MCPServer, _pool, set_max_idle_sessions
 from deepactors.models import FunctionModel, ModelRequest
 from tests.mcp.servers import (
     ROOT,
@@ -122,15 +124,15 @@ def own_http_app(tmp_path: Path) -> Iterator[str]:
 
 @SDK_HTTP_ON_TRIO
 async def test_a_token_per_user_keeps_a_bounded_number_of_sessions_open(
-    own_http_app: str, monkeypatch: pytest.MonkeyPatch
+    own_http_app: str,
 ) -> None:
     # A lower bound than the default (MAX_IDLE_SESSIONS, 32): the same pruning,
     # a dozen sessions opened instead of forty.
     bound = 4
-    monkeypatch.setattr(_pool, "MAX_IDLE_SESSIONS", bound)
     users = bound + 8
     with anyio.fail_after(240):
         async with open_runtime() as rt:
+            set_max_idle_sessions(rt, bound)
             for i in range(users):
                 server = MCPServer.http(own_http_app, name="app", auth_token=f"token-of-user-{i}")
                 agent = create_deep_agent(turns([call("echo", text=str(i))]), tools=[server])
@@ -142,7 +144,17 @@ async def test_a_token_per_user_keeps_a_bounded_number_of_sessions_open(
             state = await rt.thread(counter).ainvoke("how many?")
     # The ones past the bound were closed (the server was told); the counter's is one.
     assert int(state["messages"][-1].text) <= bound + 1
-    assert MAX_IDLE_SESSIONS == 32  # the default (the public name; only the pool was patched)
+    assert MAX_IDLE_SESSIONS == 32  # the default, left as it was
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "4", None])
+async def test_a_bad_bound_on_idle_sessions_is_refused_and_the_bound_kept(bad: Any) -> None:
+    async with open_runtime() as rt:
+        set_max_idle_sessions(rt, 3)
+        with pytest.raises(ConfigurationError, match=r"max_idle: .*an int >= 0"):
+            set_max_idle_sessions(rt, bad)
+        assert rt.shared(_pool._POOL).max_idle == 3  # the bound it had
+        set_max_idle_sessions(rt, 0)  # none kept: allowed
 
 
 # --- 9. answers bounded while they are read --------------------------------------------

@@ -23,7 +23,7 @@ from starlette.applications import Starlette
 
 from deepactors.persistence import PostgresCheckpointer
 from deepactors.server import create_app
-from deepactors.server.relay import _pg_follow, backoff
+from deepactors.server.relay import backoff
 from tests.pgserver import PostgresServer
 
 from .agents import Probe, blocking_agent
@@ -163,15 +163,13 @@ def test_reconnection_waits_grow_to_a_bound_and_are_spread() -> None:
 def test_joining_another_process_run_while_the_database_stays_down_ends_in_bounded_time(
     serve: Callable[[Starlette], Served],
     database: tuple[PostgresServer, str],
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The follower keeps trying for FOLLOW_PATIENCE (30 s; 1 s here), then the
-    run ends here as an error that says the runs database is unreachable."""
-    monkeypatch.setattr(_pg_follow, "FOLLOW_PATIENCE", 1.0)
+    """The follower keeps trying for its runs_db_patience (default 30 s; 1 s here),
+    then the run ends here as an error that says the runs database is unreachable."""
     pg, dsn = database
     probe = Probe()
     owner = serve(create_app({"echo": blocking_agent(probe)}, runs_db=dsn))
-    other = serve(create_app({"echo": blocking_agent(Probe())}, runs_db=dsn))
+    other = serve(create_app({"echo": blocking_agent(Probe())}, runs_db=dsn, runs_db_patience=1.0))
     tid = owner.client().threads.create()["thread_id"]
     run = owner.client().runs.create(tid, "echo", input=say("wait"))
     assert probe.blocked.wait(BOUND)

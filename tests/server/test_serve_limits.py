@@ -21,14 +21,17 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
+from deepactors import create_deep_agent
 from deepactors.cli import build_parser
 from deepactors.errors import ConfigurationError
-from deepactors.server import ServeOptions
+from deepactors.models import FunctionModel
+from deepactors.server import ServeOptions, create_app
 from deepactors.server._serve import check_exposure
 from deepactors.server._serve_options import DEFAULT_HEADER_TIMEOUT
 from tests.waiting import wait_until_sync
@@ -354,6 +357,19 @@ def test_the_serve_help_gives_the_defaults() -> None:
     assert f"default: {defaults.run_retention:g};" in helps["run_retention"]
     assert f"default: {defaults.idle_timeout:g})" in helps["idle_timeout"]
     assert f"default: {defaults.stream_log_bytes}," in helps["stream_log_bytes"]
+    assert f"default: {defaults.runs_db_patience:g})" in helps["runs_db_patience"]
+
+
+def test_the_runs_db_patience_reaches_the_app_and_a_bad_one_is_refused() -> None:
+    args = build_parser().parse_args(["serve", "--runs-db-patience", "2.5"])
+    assert args.runs_db_patience == 2.5
+    assert ServeOptions(runs_db_patience=2.5).app_limits()["runs_db_patience"] == 2.5
+    agent = create_deep_agent(FunctionModel(lambda request: "hi"), name="agent")
+    create_app(agent, runs_db_patience=2.5)
+    bads: list[Any] = [0, -1.0, float("inf"), float("nan"), True, "30"]
+    for bad in bads:
+        with pytest.raises(ConfigurationError, match=r"runs_db_patience: seconds > 0"):
+            create_app(agent, runs_db_patience=bad)
 
 
 def test_retention_and_idle_time_reach_the_options() -> None:

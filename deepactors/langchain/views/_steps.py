@@ -16,8 +16,7 @@ the checkpointer (``get_state`` and ``history`` give those).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 __all__ = ["checkpoint_payload", "step_id", "task_result", "task_start"]
 
@@ -27,12 +26,12 @@ def step_id(run_id: str, path: str, step: int, what: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_OID, f"{run_id}/{path}/{step}/{what}"))
 
 
-def task_start(task: str, node: str, state: Any) -> dict[str, Any]:
+def task_start(task: str, node: str, state: object) -> dict[str, object]:
     """A task as it starts (LangGraph's ``TaskPayload``)."""
     return {"id": task, "name": node, "input": state, "triggers": [f"branch:to:{node}"]}
 
 
-def task_result(task: str, node: str, writes: Any) -> dict[str, Any]:
+def task_result(task: str, node: str, writes: object) -> dict[str, object]:
     """A task as it ends (LangGraph's ``TaskResultPayload``): its writes by channel."""
     return {"id": task, "name": node, "error": None, "result": writes, "interrupts": []}
 
@@ -43,15 +42,15 @@ def checkpoint_payload(
     namespace: Sequence[str],
     checkpoint: str,
     parent: str | None,
-    values: Any,
+    values: object,
     step: int,
     source: str,
     next_nodes: Sequence[str],
-    tasks: Sequence[dict[str, Any]],
-) -> dict[str, Any]:
+    tasks: Sequence[Mapping[str, object]],
+) -> dict[str, object]:
     """A checkpoint as LangGraph streams it (``CheckpointPayload``)."""
 
-    def config(checkpoint_id: str) -> dict[str, Any]:
+    def config(checkpoint_id: str) -> dict[str, object]:
         configurable = {"checkpoint_ns": "|".join(namespace), "checkpoint_id": checkpoint_id}
         if thread_id is not None:
             configurable["thread_id"] = thread_id

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, TypeAlias, final, get_args
 
@@ -101,14 +101,16 @@ class _Actor:
 
     step: int = 0
     called: bool = False  # a model call has started (what came before was input)
-    values: Mapping[str, Any] | None = None  # latest state not yet streamed
-    shown: Any = None  # the last values part streamed (an interrupt repeats it)
-    update: dict[str, Any] = field(default_factory=dict)  # updates not yet streamed
+    values: Mapping[str, object] | None = None  # latest state not yet streamed
+    shown: Mapping[str, object] | None = (
+        None  # the last values part streamed (an interrupt repeats it)
+    )
+    update: dict[str, object] = field(default_factory=dict)  # updates not yet streamed
     streamed: bool = False  # text of the current model call went out as chunks
     answered: bool = False  # an answer's update waits for its last message chunk
     task: str | None = None  # the task running now ("tasks" mode)
     task_node: str = ""  # its node
-    latest: Mapping[str, Any] | None = None  # the state as last seen ("tasks" input)
+    latest: Mapping[str, object] | None = None  # the state as last seen ("tasks" input)
     checkpoint: str | None = None  # the last checkpoint streamed ("checkpoints" parent)
     run_id: str = ""  # its run (the steps' ids)
 
@@ -271,12 +273,12 @@ class LangGraphStream:
             return []
         out: list[StreamPart] = []
         name = node or ("tools" if _has_tool_result(actor.update) else "middleware")
-        update: Any = None
+        update: object = None
         if self._steps or ("updates" in self.modes and (actor.called or node is not None)):
             update = dict(actor.update) if self.objects else update_to_lc(actor.update)
         if "updates" in self.modes and (actor.called or node is not None):
             out.append(StreamPart(ns, "updates", {name: update}))
-        values: Any = None
+        values: Mapping[str, object] | None = None
         if "values" in self.modes or "checkpoints" in self.modes:
             values = values_to_lc(actor.values, objects=self.objects)
         if "values" in self.modes:
@@ -290,7 +292,7 @@ class LangGraphStream:
     def _task_start(self, ns: Namespace, event: Event, actor: _Actor, node: str) -> StreamPart:
         """A ``tasks`` part: the step's node starts, with the state it starts from."""
         actor.task, actor.task_node = step_id(event.run_id, event.path, actor.step, node), node
-        state: Any = None
+        state: Mapping[str, object] | None = None
         if actor.latest is not None:
             state = values_to_lc(actor.latest, objects=self.objects)
         return StreamPart(ns, "tasks", task_start(actor.task, node, state))
@@ -308,11 +310,17 @@ class LangGraphStream:
         return [StreamPart(ns, "tasks", stopped)]
 
     def _step_end(
-        self, ns: Namespace, path: str, actor: _Actor, name: str, update: Any, values: Any
+        self,
+        ns: Namespace,
+        path: str,
+        actor: _Actor,
+        name: str,
+        update: object,
+        values: Mapping[str, object] | None,
     ) -> list[StreamPart]:
         """The ``tasks`` and ``checkpoints`` parts of a step that ended (see ``_steps``)."""
         out: list[StreamPart] = []
-        tasks: list[dict[str, Any]] = []
+        tasks: list[dict[str, object]] = []
         if actor.task is not None and name in ("model", "tools"):
             result = task_result(actor.task, name, update)
             tasks.append({"id": actor.task, "name": name, "result": update, "interrupts": []})
@@ -337,7 +345,10 @@ class LangGraphStream:
         return out
 
     def _interrupt(
-        self, ns: Namespace, requests: Sequence[Mapping[str, Any]], shown: Any
+        self,
+        ns: Namespace,
+        requests: Sequence[Mapping[str, object]],
+        shown: Mapping[str, object] | None,
     ) -> list[StreamPart]:
         pending = interrupt_view(requests) if self.objects else interrupts_to_lc(requests)
         data = {"__interrupt__": pending}
@@ -450,29 +461,36 @@ def _chunk(chunk_id: str, content: str | list[dict[str, Any]]) -> dict[str, Any]
     }
 
 
-def _is_answer(update: Mapping[str, Any]) -> bool:
-    return any(isinstance(m, AssistantMessage) for m in update.get("messages") or ())
+def _messages(update: Mapping[str, object]) -> Iterable[object]:
+    """An update's messages (a list, as every channel update carries them), or none."""
+    messages = update.get("messages")
+    return messages if isinstance(messages, Iterable) else ()
 
 
-def _has_tool_result(update: Mapping[str, Any]) -> bool:
-    return any(isinstance(m, ToolMessage) for m in update.get("messages") or ())
+def _is_answer(update: Mapping[str, object]) -> bool:
+    return any(isinstance(m, AssistantMessage) for m in _messages(update))
 
 
-def _next_nodes(name: str, update: Mapping[str, Any]) -> list[str]:
+def _has_tool_result(update: Mapping[str, object]) -> bool:
+    return any(isinstance(m, ToolMessage) for m in _messages(update))
+
+
+def _next_nodes(name: str, update: Mapping[str, object]) -> list[str]:
     """The node LangGraph would run after a step: the tools after an answer with
     calls, the model after tool results or input, none after a final answer."""
     if name != "model":
         return ["model"]
-    answers = [m for m in update.get("messages") or () if isinstance(m, AssistantMessage)]
+    answers = [m for m in _messages(update) if isinstance(m, AssistantMessage)]
     return ["tools"] if answers and answers[-1].tool_calls else []
 
 
-def _fold(into: dict[str, Any], update: Mapping[str, Any]) -> None:
+def _fold(into: dict[str, object], update: Mapping[str, object]) -> None:
     """Gather the updates of one step: messages append, files merge, the rest replace."""
     for name, value in update.items():
         if name == "messages":
-            into["messages"] = [*into.get("messages", ()), *value]
+            into["messages"] = [*_messages(into), *_messages(update)]
         elif name == "files" and isinstance(value, Mapping):
-            into["files"] = {**into.get("files", {}), **value}
+            files = into.get("files")
+            into["files"] = {**(files if isinstance(files, Mapping) else {}), **value}
         else:
             into[name] = value

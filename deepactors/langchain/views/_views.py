@@ -167,7 +167,7 @@ def _usage_from_lc(usage: Mapping[str, Any]) -> dict[str, int]:
     }
 
 
-def _invalid_from_lc(call: Mapping[str, Any]) -> dict[str, Any]:
+def _invalid_from_lc(call: Mapping[str, object]) -> dict[str, object]:
     args = call.get("args")
     try:
         parsed = json.loads(args) if isinstance(args, str) else {}
@@ -186,18 +186,18 @@ def _invalid_from_lc(call: Mapping[str, Any]) -> dict[str, Any]:
 # -- state -------------------------------------------------------------------------------
 
 
-def interrupts_to_lc(requests: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def interrupts_to_lc(requests: Sequence[Mapping[str, object]]) -> list[dict[str, Any]]:
     """Pending requests (``result["__interrupt__"]`` entries, or their ``to_dict``
     form) as LangGraph's interrupts: one ``{"value", "id"}`` per stop, the value
     being deepagents' ``{"action_requests": [...], "review_configs": [...]}``."""
     views = interrupt_view([_request_dict(r) for r in requests])
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, dict[str, object]] = {}
     for view in views:
         out.setdefault(view.id, {"value": to_jsonable_python(view.value), "id": view.id})
     return list(out.values())
 
 
-def _request_dict(request: Mapping[str, Any]) -> dict[str, Any]:
+def _request_dict(request: Mapping[str, object]) -> dict[str, object]:
     keys = ("id", "tool", "args", "path", "allowed_decisions", "description")
     return {k: request.get(k) for k in keys}
 
@@ -232,7 +232,7 @@ def _channel_to_lc(name: str, value: Any) -> Any:
             return jsonable(value)
 
 
-def values_to_lc(values: Mapping[str, Any], *, objects: bool = False) -> dict[str, Any]:
+def values_to_lc(values: Mapping[str, object], *, objects: bool = False) -> dict[str, Any]:
     """A state, or a run's result, as LangGraph shows it: the one rendering of a state.
 
     ``usage`` and ``budget`` (reports of a run, not channels) are left out.
@@ -250,7 +250,7 @@ def values_to_lc(values: Mapping[str, Any], *, objects: bool = False) -> dict[st
 _RUN_REPORTS = frozenset({"usage", "budget"})
 
 
-def update_to_lc(update: Mapping[str, Any]) -> dict[str, Any]:
+def update_to_lc(update: Mapping[str, object]) -> dict[str, Any]:
     """A state update as JSON: like :func:`values_to_lc`; a deleted file is ``None``
     and a removed message ``{"type": "remove", "id": ...}``."""
     return values_to_lc(update)

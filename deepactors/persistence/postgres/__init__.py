@@ -75,7 +75,7 @@ def postgres_store(dsn: str, **options: Any) -> Any:
     return load("PostgresStore")(dsn, **options)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in POSTGRES_NAMES or name in _BLOCKS:
         return load(name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

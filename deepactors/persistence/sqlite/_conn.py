@@ -5,11 +5,12 @@ How the connection follows the event loop
 aiosqlite only works on asyncio, so a :class:`Database` opens, lazily on first
 use, the connection that fits the loop running at that moment:
 
-- **asyncio**: an aiosqlite connection (its own thread, its own queue).
-- **trio**: a plain ``sqlite3`` connection used from anyio worker threads, one
-  operation at a time (which is what makes ``check_same_thread=False`` safe).
-  The threads come from the run's default thread limiter, so a run with
-  hundreds of checkpointers still uses a bounded number of worker threads.
+- **asyncio**: an aiosqlite connection (its own thread, its own queue:
+  :mod:`._aiosqlite`).
+- **trio**: a plain ``sqlite3`` connection driven from one of a few threads the
+  run's connections share, one operation at a time (which is what makes
+  ``check_same_thread=False`` safe), so a run with hundreds of checkpointers
+  still uses a bounded number of threads (:mod:`._threaded`).
 
 Either way every operation is *one* function run in that thread (a whole
 transaction, with its JSON decoding), so a ``put`` costs one thread hop and no
@@ -54,12 +55,13 @@ import anyio.to_thread
 from anyio import Path as AsyncPath
 from anyio.abc import AsyncResource
 
-from ..._core.loops import CallThread, LoopRun, UnsupportedLoop, current_run
+from ..._core.loops import UnsupportedLoop, current_run
 from ..._core.perloop import PerLoop
 from ..._core.stamps import utc_stamp
 from ...errors import ConfigurationError, DatabaseUnavailable, PersistenceError
 from . import _aiosqlite
 from ._integrity import diagnose, emptied, identity, register_crc
+from ._threaded import ThreadConnection
 
 __all__ = ["BUSY_TIMEOUT", "Database", "Errors", "Schema", "SqliteBase", "text"]
 
@@ -228,119 +230,6 @@ class _Connection(Protocol):
     async def aclose_stale(self) -> None: ...
 
 
-_POOL_SIZE = 4
-"""Threads a trio run's SQLite connections share at most (each connection keeps one)."""
-
-
-class _Pooled:
-    """A connection thread of one trio run, and how many connections use it."""
-
-    __slots__ = ("thread", "users")
-
-    def __init__(self) -> None:
-        self.thread = CallThread("deepactors-sqlite")
-        self.users = 0
-
-
-# Each run touches only its own entry (a run whose entry another run cleans up
-# is over), and single dict operations are atomic: no lock on the event loop.
-_POOLS: dict[LoopRun, list[_Pooled]] = {}
-
-
-def _take_thread(run: LoopRun) -> _Pooled:
-    pool = _POOLS.setdefault(run, [])
-    if len(pool) < _POOL_SIZE:
-        pooled = _Pooled()
-        pool.append(pooled)
-    else:
-        pooled = min(pool, key=lambda p: p.users)
-    pooled.users += 1
-    return pooled
-
-
-def _give_back(run: LoopRun, pooled: _Pooled) -> None:
-    pooled.users -= 1
-    if pooled.users > 0:
-        return
-    pooled.thread.stop()
-    pool = _POOLS.get(run, [])
-    if pooled in pool:
-        pool.remove(pooled)
-    if not pool:
-        _POOLS.pop(run, None)
-
-
-class _ThreadConnection:
-    """A ``sqlite3`` connection driven from one thread, one call at a time (trio).
-
-    The run's connections share a few threads (:class:`~deepactors._core.loops.CallThread`),
-    each connection always the same one, so its calls run in order, one at a
-    time; a call wakes the run once: a third of the CPU of a hop through
-    anyio's worker threads, which a checkpoint after every step pays each time.
-    """
-
-    def __init__(self, raw: sqlite3.Connection, run: LoopRun, pooled: _Pooled) -> None:
-        self._raw = raw
-        self._run = run
-        self._pooled = pooled
-        self._closed = False  # read and set in the connection's thread
-
-    @classmethod
-    async def open(
-        cls, path: str, prepare: Callable[[sqlite3.Connection], None], *, timeout: float
-    ) -> _ThreadConnection:
-        def connect() -> sqlite3.Connection:
-            raw = sqlite3.connect(
-                path, timeout=timeout, isolation_level=None, check_same_thread=False
-            )
-            try:
-                prepare(raw)
-            except BaseException:
-                raw.close()
-                raise
-            return raw
-
-        run = current_run()
-        pooled = _take_thread(run)
-        try:
-            raw = await pooled.thread.run(connect)
-        except BaseException:
-            _give_back(run, pooled)
-            raise
-        return cls(raw, run, pooled)
-
-    def _guarded(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        # An operation queued behind the close has done nothing yet: the caller
-        # retries it on a new connection.
-        if self._closed:
-            raise _aiosqlite.ConnectionClosed
-        return fn(self._raw)
-
-    async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        # Not abandoned on cancel: the transaction finishes in the thread and
-        # the caller is cancelled at its next checkpoint.
-        return await self._pooled.thread.run(functools.partial(self._guarded, fn))
-
-    def _close_raw(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._raw.close()
-
-    async def aclose(self) -> None:
-        if self._closed:
-            return
-        with anyio.CancelScope(shield=True):
-            await self._pooled.thread.run(self._close_raw)
-        _give_back(self._run, self._pooled)
-
-    async def aclose_stale(self) -> None:
-        # The thread reports to the ended run: close from a worker thread here.
-        if self._closed:
-            return
-        await anyio.to_thread.run_sync(self._close_raw)
-        _give_back(self._run, self._pooled)
-
-
 async def _close(conn: _Connection) -> None:
     await conn.aclose()
 
@@ -477,7 +366,7 @@ class Database:
                 return await _aiosqlite.AiosqliteConnection.open(
                     self.file, prepare, timeout=self.busy_timeout
                 )
-            return await _ThreadConnection.open(self.file, prepare, timeout=self.busy_timeout)
+            return await ThreadConnection.open(self.file, prepare, timeout=self.busy_timeout)
         except sqlite3.Error as exc:  # from connecting, before prepare
             error = await anyio.to_thread.run_sync(
                 _translate, exc, self.file, self.errors, self.busy_timeout

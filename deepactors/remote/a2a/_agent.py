@@ -31,6 +31,7 @@ from typing import Any, final
 import anyio
 import httpx
 
+from ..._core.jsonvalue import JSONObject, JSONValue
 from ..._core.perloop import PerLoop
 from ...actors import ChildOutcome
 from ...budget import Budget
@@ -90,7 +91,7 @@ class _Followed:
             self.state = "TASK_STATE_COMPLETED"
             self.message = _text(result["message"].get("parts"))
 
-    def _status(self, status: Mapping[str, Any]) -> None:
+    def _status(self, status: Mapping[str, object]) -> None:
         self.state = str(status.get("state", self.state))
         message = status.get("message")
         if isinstance(message, Mapping):
@@ -102,8 +103,10 @@ class _Followed:
         return texts[-1] if texts else self.message
 
 
-def _text(parts: Any) -> str:
-    return "".join(str(p.get("text", "")) for p in parts or () if isinstance(p, Mapping))
+def _text(parts: object) -> str:
+    if not isinstance(parts, list | tuple):
+        return ""
+    return "".join(str(p.get("text", "")) for p in parts if isinstance(p, Mapping))
 
 
 @final
@@ -242,7 +245,7 @@ class A2AAgent:
     ) -> None:
         card = await self._card(client)
         endpoint, streaming = _interface(card)
-        params: dict[str, Any] = {
+        params: JSONObject = {
             "message": {
                 "messageId": str(uuid.uuid4()),
                 "contextId": str(uuid.uuid4()),
@@ -259,21 +262,22 @@ class A2AAgent:
             return
         await self._stream(client, endpoint, params, followed)
 
-    async def _json(self, client: httpx.AsyncClient, method: str, url: str, **kw: Any) -> Any:
+    async def _json(self, client: httpx.AsyncClient, method: str, url: str, **kw: Any) -> JSONValue:
         """A request's JSON answer, its body read with the size bound."""
         async with client.stream(method, url, **kw) as response:
             response.raise_for_status()
-            return json.loads(await read_body(response, self.max_answer_bytes))
+            answer: JSONValue = json.loads(await read_body(response, self.max_answer_bytes))
+            return answer
 
-    async def _card(self, client: httpx.AsyncClient) -> dict[str, Any]:
+    async def _card(self, client: httpx.AsyncClient) -> JSONObject:
         card = await self._json(client, "GET", self.url.rstrip("/") + CARD_PATH)
         if not isinstance(card, dict):
             raise A2AError("the agent card is not a JSON object")
         return card
 
     async def _call(
-        self, client: httpx.AsyncClient, endpoint: str, method: str, params: Mapping[str, Any]
-    ) -> dict[str, Any]:
+        self, client: httpx.AsyncClient, endpoint: str, method: str, params: Mapping[str, object]
+    ) -> JSONObject:
         request = {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": method, "params": params}
         return _result(await self._json(client, "POST", endpoint, json=request))
 
@@ -281,7 +285,7 @@ class A2AAgent:
         self,
         client: httpx.AsyncClient,
         endpoint: str,
-        params: Mapping[str, Any],
+        params: Mapping[str, object],
         followed: _Followed,
     ) -> None:
         request = {
@@ -313,11 +317,13 @@ class A2AAgent:
                 return  # the agent is gone or refuses: nothing more can be done from here
 
 
-def _result(response: Any) -> dict[str, Any]:
+def _result(response: JSONValue) -> JSONObject:
     if not isinstance(response, dict):
         raise A2AError("not a JSON-RPC response")
     if "error" in response:
         error = response["error"] or {}
+        if not isinstance(error, dict):
+            raise A2AError(f"a JSON-RPC error that is not an object: {error!r}")
         raise A2AError(f"{error.get('code')}: {error.get('message')}")
     result = response.get("result")
     if not isinstance(result, dict):

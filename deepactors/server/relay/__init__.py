@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ._backoff import FOLLOW_PATIENCE as FOLLOW_PATIENCE
 from ._backoff import backoff as backoff
+from ._backoff import patience as patience
 from ._frame_log import DEFAULT_STREAM_LOG_BYTES as DEFAULT_STREAM_LOG_BYTES
 from ._frame_log import FrameLog as FrameLog
 from ._frame_log import dropped_error as dropped_error
@@ -34,11 +36,13 @@ def pg_relay() -> type[PgRelay]:
 
 __all__ = [
     "DEFAULT_STREAM_LOG_BYTES",
+    "FOLLOW_PATIENCE",
     "FrameLog",
     "LocalRelay",
     "RunRelay",
     "SharedRuns",
     "backoff",
     "dropped_error",
+    "patience",
     "pg_relay",
 ]

@@ -5,7 +5,8 @@ each time a notification says they changed, and, after a quiet while, checks
 that the owner is still alive (a dead owner's run is marked lost).
 
 While the database is unreachable (a restart), the follower keeps trying, with
-backoff, for :data:`FOLLOW_PATIENCE`; the run goes on in its own process
+backoff, for its patience (:data:`FOLLOW_PATIENCE` unless the relay is given
+another); the run goes on in its own process
 meanwhile. Past that, the run ends here as an error that says so, so a client
 joining it is answered in bounded time.
 """
@@ -25,7 +26,7 @@ from ...errors import PersistenceError
 from ...events import Event
 from ...persistence.pgsql import PgDatabase
 from .._records import RunRecord
-from ._backoff import backoff
+from ._backoff import FOLLOW_PATIENCE, backoff
 from ._pg_db import Op, run_ops
 from ._pg_schema import LOST, MARK_LOST, jsonb
 from ._relay import FINAL
@@ -34,8 +35,6 @@ __all__ = ["FOLLOW_PATIENCE", "LIVENESS_EVERY", "Followed", "follow_run"]
 
 LIVENESS_EVERY = 2.0
 """Seconds a follower waits for news before checking the owner is still alive."""
-FOLLOW_PATIENCE = 30.0
-"""Seconds a follower keeps trying to read a run while the database is unreachable."""
 
 
 @dataclass(slots=True, eq=False)
@@ -52,7 +51,12 @@ def _unreachable(exc: PersistenceError) -> JSONObject:
 
 
 async def follow_run(
-    db: PgDatabase, run: RunRecord, followed: Followed, check_up: Callable[[], None]
+    db: PgDatabase,
+    run: RunRecord,
+    followed: Followed,
+    check_up: Callable[[], None],
+    *,
+    patience: float = FOLLOW_PATIENCE,
 ) -> None:
     """Keep ``run`` up to date until it ends (see the module docstring).
 
@@ -61,6 +65,7 @@ async def follow_run(
         run: The followed run: its status, times and result are set here.
         followed: Its wake-up event and its watchers' streams, which get the frames.
         check_up: Raises PersistenceError while the relay knows the database is down.
+        patience: Seconds it keeps trying while the database is unreachable.
     """
     last = 0
     quiet = True  # no news for a while: is its owner still alive?
@@ -74,7 +79,7 @@ async def follow_run(
         except PersistenceError as exc:
             now = anyio.current_time()
             failing_since = now if failing_since is None else failing_since
-            if now - failing_since >= FOLLOW_PATIENCE:
+            if now - failing_since >= patience:
                 run.status, run.updated_at = "error", time.time()
                 run.result, run.finished_at = _unreachable(exc), run.updated_at
                 return

@@ -28,10 +28,10 @@ from ...errors import PersistenceError
 from ...persistence.pgsql import PgDatabase
 from .._frames import sse_frame
 from .._records import RunRecord
-from ._backoff import backoff
+from ._backoff import FOLLOW_PATIENCE, backoff
 from ._frame_log import FrameLog
 from ._pg_db import run_ops
-from ._pg_follow import FOLLOW_PATIENCE, LIVENESS_EVERY
+from ._pg_follow import LIVENESS_EVERY
 from ._pg_schema import LOST
 
 __all__ = ["SWEEP_ENDED", "LogMirrors", "Queue", "RunLogSink"]
@@ -97,6 +97,7 @@ class LogMirrors:
         db: The runs database.
         check_up: Raises PersistenceError while the relay knows the database is down.
         spawn: Starts a task in the relay's task group.
+        patience: Seconds a copy keeps trying while the database is unreachable.
     """
 
     def __init__(
@@ -104,10 +105,13 @@ class LogMirrors:
         db: PgDatabase,
         check_up: Callable[[], None],
         spawn: Callable[..., None],
+        *,
+        patience: float = FOLLOW_PATIENCE,
     ) -> None:
         self._db = db
         self._check_up = check_up
         self._spawn = spawn
+        self._patience = patience
         self._copies: dict[str, tuple[FrameLog, list[anyio.Event]]] = {}
 
     def notified(self, run_id: str) -> None:
@@ -170,7 +174,7 @@ class LogMirrors:
                 except PersistenceError as exc:
                     now = anyio.current_time()
                     failing_since = now if failing_since is None else failing_since
-                    if now - failing_since >= FOLLOW_PATIENCE:
+                    if now - failing_since >= self._patience:
                         message = f"lost track of the run: {exc}"
                         error = {"error": "RunsDatabaseUnreachable", "message": message}
                         _end(log, error)

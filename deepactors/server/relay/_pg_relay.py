@@ -50,6 +50,7 @@ from ...events import Event
 from ...langchain.views import LangGraphStream
 from .._frames import part_frames
 from .._records import GivenModes, RunRecord, new_uuid
+from ._backoff import FOLLOW_PATIENCE, patience
 from ._frame_log import FrameLog, LogSink
 from ._pg_db import Listening, Op, open_runs_db, run_ops, runs_database
 from ._pg_follow import Followed, follow_run
@@ -95,20 +96,23 @@ class PgRelay:
 
     Args:
         dsn: The database (``postgresql://...``).
+        follow_patience: Seconds a run of another process is followed while
+            the database is unreachable; then it ends here as an error.
 
     Raises:
-        ConfigurationError: ``dsn`` is not a connection string.
+        ConfigurationError: ``dsn`` is not a connection string, or a bad patience.
     """
 
     shared = True
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, *, follow_patience: float = FOLLOW_PATIENCE) -> None:
+        self._patience = patience(follow_patience)
         self._db = runs_database(dsn)
         self._link = Listening(self._db, CHANNEL, self._notified, self._connected)
         self._unwritten: list[_Write] = []
         self._owned: dict[str, _Owned] = {}
         self._followed: dict[str, Followed] = {}
-        self._mirrors = LogMirrors(self._db, self._check_up, self._spawn)
+        self._mirrors = LogMirrors(self._db, self._check_up, self._spawn, patience=self._patience)
         self._on_cancel: CancelHandler | None = None
         self._owner: tuple[int, Any] | None = None
         # Made when served: a relay made only to check its options holds nothing.
@@ -480,7 +484,7 @@ class PgRelay:
     async def follow(self, run: RunRecord) -> None:
         followed = self._followed.setdefault(run.run_id, Followed())
         try:
-            await follow_run(self._db, run, followed, self._check_up)
+            await follow_run(self._db, run, followed, self._check_up, patience=self._patience)
         finally:
             self._followed.pop(run.run_id, None)
             for stream in followed.streams.values():
