@@ -35,7 +35,7 @@ from ._guard import (
 from ._lifespan import AppLifespan, open_relay
 from ._misc_api import misc_routes
 from ._openapi import openapi_routes
-from ._records import AssistantRecord, TTLStrategy
+from ._records import AssistantRecord
 from ._responses import auth_error_response, error_response
 from ._retention import DEFAULT_RUN_RETENTION
 from ._run_slots import DEFAULT_MAX_RUNS_PER_CLIENT, RunSlots
@@ -45,6 +45,7 @@ from ._thread_stream import thread_stream_routes
 from ._thread_ttl import DEFAULT_THREAD_TTL_SWEEP, ThreadTTL
 from ._threads_api import thread_routes
 from ._ui import ui_routes
+from ._wire_json import TTLStrategy
 from .a2a import a2a_routes
 from .agui import agui_routes
 from .aisdk import aisdk_routes

@@ -21,8 +21,9 @@ from typing import Protocol
 from starlette.exceptions import HTTPException
 
 from ..actors import Runtime, ThreadHandle
-from ._records import AssistantRecord, CheckpointJSON, RunRecord, ThreadRecord, public_id
+from ._records import AssistantRecord, RunRecord, ThreadRecord, public_id
 from ._schemas import Checkpoint, RunCreate
+from ._wire_json import CheckpointJSON
 
 __all__ = [
     "Runs",

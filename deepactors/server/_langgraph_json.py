@@ -34,8 +34,8 @@ from ..limits import ttl_seconds
 from ..persistence import Checkpointer, MemoryCheckpointer, MemoryStore, Store
 from ..persistence.index import Embed, IndexedStore
 from ..persistence.ttl import ExpiringStore
-from ._records import TTLStrategy
 from ._thread_ttl import DEFAULT_THREAD_TTL_SWEEP, ThreadTTL
+from ._wire_json import TTLStrategy
 
 __all__ = ["CONFIG_FILE", "expiring", "indexed", "load_agents", "with_server_persistence"]
 

@@ -36,10 +36,11 @@ from ..limits import Limits
 from ..messages import Message
 from ._authz import owned
 from ._guard import Guard
-from ._records import RunRecord, RunStatus, Subscriber, ThreadRecord
+from ._records import RunRecord, Subscriber, ThreadRecord
 from ._responses import _watched
 from ._runs import RunManager
 from ._schemas import RunCreate
+from ._wire_json import RunStatus
 
 __all__ = [
     "Outcome",

@@ -14,10 +14,10 @@ import dataclasses
 import os
 import time
 import uuid
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Literal, NotRequired, TypeAlias, TypedDict
+from typing import Literal
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
@@ -26,117 +26,32 @@ from .._core.jsonvalue import JSONObject
 from ..actors import RunHandle
 from ..agent import DeepAgent
 from ..events import Event
+from ._wire_json import (
+    TTLJSON,
+    AssistantJSON,
+    RunJSON,
+    RunStatus,
+    StateJSON,
+    ThreadJSON,
+    ThreadStatus,
+    TTLStrategy,
+)
 
 __all__ = [
     "FORGOTTEN_PER_THREAD",
     "NO_VALUES",
-    "TTLJSON",
-    "AssistantJSON",
     "AssistantRecord",
-    "CheckpointJSON",
     "ForgottenRun",
-    "GivenModes",
-    "RunJSON",
     "RunRecord",
-    "RunStatus",
-    "StateJSON",
     "StateUpdated",
     "Subscriber",
-    "TTLStrategy",
-    "ThreadJSON",
     "ThreadRecord",
-    "ThreadStatus",
     "ThreadStreamMode",
     "ThreadValues",
     "iso",
     "new_uuid",
     "public_id",
 ]
-
-RunStatus: TypeAlias = Literal["pending", "running", "error", "success", "timeout", "interrupted"]
-ThreadStatus: TypeAlias = Literal["idle", "busy", "interrupted", "error"]
-GivenModes: TypeAlias = str | Sequence[str] | None
-"""Stream modes as a client names them: one, a list, or none (the default); read
-by :func:`~deepactors.langchain.views.parse_stream_modes`."""
-TTLStrategy: TypeAlias = Literal["delete", "keep_latest"]
-"""What the server does with a thread whose time to live has passed."""
-
-
-class CheckpointJSON(TypedDict):
-    """A checkpoint as LangGraph's server writes one (``checkpoint_id`` is its seq)."""
-
-    thread_id: str
-    checkpoint_ns: str
-    checkpoint_id: str
-    checkpoint_map: None
-
-
-class StateJSON(TypedDict):
-    """A thread's state at a checkpoint, as ``GET /threads/{id}/state`` answers it."""
-
-    values: JSONObject
-    next: list[str]
-    tasks: list[dict[str, object]]
-    metadata: dict[str, object]
-    created_at: str | None
-    checkpoint: CheckpointJSON | None
-    parent_checkpoint: CheckpointJSON | None
-    interrupts: list[JSONObject]
-    checkpoint_id: str | None
-    parent_checkpoint_id: str | None
-
-
-class AssistantJSON(TypedDict):
-    """The protocol's ``Assistant``, as :meth:`AssistantRecord.to_json` writes it."""
-
-    assistant_id: str
-    graph_id: str
-    config: dict[str, object]
-    context: dict[str, object]
-    created_at: str
-    updated_at: str
-    metadata: dict[str, str]
-    version: int
-    name: str
-    description: str | None
-
-
-class TTLJSON(TypedDict):
-    """A thread's time to live, as ``GET /threads/{id}?include=ttl`` shows it."""
-
-    strategy: TTLStrategy
-    ttl: float  # minutes
-    expires_at: str
-
-
-class ThreadJSON(TypedDict):
-    """The protocol's ``Thread``, as :meth:`ThreadRecord.to_json` writes it."""
-
-    thread_id: str
-    created_at: str
-    updated_at: str
-    state_updated_at: str
-    metadata: dict[str, object]
-    status: ThreadStatus
-    config: dict[str, object]
-    values: JSONObject | None
-    interrupts: dict[str, list[JSONObject]]
-    ttl: NotRequired[TTLJSON | None]  # with ``?include=ttl``
-
-
-class RunJSON(TypedDict):
-    """The protocol's ``Run``, as :meth:`RunRecord.to_json` writes it."""
-
-    run_id: str
-    thread_id: str
-    assistant_id: str
-    created_at: str
-    updated_at: str
-    status: RunStatus
-    metadata: dict[str, object]
-    multitask_strategy: str
-    kwargs: dict[str, object]
-
 
 _ASSISTANT_NS = uuid.UUID("6f1c4a5e-2d0b-4c58-9a43-5d6b2f1e8a11")
 

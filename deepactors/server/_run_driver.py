@@ -26,17 +26,10 @@ from ..errors import DeepActorsError, RunCancelled
 from ..events import Event
 from ..langchain.views import interrupts_to_lc, values_to_lc
 from ..tracing import run_traces
-from ._records import (
-    NO_VALUES,
-    ForgottenRun,
-    RunRecord,
-    RunStatus,
-    Subscriber,
-    ThreadRecord,
-    ThreadValues,
-)
+from ._records import NO_VALUES, ForgottenRun, RunRecord, Subscriber, ThreadRecord, ThreadValues
 from ._run_inputs import error_result
 from ._run_slots import RunSlots
+from ._wire_json import RunStatus
 from .relay import RunRelay
 from .webhooks import Webhooks, deliver
 from .webhooks import payload as webhook_payload

@@ -50,7 +50,6 @@ from ._checkpoints import start_from
 from ._records import (
     AssistantRecord,
     ForgottenRun,
-    GivenModes,
     RunRecord,
     Subscriber,
     ThreadRecord,
@@ -65,6 +64,7 @@ from ._run_slots import RunSlots
 from ._schemas import RunCreate
 from ._thread_lookup import ThreadLookup
 from ._thread_ttl import ThreadExpiry, ThreadTTL
+from ._wire_json import GivenModes
 from .auth import Action
 from .relay import DEFAULT_STREAM_LOG_BYTES, LocalRelay, RunRelay, SharedRuns
 from .webhooks import Webhooks, check_webhook_url

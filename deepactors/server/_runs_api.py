@@ -17,11 +17,12 @@ from ..events import Event
 from ..langchain.views import LangGraphStream
 from ._authz import may_thread, owned
 from ._frames import error_event
-from ._records import ForgottenRun, GivenModes, RunRecord, Subscriber, ThreadRecord, new_uuid
+from ._records import ForgottenRun, RunRecord, Subscriber, ThreadRecord, new_uuid
 from ._responses import EventSourceResponse, WaitResponse, error_response
 from ._resumable import create_logged, join_logged, kept_log, open_resumable
 from ._runs import RunManager
 from ._schemas import RunCreate, RunsCancel, parse_body, read_body
+from ._wire_json import GivenModes
 
 __all__ = ["run_routes", "serve_stream", "stream_target", "thread_of"]
 

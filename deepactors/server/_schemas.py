@@ -29,7 +29,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
 from ..limits import ttl_seconds
-from ._records import TTLStrategy
+from ._wire_json import TTLStrategy
 
 __all__ = [
     "AssistantSearch",

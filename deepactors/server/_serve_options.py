@@ -18,9 +18,9 @@ from ._guard import (
     DEFAULT_MAX_STREAMS_PER_CLIENT,
     LOOPBACK_HOSTS,
 )
-from ._records import TTLStrategy
 from ._retention import DEFAULT_RUN_RETENTION
 from ._run_slots import DEFAULT_MAX_RUNS_PER_CLIENT
+from ._wire_json import TTLStrategy
 from .relay import DEFAULT_STREAM_LOG_BYTES, FOLLOW_PATIENCE
 
 __all__ = ["DEFAULT_HEADER_TIMEOUT", "DEFAULT_IDLE_TIMEOUT", "ServeOptions", "is_postgres"]

@@ -39,8 +39,9 @@ from starlette.exceptions import HTTPException
 from ..actors import Runtime
 from ..persistence import Checkpointer, SqliteCheckpointer, SqliteThreadMetadata
 from ._authz import CALLER, OWNER_KEY, may_thread
-from ._records import AssistantRecord, ThreadRecord, TTLStrategy
+from ._records import AssistantRecord, ThreadRecord
 from ._thread_ttl import ThreadTTL
+from ._wire_json import TTLStrategy
 from .auth import Action
 from .relay import RunRelay, SharedRuns
 

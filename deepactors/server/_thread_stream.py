@@ -40,9 +40,10 @@ from starlette.types import Receive, Scope, Send
 from ..events import Event
 from ..langchain.views import LangGraphStream
 from ._frames import error_event, metadata_frame, part_frames, sse_frame
-from ._records import GivenModes, RunRecord, StateUpdated, ThreadRecord, ThreadStreamMode
+from ._records import RunRecord, StateUpdated, ThreadRecord, ThreadStreamMode
 from ._responses import _watched, send_batched, start_event_stream
 from ._runs import RunManager
+from ._wire_json import GivenModes
 
 __all__ = ["JOIN_QUEUE", "thread_stream_routes"]
 

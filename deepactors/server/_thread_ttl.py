@@ -29,7 +29,8 @@ import anyio
 from .._core.logs import get_logger
 from ..actors import ThreadHandle
 from ..errors import ConfigurationError, DeepActorsError, PersistenceError
-from ._records import ThreadRecord, TTLStrategy
+from ._records import ThreadRecord
+from ._wire_json import TTLStrategy
 
 __all__ = ["DEFAULT_THREAD_TTL_SWEEP", "ThreadExpiry", "ThreadTTL"]
 

@@ -12,7 +12,7 @@ from starlette.routing import Route
 from ..actors import ThreadHandle, ThreadState
 from ._authz import may_thread, owned, visible, without_owner
 from ._checkpoints import checkpoint_json, fork_at, requested_seq, superseded_history
-from ._records import StateJSON, StateUpdated, ThreadRecord, iso, matches, new_uuid, public_id
+from ._records import StateUpdated, ThreadRecord, iso, matches, new_uuid, public_id
 from ._run_driver import thread_values
 from ._runs import RunManager
 from ._schemas import (
@@ -23,6 +23,7 @@ from ._schemas import (
     ThreadStateUpdate,
     read_body,
 )
+from ._wire_json import StateJSON
 
 __all__ = ["state_at", "thread_routes"]
 

@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 
 from starlette.exceptions import HTTPException
 
-from .._records import RunRecord, RunStatus
+from .._records import RunRecord
+from .._wire_json import RunStatus
 
 __all__ = [
     "PROTOCOL_VERSION",

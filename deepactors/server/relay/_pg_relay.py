@@ -49,7 +49,8 @@ from ...errors import ConfigurationError, DatabaseUnavailable, PersistenceError
 from ...events import Event
 from ...langchain.views import LangGraphStream
 from .._frames import part_frames
-from .._records import GivenModes, RunRecord, new_uuid
+from .._records import RunRecord, new_uuid
+from .._wire_json import GivenModes
 from ._backoff import FOLLOW_PATIENCE, patience
 from ._frame_log import FrameLog, LogSink
 from ._pg_db import Listening, Op, open_runs_db, run_ops, runs_database

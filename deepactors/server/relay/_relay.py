@@ -24,7 +24,8 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from ..._core.jsonvalue import JSONObject
 from ...events import Event
-from .._records import GivenModes, RunRecord, RunStatus
+from .._records import RunRecord
+from .._wire_json import GivenModes, RunStatus
 from ._frame_log import FrameLog, LogSink
 
 __all__ = ["FINAL", "CancelHandler", "LocalRelay", "RunRelay", "SharedRun", "SharedThread"]
