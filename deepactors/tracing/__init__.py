@@ -304,5 +304,13 @@ def kept_context() -> Callable[[], object] | None:
         return None
     # The module from sys.modules, not an import statement: this runs for
     # every lone tool call of a traced run.
-    current = context.get_current()
-    return lambda: context.attach(current)
+    get_current = context.get_current
+    current = get_current()
+
+    def restore() -> None:
+        # Most calls end with their ToolCallFinished, whose span the tracer
+        # made current and has undone: nothing left to attach then.
+        if get_current() is not current:
+            context.attach(current)
+
+    return restore

@@ -19,7 +19,6 @@ from opentelemetry.util.types import AttributeValue
 from ..events import (
     BudgetExhausted,
     ContextSummarized,
-    ModelCallStarted,
     ModelFallback,
     ModelRetry,
 )
@@ -125,20 +124,23 @@ def agent_attributes(
     return attributes
 
 
-def chat_attributes(event: ModelCallStarted, model: str) -> dict[str, AttributeValue]:
-    """A ``chat`` span's attributes known when the call starts (``model``: its name)."""
+def chat_attributes(model: str, provider: str | None) -> dict[str, AttributeValue]:
+    """A ``chat`` span's attributes known when the call starts: the model's name,
+    and who serves it when known."""
     attributes: dict[str, AttributeValue] = {
         "gen_ai.operation.name": "chat",
         "gen_ai.request.model": model,
     }
-    if event.provider:
-        attributes["gen_ai.provider.name"] = event.provider
+    if provider:
+        attributes["gen_ai.provider.name"] = provider
     return attributes
 
 
-def response_attributes(message: AssistantMessage, *, capture: bool) -> dict[str, AttributeValue]:
-    """A ``chat`` span's attributes from the answer (``capture``: its content too)."""
-    attributes: dict[str, AttributeValue] = {}
+def response_attributes(
+    attributes: dict[str, AttributeValue], message: AssistantMessage, *, capture: bool
+) -> None:
+    """Add a ``chat`` span's attributes from the answer to ``attributes`` (``capture``:
+    its content too): into the dictionary the span is made with, not one more."""
     if message.model:
         attributes["gen_ai.response.model"] = message.model
     if message.stop_reason:
@@ -147,7 +149,6 @@ def response_attributes(message: AssistantMessage, *, capture: bool) -> dict[str
         attributes.update(usage_attributes(message.usage))
     if capture:
         attributes["gen_ai.output.messages"] = assistant_parts(message)
-    return attributes
 
 
 def tool_attributes(call: ToolCall, *, capture: bool) -> dict[str, AttributeValue]:

@@ -38,6 +38,7 @@ from ..events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from ..messages import AssistantMessage
 from ._attrs import (
     MAX_TEXT,
     agent_attributes,
@@ -66,14 +67,16 @@ class _ModelCall:
     reasons, tokens, cost): made at the end with its start time, a span is one
     call into the SDK with every attribute, instead of a start and a
     ``set_attribute`` per figure. Nothing runs under it meanwhile (it is
-    never the current span), so nothing needs it before.
+    never the current span), so nothing needs it before: what the call's
+    start says is kept as it came (its name and attributes are made once,
+    at the end, with the answer's).
     """
 
-    __slots__ = ("attributes", "events", "name", "start")
+    __slots__ = ("events", "model", "provider", "start")
 
-    def __init__(self, name: str, attributes: dict[str, AttributeValue]) -> None:
-        self.name = name
-        self.attributes = attributes
+    def __init__(self, model: str, provider: str | None) -> None:
+        self.model = model
+        self.provider = provider
         self.start = time.time_ns()
         # Retries and fallbacks, as span events.
         self.events: list[tuple[str, dict[str, AttributeValue], int]] | None = None
@@ -112,7 +115,7 @@ class _Actor:
         an error, it waits (its decision runs it in the resumed run).
         """
         if self.model is not None:
-            span = _model_span(tracer, self.model, self.context)
+            span = _model_span(tracer, self.model, self.context, None, False)
             fail(span, why)
             span.end()
             self.model = None
@@ -357,8 +360,7 @@ class TreeTracer:
         actor = self._actors.get(event.path)
         if actor is None or (self._remote and event.path in self._remote):
             return
-        model = event.model or "unknown"
-        actor.model = _ModelCall(f"chat {model}", chat_attributes(event, model))
+        actor.model = _ModelCall(event.model or "unknown", event.provider)
 
     def _model_note(self, event: ModelRetry | ModelFallback) -> None:
         actor = self._actors.get(event.path)
@@ -378,8 +380,7 @@ class TreeTracer:
         if actor is None or call is None:
             return
         actor.model = None
-        call.attributes.update(response_attributes(event.message, capture=self._capture))
-        _model_span(self._tracer, call, actor.context).end()
+        _model_span(self._tracer, call, actor.context, event.message, self._capture).end()
 
     # -- tool calls ------------------------------------------------------------------
 
@@ -433,13 +434,21 @@ def _under(path: str, roots: set[str], *, itself: bool) -> bool:
 
 
 def _model_span(
-    tracer: trace.Tracer, call: _ModelCall, parent: otel_context.Context | None
+    tracer: trace.Tracer,
+    call: _ModelCall,
+    parent: otel_context.Context | None,
+    answer: AssistantMessage | None,
+    capture: bool,
 ) -> Span:
+    """A model call's span, made when it ends (``answer``: what came back, if it did)."""
+    attributes = chat_attributes(call.model, call.provider)
+    if answer is not None:
+        response_attributes(attributes, answer, capture=capture)
     span = tracer.start_span(
-        call.name,
+        f"chat {call.model}",
         context=parent,
         kind=SpanKind.CLIENT,
-        attributes=call.attributes,
+        attributes=attributes,
         start_time=call.start,
     )
     if call.events is not None:
