@@ -154,7 +154,8 @@ def _bounded_loader() -> type[yaml.SafeLoader]:
 
 
 def _load(text: str) -> object:
-    """Parse YAML text within the bounds (raises :class:`yaml.YAMLError` past one)."""
+    """Parse YAML text within the bounds (:class:`_TooComplex` past one, PyYAML's
+    ``YAMLError`` for text that is not YAML)."""
     loader = _bounded_loader()(text)
     try:
         return loader.get_single_data()
