@@ -13,7 +13,8 @@ body is refused past a size (declared or streamed) and cut off past a time, and
 one client holds a bounded number of open streams.
 
 It runs ahead of everything, including the stream endpoints' direct path, so it
-is kept to a scan of the headers and a few set and dict lookups per request.
+is kept to one ``dict()`` of the headers and a few set and dict lookups per
+request (``bench/w7_request.py`` counts it, with the rest of a stream's request).
 """
 
 from __future__ import annotations
