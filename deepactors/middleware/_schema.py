@@ -3,7 +3,9 @@
 Types (a pydantic model class, a dataclass, a TypedDict) go through pydantic's
 ``TypeAdapter``: their JSON schema, validation into an instance, and JSON out and
 back for checkpoints. A JSON schema dict is checked with ``jsonschema`` and its
-values stay plain JSON.
+values stay plain JSON (``jsonschema`` is imported only then: most agents never
+need it, and importing it, with ``referencing``, cost every process
+that imports the package, ``deepactors serve`` included).
 """
 
 from __future__ import annotations
@@ -11,13 +13,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
 from pydantic import TypeAdapter, ValidationError
 
 from .._core.jsonvalue import JSONObject
 from ..errors import ConfigurationError
+
+if TYPE_CHECKING:
+    import jsonschema
 
 __all__ = ["OutputSchema"]
 
@@ -74,6 +78,8 @@ class OutputSchema:
 
     @classmethod
     def _of_json_schema(cls, schema: JSONObject) -> OutputSchema:
+        import jsonschema
+
         validator_type = jsonschema.validators.validator_for(
             schema, default=jsonschema.Draft202012Validator
         )

@@ -28,15 +28,18 @@ any of them is skipped with the reason, like any other broken file.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import final
+from typing import TYPE_CHECKING, final
 
 import anyio.to_thread
-import yaml
-from yaml.nodes import Node
+
+if TYPE_CHECKING:
+    import yaml
+    from yaml.nodes import Node
 
 __all__ = [
     "MAX_COMPATIBILITY",
@@ -89,57 +92,70 @@ _NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _THREAD_CHARS = 16 * 1024  # parse bigger front matter in a worker thread, off the loop
 
 
-class _TooComplex(yaml.YAMLError):
+class _TooComplex(Exception):
     """The front matter is over a parse bound (its message says which)."""
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    """PyYAML's safe loader with depth, size (aliases expanded) and time bounds."""
+@functools.cache
+def _bounded_loader() -> type[yaml.SafeLoader]:
+    """PyYAML's safe loader with the bounds, made on the first parse.
 
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depth = 0
-        self._nodes = 0
-        self._deadline = time.monotonic() + MAX_PARSE_SECONDS
-        # Values under each anchored node, aliases expanded: what one alias to it costs.
-        self._weight: dict[int, int] = {}
+    PyYAML is imported here, not with the module: every agent imports this module,
+    few read a skill, and no process that only serves them needs YAML.
+    """
+    import yaml
 
-    def compose_node(self, parent: Node | None, index: int) -> Node | None:
-        """Compose one node, counting it (an alias as its anchor's whole tree)."""
-        if self.check_event(yaml.AliasEvent):
-            alias = super().compose_node(parent, index)
-            # An alias to an anchor still being composed (a recursive one) counts once.
-            self._count(self._weight.get(id(alias), 1))
-            return alias
-        if self._depth >= MAX_FRONT_MATTER_DEPTH:
-            raise _TooComplex(f"the front matter nests deeper than {MAX_FRONT_MATTER_DEPTH} levels")
-        # The stubs leave peek_event untyped; every event it can return here has .anchor.
-        anchored = self.peek_event().anchor is not None  # type: ignore[no-untyped-call]
-        before = self._nodes
-        self._depth += 1
-        try:
-            node = super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-        self._count(1)
-        if anchored and node is not None:
-            self._weight[id(node)] = self._nodes - before
-        return node
+    class _BoundedLoader(yaml.SafeLoader):
+        """PyYAML's safe loader with depth, size (aliases expanded) and time bounds."""
 
-    def _count(self, nodes: int) -> None:
-        self._nodes += nodes
-        if self._nodes > MAX_FRONT_MATTER_NODES:
-            raise _TooComplex(
-                f"the front matter holds over {MAX_FRONT_MATTER_NODES} values "
-                "(aliases counted as copies of their anchors)"
-            )
-        if time.monotonic() > self._deadline:
-            raise _TooComplex(f"parsing the front matter took over {MAX_PARSE_SECONDS} s")
+        def __init__(self, stream: str) -> None:
+            super().__init__(stream)
+            self._depth = 0
+            self._nodes = 0
+            self._deadline = time.monotonic() + MAX_PARSE_SECONDS
+            # Values under each anchored node, aliases expanded: what one alias to it costs.
+            self._weight: dict[int, int] = {}
+
+        def compose_node(self, parent: Node | None, index: int) -> Node | None:
+            """Compose one node, counting it (an alias as its anchor's whole tree)."""
+            if self.check_event(yaml.AliasEvent):
+                alias = super().compose_node(parent, index)
+                # An alias to an anchor still being composed (a recursive one) counts once.
+                self._count(self._weight.get(id(alias), 1))
+                return alias
+            if self._depth >= MAX_FRONT_MATTER_DEPTH:
+                raise _TooComplex(
+                    f"the front matter nests deeper than {MAX_FRONT_MATTER_DEPTH} levels"
+                )
+            # The stubs leave peek_event untyped; every event it can return here has .anchor.
+            anchored = self.peek_event().anchor is not None  # type: ignore[no-untyped-call]
+            before = self._nodes
+            self._depth += 1
+            try:
+                node = super().compose_node(parent, index)
+            finally:
+                self._depth -= 1
+            self._count(1)
+            if anchored and node is not None:
+                self._weight[id(node)] = self._nodes - before
+            return node
+
+        def _count(self, nodes: int) -> None:
+            self._nodes += nodes
+            if self._nodes > MAX_FRONT_MATTER_NODES:
+                raise _TooComplex(
+                    f"the front matter holds over {MAX_FRONT_MATTER_NODES} values "
+                    "(aliases counted as copies of their anchors)"
+                )
+            if time.monotonic() > self._deadline:
+                raise _TooComplex(f"parsing the front matter took over {MAX_PARSE_SECONDS} s")
+
+    return _BoundedLoader
 
 
 def _load(text: str) -> object:
     """Parse YAML text within the bounds (raises :class:`yaml.YAMLError` past one)."""
-    loader = _BoundedLoader(text)
+    loader = _bounded_loader()(text)
     try:
         return loader.get_single_data()
     finally:
@@ -214,6 +230,8 @@ async def parse_skill(lines: Sequence[str], *, path: str, folder: str, source: s
             ),
         )
     text = "\n".join(lines[1:end])
+    import yaml
+
     try:
         if len(text) < _THREAD_CHARS:
             data = _load(text)

@@ -15,9 +15,11 @@ kept for the parent, should it be heard from again (a loop held up, not gone):
 it reads them as failed. A link that goes unheard as long once more is dropped,
 and a parent that comes back after that is told so (:class:`~._wire.Dropped`),
 never left waiting for reports that will not come. Time the worker's own loop
-could not run (a starved process) does not count as the parent's silence. The children's
-steps are paced (:class:`~deepactors._core.pacing.Pacer`), so a worker busy
-with thousands of them still reads a cancel between two slices of ~5 ms.
+could not run (a starved process) does not count as the parent's silence.
+
+The children's steps are paced (:class:`~deepactors._core.pacing.Pacer`), so a
+worker busy with thousands of them still reads a cancel between two slices of
+~5 ms.
 """
 
 from __future__ import annotations

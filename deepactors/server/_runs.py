@@ -56,9 +56,10 @@ from ._records import (
     new_uuid,
 )
 from ._retention import DEFAULT_RUN_RETENTION, Retention
+from ._run_admission import RunAdmission
 from ._run_cancel import RunCanceller
 from ._run_driver import RunDriver, Unlaunched
-from ._run_inputs import check_goto, run_input_of, run_kwargs
+from ._run_inputs import run_input_of, run_kwargs
 from ._run_slots import RunSlots
 from ._schemas import RunCreate
 from ._thread_lookup import ThreadLookup
@@ -76,11 +77,13 @@ Ts = TypeVarTuple("Ts")
 class RunManager:
     """Threads and runs of one app, on one runtime.
 
-    The book of threads and runs, with three parts of its own: a
+    The book of threads and runs, with four parts of its own: a
     ``ThreadLookup`` (``lookup``, from ``_thread_lookup``: finding, making and
-    keeping threads and their metadata), a ``RunDriver`` (``_run_driver``:
-    starting runs through their handles, delivering their events, recording
-    their ends, reading threads back) and a ``RunCanceller`` (``_run_cancel``).
+    keeping threads and their metadata), a ``RunAdmission`` (``_run_admission``:
+    the assistant a resume runs as, room made by the multitask strategy), a
+    ``RunDriver`` (``_run_driver``: starting runs through their handles,
+    delivering their events, recording their ends, reading threads back) and a
+    ``RunCanceller`` (``_run_cancel``).
 
     Args:
         runtime: The runtime every run is an actor of.
@@ -157,6 +160,7 @@ class RunManager:
             launch=self.launch,
             handle_of=self._driver.handle_of,
         )
+        self._admission = RunAdmission(self.assistants, saved=self.saved, make_room=self._make_room)
         self.retention = Retention(
             self.runs,
             run_retention=run_retention,
@@ -268,7 +272,7 @@ class RunManager:
                 raise HTTPException(422, str(exc)) from None
         assistant = self.assistant(body.assistant_id)
         if body.command is not None and not thread.temporary:
-            assistant = await self._deciding_assistant(thread, assistant)
+            assistant = await self._admission.deciding_assistant(thread, assistant)
         # The run acts for its caller: hooks and tools read run.identity.
         identity = caller()
         if thread.temporary:
@@ -282,7 +286,7 @@ class RunManager:
         else:
             run_input, timeout = run_input_of(assistant.agent, body, thread.thread_id, identity)
         await start_from(self, thread, assistant, body)  # the head, or a fork (a checkpoint)
-        await self._admit(thread, body)
+        await self._admission.admit(thread, body)
         run = RunRecord(
             run_id=new_uuid(),
             thread=thread,
@@ -315,69 +319,6 @@ class RunManager:
         self._unlaunched[run.run_id] = (run_input, body.context, body.after_seconds, timeout)
         thread.tell(run)  # joins of the thread's stream follow it from its start
         return run
-
-    async def _admit(self, thread: ThreadRecord, body: RunCreate) -> None:
-        """Make room for a new run on ``thread`` as its multitask strategy says.
-
-        Returns with no await between its last look at the thread's runs and
-        the caller's placing the new run among them, so two requests cannot
-        both see the thread idle; a strategy that waits (interrupt, rollback),
-        or reading the thread, looks again after.
-
-        Raises:
-            HTTPException: 409 a busy thread with ``reject``; 422 a resume of a
-                thread that waits for no decision.
-        """
-        while True:
-            inflight = thread.inflight
-            if inflight and body.multitask_strategy != "enqueue":
-                await self._make_room(thread, inflight, body.multitask_strategy)
-                continue
-            if body.command is None or inflight or (body.command.moves and not body.command.node):
-                # (An update goes on from wherever the thread stands.)
-                return
-            saved = await self.saved(thread)
-            if thread.inflight:
-                continue  # a run came while the thread was read
-            node = body.command.node
-            if node is not None:
-                check_goto(thread, node, saved)
-                return
-            if not saved.interrupts and not saved.stopped:
-                # (A thread stopped at a breakpoint goes on past it: LangGraph's
-                # Command(resume=...) there.)
-                raise HTTPException(
-                    422,
-                    f"command.resume: thread {thread.name!r} is not waiting for any decision",
-                )
-            return
-
-    async def _deciding_assistant(
-        self, thread: ThreadRecord, named: AssistantRecord
-    ) -> AssistantRecord:
-        """The assistant a resume runs as: the one whose run stopped for the decisions.
-
-        Decisions answer that assistant's questions, under its rules and with its
-        tools; another would carry the pending calls out with its own (it may ask
-        about none of them). Clients name another by themselves: deep-agents-ui
-        lists every assistant's threads and resumes with the one it shows.
-
-        Raises:
-            HTTPException: 409 the assistant that stopped is not served here.
-        """
-        # Whether it waits for a decision is in its checkpoint (read through its handle).
-        saved = await self.saved(thread)
-        stopped = thread.graph_id
-        if not saved.interrupts or stopped is None or stopped == named.graph_id:
-            return named
-        found = self.assistants.get(stopped)
-        if found is None:
-            raise HTTPException(
-                409,
-                f"thread {thread.name!r} waits for decisions of assistant {stopped!r}, "
-                "which this server does not serve",
-            )
-        return found
 
     def start_soon(
         self, func: Callable[[*Ts], Coroutine[object, object, None]], *args: *Ts

@@ -6,6 +6,7 @@ import contextlib
 import os
 import shutil
 import stat
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -254,6 +255,12 @@ async def test_swapping_a_folder_for_a_symlink_never_reaches_outside(tmp_path: P
 
     backend = FilesystemBackend(root)
     leaks = 0
+    # The racer holds the GIL between its system calls, and the loop and its
+    # worker threads waited up to the default switch interval (5 ms) for it at
+    # every hand-over: 15 s of the test on asyncio. Finer turns race as hard
+    # (more interleavings, not fewer) in about 60% of the time.
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.0001)
     thread = threading.Thread(target=racer, daemon=True)
     thread.start()
     try:
@@ -271,6 +278,7 @@ async def test_swapping_a_folder_for_a_symlink_never_reaches_outside(tmp_path: P
     finally:
         stop.set()
         thread.join()
+        sys.setswitchinterval(interval)
     assert leaks == 0
     assert sorted(os.listdir(outside)) == ["f.txt", "victim.txt"]
     assert (outside / "f.txt").read_text() == "SECRET\n"

@@ -10,8 +10,6 @@ from datetime import UTC, datetime, tzinfo
 from typing import Literal, final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
-
 from ...errors import InputError
 from .._records import iso
 
@@ -47,6 +45,8 @@ def check_schedule(schedule: object) -> str:
     """
     if not isinstance(schedule, str) or not 0 < len(schedule) <= 200:
         raise InputError("schedule: a cron expression, like '0 9 * * 1-5'")
+    from croniter import croniter  # here: a server with no crons never needs it
+
     fields = schedule.split()
     if len(fields) not in (5, 6) or not croniter.is_valid(schedule):
         raise InputError(
@@ -58,6 +58,8 @@ def check_schedule(schedule: object) -> str:
 
 def next_fire(schedule: str, zone: str | None, after: float) -> float:
     """The first time (Unix seconds) after ``after`` that ``schedule`` names, in ``zone``."""
+    from croniter import croniter
+
     start = datetime.fromtimestamp(after, check_timezone(zone))
     return float(croniter(schedule, start).get_next(float))
 
