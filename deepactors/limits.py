@@ -154,7 +154,8 @@ class Limits:
             InputError: A value breaks its rule; the message names where it is
                 (``config.configurable.deepactors_limits.timeout: ...``).
         """
-        config = config or {}
+        if not config:  # what most requests send
+            return NO_LIMITS
         max_steps = steps(config.get("recursion_limit"), what="config.recursion_limit")
         configurable = config.get("configurable")
         if not isinstance(configurable, Mapping) or LIMITS_KEY not in configurable:

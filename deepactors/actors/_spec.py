@@ -219,6 +219,7 @@ def prepare_input(
     budget: object = None,
     identity: object = None,
     breakpoints: Breakpoints | None = None,
+    stateless: bool = False,
 ) -> RunInput:
     """Check a run's input, context and limits against the agent, before anything runs.
 
@@ -234,6 +235,8 @@ def prepare_input(
         budget: The run's budget, as ``limits`` would give it.
         identity: Who the run acts for.
         breakpoints: Where the run stops (None: where the agent's runs do).
+        stateless: The run's thread is thrown away when it ends (see
+            :attr:`RunInput.stateless`).
 
     Raises:
         InputError: What is wrong, in words a caller can act on.
@@ -245,8 +248,12 @@ def prepare_input(
     if isinstance(input, RunInput):
         if context is not None:
             input = replace(input, context=check_context(spec, context))
+        if stateless and not input.stateless:
+            input = replace(input, stateless=True)
         return _stopping(spec, _limited(input, limits), breakpoints)
-    run_input = _prepare_values(spec, input, thread_id, identity)
+    # Made stateless as it is built, not by a replace after: a server makes one
+    # per request, before the request's first byte (a replace is a copy).
+    run_input = _prepare_values(spec, input, thread_id, identity, stateless)
     if context is None and spec.context_adapter is None:
         # Its context is {} already: no copy (a server makes one per run).
         return _stopping(spec, _limited(run_input, limits), breakpoints)
@@ -341,7 +348,11 @@ def _command_input(spec: AgentSpec, command: Command, identity: object) -> RunIn
 
 
 def _prepare_values(
-    spec: AgentSpec, input: object, thread_id: str | None, identity: object = None
+    spec: AgentSpec,
+    input: object,
+    thread_id: str | None,
+    identity: object = None,
+    stateless: bool = False,
 ) -> RunInput:
     if thread_id is not None:
         check_thread(thread_id)
@@ -354,9 +365,10 @@ def _prepare_values(
             raise InputError(
                 "input=None continues a saved thread; it needs a checkpointer and a thread_id"
             )
-        return RunInput(values={}, resuming=True, identity=identity)
+        return RunInput(values={}, resuming=True, identity=identity, stateless=stateless)
     if isinstance(input, Command):
-        return _command_input(spec, input, identity)
+        resumed = _command_input(spec, input, identity)
+        return replace(resumed, stateless=True) if stateless else resumed
     if not isinstance(input, Mapping | str):
         raise InputError(
             f"input must be a dict like {{'messages': [...]}}, not {type(input).__name__}"
@@ -364,4 +376,4 @@ def _prepare_values(
     values = validate_input(spec.channels, input)
     if "messages" in values and not values["messages"]:
         raise InputError("'messages' is empty: give at least one message for the agent")
-    return RunInput(values=values, identity=identity)
+    return RunInput(values=values, identity=identity, stateless=stateless)

@@ -220,6 +220,7 @@ def create_app(
         body_timeout=body_timeout,
         max_streams_per_client=max_streams_per_client,
         stream_key=stream_key,
+        count_runs=slots.cap is not None,
     )
     store = store if store is not None else MemoryStore()
     assistants = _assistants(agents, checkpointer, store)

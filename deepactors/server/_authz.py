@@ -71,12 +71,14 @@ async def authenticate(auth: Auth, scope: Scope) -> Identity:
     Raises:
         AuthError: Not authenticated (401), or a credential header given twice (400).
     """
-    _one_credential(scope["headers"])
+    headers = scope["headers"]
+    if len(dict(headers)) != len(headers):  # a name repeated (one C call to tell)
+        _one_credential(headers)
     client = scope.get("client")
     request = AuthRequest(
         method=scope.get("method", "GET"),
         path=scope.get("path", "/"),
-        raw_headers=scope.get("headers", ()),
+        raw_headers=headers,
         client=None if client is None else str(client[0]),
     )
     return await auth.identify(request)
@@ -128,10 +130,12 @@ async def may_thread(thread: ThreadRecord, action: Action) -> bool:
 
 def owned(metadata: Mapping[str, object]) -> dict[str, object]:
     """A new thread's metadata: the client's, with the caller as its owner."""
-    out = without_owner(metadata)
-    who = caller()
-    if who is not None:
-        out[OWNER_KEY] = who.id
+    found = CALLER.get()
+    if found is None:  # no auth: nobody owns it
+        return dict(metadata)
+    out = dict(metadata)
+    out.pop(OWNER_KEY, None)  # one the client tried to set
+    out[OWNER_KEY] = found[1].id
     return out
 
 

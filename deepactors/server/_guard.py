@@ -13,7 +13,8 @@ body is refused past a size (declared or streamed) and cut off past a time, and
 one client holds a bounded number of open streams.
 
 It runs ahead of everything, including the stream endpoints' direct path, so it
-is kept to a scan of the headers and a few set and dict lookups per request.
+is kept to one ``dict()`` of the headers and a few set and dict lookups per
+request (``bench/w7_request.py`` counts it, with the rest of a stream's request).
 """
 
 from __future__ import annotations
@@ -124,6 +125,8 @@ class Guard:
         body_timeout: Seconds a request body may take to arrive.
         max_streams_per_client: Streams open at once per key (None: no cap).
         stream_key: The key of a request (default: the client's address).
+        count_runs: Whether runs are capped per key: then a ``POST`` is served
+            with its key in :data:`CLIENT` (else only a stream is keyed).
     """
 
     app: AdmittedApp
@@ -138,6 +141,7 @@ class Guard:
         body_timeout: float,
         max_streams_per_client: int | None,
         stream_key: StreamKey | None = None,
+        count_runs: bool = True,
     ) -> None:
         check_limits(max_body, body_timeout, max_streams_per_client)
         self._any_origin = "*" in cors_origins
@@ -153,6 +157,7 @@ class Guard:
         self.max_streams = max_streams_per_client
         self.key: StreamKey = stream_key or client_host
         """Who a request counts against (see :data:`StreamKey`)."""
+        self.count_runs = count_runs
         self._open: dict[Hashable, int] = {}
         # Bodies being read, in the order of their deadlines (one timeout for all).
         self._reading: dict[BoundedBody, None] = {}
@@ -161,21 +166,21 @@ class Guard:
         self._told: set[bytes] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        host = origin = kind = length = chunked = None
-        hosts = 0
-        # One pass over the headers (ASGI names are lower-case).
-        for name, value in scope["headers"]:
-            if name == b"host":
-                host = value
-                hosts += 1
-            elif name == b"origin":
-                origin = value
-            elif name == b"content-type":
-                kind = value
-            elif name == b"content-length":
-                length = value
-            elif name == b"transfer-encoding":
-                chunked = value
+        # The headers by name (ASGI names are lower-case; of a repeated one, the
+        # last): one C call, not a loop in Python, for every request. A name
+        # repeated shows as fewer names than headers: only then are the Host
+        # headers counted one by one.
+        raw = scope["headers"]
+        headers = dict(raw)
+        host = headers.get(b"host")
+        origin = headers.get(b"origin")
+        kind = headers.get(b"content-type")
+        length = headers.get(b"content-length")
+        chunked = headers.get(b"transfer-encoding")
+        if len(headers) == len(raw):
+            hosts = 0 if host is None else 1
+        else:
+            hosts = sum(1 for name, _ in raw if name == b"host")
         # A refusal sent before the body is read leaves the body in the socket:
         # the connection is closed after it, so no client sends its next request
         # down a connection the server is dropping.
@@ -220,8 +225,9 @@ class Guard:
                     scope, receive, send, max_body=self.max_body, timeout=self.body_timeout
                 )
         streams = self.max_streams is not None and scope["path"].endswith(_STREAM_TAILS)
-        # A POST may start a run: who it counts against, for the runs' cap.
-        key = self.key(scope) if streams or scope["method"] == "POST" else None
+        # A POST may start a run: who it counts against, for the runs' cap (if any).
+        counted = streams or (self.count_runs and scope["method"] == "POST")
+        key = self.key(scope) if counted else None
         if key is None:
             await self._serve(scope, receive, send, origin, body)
             return

@@ -42,6 +42,7 @@ def prepare_run_input(
     limits: Limits | None = None,
     *,
     breakpoints: Breakpoints | None = None,
+    stateless: bool = False,
 ) -> RunInput:
     try:
         return prepare_input(
@@ -51,15 +52,22 @@ def prepare_run_input(
             identity=identity,
             limits=limits,
             breakpoints=breakpoints,
+            stateless=stateless,
         )
     except InputError as exc:
         raise HTTPException(422, f"input: {exc}") from None
 
 
 def run_input_of(
-    agent: DeepAgent, body: RunCreate, thread_id: str | None, identity: object = None
+    agent: DeepAgent,
+    body: RunCreate,
+    thread_id: str | None,
+    identity: object = None,
+    *,
+    stateless: bool = False,
 ) -> tuple[RunInput, float | None]:
-    """The run's input (its limits in it) and its timeout (None: none).
+    """The run's input (its limits in it) and its timeout (None: none);
+    ``stateless``: its thread is thrown away when it ends.
 
     Raises:
         HTTPException: 422, an input or limits that are not (nothing was started).
@@ -77,7 +85,7 @@ def run_input_of(
         # (refuse_unsupported let through an update that is an object or empty)
         update = command.update if isinstance(command.update, dict) else None
         given = Command(resume=command.resume, update=update or None, goto=command.node)
-    run_input = prepare_run_input(agent, given, thread_id, identity, limits)
+    run_input = prepare_run_input(agent, given, thread_id, identity, limits, stateless=stateless)
     before, after = body.interrupt_before, body.interrupt_after
     if before is None and after is None:
         return run_input, limits.timeout

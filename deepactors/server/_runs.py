@@ -28,7 +28,6 @@ this costs anything (:class:`LocalRelay`).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 import time
@@ -279,10 +278,11 @@ class RunManager:
         if thread.temporary:
             if body.command is not None:
                 raise HTTPException(422, "command: resuming needs a thread (thread_id)")
-            run_input, timeout = run_input_of(assistant.stateless, body, None, identity)
             # Its thread is thrown away: an agent that may stop for a human runs,
             # and only an actual stop is an error (InterruptNeedsThread).
-            run_input = dataclasses.replace(run_input, stateless=True)
+            run_input, timeout = run_input_of(
+                assistant.stateless, body, None, identity, stateless=True
+            )
         else:
             run_input, timeout = run_input_of(assistant.agent, body, thread.thread_id, identity)
         await start_from(self, thread, assistant, body)  # the head, or a fork (a checkpoint)

@@ -138,12 +138,11 @@ class AuthRequest:
     def token(self) -> str | None:
         """The credential: ``Authorization: Bearer <token>``, else ``X-Api-Key``."""
         if self._headers is None:
-            header = key = ""
-            for name, raw in self._raw:  # ASGI names are lower case
-                if name == b"authorization":
-                    header = raw.decode("latin-1")
-                elif name == b"x-api-key":
-                    key = raw.decode("latin-1")
+            # By name (ASGI names are lower case), the last of repeated ones:
+            # one C call, on every request, not a loop in Python.
+            named = dict(self._raw)
+            header = named.get(b"authorization", b"").decode("latin-1")
+            key = named.get(b"x-api-key", b"").decode("latin-1")
         else:
             header = self._headers.get("authorization", "")
             key = self._headers.get("x-api-key", "")
