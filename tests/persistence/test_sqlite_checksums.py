@@ -35,31 +35,37 @@ async def tamper(cp: SqliteCheckpointer, sql: str, params: tuple[object, ...] = 
     await anyio.to_thread.run_sync(execute, Path(cp.path), sql, params)
 
 
-# One record, a few (one statement), many (a transaction): each way of writing
-# computes the checksum its own way, and each is checked, leased or not.
+# One record, a few (one statement), many (a transaction); a thread's first put
+# (a transaction, reading its last seq) or a later one (the seq known, one
+# statement): each way of writing is checked, leased or not.
 @pytest.mark.parametrize("count", [1, 3, 40])
 @pytest.mark.parametrize("leased", [False, True], ids=["free", "leased"])
+@pytest.mark.parametrize("before", [0, 2], ids=["first", "later"])
 async def test_valid_json_written_behind_our_back_is_corrupt(
-    tmp_path: Path, count: int, leased: bool
+    tmp_path: Path, count: int, leased: bool, before: int
 ) -> None:
     async with SqliteCheckpointer(tmp_path / "cp.db") as cp:
         await cp.put("other", [write(0, n=0)])
+        records = [write(0, n=i) for i in range(before, before + count)]
+        if before:
+            await cp.put("t", [write(0, n=i) for i in range(before)])
         if leased:
             async with cp.lease("t"):
-                await cp.put("t", [write(0, n=i) for i in range(count)])
+                await cp.put("t", records)
         else:
-            await cp.put("t", [write(0, n=i) for i in range(count)])
-        assert [r.data for r in await cp.read("t")] == [{"n": i} for i in range(count)]
+            await cp.put("t", records)
+        assert [r.data for r in await cp.read("t")] == [{"n": i} for i in range(before + count)]
+        last = before + count
         await tamper(
             cp,
             "UPDATE checkpoint_records SET data = ? WHERE thread_id = 't' AND seq = ?",
-            (f'{{"n":"{SECRET}"}}', count),
+            (f'{{"n":"{SECRET}"}}', last),
         )
-        for read in (cp.read("t"), cp.read("t", path="main"), cp.read("t", upto_seq=count)):
+        for read in (cp.read("t"), cp.read("t", path="main"), cp.read("t", upto_seq=last)):
             with pytest.raises(CheckpointCorrupt) as info:
                 await read
             text = str(info.value)
-            assert f"{cp.path}: thread 't', record seq {count}: its checksum does not match" in text
+            assert f"{cp.path}: thread 't', record seq {last}: its checksum does not match" in text
             assert SECRET not in text
         assert [r.data for r in await cp.read("other")] == [{"n": 0}]
 
@@ -183,6 +189,31 @@ async def test_a_deleted_thread_starts_again_from_seq_1(tmp_path: Path) -> None:
         assert await cp.read("t") == []
         await cp.put("t", [write(0, n=3)])
         assert [(r.seq, r.data) for r in await cp.read("t")] == [(1, {"n": 3})]
+
+
+async def test_another_checkpointers_writes_between_puts_are_numbered_after(
+    tmp_path: Path,
+) -> None:
+    # A checkpointer numbers a put from the last seq it knows of, checked in the
+    # statement: another's records, or a deletion, in between are not overwritten
+    # or left as a gap.
+    file = tmp_path / "cp.db"
+    async with SqliteCheckpointer(file) as a, SqliteCheckpointer(file) as b:
+        await a.put("t", [write(0, n=1)])
+        await a.put("t", [write(0, n=2)])
+        await b.put("t", [write(0, n=3), write(0, n=4)])
+        await a.put("t", [write(0, n=5)])  # a knew of seq 2, not 4
+        assert [(r.seq, r.data["n"]) for r in await b.read("t")] == [
+            (1, 1),
+            (2, 2),
+            (3, 3),
+            (4, 4),
+            (5, 5),
+        ]
+        await b.delete_thread("t")
+        await a.put("t", [write(0, n=6), write(0, n=7)])  # a knew of seq 5
+        await b.put("t", [write(0, n=8)])
+        assert [(r.seq, r.data["n"]) for r in await a.read("t")] == [(1, 6), (2, 7), (3, 8)]
 
 
 async def test_a_version_2_file_gets_the_heads_of_its_threads(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -47,7 +48,7 @@ from .._checkpoint import (
 from .._json import check_text
 from .._lease import ThreadLease, WhenBusy
 from ._conn import BUSY_TIMEOUT, Database, Errors, Schema, SqliteBase
-from ._integrity import CRC_FUNCTION, record_crc
+from ._integrity import record_crc
 from ._lease import LEASE_DDL, SqliteLeases, holds_lease
 from ._records import CRC_AFTER, list_threads, read_records
 
@@ -124,49 +125,34 @@ _ERRORS = Errors(
 
 _COLUMNS = "thread_id, seq, path, step, kind, created_at, data, crc"
 _INSERT_RECORD = f"INSERT INTO checkpoint_records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-# The checksum covers ``seq``, numbered in the statement: the SQL function gets
-# it from the same subquery (one more index seek, in the same statement).
-_NEXT_SEQ = "(SELECT coalesce(max(seq), 0) + 1 FROM checkpoint_records WHERE thread_id = ?1)"
-_NEXT_VALUES = (
-    f"?1, {_NEXT_SEQ}, ?2, ?3, ?4, ?5, ?6, {CRC_FUNCTION}(CAST(?1 AS BLOB), {_NEXT_SEQ},"
-    " CAST(?2 AS BLOB), ?3, CAST(?4 AS BLOB), ?5, CAST(?6 AS BLOB))"
-)
-_INSERT_NEXT = f"INSERT INTO checkpoint_records ({_COLUMNS}) VALUES ({_NEXT_VALUES})"
-# The same, only while ``owner`` holds the thread's lease: a fenced write.
-_INSERT_NEXT_FENCED = (
-    f"INSERT INTO checkpoint_records ({_COLUMNS}) SELECT {_NEXT_VALUES}"
-    " WHERE EXISTS (SELECT 1 FROM thread_leases WHERE thread_id = ?1 AND owner = ?7)"
-)
 
 _MAX_ONE_STATEMENT = 32
 """Records put with one statement; more take an explicit transaction."""
 
+_HEADS_KEPT = 1024
+"""Threads whose last ``seq`` a checkpointer remembers (the oldest forgotten first)."""
+
 
 @functools.cache
-def _insert_many(count: int, *, fenced: bool) -> str:
-    """One INSERT of ``count`` records numbered after the thread's last (fenced: if leased).
+def _insert_at(count: int, *, fenced: bool) -> str:
+    """One INSERT of ``count`` numbered, checksummed records, if the thread's last seq is ``?3``.
 
-    Parameters: ``?1`` the thread, ``?2`` the time, then five per record (its
-    index in the batch, path, step, kind, data), then the lease's owner.
+    Fenced, only while the lease's owner ``?4`` holds the thread. Parameters:
+    ``?1`` the thread, ``?2`` the time, ``?3`` the last seq expected, ``?4``
+    the owner (None when not fenced), then six per record: its seq, path, step,
+    kind, data and checksum. Nothing is inserted when the thread's last seq is
+    another (a writer the caller did not know of) or the lease is not held.
     """
     values = ", ".join(
-        "(" + ", ".join(f"?{3 + 5 * i + j}" for j in range(5)) + ")" for i in range(count)
-    )
-    fields = "?1, base.last + v.column1, v.column2, v.column3, v.column4, ?2, v.column5"
-    crc = (
-        f"{CRC_FUNCTION}(CAST(?1 AS BLOB), base.last + v.column1, CAST(v.column2 AS BLOB),"
-        " v.column3, CAST(v.column4 AS BLOB), ?2, CAST(v.column5 AS BLOB))"
+        f"(?1, ?{b}, ?{b + 1}, ?{b + 2}, ?{b + 3}, ?2, ?{b + 4}, ?{b + 5})"
+        for b in range(5, 5 + 6 * count, 6)
     )
     sql = (
-        f"INSERT INTO checkpoint_records ({_COLUMNS}) SELECT {fields}, {crc}"
-        " FROM (SELECT coalesce(max(seq), 0) AS last FROM checkpoint_records"
-        f" WHERE thread_id = ?1) AS base, (VALUES {values}) AS v"
+        f"INSERT INTO checkpoint_records ({_COLUMNS}) SELECT * FROM (VALUES {values})"
+        " WHERE (SELECT coalesce(max(seq), 0) FROM checkpoint_records WHERE thread_id = ?1) = ?3"
     )
     if fenced:
-        sql += (
-            " WHERE EXISTS (SELECT 1 FROM thread_leases"
-            f" WHERE thread_id = ?1 AND owner = ?{3 + 5 * count})"
-        )
+        sql += " AND EXISTS (SELECT 1 FROM thread_leases WHERE thread_id = ?1 AND owner = ?4)"
     return sql
 
 
@@ -185,30 +171,28 @@ def _put_records(
     rows: list[EncodedWrite],
     now: float,
     owner: str | None,
+    heads: dict[str, int],
 ) -> None:
-    if len(rows) == 1:
-        # The common case, one record per step: a single statement in autocommit
-        # is its own transaction, numbering (and fencing) included.
-        path, step, kind, data = rows[0]
-        if owner is None:
-            raw.execute(_INSERT_NEXT, (thread_id, path, step, kind, now, data))
+    """Append ``rows`` to the thread, numbered after its last record (fenced: if leased).
+
+    ``heads`` holds the last seq this checkpointer wrote or saw per thread: a
+    guess, checked in the statement that inserts. With it, a few records
+    (a step's, group-committed) are one statement, so one transaction without
+    BEGIN, their seqs and checksums computed here (no SQL function called back
+    per record). Without it, or when it is wrong, or for many records, one
+    transaction reads the last seq first.
+    """
+    last = heads.get(thread_id)
+    if last is not None and len(rows) <= _MAX_ONE_STATEMENT:
+        cursor = raw.execute(
+            _insert_at(len(rows), fenced=owner is not None),
+            _numbered(thread_id, last, rows, now, owner),
+        )
+        if cursor.rowcount == len(rows):
+            _remember(heads, thread_id, last + len(rows))
             return
-        cursor = raw.execute(_INSERT_NEXT_FENCED, (thread_id, path, step, kind, now, data, owner))
-        if cursor.rowcount != 1:
-            raise _lease_lost(file, thread_id)
-        return
-    if len(rows) <= _MAX_ONE_STATEMENT:
-        # A few records (a step's, group-committed): one statement too, so one
-        # transaction without BEGIN, the lease read and the max(seq) read apart.
-        params: list[object] = [thread_id, now]
-        for i, (path, step, kind, data) in enumerate(rows, 1):
-            params += (i, path, step, kind, data)
-        if owner is not None:
-            params.append(owner)
-        cursor = raw.execute(_insert_many(len(rows), fenced=owner is not None), params)
-        if cursor.rowcount != len(rows):
-            raise _lease_lost(file, thread_id)
-        return
+        # Another writer moved the thread on, or the lease was lost: nothing
+        # was inserted, and the transaction below tells which.
     # IMMEDIATE takes the write lock before reading the last seq, so another
     # process writing the same file cannot get the same numbers.
     raw.execute("BEGIN IMMEDIATE")
@@ -225,6 +209,35 @@ def _put_records(
         if raw.in_transaction:
             raw.execute("ROLLBACK")
         raise
+    _remember(heads, thread_id, last + len(rows))
+
+
+_remembering = threading.Lock()
+
+
+def _remember(heads: dict[str, int], thread_id: str, last: int | None) -> None:
+    """Note the thread's last seq (None: forget it), and forget the oldest past :data:`_HEADS_KEPT`.
+
+    Under a lock: connections of several event loops (threads) may share ``heads``.
+    """
+    with _remembering:
+        heads.pop(thread_id, None)
+        if last is not None:
+            heads[thread_id] = last
+            if len(heads) > _HEADS_KEPT:
+                del heads[next(iter(heads))]
+
+
+def _numbered(
+    thread_id: str, last: int, rows: list[EncodedWrite], now: float, owner: str | None
+) -> list[object]:
+    """The parameters of :func:`_insert_at`: the records numbered from ``last + 1``."""
+    params: list[object] = [thread_id, now, last, owner]
+    tid = thread_id.encode()
+    for seq, (path, step, kind, data) in enumerate(rows, last + 1):
+        crc = record_crc(tid, seq, path.encode(), step, kind.encode(), now, data.encode())
+        params += (seq, path, step, kind, data, crc)
+    return params
 
 
 def _insert_after(
@@ -264,7 +277,12 @@ def _delete_rows(raw: sqlite3.Connection, thread_id: str) -> None:
 
 
 def _delete_thread(
-    raw: sqlite3.Connection, *, file: str, thread_id: str, owner: str | None
+    raw: sqlite3.Connection,
+    *,
+    file: str,
+    thread_id: str,
+    owner: str | None,
+    heads: dict[str, int],
 ) -> None:
     """Delete the thread's records (fenced: only while ``owner`` holds its lease).
 
@@ -281,6 +299,7 @@ def _delete_thread(
         if raw.in_transaction:
             raw.execute("ROLLBACK")
         raise
+    _remember(heads, thread_id, 0)
 
 
 def _replace_records(
@@ -291,6 +310,7 @@ def _replace_records(
     rows: list[EncodedWrite],
     now: float,
     owner: str | None,
+    heads: dict[str, int],
 ) -> None:
     """The thread's records become ``rows`` (``seq`` 1..n), in one transaction (fenced)."""
     raw.execute("BEGIN IMMEDIATE")
@@ -304,6 +324,7 @@ def _replace_records(
         if raw.in_transaction:
             raw.execute("ROLLBACK")
         raise
+    _remember(heads, thread_id, len(rows))
 
 
 @final
@@ -358,6 +379,9 @@ class SqliteCheckpointer(SqliteBase):
             )
         self._db = Database(path, schema=_SCHEMA, errors=_ERRORS, busy_timeout=busy_timeout)
         self._clock = clock
+        # The last seq this object wrote per thread: with it, a put numbers and
+        # checksums its records before its statement (see ``_put_records``).
+        self._heads: dict[str, int] = {}
         # Puts on a thread held through these leases are fenced with its token.
         self._leases = SqliteLeases(
             self._db, when_busy=when_busy, ttl=float(lease_ttl), clock=clock
@@ -400,6 +424,7 @@ class SqliteCheckpointer(SqliteBase):
                 # A float, as the REAL column gives it back: the checksum's input.
                 now=float(self._clock()),
                 owner=self._leases.owner_of(thread_id),
+                heads=self._heads,
             )
         )
 
@@ -438,6 +463,7 @@ class SqliteCheckpointer(SqliteBase):
                 file=self._db.file,
                 thread_id=thread_id,
                 owner=self._leases.owner_of(thread_id),
+                heads=self._heads,
             )
         )
 
@@ -458,6 +484,7 @@ class SqliteCheckpointer(SqliteBase):
                 rows=rows,
                 now=float(self._clock()),
                 owner=self._leases.owner_of(thread_id),
+                heads=self._heads,
             )
         )
 

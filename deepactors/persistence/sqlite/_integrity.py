@@ -13,9 +13,9 @@ in the connection's thread (they stat or read the file):
   file renamed over ours leaves us writing to the old one. Comparing the
   identity after each operation with the one seen at the first open turns both
   into an error.
-- **A checksum per record** (:func:`record_crc`, :func:`item_crc`, callable
-  from SQL): a byte changed in a data page, which SQLite reads back as a valid
-  but different value. CRC32 (``zlib``: no dependency, and cheap beside a
+- **A checksum per record** (:func:`record_crc`, :func:`item_crc`, the latter
+  callable from SQL): a byte changed in a data page, which SQLite reads back as
+  a valid but different value. CRC32 (``zlib``: no dependency, and cheap beside a
   commit) detects every change of up to 32 consecutive bits and all but one in
   2**32 of the others.
 """
@@ -28,7 +28,6 @@ import struct
 import zlib
 
 __all__ = [
-    "CRC_FUNCTION",
     "ITEM_CRC_FUNCTION",
     "diagnose",
     "emptied",
@@ -59,9 +58,10 @@ def record_crc(
 ) -> int:
     """CRC32 of a checkpoint record's fields: text as its UTF-8 bytes, the time as a float.
 
-    Called from SQL as :data:`CRC_FUNCTION` when a record is written (the text
-    columns cast to BLOB there, so both sides hash the same bytes), and from
-    Python when it is read back.
+    Computed when a record is written, from the values bound to the INSERT, and
+    when it is read back, from the columns read as BLOBs: the same bytes.
+    (Earlier versions computed it in the INSERT, through a SQL function of the
+    same fields: their files hold the same checksums.)
     """
     # Each text after its length: ("ab", "c") and ("a", "bc") differ. A bool
     # step is stored, and read back, as 0 or 1, as %d writes it.
@@ -94,17 +94,12 @@ def item_crc(
     return zlib.crc32(value, zlib.crc32(head))
 
 
-CRC_FUNCTION = "deepactors_crc32"
-"""The SQL name of :func:`record_crc`, so that an INSERT can checksum values
-(such as ``seq``) computed in the statement itself."""
-
 ITEM_CRC_FUNCTION = "deepactors_item_crc32"
 """The SQL name of :func:`item_crc`."""
 
 
 def register_crc(raw: sqlite3.Connection) -> None:
-    """Make the checksum functions callable from SQL on this connection."""
-    raw.create_function(CRC_FUNCTION, 7, record_crc, deterministic=True)
+    """Make the store's checksum function callable from SQL on this connection."""
     raw.create_function(ITEM_CRC_FUNCTION, 5, item_crc, deterministic=True)
 
 
