@@ -74,6 +74,15 @@ class PerLoop(Generic[T]):
         """How many runs hold a resource (or are opening one) now."""
         return len(self._slots)
 
+    def ready(self) -> T | None:
+        """The current run's resource if it is open, else None (:meth:`get` opens it).
+
+        Raises:
+            UnsupportedLoop: Not on asyncio or trio.
+        """
+        slot = self._slots.get(current_run())
+        return None if slot is None else slot.resource
+
     async def get(self) -> T:
         """The current run's resource, opened now if it has none.
 

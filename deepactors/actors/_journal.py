@@ -236,7 +236,7 @@ class Journal:
         try:
             if self._error is None:
                 try:
-                    await self._store([w for _, w in batch])
+                    await self._store(batch)
                 except Exception as exc:
                     self._error = exc
                 else:
@@ -250,15 +250,15 @@ class Journal:
         if commits:
             commits.unpark(count=len(commits))
 
-    async def _store(self, writes: list[CheckpointWrite | EncodedWrite]) -> None:
+    async def _store(self, batch: list[tuple[int, CheckpointWrite | EncodedWrite]]) -> None:
         put_encoded = self._put_encoded
         if put_encoded is None:
             # Only records as data are queued then: the filter drops nothing.
-            records = [w for w in writes if isinstance(w, CheckpointWrite)]
+            records = [w for _, w in batch if isinstance(w, CheckpointWrite)]
             await self.checkpointer.put(self.thread_id, records)
             return
         # An encoding error fails the batch here, as the checkpointer's put would.
-        rows = [encode_writes([w])[0] if isinstance(w, CheckpointWrite) else w for w in writes]
+        rows = [encode_writes([w])[0] if isinstance(w, CheckpointWrite) else w for _, w in batch]
         await put_encoded(self.thread_id, rows)
 
 

@@ -62,27 +62,31 @@ async def settle(job: Awaitable[T]) -> T:
     return task.result()
 
 
-def _queue(db: aiosqlite.Connection, fn: Callable[[], T]) -> asyncio.Future[T]:
+def _queue(
+    db: aiosqlite.Connection, fn: Callable[[], T], loop: asyncio.AbstractEventLoop
+) -> asyncio.Future[T]:
     """Queue ``fn`` in the connection's thread as aiosqlite's ``_execute`` does."""
-    future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+    future: asyncio.Future[T] = loop.create_future()
     db._tx.put_nowait((future, fn))
     return future
 
 
-async def _settled(db: aiosqlite.Connection, fn: Callable[[], T]) -> T:
+async def _settled(
+    db: aiosqlite.Connection, fn: Callable[[], T], loop: asyncio.AbstractEventLoop
+) -> T:
     """:func:`settle` for one call queued in the connection's thread, without a task.
 
     Awaited directly (a put per step pays every loop turn here). A native
     cancellation cancels the future, not the call: the caller then waits for
     a call queued behind it, which the thread runs after it, and re-raises.
     """
-    future = _queue(db, fn)
+    future = _queue(db, fn, loop)
     try:
         return await future
     except asyncio.CancelledError:
         if not future.cancelled():
             raise  # the call itself was cancelled: the loop is shutting down
-        await settle(_queue(db, _nothing))
+        await settle(_queue(db, _nothing, loop))
         raise
 
 
@@ -135,6 +139,9 @@ class AiosqliteConnection:
         self._db = db
         self._raw: sqlite3.Connection = db._conn
         self._closed = False
+        # The loop of the run that opened it, the only one that uses it (a
+        # connection per run): looked up once, not per call.
+        self._loop = asyncio.get_running_loop()
 
     @classmethod
     async def open(
@@ -175,7 +182,7 @@ class AiosqliteConnection:
         # Queued as aiosqlite's ``_execute`` queues it, but awaited without the
         # task ``settle`` would make for it: a put per step pays this.
         with anyio.CancelScope(shield=True):
-            result = await _settled(self._db, functools.partial(self._guarded, fn))
+            result = await _settled(self._db, functools.partial(self._guarded, fn), self._loop)
         return result
 
     async def aclose(self) -> None:

@@ -294,7 +294,8 @@ class Database:
         call = functools.partial(self._translated, fn)
         while True:
             try:
-                conn = await self._connections.get()
+                # Open already, but for a run's first call: no await to find it.
+                conn = self._connections.ready() or await self._connections.get()
             except UnsupportedLoop as exc:
                 raise self.errors.failed(f"{self.file}: SQLite persistence: {exc}") from None
             try:
