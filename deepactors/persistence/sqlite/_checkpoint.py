@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import functools
 import os
-import sqlite3
-import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import final
 
 import anyio
@@ -34,7 +32,6 @@ from ...errors import (
     CheckpointSchemaMismatch,
     CheckpointUnavailable,
     ConfigurationError,
-    ThreadLeaseLost,
 )
 from .._checkpoint import (
     CheckpointRecord,
@@ -48,9 +45,9 @@ from .._checkpoint import (
 from .._json import check_text
 from .._lease import ThreadLease, WhenBusy
 from ._conn import BUSY_TIMEOUT, Database, Errors, Schema, SqliteBase
-from ._integrity import record_crc
-from ._lease import LEASE_DDL, SqliteLeases, holds_lease
+from ._lease import LEASE_DDL, SqliteLeases
 from ._records import CRC_AFTER, list_threads, read_records
+from ._writes import delete_records, put_records, remember, replace_records
 
 __all__ = ["CHECKPOINT_SCHEMA_VERSION", "SqliteCheckpointer"]
 
@@ -123,209 +120,6 @@ _ERRORS = Errors(
     unavailable=CheckpointUnavailable,
 )
 
-_COLUMNS = "thread_id, seq, path, step, kind, created_at, data, crc"
-_INSERT_RECORD = f"INSERT INTO checkpoint_records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-
-_MAX_ONE_STATEMENT = 32
-"""Records put with one statement; more take an explicit transaction."""
-
-_HEADS_KEPT = 1024
-"""Threads whose last ``seq`` a checkpointer remembers (the oldest forgotten first)."""
-
-
-@functools.cache
-def _insert_at(count: int, *, fenced: bool) -> str:
-    """One INSERT of ``count`` numbered, checksummed records, if the thread's last seq is ``?3``.
-
-    Fenced, only while the lease's owner ``?4`` holds the thread. Parameters:
-    ``?1`` the thread, ``?2`` the time, ``?3`` the last seq expected, ``?4``
-    the owner (None when not fenced), then six per record: its seq, path, step,
-    kind, data and checksum. Nothing is inserted when the thread's last seq is
-    another (a writer the caller did not know of) or the lease is not held.
-    """
-    values = ", ".join(
-        f"(?1, ?{b}, ?{b + 1}, ?{b + 2}, ?{b + 3}, ?2, ?{b + 4}, ?{b + 5})"
-        for b in range(5, 5 + 6 * count, 6)
-    )
-    sql = (
-        f"INSERT INTO checkpoint_records ({_COLUMNS}) SELECT * FROM (VALUES {values})"
-        " WHERE (SELECT coalesce(max(seq), 0) FROM checkpoint_records WHERE thread_id = ?1) = ?3"
-    )
-    if fenced:
-        sql += " AND EXISTS (SELECT 1 FROM thread_leases WHERE thread_id = ?1 AND owner = ?4)"
-    return sql
-
-
-def _lease_lost(file: str, thread_id: str) -> ThreadLeaseLost:
-    return ThreadLeaseLost(
-        f"{file}: thread {thread_id!r} was taken over by another run after this run's lease "
-        "lapsed (its event loop stalled longer than the lease lasts); nothing more is written"
-    )
-
-
-def _put_records(
-    raw: sqlite3.Connection,
-    *,
-    file: str,
-    thread_id: str,
-    rows: list[EncodedWrite],
-    now: float,
-    owner: str | None,
-    heads: dict[str, int],
-) -> None:
-    """Append ``rows`` to the thread, numbered after its last record (fenced: if leased).
-
-    ``heads`` holds the last seq this checkpointer wrote or saw per thread: a
-    guess, checked in the statement that inserts. With it, a few records
-    (a step's, group-committed) are one statement, so one transaction without
-    BEGIN, their seqs and checksums computed here (no SQL function called back
-    per record). Without it, or when it is wrong, or for many records, one
-    transaction reads the last seq first.
-    """
-    last = heads.get(thread_id)
-    if last is not None and len(rows) <= _MAX_ONE_STATEMENT:
-        cursor = raw.execute(
-            _insert_at(len(rows), fenced=owner is not None),
-            _numbered(thread_id, last, rows, now, owner),
-        )
-        if cursor.rowcount == len(rows):
-            _remember(heads, thread_id, last + len(rows))
-            return
-        # Another writer moved the thread on, or the lease was lost: nothing
-        # was inserted, and the transaction below tells which.
-    # IMMEDIATE takes the write lock before reading the last seq, so another
-    # process writing the same file cannot get the same numbers.
-    raw.execute("BEGIN IMMEDIATE")
-    try:
-        if owner is not None and not holds_lease(raw, thread_id, owner):
-            raise _lease_lost(file, thread_id)
-        (last,) = raw.execute(
-            "SELECT coalesce(max(seq), 0) FROM checkpoint_records WHERE thread_id = ?",
-            (thread_id,),
-        ).fetchone()
-        _insert_after(raw, thread_id=thread_id, last=last, rows=rows, now=now)
-        raw.execute("COMMIT")
-    except BaseException:
-        if raw.in_transaction:
-            raw.execute("ROLLBACK")
-        raise
-    _remember(heads, thread_id, last + len(rows))
-
-
-_remembering = threading.Lock()
-
-
-def _remember(heads: dict[str, int], thread_id: str, last: int | None) -> None:
-    """Note the thread's last seq (None: forget it), and forget the oldest past :data:`_HEADS_KEPT`.
-
-    Under a lock: connections of several event loops (threads) may share ``heads``.
-    """
-    with _remembering:
-        heads.pop(thread_id, None)
-        if last is not None:
-            heads[thread_id] = last
-            if len(heads) > _HEADS_KEPT:
-                del heads[next(iter(heads))]
-
-
-def _numbered(
-    thread_id: str, last: int, rows: list[EncodedWrite], now: float, owner: str | None
-) -> list[object]:
-    """The parameters of :func:`_insert_at`: the records numbered from ``last + 1``."""
-    params: list[object] = [thread_id, now, last, owner]
-    tid = thread_id.encode()
-    for seq, (path, step, kind, data) in enumerate(rows, last + 1):
-        crc = record_crc(tid, seq, path.encode(), step, kind.encode(), now, data.encode())
-        params += (seq, path, step, kind, data, crc)
-    return params
-
-
-def _insert_after(
-    raw: sqlite3.Connection, *, thread_id: str, last: int, rows: list[EncodedWrite], now: float
-) -> None:
-    """Insert ``rows`` numbered from ``last + 1`` (inside the caller's transaction)."""
-    raw.executemany(
-        _INSERT_RECORD,
-        [
-            (
-                thread_id,
-                last + i,
-                path,
-                step,
-                kind,
-                now,
-                data,
-                record_crc(
-                    thread_id.encode(),
-                    last + i,
-                    path.encode(),
-                    step,
-                    kind.encode(),
-                    now,
-                    data.encode(),
-                ),
-            )
-            for i, (path, step, kind, data) in enumerate(rows, 1)
-        ],
-    )
-
-
-def _delete_rows(raw: sqlite3.Connection, thread_id: str) -> None:
-    """The thread's records and head (inside the caller's transaction)."""
-    raw.execute("DELETE FROM checkpoint_records WHERE thread_id = ?", (thread_id,))
-    raw.execute("DELETE FROM thread_heads WHERE thread_id = ?", (thread_id,))
-
-
-def _delete_thread(
-    raw: sqlite3.Connection,
-    *,
-    file: str,
-    thread_id: str,
-    owner: str | None,
-    heads: dict[str, int],
-) -> None:
-    """Delete the thread's records (fenced: only while ``owner`` holds its lease).
-
-    The lease row stays: its holder goes on holding the now empty thread.
-    """
-    # IMMEDIATE: nobody can take the lease between the check and the delete.
-    raw.execute("BEGIN IMMEDIATE")
-    try:
-        if owner is not None and not holds_lease(raw, thread_id, owner):
-            raise _lease_lost(file, thread_id)
-        _delete_rows(raw, thread_id)
-        raw.execute("COMMIT")
-    except BaseException:
-        if raw.in_transaction:
-            raw.execute("ROLLBACK")
-        raise
-    _remember(heads, thread_id, 0)
-
-
-def _replace_records(
-    raw: sqlite3.Connection,
-    *,
-    file: str,
-    thread_id: str,
-    rows: list[EncodedWrite],
-    now: float,
-    owner: str | None,
-    heads: dict[str, int],
-) -> None:
-    """The thread's records become ``rows`` (``seq`` 1..n), in one transaction (fenced)."""
-    raw.execute("BEGIN IMMEDIATE")
-    try:
-        if owner is not None and not holds_lease(raw, thread_id, owner):
-            raise _lease_lost(file, thread_id)
-        _delete_rows(raw, thread_id)
-        _insert_after(raw, thread_id=thread_id, last=0, rows=rows, now=now)
-        raw.execute("COMMIT")
-    except BaseException:
-        if raw.in_transaction:
-            raw.execute("ROLLBACK")
-        raise
-    _remember(heads, thread_id, len(rows))
-
 
 @final
 class SqliteCheckpointer(SqliteBase):
@@ -380,7 +174,7 @@ class SqliteCheckpointer(SqliteBase):
         self._db = Database(path, schema=_SCHEMA, errors=_ERRORS, busy_timeout=busy_timeout)
         self._clock = clock
         # The last seq this object wrote per thread: with it, a put numbers and
-        # checksums its records before its statement (see ``_put_records``).
+        # checksums its records before its statement (see ``_writes.put_records``).
         self._heads: dict[str, int] = {}
         # Puts on a thread held through these leases are fenced with its token.
         self._leases = SqliteLeases(
@@ -418,7 +212,7 @@ class SqliteCheckpointer(SqliteBase):
             return anyio.lowlevel.checkpoint()
         return self._db.run(
             functools.partial(
-                _put_records,
+                put_records,
                 file=self._db.file,
                 thread_id=thread_id,
                 rows=rows,
@@ -460,7 +254,7 @@ class SqliteCheckpointer(SqliteBase):
         check_thread_id(thread_id)
         await self._db.run(
             functools.partial(
-                _delete_thread,
+                delete_records,
                 file=self._db.file,
                 thread_id=thread_id,
                 owner=self._leases.owner_of(thread_id),
@@ -479,7 +273,7 @@ class SqliteCheckpointer(SqliteBase):
         rows = encode_writes(records)
         await self._db.run(
             functools.partial(
-                _replace_records,
+                replace_records,
                 file=self._db.file,
                 thread_id=thread_id,
                 rows=rows,
@@ -497,4 +291,12 @@ class SqliteCheckpointer(SqliteBase):
         another process holds it. Waiting counts against the caller's deadline.
         """
         check_thread_id(thread_id)
-        return self._leases.hold(thread_id)
+        return self._held(thread_id)
+
+    @asynccontextmanager
+    async def _held(self, thread_id: str) -> AsyncIterator[ThreadLease]:
+        async with self._leases.hold(thread_id) as lease:
+            # Nobody else writes the thread while it is held: its first put
+            # numbers its records from the head, in one statement.
+            remember(self._heads, thread_id, lease.head)
+            yield lease
