@@ -92,32 +92,32 @@ class Logger:
     def __init__(self, logger: logging.Logger) -> None:
         self._logger = logger
 
-    def debug(self, event: str, **kw: Any) -> None:
+    def debug(self, event: str, **kw: object) -> None:
         """Log ``event`` with ``kw`` at DEBUG."""
         self._emit("debug", logging.DEBUG, event, kw)
 
-    def info(self, event: str, **kw: Any) -> None:
+    def info(self, event: str, **kw: object) -> None:
         """Log ``event`` with ``kw`` at INFO."""
         self._emit("info", logging.INFO, event, kw)
 
-    def warning(self, event: str, **kw: Any) -> None:
+    def warning(self, event: str, **kw: object) -> None:
         """Log ``event`` with ``kw`` at WARNING."""
         self._emit("warning", logging.WARNING, event, kw)
 
-    def error(self, event: str, **kw: Any) -> None:
+    def error(self, event: str, **kw: object) -> None:
         """Log ``event`` with ``kw`` at ERROR."""
         self._emit("error", logging.ERROR, event, kw)
 
-    def exception(self, event: str, **kw: Any) -> None:
+    def exception(self, event: str, **kw: object) -> None:
         """Log ``event`` with ``kw`` at ERROR, with the exception being handled."""
         kw.setdefault("exc_info", True)
         self._emit("error", logging.ERROR, event, kw)
 
-    def critical(self, event: str, **kw: Any) -> None:
+    def critical(self, event: str, **kw: object) -> None:
         """Log ``event`` with ``kw`` at CRITICAL."""
         self._emit("critical", logging.CRITICAL, event, kw)
 
-    def _emit(self, method_name: str, level: int, event: str, kw: dict[str, Any]) -> None:
+    def _emit(self, method_name: str, level: int, event: str, kw: dict[str, object]) -> None:
         event_dict: dict[str, Any] = {**kw, "event": event}
         # capture_logs() can only be on where structlog was imported.
         if (structlog := sys.modules.get("structlog")) is not None and _captured(
