@@ -233,6 +233,17 @@ async def test_a_fifo_is_refused_at_once_and_blocks_nothing(
 # -- races against the path checks ---------------------------------------------
 
 
+def _inside_and_outside(tmp_path: Path, inside: str, outside: dict[str, str]) -> tuple[Path, Path]:
+    """A root whose /d/f.txt holds ``inside``, and a folder beside it holding ``outside``."""
+    root, beside = tmp_path / "root", tmp_path / "outside"
+    (root / "d").mkdir(parents=True)
+    beside.mkdir()
+    (root / "d" / "f.txt").write_text(inside)
+    for name, text in outside.items():
+        (beside / name).write_text(text)
+    return root, beside
+
+
 async def test_swapping_a_folder_for_a_symlink_never_reaches_outside(tmp_path: Path) -> None:
     # A racer swaps /d between a real folder and a symlink leading out of the
     # root, as fast as it can, while the backend reads, writes, deletes and
@@ -241,12 +252,9 @@ async def test_swapping_a_folder_for_a_symlink_never_reaches_outside(tmp_path: P
     # when installed, walks by name and reads through the swapped link: the
     # backend's second, descriptor-based read of each file it names keeps that
     # out; the test below makes that case deterministic.)
-    root, outside = tmp_path / "root", tmp_path / "outside"
-    (root / "d").mkdir(parents=True)
-    outside.mkdir()
-    (root / "d" / "f.txt").write_text("inside\n")
-    (outside / "f.txt").write_text("SECRET\n")
-    (outside / "victim.txt").write_text("precious\n")
+    root, outside = _inside_and_outside(
+        tmp_path, "inside\n", {"f.txt": "SECRET\n", "victim.txt": "precious\n"}
+    )
     stop = threading.Event()
 
     def racer() -> None:
@@ -298,12 +306,11 @@ async def test_what_ripgrep_reads_outside_the_root_never_reaches_a_result(tmp_pa
     # root that /d was swapped for (as it does when the swap lands between the
     # backend's check and ripgrep's walk), and names its files under /d. Only
     # lines of the files inside the root may come back.
-    root, outside = tmp_path / "root", tmp_path / "outside"
-    (root / "d").mkdir(parents=True)
-    outside.mkdir()
-    (root / "d" / "f.txt").write_text("inside needle\n")
-    (outside / "f.txt").write_text("SECRET needle\n")
-    (outside / "only-outside.txt").write_text("SECRET needle\n")
+    root, outside = _inside_and_outside(
+        tmp_path,
+        "inside needle\n",
+        {"f.txt": "SECRET needle\n", "only-outside.txt": "SECRET needle\n"},
+    )
     backend = FilesystemBackend(root, use_ripgrep=True)
     swapped = GrepTarget(path="/d", host=str(outside), is_dir=True, ripgrep=shutil.which("rg"))
     regex, accept = compile_search("needle", None, "/d")
