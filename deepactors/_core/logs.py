@@ -27,13 +27,13 @@ from __future__ import annotations
 import logging
 import logging.config
 import sys
-from typing import Any, TextIO
-
-import structlog
-from structlog.testing import LogCapture
-from structlog.typing import EventDict, Processor
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from structlog.typing import EventDict, Processor
 
 __all__ = [
     "LOG_FORMATS",
@@ -57,11 +57,12 @@ _LOG_KWARGS = ("exc_info", "stack_info", "stacklevel")
 _NOT_SHOWN = frozenset({"event", "exc_info"})
 
 
-def get_logger(name: str = "deepactors") -> structlog.stdlib.BoundLogger:
-    """A structlog logger whose events go to the stdlib logger ``name``.
+def get_logger(name: str = "deepactors") -> Logger:
+    """A logger of key-value events that go to the stdlib logger ``name``.
 
-    Its processors are its own: structlog's global configuration (whose
-    default prints every level on stdout) never applies to it.
+    The events have structlog's shape (an event dict) and structlog's
+    ``ProcessorFormatter`` renders them, but structlog's global configuration
+    (whose default prints every level on stdout) never applies to them.
 
     Args:
         name: The stdlib logger: ``deepactors`` or a child of it.
@@ -69,7 +70,65 @@ def get_logger(name: str = "deepactors") -> structlog.stdlib.BoundLogger:
     Returns:
         A logger to call as ``log.warning("event", key=value)``.
     """
-    return structlog.stdlib.BoundLogger(logging.getLogger(name), _PROCESSORS, {})
+    return Logger(logging.getLogger(name))
+
+
+class Logger:
+    """Key-value events handed to a stdlib logger, as structlog's stdlib ``BoundLogger``
+    with deepactors' processors would hand them, without importing structlog.
+
+    structlog is imported where an event is rendered (:func:`formatter`) or
+    captured (``structlog.testing.capture_logs``), not by every process that
+    imports deepactors: its import pulls in rich and pygments when they are
+    installed (the CLI's live view needs rich), a tenth of ``import deepactors``.
+    A debug event nobody listens to stops at the level check: no record is built.
+
+    Args:
+        logger: The stdlib logger the events go to.
+    """
+
+    __slots__ = ("_logger",)
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self._logger = logger
+
+    def debug(self, event: str, **kw: object) -> None:
+        """Log ``event`` with ``kw`` at DEBUG."""
+        self._emit("debug", logging.DEBUG, event, kw)
+
+    def info(self, event: str, **kw: object) -> None:
+        """Log ``event`` with ``kw`` at INFO."""
+        self._emit("info", logging.INFO, event, kw)
+
+    def warning(self, event: str, **kw: object) -> None:
+        """Log ``event`` with ``kw`` at WARNING."""
+        self._emit("warning", logging.WARNING, event, kw)
+
+    def error(self, event: str, **kw: object) -> None:
+        """Log ``event`` with ``kw`` at ERROR."""
+        self._emit("error", logging.ERROR, event, kw)
+
+    def exception(self, event: str, **kw: object) -> None:
+        """Log ``event`` with ``kw`` at ERROR, with the exception being handled."""
+        kw.setdefault("exc_info", True)
+        self._emit("error", logging.ERROR, event, kw)
+
+    def critical(self, event: str, **kw: object) -> None:
+        """Log ``event`` with ``kw`` at CRITICAL."""
+        self._emit("critical", logging.CRITICAL, event, kw)
+
+    def _emit(self, method_name: str, level: int, event: str, kw: dict[str, object]) -> None:
+        event_dict: dict[str, Any] = {**kw, "event": event}
+        # capture_logs() can only be on where structlog was imported.
+        if (structlog := sys.modules.get("structlog")) is not None and _captured(
+            structlog, self._logger, method_name, event_dict
+        ):
+            return
+        if not self._logger.isEnabledFor(level):
+            return
+        args, kwargs = _to_record(self._logger, method_name, event_dict)
+        kwargs.setdefault("stacklevel", 3)  # the record names the caller of warning() etc.
+        self._logger.log(level, *args, **kwargs)
 
 
 class _Event(dict[str, Any]):
@@ -90,14 +149,22 @@ def _value(value: object) -> str:
     return repr(value)
 
 
-def _captured(logger: Any, method_name: str, event_dict: EventDict) -> EventDict:
-    # structlog.testing.capture_logs() swaps a LogCapture into structlog's global
-    # processors; honour it, at every level, so that tests capturing deepactors'
-    # events keep seeing them. (It raises DropEvent: captured, not logged.)
+def _captured(
+    structlog: ModuleType, logger: logging.Logger, method_name: str, event_dict: dict[str, Any]
+) -> bool:
+    """Whether a ``structlog.testing.capture_logs()`` took the event (then not logged).
+
+    It swaps a ``LogCapture`` into structlog's global processors; honoured at
+    every level, so that tests capturing deepactors' events keep seeing them.
+    """
+    capture = structlog.testing.LogCapture
     for processor in structlog.get_config()["processors"]:
-        if isinstance(processor, LogCapture):
-            processor(logger, method_name, event_dict)
-    return event_dict
+        if isinstance(processor, capture):
+            try:
+                processor(logger, method_name, event_dict)
+            except structlog.DropEvent:
+                return True
+    return False
 
 
 def _to_record(
@@ -120,10 +187,6 @@ def _exc_info(value: object) -> object:
     if isinstance(value, tuple):
         return value
     return sys.exc_info()
-
-
-# A debug event nobody listens to stops at filter_by_level: no record is built.
-_PROCESSORS: list[Processor] = [_captured, structlog.stdlib.filter_by_level, _to_record]
 
 
 class StderrHandler(logging.StreamHandler[TextIO]):
@@ -154,6 +217,8 @@ def formatter(log_format: str = "console") -> logging.Formatter:
     Returns:
         A structlog ``ProcessorFormatter``.
     """
+    import structlog  # here, where events are rendered: see Logger
+
     common: list[Processor] = [
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,

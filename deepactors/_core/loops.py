@@ -16,8 +16,8 @@ aiosqlite adapter aside) needs to know which loop it is on:
   coroutine anyio adds to every task (at 10,000 subagents, ~10 objects per
   child that the garbage collector walks, and a cancel scope entered and left
   each; ~2.4 KiB per waiting task on asyncio).
-- :class:`CallThread` is a thread of its own that runs blocking calls one at a
-  time for a trio run: one wakeup per call, a third of the CPU of
+- ``trio_loop.CallThread`` is a thread of its own that runs blocking calls one
+  at a time for a trio run: one wakeup per call, a third of the CPU of
   ``anyio.to_thread.run_sync`` (~60 us against ~180 us per call here).
 - :func:`parking_lot` parks tasks in FIFO order until woken ``n`` at a time:
   trio's ``ParkingLot``, or one future per task on asyncio (an ``anyio.Event``
@@ -38,24 +38,19 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import queue
-import threading
+import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Protocol, TypeVar, TypeVarTuple
+from typing import Protocol, TypeVar, TypeVarTuple
 
 import anyio
 import anyio.lowlevel
 import sniffio
-import trio
-import trio.lowlevel
 
 from ..errors import UnsupportedLoop
 from ._asyncio_group import lean_task_group
 
 __all__ = [
-    "CallThread",
     "LoopRun",
     "Lot",
     "Spawner",
@@ -91,6 +86,8 @@ class LoopRun:
         """Whether the run has ended for good (safe to ask from any thread)."""
         if isinstance(self.native, asyncio.AbstractEventLoop):
             return self.native.is_closed()
+        import trio  # loaded: this run is trio's
+
         assert isinstance(self.native, trio.lowlevel.TrioToken)
         try:
             # Thread-safe, and refused exactly when the run has finished.
@@ -109,6 +106,8 @@ class LoopRun:
             if isinstance(self.native, asyncio.AbstractEventLoop):
                 self.native.call_soon_threadsafe(fn)
             else:
+                import trio  # loaded: this run is trio's
+
                 assert isinstance(self.native, trio.lowlevel.TrioToken)
                 self.native.run_sync_soon(fn)
         except RuntimeError:  # a closed asyncio loop; trio.RunFinishedError
@@ -135,6 +134,8 @@ def current_run() -> LoopRun:
     if library == "asyncio":
         return LoopRun("asyncio", asyncio.get_running_loop())
     if library == "trio":
+        import trio.lowlevel  # loaded: trio is running
+
         return LoopRun("trio", trio.lowlevel.current_trio_token())
     raise UnsupportedLoop(f"deepactors runs on asyncio or trio, not on {library}")
 
@@ -159,6 +160,10 @@ def loop_running_here() -> bool:
         pass
     else:
         return True
+    if "trio" not in sys.modules:
+        return False  # no trio run without trio imported
+    import trio.lowlevel
+
     try:
         trio.lowlevel.current_trio_token()
     except RuntimeError:
@@ -176,47 +181,15 @@ class Spawner(Protocol):
         ...
 
 
-class _TrioGroup:
-    """A trio nursery that leaves like anyio's task group does."""
-
-    __slots__ = ("_manager",)
-
-    def __init__(self) -> None:
-        self._manager = trio.open_nursery()
-
-    async def __aenter__(self) -> Spawner:
-        return await self._manager.__aenter__()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool:
-        try:
-            return bool(await self._manager.__aexit__(exc_type, exc, tb))
-        except BaseExceptionGroup as group:
-            # Only cancellations: one Cancelled, as anyio raises, so that code
-            # above sees what it would see with anyio's task group.
-            if group.split(trio.Cancelled)[1] is None:
-                raise _first_leaf(group) from group
-            raise
-        finally:
-            del exc, tb
-
-
-def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    first = group.exceptions[0]
-    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
-
-
 def open_task_group() -> contextlib.AbstractAsyncContextManager[Spawner]:
     """A task group for many short tasks that need no handle (see the module docstring).
 
     Cancellation and errors behave as in ``anyio.create_task_group()``.
     """
     if sniffio.current_async_library() == "trio":
-        return _TrioGroup()
+        from .trio_loop import TrioGroup
+
+        return TrioGroup()
     return lean_task_group()
 
 
@@ -271,6 +244,8 @@ class _FutureLot:
 def parking_lot() -> Lot:
     """A FIFO parking lot for the current run's tasks (see the module docstring)."""
     if sniffio.current_async_library() == "trio":
+        import trio.lowlevel
+
         return trio.lowlevel.ParkingLot()
     return _FutureLot()
 
@@ -320,38 +295,6 @@ class _FutureLatch:
         return waiter
 
 
-class _TrioLatch:
-    """A latch on trio: the waiting task, rescheduled when it is set."""
-
-    __slots__ = ("_set", "_task")
-
-    def __init__(self) -> None:
-        self._set = False
-        self._task: trio.lowlevel.Task | None = None
-
-    def is_set(self) -> bool:
-        return self._set
-
-    def set(self) -> None:
-        self._set = True
-        task, self._task = self._task, None
-        if task is not None:
-            trio.lowlevel.reschedule(task)
-
-    def wait(self) -> Awaitable[None]:
-        # trio's own wait is returned, awaited by the caller at once (as the
-        # asyncio latch's future is): no coroutine frame of ours and no closure
-        # per waiting task.
-        if self._set:
-            return anyio.lowlevel.checkpoint()
-        self._task = trio.lowlevel.current_task()
-        return trio.lowlevel.wait_task_rescheduled(self._abort)  # noqa: ASYNC105 (see above)
-
-    def _abort(self, raise_cancel: object) -> trio.lowlevel.Abort:
-        self._task = None
-        return trio.lowlevel.Abort.SUCCEEDED
-
-
 def latch() -> Latch:
     """A one-shot event for one waiter, for the current run (see the module docstring).
 
@@ -361,73 +304,10 @@ def latch() -> Latch:
     parent holding 100,000 children's waits pays 100,000 times.
     """
     if sniffio.current_async_library() == "trio":
-        return _TrioLatch()
+        from .trio_loop import TrioLatch
+
+        return TrioLatch()
     return _FutureLatch()
-
-
-def _refuse_abort(raise_cancel: object) -> trio.lowlevel.Abort:
-    return trio.lowlevel.Abort.FAILED
-
-
-class _Call:
-    """One call handed to a :class:`CallThread`, and what came of it."""
-
-    __slots__ = ("error", "fn", "result", "task")
-
-    def __init__(self, fn: Callable[[], Any], task: trio.lowlevel.Task) -> None:
-        self.fn = fn
-        self.task = task
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-
-class CallThread:
-    """A thread that runs blocking calls one at a time for the trio run that made it.
-
-    A call is not abandoned when its caller is cancelled (what it started, a
-    transaction say, finishes in the thread); the caller gets the cancellation
-    at its next checkpoint after that, as with ``anyio.to_thread.run_sync``.
-    Calls queue in order. :meth:`stop` lets the thread end after the queued calls.
-    """
-
-    __slots__ = ("_jobs", "_thread", "_token")
-
-    def __init__(self, name: str) -> None:
-        self._token = trio.lowlevel.current_trio_token()
-        self._jobs: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
-        # A daemon: a thread left blocked on its queue must not keep the process alive.
-        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            call = self._jobs.get()
-            if call is None:
-                return
-            try:
-                call.result = call.fn()
-            except BaseException as exc:  # handed to the caller, whatever it is
-                call.error = exc
-            with contextlib.suppress(trio.RunFinishedError):  # the run ended meanwhile
-                self._token.run_sync_soon(trio.lowlevel.reschedule, call.task)
-
-    async def run(self, fn: Callable[[], T]) -> T:
-        """Run ``fn()`` in the thread; return its result or raise its exception."""
-        await trio.lowlevel.checkpoint_if_cancelled()
-        call = _Call(fn, trio.lowlevel.current_task())
-        self._jobs.put(call)
-        await trio.lowlevel.wait_task_rescheduled(_refuse_abort)
-        if call.error is not None:
-            try:
-                raise call.error
-            finally:
-                del call  # no cycle through the traceback's frame
-        result: T = call.result
-        return result
-
-    def stop(self) -> None:
-        """End the thread once the calls queued so far are done."""
-        self._jobs.put(None)
 
 
 # asyncio keeps only weak references to tasks; these must outlive their creator.
@@ -444,6 +324,8 @@ def spawn_system_task(fn: Callable[[], Coroutine[object, object, None]]) -> None
     """
     run = current_run()
     if run.library == "trio":
+        import trio.lowlevel
+
         trio.lowlevel.spawn_system_task(fn)
         return
     task = asyncio.get_running_loop().create_task(fn())

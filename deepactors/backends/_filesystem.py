@@ -83,9 +83,9 @@ class FilesystemBackend(FilesOnly):
     The final open, rename, unlink or rmtree is made relative to the parent's
     descriptor. So swapping a folder for a symlink while an operation runs
     cannot make it touch anything outside the root. (ripgrep, when used, walks
-    the searched folder by name: under such a swap it could read through the
-    symlink; pass ``use_ripgrep=False`` where untrusted processes change the
-    tree while agents search it.)
+    the searched folder by name, so it only picks the files to search: each is
+    read again through the root's descriptors and searched in Python, and no
+    line from outside the root reaches a result.)
 
     All disk work runs in a worker thread, one thread call per operation, so the
     event loop never blocks. Writes are atomic (a temporary file in the same

@@ -10,6 +10,7 @@ pattern, with Python otherwise (``_grep``: the same results either way).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat as stat_module
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from deepactors._core.threads import StopFlag, run_sync_in_thread
-from deepactors.errors import FileNotFound, SpecialFile
+from deepactors.errors import BackendError, FileNotFound, SpecialFile
 
 from ._fdpath import DIR_FLAGS, Anchor
 from ._fs_host import entry_stat, file_info, is_utf8
@@ -28,6 +29,7 @@ from ._grep import (
     grep_with_python,
     grep_with_ripgrep,
     host_mapper,
+    read_verified,
 )
 from ._paths import join, path_key, relative_to
 from ._protocol import FileInfo, GrepResult
@@ -152,14 +154,26 @@ async def grep_host(
     """
     path, host, is_dir = target.path, target.host, target.is_dir
     if target.ripgrep is not None:
-        result = await grep_with_ripgrep(
-            target.ripgrep,
-            host,
-            regex,
-            host_mapper(host, path, is_dir=is_dir, accept=accept),
-            max_matches=max_matches,
-            max_bytes=max_bytes,
-        )
+        with contextlib.ExitStack() as stack:
+            anchors: list[Anchor] = []  # the root, opened at the first file named
+
+            def load(virtual: str) -> bytes | None:  # in a worker thread
+                if not anchors:
+                    try:
+                        anchors.append(stack.enter_context(opened()))
+                    except BackendError:
+                        return None  # the root is gone
+                return read_verified(anchors[0], virtual, max_bytes)
+
+            result = await grep_with_ripgrep(
+                target.ripgrep,
+                host,
+                regex,
+                host_mapper(host, path, is_dir=is_dir, accept=accept),
+                load,
+                max_matches=max_matches,
+                max_bytes=max_bytes,
+            )
         if result is not None:
             return result
     stop = StopFlag()

@@ -4,30 +4,33 @@ Both paths give identical results: the same files (no symlinks followed while
 walking, dotfiles included, files with a NUL byte (UTF-16 ones too) or over the
 size limit skipped, names that are not UTF-8 left out), the same line
 splitting, the same order (a sorted tree walk, which is ripgrep's
-``--sort path``) and the same truncation. Both match in linear time: ripgrep
-with its default engine, given the pattern as translated for RE2 (see
-``_regex``), and Python through RE2. Every line ripgrep reports is checked again
-with RE2, so a difference between the engines can only drop a line, never add
-one. A pattern ripgrep cannot compile falls back to Python.
+``--sort path``) and the same truncation. ripgrep only picks the files that
+hold a match (its default engine, given the pattern as translated for RE2, see
+``_regex``); each is then read through the root's descriptors and searched with
+RE2 by the same code as the walk in Python, so a difference between the engines
+can only drop a file, never add a line, and a folder swapped for a symlink
+while ripgrep walks cannot bring a line from outside the root into the result.
+A pattern ripgrep cannot compile falls back to Python.
 
-Nothing here runs a pattern or parses ripgrep's output on the event loop: that
-happens in worker threads, chunk by chunk.
+Nothing here runs a pattern or reads a file on the event loop: that happens in
+worker threads, a chunk of ripgrep's output at a time.
 """
 
 from __future__ import annotations
 
-import base64
-import json
+import contextlib
 import os
+import signal
 import stat as stat_module
 import subprocess
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import anyio
 import anyio.to_thread
 
 from deepactors._core.threads import StopFlag
+from deepactors.errors import BackendError
 
 from ._fdpath import DIR_FLAGS, FILE_FLAGS, Anchor
 from ._glob import name_filter
@@ -41,6 +44,7 @@ __all__ = [
     "grep_with_python",
     "grep_with_ripgrep",
     "host_mapper",
+    "read_verified",
     "walk_files",
 ]
 
@@ -202,22 +206,6 @@ def grep_file_with_python(
     return GrepResult(matches=tuple(matches), truncated=False)
 
 
-def _starts_with_bom(host: str) -> bool:
-    try:
-        fd = os.open(host, FILE_FLAGS)
-    except OSError:
-        return False
-    with open(fd, "rb") as f:
-        return f.read(3).startswith((b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff"))
-
-
-def _load(host: str, max_bytes: int) -> bytes | None:
-    try:
-        return _read_text(os.open(host, FILE_FLAGS), max_bytes)
-    except OSError:
-        return None
-
-
 def _search_bytes(regex: LinePattern, virtual: str, data: bytes | None) -> list[GrepMatch]:
     if data is None:
         return []
@@ -227,73 +215,44 @@ def _search_bytes(regex: LinePattern, virtual: str, data: bytes | None) -> list[
     ]
 
 
-def _text(field: Mapping[str, object]) -> str:
-    if "text" in field:
-        return str(field["text"])
-    encoded = field.get("bytes")
-    raw = base64.b64decode(encoded if isinstance(encoded, str) else "")
-    return raw.decode("utf-8", errors="replace")
-
-
-def _path(field: Mapping[str, object]) -> str | None:
-    # A path ripgrep gives as "bytes" is not UTF-8: no agent path names it (the
-    # Python walk leaves such names out too).
-    return str(field["text"]) if "text" in field else None
-
-
-def _line(text: str) -> str:
-    if text.endswith("\n"):
-        text = text[:-1]
-    return text[:-1] if text.endswith("\r") else text
+def read_verified(anchor: Anchor, virtual: str, max_bytes: int) -> bytes | None:
+    """A file's bytes read through the root's descriptors (None: not text, or gone)."""
+    try:
+        return _read_text(anchor.open_file(virtual)[0], max_bytes)
+    except (OSError, BackendError):
+        return None  # gone, swapped for a special file or a link outside the root
 
 
 @dataclass(slots=True, kw_only=True)
-class _RipgrepOutput:
-    """ripgrep's JSON messages, read chunk by chunk in a worker thread."""
+class _Candidates:
+    """The files ripgrep names, searched again through the root's descriptors.
+
+    ripgrep only picks the files: it opens them by name, so a folder swapped for
+    a symlink while it walks could make it read a file outside the root. Each
+    file it names is read again through ``load``, which walks from the root's
+    descriptor and never follows a link out of it, and searched with the same
+    Python code as the walk without ripgrep. Whatever ripgrep read, the result
+    holds only lines of files inside the root (and the results of both engines
+    are the same by construction).
+    """
 
     regex: LinePattern
     to_virtual: PathMapper
+    load: Callable[[str], bytes | None]
     max_matches: int
-    max_bytes: int
     matches: list[GrepMatch] = field(default_factory=list)
-    pending: list[GrepMatch] = field(default_factory=list)  # until the file proves to be text
     truncated: bool = False
-    finished: bool = False
 
-    def feed(self, lines: list[bytes]) -> bool:
-        """Take complete JSON lines; False once more than ``max_matches`` were found."""
-        for raw in lines:
-            if not raw:
+    def feed(self, found: list[bytes]) -> bool:
+        """Search the named files; False once more than ``max_matches`` were found."""
+        for raw in found:
+            virtual = self.to_virtual(os.fsdecode(raw))
+            if virtual is None:
                 continue
-            message = json.loads(raw)
-            kind, data = message["type"], message["data"]
-            if kind == "begin":
-                self.pending = []
-            elif kind == "match":
-                path = _path(data["path"])
-                virtual = None if path is None else self.to_virtual(path)
-                line = _line(_text(data["lines"]))
-                if virtual is not None and self.regex.search_line(line):
-                    self.pending.append(
-                        GrepMatch(path=virtual, line_number=data["line_number"], line=line)
-                    )
-            elif kind == "end":
-                # A NUL byte makes the whole file binary, even when ripgrep found
-                # it only after some matches.
-                if self.pending and data.get("binary_offset") is None:
-                    found = _path(data["path"])
-                    if found is not None and _starts_with_bom(found):
-                        # ripgrep decodes a file with a byte-order mark (UTF-16 too);
-                        # Python does not: search it as Python would.
-                        loaded = _load(found, self.max_bytes)
-                        self.pending = _search_bytes(self.regex, self.pending[0].path, loaded)
-                    self.matches.extend(self.pending)
-                self.pending = []
-                if len(self.matches) > self.max_matches:
-                    self.truncated = True
-                    return False
-            elif kind == "summary":
-                self.finished = True
+            self.matches.extend(_search_bytes(self.regex, virtual, self.load(virtual)))
+            if len(self.matches) > self.max_matches:
+                self.truncated = True
+                return False
         return True
 
 
@@ -302,14 +261,19 @@ async def grep_with_ripgrep(
     host: str,
     regex: LinePattern,
     to_virtual: PathMapper,
+    load: Callable[[str], bytes | None],
     *,
     max_matches: int,
     max_bytes: int,
 ) -> GrepResult | None:
-    """Search with ripgrep; None when it cannot take the pattern (use Python)."""
+    """Search with ripgrep picking the files; None when it cannot (use Python).
+
+    ``load`` reads a virtual path's bytes safely (see :class:`_Candidates`).
+    """
     command = [
         rg,
-        "--json",
+        "--files-with-matches",
+        "--null",
         "--no-config",
         "--hidden",
         "--no-ignore",
@@ -324,28 +288,34 @@ async def grep_with_ripgrep(
         "--",
         host,
     ]
-    output = _RipgrepOutput(
-        regex=regex, to_virtual=to_virtual, max_matches=max_matches, max_bytes=max_bytes
-    )
+    output = _Candidates(regex=regex, to_virtual=to_virtual, load=load, max_matches=max_matches)
+    named = False
     async with await anyio.open_process(
         command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     ) as process:
         assert process.stdout is not None
+        finished = False
         try:
-            parts: list[bytes] = []  # of a line not complete yet
+            rest = b""  # of a name not complete yet
             async for chunk in process.stdout:
-                if b"\n" not in chunk:
-                    parts.append(chunk)
-                    continue
-                *complete, rest = b"".join([*parts, chunk]).split(b"\n")
-                parts = [rest]
-                if not await anyio.to_thread.run_sync(output.feed, complete):
+                *complete, rest = (rest + chunk).split(b"\0")
+                named = named or bool(complete)
+                if complete and not await anyio.to_thread.run_sync(output.feed, complete):
                     break
+            else:
+                finished = True
         finally:
-            if process.returncode is None:
-                process.kill()
+            if not finished:
+                # Not Process.kill(): it polls first, and a poll that reaps a
+                # child which has just exited leaves asyncio's child watcher to
+                # warn of an unknown child and report 255. A zombie takes the
+                # signal harmlessly.
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(process.pid, signal.SIGKILL)
     if output.truncated:
         return GrepResult(matches=tuple(output.matches[:max_matches]), truncated=True)
-    if not output.finished and process.returncode == 2:
-        return None  # ripgrep refused the pattern before searching
+    if process.returncode == 2 and not named:
+        # An error and no file named: the pattern was refused (or every file
+        # failed): Python's search gives the right answer either way.
+        return None
     return GrepResult(matches=tuple(output.matches), truncated=False)

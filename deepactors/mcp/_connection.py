@@ -419,6 +419,9 @@ _SDK_MODULES = (
     "mcp.client.stdio",
     "mcp.client.streamable_http",
     "mcp.shared._httpx_utils",
+    # The SDK imports it at a tool's first answer checked against its output
+    # schema, on the event loop; jsonschema's import lists folders of schemas.
+    "jsonschema",
 )
 
 

@@ -15,7 +15,6 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any, cast
 
-import trio
 import uvicorn
 from hypercorn.config import Config as HypercornConfig
 from starlette.applications import Starlette
@@ -119,7 +118,8 @@ def _hypercorn_config(options: ServeOptions) -> HypercornConfig:
 
 
 def _serve_trio(app: Starlette, options: ServeOptions) -> None:
-    # Imported here: an asyncio server (uvicorn) never needs hypercorn's trio side.
+    # Imported here: an asyncio server (uvicorn) never needs trio or hypercorn's trio side.
+    import trio
     from hypercorn.trio import serve as hypercorn_serve
 
     config = _hypercorn_config(options)

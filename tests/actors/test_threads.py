@@ -527,12 +527,14 @@ async def test_a_call_waiting_for_a_human_stops_again_when_continued_without_a_d
 
 
 async def waits(text: str) -> str:
-    """A tool that waits for I/O.
+    """A tool that waits until every other task waits too.
 
     Args:
         text: Echoed.
     """
-    await anyio.sleep(0.01)  # a writer woken meanwhile would store what is queued
+    # Every task ready meanwhile runs first: a writer woken by what the turn has
+    # queued so far would take it and store it on its own.
+    await anyio.wait_all_tasks_blocked()
     return text
 
 

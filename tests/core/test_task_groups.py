@@ -68,10 +68,11 @@ async def test_an_error_cancels_the_siblings_and_leaves_the_group() -> None:
 
 async def test_an_outer_cancel_reaches_the_tasks_but_not_their_shielded_work() -> None:
     finished: list[str] = []
+    cancelled = anyio.Event()
 
     async def shielded() -> None:
         with anyio.CancelScope(shield=True):
-            await anyio.sleep(0.01)  # the outer cancel comes meanwhile
+            await cancelled.wait()  # the outer cancel comes meanwhile
             finished.append("shielded")
         await anyio.sleep_forever()
 
@@ -85,6 +86,7 @@ async def test_an_outer_cancel_reaches_the_tasks_but_not_their_shielded_work() -
             tg.start_soon(plain)
             await anyio.wait_all_tasks_blocked()
             outer.cancel()
+            cancelled.set()
     assert outer.cancelled_caught
     assert finished == ["shielded"]
 
@@ -106,17 +108,20 @@ async def test_a_deadline_outside_the_group_ends_its_tasks() -> None:
 
 async def test_a_scope_a_task_opens_ends_that_task_alone() -> None:
     events: list[str] = []
+    gave_up = anyio.Event()
 
     async def gives_up() -> None:
         with anyio.move_on_after(0):
             await anyio.sleep_forever()
         events.append("gave up")
+        gave_up.set()
 
     async def carries_on() -> None:
-        await anyio.sleep(0.01)
+        await gave_up.wait()  # a wait the other task's scope must not cut short
         events.append("carried on")
 
-    async with open_task_group() as tg:
-        tg.start_soon(gives_up)
-        tg.start_soon(carries_on)
+    with anyio.fail_after(5):
+        async with open_task_group() as tg:
+            tg.start_soon(gives_up)
+            tg.start_soon(carries_on)
     assert events == ["gave up", "carried on"]

@@ -61,7 +61,6 @@ from ..._core.stamps import utc_stamp
 from ...errors import ConfigurationError, DatabaseUnavailable, PersistenceError
 from . import _aiosqlite
 from ._integrity import diagnose, emptied, identity, register_crc
-from ._threaded import ThreadConnection
 
 __all__ = ["BUSY_TIMEOUT", "Database", "Errors", "Schema", "SqliteBase", "text"]
 
@@ -367,6 +366,8 @@ class Database:
                 return await _aiosqlite.AiosqliteConnection.open(
                     self.file, prepare, timeout=self.busy_timeout
                 )
+            from ._threaded import ThreadConnection  # imports trio: only on trio
+
             return await ThreadConnection.open(self.file, prepare, timeout=self.busy_timeout)
         except sqlite3.Error as exc:  # from connecting, before prepare
             error = await anyio.to_thread.run_sync(

@@ -2,7 +2,7 @@
 
 aiosqlite only works on asyncio (:mod:`._aiosqlite`), so on trio a
 :class:`~._conn.Database` drives a plain ``sqlite3`` connection from a call thread
-(:class:`~deepactors._core.loops.CallThread`). A run's connections share
+(:class:`~deepactors._core.trio_loop.CallThread`). A run's connections share
 at most :data:`_POOL_SIZE` such threads, each connection always the same one, so
 a run with hundreds of checkpointers still uses a bounded number of threads and
 each connection's calls run in order, one at a time (which is what makes
@@ -19,7 +19,8 @@ from typing import TypeVar
 import anyio
 import anyio.to_thread
 
-from ..._core.loops import CallThread, LoopRun, current_run
+from ..._core.loops import LoopRun, current_run
+from ..._core.trio_loop import CallThread
 from ._aiosqlite import ConnectionClosed
 
 __all__ = ["ThreadConnection"]
@@ -71,7 +72,7 @@ def _give_back(run: LoopRun, pooled: _Pooled) -> None:
 class ThreadConnection:
     """A ``sqlite3`` connection driven from one thread, one call at a time (trio).
 
-    The run's connections share a few threads (:class:`~deepactors._core.loops.CallThread`),
+    The run's connections share a few threads (:class:`~deepactors._core.trio_loop.CallThread`),
     each connection always the same one, so its calls run in order, one at a
     time; a call wakes the run once: a third of the CPU of a hop through
     anyio's worker threads, which a checkpoint after every step pays each time.
