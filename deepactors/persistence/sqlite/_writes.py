@@ -79,6 +79,10 @@ def put_records(
     BEGIN, their seqs and checksums computed here (no SQL function called back
     per record). Without it, or when it is wrong, or for many records, one
     transaction reads the last seq first.
+
+    Raises:
+        ThreadLeaseLost: ``owner`` no longer holds the thread: nothing was stored.
+        sqlite3.Error: From SQLite (the caller translates it).
     """
     last = heads.get(thread_id)
     if last is not None and len(rows) <= _MAX_ONE_STATEMENT:
@@ -186,6 +190,10 @@ def delete_records(
     """Delete the thread's records (fenced: only while ``owner`` holds its lease).
 
     The lease row stays: its holder goes on holding the now empty thread.
+
+    Raises:
+        ThreadLeaseLost: ``owner`` no longer holds the thread: nothing was deleted.
+        sqlite3.Error: From SQLite (the caller translates it).
     """
     # IMMEDIATE: nobody can take the lease between the check and the delete.
     raw.execute("BEGIN IMMEDIATE")
@@ -211,7 +219,12 @@ def replace_records(
     owner: str | None,
     heads: dict[str, int],
 ) -> None:
-    """The thread's records become ``rows`` (``seq`` 1..n), in one transaction (fenced)."""
+    """The thread's records become ``rows`` (``seq`` 1..n), in one transaction (fenced).
+
+    Raises:
+        ThreadLeaseLost: ``owner`` no longer holds the thread: nothing was changed.
+        sqlite3.Error: From SQLite (the caller translates it).
+    """
     raw.execute("BEGIN IMMEDIATE")
     try:
         if owner is not None and not holds_lease(raw, thread_id, owner):
