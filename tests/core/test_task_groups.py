@@ -24,12 +24,15 @@ def _handles() -> int:
 async def test_a_waiting_task_carries_no_handle() -> None:
     # (anyio's own task group on asyncio keeps a TaskHandle per task: a cancel
     # scope, an event and its deque, a wrapper coroutine: ~2.4 KiB a task.)
+    # Handles of the runner's or earlier tests' tasks may be freed meanwhile
+    # (one was, in a CI run): none may be added.
+    gc.collect()
     before = _handles()
     async with open_task_group() as tg:
         for _ in range(50):
             tg.start_soon(anyio.sleep, 0)
-        assert _handles() == before
-    assert _handles() == before
+        assert _handles() <= before
+    assert _handles() <= before
 
 
 async def test_every_task_runs_and_the_group_waits_for_them() -> None:
