@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import sqlite3
+from collections.abc import Iterator
 
 from ...errors import ThreadLeaseLost
 from .._checkpoint import EncodedWrite
@@ -61,6 +62,27 @@ def _lease_lost(file: str, thread_id: str) -> ThreadLeaseLost:
     )
 
 
+@contextlib.contextmanager
+def _fenced(
+    raw: sqlite3.Connection, *, file: str, thread_id: str, owner: str | None
+) -> Iterator[None]:
+    """One IMMEDIATE transaction, only while ``owner`` holds the thread (if leased).
+
+    IMMEDIATE takes the write lock first: nobody takes the lease, or numbers
+    records of the same file, between the checks and the writes.
+    """
+    raw.execute("BEGIN IMMEDIATE")
+    try:
+        if owner is not None and not holds_lease(raw, thread_id, owner):
+            raise _lease_lost(file, thread_id)
+        yield
+        raw.execute("COMMIT")
+    except BaseException:
+        if raw.in_transaction:
+            raw.execute("ROLLBACK")
+        raise
+
+
 def put_records(
     raw: sqlite3.Connection,
     *,
@@ -95,22 +117,14 @@ def put_records(
             return
         # Another writer moved the thread on, or the lease was lost: nothing
         # was inserted, and the transaction below tells which.
-    # IMMEDIATE takes the write lock before reading the last seq, so another
-    # process writing the same file cannot get the same numbers.
-    raw.execute("BEGIN IMMEDIATE")
-    try:
-        if owner is not None and not holds_lease(raw, thread_id, owner):
-            raise _lease_lost(file, thread_id)
+    # The write lock is taken before the last seq is read, so another process
+    # writing the same file cannot get the same numbers.
+    with _fenced(raw, file=file, thread_id=thread_id, owner=owner):
         (last,) = raw.execute(
             "SELECT coalesce(max(seq), 0) FROM checkpoint_records WHERE thread_id = ?",
             (thread_id,),
         ).fetchone()
         _insert_after(raw, thread_id=thread_id, last=last, rows=rows, now=now)
-        raw.execute("COMMIT")
-    except BaseException:
-        if raw.in_transaction:
-            raw.execute("ROLLBACK")
-        raise
     remember(heads, thread_id, last + len(rows))
 
 
@@ -195,17 +209,8 @@ def delete_records(
         ThreadLeaseLost: ``owner`` no longer holds the thread: nothing was deleted.
         sqlite3.Error: From SQLite (the caller translates it).
     """
-    # IMMEDIATE: nobody can take the lease between the check and the delete.
-    raw.execute("BEGIN IMMEDIATE")
-    try:
-        if owner is not None and not holds_lease(raw, thread_id, owner):
-            raise _lease_lost(file, thread_id)
+    with _fenced(raw, file=file, thread_id=thread_id, owner=owner):
         _delete_rows(raw, thread_id)
-        raw.execute("COMMIT")
-    except BaseException:
-        if raw.in_transaction:
-            raw.execute("ROLLBACK")
-        raise
     remember(heads, thread_id, 0)
 
 
@@ -225,15 +230,7 @@ def replace_records(
         ThreadLeaseLost: ``owner`` no longer holds the thread: nothing was changed.
         sqlite3.Error: From SQLite (the caller translates it).
     """
-    raw.execute("BEGIN IMMEDIATE")
-    try:
-        if owner is not None and not holds_lease(raw, thread_id, owner):
-            raise _lease_lost(file, thread_id)
+    with _fenced(raw, file=file, thread_id=thread_id, owner=owner):
         _delete_rows(raw, thread_id)
         _insert_after(raw, thread_id=thread_id, last=0, rows=rows, now=now)
-        raw.execute("COMMIT")
-    except BaseException:
-        if raw.in_transaction:
-            raw.execute("ROLLBACK")
-        raise
     remember(heads, thread_id, len(rows))
