@@ -10,15 +10,16 @@ makes none to count, and ``check()`` tries only the idle connections. So the
 question is put to the server itself: a new connection of its own, with a
 short ``connect_timeout``, closed at once.
 
-A :class:`Probe` is one per driver (one per event-loop run), asks at most one
-question at a time, and answers the tasks that come within
-:data:`PROBE_FRESH` of an answer with that answer: during an outage, requests
-that all time out together cost one connection attempt, not one each.
+A :class:`Probe` is one per driver (one per event-loop run) and asks at most
+one question at a time; the tasks that came while it was being asked share
+its answer. During an outage, requests that all time out together cost one
+connection attempt, not one each; and a task that comes after an answer asks
+anew, so an answer is never older than the task that hears it (a database back
+up is seen by the first request after it, not a second later).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Awaitable, Callable
 
 import anyio
@@ -27,13 +28,10 @@ import psycopg
 
 from ._drive import Unreachable
 
-__all__ = ["PROBE_FRESH", "PROBE_TIMEOUT", "Probe", "probe_async", "probe_sync"]
+__all__ = ["PROBE_TIMEOUT", "Probe", "probe_async", "probe_sync"]
 
 PROBE_TIMEOUT = 2
 """The probe's ``connect_timeout``, in seconds (libpq's minimum: 1 counts as 2)."""
-
-PROBE_FRESH = 1.0
-"""Seconds an answer of the probe is given again instead of asking anew."""
 
 
 async def probe_async(dsn: str) -> None:
@@ -76,8 +74,8 @@ class Probe:
     def __init__(self, ask: Callable[[], Awaitable[None]]) -> None:
         self._ask = ask
         self._lock = anyio.Lock()
-        # When the last answer came (anyio's clock), and its failure if any.
-        self._answered = -math.inf
+        # How many answers came so far, and the last one's failure if any.
+        self._answers = 0
         self._failure: str | None = None
         self._cause: psycopg.OperationalError | None = None
 
@@ -88,16 +86,19 @@ class Probe:
             Unreachable: It does not (refused, or no answer within
                 :data:`PROBE_TIMEOUT`); the psycopg error is the cause.
         """
-        # Waiters queue on the lock, then find the answer the first one got.
+        # Waiters queue on the lock; one that finds an answer came while it
+        # waited takes that one. An answer from before it came is not given
+        # again: the server may have come back (or gone) since.
+        asked_meanwhile = self._answers if self._lock.locked() else None
         async with self._lock:
-            if anyio.current_time() - self._answered >= PROBE_FRESH:
+            if asked_meanwhile is None or self._answers == asked_meanwhile:
                 try:
                     await self._ask()
                 except psycopg.OperationalError as exc:
                     self._failure, self._cause = str(exc), exc
                 else:
                     self._failure, self._cause = None, None
-                self._answered = anyio.current_time()
+                self._answers += 1
             failure, cause = self._failure, self._cause
         if failure is not None:
             # A new exception per task: one raised in several would share a traceback.
