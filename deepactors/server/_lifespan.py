@@ -20,13 +20,12 @@ from ..actors import open_runtime
 from ..errors import ConfigurationError
 from ..persistence import Store
 from ..persistence.ttl import ExpiringStore
-from ..tracing import Tracing
 from ._guard import Guard
+from ._options import AppSettings
 from ._records import AssistantRecord
 from ._runs import RunManager
 from ._sandboxes import open_sandboxes
 from ._thread_lookup import metadata_beside
-from ._thread_ttl import ThreadTTL
 from .auth import Auth
 from .crons import CronBook, Scheduler
 from .relay import FOLLOW_PATIENCE, LocalRelay, RunRelay, patience, pg_relay
@@ -40,7 +39,8 @@ class AppLifespan:
     """The app's lifespan: what it opens for the runs, and how it closes them.
 
     Given to Starlette as ``lifespan``; each field is one of ``create_app``'s
-    options, checked there before the app is made.
+    parts or its checked options (``settings``), checked there before the app
+    is made.
     """
 
     assistants: dict[str, AssistantRecord]
@@ -49,30 +49,23 @@ class AppLifespan:
     store: Store
     crons: CronBook
     webhooks: Webhooks | None
-    max_runs_per_client: int | None
-    thread_ttl: ThreadTTL
     runs_db: str | None
-    runs_db_patience: float
-    idle_timeout: float
-    run_retention: float | None
-    pacing: float | None
-    defer_gc: bool
-    tracing: Tracing | bool
-    stream_log_bytes: int
+    settings: AppSettings
 
     @asynccontextmanager
     async def __call__(self, app: Starlette) -> AsyncIterator[None]:
+        settings = self.settings
         async with (
             open_sandboxes(record.agent for record in self.assistants.values()),
             open_runtime(
-                idle_timeout=self.idle_timeout,
-                pacing=self.pacing,
-                defer_gc=self.defer_gc,
-                tracing=self.tracing,
+                idle_timeout=settings.idle_timeout,
+                pacing=settings.pacing,
+                defer_gc=settings.defer_gc,
+                tracing=settings.tracing,
             ) as runtime,
             anyio.create_task_group() as tg,
         ):
-            relay = open_relay(self.runs_db, self.runs_db_patience)
+            relay = open_relay(self.runs_db, settings.runs_db_patience)
             # Threads' metadata (owners) beside their checkpoints: the runs
             # database keeps it when there is one.
             savers = (record.agent.checkpointer for record in self.assistants.values())
@@ -82,12 +75,12 @@ class AppLifespan:
                 tg,
                 self.assistants,
                 relay=relay,
-                run_retention=self.run_retention,
-                stream_log_bytes=self.stream_log_bytes,
+                run_retention=settings.run_retention,
+                stream_log_bytes=settings.stream_log_bytes,
                 webhooks=self.webhooks,
-                max_runs_per_client=self.max_runs_per_client,
+                max_runs_per_client=settings.max_runs_per_client,
                 thread_metadata=kept,
-                thread_ttl=self.thread_ttl,
+                thread_ttl=settings.thread_ttl,
             )
             relay_scope, bodies_scope = anyio.CancelScope(), anyio.CancelScope()
             tg.start_soon(_expire_bodies, self.guard, bodies_scope)

@@ -14,10 +14,8 @@ import gc
 import importlib
 import inspect
 import ipaddress
-import json
 import os
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +26,6 @@ from .._core.logs import configure_logging, get_logger
 from ..errors import ConfigurationError
 from ..persistence import Checkpointer, MemoryStore, Store, open_checkpointer, open_store
 from ._app import create_app
-from ._guard import check_limits
 from ._langgraph_json import (
     CONFIG_FILE,
     expiring,
@@ -37,8 +34,8 @@ from ._langgraph_json import (
     thread_expiry,
     with_server_persistence,
 )
+from ._options import AppSettings
 from ._processes import run_app, run_workers
-from ._run_slots import RunSlots
 from ._serve_options import ServeOptions
 from .auth import Auth, api_keys
 from .crons import open_cron_book
@@ -46,11 +43,8 @@ from .webhooks import Webhooks
 
 __all__ = ["ServeOptions", "load_agents", "load_auth", "serve", "tune_gc"]
 
-_TARGET_ENV = "DEEPACTORS_SERVE_TARGET"
-_DB_ENV = "DEEPACTORS_SERVE_DB"
-_RUNS_DB_ENV = "DEEPACTORS_SERVE_RUNS_DB"
-_AUTH_ENV = "DEEPACTORS_SERVE_AUTH"
-_LIMITS_ENV = "DEEPACTORS_SERVE_LIMITS"
+_OPTIONS_ENV = "DEEPACTORS_SERVE_OPTIONS"
+"""Where the serving process leaves its options for its workers (``--workers``)."""
 _WORKER_APP = "deepactors.server._serve:worker_app"
 """What each worker process calls to build its app (``--workers``)."""
 
@@ -135,63 +129,48 @@ def load_auth(spec: str) -> Auth:
     )
 
 
-def build_app(
-    target: str | None,
-    db: str | None,
-    runs_db: str | None = None,
-    limits: Mapping[str, Any] | None = None,
-    auth: str | None = None,
-) -> Starlette:
-    """The app ``serve`` runs: the agents, with threads and store in ``db`` when
-    given, runs shared through ``runs_db`` (PostgreSQL) when given, and
-    ``create_app``'s checks and ``limits`` (:meth:`ServeOptions.app_limits`),
-    clients authenticated by ``auth`` (see :func:`load_auth`)."""
-    limits = dict(limits or {})
-    hooks = limits.pop("webhooks", {})
-    if hooks is not None:
+def build_app(options: ServeOptions) -> Starlette:
+    """The app ``serve`` runs: the agents ``options`` name, with threads and store
+    in its ``db`` when given, runs shared through PostgreSQL when asked
+    (:attr:`ServeOptions.shared_runs`), clients authenticated by its ``auth`` (see
+    :func:`load_auth`), and ``create_app``'s options as it sets them
+    (:meth:`ServeOptions.app_options`)."""
+    hooks = None
+    if options.webhooks:
         # The secret from the environment only: a flag would show in `ps`.
         secret = os.environ.get(WEBHOOK_SECRET_ENV) or None
-        hooks = Webhooks(secret=secret, **hooks)
-    agents = load_agents(target)
+        hooks = Webhooks(secret=secret, allowed_hosts=list(options.webhook_allowed_hosts))
+    agents = load_agents(options.target)
+    db = options.db
     checkpointer, store = persistence_for(db) if db is not None else (None, MemoryStore())
-    config = Path(CONFIG_FILE) if target is None else None  # langgraph.json's store
+    config = Path(CONFIG_FILE) if options.target is None else None  # langgraph.json's store
     if config is not None:
         store = indexed(store, config)
     # Outermost: expiry filters what an index finds too.
-    store = expiring(store, config, limits.pop("store_ttl", None))
-    expiry = thread_expiry(
-        config, limits.pop("thread_ttl", None), limits.pop("thread_ttl_strategy", None)
-    )
+    store = expiring(store, config, options.store_ttl)
+    expiry = thread_expiry(config, options.thread_ttl, options.thread_ttl_strategy)
     if checkpointer is not None:  # --db is where threads are saved, whatever a module made
         agents = with_server_persistence(agents, checkpointer, store)
-    # A process that only serves: collections deferred while runs are in
-    # progress (process-wide, as tune_gc).
+    app_options = options.app_options()
+    app_options["thread_ttl"] = expiry.seconds
+    app_options["thread_ttl_strategy"] = expiry.strategy
+    app_options["thread_ttl_sweep"] = expiry.sweep
     return create_app(
         agents,
         checkpointer=checkpointer,
         store=store,
-        runs_db=runs_db,
-        defer_gc=True,
-        auth=None if auth is None else load_auth(auth),
+        runs_db=options.shared_runs,
+        auth=None if options.auth is None else load_auth(options.auth),
         webhooks=hooks,
         crons=open_cron_book(db),
-        thread_ttl=expiry.seconds,
-        thread_ttl_strategy=expiry.strategy,
-        thread_ttl_sweep=expiry.sweep,
-        **limits,
+        **app_options,
     )
 
 
 def worker_app() -> Starlette:
-    """The app of one worker process (``--workers``), from the environment."""
-    limits = os.environ.get(_LIMITS_ENV)
-    app = build_app(
-        os.environ.get(_TARGET_ENV) or None,
-        os.environ.get(_DB_ENV) or None,
-        os.environ.get(_RUNS_DB_ENV) or None,
-        json.loads(limits) if limits else None,
-        os.environ.get(_AUTH_ENV) or None,
-    )
+    """The app of one worker process (``--workers``), from the options the
+    serving process left in the environment."""
+    app = build_app(ServeOptions.from_json(os.environ[_OPTIONS_ENV]))
     tune_gc()
     return app
 
@@ -245,17 +224,14 @@ def serve(options: ServeOptions) -> None:
         raise ConfigurationError("--workers must be at least 1")
     if not options.header_timeout > 0:
         raise ConfigurationError("--header-timeout must be more than 0 seconds")
-    check_limits(options.max_body, options.body_timeout, options.max_streams_per_client)
-    RunSlots(options.max_runs_per_client)  # a bad cap fails here, not in the app
+    AppSettings.parse(options.app_options())  # a bad option fails here, not in the app
     if options.log_level is not None:
         configure_logging(options.log_level, options.log_format)
     check_exposure(options)
     if options.workers > 1:
         _serve_workers(options)
         return
-    app = build_app(
-        options.target, options.db, options.shared_runs, options.app_limits(), options.auth
-    )
+    app = build_app(options)
     tune_gc()
     run_app(app, options)
 
@@ -275,9 +251,5 @@ def _serve_workers(options: ServeOptions) -> None:
         )
     if options.auth is not None:
         load_auth(options.auth)  # a bad --auth fails here, not in every worker
-    os.environ[_TARGET_ENV] = options.target or ""
-    os.environ[_DB_ENV] = options.db
-    os.environ[_RUNS_DB_ENV] = options.shared_runs
-    os.environ[_LIMITS_ENV] = json.dumps(options.app_limits())
-    os.environ[_AUTH_ENV] = options.auth or ""
+    os.environ[_OPTIONS_ENV] = options.to_json()
     run_workers(options, _WORKER_APP)

@@ -8,7 +8,8 @@ through, and ``create_app``'s keywords.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import asdict, dataclass, fields
 from typing import Any, final
 
 from ..persistence import is_postgres_url
@@ -18,6 +19,7 @@ from ._guard import (
     DEFAULT_MAX_STREAMS_PER_CLIENT,
     LOOPBACK_HOSTS,
 )
+from ._options import DEFAULT_IDLE_TIMEOUT, AppOptions
 from ._retention import DEFAULT_RUN_RETENTION
 from ._run_slots import DEFAULT_MAX_RUNS_PER_CLIENT
 from ._wire_json import TTLStrategy
@@ -25,8 +27,6 @@ from .relay import DEFAULT_STREAM_LOG_BYTES, FOLLOW_PATIENCE
 
 __all__ = ["DEFAULT_HEADER_TIMEOUT", "DEFAULT_IDLE_TIMEOUT", "ServeOptions", "is_postgres"]
 
-DEFAULT_IDLE_TIMEOUT = 300.0
-"""``create_app``'s ``idle_timeout``."""
 DEFAULT_HEADER_TIMEOUT = 10.0
 """Seconds a connection has to send a request's headers, from its opening or from
 its previous response (so also how long an idle kept-alive one stays open): more
@@ -118,27 +118,41 @@ class ServeOptions:
         served = [f"{name.lower()}:{self.port}" for name in names]
         return tuple(dict.fromkeys([*served, *self.allowed_hosts]))
 
-    def app_limits(self) -> dict[str, Any]:
-        """``create_app``'s browser checks, limits and retention, as these options set them."""
+    def app_options(self) -> AppOptions:
+        """``create_app``'s options (browser checks, limits, retention) as these set them.
+
+        Threads' and the store's time to live, and webhooks, are the app's
+        parts' (see ``build_app``), read from these options there.
+        """
         return {
-            "cors_origins": list(self.cors_origins),
-            "allowed_hosts": list(self.served_hosts),
+            "cors_origins": self.cors_origins,
+            "allowed_hosts": self.served_hosts,
             "max_body": self.max_body,
             "body_timeout": self.body_timeout,
             "max_streams_per_client": self.max_streams_per_client,
             "max_runs_per_client": self.max_runs_per_client,
-            "trusted_proxies": list(self.trusted_proxies),
+            "trusted_proxies": self.trusted_proxies,
             "run_retention": self.run_retention,
             "idle_timeout": self.idle_timeout,
             "stream_log_bytes": self.stream_log_bytes,
             "runs_db_patience": self.runs_db_patience,
-            "store_ttl": self.store_ttl,
-            "thread_ttl": self.thread_ttl,
-            "thread_ttl_strategy": self.thread_ttl_strategy,
-            "webhooks": {"allowed_hosts": list(self.webhook_allowed_hosts)}
-            if self.webhooks
-            else None,
+            # A process that only serves: collections deferred while runs are
+            # in progress (process-wide, as tune_gc).
+            "defer_gc": True,
         }
+
+    def to_json(self) -> str:
+        """These options as JSON, for worker processes (:meth:`from_json`)."""
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> ServeOptions:
+        """The options :meth:`to_json` wrote."""
+        given: dict[str, Any] = json.loads(text)
+        # JSON has no tuples: the fields that hold one (each defaults to one) get theirs back.
+        tuples = {f.name for f in fields(cls) if isinstance(f.default, tuple)}
+        args: dict[str, Any] = {k: tuple(v) if k in tuples else v for k, v in given.items()}
+        return cls(**args)
 
 
 def is_postgres(db: str) -> bool:

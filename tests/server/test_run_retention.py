@@ -198,7 +198,7 @@ def test_runs_are_read_from_the_database_once_let_go_of(
 
 def test_serve_options_set_the_retention(serve: Callable[..., Served]) -> None:
     options = ServeOptions(run_retention=5.0, idle_timeout=7.0)
-    served = serve(build_app(None, None, limits=options.app_limits()))
+    served = serve(build_app(options))
     assert served.runs.retention.run_retention == 5.0
     assert served.runs.runtime.idle_timeout == 7.0
 

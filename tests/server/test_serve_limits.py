@@ -31,7 +31,7 @@ from deepactors import create_deep_agent
 from deepactors.cli import build_parser
 from deepactors.errors import ConfigurationError
 from deepactors.models import FunctionModel
-from deepactors.server import ServeOptions, create_app
+from deepactors.server import ServeOptions, create_app, serve
 from deepactors.server._serve import check_exposure
 from deepactors.server._serve_options import DEFAULT_HEADER_TIMEOUT
 from tests.waiting import wait_until_sync
@@ -369,7 +369,7 @@ def test_the_serve_help_gives_the_defaults() -> None:
 def test_the_runs_db_patience_reaches_the_app_and_a_bad_one_is_refused() -> None:
     args = build_parser().parse_args(["serve", "--runs-db-patience", "2.5"])
     assert args.runs_db_patience == 2.5
-    assert ServeOptions(runs_db_patience=2.5).app_limits()["runs_db_patience"] == 2.5
+    assert ServeOptions(runs_db_patience=2.5).app_options()["runs_db_patience"] == 2.5
     agent = create_deep_agent(FunctionModel(lambda request: "hi"), name="agent")
     create_app(agent, runs_db_patience=2.5)
     bads: list[Any] = [0, -1.0, float("inf"), float("nan"), True, "30"]
@@ -385,3 +385,35 @@ def test_retention_and_idle_time_reach_the_options() -> None:
     assert parser.parse_args(["serve", "--run-retention", "never"]).run_retention == float("inf")
     with pytest.raises(SystemExit):
         parser.parse_args(["serve", "--run-retention", "-1"])
+
+
+def test_an_unknown_option_is_refused_naming_the_closest_one() -> None:
+    agent = create_deep_agent(FunctionModel(lambda request: "hi"), name="agent")
+    options: dict[str, Any] = {"max_bodys": 10}
+    with pytest.raises(TypeError, match=r"'max_bodys' \(did you mean 'max_body'\?\)"):
+        create_app(agent, **options)
+
+
+def test_the_options_go_to_worker_processes_whole() -> None:
+    options = ServeOptions(
+        target="agents.py:agent",
+        db="postgresql:///x",
+        cors_origins=("http://localhost:3000",),
+        trusted_proxies=("10.0.0.0/8",),
+        webhook_allowed_hosts=("hooks.internal",),
+        max_runs_per_client=None,
+        thread_ttl=2.0,
+        thread_ttl_strategy="keep_latest",
+    )
+    assert ServeOptions.from_json(options.to_json()) == options
+
+
+def test_serve_refuses_a_bad_option_before_anything_starts() -> None:
+    for bad in (
+        ServeOptions(max_body=-1),
+        ServeOptions(max_runs_per_client=0),
+        ServeOptions(trusted_proxies=("proxy.internal",)),
+        ServeOptions(stream_log_bytes=0),
+    ):
+        with pytest.raises(ConfigurationError):
+            serve(bad)
