@@ -87,8 +87,9 @@ def create_deep_agent(
             ``SqliteCheckpointer``, ``PostgresCheckpointer``); LangGraph's
             ``InMemorySaver`` stands for a ``MemoryCheckpointer`` (one per saver).
         store: Long-term key-value store for backends and memory.
-        debug: Log every hook and model call, at DEBUG level, to the
-            ``deepactors`` logger (shown if the application's logging lets it through).
+        debug: Log every hook and model call, at DEBUG level, to the ``deepactors``
+            logger; they show once the application lets them through, e.g.
+            ``logging.basicConfig()``, ``logging.getLogger("deepactors").setLevel(logging.DEBUG)``.
         name: The agent's name and the root of its actor paths (default ``main``).
         cache: LangGraph's node cache: refused (there are no graph nodes here).
         **options: deepactors' own keywords, documented in :class:`AgentOptions`.
@@ -99,6 +100,6 @@ def create_deep_agent(
         InputError: ``interrupt_before``/``interrupt_after`` name a node a deep
             agent does not have.
     """
-    # The call as one value, its parameters by name (DeepAgentCall's fields, which
-    # a test keeps in step with them): the assembly reads it, typed.
+    # locals() here is the parameters and nothing else (nothing is bound before it),
+    # handed on as one typed value: DeepAgentCall, whose fields a test keeps in step.
     return assemble(DeepAgentCall(**locals()))
