@@ -20,6 +20,7 @@ from .actors import RunHandle as RunHandle
 from .actors import Runtime as Runtime
 from .actors import open_runtime as open_runtime
 from .agent import DeepAgent as DeepAgent
+from .assembly import AgentOptions as AgentOptions
 from .assembly import create_deep_agent as create_deep_agent
 from .backends import CompositeBackend as CompositeBackend
 from .backends import FilesystemBackend as FilesystemBackend
@@ -84,6 +85,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AgentMiddleware",
+    "AgentOptions",
     "AgentResult",
     "AssistantMessage",
     "AutoStrategy",
