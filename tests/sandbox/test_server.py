@@ -8,7 +8,6 @@ from typing import Any
 
 import anyio
 import pytest
-from langgraph_sdk import get_sync_client
 
 from deepactors import AssistantMessage, ToolCall, ToolMessage, create_deep_agent
 from deepactors.backends import BubblewrapSandbox, SandboxKey
@@ -51,8 +50,7 @@ def test_each_users_thread_works_in_its_own_sandbox(
     served = serve(app)
     answers = {}
     for key, who in ((ALICE, "alice"), (BOB, "bob"), (ALICE, "alice")):
-        client = get_sync_client(url=served.url, api_key=key)
-        served._clients.append(client)
+        client = served.client(api_key=key)
         thread = client.threads.create()
         state: Any = client.runs.wait(thread["thread_id"], "agent", input={"messages": who})
         answers[thread["thread_id"]] = state["messages"][-1]["content"]

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import pytest
 import trio
 import uvicorn
@@ -37,17 +38,35 @@ class Served:
     url: str
     app: Starlette
     _stop: Callable[[], None]
-    _clients: list[SyncLangGraphClient] = field(default_factory=list)
+    # Every client a test makes of this server, closed at stop whether the test
+    # passed or failed: one left open keeps a socket that the cyclic collector
+    # finalizes during some later test (an unclosed-socket ResourceWarning there).
+    _clients: list[SyncLangGraphClient | httpx.Client] = field(default_factory=list)
     _stopped: bool = False
 
-    def client(self, *, timeout: float | None = None) -> SyncLangGraphClient:
+    def client(
+        self, *, timeout: float | None = None, api_key: str | None = None
+    ) -> SyncLangGraphClient:
         """A sync langgraph-sdk client of this server (closed when the server stops).
 
         Args:
             timeout: Seconds a request may wait for the server before it fails
                 (the SDK's default when None).
+            api_key: The key it sends (when None, the SDK's own choice: its
+                environment's key, if any).
         """
-        client = get_sync_client(url=self.url, timeout=timeout)
+        keyed = {} if api_key is None else {"api_key": api_key}
+        client = get_sync_client(url=self.url, timeout=timeout, **keyed)
+        self._clients.append(client)
+        return client
+
+    def http(self, *, timeout: float) -> httpx.Client:
+        """A plain HTTP client of this server (closed when the server stops).
+
+        Args:
+            timeout: Seconds a request may wait for the server before it fails.
+        """
+        client = httpx.Client(base_url=self.url, timeout=timeout)
         self._clients.append(client)
         return client
 

@@ -17,7 +17,6 @@ from typing import Any
 
 import httpx
 import pytest
-from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 from starlette.routing import Mount, Route, WebSocketRoute
 
@@ -74,9 +73,7 @@ def served(serve: Callable[..., Served]) -> tuple[Served, Calls]:
 
 
 def client(served: Served, key: str) -> SyncLangGraphClient:
-    made = get_sync_client(url=served.url, api_key=key)
-    served._clients.append(made)
-    return made
+    return served.client(api_key=key)
 
 
 def status_of(call: Callable[[], Any]) -> int:

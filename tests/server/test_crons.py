@@ -161,28 +161,24 @@ def test_a_bad_end_time_is_refused(serve: Serve) -> None:
 def test_a_crons_runs_are_its_creators_and_others_do_not_see_it(serve: Serve) -> None:
     auth = api_keys({KEY_A: "alice", KEY_B: "bob"})
     served = serve(create_app({"echo": echo()}, auth=auth))
-    alice = get_sync_client(url=served.url, api_key=KEY_A)
-    bob = get_sync_client(url=served.url, api_key=KEY_B)
-    try:
-        thread_id = alice.threads.create()["thread_id"]
-        with pytest.raises(NotFoundError):
-            bob.crons.create_for_thread(thread_id, "echo", schedule=EVERY_SECOND, input=HELLO)
-        cron = alice.crons.create_for_thread(thread_id, "echo", schedule=EVERY_SECOND, input=HELLO)
-        assert cron["user_id"] == "alice"
-        assert bob.crons.search() == []
-        assert bob.crons.count() == 0
-        with pytest.raises(NotFoundError):
-            bob.crons.delete(cron["cron_id"])
-        with pytest.raises(NotFoundError):
-            bob.crons.update(cron["cron_id"], enabled=False)
-        # The runs it made act for alice: on her thread, which bob cannot see.
-        wait_until_sync(lambda: len(alice.runs.list(thread_id)) >= 1)
-        with pytest.raises(NotFoundError):
-            bob.runs.list(thread_id)
-        alice.crons.delete(cron["cron_id"])
-    finally:
-        alice.close()
-        bob.close()
+    alice = served.client(api_key=KEY_A)
+    bob = served.client(api_key=KEY_B)
+    thread_id = alice.threads.create()["thread_id"]
+    with pytest.raises(NotFoundError):
+        bob.crons.create_for_thread(thread_id, "echo", schedule=EVERY_SECOND, input=HELLO)
+    cron = alice.crons.create_for_thread(thread_id, "echo", schedule=EVERY_SECOND, input=HELLO)
+    assert cron["user_id"] == "alice"
+    assert bob.crons.search() == []
+    assert bob.crons.count() == 0
+    with pytest.raises(NotFoundError):
+        bob.crons.delete(cron["cron_id"])
+    with pytest.raises(NotFoundError):
+        bob.crons.update(cron["cron_id"], enabled=False)
+    # The runs it made act for alice: on her thread, which bob cannot see.
+    wait_until_sync(lambda: len(alice.runs.list(thread_id)) >= 1)
+    with pytest.raises(NotFoundError):
+        bob.runs.list(thread_id)
+    alice.crons.delete(cron["cron_id"])
 
 
 @pytest.fixture

@@ -109,7 +109,7 @@ def test_an_unreachable_database_answers_503_with_retry_after_until_it_is_back(
 ) -> None:
     pg, dsn = database
     served = serve(_app(dsn))
-    http = httpx.Client(base_url=served.url, timeout=BOUND)
+    http = served.http(timeout=BOUND)
     client = served.client()
     tid = client.threads.create()["thread_id"]
     client.runs.wait(tid, "echo", input=say("before"))
@@ -150,7 +150,6 @@ def test_an_unreachable_database_answers_503_with_retry_after_until_it_is_back(
     done = client.runs.wait(tid, "echo", input=say("after"))
     assert done["messages"][-1]["content"] == "echo: after"  # type: ignore[call-overload]
     assert client.store.get_item(["notes"], "k")["value"] == {"v": 2}
-    http.close()
 
 
 def test_the_first_request_to_find_the_database_down_is_answered_within_seconds(
@@ -158,8 +157,8 @@ def test_the_first_request_to_find_the_database_down_is_answered_within_seconds(
 ) -> None:
     pg, dsn = database
     served = serve(_lone_app(dsn))
-    http = httpx.Client(base_url=served.url, timeout=BOUND)
-    soon = httpx.Client(base_url=served.url, timeout=SOON)
+    http = served.http(timeout=BOUND)
+    soon = served.http(timeout=SOON)
     client = served.client()
     tid = client.threads.create()["thread_id"]
     client.runs.wait(tid, "echo", input=say("before"))
@@ -178,8 +177,6 @@ def test_the_first_request_to_find_the_database_down_is_answered_within_seconds(
         pg.start()
     until(lambda: http.get(f"/threads/{tid}/state").status_code == 200, "state never back")
     assert client.store.get_item(["notes"], "k")["value"] == {"v": 1}
-    http.close()
-    soon.close()
 
 
 def test_a_run_on_one_process_is_refused_with_503_while_its_checkpointer_is_down(
@@ -187,8 +184,8 @@ def test_a_run_on_one_process_is_refused_with_503_while_its_checkpointer_is_down
 ) -> None:
     pg, dsn = database
     served = serve(_lone_app(dsn))
-    http = httpx.Client(base_url=served.url, timeout=BOUND)
-    soon = httpx.Client(base_url=served.url, timeout=SOON)
+    http = served.http(timeout=BOUND)
+    soon = served.http(timeout=SOON)
     client = served.client()
     tid = client.threads.create()["thread_id"]
     client.runs.wait(tid, "echo", input=say("before"))
@@ -213,8 +210,6 @@ def test_a_run_on_one_process_is_refused_with_503_while_its_checkpointer_is_down
     assert done["messages"][-1]["content"] == "echo: after"  # type: ignore[call-overload]
     # None of the refused runs was left behind on the thread.
     assert len(client.runs.list(tid)) == 2
-    http.close()
-    soon.close()
 
 
 async def test_a_lease_wait_tells_a_busy_pool_from_an_outage(
@@ -276,7 +271,7 @@ def test_a_database_that_answers_but_refuses_is_a_500_not_a_503(
 ) -> None:
     _, dsn = database
     served = serve(_app(dsn))
-    http = httpx.Client(base_url=served.url, timeout=BOUND)
+    http = served.http(timeout=BOUND)
     item = {"namespace": ["notes"], "key": "k", "value": {"v": 1}}
     assert http.put("/store/items", json=item).status_code == 204
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -286,7 +281,6 @@ def test_a_database_that_answers_but_refuses_is_a_500_not_a_503(
     assert "retry-after" not in answer.headers
     assert answer.json()["detail"].startswith("StoreError: postgresql://"), answer.text
     assert http.get("/ready").status_code == 200  # up: only what it holds is at fault
-    http.close()
 
 
 def test_a_sqlite_file_locked_by_another_writer_answers_503(
@@ -296,7 +290,7 @@ def test_a_sqlite_file_locked_by_another_writer_answers_503(
     file = tmp_path / "store.db"
     store = SqliteStore(file, busy_timeout=1.0)
     served = serve(create_app({"echo": blocking_agent(Probe())}, store=store))
-    http = httpx.Client(base_url=served.url, timeout=BOUND)
+    http = served.http(timeout=BOUND)
     item = {"namespace": ["notes"], "key": "k", "value": {"v": 1}}
     assert http.put("/store/items", json=item).status_code == 204
     writer = sqlite3.connect(file, isolation_level=None)
@@ -314,4 +308,3 @@ def test_a_sqlite_file_locked_by_another_writer_answers_503(
         writer.execute("ROLLBACK")
         writer.close()
     assert http.put("/store/items", json=item).status_code == 204
-    http.close()

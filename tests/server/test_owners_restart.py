@@ -51,9 +51,11 @@ def test_a_restarted_server_serves_each_owner_their_threads(loop: str, tmp_path:
     (tmp_path / "keys.txt").write_text("".join(f"{k} {who}\n" for who, k in KEYS.items()))
     args = ["owned_app:agent", "--loop", loop, "--auth", "keys-file:keys.txt"]
     args += ["--db", "threads.db"]
-    with serving(args, tmp_path) as url:
-        alice = get_sync_client(url=url, api_key=KEYS["alice"])
-        bob = get_sync_client(url=url, api_key=KEYS["bob"])
+    with (
+        serving(args, tmp_path) as url,
+        get_sync_client(url=url, api_key=KEYS["alice"]) as alice,
+        get_sync_client(url=url, api_key=KEYS["bob"]) as bob,
+    ):
         ran = alice.threads.create(metadata={"topic": "ran"})["thread_id"]
         alice.runs.wait(ran, "agent", input=say("hello"))
         idle = alice.threads.create(thread_id="never-run", metadata={"topic": "idle"})
@@ -68,32 +70,28 @@ def test_a_restarted_server_serves_each_owner_their_threads(loop: str, tmp_path:
             "alice": sorted(t["thread_id"] for t in alice.threads.search()),
             "bob": bob.threads.get_state("same-id"),
         }
-        alice.close()
-        bob.close()
-    with serving(args, tmp_path) as url:
-        alice = get_sync_client(url=url, api_key=KEYS["alice"])
-        bob = get_sync_client(url=url, api_key=KEYS["bob"])
-        try:
-            assert alice.threads.get_state(ran) == before["state"]
-            assert alice.threads.get(ran)["metadata"]["topic"] == "ran, patched"
-            got = alice.threads.get("never-run")
-            assert got["metadata"] == {**idle["metadata"]}
-            assert got["created_at"] == idle["created_at"]
-            assert sorted(t["thread_id"] for t in alice.threads.search()) == before["alice"]
-            assert status_of(lambda: alice.threads.get(doomed)) == 404
-            # Each owner's, as before: re-creating one's own is a conflict with oneself.
-            assert status_of(lambda: alice.threads.create(thread_id="never-run")) == 409
-            assert bob.threads.get_state("same-id") == before["bob"]
-            assert bob.threads.get("same-id")["metadata"]["topic"] == "bob's"
-            assert alice.threads.get("same-id")["metadata"]["owner"] == "alice"
-            assert status_of(lambda: bob.threads.get(ran)) == 404
-            assert [t["thread_id"] for t in bob.threads.search()] == ["same-id"]
-            alice.runs.wait(ran, "agent", input=say("after"))
-            values = alice.threads.get_state(ran)["values"]
-            assert values["messages"][-1]["content"] == "seen: hello | after"
-        finally:
-            alice.close()
-            bob.close()
+    with (
+        serving(args, tmp_path) as url,
+        get_sync_client(url=url, api_key=KEYS["alice"]) as alice,
+        get_sync_client(url=url, api_key=KEYS["bob"]) as bob,
+    ):
+        assert alice.threads.get_state(ran) == before["state"]
+        assert alice.threads.get(ran)["metadata"]["topic"] == "ran, patched"
+        got = alice.threads.get("never-run")
+        assert got["metadata"] == {**idle["metadata"]}
+        assert got["created_at"] == idle["created_at"]
+        assert sorted(t["thread_id"] for t in alice.threads.search()) == before["alice"]
+        assert status_of(lambda: alice.threads.get(doomed)) == 404
+        # Each owner's, as before: re-creating one's own is a conflict with oneself.
+        assert status_of(lambda: alice.threads.create(thread_id="never-run")) == 409
+        assert bob.threads.get_state("same-id") == before["bob"]
+        assert bob.threads.get("same-id")["metadata"]["topic"] == "bob's"
+        assert alice.threads.get("same-id")["metadata"]["owner"] == "alice"
+        assert status_of(lambda: bob.threads.get(ran)) == 404
+        assert [t["thread_id"] for t in bob.threads.search()] == ["same-id"]
+        alice.runs.wait(ran, "agent", input=say("after"))
+        values = alice.threads.get_state(ran)["values"]
+        assert values["messages"][-1]["content"] == "seen: hello | after"
 
 
 async def test_metadata_damaged_on_disk_is_an_error_not_an_owner(tmp_path: Path) -> None:

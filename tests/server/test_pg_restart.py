@@ -45,7 +45,7 @@ def test_the_server_answers_again_after_its_database_restarts(
 ) -> None:
     pg, dsn = database
     served = serve(_app(dsn, Probe()))
-    http = httpx.Client(base_url=served.url, timeout=BOUND)
+    http = served.http(timeout=BOUND)
     client = served.client()
     thread = client.threads.create()
     done = client.runs.wait(thread["thread_id"], "echo", input=say("before"))
@@ -81,7 +81,6 @@ def test_the_server_answers_again_after_its_database_restarts(
     assert thread["thread_id"] in [t["thread_id"] for t in client.threads.search()]
     fresh = client.runs.wait(None, "echo", input=say("stateless"))
     assert fresh["messages"][-1]["content"] == "echo: stateless"  # type: ignore[call-overload]
-    http.close()
 
 
 def test_a_run_in_flight_across_a_restart_ends_in_a_clear_error(
@@ -104,9 +103,8 @@ def test_a_run_in_flight_across_a_restart_ends_in_a_clear_error(
     error = joined["__error__"]
     assert error["error"] == "CheckpointError", error
     assert "postgresql://" in error["message"], error
-    http = httpx.Client(base_url=served.url, timeout=BOUND)
+    http = served.http(timeout=BOUND)
     until(lambda: http.get("/ready").status_code == 200, "/ready never said 200 again")
-    http.close()
     done = client.runs.wait(thread["thread_id"], "echo", input=say("again"))
     assert done["messages"][-1]["content"] == "echo: again"  # type: ignore[call-overload]
 
@@ -125,8 +123,8 @@ def test_another_process_sees_a_run_that_outlived_the_restart_finish(
     probe = Probe()
     owner = serve(create_app({"echo": blocking_agent(probe)}, runs_db=dsn))
     other = serve(create_app({"echo": blocking_agent(Probe())}, runs_db=dsn))
-    owner_http = httpx.Client(base_url=owner.url, timeout=BOUND)
-    other_http = httpx.Client(base_url=other.url, timeout=BOUND)
+    owner_http = owner.http(timeout=BOUND)
+    other_http = other.http(timeout=BOUND)
     thread = owner.client().threads.create()
     tid = thread["thread_id"]
     run = owner.client().runs.create(tid, "echo", input=say("wait"))
@@ -147,8 +145,6 @@ def test_another_process_sees_a_run_that_outlived_the_restart_finish(
     probe.release.set()
     other.client().runs.join(tid, run["run_id"])
     assert other.client().runs.get(tid, run["run_id"])["status"] == "success"
-    owner_http.close()
-    other_http.close()
 
 
 def test_reconnection_waits_grow_to_a_bound_and_are_spread() -> None:

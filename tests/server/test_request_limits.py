@@ -80,7 +80,11 @@ def _send_head(url: str, path: str, length: int, first: bytes) -> socket.socket:
         f"POST {path} HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Type: application/json\r\n"
         f"Content-Length: {length}\r\n\r\n"
     ).encode()
-    sock.sendall(head + first)
+    try:
+        sock.sendall(head + first)
+    except BaseException:
+        sock.close()
+        raise
     return sock
 
 

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
-from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
 from deepactors import create_deep_agent
@@ -64,8 +63,7 @@ def _server(serve: Serve) -> tuple[Served, dict[str, SyncLangGraphClient]]:
     served = serve(create_app(echo_agent(), auth=auth))
     clients = {}
     for key, who in [*KEYS.items(), (ROOT, "root")]:
-        clients[who] = get_sync_client(url=served.url, api_key=key)
-        served._clients.append(clients[who])
+        clients[who] = served.client(api_key=key)
     return served, clients
 
 
@@ -156,9 +154,7 @@ def test_two_processes_agree_whose_id_is_whose(serve: Serve, postgres_dsn: str) 
     key = {who: k for k, who in KEYS.items()}
 
     def user(served: Served, who: str) -> SyncLangGraphClient:
-        client = get_sync_client(url=served.url, api_key=key[who])
-        served._clients.append(client)
-        return client
+        return served.client(api_key=key[who])
 
     user(one, "alice").threads.create(thread_id="tA", metadata={"topic": "alice's"})
     user(one, "alice").runs.wait("tA", "agent", input=say("from alice"))

@@ -15,7 +15,6 @@ from typing import Any
 
 import httpx
 import pytest
-from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
 from deepactors import AssistantMessage, ToolCall, ToolMessage, create_deep_agent
@@ -196,8 +195,7 @@ def test_another_users_thread_is_not_found(serve: Serve) -> None:
         FunctionModel(one_tool_then_answer), tools=[shout], checkpointer=MemoryCheckpointer()
     )
     served = serve(create_app({"agent": agent}, auth=api_keys({ALICE: "alice", BOB: "bob"})))
-    alice = get_sync_client(url=served.url, api_key=ALICE)
-    served._clients.append(alice)
+    alice = served.client(api_key=ALICE)
     with session(alice) as thread:
         thread.run.start(input=say("go"))
         assert thread.output["messages"]
