@@ -57,7 +57,8 @@ def run_both(db: str, loops: tuple[str, str], runs: int) -> None:
     finally:
         for proc in procs:
             proc.kill()
-            proc.wait()
+            with proc:  # its pipes closed (communicate did not, if it was not reached), reaped
+                pass
 
 
 def check_history(messages: list[object], runs: int) -> None:

@@ -70,5 +70,6 @@ def start_http_app(port: int, log: Path, mode: str = "http") -> subprocess.Popen
         )
     except BaseException:
         proc.kill()
+        proc.wait()  # reaped: not left for the collector to find still running
         raise
     return proc

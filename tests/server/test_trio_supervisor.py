@@ -133,3 +133,5 @@ def test_workers_that_keep_dying_make_the_server_give_up(tmp_path: Path, postgre
         if server.poll() is None:
             server.kill()
             server.wait()
+        if server.stderr is not None:  # communicate closed it, if it was reached
+            server.stderr.close()
