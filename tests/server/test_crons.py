@@ -6,6 +6,8 @@ Real servers, real time: a cron fires on the wall clock, once a second here.
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -224,3 +226,52 @@ def test_crons_in_a_sqlite_db_survive_a_restart_and_fire(tmp_path: Path) -> None
             lambda: any(r["metadata"].get("cron_id") for r in client.runs.list(thread_id))
         )
         client.crons.delete(ticking["cron_id"])
+
+
+IMPORT_WATCH = """
+import sys, threading
+
+import anyio, httpx
+from deepactors import AssistantMessage, create_deep_agent
+from deepactors.models import FunctionModel
+from deepactors.server import create_app
+
+assert "croniter" not in sys.modules
+where = []
+
+
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "croniter":
+            where.append(threading.current_thread() is threading.main_thread())
+        return None
+
+
+sys.meta_path.insert(0, Watch())
+app = create_app(create_deep_agent(FunctionModel(lambda r: AssistantMessage(content="hi"))))
+
+
+async def main():
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+            cron = {"assistant_id": "main", "schedule": "0 9 * * *"}
+            made = await http.post("/runs/crons", json=cron)
+            assert made.status_code == 200, made.text
+
+
+anyio.run(main, backend=sys.argv[1])
+print(where)
+"""
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "trio"])
+def test_the_first_cron_imports_croniter_off_the_event_loop(loop: str, tmp_path: Path) -> None:
+    # In a process of its own: croniter must not be imported yet.
+    script = tmp_path / "watch.py"
+    script.write_text(IMPORT_WATCH)
+    done = subprocess.run(
+        [sys.executable, str(script), loop], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[False]"], done.stdout

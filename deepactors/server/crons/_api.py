@@ -26,7 +26,7 @@ from .._records import AssistantRecord
 from .._runs import RunManager
 from .._schemas import RunCreate, read_body
 from ._books import CronBook
-from ._model import MAX_CRONS, Cron, check_schedule, check_timezone, parse_time
+from ._model import MAX_CRONS, Cron, check_schedule, check_timezone, load_croniter, parse_time
 from ._scheduler import Scheduler
 
 __all__ = ["cron_routes"]
@@ -166,6 +166,7 @@ async def create_cron(request: Request) -> Response:
     if who is not None and not await may("runs", "create", who.id, None):
         raise HTTPException(403, "crons: you may not create runs")
     assistant = manager.assistant(body.assistant_id)
+    await load_croniter()
     try:
         check_timezone(body.timezone)
         payload = _run_part(body)
@@ -211,6 +212,7 @@ async def update_cron(request: Request) -> Response:
     manager, book, scheduler, cron = await _mine(request)
     body = await read_body(request, CronPatch)
     raw = json.loads(await request.body() or b"{}")  # valid: read_body checked it
+    await load_croniter()
     try:
         if body.schedule is not None:
             cron.schedule = check_schedule(body.schedule)

@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, tzinfo
 from typing import Literal, final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import anyio.to_thread
+
 from ...errors import InputError
 from .._records import iso
 
-__all__ = ["MAX_CRONS", "Cron", "check_schedule", "check_timezone", "next_fire", "parse_time"]
+__all__ = [
+    "MAX_CRONS",
+    "Cron",
+    "check_schedule",
+    "check_timezone",
+    "load_croniter",
+    "next_fire",
+    "parse_time",
+]
 
 MAX_CRONS = 10_000
 """Crons one server keeps at most (each is read on every scheduling pass)."""
@@ -37,6 +49,17 @@ def check_timezone(name: str | None) -> tzinfo:
         raise InputError(f"timezone: {name!r} is not a known IANA time zone") from None
 
 
+async def load_croniter() -> None:
+    """Import croniter in a worker thread, once, before anything on the loop needs it.
+
+    It is imported only by a server that has crons; importing it (with
+    dateutil) takes tens of milliseconds, which on the event loop would hold up
+    every request and stream of the server meanwhile.
+    """
+    if "croniter" not in sys.modules:
+        await anyio.to_thread.run_sync(importlib.import_module, "croniter")
+
+
 def check_schedule(schedule: object) -> str:
     """A cron expression: 5 fields (minute first), or 6 with seconds last.
 
@@ -45,7 +68,7 @@ def check_schedule(schedule: object) -> str:
     """
     if not isinstance(schedule, str) or not 0 < len(schedule) <= 200:
         raise InputError("schedule: a cron expression, like '0 9 * * 1-5'")
-    from croniter import croniter  # here: a server with no crons never needs it
+    from croniter import croniter  # a server with no crons never needs it (load_croniter)
 
     fields = schedule.split()
     if len(fields) not in (5, 6) or not croniter.is_valid(schedule):

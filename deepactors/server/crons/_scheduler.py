@@ -33,7 +33,7 @@ from .._runs_api import thread_of
 from .._schemas import RunCreate
 from ..auth import Auth, Identity
 from ._books import CronBook
-from ._model import Cron
+from ._model import Cron, load_croniter
 
 __all__ = ["MAX_LATE", "POLL", "Scheduler"]
 
@@ -78,6 +78,8 @@ class Scheduler:
             except DeepActorsError as exc:
                 _log.warning("crons not read", error=str(exc))
                 crons = []
+            if crons:
+                await load_croniter()  # crons kept from before: their next firings need it
             now = time.time()
             for cron in crons:
                 due = cron.next_run
