@@ -183,5 +183,7 @@ def serve(request: pytest.FixtureRequest) -> Iterator[Callable[[Starlette], Serv
         return served
 
     yield start
-    for served in started:
-        served.stop()
+    # Each one stopped (its clients closed) even if one stopped before it fails.
+    with contextlib.ExitStack() as stops:
+        for served in reversed(started):  # callbacks run last in, first out
+            stops.callback(served.stop)
