@@ -76,9 +76,9 @@ def create_app(
             gone when the app stops; ``deepactors serve --db`` keeps it there.
         auth: Who may call, and what each caller may touch (see
             :mod:`deepactors.server.auth`): every request but the health check
-            is authenticated first (401 otherwise), and threads, runs and store
-            namespaces are their owner's. None: no authentication, for a server
-            on 127.0.0.1 that only its own user reaches.
+            is authenticated first (401 otherwise), and threads, runs, store
+            namespaces and sandbox workspaces are their owner's. None: no
+            authentication, for a server on 127.0.0.1 that only its own user reaches.
         runs_db: A PostgreSQL DSN through which several server processes share
             their runs: a run created through one can be found, joined,
             streamed and cancelled through any other. None: runs are this
