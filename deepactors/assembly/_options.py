@@ -8,11 +8,11 @@ what the assembly reads, with their defaults, parsed once by
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict, final
 
+from .._core.keywords import unexpected_keywords
 from ..middleware import DEFAULT_MAX_CONCURRENT_SUBAGENTS
 from ..placement import RayPlacement
 
@@ -95,22 +95,10 @@ class AgentSettings:
             TypeError: A keyword that is none of :class:`AgentOptions` (as Python
                 raises for an unknown keyword), naming the closest keyword.
         """
-        unknown = sorted(options.keys() - _NAMES)
+        unknown = options.keys() - _NAMES
         if unknown:
-            known = sorted({*_NAMES, *beside})
-            named = ", ".join(_with_close_match(name, known) for name in unknown)
-            which = (
-                "an unexpected keyword argument"
-                if len(unknown) == 1
-                else "unexpected keyword arguments"
-            )
-            raise TypeError(f"{caller}() got {which} {named}")
+            raise unexpected_keywords(caller, unknown, {*_NAMES, *beside})
         return cls(**options)
 
 
 _NAMES = frozenset(AgentOptions.__annotations__)
-
-
-def _with_close_match(name: str, known: Collection[str]) -> str:
-    near = difflib.get_close_matches(name, known, 1, 0.6)
-    return f"{name!r}" + (f" (did you mean {near[0]!r}?)" if near else "")

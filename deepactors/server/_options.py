@@ -11,7 +11,6 @@ option fails there and then, with the same message either way.
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import TypedDict, cast, final
 
 from starlette.types import Scope
 
+from .._core.keywords import unexpected_keywords
 from .._core.pacing import DEFAULT_QUANTUM
 from ..errors import ConfigurationError
 from ..tracing import Tracing
@@ -189,11 +189,9 @@ class AppSettings:
         if auth is not None and not isinstance(auth, Auth):
             raise ConfigurationError(f"auth: a deepactors.server.auth.Auth, not {auth!r}")
         given: dict[str, object] = dict(options)
-        unknown = sorted(set(given) - set(AppOptions.__annotations__))
+        unknown = given.keys() - AppOptions.__annotations__.keys()
         if unknown:
-            near = difflib.get_close_matches(unknown[0], AppOptions.__annotations__, n=1)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
-            raise TypeError(f"create_app() got an unexpected keyword argument {unknown[0]!r}{hint}")
+            raise unexpected_keywords("create_app", unknown, AppOptions.__annotations__)
         o = cast(AppOptions, given)  # its keys checked just above; values below
         for name in ("cors_origins", "allowed_hosts", "trusted_proxies"):
             if isinstance(o.get(name), str):
